@@ -1,0 +1,1 @@
+//! VP9 SVC codec and RTP payload (issue 5).

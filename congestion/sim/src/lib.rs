@@ -1,0 +1,1 @@
+//! Discrete-event network simulator (issue 4).

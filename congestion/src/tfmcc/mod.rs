@@ -1,0 +1,1 @@
+//! Placeholder: TFMCC sender and receiver (issue 3).

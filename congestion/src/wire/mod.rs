@@ -1,0 +1,1 @@
+//! Wire structures the protocols exchange, with parse and serialise.
