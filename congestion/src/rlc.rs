@@ -64,6 +64,7 @@ impl SyncPoints {
     }
 
     /// Whether packet `seq` of `layer` is a synchronisation point (never on the top layer).
+    #[allow(clippy::manual_is_multiple_of)] // workspace MSRV 1.80 predates is_multiple_of
     pub fn is_sync_point(&self, layer: u8, seq: u64) -> bool {
         if layer as usize + 1 >= self.periods.len() {
             return false;
