@@ -6,8 +6,6 @@
 //! copies written before `crate::estimators` landed; they are candidates for de-duplication
 //! against the shared estimators once those are merged.
 
-#![allow(dead_code)] // TODO(cc-baselines): drop once every controller uses the helpers
-
 use crate::controller::{Action, Decision, Stats};
 use crate::session::SessionInfo;
 use crate::time::Time;
