@@ -334,7 +334,7 @@ impl RtpHeader {
                 }
                 out.extend_from_slice(d);
             }
-            while (out.len() - body_start) % 4 != 0 {
+            while (out.len() - body_start) & 3 != 0 {
                 out.push(0);
             }
             let words = ((out.len() - body_start) / 4) as u16;
