@@ -467,6 +467,7 @@ impl Scenario {
             flow_names.push(f.name());
             match f {
                 Flow::Layered {
+                    protocol,
                     from,
                     layers,
                     packet_size,
@@ -483,9 +484,13 @@ impl Scenario {
                     if !adapt_interval_s.is_finite() || *adapt_interval_s <= 0.0 {
                         return Err(invalid("adapt_interval_s", "must be positive"));
                     }
+                    make_controller(protocol)?;
                     let mut rn = Vec::new();
                     for r in receivers {
                         node(&r.at)?;
+                        if let Some(p) = &r.protocol {
+                            make_controller(p)?;
+                        }
                         if rn.contains(&&r.name) {
                             return Err(invalid("receiver", "duplicate name"));
                         }
