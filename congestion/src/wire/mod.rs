@@ -1,1 +1,3 @@
 //! Wire structures the protocols exchange, with parse and serialise.
+pub mod tfmcc;
+pub mod tfrc;
