@@ -118,10 +118,29 @@ impl LossIntervals {
         self.df = 1.0;
     }
 
+    /// Appends an interval as the oldest one (seeding when the first loss burst already
+    /// closed intervals). Ignored when the history is full.
+    pub fn push_oldest(&mut self, len: f64) {
+        if self.closed.len() < self.cfg.n {
+            self.closed.push_back((len.max(1.0), 1.0));
+        }
+        self.update_df();
+    }
+
     /// Replaces the newest closed interval's length (TFMCC's `l_0 = l_0 (R/R_init)^2`
     /// correction once the first real RTT is known). No-op on an empty history.
     pub fn rescale_newest(&mut self, factor: f64) {
         if let Some(e) = self.closed.front_mut() {
+            if factor.is_finite() && factor > 0.0 {
+                e.0 = (e.0 * factor).max(1.0);
+            }
+        }
+        self.update_df();
+    }
+
+    /// Multiplies the `idx`-th newest closed interval (0 = newest) by `factor`.
+    pub fn rescale_nth(&mut self, idx: usize, factor: f64) {
+        if let Some(e) = self.closed.get_mut(idx) {
             if factor.is_finite() && factor > 0.0 {
                 e.0 = (e.0 * factor).max(1.0);
             }
@@ -214,6 +233,7 @@ pub struct LossHistory {
     events: u64,
     /// Packets before the first loss (for diagnostics; its length is replaced by the seed).
     pre_loss: u64,
+    seeded: bool,
 }
 
 impl LossHistory {
@@ -230,6 +250,7 @@ impl LossHistory {
             lost: 0,
             events: 0,
             pre_loss: 0,
+            seeded: false,
         }
     }
 
@@ -278,15 +299,28 @@ impl LossHistory {
         self.event = None;
         self.events = 0;
         self.pre_loss = 0;
+        self.seeded = false;
     }
 
     /// Seeds the first loss interval with a synthetic length (packets), as both RFCs and the
     /// dissertation require after the first loss event.
-    pub fn seed_first_interval(&mut self, len: f64) {
+    ///
+    /// Returns the seed's index among the closed intervals (0 = newest): usually 0, more if
+    /// the first loss burst already spanned several loss events. Only the first call seeds.
+    pub fn seed_first_interval(&mut self, len: f64) -> Option<usize> {
+        if self.seeded {
+            return None;
+        }
+        self.seeded = true;
         if self.ali.is_empty() {
             self.ali.close(len);
             // close() reset I_0; restore the packets already counted in the new I_0.
             self.refresh_open();
+            Some(0)
+        } else {
+            self.ali.push_oldest(len);
+            self.refresh_open();
+            Some(self.ali.len() - 1)
         }
     }
 

@@ -143,7 +143,7 @@ impl TfrcReceiver {
             // Minimum target: 0.5 packets per RTT.
             let target = self.x_recv_max.max(x_recv).max(0.5 * s / r);
             let p = loss_rate_for_throughput(s, r, target);
-            self.history.seed_first_interval(1.0 / p);
+            let _ = self.history.seed_first_interval(1.0 / p);
         }
         if newest {
             self.last_ts_us = f.ts_us;
