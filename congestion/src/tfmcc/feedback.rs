@@ -137,7 +137,11 @@ mod tests {
             (200.0, 50.0, 100.0, true),
         ];
         for (rc, r0, xs, want) in rows {
-            assert_eq!(cancel_feedback(&inputs(rc, r0, xs), q), want, "{rc} {r0} {xs}");
+            assert_eq!(
+                cancel_feedback(&inputs(rc, r0, xs), q),
+                want,
+                "{rc} {r0} {xs}"
+            );
         }
         // RTT above R_max: never cancelled.
         let mut i = inputs(500.0, 500.0, 100.0);

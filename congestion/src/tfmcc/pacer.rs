@@ -76,7 +76,10 @@ mod tests {
             }
             let one_s: u64 = per_tick[900..1000].iter().sum();
             let got = one_s as f64 * size as f64;
-            assert!((got / rate - 1.0).abs() <= 0.01 + size as f64 / rate, "{mbit}: {got}");
+            assert!(
+                (got / rate - 1.0).abs() <= 0.01 + size as f64 / rate,
+                "{mbit}: {got}"
+            );
             let bound = (0.010 / ipi).ceil() as u64 + 1;
             assert!(max_burst <= bound, "{mbit}: burst {max_burst} > {bound}");
             assert!(sent > 0);

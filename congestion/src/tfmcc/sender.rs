@@ -55,6 +55,11 @@ struct Clr {
     selected_at: Time,
     leaving: bool,
     have_rtt: bool,
+    /// Feedback delay T when the CLR last reported (its timeout is 10 T from then; T must
+    /// not stretch while the rate is being cut for the CLR's silence).
+    t_at_heard: f64,
+    /// The rate was already halved for the current silence (RFC 4654 §3.3: once).
+    halved_for_silence: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -99,7 +104,6 @@ pub struct TfmccSender {
     rounds: VecDeque<RoundSummary>,
     last_any_feedback: Time,
     nofb_halved_at: Time,
-    clr_halved_at: Time,
     pending: Vec<PendingEcho>,
     clr_echo: Option<(u32, u32, Time)>,
     clr_echoed_in_round: bool,
@@ -148,7 +152,6 @@ impl TfmccSender {
             rounds: VecDeque::new(),
             last_any_feedback: Time::ZERO,
             nofb_halved_at: Time::ZERO,
-            clr_halved_at: Time::ZERO,
             pending: Vec::new(),
             clr_echo: None,
             clr_echoed_in_round: false,
@@ -175,7 +178,11 @@ impl TfmccSender {
     }
 
     fn secs(v: f64) -> Duration {
-        Duration::from_secs_f64(if v.is_finite() { v.clamp(0.0, 1e7) } else { 1e7 })
+        Duration::from_secs_f64(if v.is_finite() {
+            v.clamp(0.0, 1e7)
+        } else {
+            1e7
+        })
     }
 
     /// Feedback round duration `T`, seconds.
@@ -300,12 +307,11 @@ impl TfmccSender {
             return None;
         }
         let t = self.feedback_round_s();
-        let mut next = self.round_start
-            + Self::secs(if self.saw_non_clr { t } else { 2.0 * t });
+        let mut next = self.round_start + Self::secs(if self.saw_non_clr { t } else { 2.0 * t });
         next = next.min(self.nofb_halved_at.max(self.last_any_feedback) + self.nofb_period());
         if let Some(c) = self.clr {
-            next = next.min(c.last_heard + Self::secs(self.cfg.clr_timeout_t * t));
-            if self.cfg.clr_silence_halving_rtts > 0.0 {
+            next = next.min(c.last_heard + Self::secs(self.cfg.clr_timeout_t * c.t_at_heard));
+            if self.cfg.clr_silence_halving_rtts > 0.0 && !c.halved_for_silence {
                 next = next.min(self.clr_halving_due(&c));
             }
         }
@@ -320,8 +326,7 @@ impl TfmccSender {
     }
 
     fn clr_halving_due(&self, c: &Clr) -> Time {
-        let period = Self::secs(self.cfg.clr_silence_halving_rtts * self.r_max);
-        c.last_heard.max(self.clr_halved_at) + period
+        c.last_heard + Self::secs(self.cfg.clr_silence_halving_rtts * self.r_max)
     }
 
     /// Timers: round end, no-feedback halving, CLR timeout, CLR-silence halving, ramp.
@@ -339,21 +344,21 @@ impl TfmccSender {
             self.nofb_halved_at = now;
             self.apply_rmax_floor();
         }
-        if let Some(c) = self.clr {
-            let t = self.feedback_round_s();
-            if now >= c.last_heard + Self::secs(self.cfg.clr_timeout_t * t) {
+        if let Some(mut c) = self.clr {
+            if now >= c.last_heard + Self::secs(self.cfg.clr_timeout_t * c.t_at_heard) {
                 // The CLR crashed or left without saying so.
                 self.clr = None;
-                self.hold_increase_until = now + Self::secs(t);
+                self.hold_increase_until = now + Self::secs(self.feedback_round_s());
             } else if self.cfg.clr_silence_halving_rtts > 0.0
+                && !c.halved_for_silence
                 && now >= self.clr_halving_due(&c)
-                && now - c.selected_at >= Self::secs(10.0 * self.r_max)
             {
-                self.x = (self.x / 2.0).max(self.min_rate());
-                self.stop_ramp(now);
-                self.clr_halved_at = now;
-            } else if now >= self.clr_halving_due(&c) {
-                self.clr_halved_at = now;
+                c.halved_for_silence = true;
+                self.clr = Some(c);
+                if now - c.selected_at >= Self::secs(10.0 * self.r_max) {
+                    self.x = (self.x / 2.0).max(self.min_rate());
+                    self.stop_ramp(now);
+                }
             }
         }
     }
@@ -465,6 +470,8 @@ impl TfmccSender {
         match self.clr {
             Some(mut c) if c.id == rep.rid => {
                 c.last_heard = now;
+                c.t_at_heard = t;
+                c.halved_for_silence = false;
                 c.rate = rate;
                 c.leaving = rep.leave;
                 c.have_rtt = rep.have_rtt;
@@ -507,9 +514,10 @@ impl TfmccSender {
             selected_at: now,
             leaving: false,
             have_rtt: rep.have_rtt,
+            t_at_heard: self.feedback_round_s(),
+            halved_for_silence: false,
         });
         self.clr_echo = Some((rep.rid, rep.ts_us, now));
-        self.clr_halved_at = now;
         // Echo the new CLR first; a previous "new CLR" entry is now an ordinary receiver.
         self.pending.retain(|e| e.rid != rep.rid);
         for e in self.pending.iter_mut().filter(|e| e.class == 1) {

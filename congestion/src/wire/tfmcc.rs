@@ -410,7 +410,10 @@ mod tests {
         assert_eq!(&block[..2], &[0x10, 0x00]);
         assert_eq!(block[4], TFMCC_EXT_ID);
         assert_eq!(block[5], 32);
-        assert_eq!(TfmccDataFields::from_extension_block(&block).unwrap(), Some(f));
+        assert_eq!(
+            TfmccDataFields::from_extension_block(&block).unwrap(),
+            Some(f)
+        );
         let no_echo = TfmccDataFields { echo: None, ..f };
         assert_eq!(
             TfmccDataFields::parse(&no_echo.to_bytes()).unwrap(),
@@ -421,12 +424,17 @@ mod tests {
     #[test]
     fn one_byte_form_is_searched_too() {
         // ID 1, len 2 (encoded 1), then ID 3 len 1.
-        let block = [0xBE, 0xDE, 0x00, 0x02, 0x11, 0xaa, 0xbb, 0x30, 0xcc, 0, 0, 0];
+        let block = [
+            0xBE, 0xDE, 0x00, 0x02, 0x11, 0xaa, 0xbb, 0x30, 0xcc, 0, 0, 0,
+        ];
         assert_eq!(
             find_extension_element(&block, 1).unwrap(),
             Some(&[0xaa, 0xbb][..])
         );
-        assert_eq!(find_extension_element(&block, 3).unwrap(), Some(&[0xcc][..]));
+        assert_eq!(
+            find_extension_element(&block, 3).unwrap(),
+            Some(&[0xcc][..])
+        );
         assert_eq!(find_extension_element(&block, 2).unwrap(), None);
         assert!(find_extension_element(&[0xBE, 0xDE, 0, 5], 1).is_err());
         assert!(find_extension_element(&[0x12, 0x34, 0, 0], 1).is_err());
