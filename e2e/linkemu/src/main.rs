@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! layercast-linkemu [run] --a IF --b IF [--both JSON] [--ab JSON] [--ba JSON]
-//!                   [--ctl PATH] [--seed N] [--stats-out FILE]
+//!                   [--ctl PATH] [--seed N] [--stats-out FILE] [--rt-prio N]
 //! layercast-linkemu ctl PATH JSON      # send one control request, print the reply
 //! ```
 
@@ -21,7 +21,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 const USAGE: &str = "usage:
   layercast-linkemu [run] --a IF --b IF [--both JSON] [--ab JSON] [--ba JSON]
-                    [--ctl PATH] [--seed N] [--stats-out FILE]
+                    [--ctl PATH] [--seed N] [--stats-out FILE] [--rt-prio 1..99]
   layercast-linkemu ctl PATH JSON
 JSON link settings: {\"rate_bps\":1000000,\"delay_ms\":10,\"jitter_ms\":0,\"loss\":0.01,
   \"queue\":{\"kind\":\"drop_tail\",\"limit_packets\":50},\"overhead_bytes\":0,
@@ -36,6 +36,7 @@ fn parse_args(args: &[String]) -> Result<Options, Error> {
         ctl: None,
         seed: 1,
         stats_out: None,
+        rt_prio: 0,
     };
     let mut both = Vec::new();
     let mut ab = Vec::new();
@@ -55,6 +56,11 @@ fn parse_args(args: &[String]) -> Result<Options, Error> {
             "--ba" => ba.push(v()?),
             "--ctl" => o.ctl = Some(PathBuf::from(v()?)),
             "--stats-out" => o.stats_out = Some(PathBuf::from(v()?)),
+            "--rt-prio" => {
+                o.rt_prio = v()?
+                    .parse()
+                    .map_err(|_| Error::Config("--rt-prio needs an integer 1..99".into()))?
+            }
             "--seed" => {
                 o.seed = v()?
                     .parse()
