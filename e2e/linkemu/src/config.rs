@@ -144,7 +144,7 @@ mod tests {
         let mut p = LinkParams::default();
         let u = LinkUpdate::from_json(
             r#"{"rate_bps":1000000,"delay_ms":20,"jitter_ms":1.5,"loss":0.01,
-                "queue":{"kind":"drop_tail","limit_packets":30}}"#,
+                "queue":{"kind":"droptail","limit_packets":30}}"#,
         )
         .unwrap();
         assert!(u.apply(&mut p).unwrap());

@@ -386,6 +386,7 @@ mod tests {
         p.queue = QueueSpec::DropTail {
             limit_packets: Some(5),
             limit_bytes: None,
+            limit_ms: None,
         };
         let mut d = Direction::new(p, 1);
         for _ in 0..20 {
@@ -449,7 +450,7 @@ mod tests {
             d.arrive(Time::ZERO, frame(125)); // 1 ms each at 1 Mbit/s
         }
         let u = LinkUpdate::from_json(
-            r#"{"rate_bps":2000000,"queue":{"kind":"drop_tail","limit_packets":2}}"#,
+            r#"{"rate_bps":2000000,"queue":{"kind":"droptail","limit_packets":2}}"#,
         )
         .unwrap();
         d.update(Time::ZERO, &u).unwrap();

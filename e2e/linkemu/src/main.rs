@@ -24,7 +24,7 @@ const USAGE: &str = "usage:
                     [--ctl PATH] [--seed N] [--stats-out FILE] [--rt-prio 1..99]
   layercast-linkemu ctl PATH JSON
 JSON link settings: {\"rate_bps\":1000000,\"delay_ms\":10,\"jitter_ms\":0,\"loss\":0.01,
-  \"queue\":{\"kind\":\"drop_tail\",\"limit_packets\":50},\"overhead_bytes\":0,
+  \"queue\":{\"kind\":\"droptail\",\"limit_packets\":50},\"overhead_bytes\":0,
   \"flow\":{\"mcast_prefix_len\":24,\"udp_port_block\":0}}";
 
 fn parse_args(args: &[String]) -> Result<Options, Error> {

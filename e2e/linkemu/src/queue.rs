@@ -8,10 +8,12 @@ use std::collections::VecDeque;
 
 /// A queue as a scenario or the control socket names it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum QueueSpec {
-    /// FIFO with tail drop. Limits in packets and/or bytes; with neither given, the default is
-    /// two bandwidth-delay products (see [`default_limit_bytes`]).
+    /// FIFO with tail drop (`{"kind":"droptail", ...}`, the shared `qdisc` crate's spelling).
+    /// Limits in packets, bytes, or milliseconds at the link rate; with none given, the default
+    /// is two bandwidth-delay products (see [`default_limit_bytes`]).
+    #[serde(rename = "droptail")]
     DropTail {
         /// Maximum packets waiting.
         #[serde(default)]
@@ -19,6 +21,9 @@ pub enum QueueSpec {
         /// Maximum bytes waiting.
         #[serde(default)]
         limit_bytes: Option<u64>,
+        /// Maximum queueing delay at the link rate, ms (converted to bytes).
+        #[serde(default)]
+        limit_ms: Option<f64>,
     },
 }
 
@@ -27,6 +32,7 @@ impl Default for QueueSpec {
         QueueSpec::DropTail {
             limit_packets: None,
             limit_bytes: None,
+            limit_ms: None,
         }
     }
 }
@@ -49,10 +55,15 @@ pub fn build<P: Send + 'static>(
         QueueSpec::DropTail {
             limit_packets,
             limit_bytes,
+            limit_ms,
         } => {
-            let bytes = match (limit_packets, limit_bytes) {
-                (None, None) => Some(default_limit_bytes(rate_bps, delay_ns)),
-                (_, b) => b,
+            let bytes = match (limit_packets, limit_bytes, limit_ms) {
+                // At least one full-size frame, or nothing would pass.
+                (_, None, Some(ms)) if ms.is_finite() && ms > 0.0 => {
+                    Some(((ms / 1000.0 * rate_bps as f64 / 8.0) as u64).max(1514))
+                }
+                (None, None, _) => Some(default_limit_bytes(rate_bps, delay_ns)),
+                (_, b, _) => b,
             };
             Box::new(DropTail::new(limit_packets, bytes))
         }
@@ -122,13 +133,33 @@ mod tests {
     #[test]
     fn spec_json_roundtrip() {
         let s: QueueSpec =
-            serde_json::from_str(r#"{"kind":"drop_tail","limit_packets":20}"#).unwrap();
+            serde_json::from_str(r#"{"kind":"droptail","limit_packets":20}"#).unwrap();
         assert_eq!(
             s,
             QueueSpec::DropTail {
                 limit_packets: Some(20),
-                limit_bytes: None
+                limit_bytes: None,
+                limit_ms: None
             }
         );
+        assert!(serde_json::from_str::<QueueSpec>(r#"{"kind":"droptail","x":1}"#).is_err());
+        // 100 ms at 1 Mbit/s = 12500 B: 25 packets of 500 B.
+        let ms: QueueSpec = serde_json::from_str(r#"{"kind":"droptail","limit_ms":100}"#).unwrap();
+        let mut q = build::<()>(&ms, 1_000_000, 0);
+        let mut dropped = 0;
+        for _ in 0..30 {
+            dropped += q
+                .enqueue(
+                    Time::ZERO,
+                    Queued {
+                        size: 500,
+                        flow: 0,
+                        enqueued_at: Time::ZERO,
+                        item: (),
+                    },
+                )
+                .len();
+        }
+        assert_eq!(dropped, 5);
     }
 }
