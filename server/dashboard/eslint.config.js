@@ -16,6 +16,6 @@ export default tseslint.config(
   },
   {
     files: ["dev/**/*.mjs"],
-    languageOptions: { globals: { process: "readonly", console: "readonly", Buffer: "readonly", setInterval: "readonly", URL: "readonly" } },
+    languageOptions: { globals: { process: "readonly", console: "readonly", Buffer: "readonly", setInterval: "readonly", setTimeout: "readonly", URL: "readonly", fetch: "readonly" } },
   },
 );

@@ -73,7 +73,7 @@ export function ViewerDetail({ model, id }: { model: Model; id: string }) {
           title="Loss ratio"
           times={times}
           windowS={HISTORY_S}
-          yFormat={(x) => fmtPct(x, 0)}
+          yFormat={(x) => fmtPct(x, 1)}
           series={[{ label: "loss", color: "#d62728", values: hist.values("loss") }]}
         />
         <LineChart

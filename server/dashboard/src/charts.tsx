@@ -1,4 +1,21 @@
+import { useLayoutEffect, useRef, useState, type RefObject } from "react";
 import { linePath, niceMax, stack } from "./chartmath";
+
+/** Track an element's pixel width so SVG charts draw in real pixels (undistorted text). */
+function useWidth(): [RefObject<HTMLElement | null>, number] {
+  const ref = useRef<HTMLElement | null>(null);
+  const [w, setW] = useState(600);
+  useLayoutEffect(() => {
+    const el = ref.current;
+    if (!el) return;
+    const measure = () => setW(Math.max(200, Math.floor(el.clientWidth - 12)));
+    measure();
+    const ro = new ResizeObserver(measure);
+    ro.observe(el);
+    return () => ro.disconnect();
+  }, []);
+  return [ref, w];
+}
 
 export interface LineSeries {
   label: string;
@@ -8,7 +25,6 @@ export interface LineSeries {
   dash?: boolean;
 }
 
-const W = 600;
 const PAD_L = 56;
 const PAD_R = 8;
 const PAD_T = 8;
@@ -23,17 +39,17 @@ interface Frame {
   yMax?: number;
 }
 
-function useAxes(f: Frame, dataMax: number) {
+function axes(f: Frame, dataMax: number, W: number) {
   const h = f.height ?? 140;
   const tEnd = f.times.length ? f.times[f.times.length - 1]! : 0;
   const tStart = tEnd - f.windowS;
   const ymax = f.yMax ?? niceMax(dataMax);
   const x = (t: number) => PAD_L + ((t - tStart) / f.windowS) * (W - PAD_L - PAD_R);
   const y = (v: number) => PAD_T + (1 - Math.min(v, ymax * 1.05) / ymax) * (h - PAD_T - PAD_B);
-  return { h, x, y, ymax };
+  return { h, x, y, ymax, W };
 }
 
-function Grid({ h, y, ymax, yFormat, windowS }: { h: number; y: (v: number) => number; ymax: number; yFormat: (v: number) => string; windowS: number }) {
+function Grid({ W, h, y, ymax, yFormat, windowS }: { W: number; h: number; y: (v: number) => number; ymax: number; yFormat: (v: number) => string; windowS: number }) {
   const ticks = [0, 0.5, 1].map((f) => f * ymax);
   return (
     <g className="grid">
@@ -58,9 +74,10 @@ function Grid({ h, y, ymax, yFormat, windowS }: { h: number; y: (v: number) => n
 export function LineChart(props: Frame & { series: LineSeries[] }) {
   let dataMax = 0;
   for (const s of props.series) for (const v of s.values) if (Number.isFinite(v) && v > dataMax) dataMax = v;
-  const { h, x, y, ymax } = useAxes(props, dataMax);
+  const [ref, width] = useWidth();
+  const { h, x, y, ymax, W } = axes(props, dataMax, width);
   return (
-    <figure className="chart">
+    <figure className="chart" ref={ref}>
       <figcaption>
         {props.title}
         {props.series.map((s) => (
@@ -70,8 +87,8 @@ export function LineChart(props: Frame & { series: LineSeries[] }) {
           </span>
         ))}
       </figcaption>
-      <svg viewBox={`0 0 ${W} ${h}`} preserveAspectRatio="none" role="img" aria-label={props.title}>
-        <Grid h={h} y={y} ymax={ymax} yFormat={props.yFormat} windowS={props.windowS} />
+      <svg viewBox={`0 0 ${W} ${h}`} height={h} role="img" aria-label={props.title}>
+        <Grid W={W} h={h} y={y} ymax={ymax} yFormat={props.yFormat} windowS={props.windowS} />
         {props.series.map((s) => (
           <path
             key={s.label}
@@ -80,7 +97,6 @@ export function LineChart(props: Frame & { series: LineSeries[] }) {
             strokeDasharray={s.dash ? "4 3" : undefined}
             fill="none"
             strokeWidth={1.6}
-            vectorEffect="non-scaling-stroke"
           />
         ))}
       </svg>
@@ -95,7 +111,8 @@ export function StackedAreaChart(props: Frame & { series: LineSeries[] }) {
   let dataMax = 0;
   const top = stacks[stacks.length - 1] ?? [];
   for (const v of top) if (v > dataMax) dataMax = v;
-  const { h, x, y, ymax } = useAxes(props, dataMax);
+  const [ref, width] = useWidth();
+  const { h, x, y, ymax, W } = axes(props, dataMax, width);
   const ts = props.times;
   const areas = stacks.map((upper, k) => {
     if (ts.length === 0) return "";
@@ -106,7 +123,7 @@ export function StackedAreaChart(props: Frame & { series: LineSeries[] }) {
     return d + "Z";
   });
   return (
-    <figure className="chart">
+    <figure className="chart" ref={ref}>
       <figcaption>
         {props.title}
         {props.series.map((s) => (
@@ -116,8 +133,8 @@ export function StackedAreaChart(props: Frame & { series: LineSeries[] }) {
           </span>
         ))}
       </figcaption>
-      <svg viewBox={`0 0 ${W} ${h}`} preserveAspectRatio="none" role="img" aria-label={props.title}>
-        <Grid h={h} y={y} ymax={ymax} yFormat={props.yFormat} windowS={props.windowS} />
+      <svg viewBox={`0 0 ${W} ${h}`} height={h} role="img" aria-label={props.title}>
+        <Grid W={W} h={h} y={y} ymax={ymax} yFormat={props.yFormat} windowS={props.windowS} />
         {areas.map((d, k) => (
           <path key={k} d={d} fill={props.series[k]!.color} stroke="none" />
         ))}
