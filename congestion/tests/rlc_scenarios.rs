@@ -207,6 +207,19 @@ fn burst_test_only_helps_when_it_overflows_the_queue() {
     println!(
         "rlc burst: failed joins to 5 layers: small buffer burst {small_burst} (plr {plr_sb:.4}) vs none {small_none} (plr {plr_sn:.4}); 2xBDP burst {big_burst} (plr {plr_bb:.4})"
     );
+    let (mid_burst, plr_mb) = run_with(4_000.0, 8);
+    let all = [plr_sb, plr_mb, plr_bb];
+    testkit::record(
+        "plm/S11",
+        &format!(
+            "RLC loss with burst test at buffers 3/8/24 packets: {:.2} / {:.2} / {:.2} % (failed joins {small_burst}/{mid_burst}/{big_burst})",
+            100.0 * plr_sb,
+            100.0 * plr_mb,
+            100.0 * plr_bb
+        ),
+        Some(all.iter().all(|p| (0.02..=0.15).contains(p))),
+        "cargo test -p layercast-congestion --test rlc_scenarios burst_test",
+    );
     assert!(
         small_burst < small_none,
         "burst did not prevent failed joins"

@@ -86,7 +86,7 @@ pub struct Trace {
     pub delivered: Vec<(Time, u8, u32)>,
     /// (emission time, layer) of packets dropped at the bottleneck.
     pub dropped: Vec<(Time, u8)>,
-    /// Queueing delay seen by each delivered packet (time, delay).
+    /// Queueing delay (waiting time before service) of each delivered packet.
     pub qdelay: Vec<(Time, Duration)>,
     /// Contract violations found (wrong Join/Leave index, timeout storms).
     pub violations: Vec<String>,
@@ -259,7 +259,8 @@ pub fn run(ctl: &mut dyn LayeredController, sc: &Scenario) -> Trace {
                     } else {
                         let start = free_at.max(now);
                         free_at = start + Duration::from_secs_f64(size as f64 * 8.0 / cap);
-                        let q = free_at.saturating_since(now);
+                        // Waiting time in the queue, excluding the packet's own service.
+                        let q = start.saturating_since(now);
                         push(
                             &mut heap,
                             free_at + sc.prop,
