@@ -555,7 +555,7 @@ impl Dlm {
         self.sizes.clear();
         self.loss_in_epoch = 0;
         self.epoch_start = now;
-        self.next_epoch_check = Some(now + self.cfg.epoch_min);
+        self.next_epoch_check = Some(now + self.cfg.epoch_min.max(Duration::from_millis(1)));
 
         let level = self.core.level;
         let b_i = self.core.cum_rate(level);
@@ -667,7 +667,7 @@ impl LayeredController for Dlm {
             self.core.join_next(now, "start", vec![("b0", self.x_calc)]);
             self.next_ss_join = Some(now + self.cfg.slow_start_interval);
             self.epoch_start = now;
-            self.next_epoch_check = Some(now + self.cfg.epoch_min);
+            self.next_epoch_check = Some(now + self.cfg.epoch_min.max(Duration::from_millis(1)));
         }
     }
 
@@ -728,7 +728,8 @@ impl LayeredController for Dlm {
                     // [U] the calculated rate is floored at the joined rate while climbing,
                     // so the exit test "X_calc < B_i" reacts to decreases, not to lag.
                     self.x_calc = self.x_calc.max(bi);
-                    self.next_ss_join = Some(now + self.cfg.slow_start_interval);
+                    self.next_ss_join =
+                        Some(now + self.cfg.slow_start_interval.max(Duration::from_millis(1)));
                 } else {
                     self.next_ss_join = None; // all layers held
                 }

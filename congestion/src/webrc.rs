@@ -602,10 +602,11 @@ impl LayeredController for Webrc {
                 self.core.leave_top(now, "join-timeout", inp);
             }
         }
+        let el = self.cfg.el.max(Duration::from_millis(1));
         while let Some(t) = self.next_epoch.filter(|&t| t <= now) {
-            self.next_epoch = Some(t + self.cfg.el);
-            if now.saturating_since(t) > 4 * self.cfg.el {
-                self.next_epoch = Some(now + self.cfg.el); // long stall: do not replay
+            self.next_epoch = Some(t + el);
+            if now.saturating_since(t) > 4 * el {
+                self.next_epoch = Some(now + el); // long stall: do not replay
             }
             self.end_epoch(now);
             if self.core.exited {

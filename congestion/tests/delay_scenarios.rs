@@ -326,3 +326,32 @@ fn epoch_report_exposes_zone_inputs() {
     assert!((1..=3).contains(&r.zone));
     let _ = Time::ZERO;
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+    /// Degenerate configurations (zero durations and factors) must not panic or spin.
+    #[test]
+    fn degenerate_config_is_harmless(seq in inputs()) {
+        let mut c = Dlm::new(Config { epoch_min: std::time::Duration::ZERO, epoch_max: std::time::Duration::ZERO, epoch_packets: 0, slow_start_interval: std::time::Duration::ZERO, holdoff: std::time::Duration::ZERO, t_max: std::time::Duration::ZERO, exit_after: std::time::Duration::ZERO, dmin_window: std::time::Duration::ZERO, dm_bootstrap: std::time::Duration::ZERO, dm_bootstrap_for: std::time::Duration::ZERO, dm_floor: std::time::Duration::ZERO, rtt_base: std::time::Duration::ZERO, eta: [0.0; 3], ..Config::as_printed() });
+        prop_assert_eq!(check_contract(&mut c, &seq), Ok(()));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+    /// Random capacity steps through the scripted bottleneck: the cumulative-subscription
+    /// contract holds on every action and the level never exceeds the session's layers.
+    #[test]
+    fn bottleneck_runs_keep_the_contract(
+        cap in 40_000f64..1_500_000.0,
+        at in 5f64..50.0,
+        cap2 in 20_000f64..1_500_000.0,
+    ) {
+        let mut sc = Scenario::new(ladder(20, 20), cap, 80.0).capacity_at(at, cap2);
+        sc.buffer_bytes = 50_000.0;
+        let mut c = Dlm::default();
+        let tr = run(&mut c, &sc);
+        prop_assert!(tr.violations.is_empty(), "{:?}", tr.violations);
+        prop_assert!(tr.max_level(0.0, 1e6) as usize <= sc.session.layers.len());
+    }
+}

@@ -202,3 +202,31 @@ proptest! {
         prop_assert_eq!(check_contract(&mut c, &seq), Ok(()));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+    /// Degenerate configurations (zero durations and factors) must not panic or spin.
+    #[test]
+    fn degenerate_config_is_harmless(seq in inputs()) {
+        let mut c = Flid::new(Config { slot: std::time::Duration::ZERO, sim_rtt: std::time::Duration::ZERO, quiescent_slots: 0, exit_on_base_loss: false, slot_grace: std::time::Duration::ZERO });
+        prop_assert_eq!(check_contract(&mut c, &seq), Ok(()));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+    /// Random capacity steps through the scripted bottleneck: the cumulative-subscription
+    /// contract holds on every action and the level never exceeds the session's layers.
+    #[test]
+    fn bottleneck_runs_keep_the_contract(
+        cap in 40_000f64..1_500_000.0,
+        at in 5f64..50.0,
+        cap2 in 20_000f64..1_500_000.0,
+    ) {
+        let sc = Scenario::new(multiplicative_session(24, 12_000.0, 1.3, 512), cap, 80.0).capacity_at(at, cap2);
+        let mut c = Flid::default();
+        let tr = run(&mut c, &sc);
+        prop_assert!(tr.violations.is_empty(), "{:?}", tr.violations);
+        prop_assert!(tr.max_level(0.0, 1e6) as usize <= sc.session.layers.len());
+    }
+}

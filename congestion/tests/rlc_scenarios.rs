@@ -238,3 +238,31 @@ proptest! {
         prop_assert_eq!(check_contract(&mut c, &seq), Ok(()));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+    /// Degenerate configurations (zero durations and factors) must not panic or spin.
+    #[test]
+    fn degenerate_config_is_harmless(seq in inputs()) {
+        let mut c = Rlc::new(Config { sp_cycle: std::time::Duration::ZERO, burst_packets: 1000, loss_limit: 0, loss_window: 0, deaf_period: std::time::Duration::ZERO, min_layers: 0 });
+        prop_assert_eq!(check_contract(&mut c, &seq), Ok(()));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+    /// Random capacity steps through the scripted bottleneck: the cumulative-subscription
+    /// contract holds on every action and the level never exceeds the session's layers.
+    #[test]
+    fn bottleneck_runs_keep_the_contract(
+        cap in 40_000f64..1_500_000.0,
+        at in 5f64..50.0,
+        cap2 in 20_000f64..1_500_000.0,
+    ) {
+        let sc = scenario(cap, 80.0).capacity_at(at, cap2);
+        let mut c = Rlc::default();
+        let tr = run(&mut c, &sc);
+        prop_assert!(tr.violations.is_empty(), "{:?}", tr.violations);
+        prop_assert!(tr.max_level(0.0, 1e6) as usize <= sc.session.layers.len());
+    }
+}

@@ -264,3 +264,31 @@ proptest! {
         prop_assert_eq!(check_contract(&mut c, &seq), Ok(()));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+    /// Degenerate configurations (zero durations and factors) must not panic or spin.
+    #[test]
+    fn degenerate_config_is_harmless(seq in inputs()) {
+        let mut c = Rlm::new(Config { alpha: 0.0, beta: 0.0, init_tj: std::time::Duration::ZERO, max_tj: std::time::Duration::ZERO, init_td: std::time::Duration::ZERO, init_td_var: std::time::Duration::ZERO, g1: 1.0, g2: 1.0, loss_threshold: 0.0, loss_min_packets: 0, min_layers: 0, seed: 0 });
+        prop_assert_eq!(check_contract(&mut c, &seq), Ok(()));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+    /// Random capacity steps through the scripted bottleneck: the cumulative-subscription
+    /// contract holds on every action and the level never exceeds the session's layers.
+    #[test]
+    fn bottleneck_runs_keep_the_contract(
+        cap in 40_000f64..1_500_000.0,
+        at in 5f64..50.0,
+        cap2 in 20_000f64..1_500_000.0,
+    ) {
+        let sc = Scenario::new(exp_layers(), cap, 120.0).capacity_at(at, cap2);
+        let mut c = Rlm::default();
+        let tr = run(&mut c, &sc);
+        prop_assert!(tr.violations.is_empty(), "{:?}", tr.violations);
+        prop_assert!(tr.max_level(0.0, 1e6) as usize <= sc.session.layers.len());
+    }
+}

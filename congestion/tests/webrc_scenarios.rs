@@ -217,3 +217,31 @@ proptest! {
         prop_assert_eq!(check_contract(&mut c, &seq), Ok(()));
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+    /// Degenerate configurations (zero durations and factors) must not panic or spin.
+    #[test]
+    fn degenerate_config_is_harmless(seq in inputs()) {
+        let mut c = Webrc::new(congestion::webrc::Config { p: 0.0, tsd: std::time::Duration::ZERO, qd: std::time::Duration::ZERO, el: std::time::Duration::ZERO, nu: 0.0, delta: 0.0, alpha: 0.0, max_rate_bps: Some(0.0), ss_epoch_rule: true, rr_check: true });
+        prop_assert_eq!(check_contract(&mut c, &seq), Ok(()));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+    /// Random capacity steps through the scripted bottleneck: the cumulative-subscription
+    /// contract holds on every action and the level never exceeds the session's layers.
+    #[test]
+    fn bottleneck_runs_keep_the_contract(
+        cap in 40_000f64..1_500_000.0,
+        at in 5f64..50.0,
+        cap2 in 20_000f64..1_500_000.0,
+    ) {
+        let sc = scenario(cap, 120.0).capacity_at(at, cap2);
+        let mut c = Webrc::default();
+        let tr = run(&mut c, &sc);
+        prop_assert!(tr.violations.is_empty(), "{:?}", tr.violations);
+        prop_assert!(tr.max_level(0.0, 1e6) as usize <= sc.session.layers.len());
+    }
+}
