@@ -412,3 +412,92 @@ fn scenario_ds2_intra_protocol_fairness() {
     assert!(a.iter().sum::<f64>() > 0.6 * 600_000.0);
     assert!(b.iter().sum::<f64>() > 0.6 * 600_000.0);
 }
+
+/// DS5: 1 % random loss without congestion (1 Mbit/s link, 20 × 20 kbit/s offered). Loss
+/// without a delay rise must not cause back-off; R_TCP at 1 % (≈ 0.9 Mbit/s) stays above the
+/// full 400 kbit/s subscription.
+#[test]
+fn scenario_ds5_random_loss_immunity() {
+    let mut sc = Scenario::new(ladder(20, 20), 1_000_000.0, 80.0);
+    sc.random_loss = 0.01;
+    sc.buffer_bytes = 50_000.0;
+    let mut c = Dlm::default();
+    let tr = run(&mut c, &sc);
+    assert!(tr.violations.is_empty(), "{:?}", tr.violations);
+    let m = tr.mean_level(10.0, 80.0);
+    let plr = tr.loss_ratio(10.0, 80.0);
+    // A leave is justified only by the TCP cap (R_TCP < B_from) or a delay zone 3 with
+    // daowd above d1; count the others.
+    let input = |d: &congestion::Decision, k: &str| {
+        d.inputs
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|x| x.1)
+            .unwrap_or(f64::NAN)
+    };
+    let leaves: Vec<&congestion::Decision> = tr
+        .decisions
+        .iter()
+        .filter(|d| d.to_layers < d.from_layers)
+        .collect();
+    let unjustified = leaves
+        .iter()
+        .filter(|d| {
+            let b_from = 20_000.0 * d.from_layers as f64;
+            let tcp = input(d, "r_tcp") < b_from;
+            let delay = input(d, "zone") == 3.0 && input(d, "daowd") > input(d, "d1");
+            !(tcp || delay)
+        })
+        .count();
+    let loss_leaves = unjustified;
+    let r_tcp = c.last_epoch().map(|r| r.r_tcp).unwrap_or(0.0);
+    let value = format!(
+        "1 % Bernoulli loss, 1 Mbit/s: mean level {m:.2}/20 over 10-80 s, {} leaves ({loss_leaves} not justified by R_TCP < B_i or zone 3 above d1), measured loss {:.2} %, R_TCP {:.0} kbit/s",
+        leaves.len(),
+        100.0 * plr,
+        r_tcp / 1e3
+    );
+    println!("dlm ds5: {value}");
+    testkit::record(
+        "delay/DS5",
+        &value,
+        Some(loss_leaves == 0 && m > 19.5),
+        "cargo test -p layercast-congestion --test delay_scenarios scenario_ds5",
+    );
+    assert!(plr > 0.005, "the loss was injected: {plr}");
+    assert!(m > 19.5, "backed off on random loss: mean level {m}");
+    assert_eq!(loss_leaves, 0);
+}
+
+/// Exit rule (sim analogue of DE8): capacity below the base layer for good. The receiver
+/// leaves down to the base, then exits after R_TARGET stayed below B_0 for 10 s.
+#[test]
+fn exit_when_even_the_base_layer_does_not_fit() {
+    let mut sc = Scenario::new(ladder(10, 20), 300_000.0, 90.0).capacity_at(20.0, 10_000.0);
+    sc.buffer_bytes = 20_000.0;
+    let mut c = Dlm::default();
+    let tr = run(&mut c, &sc);
+    assert!(tr.violations.is_empty(), "{:?}", tr.violations);
+    assert!(tr.exited, "never exited");
+    let exit = tr
+        .decisions
+        .iter()
+        .find(|d| d.reason == "base-over-target-exit")
+        .unwrap();
+    let at_base = tr
+        .levels
+        .iter()
+        .rev()
+        .find(|(_, l)| *l == 1)
+        .map(|(t, _)| t.as_secs_f64())
+        .unwrap();
+    let dt = exit.at.as_secs_f64() - at_base;
+    println!(
+        "dlm exit: at base at {at_base:.1} s, exit at {:.1} s",
+        exit.at.as_secs_f64()
+    );
+    assert!(
+        dt >= 10.0 - 1e-9 && dt < 20.0,
+        "exit {dt} s after reaching the base"
+    );
+}

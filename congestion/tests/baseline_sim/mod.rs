@@ -38,6 +38,8 @@ pub struct Scenario {
     pub spacing: SpacingFn,
     /// Added to the sender timestamps (clock offset between sender and receiver).
     pub clock_offset_us: u64,
+    /// Bernoulli loss on the bottleneck (wireless-like, not congestion), 0..1.
+    pub random_loss: f64,
 }
 
 impl Scenario {
@@ -57,6 +59,7 @@ impl Scenario {
             rate: Box::new(move |k, _| rates.get(k as usize).copied().unwrap_or(0.0)),
             spacing: Box::new(|_, _| 1.0),
             clock_offset_us: 0,
+            random_loss: 0.0,
         }
     }
     /// Capacity becomes `bps` at `t_s`.
@@ -249,6 +252,13 @@ pub fn run_many(
         })
         .collect();
     let mut free_at = Time::ZERO;
+    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    let mut bernoulli = move |p: f64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        ((rng >> 11) as f64 / (1u64 << 53) as f64) < p
+    };
 
     // Spread the layers' phases (golden-ratio offsets within one packet interval) so that
     // equal-rate layers, and sessions, do not emit in lock-step bursts.
@@ -293,7 +303,9 @@ pub fn run_many(
                 if fl.fwd[ku] {
                     let cap = sc.cap(now);
                     let backlog = free_at.saturating_since(now).as_secs_f64() * cap / 8.0;
-                    if backlog + size as f64 > sc.buffer_bytes {
+                    if backlog + size as f64 > sc.buffer_bytes
+                        || (sc.random_loss > 0.0 && bernoulli(sc.random_loss))
+                    {
                         fl.tr.dropped.push((now, k));
                     } else {
                         let start = free_at.max(now);
