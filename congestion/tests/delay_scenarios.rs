@@ -497,7 +497,7 @@ fn exit_when_even_the_base_layer_does_not_fit() {
         exit.at.as_secs_f64()
     );
     assert!(
-        dt >= 10.0 - 1e-9 && dt < 20.0,
+        (10.0 - 1e-9..20.0).contains(&dt),
         "exit {dt} s after reaching the base"
     );
 }
