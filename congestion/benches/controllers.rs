@@ -33,7 +33,7 @@ fn stream(info: &SessionInfo, from: Time, secs: f64) -> Vec<PacketArrival> {
             lcg = lcg.wrapping_mul(6364136223846793005).wrapping_add(1);
             let sq = seq[b.layer as usize];
             seq[b.layer as usize] += 1;
-            if (lcg >> 33).is_multiple_of(1000) {
+            if (lcg >> 33) % 1000 < 1 {
                 continue; // lost
             }
             let t = b.at + gap * (pos as u32 + 1);

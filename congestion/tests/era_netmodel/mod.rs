@@ -301,7 +301,11 @@ pub fn run(scn: &Scenario, ctls: &mut [Box<dyn LayeredController>]) -> Trace {
                 continue;
             }
             if let Some((t, _)) = c.poll_timeout() {
-                if t <= next_ev_t && due.is_none_or(|d| t < d.1) {
+                let earlier = match due {
+                    None => true,
+                    Some(d) => t < d.1,
+                };
+                if t <= next_ev_t && earlier {
                     due = Some((i, t));
                 }
             }
