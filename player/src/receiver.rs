@@ -196,6 +196,9 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let mut last_tick = Instant::now();
     let mut first_packet_after_join: Option<f64> = None;
     let mut exit_requested = false;
+    // Longest silence between two packets (kernel time) within the current second, ns.
+    let mut last_pkt_ts: Option<u64> = None;
+    let mut max_gap_sec: u64 = 0;
 
     loop {
         if signalled.load(Ordering::SeqCst) || exit_requested {
@@ -363,6 +366,10 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     l.bunch_start = None;
                 }
             }
+            if let Some(prev) = last_pkt_ts {
+                max_gap_sec = max_gap_sec.max(ts.saturating_sub(prev));
+            }
+            last_pkt_ts = Some(last_pkt_ts.map_or(ts, |p| p.max(ts)));
             total.packets += 1;
             total.bytes += n as u64;
             sec.packets += 1;
@@ -487,6 +494,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 "pp_samples": g.len(), "pp_gap_us_median": gap_med.map(|x| x as f64 / 1e3),
                 "pp_bps_median_payload": gap_med.and_then(|x| info.as_ref().map(|i| 8.0 * i.packet_size as f64 / (x as f64 / 1e9))),
                 "first_packet_s": first_packet_after_join,
+                "max_gap_ms": max_gap_sec as f64 / 1e6,
                 "decisions": pending_decisions,
                 "dropped": {"malformed_rtp": drops.malformed_rtp, "missing_cc": drops.missing_cc,
                     "bad_cc": drops.bad_cc, "wrong_layer": drops.wrong_layer,
@@ -548,6 +556,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 }
             }
             sec = Counters::default();
+            max_gap_sec = 0;
         }
     }
     // Clean leave: drop every membership before exiting.
