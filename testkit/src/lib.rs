@@ -13,7 +13,10 @@ pub fn results_dir() -> PathBuf {
         return PathBuf::from(d);
     }
     // CARGO_MANIFEST_DIR of this crate is <workspace>/testkit.
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("target").join("acceptance")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("target")
+        .join("acceptance")
 }
 
 /// Records the measurement of acceptance check `id` (e.g. `era/AC-0`, `issue6/pp-accuracy-1M`).
@@ -23,7 +26,10 @@ pub fn results_dir() -> PathBuf {
 /// verdict comes from its assertions, not from this record.
 pub fn record(id: &str, value: &str, pass: Option<bool>, command: &str) {
     let dir = results_dir();
-    let at = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let body = serde_json::json!({
         "id": id,
         "value": value,
@@ -53,7 +59,12 @@ fn iso8601(secs: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 #[cfg(test)]
@@ -71,7 +82,12 @@ mod tests {
     fn record_writes_a_readable_file() {
         let dir = std::env::temp_dir().join(format!("lc-testkit-{}", std::process::id()));
         std::env::set_var("LAYERCAST_ACCEPTANCE_DIR", &dir);
-        record("test/dummy", "42 widgets", Some(true), "cargo test -p layercast-testkit");
+        record(
+            "test/dummy",
+            "42 widgets",
+            Some(true),
+            "cargo test -p layercast-testkit",
+        );
         let text = std::fs::read_to_string(dir.join("test__dummy.json")).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["value"], "42 widgets");

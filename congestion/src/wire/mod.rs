@@ -10,6 +10,8 @@
 
 pub mod cc_ext;
 pub mod sam;
+pub mod tfmcc;
+pub mod tfrc;
 
 pub use cc_ext::{CcFields, SeqExtender};
 pub use sam::{DecodedSam, SignatureTrailer};
