@@ -363,6 +363,17 @@ impl Testbed {
         );
     }
 
+    /// The router's multicast routes and bottleneck counters (for diagnostics).
+    pub fn router_state(&self) -> String {
+        let mroute =
+            sh(&["ip", "netns", "exec", &self.r, "ip", "mroute", "show"]).unwrap_or_default();
+        let tc = sh(&[
+            "ip", "netns", "exec", &self.r, "tc", "-s", "qdisc", "show", "dev", "r1",
+        ])
+        .unwrap_or_default();
+        format!("{mroute}\n{tc}")
+    }
+
     /// Sends a signal to the named child.
     pub fn signal(&mut self, tag: &str, sig: libc::c_int) {
         for (t, c) in &self.children {
