@@ -35,7 +35,7 @@ async function main(argv: string[]): Promise<number> {
         timeScale: Number(flag(args, '--time-scale') ?? 1),
         linkMode: args.includes('--linkemu-everywhere') ? 'linkemu' : 'auto',
         overheadBytes: flag(args, '--overhead-bytes') !== undefined ? Number(flag(args, '--overhead-bytes')) : undefined,
-        rtPrio: Number(flag(args, '--rt-prio') ?? 0),
+        rtPrio: flag(args, '--rt-prio') !== undefined ? Number(flag(args, '--rt-prio')) : undefined,
       });
       for (const m of r.measurements) console.log(`${m.pass ? 'pass' : 'FAIL'}  ${m.id}: ${m.metric} = ${m.value}`);
       for (const n of r.notes) console.log(`note: ${n}`);

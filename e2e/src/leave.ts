@@ -102,9 +102,12 @@ export async function measureLeaveLatency(opts: { fastLeave: boolean; cycles?: n
       const snap = await emu.get();
       const g = snap.ab.groups[GROUP];
       const l = snap.ba.groups[GROUP];
+      // Still flowing when we looked (last packet within 200 ms of the snapshot): the route was
+      // not pruned within the gap; report infinity rather than the time we happened to look.
+      const stillFlowing = !!g && snap.time_ns - g.last_ns < 200e6;
       results.push({
         join_ms: c.first_ns ? (c.first_ns - c.join_ns) / 1e6 : NaN,
-        leave_ms: g ? (g.last_ns - c.leave_ns) / 1e6 : NaN,
+        leave_ms: !g ? NaN : stillFlowing ? Infinity : (g.last_ns - c.leave_ns) / 1e6,
         igmp_leave_seen_on_link: !!l && l.last_leave_ns >= c.leave_ns - 1e6,
       });
     }
