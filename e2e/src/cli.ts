@@ -10,8 +10,8 @@ import { repoRoot } from './bins.js';
 
 const USAGE = `usage:
   layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
-                                  [--overhead-bytes B] [--rt-prio P]
-  layercast-e2e leave-latency [--out DIR] [--cycles N] [--default-timers]
+                                  [--overhead-bytes B] [--rt-prio P] [--igmpproxy]
+  layercast-e2e leave-latency [--out DIR] [--cycles N] [--default-timers] [--igmpproxy]
   layercast-e2e full [--out DIR]        every scenario in scenarios/ that names e2e checks
   layercast-e2e cleanup [--all]         remove lc- namespaces left by dead runs (--all: every lc- namespace)`;
 
@@ -36,6 +36,7 @@ async function main(argv: string[]): Promise<number> {
         linkMode: args.includes('--linkemu-everywhere') ? 'linkemu' : 'auto',
         overheadBytes: flag(args, '--overhead-bytes') !== undefined ? Number(flag(args, '--overhead-bytes')) : undefined,
         rtPrio: flag(args, '--rt-prio') !== undefined ? Number(flag(args, '--rt-prio')) : undefined,
+        router: args.includes('--igmpproxy') ? 'igmpproxy' : 'mrouter',
       });
       for (const m of r.measurements) console.log(`${m.pass ? 'pass' : 'FAIL'}  ${m.id}: ${m.metric} = ${m.value}`);
       for (const n of r.notes) console.log(`note: ${n}`);
@@ -44,7 +45,12 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'leave-latency': {
       const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `leave-latency-${stamp}`);
-      const r = await measureLeaveLatency({ fastLeave: !args.includes('--default-timers'), cycles: Number(flag(args, '--cycles') ?? 5), outDir: out });
+      const r = await measureLeaveLatency({
+        fastLeave: !args.includes('--default-timers'),
+        router: args.includes('--igmpproxy') ? 'igmpproxy' : 'mrouter',
+        cycles: Number(flag(args, '--cycles') ?? 5),
+        outDir: out,
+      });
       console.log(JSON.stringify(r, null, 2));
       return 0;
     }
@@ -53,7 +59,7 @@ async function main(argv: string[]): Promise<number> {
       const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `full-${stamp}`);
       let fails = 0;
       const lq = await measureLeaveLatency({ fastLeave: true, outDir: path.join(out, 'leave') });
-      console.log(`leave latency (quickleave): median ${lq.leave_ms_median.toFixed(1)} ms, max ${lq.leave_ms_max.toFixed(1)} ms`);
+      console.log(`leave latency (mrouter, fast leave): median ${lq.leave_ms_median.toFixed(1)} ms, max ${lq.leave_ms_max.toFixed(1)} ms`);
       const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort() : [];
       for (const f of files) {
         const sc = loadScenario(path.join(dir, f));

@@ -11,6 +11,7 @@ import { collect, sleep, waitExit } from './sh.js';
 import { parseScenario } from './scenario.js';
 
 export interface LeaveResult {
+  router: string;
   fast_leave: boolean;
   cycles: { join_ms: number; leave_ms: number; igmp_leave_seen_on_link: boolean }[];
   join_ms_median: number;
@@ -74,16 +75,24 @@ const median = (x: number[]) => {
 };
 
 /** Runs `cycles` join/hold/leave cycles; between cycles the emulator's per-group record is read. */
-export async function measureLeaveLatency(opts: { fastLeave: boolean; cycles?: number; outDir: string; holdMs?: number; gapMs?: number }): Promise<LeaveResult> {
+export async function measureLeaveLatency(opts: {
+  fastLeave: boolean;
+  router?: 'mrouter' | 'igmpproxy';
+  cycles?: number;
+  outDir: string;
+  holdMs?: number;
+  gapMs?: number;
+}): Promise<LeaveResult> {
   const cycles = opts.cycles ?? 5;
   const hold = opts.holdMs ?? 1500;
-  // Without fast leave the route lingers for the router's last-member interval: wait longer.
-  const gap = opts.gapMs ?? (opts.fastLeave ? 1500 : 12000);
+  // Without fast leave the route lingers (mrouter: leave_latency_ms = 2 s; igmpproxy: until it
+  // ages routes, up to tens of seconds): wait longer.
+  const gap = opts.gapMs ?? (opts.fastLeave && opts.router !== 'igmpproxy' ? 1500 : opts.router === 'igmpproxy' ? 40000 : 4000);
   fs.mkdirSync(opts.outDir, { recursive: true });
   const sc = parseScenario(scenarioYaml(opts.fastLeave));
   const net = new Net();
   try {
-    const b = await buildTopology(net, sc, { dir: opts.outDir, linkMode: 'linkemu' });
+    const b = await buildTopology(net, sc, { dir: opts.outDir, linkMode: 'linkemu', router: opts.router });
     const emu = b.links[1].emu!;
     const srcAddr = b.toward('src', 'router').addr;
     const rcvAddr = b.toward('rcv', 'router').addr;
@@ -112,13 +121,14 @@ export async function measureLeaveLatency(opts: { fastLeave: boolean; cycles?: n
       });
     }
     const res: LeaveResult = {
+      router: opts.router ?? 'mrouter',
       fast_leave: opts.fastLeave,
       cycles: results,
       join_ms_median: median(results.map((x) => x.join_ms)),
       leave_ms_median: median(results.map((x) => x.leave_ms)),
       leave_ms_max: Math.max(...results.map((x) => x.leave_ms)),
     };
-    fs.writeFileSync(path.join(opts.outDir, `leave-latency-${opts.fastLeave ? 'quickleave' : 'default'}.json`), JSON.stringify(res, null, 2));
+    fs.writeFileSync(path.join(opts.outDir, `leave-latency-${res.router}-${opts.fastLeave ? 'fast' : 'default'}.json`), JSON.stringify(res, null, 2));
     return res;
   } finally {
     await net.teardown();

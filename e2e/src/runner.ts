@@ -19,6 +19,7 @@ export interface RunOptions {
   overheadBytes?: number;
   linkMode?: 'auto' | 'linkemu';
   rtPrio?: number;
+  router?: 'mrouter' | 'igmpproxy';
   /** Multiplies every time in the scenario (a quick look at a long scenario). Default 1. */
   timeScale?: number;
   log?: (msg: string) => void;
@@ -139,6 +140,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
       overheadBytes: opts.overheadBytes,
       linkMode: opts.linkMode,
       rtPrio: opts.rtPrio,
+      router: opts.router,
       seed,
     });
     const b = built;

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import { Net } from './netns.js';
 import { run, nsRun } from './sh.js';
 import { LinkEmu, type LinkSettings } from './linkemu.js';
+import { requireBinary } from './bins.js';
 import type { LinkDef, QdiscConfig, Scenario } from './scenario.js';
 
 export interface BuildOptions {
@@ -19,6 +20,10 @@ export interface BuildOptions {
    *  between packets, so they cost little. */
   rtPrio?: number;
   seed?: number;
+  /** Multicast router: 'mrouter' (default: `layercast-linkemu mrouter`, immediate leave, or the
+   *  scenario's leave_latency_ms without fast_leave) or 'igmpproxy' (the packaged igmpproxy 0.3,
+   *  with quickleave when fast_leave; it prunes only on its route-ageing cycle, seconds late). */
+  router?: 'mrouter' | 'igmpproxy';
   /** Directory for configs and logs. */
   dir: string;
 }
@@ -37,9 +42,10 @@ export interface BuiltLink {
 
 export interface Router {
   node: string;
+  kind: 'mrouter' | 'igmpproxy';
   upstream: string;
   downstream: string[];
-  conf: string;
+  conf: string | null;
 }
 
 export interface Built {
@@ -223,8 +229,33 @@ export async function buildTopology(net: Net, sc: Scenario, opts: BuildOptions):
     }
   }
   const routers: Router[] = [];
+  const kind = opts.router ?? 'mrouter';
   for (const [node, r] of routerIfs) {
     const ns = nodeNs.get(node)!;
+    const log = fs.createWriteStream(`${opts.dir}/${kind}-${sanitize(node)}.log`);
+    if (kind === 'mrouter') {
+      const mc = sc.topology.multicast;
+      const delay = mc.fast_leave ? 0 : Math.round(mc.leave_latency_ms);
+      const child = net.procs.spawnIn(ns, `mrouter ${node}`, requireBinary('layercast-linkemu'), [
+        'mrouter', '--upstream', r.up, '--downstream', [...r.down].join(','), '--leave-delay-ms', String(delay),
+      ]);
+      await new Promise<void>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`mrouter on ${node} not ready`)), 10_000);
+        child.stdout!.once('data', (d) => {
+          clearTimeout(t);
+          if (String(d).includes('"ready":true')) resolve();
+          else reject(new Error(`mrouter on ${node}: ${String(d)}`));
+        });
+        child.once('exit', (c) => {
+          clearTimeout(t);
+          reject(new Error(`mrouter on ${node} exited ${c}`));
+        });
+      });
+      child.stdout!.pipe(log);
+      child.stderr!.pipe(log);
+      routers.push({ node, kind, upstream: r.up, downstream: [...r.down], conf: null });
+      continue;
+    }
     const conf = `${opts.dir}/igmpproxy-${sanitize(node)}.conf`;
     const quick = sc.topology.multicast.fast_leave ? 'quickleave\n' : '';
     const allIfs = (await run('ip', ['-n', ns, '-o', 'link', 'show'])).stdout
@@ -237,11 +268,10 @@ export async function buildTopology(net: Net, sc: Scenario, opts: BuildOptions):
     for (const d of r.down) text += `phyint ${d} downstream ratelimit 0 threshold 1\n`;
     for (const i of allIfs) if (i !== r.up && !r.down.has(i)) text += `phyint ${i} disabled\n`;
     fs.writeFileSync(conf, text);
-    const log = fs.createWriteStream(`${opts.dir}/igmpproxy-${sanitize(node)}.log`);
     const child = net.procs.spawnIn(ns, `igmpproxy ${node}`, 'igmpproxy', ['-d', '-v', conf]);
     child.stdout?.pipe(log);
     child.stderr?.pipe(log);
-    routers.push({ node, upstream: r.up, downstream: [...r.down], conf });
+    routers.push({ node, kind, upstream: r.up, downstream: [...r.down], conf });
   }
 
   return {

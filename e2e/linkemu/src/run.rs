@@ -37,6 +37,11 @@ fn clock(id: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Wall clock, ns since the Unix epoch.
+pub fn wall_ns() -> u64 {
+    clock(libc::CLOCK_REALTIME)
+}
+
 /// Wall clock minus monotonic clock, ns: added to link times to report wall-clock times that
 /// other processes (players, iperf3) can be compared with.
 pub fn wall_offset_ns() -> i128 {
