@@ -6,6 +6,10 @@
 //! See `docs/codec.md` for the signal flow and the choices made.
 
 pub mod error;
+pub mod ladder;
 pub mod rtp;
+pub mod superframe;
+pub mod synth;
+pub mod vpx;
 
 pub use error::{Error, Result};
