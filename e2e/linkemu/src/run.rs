@@ -322,7 +322,7 @@ pub fn run(opts: Options, stop: Arc<AtomicBool>) -> Result<(DirSnapshot, DirSnap
     };
     let h_ab = spawn(
         "ab",
-        Direction::new(opts.ab.clone(), opts.seed),
+        Direction::new(opts.ab.clone(), opts.seed)?,
         a.clone(),
         b.clone(),
         ab_rx,
@@ -330,7 +330,7 @@ pub fn run(opts: Options, stop: Arc<AtomicBool>) -> Result<(DirSnapshot, DirSnap
     )?;
     let h_ba = spawn(
         "ba",
-        Direction::new(opts.ba.clone(), opts.seed.wrapping_add(1)),
+        Direction::new(opts.ba.clone(), opts.seed.wrapping_add(1))?,
         b,
         a,
         ba_rx,
