@@ -160,6 +160,12 @@ const viewer = dashboard(
     ts("Loss ratio", [[lossBy("viewer", V), "loss"]], { x: 12, y: 12, w: 12, h: 8 }, "percentunit"),
     ts("Freezes per minute", [[`rate(layercast_viewer_freezes_total${V}[$__rate_interval]) * 60`, "freezes/min"]], { x: 0, y: 20, w: 12, h: 7 }, "none"),
     ts("Session viewers by layers (context)", [[`sum by (layers) (layercast_viewers{session="$session"})`, "{{layers}} layers"]], { x: 12, y: 20, w: 12, h: 7 }, "none", { stack: true }),
+    // The player's own /metrics (job layercast-player), matched by the same viewer id. Useful
+    // beyond the server's per-viewer label cap and when telemetry does not reach the server.
+    { id: nextId++, type: "row", title: "Player's own metrics (layercast_player_*)", collapsed: false, gridPos: { x: 0, y: 27, w: 24, h: 1 }, panels: [] },
+    ts("Player: layers held", [[`layercast_player_layers{viewer="$viewer"}`, "layers"]], { x: 0, y: 28, w: 8, h: 7 }, "none", { step: true }),
+    ts("Player: received vs estimate", [[`layercast_player_rate_bps{viewer="$viewer"}`, "received"], [`layercast_player_estimate_bps{viewer="$viewer"}`, "estimate"], [`rate(layercast_player_bytes_received_total{viewer="$viewer"}[$__rate_interval]) * 8`, "bytes counter x8"]], { x: 8, y: 28, w: 8, h: 7 }, "bps"),
+    ts("Player: lost packets/s and dropped input", [[`rate(layercast_player_packets_lost_total{viewer="$viewer"}[$__rate_interval])`, "lost"], [`sum by (reason) (rate(layercast_player_dropped_total{viewer="$viewer"}[$__rate_interval]))`, "dropped {{reason}}"]], { x: 16, y: 28, w: 8, h: 7 }, "pps"),
   ],
   [queryVar("session", "Session", "label_values(layercast_viewer_layers, session)"), queryVar("viewer", "Viewer", 'label_values(layercast_viewer_layers{session="$session"}, viewer)')],
   nav,
