@@ -1,0 +1,42 @@
+//! Builds data packets: an RTP header (via `codec::rtp`) carrying the congestion-control
+//! extension element (`congestion::wire::cc_ext`, id 1), then payload up to the session's
+//! packet size. Synthetic layers carry zero bytes as payload: the whole packet is padding
+//! that keeps the layer at its announced constant rate.
+
+use codec::rtp::RtpHeader;
+#[cfg(test)]
+use codec::rtp::RtpPacket;
+use congestion::wire::cc_ext::{self, CcFields};
+
+/// Appends one packet of exactly `size` bytes (if `size` leaves room for the headers) to `out`.
+pub fn write_packet(
+    out: &mut Vec<u8>,
+    payload_type: u8,
+    seq: u16,
+    timestamp: u32,
+    ssrc: u32,
+    cc: &CcFields,
+    size: usize,
+) {
+    let hdr = RtpHeader {
+        marker: false,
+        payload_type,
+        sequence_number: seq,
+        timestamp,
+        ssrc,
+        csrcs: Vec::new(),
+        extensions: vec![(cc_ext::DEFAULT_ID, cc.to_bytes().to_vec())],
+        padding: 0,
+    };
+    let payload_len = size.saturating_sub(hdr.header_len());
+    const ZEROS: [u8; 1500] = [0; 1500];
+    // Cannot fail: PT ≤ 127, no CSRCs, one 11-byte element with id 1.
+    let _ = hdr.write(&ZEROS[..payload_len.min(ZEROS.len())], out);
+}
+
+/// Parses the cc fields back out of a packet (tests).
+#[cfg(test)]
+pub fn parse_cc(buf: &[u8]) -> Option<CcFields> {
+    let p = RtpPacket::parse(buf).ok()?;
+    CcFields::parse(p.extension(cc_ext::DEFAULT_ID)?).ok()
+}
