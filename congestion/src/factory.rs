@@ -7,12 +7,17 @@
 use crate::controller::LayeredController;
 use crate::era::Era;
 use crate::error::{Error, Result};
+use crate::flid::Flid;
 use crate::plm::Plm;
+use crate::rlc::Rlc;
+use crate::rlm::Rlm;
 
 /// Names the factory accepts (lower case).
 pub const CONTROLLERS: &[&str] = &[
-    "era", "plm",
-    // baselines (cc-baselines) and others: add names here
+    "era", "plm", "rlm", "rlc",
+    "flid",
+    // still to come: "webrc", "delay" (cc-baselines). TFMCC's receiver needs a receiver id
+    // (`tfmcc::TfmccReceiver::new(cfg, rid)`), so hosts build it directly.
 ];
 
 /// Builds the controller called `name` (case-insensitive) with its default parameters.
@@ -20,7 +25,10 @@ pub fn controller_by_name(name: &str) -> Result<Box<dyn LayeredController>> {
     match name.to_ascii_lowercase().as_str() {
         "era" => Ok(Box::new(Era::default())),
         "plm" => Ok(Box::new(Plm::default())),
-        // baselines (cc-baselines): "rlm", "rlc", "flid-dl", "webrc", "delay" arms go here
+        "rlm" => Ok(Box::new(Rlm::default())),
+        "rlc" => Ok(Box::new(Rlc::default())),
+        "flid" | "flid-dl" => Ok(Box::new(Flid::default())),
+        // "webrc", "delay" arms go here (cc-baselines)
         _ => Err(Error::UnknownController(
             name.to_string(),
             CONTROLLERS.join(", "),
@@ -40,6 +48,7 @@ mod tests {
             assert_eq!(c.layers(), 0);
         }
         assert_eq!(controller_by_name("ERA").unwrap().name(), "era");
+        assert_eq!(controller_by_name("flid-dl").unwrap().name(), "flid");
         match controller_by_name("nope") {
             Err(Error::UnknownController(n, known)) => {
                 assert_eq!(n, "nope");
