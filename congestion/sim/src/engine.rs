@@ -391,10 +391,12 @@ impl Net {
     }
 }
 
-/// Serialisation time of `size` bytes at `rate_bps`, nanoseconds (at least 1 ns).
+/// Serialisation time of `size` bytes at `rate_bps`, nanoseconds, rounded up (so a link never
+/// runs faster than its nominal rate), at least 1 ns.
 #[inline]
 pub fn tx_time(size: u32, rate_bps: u64) -> u64 {
-    ((u64::from(size) * 8 * 1_000_000_000) / rate_bps.max(1)).max(1)
+    let r = rate_bps.max(1);
+    (u64::from(size) * 8 * 1_000_000_000).div_ceil(r).max(1)
 }
 
 fn duration(t: Time) -> std::time::Duration {
