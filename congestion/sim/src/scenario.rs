@@ -894,16 +894,6 @@ impl Scenario {
 /// The controller called `name`: the protocol crate's factory first, then the simulator's
 /// own test controllers.
 pub fn make_controller(name: &str) -> Result<Box<dyn congestion::LayeredController>, Error> {
-    // The protocol crate's factory does not register these yet; build them directly with
-    // their default parameters.
-    let direct: Option<Box<dyn congestion::LayeredController>> = match name {
-        "era" => Some(Box::new(congestion::era::Era::default())),
-        "rlm" => Some(Box::new(congestion::rlm::Rlm::default())),
-        _ => None,
-    };
-    if let Some(c) = direct {
-        return Ok(c);
-    }
     match congestion::controller_by_name(name) {
         Ok(c) => Ok(c),
         Err(e) => local_controller(name).ok_or_else(|| Error::Scenario(e.to_string())),
