@@ -85,6 +85,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "50",
         "the pacer sleeps until this long before a bunch, then spins",
     ),
+    (
+        "pacer_realtime",
+        "true",
+        "run pacer threads at SCHED_FIFO priority 10 if permitted",
+    ),
 ];
 
 /// Resolved server-level configuration.
@@ -104,6 +109,7 @@ pub struct ServerConfig {
     pub max_viewer_labels: usize,
     pub viewer_timeout: Duration,
     pub pacer_spin: Duration,
+    pub pacer_realtime: bool,
     pub sessions: Vec<SessionConfig>,
 }
 
@@ -427,6 +433,7 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         max_viewer_labels: parse_val("max_viewer_labels", v("max_viewer_labels"))?,
         viewer_timeout: Duration::from_secs(parse_val("viewer_timeout_s", v("viewer_timeout_s"))?),
         pacer_spin: Duration::from_micros(parse_val("pacer_spin_us", v("pacer_spin_us"))?),
+        pacer_realtime: parse_bool("pacer_realtime", v("pacer_realtime"))?,
         sessions,
     };
     Ok(Cli::Run(Box::new(cfg)))

@@ -251,6 +251,7 @@ impl State {
             ssrc_base: random_u32(),
             spin: self.cfg.pacer_spin,
             payload_type: 96,
+            realtime: self.cfg.pacer_realtime,
         };
         let stats = Arc::new(PacerStats::default());
         let stop = Arc::new(AtomicBool::new(false));
