@@ -3,8 +3,8 @@
 
 use crate::flow::FlowConfig;
 use crate::loss::LossModel;
-use crate::queue::QueueSpec;
 use crate::Error;
+use qdisc::QdiscConfig;
 use serde::{Deserialize, Serialize};
 
 /// One direction's parameters.
@@ -19,8 +19,9 @@ pub struct LinkParams {
     pub jitter_ns: u64,
     /// Loss on the wire.
     pub loss: LossModel,
-    /// Queue discipline in front of the serialiser.
-    pub queue: QueueSpec,
+    /// Queue discipline in front of the serialiser (the shared `qdisc` crate's config); None =
+    /// drop-tail of two bandwidth-delay products ([`crate::queue::default_limit_bytes`]).
+    pub queue: Option<QdiscConfig>,
     /// Bytes added to each packet's IP length when computing serialisation time. Default 0: the
     /// rate counts IP bytes, as the simulator's packet sizes do. 14 counts the Ethernet header
     /// too (what `tbf` counts on a veth); 38 adds preamble, FCS and inter-frame gap.
@@ -36,7 +37,7 @@ impl Default for LinkParams {
             delay_ns: 0,
             jitter_ns: 0,
             loss: LossModel::None,
-            queue: QueueSpec::default(),
+            queue: None,
             overhead_bytes: 0,
             flow: FlowConfig::default(),
         }
@@ -66,7 +67,7 @@ pub struct LinkUpdate {
     /// Loss model or probability.
     pub loss: Option<LossInput>,
     /// Queue discipline (replacing it keeps the waiting packets, re-offered in order).
-    pub queue: Option<QueueSpec>,
+    pub queue: Option<QdiscConfig>,
     /// See [`LinkParams::overhead_bytes`].
     pub overhead_bytes: Option<i32>,
     /// See [`FlowConfig`].
@@ -112,7 +113,8 @@ impl LinkUpdate {
             n.loss.validate().map_err(Error::Config)?;
         }
         if let Some(q) = &self.queue {
-            n.queue = q.clone();
+            q.validate().map_err(|e| Error::Config(e.to_string()))?;
+            n.queue = Some(q.clone());
         }
         if let Some(o) = self.overhead_bytes {
             if !(-64..=256).contains(&o) {
@@ -144,7 +146,7 @@ mod tests {
         let mut p = LinkParams::default();
         let u = LinkUpdate::from_json(
             r#"{"rate_bps":1000000,"delay_ms":20,"jitter_ms":1.5,"loss":0.01,
-                "queue":{"kind":"droptail","limit_packets":30}}"#,
+                "queue":{"kind":"fq","per_flow_packets":30}}"#,
         )
         .unwrap();
         assert!(u.apply(&mut p).unwrap());
@@ -173,6 +175,7 @@ mod tests {
             r#"{"loss":2}"#,
             r#"{"rate_bps":5}"#,
             r#"{"flow":{"mcast_prefix_len":40}}"#,
+            r#"{"queue":{"kind":"droptail"}}"#,
         ] {
             let u = LinkUpdate::from_json(bad).unwrap();
             assert!(u.apply(&mut p).is_err(), "{bad}");

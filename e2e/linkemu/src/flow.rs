@@ -166,7 +166,8 @@ fn inspect_ipv4(ip: &[u8], cfg: &FlowConfig, info: &mut FrameInfo) {
     ]);
 }
 
-fn parse_igmp(b: &[u8], ip_dst: u32, out: &mut Vec<Igmp>) {
+/// Parses one IGMP message (`b` starts at the IGMP header) into `out`.
+pub fn parse_igmp(b: &[u8], ip_dst: u32, out: &mut Vec<Igmp>) {
     let Some(&ty) = b.first() else { return };
     match ty {
         0x11 => out.push(Igmp::Query(be32(b, 4).unwrap_or(0))),
@@ -198,11 +199,14 @@ fn parse_igmp(b: &[u8], ip_dst: u32, out: &mut Vec<Igmp>) {
                 // Leave = exclude nothing -> include nothing: CHANGE_TO_INCLUDE (3) with no
                 // sources, or MODE_IS_INCLUDE (1) with no sources.
                 let leave = (rtype == 3 || rtype == 1) && nsrc == 0;
-                out.push(if leave {
-                    Igmp::Leave(g)
-                } else {
-                    Igmp::Report(g)
-                });
+                // BLOCK_OLD_SOURCES (6) removes sources, never the whole group: not a join.
+                if rtype != 6 {
+                    out.push(if leave {
+                        Igmp::Leave(g)
+                    } else {
+                        Igmp::Report(g)
+                    });
+                }
                 off += 8 + 4 * nsrc as usize + 4 * aux as usize;
             }
         }

@@ -12,6 +12,7 @@
 //! - [`flow`]: frame parsing (flow id for fair queuing, multicast group and IGMP bookkeeping).
 //! - [`loss`]: the loss models and the deterministic random number generator.
 //! - [`sock`], [`ctl`], [`run`]: AF_PACKET sockets, the Unix control socket and the threads.
+//! - [`mroute`]: a minimal IGMP multicast router with immediate leave (`mrouter` subcommand).
 
 pub mod config;
 pub mod ctl;
@@ -20,6 +21,7 @@ pub mod flow;
 pub mod hist;
 pub mod link;
 pub mod loss;
+pub mod mroute;
 pub mod queue;
 pub mod run;
 pub mod sock;

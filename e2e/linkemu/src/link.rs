@@ -93,13 +93,19 @@ pub struct Direction {
     rng: Rng,
     counters: Counters,
     groups: BTreeMap<u32, GroupStats>,
+    seed: u64,
 }
 
 impl Direction {
     /// A direction with the given parameters and random seed.
-    pub fn new(params: LinkParams, seed: u64) -> Direction {
-        let qdisc = queue::build(&params.queue, params.rate_bps, params.delay_ns);
-        Direction {
+    pub fn new(params: LinkParams, seed: u64) -> Result<Direction, Error> {
+        let qdisc = queue::build(
+            params.queue.as_ref(),
+            params.rate_bps,
+            params.delay_ns,
+            seed ^ 0x5EED,
+        )?;
+        Ok(Direction {
             params,
             qdisc,
             link_free_at: Time::ZERO,
@@ -109,7 +115,8 @@ impl Direction {
             rng: Rng::new(seed),
             counters: Counters::default(),
             groups: BTreeMap::new(),
-        }
+            seed,
+        })
     }
 
     /// The current parameters.
@@ -120,12 +127,15 @@ impl Direction {
     /// Applies a run-time change. A new queue discipline takes over the waiting packets in
     /// order (those it refuses are counted as overflow drops).
     pub fn update(&mut self, now: Time, u: &LinkUpdate) -> Result<(), Error> {
-        if u.apply(&mut self.params)? {
+        let mut next = self.params.clone();
+        if u.apply(&mut next)? {
+            // Build before committing, so a bad combination changes nothing.
             let mut q = queue::build(
-                &self.params.queue,
-                self.params.rate_bps,
-                self.params.delay_ns,
-            );
+                next.queue.as_ref(),
+                next.rate_bps,
+                next.delay_ns,
+                self.seed ^ 0x5EED,
+            )?;
             while let Some(p) = self.qdisc.dequeue(now) {
                 for (_, why) in q.enqueue(now, p) {
                     self.count_drop(why);
@@ -133,6 +143,7 @@ impl Direction {
             }
             self.qdisc = q;
         }
+        self.params = next;
         Ok(())
     }
 
@@ -159,15 +170,7 @@ impl Direction {
         self.counters.rx_bytes += frame.len() as u64;
         let info = inspect(&frame, &self.params.flow);
         let size = (info.l3_len as i64 + self.params.overhead_bytes as i64).max(1) as u32;
-        let dropped = self.qdisc.enqueue(
-            now,
-            Queued {
-                size,
-                flow: info.flow,
-                enqueued_at: now,
-                item: frame,
-            },
-        );
+        let dropped = self.qdisc.enqueue(now, Queued::new(frame, size, info.flow));
         for (_, why) in dropped {
             self.count_drop(why);
         }
@@ -308,7 +311,7 @@ mod tests {
     use super::*;
     use crate::flow::tests::udp_frame;
     use crate::loss::LossModel;
-    use crate::queue::QueueSpec;
+    use qdisc::QdiscConfig;
 
     fn frame(ip_len: usize) -> Vec<u8> {
         udp_frame([10, 0, 0, 1], [10, 0, 1, 1], 1, 2, ip_len - 28)
@@ -341,7 +344,7 @@ mod tests {
     #[test]
     fn back_to_back_packets_are_serialised_at_the_rate() {
         // 1 Mbit/s, 10 ms: a 1000-byte packet takes 8 ms.
-        let mut d = Direction::new(params(1_000_000, 10), 1);
+        let mut d = Direction::new(params(1_000_000, 10), 1).unwrap();
         for _ in 0..3 {
             d.arrive(Time::from_millis(100), frame(1000));
         }
@@ -355,7 +358,7 @@ mod tests {
     fn idle_link_starts_at_arrival_and_overhead_counts() {
         let mut p = params(8_000_000, 0);
         p.overhead_bytes = 14;
-        let mut d = Direction::new(p, 1);
+        let mut d = Direction::new(p, 1).unwrap();
         d.arrive(Time::from_millis(5), frame(986)); // 1000 B on the wire: 1 ms
         assert_eq!(drain(&mut d), vec![6_000_000]);
         d.arrive(Time::from_millis(50), frame(986));
@@ -365,7 +368,7 @@ mod tests {
     #[test]
     fn late_service_does_not_drift() {
         // Service called 0.3 ms late every time: releases still follow the exact schedule.
-        let mut d = Direction::new(params(1_000_000, 0), 1);
+        let mut d = Direction::new(params(1_000_000, 0), 1).unwrap();
         for _ in 0..10 {
             d.arrive(Time::ZERO, frame(125)); // 1 ms each
         }
@@ -383,12 +386,12 @@ mod tests {
     #[test]
     fn queue_overflow_drops_the_tail() {
         let mut p = params(1_000_000, 0);
-        p.queue = QueueSpec::DropTail {
+        p.queue = Some(QdiscConfig::Droptail {
             limit_packets: Some(5),
             limit_bytes: None,
             limit_ms: None,
-        };
-        let mut d = Direction::new(p, 1);
+        });
+        let mut d = Direction::new(p, 1).unwrap();
         for _ in 0..20 {
             d.arrive(Time::ZERO, frame(500));
         }
@@ -402,7 +405,7 @@ mod tests {
     fn jitter_never_reorders_and_stays_in_band() {
         let mut p = params(0, 20);
         p.jitter_ns = 5_000_000;
-        let mut d = Direction::new(p, 9);
+        let mut d = Direction::new(p, 9).unwrap();
         for i in 0..2000u64 {
             d.arrive(Time::from_micros(i * 100), frame(100));
         }
@@ -432,7 +435,7 @@ mod tests {
     fn bernoulli_loss_rate_end_to_end() {
         let mut p = params(0, 1);
         p.loss = LossModel::Bernoulli { p: 0.1 };
-        let mut d = Direction::new(p, 42);
+        let mut d = Direction::new(p, 42).unwrap();
         for i in 0..50_000u64 {
             d.arrive(Time::from_micros(i), frame(100));
         }
@@ -445,7 +448,7 @@ mod tests {
 
     #[test]
     fn rate_change_applies_to_later_packets_and_queue_swap_keeps_packets() {
-        let mut d = Direction::new(params(1_000_000, 0), 1);
+        let mut d = Direction::new(params(1_000_000, 0), 1).unwrap();
         for _ in 0..4 {
             d.arrive(Time::ZERO, frame(125)); // 1 ms each at 1 Mbit/s
         }
@@ -463,8 +466,43 @@ mod tests {
     }
 
     #[test]
+    fn fair_queue_serves_a_layered_session_as_one_flow() {
+        // 1 Mbit/s DRR with a one-packet quantum: a greedy unicast flow with 10 packets waiting
+        // and a session whose layers use two groups of one /24 — the session's packets come
+        // out one per round, interleaved with the unicast flow, not two in a row.
+        let mut p = params(1_000_000, 0);
+        p.queue = Some(QdiscConfig::Fq {
+            per_flow_packets: 20,
+            total_bytes: None,
+            quantum_bytes: None,
+        });
+        let mut d = Direction::new(p, 1).unwrap();
+        for _ in 0..10 {
+            d.arrive(Time::ZERO, frame(500));
+        }
+        let l0 = udp_frame([10, 0, 0, 9], [239, 1, 1, 0], 1, 5000, 472);
+        let l1 = udp_frame([10, 0, 0, 9], [239, 1, 1, 1], 1, 5002, 472);
+        d.arrive(Time::ZERO, l0.clone());
+        d.arrive(Time::ZERO, l1.clone());
+        let mut order = Vec::new();
+        loop {
+            let t = d.next_wakeup();
+            if t == Time::NEVER {
+                break;
+            }
+            d.service(t);
+            while let Some((_, f)) = d.poll_release(t) {
+                order.push(if f == l0 || f == l1 { 'S' } else { 'u' });
+            }
+        }
+        let s: String = order.into_iter().collect();
+        // first unicast packet was already on the wire; then round robin u/S
+        assert_eq!(s, "uuSuSuuuuuuu", "{s}");
+    }
+
+    #[test]
     fn multicast_and_igmp_delivery_is_recorded() {
-        let mut d = Direction::new(params(0, 5), 1);
+        let mut d = Direction::new(params(0, 5), 1).unwrap();
         let g = udp_frame([10, 0, 0, 1], [239, 1, 1, 1], 1, 5000, 100);
         d.arrive(Time::from_millis(1), g.clone());
         d.arrive(Time::from_millis(2), g);

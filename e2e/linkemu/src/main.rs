@@ -4,6 +4,7 @@
 //! layercast-linkemu [run] --a IF --b IF [--both JSON] [--ab JSON] [--ba JSON]
 //!                   [--ctl PATH] [--seed N] [--stats-out FILE] [--rt-prio N]
 //! layercast-linkemu ctl PATH JSON      # send one control request, print the reply
+//! layercast-linkemu mrouter --upstream IF --downstream IF[,IF...]   # fast-leave IGMP router
 //! ```
 
 use linkemu::config::{LinkParams, LinkUpdate};
@@ -23,6 +24,7 @@ const USAGE: &str = "usage:
   layercast-linkemu [run] --a IF --b IF [--both JSON] [--ab JSON] [--ba JSON]
                     [--ctl PATH] [--seed N] [--stats-out FILE] [--rt-prio 1..99]
   layercast-linkemu ctl PATH JSON
+  layercast-linkemu mrouter --upstream IF --downstream IF[,IF...] [--leave-delay-ms N]
 JSON link settings: {\"rate_bps\":1000000,\"delay_ms\":10,\"jitter_ms\":0,\"loss\":0.01,
   \"queue\":{\"kind\":\"droptail\",\"limit_packets\":50},\"overhead_bytes\":0,
   \"flow\":{\"mcast_prefix_len\":24,\"udp_port_block\":0}}";
@@ -100,6 +102,7 @@ fn main() {
             _ => Err(Error::Config("ctl needs PATH and JSON".into())),
         },
         Some("run") => parse_args(&args[1..]).and_then(start),
+        Some("mrouter") => mrouter(&args[1..]),
         Some(_) => parse_args(&args).and_then(start),
     };
     if let Err(e) = result {
@@ -109,6 +112,11 @@ fn main() {
 }
 
 fn start(o: Options) -> Result<(), Error> {
+    let stop = install_signals();
+    run(o, stop).map(|_| ())
+}
+
+fn install_signals() -> Arc<AtomicBool> {
     // SAFETY: installing an async-signal-safe handler that only stores an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
@@ -123,5 +131,39 @@ fn start(o: Options) -> Result<(), Error> {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     });
-    run(o, stop).map(|_| ())
+    stop
+}
+
+fn mrouter(args: &[String]) -> Result<(), Error> {
+    let mut up = None;
+    let mut down = Vec::new();
+    let mut leave_delay_ms = 0u64;
+    let mut it = args.iter();
+    while let Some(k) = it.next() {
+        let v = it
+            .next()
+            .ok_or_else(|| Error::Config(format!("{k} needs a value")))?;
+        match k.as_str() {
+            "--upstream" => up = Some(v.clone()),
+            "--leave-delay-ms" => {
+                leave_delay_ms = v
+                    .parse()
+                    .map_err(|_| Error::Config("--leave-delay-ms needs an integer".into()))?
+            }
+            "--downstream" => down.extend(v.split(',').filter(|s| !s.is_empty()).map(String::from)),
+            o => return Err(Error::Config(format!("unknown argument {o:?}"))),
+        }
+    }
+    let up = up.ok_or_else(|| Error::Config("--upstream is required".into()))?;
+    let stop = install_signals();
+    println!(
+        "{}",
+        serde_json::json!({"ready": true, "upstream": up, "downstream": down})
+    );
+    let r = linkemu::mroute::run(&up, &down, leave_delay_ms, &stop)?;
+    println!(
+        "{}",
+        serde_json::json!({"event": "exit", "joins": r.joins, "leaves": r.leaves})
+    );
+    Ok(())
 }

@@ -1,41 +1,9 @@
-//! Queue disciplines: the scenario's queue spec and the factory that builds a shared
-//! `qdisc::QueueDiscipline` from it.
+//! Queue disciplines come from the shared `qdisc` crate (drop-tail, RED, REM, DRR fair queue),
+//! so a scenario's `queue:` means the same in the simulator and here. This module only adds the
+//! emulator's default when no queue is named.
 
-use congestion::Time;
-use qdisc::{DropReason, QueueDiscipline, Queued};
-use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
-
-/// A queue as a scenario or the control socket names it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-pub enum QueueSpec {
-    /// FIFO with tail drop (`{"kind":"droptail", ...}`, the shared `qdisc` crate's spelling).
-    /// Limits in packets, bytes, or milliseconds at the link rate; with none given, the default
-    /// is two bandwidth-delay products (see [`default_limit_bytes`]).
-    #[serde(rename = "droptail")]
-    DropTail {
-        /// Maximum packets waiting.
-        #[serde(default)]
-        limit_packets: Option<usize>,
-        /// Maximum bytes waiting.
-        #[serde(default)]
-        limit_bytes: Option<u64>,
-        /// Maximum queueing delay at the link rate, ms (converted to bytes).
-        #[serde(default)]
-        limit_ms: Option<f64>,
-    },
-}
-
-impl Default for QueueSpec {
-    fn default() -> Self {
-        QueueSpec::DropTail {
-            limit_packets: None,
-            limit_bytes: None,
-            limit_ms: None,
-        }
-    }
-}
+use crate::Error;
+use qdisc::{QdiscConfig, QueueDiscipline};
 
 /// The default byte limit: 2 × rate × RTT with RTT taken as twice this link's one-way delay
 /// (DESIGN.md: "Default queue: drop-tail, 2 x bandwidth-delay product"), and never less than
@@ -45,82 +13,37 @@ pub fn default_limit_bytes(rate_bps: u64, delay_ns: u64) -> u64 {
     (2 * bdp).max(8 * 1514)
 }
 
-/// Builds the discipline for a spec on a link of `rate_bps` and `delay_ns`.
+/// The queue in force: the named one, or drop-tail of [`default_limit_bytes`].
+pub fn effective(spec: Option<&QdiscConfig>, rate_bps: u64, delay_ns: u64) -> QdiscConfig {
+    spec.cloned().unwrap_or(QdiscConfig::Droptail {
+        limit_packets: None,
+        limit_bytes: Some(default_limit_bytes(rate_bps, delay_ns)),
+        limit_ms: None,
+    })
+}
+
+/// Builds the discipline for a link of `rate_bps` and `delay_ns`; random early drops draw from
+/// `seed`. (`limit_ms` is converted at the link rate; an unlimited link counts as 10 Gbit/s.)
 pub fn build<P: Send + 'static>(
-    spec: &QueueSpec,
+    spec: Option<&QdiscConfig>,
     rate_bps: u64,
     delay_ns: u64,
-) -> Box<dyn QueueDiscipline<P>> {
-    match *spec {
-        QueueSpec::DropTail {
-            limit_packets,
-            limit_bytes,
-            limit_ms,
-        } => {
-            let bytes = match (limit_packets, limit_bytes, limit_ms) {
-                // At least one full-size frame, or nothing would pass.
-                (_, None, Some(ms)) if ms.is_finite() && ms > 0.0 => {
-                    Some(((ms / 1000.0 * rate_bps as f64 / 8.0) as u64).max(1514))
-                }
-                (None, None, _) => Some(default_limit_bytes(rate_bps, delay_ns)),
-                (_, b, _) => b,
-            };
-            Box::new(DropTail::new(limit_packets, bytes))
-        }
-    }
-}
-
-/// Tail-drop FIFO. A stand-in until the shared `qdisc` crate's drop-tail is on this branch: it
-/// only implements the shared trait, so swapping it out changes nothing else here.
-pub struct DropTail<P> {
-    q: VecDeque<Queued<P>>,
-    bytes: u64,
-    limit_packets: Option<usize>,
-    limit_bytes: Option<u64>,
-}
-
-impl<P> DropTail<P> {
-    /// A FIFO with the given limits (None = unlimited).
-    pub fn new(limit_packets: Option<usize>, limit_bytes: Option<u64>) -> Self {
-        DropTail {
-            q: VecDeque::new(),
-            bytes: 0,
-            limit_packets,
-            limit_bytes,
-        }
-    }
-}
-
-impl<P: Send> QueueDiscipline<P> for DropTail<P> {
-    fn enqueue(&mut self, now: Time, mut pkt: Queued<P>) -> Vec<(Queued<P>, DropReason)> {
-        let over_p = self.limit_packets.is_some_and(|l| self.q.len() >= l);
-        let over_b = self
-            .limit_bytes
-            .is_some_and(|l| self.bytes + pkt.size as u64 > l);
-        if over_p || over_b {
-            return vec![(pkt, DropReason::Overflow)];
-        }
-        pkt.enqueued_at = now;
-        self.bytes += pkt.size as u64;
-        self.q.push_back(pkt);
-        Vec::new()
-    }
-    fn dequeue(&mut self, _now: Time) -> Option<Queued<P>> {
-        let p = self.q.pop_front()?;
-        self.bytes -= p.size as u64;
-        Some(p)
-    }
-    fn len_packets(&self) -> usize {
-        self.q.len()
-    }
-    fn len_bytes(&self) -> u64 {
-        self.bytes
-    }
+    seed: u64,
+) -> Result<Box<dyn QueueDiscipline<P>>, Error> {
+    let rate = if rate_bps == 0 {
+        10_000_000_000
+    } else {
+        rate_bps
+    };
+    qdisc::build_seeded(&effective(spec, rate_bps, delay_ns), rate, seed)
+        .map_err(|e| Error::Config(e.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use congestion::Time;
+    use qdisc::Queued;
 
     #[test]
     fn default_limit_is_two_bdp() {
@@ -131,35 +54,26 @@ mod tests {
     }
 
     #[test]
-    fn spec_json_roundtrip() {
-        let s: QueueSpec =
-            serde_json::from_str(r#"{"kind":"droptail","limit_packets":20}"#).unwrap();
-        assert_eq!(
-            s,
-            QueueSpec::DropTail {
-                limit_packets: Some(20),
-                limit_bytes: None,
-                limit_ms: None
-            }
-        );
-        assert!(serde_json::from_str::<QueueSpec>(r#"{"kind":"droptail","x":1}"#).is_err());
+    fn shared_configs_build() {
         // 100 ms at 1 Mbit/s = 12500 B: 25 packets of 500 B.
-        let ms: QueueSpec = serde_json::from_str(r#"{"kind":"droptail","limit_ms":100}"#).unwrap();
-        let mut q = build::<()>(&ms, 1_000_000, 0);
+        let ms: QdiscConfig =
+            serde_json::from_str(r#"{"kind":"droptail","limit_ms":100}"#).unwrap();
+        let mut q = build::<()>(Some(&ms), 1_000_000, 0, 1).unwrap();
         let mut dropped = 0;
         for _ in 0..30 {
-            dropped += q
-                .enqueue(
-                    Time::ZERO,
-                    Queued {
-                        size: 500,
-                        flow: 0,
-                        enqueued_at: Time::ZERO,
-                        item: (),
-                    },
-                )
-                .len();
+            dropped += q.enqueue(Time::ZERO, Queued::new((), 500, 0)).len();
         }
         assert_eq!(dropped, 5);
+        for s in [
+            r#"{"kind":"fq","per_flow_packets":20}"#,
+            r#"{"kind":"red","min_th":5,"max_th":15,"limit_packets":30}"#,
+            r#"{"kind":"rem","limit_packets":25}"#,
+        ] {
+            let c: QdiscConfig = serde_json::from_str(s).unwrap();
+            assert!(build::<()>(Some(&c), 1_000_000, 0, 1).is_ok(), "{s}");
+        }
+        let bad: QdiscConfig = serde_json::from_str(r#"{"kind":"droptail"}"#).unwrap();
+        assert!(build::<()>(Some(&bad), 1_000_000, 0, 1).is_err());
+        assert!(build::<()>(None, 1_000_000, 0, 1).is_ok());
     }
 }

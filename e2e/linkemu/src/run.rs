@@ -37,6 +37,11 @@ fn clock(id: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Wall clock, ns since the Unix epoch.
+pub fn wall_ns() -> u64 {
+    clock(libc::CLOCK_REALTIME)
+}
+
 /// Wall clock minus monotonic clock, ns: added to link times to report wall-clock times that
 /// other processes (players, iperf3) can be compared with.
 pub fn wall_offset_ns() -> i128 {
@@ -317,7 +322,7 @@ pub fn run(opts: Options, stop: Arc<AtomicBool>) -> Result<(DirSnapshot, DirSnap
     };
     let h_ab = spawn(
         "ab",
-        Direction::new(opts.ab.clone(), opts.seed),
+        Direction::new(opts.ab.clone(), opts.seed)?,
         a.clone(),
         b.clone(),
         ab_rx,
@@ -325,7 +330,7 @@ pub fn run(opts: Options, stop: Arc<AtomicBool>) -> Result<(DirSnapshot, DirSnap
     )?;
     let h_ba = spawn(
         "ba",
-        Direction::new(opts.ba.clone(), opts.seed.wrapping_add(1)),
+        Direction::new(opts.ba.clone(), opts.seed.wrapping_add(1))?,
         b,
         a,
         ba_rx,
