@@ -256,19 +256,6 @@ fn parse_packet(buf: &[u8], ts: u64, drops: &mut Drops) -> Option<(CcFields, u16
     }
 }
 
-/// The controller named `name`, from `congestion::controller_by_name`. Until the factory
-/// lists them, `era` and `plm` are built directly with their default configurations.
-fn make_controller(name: &str) -> Result<Box<dyn LayeredController>> {
-    match congestion::controller_by_name(name) {
-        Ok(c) => Ok(c),
-        Err(e) => match name {
-            "era" => Ok(Box::new(congestion::era::Era::default())),
-            "plm" => Ok(Box::new(congestion::plm::Plm::default())),
-            _ => Err(e.into()),
-        },
-    }
-}
-
 pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let (ev_tx, ev_rx) = mpsc::channel::<Event>();
@@ -315,7 +302,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     };
     let mut ctl: Option<Box<dyn LayeredController>> = match a.fixed_layers {
         Some(_) => None,
-        None => Some(make_controller(&a.controller)?),
+        None => Some(congestion::controller_by_name(&a.controller)?),
     };
     let protocol = match a.fixed_layers {
         Some(n) => format!("fixed:{n}"),
