@@ -7,6 +7,7 @@ mod pacer;
 mod rtp_out;
 mod sock;
 mod state;
+mod video;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

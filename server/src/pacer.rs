@@ -81,6 +81,8 @@ pub struct PacerConfig {
     pub payload_type: u8,
     /// Try `SCHED_FIFO` for the pacer thread.
     pub realtime: bool,
+    /// Media packets per layer (video sources); `None` = synthetic padding layers.
+    pub queues: Option<Arc<crate::video::LayerQueues>>,
 }
 
 impl PacerConfig {
@@ -162,6 +164,7 @@ pub fn run(cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: Arc<
         .map(|k| start + intervals[k].mul_f64(phase(k)))
         .collect();
     let mut seq: Vec<u16> = vec![0; n];
+    let mut last_ts: Vec<u32> = vec![0; n];
     let mut bufs: Vec<Vec<u8>> = (0..cfg.bunch_len)
         .map(|_| Vec::with_capacity(cfg.packet_size as usize))
         .collect();
@@ -197,16 +200,37 @@ pub fn run(cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: Arc<
                 bunch_len: cfg.bunch_len,
                 send_time_us: send_us,
             };
-            let ts90 = (send_us.wrapping_mul(9) / 100) as u32;
-            rtp_out::write_packet(
-                &mut bufs[pos as usize],
-                cfg.payload_type,
-                seq[k],
-                ts90,
-                cfg.ssrc_base.wrapping_add(k as u32),
-                &cc,
-                cfg.packet_size as usize,
-            );
+            let media = cfg.queues.as_ref().and_then(|q| q.pop(k));
+            let buf = &mut bufs[pos as usize];
+            match media {
+                Some(p) => {
+                    last_ts[k] = p.header.timestamp;
+                    rtp_out::write_media(buf, p, seq[k], &cc, cfg.packet_size as usize);
+                }
+                None if cfg.queues.is_some() => {
+                    rtp_out::write_padding(
+                        buf,
+                        cfg.payload_type,
+                        seq[k],
+                        last_ts[k],
+                        cfg.ssrc_base.wrapping_add(k as u32),
+                        &cc,
+                        cfg.packet_size as usize,
+                    );
+                }
+                None => {
+                    let ts90 = (send_us.wrapping_mul(9) / 100) as u32;
+                    rtp_out::write_packet(
+                        buf,
+                        cfg.payload_type,
+                        seq[k],
+                        ts90,
+                        cfg.ssrc_base.wrapping_add(k as u32),
+                        &cc,
+                        cfg.packet_size as usize,
+                    );
+                }
+            }
             seq[k] = seq[k].wrapping_add(1);
         }
         let sent = send_bunch(&sock, &bufs[..cfg.bunch_len as usize], cfg.dests[k]);
@@ -217,9 +241,8 @@ pub fn run(cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: Arc<
         }
         local_layer[k] += sent;
         stats.packets.fetch_add(sent, Ordering::Relaxed);
-        stats
-            .bytes
-            .fetch_add(sent * cfg.packet_size as u64, Ordering::Relaxed);
+        let bytes: u64 = bufs[..sent as usize].iter().map(|b| b.len() as u64).sum();
+        stats.bytes.fetch_add(bytes, Ordering::Relaxed);
         stats.bunches.fetch_add(1, Ordering::Relaxed);
         next[k] += intervals[k];
         if last_flush.elapsed() > Duration::from_millis(250) {
@@ -349,6 +372,7 @@ mod tests {
             spin: Duration::ZERO,
             payload_type: 96,
             realtime: false,
+            queues: None,
         };
         // 2 × 512 × 8 / 20 000 = 0.4096 s (era.md §1.1.3).
         assert!((c.bunch_interval(0).as_secs_f64() - 0.4096).abs() < 1e-9);
@@ -375,6 +399,7 @@ mod tests {
             spin: Duration::from_micros(50),
             payload_type: 96,
             realtime: false,
+            queues: None,
         };
         let stats = Arc::new(PacerStats::default());
         let stop = Arc::new(AtomicBool::new(false));
