@@ -5,11 +5,13 @@
 //!
 //! See `docs/codec.md` for the signal flow and the choices made.
 
+pub mod depay;
 pub mod error;
 pub mod ladder;
 pub mod rtp;
 pub mod superframe;
 pub mod synth;
+pub mod vp9rtp;
 pub mod vpx;
 
 pub use error::{Error, Result};

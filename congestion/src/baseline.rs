@@ -2,11 +2,9 @@
 //! bookkeeping that enforces the cumulative-layer invariant, the action and decision queues,
 //! per-layer sequence-gap loss detection, and small private estimators.
 //!
-//! The estimators here ([`tcp_rate_bps`], [`LossIntervals`]) are deliberately minimal private
-//! copies written before `crate::estimators` landed; they are candidates for de-duplication
-//! against the shared estimators once those are merged.
-
-#![allow(dead_code)] // TODO(cc-baselines): drop once every controller uses the helpers
+//! [`tcp_rate_bps`] wraps the shared `estimators::tcp::rfc5348`. [`LossIntervals`] and
+//! [`SeqTracker`] are minimal private copies written before `crate::estimators` landed;
+//! candidates for de-duplication against `estimators::ali` and `estimators::loss`.
 
 use crate::controller::{Action, Decision, Stats};
 use crate::session::SessionInfo;
@@ -281,17 +279,14 @@ impl Core {
     }
 }
 
-/// The simplified TCP throughput equation of TFRC (RFC 5348 §3.1, b = 1, t_RTO = 4·RTT),
-/// bit/s. `p` is the loss event rate; `p <= 0` gives `+inf` (no cap).
+/// The TCP throughput equation of TFRC (RFC 5348 §3.1, b = 1, t_RTO = 4·RTT), bit/s, via
+/// the shared estimator. `p <= 0` (no loss yet) gives `+inf` (no cap).
 pub(crate) fn tcp_rate_bps(packet_bytes: f64, rtt_s: f64, p: f64) -> f64 {
     if p <= 0.0 || !p.is_finite() {
         return f64::INFINITY;
     }
-    let p = p.min(1.0);
-    let rtt = rtt_s.max(1e-4);
-    let denom = rtt * (2.0 * p / 3.0).sqrt()
-        + 4.0 * rtt * (3.0 * (3.0 * p / 8.0).sqrt()) * p * (1.0 + 32.0 * p * p);
-    8.0 * packet_bytes / denom
+    crate::estimators::tcp::rfc5348(packet_bytes, rtt_s.max(1e-4), p.min(1.0), 1.0)
+        .map_or(f64::INFINITY, |bytes_per_s| 8.0 * bytes_per_s)
 }
 
 /// TFRC's average loss interval (RFC 5348 §5.4): loss events (losses within one RTT of the

@@ -561,12 +561,13 @@ impl LayeredController for Era {
             None => self.next_adapt = Some(now + self.rai),
             Some(old) => {
                 let ahead = old.as_nanos().saturating_sub(now.as_nanos());
-                let k = (ahead + rai / 2) / rai;
+                let k = ahead.saturating_add(rai / 2) / rai;
                 if k == 0 {
                     self.next_adapt = Some(now + self.rai);
                     self.on_rai(now);
                 } else {
-                    self.next_adapt = Some(Time(now.as_nanos().saturating_add(k * rai)));
+                    self.next_adapt =
+                        Some(Time(now.as_nanos().saturating_add(k.saturating_mul(rai))));
                 }
             }
         }
@@ -626,7 +627,8 @@ impl LayeredController for Era {
         let rai = self.rai.as_nanos() as u64;
         let behind = now.as_nanos() - due.as_nanos();
         self.next_adapt = Some(Time(
-            due.as_nanos().saturating_add((behind / rai + 1) * rai),
+            due.as_nanos()
+                .saturating_add((behind / rai).saturating_add(1).saturating_mul(rai)),
         ));
         self.on_rai(now);
     }

@@ -179,7 +179,7 @@ impl Rlm {
                 break;
             }
         }
-        self.tj_deadline = Some(now + secs(i / 2.0 + e));
+        self.tj_deadline = Some(now + secs(i / 2.0 + e).max(Duration::from_millis(1)));
     }
 
     fn set_td_conservative(&mut self, now: Time) {
@@ -385,8 +385,9 @@ impl LayeredController for Rlm {
         if self.core.exited || self.core.info.is_none() {
             return;
         }
-        // Fire due timers in deadline order.
-        loop {
+        // Fire due timers in deadline order (bounded: zero-length timers from a degenerate
+        // configuration must not spin).
+        for _ in 0..64 {
             let td = self.td_deadline.filter(|&t| t <= now);
             let tj = self.tj_deadline.filter(|&t| t <= now);
             match (td, tj) {

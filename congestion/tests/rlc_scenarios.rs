@@ -207,6 +207,19 @@ fn burst_test_only_helps_when_it_overflows_the_queue() {
     println!(
         "rlc burst: failed joins to 5 layers: small buffer burst {small_burst} (plr {plr_sb:.4}) vs none {small_none} (plr {plr_sn:.4}); 2xBDP burst {big_burst} (plr {plr_bb:.4})"
     );
+    let (mid_burst, plr_mb) = run_with(4_000.0, 8);
+    let all = [plr_sb, plr_mb, plr_bb];
+    testkit::record(
+        "plm/S11",
+        &format!(
+            "RLC loss with burst test at buffers 3/8/24 packets: {:.2} / {:.2} / {:.2} % (failed joins {small_burst}/{mid_burst}/{big_burst})",
+            100.0 * plr_sb,
+            100.0 * plr_mb,
+            100.0 * plr_bb
+        ),
+        Some(all.iter().all(|p| (0.02..=0.15).contains(p))),
+        "cargo test -p layercast-congestion --test rlc_scenarios burst_test",
+    );
     assert!(
         small_burst < small_none,
         "burst did not prevent failed joins"
@@ -223,5 +236,33 @@ proptest! {
     fn contract_holds_for_arbitrary_inputs(seq in inputs()) {
         let mut c = Rlc::default();
         prop_assert_eq!(check_contract(&mut c, &seq), Ok(()));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+    /// Degenerate configurations (zero durations and factors) must not panic or spin.
+    #[test]
+    fn degenerate_config_is_harmless(seq in inputs()) {
+        let mut c = Rlc::new(Config { sp_cycle: std::time::Duration::ZERO, burst_packets: 1000, loss_limit: 0, loss_window: 0, deaf_period: std::time::Duration::ZERO, min_layers: 0 });
+        prop_assert_eq!(check_contract(&mut c, &seq), Ok(()));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+    /// Random capacity steps through the scripted bottleneck: the cumulative-subscription
+    /// contract holds on every action and the level never exceeds the session's layers.
+    #[test]
+    fn bottleneck_runs_keep_the_contract(
+        cap in 40_000f64..1_500_000.0,
+        at in 5f64..50.0,
+        cap2 in 20_000f64..1_500_000.0,
+    ) {
+        let sc = scenario(cap, 80.0).capacity_at(at, cap2);
+        let mut c = Rlc::default();
+        let tr = run(&mut c, &sc);
+        prop_assert!(tr.violations.is_empty(), "{:?}", tr.violations);
+        prop_assert!(tr.max_level(0.0, 1e6) as usize <= sc.session.layers.len());
     }
 }

@@ -57,23 +57,65 @@ pub fn request(
         out.extend_from_slice(b);
     }
     s.write_all(&out).map_err(io)?;
+    // Read the head, then exactly Content-Length bytes (or chunks up to the last one): a
+    // server may keep the connection open despite `Connection: close`, so EOF is not relied on.
     let mut resp = Vec::new();
-    s.take(1 << 20).read_to_end(&mut resp).map_err(io)?;
-    let head_end = resp
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| Error::Protocol(format!("{url}: no HTTP header end")))?;
-    let head = String::from_utf8_lossy(&resp[..head_end]).to_string();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = resp.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        if resp.len() > 64 * 1024 {
+            return Err(Error::Protocol(format!("{url}: HTTP header too long")));
+        }
+        let n = s.read(&mut chunk).map_err(io)?;
+        if n == 0 {
+            return Err(Error::Protocol(format!(
+                "{url}: connection closed in header"
+            )));
+        }
+        resp.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&resp[..head_end]).to_ascii_lowercase();
     let status: u16 = head
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| Error::Protocol(format!("{url}: bad status line")))?;
+    let content_length: Option<usize> = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok());
+    let chunked = head.contains("transfer-encoding: chunked");
     let mut body = resp[head_end + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
+    const MAX: usize = 1 << 20;
+    loop {
+        let done = match content_length {
+            Some(n) => body.len() >= n,
+            None if chunked => dechunk(&body).is_some(),
+            None => false,
+        };
+        if done || body.len() > MAX {
+            break;
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+            Err(e) if content_length.is_none() && !chunked => {
+                let _ = e;
+                break;
+            }
+            Err(e) => return Err(io(e)),
+        }
+    }
+    if let Some(n) = content_length {
+        if body.len() < n {
+            return Err(Error::Protocol(format!(
+                "{url}: body shorter than Content-Length"
+            )));
+        }
+        body.truncate(n);
+    } else if chunked {
         body = dechunk(&body).ok_or_else(|| Error::Protocol(format!("{url}: bad chunking")))?;
     }
     Ok((status, body))

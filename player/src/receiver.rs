@@ -25,6 +25,133 @@ struct Layer {
     highest: Option<u64>,
     /// First packet of the bunch in progress: (extended seq, kernel time ns).
     bunch_start: Option<(u64, u64)>,
+    /// Newly joined: packets are held until `QUARANTINE_NS` after the first one arrived.
+    quarantine: bool,
+    held: Vec<Pkt>,
+    first_held: Option<u64>,
+}
+
+/// One received, parsed data packet.
+#[derive(Clone, Copy, Debug)]
+struct Pkt {
+    ts: u64,
+    layer: usize,
+    cc: CcFields,
+    seq: u16,
+    ssrc: u32,
+    size: usize,
+}
+
+impl Pkt {
+    /// Receive time minus send time, µs: path delay plus the clocks' offset. Only differences
+    /// between packets matter.
+    fn offset_us(&self) -> i64 {
+        (self.ts / 1_000) as i64 - self.cc.send_time_us as i64
+    }
+}
+
+/// A packet whose delay exceeds the smallest recent one by this much is stale: it sat in a
+/// queue (typically the kernel's unresolved-route queue at the multicast router, which holds
+/// the first packets of a group from before anyone joined and forwards them when the route
+/// is installed, seconds later). Fed to a controller it would read as a burst of loss.
+const STALE_US: i64 = 500_000;
+/// How long a newly joined layer's first packets are held so stale ones can be told apart.
+const QUARANTINE_NS: u64 = 150_000_000;
+/// Held packets more delayed than the least delayed one by this much are dropped as stale.
+const HELD_SLACK_US: i64 = 100_000;
+
+/// Counters and per-second tallies the feed path updates.
+#[derive(Default)]
+struct Tally {
+    total: Counters,
+    sec: Counters,
+    gaps_ns: Vec<u64>,
+    last_pkt_ts: Option<u64>,
+    max_gap_sec: u64,
+    first_packet_ts: Option<u64>,
+    last_now: u64,
+    /// Windowed minimum of `offset_us` (current and previous 5-s window), so that a sender
+    /// clock step or a new sender heals within 10 s.
+    off_cur: Option<i64>,
+    off_prev: Option<i64>,
+    off_window_start: u64,
+}
+
+impl Tally {
+    fn min_offset(&self) -> Option<i64> {
+        match (self.off_cur, self.off_prev) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+    fn note_offset(&mut self, ts: u64, off: i64) {
+        if ts.saturating_sub(self.off_window_start) > 5_000_000_000 {
+            self.off_prev = self.off_cur.take();
+            self.off_window_start = ts;
+        }
+        self.off_cur = Some(self.off_cur.map_or(off, |m| m.min(off)));
+    }
+    fn reset_offsets(&mut self) {
+        self.off_cur = None;
+        self.off_prev = None;
+    }
+}
+
+/// Hands one packet to the controller and updates the host's own counters.
+fn feed(l: &mut Layer, ctl: Option<&mut Box<dyn LayeredController>>, t: &mut Tally, p: Pkt) {
+    let ts = p.ts;
+    if l.ssrc != Some(p.ssrc) {
+        // New sender instance (restart): new sequence space, not a loss burst.
+        l.ext.reset();
+        l.highest = None;
+        l.bunch_start = None;
+        l.ssrc = Some(p.ssrc);
+    }
+    let e = l.ext.extend(p.seq);
+    if let Some(h) = l.highest {
+        if e > h + 1 {
+            t.total.lost += e - h - 1;
+            t.sec.lost += e - h - 1;
+        }
+    }
+    if l.highest.is_none_or(|h| e > h) {
+        l.highest = Some(e);
+    }
+    // Packet-bunch dispersion (diagnostics; the controller keeps its own).
+    let cc = p.cc;
+    if cc.bunch_pos == 0 {
+        l.bunch_start = Some((e, ts));
+    } else if let Some((s0, t0)) = l.bunch_start {
+        if cc.bunch_pos + 1 == cc.bunch_len && e == s0 + cc.bunch_pos as u64 && ts > t0 {
+            t.gaps_ns.push((ts - t0) / cc.bunch_pos as u64);
+            l.bunch_start = None;
+        }
+    }
+    if let Some(prev) = t.last_pkt_ts {
+        t.max_gap_sec = t.max_gap_sec.max(ts.saturating_sub(prev));
+    }
+    t.last_pkt_ts = Some(t.last_pkt_ts.map_or(ts, |x| x.max(ts)));
+    t.first_packet_ts.get_or_insert(ts);
+    t.note_offset(ts, p.offset_us());
+    t.total.packets += 1;
+    t.total.bytes += p.size as u64;
+    t.sec.packets += 1;
+    t.sec.bytes += p.size as u64;
+    // Held packets are fed late: keep `now` monotonic for the controller, while the arrival
+    // itself carries its true kernel timestamp.
+    t.last_now = t.last_now.max(ts);
+    if let Some(c) = ctl {
+        let arr = PacketArrival {
+            layer: cc.layer,
+            seq: e,
+            bunch_pos: cc.bunch_pos,
+            bunch_len: cc.bunch_len,
+            size: p.size as u32,
+            send_time_us: cc.send_time_us,
+            recv_time: Time(ts),
+        };
+        c.handle_packet(Time(t.last_now), &arr);
+    }
 }
 
 /// Inputs dropped, by reason (exported as `layercast_player_dropped_total{reason}`).
@@ -37,6 +164,7 @@ pub struct Drops {
     pub truncated: u64,
     pub malformed_sam: u64,
     pub malformed_announcement: u64,
+    pub stale: u64,
 }
 
 /// Host-side counters (independent of the controller's own).
@@ -128,6 +256,19 @@ fn parse_packet(buf: &[u8], ts: u64, drops: &mut Drops) -> Option<(CcFields, u16
     }
 }
 
+/// The controller named `name`, from `congestion::controller_by_name`. Until the factory
+/// lists them, `era` and `plm` are built directly with their default configurations.
+fn make_controller(name: &str) -> Result<Box<dyn LayeredController>> {
+    match congestion::controller_by_name(name) {
+        Ok(c) => Ok(c),
+        Err(e) => match name {
+            "era" => Ok(Box::new(congestion::era::Era::default())),
+            "plm" => Ok(Box::new(congestion::plm::Plm::default())),
+            _ => Err(e.into()),
+        },
+    }
+}
+
 pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let (ev_tx, ev_rx) = mpsc::channel::<Event>();
@@ -174,7 +315,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     };
     let mut ctl: Option<Box<dyn LayeredController>> = match a.fixed_layers {
         Some(_) => None,
-        None => Some(congestion::controller_by_name(&a.controller)?),
+        None => Some(make_controller(&a.controller)?),
     };
     let protocol = match a.fixed_layers {
         Some(n) => format!("fixed:{n}"),
@@ -184,9 +325,8 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let mut info: Option<SessionInfo> = None;
     let mut layers: Vec<Layer> = Vec::new();
     let mut drops = Drops::default();
-    let mut total = Counters::default();
-    let mut sec = Counters::default();
-    let mut gaps_ns: Vec<u64> = Vec::new();
+    let mut tally = Tally::default();
+    let mut first_join_ns: Option<u64> = None;
     let mut pending_decisions: Vec<Value> = Vec::new();
     let mut recent_decisions: VecDeque<Value> = VecDeque::new();
     let mut fixed_held: u8 = 0;
@@ -194,7 +334,6 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let start_wall = Instant::now();
     let mut next_tick = Instant::now() + Duration::from_secs(1);
     let mut last_tick = Instant::now();
-    let mut first_packet_after_join: Option<f64> = None;
     let mut exit_requested = false;
 
     loop {
@@ -245,7 +384,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         }
         let ready = net::poll_readable(&fds, wait_ms as i32);
         // 3. Drain readable sockets into one batch sorted by kernel time.
-        let mut batch: Vec<(u64, usize, CcFields, u16, u32, usize)> = Vec::new();
+        let mut batch: Vec<Pkt> = Vec::new();
         for i in ready {
             match which[i] {
                 None => {
@@ -276,7 +415,14 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                                 drops.wrong_layer += 1;
                                 continue;
                             }
-                            batch.push((ts, k, cc, seq, ssrc, n));
+                            batch.push(Pkt {
+                                ts,
+                                layer: k,
+                                cc,
+                                seq,
+                                ssrc,
+                                size: n,
+                            });
                         }
                     }
                 }
@@ -306,6 +452,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                             let li = &new.layers[k];
                             fresh[k].sock =
                                 McastSocket::open(li.group, li.port, a.interface, true).ok();
+                            fresh[k].quarantine = true;
                         }
                     }
                     layers = fresh;
@@ -317,6 +464,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         l.bunch_start = None;
                     }
                 }
+                tally.reset_offsets();
                 eprintln!(
                     "layercast-player: session {} ({} layers, {} B packets, bunch {})",
                     new.session_id,
@@ -332,56 +480,41 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             }
             info = Some(new);
         }
-        batch.sort_by_key(|b| b.0);
-        // 5. Feed packets.
-        for (ts, k, cc, seq, ssrc, n) in batch {
-            let l = &mut layers[k];
-            if l.ssrc != Some(ssrc) {
-                // New sender instance (restart): new sequence space, not a loss burst.
-                l.ext.reset();
-                l.highest = None;
-                l.bunch_start = None;
-                l.ssrc = Some(ssrc);
+        batch.sort_by_key(|b| b.ts);
+        // 5. Feed packets: stale ones (held in a router queue, see `STALE`) are dropped, a
+        //    newly joined layer's first packets are held for `QUARANTINE` and filtered.
+        let now_ns = net::realtime_ns();
+        for p in batch {
+            let off = p.offset_us();
+            if tally.min_offset().is_some_and(|m| off > m + STALE_US) {
+                drops.stale += 1;
+                continue;
             }
-            let e = l.ext.extend(seq);
-            match l.highest {
-                Some(h) if e > h + 1 => {
-                    total.lost += e - h - 1;
-                    sec.lost += e - h - 1;
+            let l = &mut layers[p.layer];
+            if l.quarantine {
+                l.first_held.get_or_insert(p.ts);
+                l.held.push(p);
+                continue;
+            }
+            feed(l, ctl.as_mut(), &mut tally, p);
+        }
+        for l in layers.iter_mut() {
+            let Some(first) = l.first_held else { continue };
+            if !l.quarantine || now_ns.saturating_sub(first) < QUARANTINE_NS {
+                continue;
+            }
+            let held = std::mem::take(&mut l.held);
+            let m = held.iter().map(Pkt::offset_us).min().unwrap_or(0);
+            let m = tally.min_offset().map_or(m, |g| g.min(m));
+            for p in held {
+                if p.offset_us() > m + HELD_SLACK_US {
+                    drops.stale += 1;
+                } else {
+                    feed(l, ctl.as_mut(), &mut tally, p);
                 }
-                _ => {}
             }
-            if l.highest.is_none_or(|h| e > h) {
-                l.highest = Some(e);
-            }
-            // Packet-bunch dispersion (diagnostics; the controller does its own).
-            if cc.bunch_pos == 0 {
-                l.bunch_start = Some((e, ts));
-            } else if let Some((s0, t0)) = l.bunch_start {
-                if cc.bunch_pos + 1 == cc.bunch_len && e == s0 + cc.bunch_pos as u64 && ts > t0 {
-                    gaps_ns.push((ts - t0) / cc.bunch_pos as u64);
-                    l.bunch_start = None;
-                }
-            }
-            total.packets += 1;
-            total.bytes += n as u64;
-            sec.packets += 1;
-            sec.bytes += n as u64;
-            if first_packet_after_join.is_none() {
-                first_packet_after_join = Some(start_wall.elapsed().as_secs_f64());
-            }
-            if let Some(c) = ctl.as_mut() {
-                let arr = PacketArrival {
-                    layer: cc.layer,
-                    seq: e,
-                    bunch_pos: cc.bunch_pos,
-                    bunch_len: cc.bunch_len,
-                    size: n as u32,
-                    send_time_us: cc.send_time_us,
-                    recv_time: Time(ts),
-                };
-                c.handle_packet(Time(ts), &arr);
-            }
+            l.quarantine = false;
+            l.first_held = None;
         }
         // 6. Timeouts.
         if let Some(c) = ctl.as_mut() {
@@ -425,8 +558,14 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         l.highest = None;
                         l.bunch_start = None;
                         l.ssrc = None;
+                        l.quarantine = true;
+                        l.held.clear();
+                        l.first_held = None;
                         match McastSocket::open(li.group, li.port, a.interface, true) {
-                            Ok(s) => l.sock = Some(s),
+                            Ok(s) => {
+                                l.sock = Some(s);
+                                first_join_ns.get_or_insert_with(net::realtime_ns);
+                            }
                             Err(e) => eprintln!("layercast-player: join layer {k}: {e}"),
                         }
                     }
@@ -435,6 +574,9 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     if let Some(l) = layers.get_mut(k as usize) {
                         l.sock = None; // Drop issues IP_DROP_MEMBERSHIP
                         l.bunch_start = None;
+                        l.held.clear();
+                        l.quarantine = false;
+                        l.first_held = None;
                     }
                 }
                 Action::Exit => exit_requested = true,
@@ -463,13 +605,15 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     }
                 })
                 .unwrap_or(0.0);
+            let sec = std::mem::take(&mut tally.sec);
+            let total = tally.total.clone();
             let rate_bps = sec.bytes as f64 * 8.0 / dt;
             let sec_loss = if sec.packets + sec.lost > 0 {
                 sec.lost as f64 / (sec.packets + sec.lost) as f64
             } else {
                 0.0
             };
-            let mut g = std::mem::take(&mut gaps_ns);
+            let mut g = std::mem::take(&mut tally.gaps_ns);
             g.sort_unstable();
             let gap_med = g.get(g.len() / 2).copied();
             let est = stats.as_ref().and_then(|s| s.estimate_bps);
@@ -486,11 +630,16 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 "packets_1s": sec.packets, "lost_1s": sec.lost,
                 "pp_samples": g.len(), "pp_gap_us_median": gap_med.map(|x| x as f64 / 1e3),
                 "pp_bps_median_payload": gap_med.and_then(|x| info.as_ref().map(|i| 8.0 * i.packet_size as f64 / (x as f64 / 1e9))),
-                "first_packet_s": first_packet_after_join,
+                "join_to_first_packet_ms": match (first_join_ns, tally.first_packet_ts) {
+                    (Some(j), Some(f)) => Some(f.saturating_sub(j) as f64 / 1e6),
+                    _ => None,
+                },
+                "max_gap_ms": std::mem::take(&mut tally.max_gap_sec) as f64 / 1e6,
                 "decisions": pending_decisions,
                 "dropped": {"malformed_rtp": drops.malformed_rtp, "missing_cc": drops.missing_cc,
                     "bad_cc": drops.bad_cc, "wrong_layer": drops.wrong_layer,
                     "truncated": drops.truncated, "malformed_sam": drops.malformed_sam,
+                    "stale": drops.stale,
                     "malformed_announcement": drops.malformed_announcement},
             });
             if let Some(f) = log.as_mut() {
@@ -547,7 +696,6 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     *t = m;
                 }
             }
-            sec = Counters::default();
         }
     }
     // Clean leave: drop every membership before exiting.
@@ -559,7 +707,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             f,
             "{}",
             json!({"event": "exit", "elapsed_s": start_wall.elapsed().as_secs_f64(),
-            "packets_received": total.packets, "packets_lost": total.lost})
+            "packets_received": tally.total.packets, "packets_lost": tally.total.lost})
         );
     }
     stop.store(true, Ordering::Relaxed);

@@ -27,7 +27,8 @@ pub struct SvcConfig {
     pub cell_kbps: Vec<Vec<u32>>,
     /// libvpx `cpu-used` (realtime speed, 5..=9 sensible). Default 8.
     pub speed: i32,
-    /// Maximum distance between key pictures, in frames. Default 300 (10 s at 30 fps).
+    /// Distance between periodic key pictures, in frames (placed on the next TL0 picture);
+    /// 0 disables them. Default 300 (10 s at 30 fps).
     pub keyframe_interval: u32,
     /// Every this many frames, the upper spatial layers are re-synced (coded from the layer
     /// below only), so a receiver joining them can decode within this period. Default 30
@@ -171,6 +172,7 @@ pub struct SvcEncoder {
     conf: SvcConfig,
     frame_no: u64,
     frames_since_sync: u32,
+    frames_since_key: u32,
     force_key: bool,
     pending_sync: u8,
 }
@@ -217,7 +219,12 @@ impl SvcEncoder {
             cfg.rc_buf_sz = 1000;
             cfg.kf_mode = sys::vpx_kf_mode_VPX_KF_AUTO;
             cfg.kf_min_dist = 0;
-            cfg.kf_max_dist = conf.keyframe_interval;
+            // libvpx's own periodic key is pushed past ours (see `encode`).
+            cfg.kf_max_dist = if conf.keyframe_interval == 0 {
+                u32::MAX / 2
+            } else {
+                conf.keyframe_interval + 8
+            };
             cfg.ss_number_layers = ns as c_uint;
             cfg.ts_number_layers = nt as c_uint;
             let (ids, mode): (&[u32], c_int) = match nt {
@@ -261,6 +268,7 @@ impl SvcEncoder {
                 conf,
                 frame_no: 0,
                 frames_since_sync: 0,
+                frames_since_key: 0,
                 force_key: false,
                 pending_sync: 0,
             };
@@ -370,7 +378,7 @@ impl SvcEncoder {
         Ok(())
     }
 
-    /// Make the next picture a key picture.
+    /// Make the next TL0 picture a key picture.
     pub fn request_keyframe(&mut self) {
         self.force_key = true;
     }
@@ -419,7 +427,14 @@ impl SvcEncoder {
                 self.pending_sync
             };
         }
-        let key_flag = self.force_key;
+        // Key pictures only at TL0 positions, so the temporal pattern (and the SS picture
+        // group receivers index by) stays aligned; periodic keys are ours, not libvpx's.
+        if self.conf.keyframe_interval > 0
+            && self.frames_since_key + 1 >= self.conf.keyframe_interval
+        {
+            self.force_key = true;
+        }
+        let key_flag = self.force_key && tl0_next;
         unsafe {
             if sync_mask != 0 {
                 let mut sc: sys::vpx_svc_spatial_layer_sync_t = Default::default();
@@ -536,6 +551,7 @@ impl SvcEncoder {
             }
             self.frame_no += 1;
             if let Some(p) = &out {
+                self.frames_since_key = if p.key { 0 } else { self.frames_since_key + 1 };
                 if p.key {
                     self.force_key = false;
                     self.frames_since_sync = 0;

@@ -30,6 +30,19 @@ fn engine(c: &mut Criterion) {
         b.iter(|| sim::run(&sc, 1).expect("run").1.events)
     });
     g.finish();
+    // One plain timed run for the acceptance table (criterion's own numbers are in its report).
+    let t0 = std::time::Instant::now();
+    let (_, s) = sim::run(&sc, 1).expect("run");
+    let rate = s.events as f64 / t0.elapsed().as_secs_f64();
+    testkit::record(
+        "issue4/bench-events",
+        &format!(
+            "{:.2} M events/s (dumbbell: 40-layer session, TCP, CBR; 20 s)",
+            rate / 1e6
+        ),
+        Some(rate >= 2e6),
+        "cargo bench -p layercast-sim --bench engine",
+    );
 }
 
 criterion_group!(benches, engine);

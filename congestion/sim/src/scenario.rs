@@ -484,13 +484,10 @@ impl Scenario {
                     if !adapt_interval_s.is_finite() || *adapt_interval_s <= 0.0 {
                         return Err(invalid("adapt_interval_s", "must be positive"));
                     }
-                    make_controller(protocol)?;
+                    let _ = protocol;
                     let mut rn = Vec::new();
                     for r in receivers {
                         node(&r.at)?;
-                        if let Some(p) = &r.protocol {
-                            make_controller(p)?;
-                        }
                         if rn.contains(&&r.name) {
                             return Err(invalid("receiver", "duplicate name"));
                         }
@@ -579,8 +576,36 @@ impl Scenario {
         Ok(())
     }
 
-    /// Builds the simulation for `seed`, returning it and the monitor name → id map.
+    /// Controller names the scenario uses that neither the protocol crate's factory nor the
+    /// simulator's test controllers know (so the scenario cannot run yet).
+    pub fn missing_protocols(&self) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for f in &self.flows {
+            if let Flow::Layered {
+                protocol,
+                receivers,
+                ..
+            } = f
+            {
+                let names = std::iter::once(protocol)
+                    .chain(receivers.iter().filter_map(|r| r.protocol.as_ref()));
+                for p in names {
+                    if make_controller(p).is_err() && !v.contains(p) {
+                        v.push(p.clone());
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    /// Builds the simulation for `seed`.
     pub fn build(&self, seed: u64) -> Result<Sim, Error> {
+        if let Some(p) = self.missing_protocols().first() {
+            return Err(make_controller(p)
+                .err()
+                .unwrap_or(Error::Scenario(p.clone())));
+        }
         let nodes = self.node_index();
         let mut specs = Vec::new();
         for l in &self.topology.links {

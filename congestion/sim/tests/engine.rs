@@ -52,6 +52,15 @@ fn same_seed_gives_identical_outputs_and_another_seed_differs() {
         sim::output::timeseries_csv(&sc, &c)
     );
     assert_ne!(ja, serde_json::to_string(&sc2).unwrap());
+    testkit::record(
+        "issue4/determinism",
+        &format!(
+            "identical summary JSON and time series for seed 7 twice ({} events); seed 8 differs",
+            sa.events
+        ),
+        Some(true),
+        "cargo test --release -p layercast-sim --test engine same_seed",
+    );
 }
 
 /// Records (time, layer, seq) of every packet it gets.

@@ -38,6 +38,8 @@ pub struct Scenario {
     pub spacing: SpacingFn,
     /// Added to the sender timestamps (clock offset between sender and receiver).
     pub clock_offset_us: u64,
+    /// Bernoulli loss on the bottleneck (wireless-like, not congestion), 0..1.
+    pub random_loss: f64,
 }
 
 impl Scenario {
@@ -57,6 +59,7 @@ impl Scenario {
             rate: Box::new(move |k, _| rates.get(k as usize).copied().unwrap_or(0.0)),
             spacing: Box::new(|_, _| 1.0),
             clock_offset_us: 0,
+            random_loss: 0.0,
         }
     }
     /// Capacity becomes `bps` at `t_s`.
@@ -86,7 +89,7 @@ pub struct Trace {
     pub delivered: Vec<(Time, u8, u32)>,
     /// (emission time, layer) of packets dropped at the bottleneck.
     pub dropped: Vec<(Time, u8)>,
-    /// Queueing delay seen by each delivered packet (time, delay).
+    /// Queueing delay (waiting time before service) of each delivered packet.
     pub qdelay: Vec<(Time, Duration)>,
     /// Contract violations found (wrong Join/Leave index, timeout storms).
     pub violations: Vec<String>,
@@ -180,6 +183,7 @@ impl Trace {
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Ev {
+    Start,
     Emit(u8),
     Arrive {
         layer: u8,
@@ -192,77 +196,126 @@ enum Ev {
     Timeout,
 }
 
+type Heap = BinaryHeap<Reverse<(Time, u64, usize, Ev)>>;
+
+/// Per-session state of the engine.
+struct Flow {
+    start: Time,
+    started: bool,
+    seq: Vec<u64>,
+    want: Vec<bool>,
+    gen: Vec<u64>,
+    fwd: Vec<bool>,
+    held: u8,
+    scheduled: Option<Time>,
+    storm: u32,
+    last_timeout_at: Time,
+    tr: Trace,
+}
+
 /// Runs the scenario to its end and returns what happened.
 pub fn run(ctl: &mut dyn LayeredController, sc: &Scenario) -> Trace {
+    let mut ctls: Vec<&mut dyn LayeredController> = vec![ctl];
+    run_many(&mut ctls, sc, &[sc.start.as_secs_f64()])
+        .pop()
+        .unwrap_or_default()
+}
+
+/// Runs one independent session per controller (same layers and pacing, own source, own
+/// receiver starting at `starts[i]` seconds) through the shared bottleneck.
+pub fn run_many(
+    ctls: &mut [&mut dyn LayeredController],
+    sc: &Scenario,
+    starts: &[f64],
+) -> Vec<Trace> {
     let n = sc.session.layers.len();
     let size = sc.session.packet_size.max(1) as u32;
-    let mut tr = Trace::default();
-    let mut heap: BinaryHeap<Reverse<(Time, u64, Ev)>> = BinaryHeap::new();
+    let mut heap: Heap = BinaryHeap::new();
     let mut ctr = 0u64;
-    let mut push = |heap: &mut BinaryHeap<_>, t: Time, e: Ev| {
+    let mut push = |heap: &mut Heap, t: Time, f: usize, e: Ev| {
         ctr += 1;
-        heap.push(Reverse((t, ctr, e)));
+        heap.push(Reverse((t, ctr, f, e)));
     };
-    let mut seq = vec![0u64; n];
-    let mut want = vec![false; n];
-    let mut gen = vec![0u64; n];
-    let mut fwd = vec![false; n];
+    let mut flows: Vec<Flow> = (0..ctls.len())
+        .map(|i| Flow {
+            start: Time::from_secs_f64(starts.get(i).copied().unwrap_or(0.0)),
+            started: false,
+            seq: vec![0; n],
+            want: vec![false; n],
+            gen: vec![0; n],
+            fwd: vec![false; n],
+            held: 0,
+            scheduled: None,
+            storm: 0,
+            last_timeout_at: Time::NEVER,
+            tr: Trace::default(),
+        })
+        .collect();
     let mut free_at = Time::ZERO;
-    let mut held = 0u8;
-    let mut scheduled: Option<Time> = None;
-    let mut storm = 0u32;
-    let mut last_timeout_at = Time::NEVER;
+    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    let mut bernoulli = move |p: f64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        ((rng >> 11) as f64 / (1u64 << 53) as f64) < p
+    };
 
     // Spread the layers' phases (golden-ratio offsets within one packet interval) so that
-    // equal-rate layers do not emit in lock-step bursts.
-    for k in 0..n {
-        let r = (sc.rate)(k as u8, Time::ZERO).max(1.0);
-        let frac = (k as f64 * 0.618_033_988_75).fract();
-        let off = Duration::from_secs_f64(frac * size as f64 * 8.0 / r);
-        push(
-            &mut heap,
-            Time::ZERO + off.min(Duration::from_secs(1)),
-            Ev::Emit(k as u8),
-        );
+    // equal-rate layers, and sessions, do not emit in lock-step bursts.
+    for (f, flow) in flows.iter().enumerate() {
+        for k in 0..n {
+            let r = (sc.rate)(k as u8, Time::ZERO).max(1.0);
+            let frac = ((k + 7 * f) as f64 * 0.618_033_988_75).fract();
+            let off = Duration::from_secs_f64(frac * size as f64 * 8.0 / r);
+            push(
+                &mut heap,
+                Time::ZERO + off.min(Duration::from_secs(1)),
+                f,
+                Ev::Emit(k as u8),
+            );
+        }
+        push(&mut heap, flow.start, f, Ev::Start);
     }
-    // Announcement at start.
-    let mut started = false;
 
-    while let Some(Reverse((now, _, ev))) = heap.pop() {
+    while let Some(Reverse((now, _, f, ev))) = heap.pop() {
         if now > sc.end {
             break;
         }
-        if !started && now >= sc.start {
-            started = true;
-            ctl.handle_announcement(sc.start, &sc.session);
-            drain(
-                ctl, sc.start, &mut tr, &mut held, &mut want, &mut gen, &mut heap, &mut push, sc,
-            );
-            resched(ctl, &mut scheduled, &mut heap, &mut push);
-        }
+        let ctl = &mut *ctls[f];
         let mut fed = false;
         match ev {
+            Ev::Start => {
+                let fl = &mut flows[f];
+                fl.started = true;
+                ctl.handle_announcement(now, &sc.session);
+                fed = true;
+            }
             Ev::Emit(k) => {
                 let ku = k as usize;
                 let r = (sc.rate)(k, now);
                 if r <= 0.0 {
-                    push(&mut heap, now + Duration::from_millis(10), Ev::Emit(k));
+                    push(&mut heap, now + Duration::from_millis(10), f, Ev::Emit(k));
                     continue;
                 }
-                let s = seq[ku];
-                seq[ku] += 1;
-                if fwd[ku] {
+                let fl = &mut flows[f];
+                let s = fl.seq[ku];
+                fl.seq[ku] += 1;
+                if fl.fwd[ku] {
                     let cap = sc.cap(now);
                     let backlog = free_at.saturating_since(now).as_secs_f64() * cap / 8.0;
-                    if backlog + size as f64 > sc.buffer_bytes {
-                        tr.dropped.push((now, k));
+                    if backlog + size as f64 > sc.buffer_bytes
+                        || (sc.random_loss > 0.0 && bernoulli(sc.random_loss))
+                    {
+                        fl.tr.dropped.push((now, k));
                     } else {
                         let start = free_at.max(now);
                         free_at = start + Duration::from_secs_f64(size as f64 * 8.0 / cap);
-                        let q = free_at.saturating_since(now);
+                        // Waiting time in the queue, excluding the packet's own service.
+                        let q = start.saturating_since(now);
                         push(
                             &mut heap,
                             free_at + sc.prop,
+                            f,
                             Ev::Arrive {
                                 layer: k,
                                 seq: s,
@@ -276,17 +329,20 @@ pub fn run(ctl: &mut dyn LayeredController, sc: &Scenario) -> Trace {
                 push(
                     &mut heap,
                     now + Duration::from_secs_f64(gap.max(1e-6)),
+                    f,
                     Ev::Emit(k),
                 );
             }
             Ev::JoinEff(k, g) => {
-                if gen[k as usize] == g && want[k as usize] {
-                    fwd[k as usize] = true;
+                let fl = &mut flows[f];
+                if fl.gen[k as usize] == g && fl.want[k as usize] {
+                    fl.fwd[k as usize] = true;
                 }
             }
             Ev::LeaveEff(k, g) => {
-                if gen[k as usize] == g && !want[k as usize] {
-                    fwd[k as usize] = false;
+                let fl = &mut flows[f];
+                if fl.gen[k as usize] == g && !fl.want[k as usize] {
+                    fl.fwd[k as usize] = false;
                 }
             }
             Ev::Arrive {
@@ -295,7 +351,8 @@ pub fn run(ctl: &mut dyn LayeredController, sc: &Scenario) -> Trace {
                 sent,
                 qdelay_ns,
             } => {
-                if started && !tr.exited {
+                let fl = &mut flows[f];
+                if fl.started && !fl.tr.exited {
                     let pkt = PacketArrival {
                         layer,
                         seq,
@@ -305,24 +362,25 @@ pub fn run(ctl: &mut dyn LayeredController, sc: &Scenario) -> Trace {
                         send_time_us: sent,
                         recv_time: now,
                     };
-                    tr.delivered.push((now, layer, size));
-                    tr.qdelay.push((now, Duration::from_nanos(qdelay_ns)));
+                    fl.tr.delivered.push((now, layer, size));
+                    fl.tr.qdelay.push((now, Duration::from_nanos(qdelay_ns)));
                     ctl.handle_packet(now, &pkt);
                     fed = true;
                 }
             }
             Ev::Timeout => {
-                if started && !tr.exited && scheduled.map(|t| t <= now).unwrap_or(false) {
-                    scheduled = None;
-                    if now == last_timeout_at {
-                        storm += 1;
-                        if storm > 1000 {
-                            tr.violations.push(format!("timeout storm at {now:?}"));
+                let fl = &mut flows[f];
+                if fl.started && !fl.tr.exited && fl.scheduled.is_some_and(|t| t <= now) {
+                    fl.scheduled = None;
+                    if now == fl.last_timeout_at {
+                        fl.storm += 1;
+                        if fl.storm > 1000 {
+                            fl.tr.violations.push(format!("timeout storm at {now:?}"));
                             break;
                         }
                     } else {
-                        storm = 0;
-                        last_timeout_at = now;
+                        fl.storm = 0;
+                        fl.last_timeout_at = now;
                     }
                     ctl.handle_timeout(now);
                     fed = true;
@@ -330,62 +388,75 @@ pub fn run(ctl: &mut dyn LayeredController, sc: &Scenario) -> Trace {
             }
         }
         if fed {
-            drain(
-                ctl, now, &mut tr, &mut held, &mut want, &mut gen, &mut heap, &mut push, sc,
-            );
-            resched(ctl, &mut scheduled, &mut heap, &mut push);
+            drain(ctl, now, &mut flows[f], f, &mut heap, &mut push, sc);
+            let fl = &mut flows[f];
+            if let Some((t, _)) = ctl.poll_timeout() {
+                if fl.scheduled != Some(t) && t != Time::NEVER {
+                    fl.scheduled = Some(t);
+                    push(&mut heap, t, f, Ev::Timeout);
+                }
+            }
         }
     }
-    tr
+    flows.into_iter().map(|f| f.tr).collect()
 }
 
-#[allow(clippy::too_many_arguments)]
-fn drain<P: FnMut(&mut BinaryHeap<Reverse<(Time, u64, Ev)>>, Time, Ev)>(
+fn drain<P: FnMut(&mut Heap, Time, usize, Ev)>(
     ctl: &mut dyn LayeredController,
     now: Time,
-    tr: &mut Trace,
-    held: &mut u8,
-    want: &mut [bool],
-    gen: &mut [u64],
-    heap: &mut BinaryHeap<Reverse<(Time, u64, Ev)>>,
+    fl: &mut Flow,
+    f: usize,
+    heap: &mut Heap,
     push: &mut P,
     sc: &Scenario,
 ) {
+    let tr = &mut fl.tr;
     while let Some(a) = ctl.poll_action() {
         match a {
             Action::Join(k) => {
-                if k != *held || k as usize >= want.len() {
+                if k != fl.held || k as usize >= fl.want.len() {
                     tr.violations
-                        .push(format!("{now:?}: Join({k}) while holding {}", *held));
+                        .push(format!("{now:?}: Join({k}) while holding {}", fl.held));
                     continue;
                 }
-                *held += 1;
-                want[k as usize] = true;
-                gen[k as usize] += 1;
-                push(heap, now + sc.join_latency, Ev::JoinEff(k, gen[k as usize]));
+                fl.held += 1;
+                fl.want[k as usize] = true;
+                fl.gen[k as usize] += 1;
+                push(
+                    heap,
+                    now + sc.join_latency,
+                    f,
+                    Ev::JoinEff(k, fl.gen[k as usize]),
+                );
             }
             Action::Leave(k) => {
-                if *held == 0 || k != *held - 1 {
+                if fl.held == 0 || k != fl.held - 1 {
                     tr.violations
-                        .push(format!("{now:?}: Leave({k}) while holding {}", *held));
+                        .push(format!("{now:?}: Leave({k}) while holding {}", fl.held));
                     continue;
                 }
-                *held -= 1;
-                want[k as usize] = false;
-                gen[k as usize] += 1;
+                fl.held -= 1;
+                fl.want[k as usize] = false;
+                fl.gen[k as usize] += 1;
                 push(
                     heap,
                     now + sc.leave_latency,
-                    Ev::LeaveEff(k, gen[k as usize]),
+                    f,
+                    Ev::LeaveEff(k, fl.gen[k as usize]),
                 );
             }
             Action::Exit => {
-                for k in 0..(*held as usize) {
-                    want[k] = false;
-                    gen[k] += 1;
-                    push(heap, now + sc.leave_latency, Ev::LeaveEff(k as u8, gen[k]));
+                for k in 0..(fl.held as usize) {
+                    fl.want[k] = false;
+                    fl.gen[k] += 1;
+                    push(
+                        heap,
+                        now + sc.leave_latency,
+                        f,
+                        Ev::LeaveEff(k as u8, fl.gen[k]),
+                    );
                 }
-                *held = 0;
+                fl.held = 0;
                 tr.exited = true;
             }
             Action::SendFeedback(_) => {}
@@ -395,29 +466,26 @@ fn drain<P: FnMut(&mut BinaryHeap<Reverse<(Time, u64, Ev)>>, Time, Ev)>(
     while let Some(d) = ctl.poll_decision() {
         tr.decisions.push(d);
     }
-    if ctl.layers() != *held {
+    if ctl.layers() != fl.held {
         tr.violations.push(format!(
             "{now:?}: layers() = {} but actions say {}",
             ctl.layers(),
-            *held
+            fl.held
         ));
     }
-    if tr.levels.last().map(|l| l.1) != Some(*held) {
-        tr.levels.push((now, *held));
+    if tr.levels.last().map(|l| l.1) != Some(fl.held) {
+        tr.levels.push((now, fl.held));
     }
 }
 
-fn resched<P: FnMut(&mut BinaryHeap<Reverse<(Time, u64, Ev)>>, Time, Ev)>(
-    ctl: &mut dyn LayeredController,
-    scheduled: &mut Option<Time>,
-    heap: &mut BinaryHeap<Reverse<(Time, u64, Ev)>>,
-    push: &mut P,
-) {
-    if let Some((t, _)) = ctl.poll_timeout() {
-        if *scheduled != Some(t) && t != Time::NEVER {
-            *scheduled = Some(t);
-            push(heap, t, Ev::Timeout);
-        }
+/// Jain's fairness index of `x`.
+pub fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let q: f64 = x.iter().map(|v| v * v).sum();
+    if q == 0.0 {
+        1.0
+    } else {
+        s * s / (x.len() as f64 * q)
     }
 }
 

@@ -10,6 +10,7 @@
 //! without the full simulator crate.
 #![allow(dead_code)]
 
+use congestion::schedule::Schedule;
 use congestion::{Action, Decision, LayeredController, PacketArrival, SessionInfo, Time};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -61,9 +62,6 @@ pub struct Scenario {
     /// First SAM at this time, then every `info.announce_interval`.
     pub sam_start: Time,
     pub until: Time,
-    /// Per-layer phase offsets follow the golden-ratio sequence over one bunch interval; plus this
-    /// deterministic jitter fraction (0 = none) on each inter-bunch gap.
-    pub jitter: f64,
 }
 
 impl Scenario {
@@ -83,7 +81,6 @@ impl Scenario {
             starts: vec![Time::ZERO],
             sam_start: Time::from_millis(0),
             until: Time::from_secs_f64(until_s),
-            jitter: 0.0,
         }
     }
 }
@@ -142,7 +139,7 @@ pub struct Trace {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     Sam,
-    Bunch(u8),
+    Bunch,
     CrossPkt(usize),
     Departure,
     Deliver(usize, usize), // receiver, index into in-flight
@@ -252,15 +249,9 @@ pub fn run(scn: &Scenario, ctls: &mut [Box<dyn LayeredController>]) -> Trace {
         sent_per_layer: vec![0; n_layers],
         ..Default::default()
     };
-    let interval = |j: usize| -> Duration {
-        Duration::from_secs_f64(b as f64 * 8.0 * m as f64 / info.layers[j].rate_bps as f64)
-    };
-    for j in 0..n_layers {
-        // Golden-ratio phases: every prefix of layers is spread evenly over the cycle.
-        let frac = (j as f64 * 0.618_033_988_749_894_8).fract();
-        let off = interval(j).mul_f64(frac);
-        push(&mut heap, Time::ZERO + off, Ev::Bunch(j as u8));
-    }
+    // The sender is the crate's own schedule (golden-ratio phases, whole bunches).
+    let mut sched = Schedule::new(info, Time::ZERO).expect("valid session");
+    push(&mut heap, sched.peek(), Ev::Bunch);
     for (i, c) in scn.cross.iter().enumerate() {
         if !c.greedy {
             push(&mut heap, c.start, Ev::CrossPkt(i));
@@ -310,7 +301,11 @@ pub fn run(scn: &Scenario, ctls: &mut [Box<dyn LayeredController>]) -> Trace {
                 continue;
             }
             if let Some((t, _)) = c.poll_timeout() {
-                if t <= next_ev_t && due.is_none_or(|d| t < d.1) {
+                let earlier = match due {
+                    None => true,
+                    Some(d) => t < d.1,
+                };
+                if t <= next_ev_t && earlier {
                     due = Some((i, t));
                 }
             }
@@ -348,7 +343,9 @@ pub fn run(scn: &Scenario, ctls: &mut [Box<dyn LayeredController>]) -> Trace {
                         router_sub[j as usize] = on;
                     }
                 }
-                Ev::Bunch(j) => {
+                Ev::Bunch => {
+                    let bunch = sched.next_bunch();
+                    let j = bunch.layer;
                     let ju = j as usize;
                     if router_sub[ju] {
                         for pos in 0..b {
@@ -372,11 +369,7 @@ pub fn run(scn: &Scenario, ctls: &mut [Box<dyn LayeredController>]) -> Trace {
                     } else {
                         seqs[ju] += b as u64; // the sender sends regardless
                     }
-                    let mut gap = interval(ju);
-                    if scn.jitter > 0.0 {
-                        gap = gap.mul_f64(1.0 + scn.jitter * (rng() - 0.5) * 2.0);
-                    }
-                    push(&mut heap, t + gap, Ev::Bunch(j));
+                    push(&mut heap, sched.peek(), Ev::Bunch);
                 }
                 Ev::CrossPkt(i) => {
                     let c = scn.cross[i];

@@ -4,7 +4,10 @@
 //!  ns S (server)            ns R (router: ip_forward, igmpproxy)          ns C (player)
 //!  s0 10.77.1.1/24  <veth>  r0 10.77.1.2 (upstream)  r1 10.77.2.1  <veth>  c0 10.77.2.2/24
 //!                                                    tbf on r1 egress = the bottleneck
+//!  sc 10.77.3.1/24  <------------------ control veth (HTTP) ------------------>  cs 10.77.3.2/24
 //! ```
+//! HTTP (announcements, telemetry) uses the direct control veth, not the bottleneck: the tbf
+//! bucket is one *data* packet (see [`Testbed::new`]) and would drop full-size TCP segments.
 //! Namespaces are named `lc-<pid>-<n>-{s,r,c}`; interface names live inside them, so tests
 //! can run in parallel. Everything (children, namespaces and with them the veths) is torn
 //! down by `Drop`, also when a test panics. Every child is killed at the latest in `Drop`;
@@ -21,6 +24,8 @@ use std::time::{Duration, Instant};
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 pub const SERVER_IP: &str = "10.77.1.1";
+/// The server's address on the control link (HTTP).
+pub const SERVER_HTTP: &str = "10.77.3.1:8080";
 pub const CLIENT_IP: &str = "10.77.2.2";
 /// UDP + IPv4 + Ethernet header bytes that tbf counts on top of the UDP payload.
 pub const WIRE_OVERHEAD: u64 = 8 + 20 + 14;
@@ -128,7 +133,34 @@ impl Testbed {
             &tb.r,
         ])
         .unwrap();
+        sh(&[
+            "ip", "-n", &tb.s, "link", "add", "sc", "type", "veth", "peer", "name", "cs", "netns",
+            &tb.c,
+        ])
+        .unwrap();
         let cmds: Vec<Vec<&str>> = vec![
+            vec![
+                "ip",
+                "-n",
+                &tb.s,
+                "addr",
+                "add",
+                "10.77.3.1/24",
+                "dev",
+                "sc",
+            ],
+            vec![
+                "ip",
+                "-n",
+                &tb.c,
+                "addr",
+                "add",
+                "10.77.3.2/24",
+                "dev",
+                "cs",
+            ],
+            vec!["ip", "-n", &tb.s, "link", "set", "sc", "up"],
+            vec!["ip", "-n", &tb.c, "link", "set", "cs", "up"],
             vec![
                 "ip",
                 "-n",
@@ -305,6 +337,11 @@ impl Testbed {
         self.children.push((tag.to_string(), child));
     }
 
+    /// The announcement URL of session `id`.
+    pub fn url(&self, id: &str) -> String {
+        format!("http://{SERVER_HTTP}/api/sessions/{id}/announcement")
+    }
+
     /// Starts the server in S with one session given as JSON.
     pub fn start_server(&mut self, session_json: &str) {
         let p = bin("layercast-server");
@@ -315,7 +352,7 @@ impl Testbed {
             &p,
             &[
                 "--http-addr",
-                "10.77.1.1:8080",
+                "0.0.0.0:8080",
                 "--interface",
                 SERVER_IP,
                 "--announce",
@@ -324,6 +361,17 @@ impl Testbed {
                 session_json,
             ],
         );
+    }
+
+    /// The router's multicast routes and bottleneck counters (for diagnostics).
+    pub fn router_state(&self) -> String {
+        let mroute =
+            sh(&["ip", "netns", "exec", &self.r, "ip", "mroute", "show"]).unwrap_or_default();
+        let tc = sh(&[
+            "ip", "netns", "exec", &self.r, "tc", "-s", "qdisc", "show", "dev", "r1",
+        ])
+        .unwrap_or_default();
+        format!("{mroute}\n{tc}")
     }
 
     /// Sends a signal to the named child.

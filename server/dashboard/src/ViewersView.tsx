@@ -17,7 +17,7 @@ export function ViewersView({ model, session }: { model: Model; session?: string
   const rows = filterSortViewers(model, { text, sort, desc, hideGone, session: sessionFilter || undefined });
   const agg = model.agg;
   const times = model.global.times();
-  const rateScale = Math.max(1, ...rows.map((v) => Math.max(v.rate_bps, v.estimate_bps ?? 0, v.max_layers > 0 ? layerTop(model, v) : 0)));
+  const rateScale = rows.reduce((m, v) => Math.max(m, v.rate_bps, v.estimate_bps ?? 0, layerTop(model, v)), 1);
 
   const header = (k: SortKey, label: string) => (
     <button

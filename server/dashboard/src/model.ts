@@ -94,17 +94,36 @@ function decisionKey(d: Decision): string {
 }
 
 /**
- * Merge the server's (capped, most-recent-last) decision list into our longer log, keeping
- * order by time and dropping duplicates. Works whether the server sends the whole recent list
- * each time (the contract) or only new decisions.
+ * Merge the server's (capped, most-recent-last) decision list into our longer log `log`
+ * (modified in place and returned), keeping time order and dropping duplicates. Works whether
+ * the server sends the whole recent list each time (the contract) or only new decisions.
+ * It runs for every viewer every second, so it is linear in the incoming list: an entry older
+ * than the newest one we hold cannot be new (the server lists decisions in time order); only
+ * entries at exactly that time are compared by key.
  */
-export function mergeDecisions(log: readonly Decision[], incoming: readonly Decision[], cap = DECISION_CAP): Decision[] {
-  if (incoming.length === 0) return log as Decision[];
-  const seen = new Set(log.map(decisionKey));
-  const fresh = incoming.filter((d) => !seen.has(decisionKey(d)));
-  if (fresh.length === 0) return log as Decision[];
-  const out = [...log, ...fresh].sort((a, b) => a.at_s - b.at_s);
-  return out.length > cap ? out.slice(out.length - cap) : out;
+export function mergeDecisions(log: Decision[], incoming: readonly Decision[], cap = DECISION_CAP): Decision[] {
+  if (incoming.length === 0) return log;
+  const lastT = log.length ? log[log.length - 1]!.at_s : -Infinity;
+  const n0 = log.length;
+  let sameT: Set<string> | null = null;
+  let ordered = true;
+  for (const d of incoming) {
+    if (d.at_s < lastT) continue;
+    if (d.at_s === lastT) {
+      if (!sameT) {
+        sameT = new Set();
+        for (let i = n0 - 1; i >= 0 && log[i]!.at_s === lastT; i--) sameT.add(decisionKey(log[i]!));
+      }
+      const k = decisionKey(d);
+      if (sameT.has(k)) continue;
+      sameT.add(k);
+    }
+    if (log.length && d.at_s < log[log.length - 1]!.at_s) ordered = false;
+    log.push(d);
+  }
+  if (!ordered) log.sort((a, b) => a.at_s - b.at_s);
+  if (log.length > cap) log.splice(0, log.length - cap);
+  return log;
 }
 
 export class Model {

@@ -80,6 +80,13 @@ describe("mergeDecisions", () => {
     expect(capped).toHaveLength(DECISION_CAP);
     expect(capped[0]!.at_s).toBe(10);
   });
+
+  it("keeps distinct decisions that share a timestamp and ignores re-sent older ones", () => {
+    const log = mergeDecisions([dec(5, 1, 2, "a")], [dec(4, 0, 1), dec(5, 1, 2, "a"), dec(5, 2, 1, "b")]);
+    expect(log.map((d) => `${d.at_s}${d.reason}`)).toEqual(["5a", "5b"]);
+    // The server re-sends its recent list every second: nothing changes.
+    expect(mergeDecisions(log, [dec(4, 0, 1), dec(5, 1, 2, "a"), dec(5, 2, 1, "b")])).toHaveLength(2);
+  });
 });
 
 describe("aggregates", () => {
