@@ -19,7 +19,7 @@ topology:
   nodes: [src, r1, r2, rcv1, rcv2]
   links:
     - {from: src, to: r1, rate_kbps: 10000, delay_ms: 5}
-    - {from: r1, to: r2, rate_kbps: 300, delay_ms: 20, queue: {kind: droptail, limit_ms: 100}}
+    - {from: r1, to: r2, rate_kbps: 300, delay_ms: 20, queue: {kind: droptail, limit_ms: 120}}
     - {from: r2, to: rcv1, rate_kbps: 10000, delay_ms: 5}
     - {from: r2, to: rcv2, rate_kbps: 10000, delay_ms: 5}
   multicast: {fast_leave: true}
