@@ -406,7 +406,9 @@ function iperfFlow(
   return new Promise((resolve) => {
     let server: ChildProcess | null = null;
     let serverOut: Promise<string> = Promise.resolve('');
-    later(Math.max(0, start - 0.5), () => {
+    // Half a second ahead, so the server listens before the client connects (`at` clamps at
+    // the build time, 1.5 s before the epoch, so a flow at t = 0 still gets its head start).
+    later(start - 0.5, () => {
       server = net.procs.spawnIn(srvNs, `iperf3-s ${f.name}:${port}`, 'iperf3', ['-s', '-1', '-B', dst, '-p', String(port), '-J', '-i', String(iv)]);
       serverOut = collect(server);
     });
