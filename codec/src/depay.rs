@@ -302,7 +302,9 @@ impl Assembler {
                 self.resolutions = ss.resolutions.clone();
             }
         }
-        let tl0 = desc.tl0_pic_idx.map(|t| self.tl0_unwrap.unwrap(t as u64, 8));
+        let tl0 = desc
+            .tl0_pic_idx
+            .map(|t| self.tl0_unwrap.unwrap(t as u64, 8));
         if let (Some(t), 0) = (tl0, desc.tid()) {
             self.tl0_pid.entry(t).or_insert(pid);
         }
@@ -380,11 +382,7 @@ impl Assembler {
         if self.gof.is_empty() {
             return None;
         }
-        let (_, &anchor) = self
-            .tl0_pid
-            .iter()
-            .rev()
-            .find(|(_, &a)| a <= pid)?;
+        let (_, &anchor) = self.tl0_pid.iter().rev().find(|(_, &a)| a <= pid)?;
         let idx = (pid - anchor) as usize;
         self.gof.get(idx).map(|e| e.tid)
     }
@@ -444,7 +442,12 @@ impl Assembler {
         if e.tid != desc.tid() {
             return None;
         }
-        Some(e.p_diffs.iter().map(|&d| pid.saturating_sub(d as u64)).collect())
+        Some(
+            e.p_diffs
+                .iter()
+                .map(|&d| pid.saturating_sub(d as u64))
+                .collect(),
+        )
     }
 
     fn emit(&mut self, pid: u64, mut p: PendingPicture, complete: bool) {

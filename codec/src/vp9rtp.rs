@@ -185,7 +185,9 @@ impl PayloadDescriptor {
                     value: l.tid.max(l.sid) as u64,
                 });
             }
-            out.push((l.tid << 5) | ((l.switch_up as u8) << 4) | (l.sid << 1) | l.inter_layer as u8);
+            out.push(
+                (l.tid << 5) | ((l.switch_up as u8) << 4) | (l.sid << 1) | l.inter_layer as u8,
+            );
             if !self.flexible {
                 out.push(self.tl0_pic_idx.unwrap_or(0));
             }
@@ -271,7 +273,9 @@ fn write_ss(ss: &ScalabilityStructure, out: &mut Vec<u8>) -> Result<()> {
     }
     let y = !ss.resolutions.is_empty();
     if y && ss.resolutions.len() != ss.spatial_layers as usize {
-        return Err(Error::BadDescriptor("SS needs one resolution per spatial layer"));
+        return Err(Error::BadDescriptor(
+            "SS needs one resolution per spatial layer",
+        ));
     }
     if ss.gof.len() > 255 {
         return Err(Error::OutOfRange {
@@ -672,7 +676,11 @@ mod tests {
                 1u8..=8,
                 any::<bool>(),
                 proptest::collection::vec(
-                    (0u8..8, any::<bool>(), proptest::collection::vec(1u8..=255, 0..4)),
+                    (
+                        0u8..8,
+                        any::<bool>(),
+                        proptest::collection::vec(1u8..=255, 0..4),
+                    ),
                     0..6,
                 ),
             )),
@@ -698,7 +706,9 @@ mod tests {
                     p_diffs: if flexible && inter { pd } else { vec![] },
                     ss: ss.map(|(n, y, g)| ScalabilityStructure {
                         resolutions: if y {
-                            (0..n).map(|i| (i as u16 * 100, i as u16 * 50 + 7)).collect()
+                            (0..n)
+                                .map(|i| (i as u16 * 100, i as u16 * 50 + 7))
+                                .collect()
                         } else {
                             vec![]
                         },

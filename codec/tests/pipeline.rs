@@ -49,12 +49,19 @@ fn clip() -> &'static Clip {
         let mut packets = Vec::new();
         for n in 0..FRAMES {
             let f = synth::frame(W, H, n);
-            let pic = enc.encode(&f, n as i64 * 3000).unwrap().expect("no frame dropping");
+            let pic = enc
+                .encode(&f, n as i64 * 3000)
+                .unwrap()
+                .expect("no frame dropping");
             let per_layer = ls.packets(&pic).unwrap();
             packets.push(
                 per_layer
                     .iter()
-                    .map(|v| v.iter().map(|p| p.to_bytes(&[(1, vec![0; 4])]).unwrap()).collect())
+                    .map(|v| {
+                        v.iter()
+                            .map(|p| p.to_bytes(&[(1, vec![0; 4])]).unwrap())
+                            .collect()
+                    })
                     .collect(),
             );
             pictures.push(pic);
@@ -102,21 +109,20 @@ fn run(k: usize, switch: Option<(usize, usize)>, loss: f64, reorder: f64, seed: 
     let base_pid = c.packets.len(); // unused marker to keep indices readable
     let _ = base_pid;
     let mut first_pid = None;
-    let mut handle = |asm: &mut Assembler,
-                      dec: &mut Decoder,
-                      out: &mut HashMap<usize, (u32, u32, Vec<u8>)>| {
-        while let Some(p) = asm.pop() {
-            let idx = (p.picture_id - *first_pid.get_or_insert(p.picture_id)) as usize;
-            let au = p.access_unit().unwrap();
-            let d = dec
-                .decode(&au)
-                .unwrap_or_else(|e| panic!("decoder error at picture {idx}: {e}"))
-                .expect("a shown frame per picture");
-            out.insert(idx, (d.width, d.height, d.i420));
-            complete.insert(idx, p.complete);
-            pictures.push(p);
-        }
-    };
+    let mut handle =
+        |asm: &mut Assembler, dec: &mut Decoder, out: &mut HashMap<usize, (u32, u32, Vec<u8>)>| {
+            while let Some(p) = asm.pop() {
+                let idx = (p.picture_id - *first_pid.get_or_insert(p.picture_id)) as usize;
+                let au = p.access_unit().unwrap();
+                let d = dec
+                    .decode(&au)
+                    .unwrap_or_else(|e| panic!("decoder error at picture {idx}: {e}"))
+                    .expect("a shown frame per picture");
+                out.insert(idx, (d.width, d.height, d.i420));
+                complete.insert(idx, p.complete);
+                pictures.push(p);
+            }
+        };
     let mut cur = k;
     for (n, per_layer) in c.packets.iter().enumerate() {
         if let Some((at, k2)) = switch {
@@ -183,7 +189,11 @@ fn every_prefix_decodes_losslessly_with_expected_sizes() {
     let mut report = Vec::new();
     for k in 0..9 {
         let r = run(k, None, 0.0, 0.0, 1);
-        assert_eq!(r.out.len(), expected_pictures(k), "prefix {k}: pictures decoded");
+        assert_eq!(
+            r.out.len(),
+            expected_pictures(k),
+            "prefix {k}: pictures decoded"
+        );
         let mut sum = 0.0;
         for (&i, (w, h, y)) in &r.out {
             let s = expected_top(k, i) as usize;
@@ -282,7 +292,10 @@ fn joining_upper_layers_mid_stream_is_usable_within_one_second() {
         first_full - at
     );
     for i in first_full..FRAMES as usize {
-        assert_eq!(joined.out[&i].0, W, "picture {i} not at full size after join");
+        assert_eq!(
+            joined.out[&i].0, W,
+            "picture {i} not at full size after join"
+        );
         assert!(joined.out[&i].2 == full.out[&i].2, "picture {i} differs");
     }
     let _ = c;
