@@ -1054,6 +1054,8 @@ pub struct InfluenceLimiter {
     sources: HashMap<IpAddr, Bucket>,
     rids: HashMap<u32, RidState>,
     global: Option<Window>,
+    sources_purged: Option<Time>,
+    rids_purged: Option<Time>,
     stats: InfluenceStats,
 }
 
@@ -1071,6 +1073,8 @@ impl InfluenceLimiter {
             sources: HashMap::new(),
             rids: HashMap::new(),
             global: None,
+            sources_purged: None,
+            rids_purged: None,
             stats: InfluenceStats::default(),
         }
     }
@@ -1085,8 +1089,12 @@ impl InfluenceLimiter {
         self.stats
     }
 
+    /// Room for one more entry in `map`? When full, drops entries idle for `idle`, but scans
+    /// at most once per second (`last_purge`), so a flood of new (e.g. spoofed) keys against a
+    /// full table costs a lookup each, not a scan each.
     fn make_room<K: Copy + Eq + std::hash::Hash, V>(
         map: &mut HashMap<K, V>,
+        last_purge: &mut Option<Time>,
         max: usize,
         now: Time,
         idle: Duration,
@@ -1095,7 +1103,14 @@ impl InfluenceLimiter {
         if map.len() < max.max(1) {
             return true;
         }
-        map.retain(|_, v| now.saturating_since(last(v)) < idle);
+        let due = match *last_purge {
+            Some(p) => now.saturating_since(p) >= Duration::from_secs(1),
+            None => true,
+        };
+        if due {
+            *last_purge = Some(now);
+            map.retain(|_, v| now.saturating_since(last(v)) < idle);
+        }
         map.len() < max.max(1)
     }
 
@@ -1104,9 +1119,14 @@ impl InfluenceLimiter {
     pub fn admit(&mut self, now: Time, src: IpAddr) -> Result<()> {
         let cfg = &self.cfg;
         if !self.sources.contains_key(&src)
-            && !Self::make_room(&mut self.sources, cfg.max_entries, now, cfg.idle, |b| {
-                b.last
-            })
+            && !Self::make_room(
+                &mut self.sources,
+                &mut self.sources_purged,
+                cfg.max_entries,
+                now,
+                cfg.idle,
+                |b| b.last,
+            )
         {
             self.stats.rate_limited += 1;
             return Err(Error::RateLimited {
@@ -1137,9 +1157,14 @@ impl InfluenceLimiter {
     fn rid_entry(&mut self, now: Time, rid: u32) -> Option<&mut RidState> {
         let cfg = &self.cfg;
         if !self.rids.contains_key(&rid)
-            && !Self::make_room(&mut self.rids, cfg.max_entries, now, cfg.idle, |s| {
-                s.last_seen
-            })
+            && !Self::make_room(
+                &mut self.rids,
+                &mut self.rids_purged,
+                cfg.max_entries,
+                now,
+                cfg.idle,
+                |s| s.last_seen,
+            )
         {
             return None;
         }
