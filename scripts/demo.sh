@@ -38,6 +38,9 @@ fi
 
 # Leftovers of a demo or test that was killed hard (owner process gone) would hold addresses.
 node e2e/bin/layercast-e2e.mjs cleanup >/dev/null 2>&1 || true
+for ifc in $(ip -o link show | sed -n 's/^[0-9]*: \(lcd[0-9]*\)@.*/\1/p'); do
+  kill -0 "${ifc#lcd}" 2>/dev/null || ip link del "$ifc" 2>/dev/null || true
+done
 
 # exec: Ctrl-C reaches the testbed process directly, which tears the network down.
 exec node e2e/bin/layercast-e2e.mjs demo "$@"

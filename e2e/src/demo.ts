@@ -116,9 +116,12 @@ export function iperfRateBps(line: string): number | null {
 }
 
 function pipeTo(c: ChildProcess, file: string, onLine?: (l: string) => void) {
+  // Two sources into one file: neither may end it (the second would write after end).
   const w = fs.createWriteStream(file);
-  c.stdout?.pipe(w);
-  c.stderr?.pipe(w);
+  w.on('error', () => {});
+  c.stdout?.pipe(w, { end: false });
+  c.stderr?.pipe(w, { end: false });
+  c.once('close', () => w.end());
   if (onLine) {
     let buf = '';
     c.stdout?.on('data', (d) => {
@@ -156,10 +159,18 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
   const net = new Net();
   // One teardown for everyone: Net's own SIGINT handler, this function's finally and the
   // watchdog all await the same promise, so nobody exits while namespaces still exist.
+  // The root-side veth goes first and explicitly: the kernel dismantles a deleted namespace
+  // (and with it the veth pair) asynchronously, which under load can take a long while.
+  const rif = rootIf(process.pid);
   const netTeardown = net.teardown.bind(net);
   let tearing: Promise<void> | null = null;
-  net.teardown = () => (tearing ??= netTeardown());
-  const rif = rootIf(process.pid);
+  net.teardown = () =>
+    (tearing ??= (async () => {
+      const n = net.namespaces.length;
+      await run('ip', ['link', 'del', rif], { allowFail: true });
+      await netTeardown();
+      if (n) log(`network removed (${n} namespaces, ${rif})`);
+    })());
   let stop = false;
   let wake: (() => void) | null = null;
   const onSignal = () => {
@@ -169,6 +180,13 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
+  // An exception outside the awaited path (a stream or child-process event) still tears down.
+  const onCrash = (e: unknown) => {
+    log(`internal error: ${(e as Error)?.stack ?? String(e)}; tearing down`);
+    void net.teardown().finally(() => process.exit(1));
+  };
+  process.on('uncaughtException', onCrash);
+  process.on('unhandledRejection', onCrash);
   const watchdog =
     duration !== null
       ? setTimeout(() => {
@@ -359,10 +377,11 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
   } finally {
     process.removeListener('SIGINT', onSignal);
     process.removeListener('SIGTERM', onSignal);
+    process.removeListener('uncaughtException', onCrash);
+    process.removeListener('unhandledRejection', onCrash);
     if (watchdog) clearTimeout(watchdog);
     created = [...net.namespaces];
     await net.teardown();
-    await run('ip', ['link', 'del', rif], { allowFail: true });
   }
   const leftover = (await listNamespaces()).filter((n) => n.startsWith(net.prefix));
   const rootLeft = (await run('ip', ['link', 'show', rif], { allowFail: true })).code === 0;
