@@ -363,7 +363,12 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       const t = (Date.now() - t0) / 1000;
       let viewers: ViewerRow[] = [];
       try {
-        viewers = parseViewers(await getJson(`${base}/api/viewers`));
+        // In the scenario's receiver order (slowest path first in the demo), others after.
+        const order = (id: string) => {
+          const i = flow.receivers.findIndex((r) => r.name === id);
+          return i < 0 ? flow.receivers.length : i;
+        };
+        viewers = parseViewers(await getJson(`${base}/api/viewers`)).sort((a, b) => order(a.id) - order(b.id));
       } catch (e) {
         out(`[${t.toFixed(0).padStart(4)}s] /api/viewers: ${(e as Error).message}`);
         continue;
