@@ -65,10 +65,17 @@ export interface DemoResult {
   outDir: string;
 }
 
-/** Source names the server may give its VP9 test-pattern source, tried in order by 'auto'.
- *  The server refuses an unknown source at start-up with a config error (exit status 2), so a
- *  wrong guess costs one failed start. */
-export const VP9_TEST_SOURCES = ['testsrc', 'videotestsrc', 'test'];
+/** The server's VP9 test-pattern source ('auto' tries it first; a server build without it
+ *  refuses the name at start-up with a config error, and the demo falls back to synthetic). */
+export const VP9_TEST_SOURCE = 'testpattern';
+
+/** The test-pattern encode: 640x360 at 15 fps, three spatial x three temporal layers, the
+ *  codec's L3T3 cell budgets x 1.2. With 1400-byte packets the server announces per-layer rates
+ *  (cell x 1.3 + one packet per layer frame) of 182, 89, 131, 416, 167, 209, 978, 354 and 396
+ *  kbit/s: exactly scenarios/demo.yaml's ladder, so the synthetic fallback and the simulator run
+ *  the same ladder, and each bottleneck holds one more spatial layer (0.5 Mbit/s: 160x90,
+ *  1.5 Mbit/s: 320x180, 4 Mbit/s: 640x360). */
+export const DEMO_VIDEO = { width: 640, height: 360, fps: 15, spatial: 3, temporal: 3, kbps_scale: 1.2 };
 
 const fmtRate = (bps: number) =>
   bps >= 1e6 ? `${(bps / 1e6).toFixed(2)}M` : `${Math.round(bps / 1e3)}k`;
@@ -224,7 +231,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       name: flow.name,
       protocol: flow.protocol,
       source: src,
-      layer_rates_bps: rates.map((r) => Math.round(r * 1000)),
+      ...(src === 'synthetic' ? { layer_rates_bps: rates.map((r) => Math.round(r * 1000)) } : { video: DEMO_VIDEO }),
       packet_size: flow.packet_size,
       bunch_len: flow.bunch,
       adapt_interval_ms: Math.round(flow.adapt_interval_s * 1000),
@@ -263,7 +270,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       return { child: null, err: `${err}\nno answer on ${base} within 10 s` };
     };
     const wanted = opts.source ?? 'auto';
-    const tries = wanted === 'auto' ? [...VP9_TEST_SOURCES, 'synthetic'] : [wanted];
+    const tries = wanted === 'auto' ? [VP9_TEST_SOURCE, 'synthetic'] : [wanted];
     let server: ChildProcess | null = null;
     const refusals: string[] = [];
     for (const s of tries) {
@@ -283,6 +290,23 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
           : `this server build has no VP9 test-pattern source (${refusals[0] ?? 'refused'}); ` +
             'running the SYNTHETIC layered source: constant-rate padding layers with the same ladder, no picture';
     }
+
+    // The ladder the server announces (a video encode sets its own) against the scenario's.
+    let ladder = rates.map((r) => r * 1000);
+    try {
+      const ss = (await getJson(`${base}/api/sessions`)) as { id?: string; layers?: { rate_bps?: number }[] }[];
+      const mine = Array.isArray(ss) ? ss.find((x) => x.id === flow.name) : undefined;
+      if (mine?.layers?.length) ladder = mine.layers.map((l) => Number(l.rate_bps ?? 0));
+    } catch {
+      /* keep the scenario's */
+    }
+    const off = ladder.length !== rates.length || ladder.some((r, i) => Math.abs(r - rates[i] * 1000) > 0.02 * rates[i] * 1000);
+    if (off) {
+      notes.push(`the server announces ${ladder.length} layers (${ladder.map((r) => Math.round(r / 1000)).join(', ')} kbit/s), not the scenario's ladder`);
+      log(notes[notes.length - 1]);
+    }
+    let cum = 0;
+    const cumulative = ladder.map((r) => (cum += r));
 
     // ---- TCP cross traffic (iperf3), whole run
     const tcpBps: Record<string, number> = {};
@@ -336,7 +360,11 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       const l = sc.topology.links.find((x) => x.to === node || x.from === node);
       return l ? `${l.rate_kbps >= 1000 ? `${l.rate_kbps / 1000} Mbit/s` : `${l.rate_kbps} kbit/s`}` : '?';
     };
-    out(`Layercast demo: session "${flow.name}", ${rates.length} layers (${flow.protocol}), source ${source}`);
+    out(
+      `Layercast demo: session "${flow.name}", ${ladder.length} layers (${flow.protocol}), source ${source}` +
+        (source === VP9_TEST_SOURCE ? ` (VP9 SVC L${DEMO_VIDEO.spatial}T${DEMO_VIDEO.temporal}, ${DEMO_VIDEO.width}x${DEMO_VIDEO.height} @ ${DEMO_VIDEO.fps} fps)` : ''),
+    );
+    out(`  cumulative layer rates (kbit/s): ${cumulative.map((r) => Math.round(r / 1000)).join(' ')}`);
     if (sourceNote) out(`NOTE: ${sourceNote}`);
     for (const r of flow.receivers) {
       const shared = tcpFlows.filter((f) => f.to === r.at || f.from === r.at).map((f) => ` shared with TCP flow "${f.name}"`).join('');
