@@ -25,7 +25,7 @@ test('iperf3 interval lines parse to bit/s', () => {
   assert.equal(iperfRateBps('- - - - - - - -'), null);
 });
 
-test('demo: 0.5 Mbit/s viewer holds fewer layers than the 4 Mbit/s one; teardown leaves nothing', { skip }, async () => {
+test('demo: 0.5 Mbit/s viewer holds fewer layers than the 4 Mbit/s one; teardown leaves nothing', { skip }, async (t) => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-e2e-demo-'));
   const lines: string[] = [];
   const r = await runDemo({ durationS: 30, statusEveryS: 2, outDir: out, log: () => {}, out: (l) => lines.push(l), display: '' });
@@ -43,6 +43,7 @@ test('demo: 0.5 Mbit/s viewer holds fewer layers than the 4 Mbit/s one; teardown
   const m = meanLayers(r, 20);
   const slow = m.get('v500k')!;
   const fast = m.get('v4m')!;
+  t.diagnostic(`source ${r.source}; mean layers over t >= 20 s: ${[...m].map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}`);
   assert.ok(slow >= 1, `the 0.5 Mbit/s viewer holds the base layer: ${slow} ${ctx}`);
   assert.ok(slow < fast, `layers 0.5 Mbit/s ${slow} < 4 Mbit/s ${fast} ${ctx}`);
 
