@@ -73,11 +73,38 @@ fn bench_decode(c: &mut Criterion) {
     g.finish();
 }
 
-/// Not a timing: measured rate per cell over 10 s against the configured target.
+/// CPU time of this thread in ns (Linux `schedstat`), so speed can be read even on a loaded
+/// machine where wall-clock criterion figures understate it.
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Not a timing: measured rate per cell over 10 s against the configured target, plus encode
+/// and decode speed by thread CPU time.
 fn rate_report(_c: &mut Criterion) {
     let conf = SvcConfig::l3t3_720p();
     let frames = clip(90);
+    let c0 = thread_cpu_ns();
     let pics = encode_all(&conf, &frames, 300);
+    let c1 = thread_cpu_ns();
+    let mut d = Decoder::new(1).unwrap();
+    for p in &pics {
+        let refs: Vec<&[u8]> = p.frames.iter().map(|f| &f.data[..]).collect();
+        d.decode_layers(&refs).unwrap();
+    }
+    let c2 = thread_cpu_ns();
+    if let (Some(a), Some(b), Some(e)) = (c0, c1, c2) {
+        println!(
+            "by thread CPU time: encode {:.1} fps, decode (all layers) {:.1} fps (720p L3T3, 1 thread)",
+            300.0 / ((b - a) as f64 / 1e9),
+            300.0 / ((e - b) as f64 / 1e9)
+        );
+    }
     let mut bytes = [[0u64; 3]; 3];
     for p in &pics {
         for f in &p.frames {
