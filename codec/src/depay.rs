@@ -542,7 +542,10 @@ mod prop {
     /// A synthetic L3T3 stream (no codec): picture n has TID from the 0212 pattern, a key
     /// picture every 16, spatial syncs every 8; frame bytes encode (n, s) so integrity can be
     /// checked.
-    fn stream(n: usize, size: usize) -> (LayerLadder, Vec<Vec<Vec<Vec<u8>>>>, Vec<EncodedPicture>) {
+    /// Serialised packets per picture, per layer.
+    type Packets = Vec<Vec<Vec<Vec<u8>>>>;
+
+    fn stream(n: usize, size: usize) -> (LayerLadder, Packets, Vec<EncodedPicture>) {
         let ladder = LayerLadder::default_720p_l3t3();
         let mut ls = LayerStreams::new(
             ladder.clone(),
