@@ -1,0 +1,621 @@
+//! Loss detection, loss events and the Average Loss Interval (ALI) estimator, shared by the
+//! TFRC receiver, the TFMCC receiver and PCC.
+//!
+//! Two layers:
+//! * [`LossIntervals`]: the ALI filter with optional history discounting (dissertation §3.x,
+//!   RFC 5348 §5.4–5.5, RFC 4654 §5.4–5.5). Pure arithmetic on interval lengths.
+//! * [`LossHistory`]: a packet record that turns arrivals into losses (NDUPACK = 3), losses
+//!   into loss events (one event per RTT, interpolated nominal arrival times) and events into
+//!   closed intervals fed to [`LossIntervals`].
+
+use crate::time::Time;
+use std::collections::BTreeMap;
+use std::collections::VecDeque;
+
+/// Parameters of the ALI filter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AliConfig {
+    /// Number of closed intervals averaged (`n`, 8 in the dissertation and both RFCs).
+    pub n: usize,
+    /// Whether history discounting is on (dissertation: part of the full method; RFCs: optional).
+    pub discounting: bool,
+    /// Lowest discount factor. 0.5 in the dissertation and RFC 4654; RFC 5348 says 0.25.
+    pub discount_floor: f64,
+}
+
+impl Default for AliConfig {
+    fn default() -> Self {
+        AliConfig {
+            n: 8,
+            discounting: true,
+            discount_floor: 0.5,
+        }
+    }
+}
+
+/// ALI weights `w_0..w_{n-1}`: 1 for the newest half, then tapering linearly
+/// (`2 (n - i) / (n + 2)`); n = 8 gives 1, 1, 1, 1, 0.8, 0.6, 0.4, 0.2.
+pub fn ali_weights(n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| {
+            if i < n / 2 {
+                1.0
+            } else {
+                2.0 * (n - i) as f64 / (n + 2) as f64
+            }
+        })
+        .collect()
+}
+
+/// The ALI filter. Interval lengths are in packets.
+#[derive(Clone, Debug)]
+pub struct LossIntervals {
+    cfg: AliConfig,
+    w: Vec<f64>,
+    /// Closed intervals `I_1..I_k`, newest first, each with its stored discount factor `DF_i`.
+    closed: VecDeque<(f64, f64)>,
+    /// The open interval `I_0` (packets since the start of the newest loss event).
+    open: f64,
+    /// The general discount factor `DF` for the current `I_0`.
+    df: f64,
+}
+
+impl LossIntervals {
+    /// An empty history (no loss event yet).
+    pub fn new(cfg: AliConfig) -> Self {
+        let n = cfg.n.max(2);
+        LossIntervals {
+            cfg: AliConfig { n, ..cfg },
+            w: ali_weights(n),
+            closed: VecDeque::with_capacity(n + 1),
+            open: 0.0,
+            df: 1.0,
+        }
+    }
+
+    /// Number of closed intervals held (at most `n`).
+    pub fn len(&self) -> usize {
+        self.closed.len()
+    }
+
+    /// True until the first interval is closed or seeded.
+    pub fn is_empty(&self) -> bool {
+        self.closed.is_empty()
+    }
+
+    /// Closed intervals, newest first, with their stored discount factors.
+    pub fn closed(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
+        self.closed.iter().copied()
+    }
+
+    /// Current open interval length `I_0`.
+    pub fn open(&self) -> f64 {
+        self.open
+    }
+
+    /// Current general discount factor `DF` (1 = no discounting in effect).
+    pub fn discount(&self) -> f64 {
+        self.df
+    }
+
+    /// Sets `I_0` (it only grows between loss events) and re-evaluates the discount factor.
+    pub fn set_open(&mut self, len: f64) {
+        self.open = len.max(0.0);
+        self.update_df();
+    }
+
+    /// A new loss event: `I_0`, which had length `closed_len`, becomes `I_1`; the general
+    /// discount factor is folded into the older intervals' stored factors (so a discounted
+    /// interval is never un-discounted) and the new `I_0` starts empty.
+    pub fn close(&mut self, closed_len: f64) {
+        let df = self.df;
+        for e in self.closed.iter_mut() {
+            e.1 *= df;
+        }
+        self.closed.push_front((closed_len.max(1.0), 1.0));
+        self.closed.truncate(self.cfg.n);
+        self.open = 0.0;
+        self.df = 1.0;
+    }
+
+    /// Appends an interval as the oldest one (seeding when the first loss burst already
+    /// closed intervals). Ignored when the history is full.
+    pub fn push_oldest(&mut self, len: f64) {
+        if self.closed.len() < self.cfg.n {
+            self.closed.push_back((len.max(1.0), 1.0));
+        }
+        self.update_df();
+    }
+
+    /// Replaces the newest closed interval's length (TFMCC's `l_0 = l_0 (R/R_init)^2`
+    /// correction once the first real RTT is known). No-op on an empty history.
+    pub fn rescale_newest(&mut self, factor: f64) {
+        if let Some(e) = self.closed.front_mut() {
+            if factor.is_finite() && factor > 0.0 {
+                e.0 = (e.0 * factor).max(1.0);
+            }
+        }
+        self.update_df();
+    }
+
+    /// Multiplies the `idx`-th newest closed interval (0 = newest) by `factor`.
+    pub fn rescale_nth(&mut self, idx: usize, factor: f64) {
+        if let Some(e) = self.closed.get_mut(idx) {
+            if factor.is_finite() && factor > 0.0 {
+                e.0 = (e.0 * factor).max(1.0);
+            }
+        }
+        self.update_df();
+    }
+
+    /// Weighted mean of the closed intervals only, `s_hat(1,n)` (with stored factors).
+    pub fn mean_closed(&self) -> Option<f64> {
+        if self.closed.is_empty() {
+            return None;
+        }
+        let (mut i_tot, mut w_tot) = (0.0, 0.0);
+        for (i, &(len, dfi)) in self.closed.iter().enumerate() {
+            i_tot += len * self.w[i] * dfi;
+            w_tot += self.w[i] * dfi;
+        }
+        Some(i_tot / w_tot)
+    }
+
+    /// The average loss interval `s_hat = max(s_hat(1,n), s_hat(0,n-1))` with discounting.
+    pub fn mean(&self) -> Option<f64> {
+        let m1 = self.mean_closed()?;
+        let k = self.closed.len();
+        // s_hat(0, k-1): I_0 with w_0, then I_1..I_{k-1} with w_1.. and DF_i * DF.
+        let mut i_tot0 = self.open * self.w[0];
+        let mut w_tot0 = self.w[0];
+        for (i, &(len, dfi)) in self.closed.iter().take(k - 1).enumerate() {
+            let wi = self.w[i + 1] * dfi * self.df;
+            i_tot0 += len * wi;
+            w_tot0 += wi;
+        }
+        Some(m1.max(i_tot0 / w_tot0))
+    }
+
+    /// Loss event rate `p = 1 / s_hat`, 0 before the first loss event.
+    pub fn loss_event_rate(&self) -> f64 {
+        match self.mean() {
+            Some(m) if m > 0.0 => (1.0 / m).min(1.0),
+            _ => 0.0,
+        }
+    }
+
+    fn update_df(&mut self) {
+        self.df = 1.0;
+        if !self.cfg.discounting {
+            return;
+        }
+        if let Some(m) = self.mean_closed() {
+            if self.open > 2.0 * m {
+                self.df = (2.0 * m / self.open).max(self.cfg.discount_floor);
+            }
+        }
+    }
+}
+
+/// What one arrival did to the loss history.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ArrivalOutcome {
+    /// Packets newly declared lost.
+    pub lost: u64,
+    /// Loss events newly started.
+    pub new_events: u32,
+    /// True if the first of those was the first loss event ever: the owner must now call
+    /// [`LossHistory::seed_first_interval`].
+    pub first_event: bool,
+    /// The packet was a duplicate or arrived after its slot had been declared lost.
+    pub late: bool,
+}
+
+/// Largest sequence jump handled packet by packet; a larger one resynchronises (counted as
+/// one loss event) so that a corrupt or restarted sequence cannot make us loop for long.
+pub const MAX_SEQ_GAP: u64 = 1 << 16;
+
+/// Packet record plus loss-event detection plus ALI.
+#[derive(Clone, Debug)]
+pub struct LossHistory {
+    ndupack: usize,
+    ali: LossIntervals,
+    /// Lowest sequence number not yet resolved (received or declared lost).
+    resolved: Option<u64>,
+    /// Last resolved *received* packet (`S_before`, `T_before`).
+    before: Option<(u64, Time)>,
+    /// Received packets above a hole.
+    pending: BTreeMap<u64, Time>,
+    /// First packet and nominal time of the newest loss event.
+    event: Option<(u64, Time)>,
+    received: u64,
+    lost: u64,
+    events: u64,
+    /// Packets before the first loss (for diagnostics; its length is replaced by the seed).
+    pre_loss: u64,
+    seeded: bool,
+}
+
+impl LossHistory {
+    /// A fresh history; `ndupack` is the reordering threshold (3).
+    pub fn new(cfg: AliConfig, ndupack: usize) -> Self {
+        LossHistory {
+            ndupack: ndupack.max(1),
+            ali: LossIntervals::new(cfg),
+            resolved: None,
+            before: None,
+            pending: BTreeMap::new(),
+            event: None,
+            received: 0,
+            lost: 0,
+            events: 0,
+            pre_loss: 0,
+            seeded: false,
+        }
+    }
+
+    /// The ALI filter.
+    pub fn intervals(&self) -> &LossIntervals {
+        &self.ali
+    }
+
+    /// Mutable access to the ALI filter (seeding corrections).
+    pub fn intervals_mut(&mut self) -> &mut LossIntervals {
+        &mut self.ali
+    }
+
+    /// Loss event rate `p` (0 before the first loss event).
+    pub fn loss_event_rate(&self) -> f64 {
+        self.ali.loss_event_rate()
+    }
+
+    /// True once a loss event has been seen.
+    pub fn has_loss(&self) -> bool {
+        self.events > 0
+    }
+
+    /// Packets received, packets declared lost, loss events.
+    pub fn counters(&self) -> (u64, u64, u64) {
+        (self.received, self.lost, self.events)
+    }
+
+    /// Highest sequence number seen (received), if any.
+    pub fn highest(&self) -> Option<u64> {
+        self.pending
+            .keys()
+            .next_back()
+            .copied()
+            .or(self.before.map(|b| b.0))
+    }
+
+    /// Forgets the loss record (TFMCC: `have_loss` cleared after 10 RTTs without data, so
+    /// the sender may slow-start again). Counters are kept.
+    pub fn reset(&mut self) {
+        let cfg = self.ali.cfg;
+        self.ali = LossIntervals::new(cfg);
+        self.resolved = None;
+        self.before = None;
+        self.pending.clear();
+        self.event = None;
+        self.events = 0;
+        self.pre_loss = 0;
+        self.seeded = false;
+    }
+
+    /// Seeds the first loss interval with a synthetic length (packets), as both RFCs and the
+    /// dissertation require after the first loss event.
+    ///
+    /// Returns the seed's index among the closed intervals (0 = newest): usually 0, more if
+    /// the first loss burst already spanned several loss events. Only the first call seeds.
+    pub fn seed_first_interval(&mut self, len: f64) -> Option<usize> {
+        if self.seeded {
+            return None;
+        }
+        self.seeded = true;
+        if self.ali.is_empty() {
+            self.ali.close(len);
+            // close() reset I_0; restore the packets already counted in the new I_0.
+            self.refresh_open();
+            Some(0)
+        } else {
+            self.ali.push_oldest(len);
+            self.refresh_open();
+            Some(self.ali.len() - 1)
+        }
+    }
+
+    /// A packet with (host-extended) sequence number `seq` arrived at `now`; `rtt` is the RTT
+    /// used to aggregate losses into events (seconds).
+    pub fn on_packet(&mut self, seq: u64, now: Time, rtt: f64) -> ArrivalOutcome {
+        let mut out = ArrivalOutcome::default();
+        let Some(resolved) = self.resolved else {
+            self.resolved = Some(seq.wrapping_add(1));
+            self.before = Some((seq, now));
+            self.received += 1;
+            self.pre_loss += 1;
+            return out;
+        };
+        if seq < resolved || self.pending.contains_key(&seq) {
+            // Duplicate, or a packet arriving after its slot was declared lost. RFC 5348 lets
+            // it fill the hole; we keep the loss (conservative, and it cannot be abused to
+            // erase losses by replaying old sequence numbers).
+            out.late = true;
+            return out;
+        }
+        self.received += 1;
+        if seq - resolved > MAX_SEQ_GAP {
+            // Resynchronise: everything before `seq` is gone, one loss event.
+            self.pending.clear();
+            self.lost += seq - resolved;
+            out.lost += seq - resolved;
+            self.start_event(seq.saturating_sub(1), now, &mut out);
+            self.resolved = Some(seq + 1);
+            self.before = Some((seq, now));
+            self.refresh_open();
+            return out;
+        }
+        self.pending.insert(seq, now);
+        self.advance(rtt, &mut out);
+        self.refresh_open();
+        out
+    }
+
+    fn advance(&mut self, rtt: f64, out: &mut ArrivalOutcome) {
+        loop {
+            let Some(resolved) = self.resolved else {
+                return;
+            };
+            if let Some(t) = self.pending.remove(&resolved) {
+                self.before = Some((resolved, t));
+                self.resolved = Some(resolved + 1);
+                if self.events == 0 {
+                    self.pre_loss += 1;
+                }
+                continue;
+            }
+            if self.pending.len() < self.ndupack {
+                return;
+            }
+            // `resolved` .. first pending key - 1 is a hole with NDUPACK packets above it.
+            let (&s_after, &t_after) = self.pending.iter().next().expect("non-empty");
+            let (s_before, t_before) = self.before.unwrap_or((resolved - 1, t_after));
+            for s_loss in resolved..s_after {
+                let frac = (s_loss - s_before) as f64 / (s_after - s_before) as f64;
+                let tb = t_before.as_nanos() as f64;
+                let ta = t_after.as_nanos() as f64;
+                let t_loss = Time((tb + (ta - tb) * frac).max(0.0) as u64);
+                self.lost += 1;
+                out.lost += 1;
+                let new_event = match self.event {
+                    None => true,
+                    Some((_, t_start)) => t_loss > t_start + secs(rtt),
+                };
+                if new_event {
+                    self.start_event(s_loss, t_loss, out);
+                }
+            }
+            self.resolved = Some(s_after);
+        }
+    }
+
+    fn start_event(&mut self, s_loss: u64, t_loss: Time, out: &mut ArrivalOutcome) {
+        if let Some((s_start, _)) = self.event {
+            self.ali.close(s_loss.saturating_sub(s_start) as f64);
+        } else {
+            out.first_event = true;
+        }
+        self.event = Some((s_loss, t_loss));
+        self.events += 1;
+        out.new_events += 1;
+    }
+
+    /// `I_0` = packets from the newest event's first packet up to the last resolved one.
+    fn refresh_open(&mut self) {
+        if let (Some((s_start, _)), Some(resolved)) = (self.event, self.resolved) {
+            self.ali.set_open(resolved.saturating_sub(s_start) as f64);
+        }
+    }
+}
+
+fn secs(s: f64) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(if s.is_finite() {
+        s.clamp(0.0, 1e6)
+    } else {
+        0.0
+    })
+}
+
+/// Extends a 32-bit wire sequence number to 64 bits relative to the highest seen so far
+/// (nearest value modulo 2^32). Also used for 32-bit timestamps.
+pub fn extend_u32(highest: Option<u64>, v: u32) -> u64 {
+    let Some(h) = highest else { return v as u64 };
+    let base = h & !0xffff_ffff;
+    let cand = base | v as u64;
+    let half = 1u64 << 31;
+    if cand + half < h {
+        cand + (1 << 32)
+    } else if cand > h + half && cand >= 1 << 32 {
+        cand - (1 << 32)
+    } else {
+        cand
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ali_with(closed: &[f64], open: f64, discounting: bool) -> LossIntervals {
+        let mut a = LossIntervals::new(AliConfig {
+            discounting,
+            ..AliConfig::default()
+        });
+        for &c in closed.iter().rev() {
+            a.close(c);
+        }
+        a.set_open(open);
+        a
+    }
+
+    /// U3: weights and the §1.4 test vectors.
+    #[test]
+    fn u3_weights_and_vectors() {
+        assert_eq!(ali_weights(8), vec![1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2]);
+        let h = [100.0; 8];
+        let m = |open, d| ali_with(&h, open, d).mean().unwrap();
+        assert!((m(50.0, true) - 100.0).abs() < 1e-9);
+        assert!((m(300.0, false) - 133.333).abs() < 1e-3);
+        assert!(
+            (m(300.0, true) - 146.154).abs() < 1e-3,
+            "{}",
+            m(300.0, true)
+        );
+        assert!((m(1000.0, false) - 250.0).abs() < 1e-9);
+        assert!((m(1000.0, true) - 357.143).abs() < 1e-3);
+        assert!((ali_with(&h, 50.0, true).loss_event_rate() - 0.01).abs() < 1e-12);
+    }
+
+    /// U6: discount factors move with their intervals and never rise.
+    #[test]
+    fn u6_discount_factors_stick() {
+        let mut a = ali_with(&[100.0; 8], 0.0, true);
+        a.set_open(1000.0);
+        assert_eq!(a.discount(), 0.5);
+        a.close(1000.0);
+        let f: Vec<f64> = a.closed().map(|e| e.1).collect();
+        assert_eq!(f[0], 1.0);
+        assert!(f[1..].iter().all(|&x| x == 0.5), "{f:?}");
+        // A short interval now: no new discount, old factors stay at 0.5.
+        a.set_open(10.0);
+        a.close(10.0);
+        let g: Vec<f64> = a.closed().map(|e| e.1).collect();
+        assert_eq!(g[0..2], [1.0, 1.0]);
+        assert!(g[2..].iter().all(|&x| x == 0.5), "{g:?}");
+        // Another long one: the already-discounted ones go further down, never up.
+        a.set_open(5000.0);
+        let d = a.discount();
+        a.close(5000.0);
+        let h: Vec<f64> = a.closed().map(|e| e.1).collect();
+        for (i, (&new, &old)) in h[1..].iter().zip(g.iter()).enumerate() {
+            assert!(new <= old, "factor {i} rose: {old} -> {new}");
+            assert!((new - old * d).abs() < 1e-12);
+        }
+    }
+
+    /// Fewer than n intervals: averaged over what there is.
+    #[test]
+    fn short_history_uses_first_k_weights() {
+        let a = ali_with(&[50.0, 150.0], 10.0, false);
+        assert!((a.mean().unwrap() - 100.0).abs() < 1e-9);
+        let b = ali_with(&[80.0], 200.0, false);
+        assert!((b.mean().unwrap() - 200.0).abs() < 1e-9);
+    }
+
+    fn run_periodic(h: &mut LossHistory, from: u64, to: u64, period: u64, rtt: f64) -> Vec<f64> {
+        let mut ps = Vec::new();
+        for seq in from..to {
+            if seq % period == period - 1 {
+                continue; // lost
+            }
+            let out = h.on_packet(seq, Time::from_millis(seq), rtt);
+            if out.first_event {
+                h.seed_first_interval(period as f64);
+            }
+            ps.push(h.loss_event_rate());
+        }
+        ps
+    }
+
+    /// U4: periodic loss 1/100: after 9 loss events p is exactly 0.01 and stays there.
+    #[test]
+    fn u4_periodic_loss() {
+        let mut h = LossHistory::new(AliConfig::default(), 3);
+        let mut after = Vec::new();
+        for seq in 0..5000u64 {
+            if seq % 100 == 99 {
+                continue;
+            }
+            let out = h.on_packet(seq, Time::from_millis(seq * 10), 0.05);
+            if out.first_event {
+                // Seed with something unrelated: it must be pushed out by 9 events.
+                h.seed_first_interval(7.0);
+            }
+            if h.counters().2 >= 9 {
+                after.push(h.loss_event_rate());
+            }
+        }
+        assert!(!after.is_empty());
+        for p in &after {
+            assert!((p - 0.01).abs() < 1e-9, "{p}");
+        }
+        // The loss at 4999 has no later packets yet, so 49 are known.
+        assert_eq!(h.counters().1, 49);
+    }
+
+    /// U5: losses within one RTT of an event's first loss are one event; later ones new.
+    #[test]
+    fn u5_loss_event_aggregation() {
+        let mut h = LossHistory::new(AliConfig::default(), 3);
+        // 1 ms per packet, RTT 50 ms. Lose 10,11,12,20,40 (all within 50 ms of 10): 1 event.
+        let lost = [10u64, 11, 12, 20, 40, 61, 200];
+        for seq in 0..300u64 {
+            if lost.contains(&seq) {
+                continue;
+            }
+            let out = h.on_packet(seq, Time::from_millis(seq), 0.050);
+            if out.first_event {
+                h.seed_first_interval(100.0);
+            }
+        }
+        // 61 is 51 ms after 10 -> new event; 200 -> new event.
+        assert_eq!(h.counters().2, 3);
+        assert_eq!(h.counters().1, 7);
+        let closed: Vec<f64> = h.intervals().closed().map(|e| e.0).collect();
+        assert_eq!(closed, vec![139.0, 51.0, 100.0]);
+    }
+
+    #[test]
+    fn reordering_below_ndupack_is_not_loss() {
+        let mut h = LossHistory::new(AliConfig::default(), 3);
+        for seq in [0u64, 1, 3, 4, 2, 5, 6, 8, 9, 7, 10] {
+            let out = h.on_packet(seq, Time::from_millis(seq), 0.05);
+            assert_eq!(out.lost, 0);
+        }
+        assert!(!h.has_loss());
+        let _ = run_periodic(&mut h, 11, 12, 100, 0.05);
+    }
+
+    #[test]
+    fn interpolated_time_splits_a_long_hole_into_events() {
+        let mut h = LossHistory::new(AliConfig::default(), 3);
+        for seq in 0..10u64 {
+            h.on_packet(seq, Time::from_millis(seq * 10), 0.05);
+        }
+        // 10..29 lost (200 ms of nominal time at 10 ms/packet), RTT 50 ms -> 4 events.
+        for seq in 30..34u64 {
+            let out = h.on_packet(seq, Time::from_millis(seq * 10), 0.05);
+            if out.first_event {
+                h.seed_first_interval(50.0);
+            }
+        }
+        assert_eq!(h.counters().1, 20);
+        assert_eq!(h.counters().2, 4);
+    }
+
+    #[test]
+    fn huge_jump_resyncs() {
+        let mut h = LossHistory::new(AliConfig::default(), 3);
+        h.on_packet(0, Time::ZERO, 0.1);
+        let out = h.on_packet(u64::MAX / 2, Time::from_millis(1), 0.1);
+        assert!(out.first_event);
+        assert_eq!(h.counters().2, 1);
+    }
+
+    #[test]
+    fn extend_handles_wrap() {
+        assert_eq!(extend_u32(None, 5), 5);
+        assert_eq!(extend_u32(Some(0xffff_fff0), 3), 0x1_0000_0003);
+        assert_eq!(extend_u32(Some(0x1_0000_0003), 0xffff_fff0), 0xffff_fff0);
+        assert_eq!(extend_u32(Some(10), 8), 8);
+    }
+}
