@@ -195,6 +195,15 @@ fn layer0_plays_in_gstreamer() {
         "gstreamer decoded {frames} of {} layer-0 pictures",
         pics.len()
     );
+    testkit::record(
+        "issue5/interop-gst",
+        &format!(
+            "gst-launch udpsrc ! rtpvp9depay ! vp9dec decoded {frames} of {} pictures, 320x180",
+            pics.len()
+        ),
+        Some(true),
+        "cargo test --release -p layercast-codec --test interop",
+    );
 }
 
 #[test]
@@ -259,5 +268,11 @@ fn layer0_plays_in_ffmpeg_with_our_sdp() {
     println!(
         "ffmpeg decoded {want} frames of layer 0 via {}",
         path.display()
+    );
+    testkit::record(
+        "issue5/interop-ffmpeg",
+        &format!("ffmpeg -i layer0.sdp decoded {want} frames, vp9 320x180, no decode error"),
+        Some(true),
+        "cargo test --release -p layercast-codec --test interop",
     );
 }
