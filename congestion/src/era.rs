@@ -1,1 +1,807 @@
-//! Placeholder: filled in by the protocol work (issue 3).
+//! ERA — Explicit Rate Adjustment (Puangpronpitag 2003; `era.md` §1.1).
+//!
+//! Every RAI the receiver computes an explicit target rate from the minimum packet-pair
+//! sample of the interval and, when it has seen loss, the TCP-friendly rate of Eq. 5-6, then
+//! joins or leaves as many cumulative layers as needed in one step (§1.1.13 steps 2–6).
+//! Between RAIs a single pair sample below the subscribed rate cuts the subscription at once
+//! (step 1). The RAI grid is phased to SAM arrivals so that receivers behind one bottleneck
+//! decide together (§1.1.14).
+//!
+//! Choices where the thesis is silent (all documented in `docs/protocols/era.md`):
+//! - **E1** (`l = 0`, fewer than `min_pp` samples): hold the level and carry the samples into
+//!   the next RAI (at most [`EraConfig::pp_carry_rais`] RAIs), so that the base layer alone
+//!   (2.44 pairs/s) still reaches 3 samples and can climb. Never a target of −1.
+//! - **E2** (no packet at all in an RAI): drop one layer per empty RAI, floor at the base.
+//! - **E3** (target below the base layer): stay on the base layer unless
+//!   [`EraConfig::exit_below_base`].
+//! - **E4** (step-1 target): [`Step1Target`], default the sample itself (thesis).
+//! - **E5** (boundaries): a tolerance of [`EraConfig::tolerance`] × the layer's own rate. With
+//!   it the level after a decision is the highest `i` with `R_i <= target + tol`, both when
+//!   climbing and when descending. `choose(cur=6, 399999.99999999895) = 19`.
+//! - **E6** the climb stops at the top layer; **E7** `min(1,·)` is applied above `l = 8/27`
+//!   when [`EraConfig::tcp_min1`] (default on); **E8** RTT is [`RttMode`]; **E9/E10** are
+//!   the sender's and the bunch sampler's job; **E11** a joined layer's sequence baseline is
+//!   reset and a left layer stops counting at once; **E12** the RAI timer runs free and is
+//!   re-phased by the next SAM.
+
+use crate::controller::{Action, Decision, LayeredController, PacketArrival, Stats, TimerReason};
+use crate::estimators::bunch::BunchSampler;
+use crate::estimators::loss::{SeqTracker, WindowedLoss};
+use crate::estimators::rtt::JoinLatencyProbe;
+use crate::estimators::tcp::era_eq_5_6;
+use crate::session::SessionInfo;
+use crate::time::Time;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// How the RTT for Eq. 5-6 is obtained (`era.md` §1.1.11, E8).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RttMode {
+    /// A configured constant, seconds (the thesis' simulations: 0.05 s).
+    Fixed(f64),
+    /// Join-to-first-packet (Luby), over the last `window` joins; `initial` seconds until
+    /// the first sample. The first packet after a graft also waits for the layer's next
+    /// bunch, up to one bunch interval `I_k = b·8M/L_k` (0.41 s for 20 kbit/s pairs), so a
+    /// sample `s` only says `s − I_k ≤ RTT ≤ s`. The estimate is the middle of the
+    /// intersection of those intervals, `(max(s − I) + min(s)) / 2`, or `min(s)` when they
+    /// do not intersect (the RTT changed). The window counts samples, not join decisions: one
+    /// RAI that joins 19 layers yields 19 samples whose late arrivals are the long waits, so
+    /// keep it well above the number of layers one decision adds (32 is a good value).
+    JoinLatency { initial: f64, window: usize },
+}
+
+/// Where a step-1 (immediate) drop goes (E4).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Step1Target {
+    /// Down to the triggering sample (the thesis).
+    Sample,
+    /// Down to the `k`-th lowest of the last `of_last` samples; no drop while fewer than `k`
+    /// samples exist. Softens one-off samples squeezed by cross traffic.
+    KthLowest { k: usize, of_last: usize },
+    /// No immediate drops (RAI decisions only).
+    Off,
+}
+
+/// ERA's parameters. Defaults: the thesis' (Table 6-1) and the choices above.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EraConfig {
+    /// Minimum pair samples for `R_pp` (Table 6-1: 3).
+    pub min_pp: usize,
+    /// RAIs over which samples may be carried when `l = 0` and too few arrived (E1). 1 = no
+    /// carry (the literal thesis plus "hold"). Default 3.
+    pub pp_carry_rais: usize,
+    /// PLR observation window, in RAIs (the thesis: "a certain observation period"; its trace
+    /// implies several seconds). Default 8.
+    pub plr_window_rais: usize,
+    /// RTT source. Default fixed 50 ms (the Appendix C trace).
+    pub rtt: RttMode,
+    /// Leave the session when the target is below the base layer's rate (E3). Default false.
+    pub exit_below_base: bool,
+    /// Step-1 drop target (E4). Default [`Step1Target::Sample`].
+    pub step1: Step1Target,
+    /// Boundary tolerance as a fraction of the layer's own rate (E5). Default 0.001.
+    pub tolerance: f64,
+    /// Apply PFTK's `min(1,·)` in Eq. 5-6 (only matters for `l > 8/27`, E7). Default true.
+    pub tcp_min1: bool,
+    /// Sequence jumps larger than this start a new baseline instead of counting as loss.
+    pub max_seq_gap: u64,
+    /// Decision-log entries kept when the host does not poll them.
+    pub max_pending_decisions: usize,
+}
+
+impl Default for EraConfig {
+    fn default() -> Self {
+        EraConfig {
+            min_pp: 3,
+            pp_carry_rais: 3,
+            plr_window_rais: 8,
+            rtt: RttMode::Fixed(0.05),
+            exit_below_base: false,
+            step1: Step1Target::Sample,
+            tolerance: 0.001,
+            tcp_min1: true,
+            max_seq_gap: 3000,
+            max_pending_decisions: 4096,
+        }
+    }
+}
+
+/// Cumulative rates `R_0..R_{N-1}` (prefix sums of the SAM's per-layer rates).
+fn cumulative(info: &SessionInfo) -> Vec<f64> {
+    let mut acc = 0.0;
+    info.layers
+        .iter()
+        .map(|l| {
+            acc += l.rate_bps as f64;
+            acc
+        })
+        .collect()
+}
+
+/// The §1.1.13 step-6 rule with the E5 tolerance, as a pure function on layer *counts*:
+/// `cum[j]` is the cumulative rate of `j + 1` layers, `held` the number held now (≥ 1).
+/// Returns the number of layers to hold (≥ 1 unless `allow_zero`, in which case 0 means
+/// "below the base layer"). Tolerance for layer `j` is `tol_frac × L_j`.
+pub fn choose_layers(
+    cum: &[f64],
+    held: usize,
+    target: f64,
+    tol_frac: f64,
+    allow_zero: bool,
+) -> usize {
+    let n = cum.len();
+    if n == 0 {
+        return 0;
+    }
+    let layer_rate = |j: usize| if j == 0 { cum[0] } else { cum[j] - cum[j - 1] };
+    let tol = |j: usize| tol_frac * layer_rate(j);
+    let mut k = held.clamp(1, n);
+    if cum[k - 1] > target + tol(k - 1) {
+        while k > 1 && cum[k - 1] > target + tol(k - 1) {
+            k -= 1;
+        }
+        if k == 1 && allow_zero && cum[0] > target + tol(0) {
+            k = 0;
+        }
+    } else {
+        while k < n && cum[k] <= target + tol(k) {
+            k += 1;
+        }
+    }
+    k
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Phase {
+    /// No SAM yet.
+    Waiting,
+    Running,
+    /// Left the session (E3 with `exit_below_base`).
+    Exited,
+}
+
+/// The ERA receiver.
+pub struct Era {
+    cfg: EraConfig,
+    phase: Phase,
+    info: Option<SessionInfo>,
+    cum: Vec<f64>,
+    rai: Duration,
+    /// Layers held (0 = none).
+    held: usize,
+    next_adapt: Option<Time>,
+    seq: Vec<SeqTracker>,
+    bunch: BunchSampler,
+    loss: WindowedLoss,
+    /// Samples of the current RAI.
+    pp_now: Vec<f64>,
+    /// Samples carried from earlier RAIs (E1).
+    pp_carry: VecDeque<Vec<f64>>,
+    /// Recent samples for [`Step1Target::KthLowest`].
+    pp_recent: VecDeque<f64>,
+    rai_packets: u64,
+    rtt_probe: JoinLatencyProbe,
+    /// Join-latency samples as (lower, upper) bounds on the RTT.
+    rtt_samples: VecDeque<(f64, f64)>,
+    actions: VecDeque<Action>,
+    decisions: VecDeque<Decision>,
+    decisions_dropped: u64,
+    last_target: Option<f64>,
+    last_plr: f64,
+    received: u64,
+    lost: u64,
+    joins: u64,
+    leaves: u64,
+    last_announce: Option<(u32, u32)>,
+}
+
+impl Era {
+    /// A receiver with `cfg`; it joins nothing before the first SAM.
+    pub fn new(cfg: EraConfig) -> Era {
+        let plr_window = cfg.plr_window_rais;
+        Era {
+            cfg,
+            phase: Phase::Waiting,
+            info: None,
+            cum: Vec::new(),
+            rai: Duration::from_secs(1),
+            held: 0,
+            next_adapt: None,
+            seq: Vec::new(),
+            bunch: BunchSampler::new(),
+            loss: WindowedLoss::new(plr_window),
+            pp_now: Vec::with_capacity(256),
+            pp_carry: VecDeque::new(),
+            pp_recent: VecDeque::new(),
+            rai_packets: 0,
+            rtt_probe: JoinLatencyProbe::default(),
+            rtt_samples: VecDeque::new(),
+            actions: VecDeque::new(),
+            decisions: VecDeque::new(),
+            decisions_dropped: 0,
+            last_target: None,
+            last_plr: 0.0,
+            received: 0,
+            lost: 0,
+            joins: 0,
+            leaves: 0,
+            last_announce: None,
+        }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &EraConfig {
+        &self.cfg
+    }
+
+    /// Decision-log entries dropped because the host did not poll them.
+    pub fn decisions_dropped(&self) -> u64 {
+        self.decisions_dropped
+    }
+
+    /// Cumulative rate of `n` layers (0 for none).
+    fn rate_of(&self, n: usize) -> f64 {
+        if n == 0 {
+            0.0
+        } else {
+            self.cum[(n - 1).min(self.cum.len() - 1)]
+        }
+    }
+
+    fn rtt(&self) -> f64 {
+        match self.cfg.rtt {
+            RttMode::Fixed(r) => r,
+            RttMode::JoinLatency { initial, .. } => {
+                if self.rtt_samples.is_empty() {
+                    return initial;
+                }
+                let lo = self
+                    .rtt_samples
+                    .iter()
+                    .map(|s| s.0)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let hi = self
+                    .rtt_samples
+                    .iter()
+                    .map(|s| s.1)
+                    .fold(f64::INFINITY, f64::min);
+                if lo <= hi {
+                    0.5 * (lo.max(0.0) + hi)
+                } else {
+                    hi
+                }
+            }
+        }
+    }
+
+    fn log(&mut self, d: Decision) {
+        if self.decisions.len() >= self.cfg.max_pending_decisions {
+            self.decisions.pop_front();
+            self.decisions_dropped += 1;
+        }
+        self.decisions.push_back(d);
+    }
+
+    fn join_to(&mut self, now: Time, n: usize) {
+        while self.held < n {
+            let k = self.held;
+            if let Some(t) = self.seq.get_mut(k) {
+                t.reset(); // E11: new PSN baseline
+            }
+            self.bunch.reset_layer(k as u8);
+            self.rtt_probe.joined(k as u8, now);
+            self.actions.push_back(Action::Join(k as u8));
+            self.joins += 1;
+            self.held += 1;
+        }
+    }
+
+    fn leave_to(&mut self, n: usize) {
+        while self.held > n {
+            self.held -= 1;
+            let k = self.held;
+            self.bunch.reset_layer(k as u8);
+            self.rtt_probe.left(k as u8);
+            self.actions.push_back(Action::Leave(k as u8));
+            self.leaves += 1;
+        }
+    }
+
+    fn exit(&mut self, now: Time, reason: &'static str, inputs: Vec<(&'static str, f64)>) {
+        let from = self.held;
+        self.leave_to(0);
+        self.actions.push_back(Action::Exit);
+        self.phase = Phase::Exited;
+        self.next_adapt = None;
+        self.log(Decision {
+            at: now,
+            from_layers: from as u8,
+            to_layers: 0,
+            reason,
+            inputs,
+        });
+    }
+
+    fn step1_target(&mut self, sample: f64) -> Option<f64> {
+        match self.cfg.step1 {
+            Step1Target::Off => None,
+            Step1Target::Sample => Some(sample),
+            Step1Target::KthLowest { k, of_last } => {
+                let k = k.max(1);
+                self.pp_recent.push_back(sample);
+                while self.pp_recent.len() > of_last.max(k) {
+                    self.pp_recent.pop_front();
+                }
+                if self.pp_recent.len() < k {
+                    return None;
+                }
+                let mut v: Vec<f64> = self.pp_recent.iter().copied().collect();
+                v.sort_by(|a, b| a.total_cmp(b));
+                Some(v[k - 1])
+            }
+        }
+    }
+
+    /// Step 1: a sample below the subscribed rate cuts the subscription now (floor: base).
+    fn on_sample(&mut self, now: Time, layer: u8, sample: f64) {
+        self.pp_now.push(sample);
+        let Some(target) = self.step1_target(sample) else {
+            return;
+        };
+        let r = self.rate_of(self.held);
+        if self.held <= 1 || r <= target + self.cfg.tolerance * self.layer_rate(self.held - 1) {
+            return;
+        }
+        let to = choose_layers(&self.cum, self.held, target, self.cfg.tolerance, false);
+        if to >= self.held {
+            return;
+        }
+        let from = self.held;
+        self.leave_to(to);
+        let inputs = vec![
+            ("pp_sample", sample),
+            ("pp_layer", layer as f64),
+            ("step1_target", target),
+            ("r_before", r),
+            ("r_after", self.rate_of(to)),
+        ];
+        self.log(Decision {
+            at: now,
+            from_layers: from as u8,
+            to_layers: to as u8,
+            reason: "pp-drop",
+            inputs,
+        });
+    }
+
+    fn layer_rate(&self, j: usize) -> f64 {
+        if j == 0 {
+            self.cum.first().copied().unwrap_or(0.0)
+        } else {
+            self.cum[j] - self.cum[j - 1]
+        }
+    }
+
+    /// Steps 2–6 at an RAI boundary.
+    fn on_rai(&mut self, now: Time) {
+        let from = self.held;
+        let r_before = self.rate_of(from);
+        let plr = self.loss.ratio();
+        self.last_plr = plr;
+        self.loss.roll();
+        let packets = std::mem::take(&mut self.rai_packets);
+
+        if packets == 0 {
+            // E2: nothing at all arrived: one layer per empty RAI, never below the base.
+            self.pp_now.clear();
+            self.pp_carry.clear();
+            let to = from.saturating_sub(1).max(1);
+            self.leave_to(to);
+            self.log(Decision {
+                at: now,
+                from_layers: from as u8,
+                to_layers: self.held as u8,
+                reason: "rai-empty",
+                inputs: vec![("packets", 0.0), ("r_before", r_before)],
+            });
+            return;
+        }
+
+        // Step 2: R_pp over this RAI's samples plus any carried ones (E1).
+        let mut list: Vec<f64> = self.pp_carry.iter().flatten().copied().collect();
+        list.extend_from_slice(&self.pp_now);
+        let list_min = list.iter().copied().fold(f64::INFINITY, f64::min);
+        let r_pp = if list.len() >= self.cfg.min_pp {
+            list_min
+        } else {
+            -1.0
+        };
+        // Step 3.
+        let rtt = self.rtt();
+        let r_tcp = if plr > 0.0 {
+            era_eq_5_6(
+                self.info.as_ref().map_or(512.0, |i| i.packet_size as f64),
+                rtt,
+                plr,
+                self.cfg.tcp_min1,
+            )
+        } else {
+            None
+        };
+        // Step 5.
+        let target = match (plr > 0.0, r_pp >= 0.0, r_tcp) {
+            (true, true, Some(t)) => Some(t.min(r_pp)),
+            (true, false, Some(t)) => Some(t),
+            (true, true, None) => Some(r_pp), // RTT unusable: pairs only
+            (true, false, None) => None,
+            (false, true, _) => Some(r_pp),
+            (false, false, _) => None, // E1: hold
+        };
+        let mut inputs = vec![
+            (
+                "r_pp_list_min",
+                if list.is_empty() { -1.0 } else { list_min },
+            ),
+            ("pp_count", list.len() as f64),
+            ("r_pp", r_pp),
+            ("plr", plr),
+            ("rtt", rtt),
+            ("r_tcp", r_tcp.unwrap_or(-1.0)),
+            ("r_target", target.unwrap_or(-1.0)),
+            ("r_before", r_before),
+            ("tolerance", self.cfg.tolerance),
+        ];
+        inputs.extend(list.iter().map(|s| ("pp_sample", *s)));
+
+        let Some(target) = target else {
+            // Hold; carry the samples (bounded) so a slow base layer can reach min_pp.
+            let cur = std::mem::take(&mut self.pp_now);
+            self.pp_carry.push_back(cur);
+            while self.pp_carry.len() >= self.cfg.pp_carry_rais.max(1) {
+                self.pp_carry.pop_front();
+            }
+            inputs.push(("r_after", r_before));
+            self.log(Decision {
+                at: now,
+                from_layers: from as u8,
+                to_layers: from as u8,
+                reason: "rai-hold",
+                inputs,
+            });
+            return;
+        };
+        self.pp_now.clear();
+        self.pp_carry.clear();
+        self.last_target = Some(target);
+
+        // Step 6.
+        let to = choose_layers(
+            &self.cum,
+            from,
+            target,
+            self.cfg.tolerance,
+            self.cfg.exit_below_base,
+        );
+        if to == 0 {
+            inputs.push(("r_after", 0.0));
+            self.exit(now, "rai-exit", inputs);
+            return;
+        }
+        if to > from {
+            self.join_to(now, to);
+        } else {
+            self.leave_to(to);
+        }
+        inputs.push(("r_after", self.rate_of(to)));
+        self.log(Decision {
+            at: now,
+            from_layers: from as u8,
+            to_layers: to as u8,
+            reason: "rai",
+            inputs,
+        });
+    }
+}
+
+impl Default for Era {
+    fn default() -> Self {
+        Era::new(EraConfig::default())
+    }
+}
+
+impl LayeredController for Era {
+    fn name(&self) -> &'static str {
+        "era"
+    }
+
+    fn handle_announcement(&mut self, now: Time, info: &SessionInfo) {
+        if self.phase == Phase::Exited || info.layers.is_empty() {
+            return;
+        }
+        // Stale or replayed SAMs of the same session do not re-phase the grid.
+        if let Some((sid, seq)) = self.last_announce {
+            if sid == info.session_id && (info.announce_seq.wrapping_sub(seq) as i32) < 0 {
+                return;
+            }
+        }
+        let new_session = self.last_announce.map(|a| a.0) != Some(info.session_id);
+        self.last_announce = Some((info.session_id, info.announce_seq));
+        self.cum = cumulative(info);
+        self.rai = info.adapt_interval.max(Duration::from_millis(1));
+        if self.seq.len() < info.layers.len() {
+            self.seq
+                .resize(info.layers.len(), SeqTracker::new(self.cfg.max_seq_gap));
+        }
+        if self.held > info.layers.len() {
+            self.leave_to(info.layers.len());
+        }
+        if new_session {
+            self.loss.clear();
+            self.pp_now.clear();
+            self.pp_carry.clear();
+            self.seq.iter_mut().for_each(|s| s.reset());
+            self.bunch.reset();
+        }
+        self.info = Some(info.clone());
+        if self.phase == Phase::Waiting {
+            self.phase = Phase::Running;
+            self.join_to(now, 1);
+            self.log(Decision {
+                at: now,
+                from_layers: 0,
+                to_layers: 1,
+                reason: "join-base",
+                inputs: vec![("r_after", self.rate_of(1))],
+            });
+        }
+        // §1.1.14: re-phase the RAI grid to this SAM, keeping the grid point nearest to the
+        // pending deadline (so a SAM arriving just before an RAI does not postpone it).
+        let rai = self.rai.as_nanos() as u64;
+        match self.next_adapt {
+            None => self.next_adapt = Some(now + self.rai),
+            Some(old) => {
+                let ahead = old.as_nanos().saturating_sub(now.as_nanos());
+                let k = ahead.saturating_add(rai / 2) / rai;
+                if k == 0 {
+                    self.next_adapt = Some(now + self.rai);
+                    self.on_rai(now);
+                } else {
+                    self.next_adapt =
+                        Some(Time(now.as_nanos().saturating_add(k.saturating_mul(rai))));
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn handle_packet(&mut self, now: Time, pkt: &PacketArrival) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        let k = pkt.layer as usize;
+        // E11: packets of layers not held (leave latency) are not counted at all.
+        if k >= self.held {
+            return;
+        }
+        if let Some(s) = self.rtt_probe.packet(pkt.layer, now) {
+            if let RttMode::JoinLatency { window, .. } = self.cfg.rtt {
+                let bunch_interval = self.info.as_ref().map_or(0.0, |i| {
+                    let l = self.layer_rate(k);
+                    if l > 0.0 {
+                        i.bunch_len.max(1) as f64 * 8.0 * i.packet_size as f64 / l
+                    } else {
+                        0.0
+                    }
+                });
+                self.rtt_samples.push_back((s - bunch_interval, s));
+                while self.rtt_samples.len() > window.max(1) {
+                    self.rtt_samples.pop_front();
+                }
+            }
+        }
+        self.rai_packets += 1;
+        let ev = self.seq[k].on_seq(pkt.seq);
+        self.loss.record(ev);
+        self.received += 1;
+        if let crate::estimators::SeqEvent::Advance { lost } = ev {
+            self.lost = self.lost.saturating_add(lost);
+        } else if ev == crate::estimators::SeqEvent::Recovered {
+            self.lost = self.lost.saturating_sub(1);
+        }
+        if let Some(s) = self.bunch.on_packet(pkt) {
+            self.on_sample(now, pkt.layer, s.rate_bps);
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        let Some(due) = self.next_adapt else {
+            return;
+        };
+        if now < due {
+            return; // spurious
+        }
+        // Keep the grid: the next deadline is the first grid point after `now`.
+        let rai = self.rai.as_nanos() as u64;
+        let behind = now.as_nanos() - due.as_nanos();
+        self.next_adapt = Some(Time(
+            due.as_nanos()
+                .saturating_add((behind / rai).saturating_add(1).saturating_mul(rai)),
+        ));
+        self.on_rai(now);
+    }
+
+    fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<(Time, TimerReason)> {
+        self.next_adapt.map(|t| (t, TimerReason::Adapt))
+    }
+
+    fn poll_decision(&mut self) -> Option<Decision> {
+        self.decisions.pop_front()
+    }
+
+    fn stats(&self) -> Stats {
+        Stats {
+            protocol: "era",
+            layers: self.held as u8,
+            subscribed_bps: if self.cum.is_empty() {
+                0.0
+            } else {
+                self.rate_of(self.held)
+            },
+            estimate_bps: self.last_target,
+            loss_ratio: self.last_plr,
+            rtt_s: Some(self.rtt()),
+            packets_received: self.received,
+            packets_lost: self.lost,
+            joins: self.joins,
+            leaves: self.leaves,
+        }
+    }
+
+    fn layers(&self) -> u8 {
+        self.held as u8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn cum20() -> Vec<f64> {
+        cumulative(&SessionInfo::equal_layers(
+            100,
+            20_000,
+            Ipv4Addr::new(239, 0, 0, 1),
+            5000,
+        ))
+    }
+
+    #[test]
+    fn choose_layer_ac0() {
+        let c = cum20();
+        // Counts are index + 1: index 18 → 19 layers, index 9 → 10 layers.
+        assert_eq!(choose_layers(&c, 19, 200_000.0, 0.001, false), 10);
+        // Documented tolerance rule: index 6 with 399999.99999999895 → index 19 (20 layers).
+        assert_eq!(
+            choose_layers(&c, 7, 399_999.999_999_998_95, 0.001, false),
+            20
+        );
+        // Without a tolerance the literal strict climb gives index 18.
+        let strict = choose_layers(&c, 7, 399_999.999_999_998_95 - 1e-9, 0.0, false);
+        assert_eq!(strict, 19);
+        // Top bound and floor.
+        assert_eq!(choose_layers(&c, 50, 1e12, 0.001, false), 100);
+        assert_eq!(choose_layers(&c, 50, 1.0, 0.001, false), 1);
+        assert_eq!(choose_layers(&c, 50, 1.0, 0.001, true), 0);
+        assert_eq!(choose_layers(&c, 5, 100_000.0, 0.001, false), 5);
+    }
+
+    fn pkt(layer: u8, seq: u64, pos: u8, len: u8, t: Time) -> PacketArrival {
+        PacketArrival {
+            layer,
+            seq,
+            bunch_pos: pos,
+            bunch_len: len,
+            size: 512,
+            send_time_us: 0,
+            recv_time: t,
+        }
+    }
+
+    #[test]
+    fn no_exit_when_no_loss_and_too_few_pairs_ac0() {
+        // l = 0 and R_pp = −1 must hold the level even with exit enabled (E1).
+        let info = SessionInfo::equal_layers(10, 20_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
+        let mut e = Era::new(EraConfig {
+            exit_below_base: true,
+            pp_carry_rais: 1,
+            ..EraConfig::default()
+        });
+        e.handle_announcement(Time::ZERO, &info);
+        assert_eq!(e.poll_action(), Some(Action::Join(0)));
+        // Singles (bunch of 1): packets, no loss, no pairs.
+        for s in 0..5u64 {
+            e.handle_packet(
+                Time::from_millis(100 + 100 * s),
+                &pkt(0, s, 0, 1, Time::from_millis(100 + 100 * s)),
+            );
+        }
+        let (due, why) = e.poll_timeout().unwrap();
+        assert_eq!((due, why), (Time::from_millis(1000), TimerReason::Adapt));
+        e.handle_timeout(due);
+        assert_eq!(e.poll_action(), None);
+        assert_eq!(e.layers(), 1);
+        let d: Vec<Decision> = std::iter::from_fn(|| e.poll_decision()).collect();
+        let last = d.last().unwrap();
+        assert_eq!(last.reason, "rai-hold");
+        assert!(last.inputs.contains(&("r_pp", -1.0)) && last.inputs.contains(&("plr", 0.0)));
+    }
+
+    #[test]
+    fn carried_pairs_let_the_base_layer_climb() {
+        // 2 pairs per RAI on the base layer: first RAI holds, the second decides on 4.
+        let info = SessionInfo::equal_layers(10, 20_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
+        let mut e = Era::default();
+        e.handle_announcement(Time::ZERO, &info);
+        let mut seq = 0;
+        for rai in 0..2u64 {
+            for p in 0..2u64 {
+                let t0 = Time::from_millis(1000 * rai + 200 + 400 * p);
+                // 8·512/gap = 100 kbit/s ⇒ gap 40.96 ms.
+                e.handle_packet(t0, &pkt(0, seq, 0, 2, t0));
+                let t1 = t0 + Duration::from_micros(40_960);
+                e.handle_packet(t1, &pkt(0, seq + 1, 1, 2, t1));
+                seq += 2;
+            }
+            e.handle_timeout(Time::from_millis(1000 * (rai + 1)));
+        }
+        assert_eq!(e.layers(), 5);
+        let d: Vec<Decision> = std::iter::from_fn(|| e.poll_decision()).collect();
+        assert_eq!(
+            d.iter().map(|d| d.reason).collect::<Vec<_>>(),
+            ["join-base", "rai-hold", "rai"]
+        );
+    }
+
+    #[test]
+    fn sam_rephases_and_stale_sams_are_ignored() {
+        let mut info = SessionInfo::equal_layers(10, 20_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
+        info.announce_seq = 5;
+        let mut e = Era::default();
+        e.handle_announcement(Time::from_millis(100), &info);
+        assert_eq!(e.poll_timeout().unwrap().0, Time::from_millis(1100));
+        // A SAM 30 ms before the deadline runs the RAI now and re-phases.
+        info.announce_seq = 6;
+        e.handle_announcement(Time::from_millis(1070), &info);
+        assert_eq!(e.poll_timeout().unwrap().0, Time::from_millis(2070));
+        // A stale one does nothing.
+        info.announce_seq = 4;
+        e.handle_announcement(Time::from_millis(1500), &info);
+        assert_eq!(e.poll_timeout().unwrap().0, Time::from_millis(2070));
+        // Spurious early timeout is harmless.
+        e.handle_timeout(Time::from_millis(1600));
+        assert_eq!(e.poll_timeout().unwrap().0, Time::from_millis(2070));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn choose_layers_postcondition(rates in proptest::collection::vec(1_000u64..500_000, 1..40),
+                                       held in 1usize..40, target in 0.0f64..5e6) {
+            let mut info = SessionInfo::equal_layers(rates.len(), 1, Ipv4Addr::new(239, 0, 0, 1), 5000);
+            for (l, r) in info.layers.iter_mut().zip(&rates) { l.rate_bps = *r; }
+            let c = cumulative(&info);
+            let k = choose_layers(&c, held, target, 0.001, false);
+            proptest::prop_assert!(k >= 1 && k <= c.len());
+            let tol = |j: usize| 0.001 * rates[j] as f64;
+            if k > 1 { proptest::prop_assert!(c[k - 1] <= target + tol(k - 1)); }
+            if k < c.len() { proptest::prop_assert!(c[k] > target + tol(k)); }
+        }
+    }
+}

@@ -4,6 +4,7 @@
 //! current [`Time`], outputs are polled. The simulator (`layercast-sim`) drives the controllers
 //! in virtual time, the player drives them with kernel receive timestamps.
 
+mod baseline;
 pub mod controller;
 pub mod error;
 pub mod estimators;

@@ -1,1 +1,744 @@
-//! Placeholder: filled in by the protocol work (issue 3).
+//! PLM — Packet-pair receiver-driven cumulative Layered Multicast (Legout & Biersack 2000;
+//! `plm.md` §3).
+//!
+//! Under fair queueing a packet pair's spacing after the bottleneck gives this session's fair
+//! share. The receiver drops layers at once when a single sample falls below its cumulative
+//! rate, and adds layers at most once per check period C from the minimum sample seen since
+//! the last decision (§3.3, strict `<` by default, permissive `<=` as an option). When pairs
+//! stop getting through it falls back to a short-term loss rule (§3.5, ns-2 details) and to a
+//! silence timeout.
+//!
+//! Choices where the paper is silent (`docs/protocols/plm.md`):
+//! - C is the SAM's adaptation interval unless [`PlmConfig::check_period`] overrides it.
+//! - Start-up timeout `T_start` = 5 s after the base-layer join with no packet at all.
+//! - Silence timeout `T_nopkt` = max(1 s, 4 × the base layer's mean burst interval) after the
+//!   last packet: one layer dropped per expiry.
+//! - Dropping the last layer (by a sample, the loss rule, silence or start-up) re-joins the
+//!   base layer after `T_rejoin` = 30 s (ns-2), or exits when [`PlmConfig::exit_on_empty`].
+//! - Loss counts sum over the held layers; a joined layer's sequence baseline is reset and a
+//!   left layer stops counting at once (as ERA's E11).
+
+use crate::controller::{Action, Decision, LayeredController, PacketArrival, Stats, TimerReason};
+use crate::estimators::bunch::BunchSampler;
+use crate::estimators::loss::{SeqEvent, SeqTracker};
+use crate::session::SessionInfo;
+use crate::time::Time;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// PLM's parameters (`plm.md` §4).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlmConfig {
+    /// Check period C; `None` = the SAM's adaptation interval (default 1 s in the SAM).
+    pub check_period: Option<Duration>,
+    /// Minimum samples in W before an add decision (ns-2: 3).
+    pub min_pp: usize,
+    /// Permissive comparisons (`<=` in the drop and add loops) instead of strict `<`.
+    pub permissive: bool,
+    /// Loss-rate threshold of the no-PP fallback (10%).
+    pub loss_threshold: f64,
+    /// Blind period after a loss-triggered drop (500 ms).
+    pub blind: Duration,
+    /// Packets received in a loss cycle before its rate is evaluated (ns-2: 10).
+    pub loss_min_pkts: u64,
+    /// Maximum age of a loss cycle (ns-2: 5 s).
+    pub loss_cycle_max: Duration,
+    /// No packet at all this long after joining the base layer: give up (5 s, ours).
+    pub t_start: Duration,
+    /// Silence timeout; `None` = max(1 s, 4 × base-layer mean burst interval).
+    pub t_nopkt: Option<Duration>,
+    /// Re-join the base layer this long after holding nothing (ns-2: 30 s).
+    pub t_rejoin: Duration,
+    /// Exit the session instead of re-joining (the paper's wording).
+    pub exit_on_empty: bool,
+    /// Sequence jumps larger than this start a new baseline instead of counting as loss.
+    pub max_seq_gap: u64,
+    /// Decision-log entries kept when the host does not poll them.
+    pub max_pending_decisions: usize,
+}
+
+impl Default for PlmConfig {
+    fn default() -> Self {
+        PlmConfig {
+            check_period: None,
+            min_pp: 3,
+            permissive: false,
+            loss_threshold: 0.10,
+            blind: Duration::from_millis(500),
+            loss_min_pkts: 10,
+            loss_cycle_max: Duration::from_secs(5),
+            t_start: Duration::from_secs(5),
+            t_nopkt: None,
+            t_rejoin: Duration::from_secs(30),
+            exit_on_empty: false,
+            max_seq_gap: 3000,
+            max_pending_decisions: 4096,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct LossCycle {
+    start: Time,
+    recv: u64,
+    lost: u64,
+}
+
+/// The PLM receiver.
+pub struct Plm {
+    cfg: PlmConfig,
+    info: Option<SessionInfo>,
+    /// `B[1..=N]` as `cum[0..N]`.
+    cum: Vec<f64>,
+    c: Duration,
+    t_nopkt: Duration,
+    /// Layers held (n).
+    n: usize,
+    t_c: Option<Time>,
+    w_min: f64,
+    w_count: usize,
+    seq: Vec<SeqTracker>,
+    bunch: BunchSampler,
+    cycle: Option<LossCycle>,
+    blind_until: Time,
+    /// Time of the last packet, or of the base join before any packet.
+    last_packet: Option<Time>,
+    /// Whether any packet arrived since the last base join (selects T_start vs T_nopkt).
+    got_packet: bool,
+    rejoin_at: Option<Time>,
+    exited: bool,
+    actions: VecDeque<Action>,
+    decisions: VecDeque<Decision>,
+    decisions_dropped: u64,
+    last_estimate: Option<f64>,
+    last_loss_rate: f64,
+    received: u64,
+    lost: u64,
+    joins: u64,
+    leaves: u64,
+}
+
+impl Plm {
+    /// A receiver with `cfg`; it joins nothing before the first SAM.
+    pub fn new(cfg: PlmConfig) -> Plm {
+        Plm {
+            cfg,
+            info: None,
+            cum: Vec::new(),
+            c: Duration::from_secs(1),
+            t_nopkt: Duration::from_secs(1),
+            n: 0,
+            t_c: None,
+            w_min: f64::INFINITY,
+            w_count: 0,
+            seq: Vec::new(),
+            bunch: BunchSampler::new(),
+            cycle: None,
+            blind_until: Time::ZERO,
+            last_packet: None,
+            got_packet: false,
+            rejoin_at: None,
+            exited: false,
+            actions: VecDeque::new(),
+            decisions: VecDeque::new(),
+            decisions_dropped: 0,
+            last_estimate: None,
+            last_loss_rate: 0.0,
+            received: 0,
+            lost: 0,
+            joins: 0,
+            leaves: 0,
+        }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &PlmConfig {
+        &self.cfg
+    }
+
+    /// The check period in use.
+    pub fn check_period(&self) -> Duration {
+        self.c
+    }
+
+    /// The silence timeout in use.
+    pub fn silence_timeout(&self) -> Duration {
+        self.t_nopkt
+    }
+
+    /// `B[n]`, the cumulative rate of `n` layers (0 for none).
+    fn b(&self, n: usize) -> f64 {
+        if n == 0 {
+            0.0
+        } else {
+            self.cum[(n - 1).min(self.cum.len() - 1)]
+        }
+    }
+
+    fn log(
+        &mut self,
+        at: Time,
+        from: usize,
+        reason: &'static str,
+        inputs: Vec<(&'static str, f64)>,
+    ) {
+        if self.decisions.len() >= self.cfg.max_pending_decisions {
+            self.decisions.pop_front();
+            self.decisions_dropped += 1;
+        }
+        self.decisions.push_back(Decision {
+            at,
+            from_layers: from as u8,
+            to_layers: self.n as u8,
+            reason,
+            inputs,
+        });
+    }
+
+    fn join_next(&mut self) {
+        let k = self.n;
+        if let Some(t) = self.seq.get_mut(k) {
+            t.reset();
+        }
+        self.bunch.reset_layer(k as u8);
+        self.actions.push_back(Action::Join(k as u8));
+        self.joins += 1;
+        self.n += 1;
+    }
+
+    fn leave_top(&mut self) {
+        if self.n == 0 {
+            return;
+        }
+        self.n -= 1;
+        let k = self.n;
+        self.bunch.reset_layer(k as u8);
+        self.actions.push_back(Action::Leave(k as u8));
+        self.leaves += 1;
+    }
+
+    fn join_base(&mut self, now: Time, reason: &'static str) {
+        self.join_next();
+        self.t_c = None;
+        self.reset_window();
+        self.cycle = None;
+        self.last_packet = Some(now);
+        self.got_packet = false;
+        self.rejoin_at = None;
+        let b1 = self.b(1);
+        self.log(now, 0, reason, vec![("b_after", b1)]);
+    }
+
+    /// After the last layer went: re-join later, or exit.
+    fn emptied(&mut self, now: Time) {
+        if self.n > 0 {
+            return;
+        }
+        self.t_c = None;
+        self.reset_window();
+        self.cycle = None;
+        if self.cfg.exit_on_empty {
+            self.actions.push_back(Action::Exit);
+            self.exited = true;
+            self.rejoin_at = None;
+        } else {
+            self.rejoin_at = Some(now + self.cfg.t_rejoin);
+        }
+    }
+
+    fn reset_window(&mut self) {
+        self.w_min = f64::INFINITY;
+        self.w_count = 0;
+    }
+
+    /// `a < b` (strict) or `a <= b` (permissive), for the two loops of §3.3.
+    #[inline]
+    fn below(&self, a: f64, b: f64) -> bool {
+        if self.cfg.permissive {
+            a <= b
+        } else {
+            a < b
+        }
+    }
+
+    /// §3.3, on a PP sample `x` at `t`.
+    fn on_sample(&mut self, t: Time, x: f64) {
+        if self.t_c.is_none() {
+            self.t_c = Some(t + self.c);
+        }
+        let bn = self.b(self.n);
+        if x < bn {
+            // DROP on a single sample.
+            let from = self.n;
+            self.t_c = Some(t + self.c);
+            while self.n >= 1 && !self.below(self.b(self.n), x) {
+                self.leave_top();
+            }
+            self.reset_window();
+            self.cycle = None; // a fresh PP beats stale loss history (ns-2)
+            let b_after = self.b(self.n);
+            self.log(
+                t,
+                from,
+                "pp-drop",
+                vec![("pp_sample", x), ("b_before", bn), ("b_after", b_after)],
+            );
+            self.emptied(t);
+            return;
+        }
+        self.w_min = self.w_min.min(x);
+        self.w_count += 1;
+        let due = self.t_c.is_some_and(|tc| t > tc);
+        if due && self.w_count >= self.cfg.min_pp {
+            // ADD, at most once per C.
+            let bhat = self.w_min;
+            let count = self.w_count;
+            self.last_estimate = Some(bhat);
+            self.t_c = Some(t + self.c);
+            self.reset_window();
+            self.cycle = None;
+            let from = self.n;
+            if bhat >= bn {
+                while self.n < self.cum.len() && self.below(self.b(self.n + 1), bhat) {
+                    self.join_next();
+                }
+            }
+            let b_after = self.b(self.n);
+            self.log(
+                t,
+                from,
+                "pp-add",
+                vec![
+                    ("bhat_e", bhat),
+                    ("pp_count", count as f64),
+                    ("b_before", bn),
+                    ("b_after", b_after),
+                ],
+            );
+        }
+    }
+
+    /// §3.5 point 2 (ns-2 loss cycle), after accounting one packet's sequence event.
+    fn on_loss_accounting(&mut self, now: Time, ev: SeqEvent) {
+        let (recv, lost) = match ev {
+            SeqEvent::Advance { lost } => (1, lost),
+            SeqEvent::Baseline | SeqEvent::Restart | SeqEvent::Recovered => (1, 0),
+            SeqEvent::Duplicate | SeqEvent::TooOld => (0, 0),
+        };
+        if let Some(c) = self.cycle {
+            if now.saturating_since(c.start) > self.cfg.loss_cycle_max {
+                self.cycle = None;
+            }
+        }
+        if lost > 0 {
+            let in_blind = now < self.blind_until;
+            match (&mut self.cycle, in_blind) {
+                (Some(c), false) => c.lost += lost,
+                _ => {
+                    self.cycle = Some(LossCycle {
+                        start: now,
+                        recv: 0,
+                        lost,
+                    })
+                }
+            }
+        }
+        let Some(c) = self.cycle.as_mut() else {
+            return;
+        };
+        c.recv += recv;
+        if c.recv < self.cfg.loss_min_pkts || now < self.blind_until {
+            return;
+        }
+        let rate = c.lost as f64 / (c.lost + c.recv) as f64;
+        self.last_loss_rate = rate;
+        if rate > self.cfg.loss_threshold {
+            let from = self.n;
+            let bn = self.b(self.n);
+            self.leave_top();
+            self.cycle = None;
+            self.blind_until = now + self.cfg.blind;
+            let b_after = self.b(self.n);
+            self.log(
+                now,
+                from,
+                "loss-drop",
+                vec![("loss_rate", rate), ("b_before", bn), ("b_after", b_after)],
+            );
+            self.emptied(now);
+        }
+    }
+
+    fn silence_deadline(&self) -> Option<Time> {
+        if self.n == 0 || self.exited {
+            return None;
+        }
+        let last = self.last_packet?;
+        Some(
+            last + if self.got_packet {
+                self.t_nopkt
+            } else {
+                self.cfg.t_start
+            },
+        )
+    }
+}
+
+impl Default for Plm {
+    fn default() -> Self {
+        Plm::new(PlmConfig::default())
+    }
+}
+
+impl LayeredController for Plm {
+    fn name(&self) -> &'static str {
+        "plm"
+    }
+
+    fn handle_announcement(&mut self, now: Time, info: &SessionInfo) {
+        if self.exited || info.layers.is_empty() {
+            return;
+        }
+        let mut acc = 0.0;
+        self.cum = info
+            .layers
+            .iter()
+            .map(|l| {
+                acc += l.rate_bps as f64;
+                acc
+            })
+            .collect();
+        self.c = self
+            .cfg
+            .check_period
+            .unwrap_or(info.adapt_interval)
+            .max(Duration::from_millis(1));
+        self.t_nopkt = self.cfg.t_nopkt.unwrap_or_else(|| {
+            let l0 = info.layers[0].rate_bps.max(1) as f64;
+            let burst = info.bunch_len.max(1) as f64 * 8.0 * info.packet_size as f64 / l0;
+            Duration::from_secs_f64((4.0 * burst).max(1.0))
+        });
+        if self.seq.len() < info.layers.len() {
+            self.seq
+                .resize(info.layers.len(), SeqTracker::new(self.cfg.max_seq_gap));
+        }
+        while self.n > info.layers.len() {
+            self.leave_top();
+        }
+        let first = self.info.is_none();
+        self.info = Some(info.clone());
+        if first {
+            self.join_base(now, "join-base");
+        }
+    }
+
+    #[inline]
+    fn handle_packet(&mut self, now: Time, pkt: &PacketArrival) {
+        let k = pkt.layer as usize;
+        if k >= self.n || self.exited {
+            return; // not held (leave latency) or not joined
+        }
+        self.last_packet = Some(now);
+        self.got_packet = true;
+        self.received += 1;
+        let ev = self.seq[k].on_seq(pkt.seq);
+        match ev {
+            SeqEvent::Advance { lost } => self.lost = self.lost.saturating_add(lost),
+            SeqEvent::Recovered => self.lost = self.lost.saturating_sub(1),
+            _ => {}
+        }
+        self.on_loss_accounting(now, ev);
+        if (pkt.layer as usize) < self.n {
+            if let Some(s) = self.bunch.on_packet(pkt) {
+                self.on_sample(now, s.rate_bps);
+            }
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        if self.exited {
+            return;
+        }
+        if let Some(at) = self.rejoin_at {
+            if now >= at && self.n == 0 {
+                self.join_base(now, "rejoin");
+                return;
+            }
+        }
+        let Some(dl) = self.silence_deadline() else {
+            return;
+        };
+        if now < dl {
+            return; // spurious
+        }
+        let from = self.n;
+        let bn = self.b(self.n);
+        let reason = if self.got_packet {
+            "silence-drop"
+        } else {
+            "start-timeout"
+        };
+        if self.got_packet {
+            self.leave_top();
+        } else {
+            while self.n > 0 {
+                self.leave_top();
+            }
+        }
+        self.last_packet = Some(now);
+        let b_after = self.b(self.n);
+        self.log(
+            now,
+            from,
+            reason,
+            vec![("b_before", bn), ("b_after", b_after)],
+        );
+        self.emptied(now);
+    }
+
+    fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<(Time, TimerReason)> {
+        if self.exited {
+            return None;
+        }
+        if let Some(at) = self.rejoin_at {
+            return Some((at, TimerReason::Rejoin));
+        }
+        self.silence_deadline().map(|t| (t, TimerReason::Silence))
+    }
+
+    fn poll_decision(&mut self) -> Option<Decision> {
+        self.decisions.pop_front()
+    }
+
+    fn stats(&self) -> Stats {
+        Stats {
+            protocol: "plm",
+            layers: self.n as u8,
+            subscribed_bps: if self.cum.is_empty() {
+                0.0
+            } else {
+                self.b(self.n)
+            },
+            estimate_bps: self.last_estimate,
+            loss_ratio: self.last_loss_rate,
+            rtt_s: None,
+            packets_received: self.received,
+            packets_lost: self.lost,
+            joins: self.joins,
+            leaves: self.leaves,
+        }
+    }
+
+    fn layers(&self) -> u8 {
+        self.n as u8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn info() -> SessionInfo {
+        let mut s = SessionInfo::equal_layers(30, 10_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
+        s.packet_size = 500;
+        s
+    }
+
+    fn pkt(layer: u8, seq: u64, pos: u8, t: Time) -> PacketArrival {
+        PacketArrival {
+            layer,
+            seq,
+            bunch_pos: pos,
+            bunch_len: 2,
+            size: 500,
+            send_time_us: 0,
+            recv_time: t,
+        }
+    }
+
+    /// Feeds one pair on `layer` measuring `rate` bit/s, starting at `t`.
+    fn pair(p: &mut Plm, layer: u8, seq: &mut u64, t: Time, rate: f64) {
+        p.handle_packet(t, &pkt(layer, *seq, 0, t));
+        let t2 = t + Duration::from_secs_f64(8.0 * 500.0 / rate);
+        p.handle_packet(t2, &pkt(layer, *seq + 1, 1, t2));
+        *seq += 2;
+    }
+
+    fn drain(p: &mut Plm) -> Vec<Action> {
+        std::iter::from_fn(|| p.poll_action()).collect()
+    }
+
+    #[test]
+    fn add_at_most_once_per_c_from_min_of_window() {
+        let mut p = Plm::default();
+        p.handle_announcement(Time::ZERO, &info());
+        assert_eq!(drain(&mut p), vec![Action::Join(0)]);
+        let mut s = 0;
+        // Samples of 95 kbit/s every 100 ms on layer 0; the first sets T_c = 0.1 + 1.
+        for i in 0..12u64 {
+            pair(
+                &mut p,
+                0,
+                &mut s,
+                Time::from_millis(100 + 100 * i),
+                95_000.0,
+            );
+        }
+        // The add fires at the first sample after T_c = 1.1 s, i.e. at 1.2 s: strict → 9
+        // layers (90k < 95k), not 10 (100k).
+        assert_eq!(p.layers(), 9);
+        let d: Vec<Decision> = std::iter::from_fn(|| p.poll_decision()).collect();
+        let adds: Vec<&Decision> = d.iter().filter(|d| d.reason == "pp-add").collect();
+        assert_eq!(adds.len(), 1);
+        assert!(adds[0].at > Time::from_millis(1100) && adds[0].at < Time::from_millis(1300));
+    }
+
+    #[test]
+    fn strict_vs_permissive_at_exact_share() {
+        for (permissive, want) in [(false, 9u8), (true, 10)] {
+            let mut p = Plm::new(PlmConfig {
+                permissive,
+                ..PlmConfig::default()
+            });
+            p.handle_announcement(Time::ZERO, &info());
+            let mut s = 0;
+            for i in 0..15u64 {
+                // 8·500 / 40 ms = 100 kbit/s exactly = B[10].
+                let t = Time::from_millis(100 + 100 * i);
+                p.handle_packet(t, &pkt(0, s, 0, t));
+                let t2 = t + Duration::from_millis(40);
+                p.handle_packet(t2, &pkt(0, s + 1, 1, t2));
+                s += 2;
+            }
+            assert_eq!(p.layers(), want, "permissive={permissive}");
+        }
+    }
+
+    #[test]
+    fn single_low_sample_drops_until_below_it() {
+        let mut p = Plm::default();
+        p.handle_announcement(Time::ZERO, &info());
+        let mut s = 0;
+        for i in 0..12u64 {
+            pair(
+                &mut p,
+                0,
+                &mut s,
+                Time::from_millis(100 + 100 * i),
+                250_000.0,
+            );
+        }
+        assert_eq!(p.layers(), 24); // 240k < 250k
+        drain(&mut p);
+        let mut s1 = 0;
+        pair(&mut p, 3, &mut s1, Time::from_millis(1300), 57_000.0);
+        assert_eq!(p.layers(), 5); // B[5] = 50k < 57k
+        let acts = drain(&mut p);
+        assert_eq!(acts.len(), 19);
+        assert_eq!(acts[0], Action::Leave(23));
+        assert_eq!(*acts.last().unwrap(), Action::Leave(5));
+    }
+
+    #[test]
+    fn loss_fallback_with_blind_period() {
+        // Every pair loses its second packet: no PP, 50% loss ⇒ one layer per ≥ 0.5 s.
+        let mut p = Plm::default();
+        p.handle_announcement(Time::ZERO, &info());
+        let mut s = 0;
+        for i in 0..12u64 {
+            pair(
+                &mut p,
+                0,
+                &mut s,
+                Time::from_millis(100 + 100 * i),
+                200_000.0,
+            );
+        }
+        assert_eq!(p.layers(), 19);
+        drain(&mut p);
+        let mut seq = vec![0u64; 30];
+        let mut drops = Vec::new();
+        for i in 0..400u64 {
+            let t = Time::from_millis(1300 + 10 * i);
+            let l = (i % 5) as u8; // layers 0..4 stay held throughout
+            let sq = &mut seq[l as usize];
+            p.handle_packet(t, &pkt(l, *sq, 0, t));
+            *sq += 2; // partner lost
+            for a in drain(&mut p) {
+                drops.push((t, a));
+            }
+        }
+        assert!(drops.len() >= 4, "{drops:?}");
+        for w in drops.windows(2) {
+            assert!(w[1].0 - w[0].0 >= Duration::from_millis(500), "{drops:?}");
+        }
+        assert!(drops.iter().all(|(_, a)| matches!(a, Action::Leave(_))));
+    }
+
+    #[test]
+    fn silence_drops_one_layer_per_timeout_then_rejoins() {
+        let mut p = Plm::default();
+        p.handle_announcement(Time::ZERO, &info());
+        let mut s = 0;
+        for i in 0..12u64 {
+            pair(
+                &mut p,
+                0,
+                &mut s,
+                Time::from_millis(100 + 100 * i),
+                32_000.0,
+            );
+        }
+        assert_eq!(p.layers(), 3);
+        drain(&mut p);
+        // Base layer 10 kbit/s, 500-B pairs: burst interval 0.8 s ⇒ T_nopkt = 3.2 s.
+        assert_eq!(p.silence_timeout(), Duration::from_millis(3200));
+        let mut now = Time::from_millis(1200);
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            let (t, _) = p.poll_timeout().unwrap();
+            assert!(t > now);
+            now = t;
+            p.handle_timeout(now);
+            seen.extend(drain(&mut p));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                Action::Leave(2),
+                Action::Leave(1),
+                Action::Leave(0),
+                Action::Join(0)
+            ]
+        );
+        let d: Vec<Decision> = std::iter::from_fn(|| p.poll_decision()).collect();
+        let last = d.last().unwrap();
+        assert_eq!(last.reason, "rejoin");
+        // 30 s after the base layer went.
+        let gone = d.iter().rev().find(|d| d.to_layers == 0).unwrap().at;
+        assert_eq!(last.at - gone, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn start_timeout_and_exit_option() {
+        let mut p = Plm::new(PlmConfig {
+            exit_on_empty: true,
+            ..PlmConfig::default()
+        });
+        p.handle_announcement(Time::from_secs_f64(2.0), &info());
+        assert_eq!(
+            p.poll_timeout(),
+            Some((Time::from_secs_f64(7.0), TimerReason::Silence))
+        );
+        p.handle_timeout(Time::from_secs_f64(6.0)); // spurious
+        assert_eq!(drain(&mut p), vec![Action::Join(0)]);
+        p.handle_timeout(Time::from_secs_f64(7.0));
+        assert_eq!(drain(&mut p), vec![Action::Leave(0), Action::Exit]);
+        assert_eq!(p.poll_timeout(), None);
+    }
+}

@@ -1,6 +1,172 @@
-//! layercast-player (issue 6).
+//! layercast-player: joins a layered multicast session, runs a receiver-driven controller on
+//! kernel-timestamped packets, joins and leaves layers with IGMP, and reports (see
+//! `docs/player.md`).
+
+mod error;
+mod http_client;
+mod net;
+mod receiver;
+mod video;
+
+use error::{Error, Result};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALLED.store(true, Ordering::SeqCst);
+}
+
+/// Command-line options (`--help` lists them).
+#[derive(Clone, Debug)]
+pub struct Args {
+    pub session_url: Option<String>,
+    pub announce: Option<SocketAddrV4>,
+    pub controller: String,
+    pub fixed_layers: Option<u8>,
+    pub interface: Ipv4Addr,
+    pub headless: bool,
+    pub out: Option<PathBuf>,
+    pub duration: Option<f64>,
+    pub metrics_addr: Option<SocketAddr>,
+    pub telemetry_url: Option<String>,
+    pub session_name: Option<String>,
+    pub viewer_id: String,
+    pub poll_interval_ms: u64,
+}
+
+const HELP: &str = "layercast-player: receive a layered multicast session
+
+  --session-url URL      http://SERVER/api/sessions/ID/announcement (polled once a second)
+  --announce GROUP:PORT  listen for SAMs on this group instead (e.g. 239.255.76.1:5000)
+  --controller NAME      receiver-driven controller (era, plm, ...) [default: era]
+  --fixed-layers N       no controller: hold layers 0..N-1 (measurement mode)
+  --interface ADDR       IPv4 address of the interface to join on [default: 0.0.0.0]
+  --headless             no display; with --out write logs there
+  --out DIR              write DIR/player.jsonl (one JSON line per second)
+  --duration SECS        stop after this long
+  --metrics-addr ADDR    serve Prometheus metrics (layercast_player_*) on ADDR
+  --telemetry-url URL    where to POST telemetry [default: from --session-url]
+  --session-name ID      session id used in telemetry [default: from --session-url]
+  --viewer-id ID         [default: p<pid>]
+";
+
+fn parse_args(args: &[String]) -> Result<Option<Args>> {
+    let mut a = Args {
+        session_url: None,
+        announce: None,
+        controller: "era".into(),
+        fixed_layers: None,
+        interface: Ipv4Addr::UNSPECIFIED,
+        headless: false,
+        out: None,
+        duration: None,
+        metrics_addr: None,
+        telemetry_url: None,
+        session_name: None,
+        viewer_id: format!("p{}", std::process::id()),
+        poll_interval_ms: 1000,
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let flag = args[i].as_str();
+        if flag == "-h" || flag == "--help" {
+            print!("{HELP}");
+            return Ok(None);
+        }
+        if flag == "--headless" {
+            a.headless = true;
+            i += 1;
+            continue;
+        }
+        let (name, val) = match flag.split_once('=') {
+            Some((n, v)) => (n.to_string(), v.to_string()),
+            None => {
+                i += 1;
+                let v = args
+                    .get(i)
+                    .ok_or_else(|| Error::arg(flag.trim_start_matches('-'), "needs a value"))?;
+                (flag.to_string(), v.clone())
+            }
+        };
+        let key = name.trim_start_matches('-').to_string();
+        let bad = |e: &dyn std::fmt::Display| Error::arg(&key, format!("{val:?}: {e}"));
+        match key.as_str() {
+            "session-url" => {
+                http_client::split_url(&val)?;
+                a.session_url = Some(val.clone())
+            }
+            "announce" => {
+                let s: SocketAddrV4 = val.parse().map_err(|e| bad(&e))?;
+                if !s.ip().is_multicast() {
+                    return Err(Error::arg(&key, format!("{} is not multicast", s.ip())));
+                }
+                a.announce = Some(s)
+            }
+            "controller" => a.controller = val.clone(),
+            "fixed-layers" => a.fixed_layers = Some(val.parse().map_err(|e| bad(&e))?),
+            "interface" => a.interface = val.parse().map_err(|e| bad(&e))?,
+            "out" => a.out = Some(PathBuf::from(&val)),
+            "duration" => {
+                let d: f64 = val.parse().map_err(|e| bad(&e))?;
+                if !(d > 0.0 && d.is_finite()) {
+                    return Err(Error::arg(&key, "must be a positive number of seconds"));
+                }
+                a.duration = Some(d)
+            }
+            "metrics-addr" => a.metrics_addr = Some(val.parse().map_err(|e| bad(&e))?),
+            "telemetry-url" => {
+                http_client::split_url(&val)?;
+                a.telemetry_url = Some(val.clone())
+            }
+            "session-name" => a.session_name = Some(val.clone()),
+            "viewer-id" => a.viewer_id = val.clone(),
+            "poll-interval-ms" => a.poll_interval_ms = val.parse().map_err(|e| bad(&e))?,
+            _ => return Err(Error::arg(&key, "unknown flag (see --help)")),
+        }
+        i += 1;
+    }
+    if a.session_url.is_none() && a.announce.is_none() {
+        return Err(Error::arg(
+            "session-url",
+            "give --session-url URL or --announce GROUP:PORT",
+        ));
+    }
+    if let Some(u) = &a.session_url {
+        // http://host/api/sessions/ID/announcement -> telemetry at http://host/api/telemetry
+        if let Some(i) = u.find("/api/sessions/") {
+            if a.telemetry_url.is_none() {
+                a.telemetry_url = Some(format!("{}/api/telemetry", &u[..i]));
+            }
+            if a.session_name.is_none() {
+                let rest = &u[i + "/api/sessions/".len()..];
+                a.session_name = rest.split('/').next().map(str::to_string);
+            }
+        }
+    }
+    Ok(Some(a))
+}
 
 fn main() {
-    eprintln!("layercast-player: not built yet (issue 6)");
-    std::process::exit(2);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let a = match parse_args(&args) {
+        Ok(Some(a)) => a,
+        Ok(None) => return,
+        Err(e) => {
+            eprintln!("layercast-player: {e}");
+            std::process::exit(2);
+        }
+    };
+    let h = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, h);
+        libc::signal(libc::SIGTERM, h);
+    }
+    if let Err(e) = receiver::run(a, &SIGNALLED) {
+        eprintln!("layercast-player: {e}");
+        std::process::exit(1);
+    }
 }

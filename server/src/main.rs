@@ -1,6 +1,105 @@
-//! layercast-server (issue 6).
+//! layercast-server: the sender and control plane (see `docs/server.md`).
+
+mod config;
+mod error;
+mod http;
+mod pacer;
+mod rtp_out;
+mod sock;
+mod state;
+mod video;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALLED.store(true, Ordering::SeqCst);
+}
+
+fn install_signals() {
+    let h = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, h);
+        libc::signal(libc::SIGTERM, h);
+    }
+}
 
 fn main() {
-    eprintln!("layercast-server: not built yet (issue 6)");
-    std::process::exit(2);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let cfg = match config::load(&args, &env) {
+        Ok(config::Cli::Run(c)) => *c,
+        Ok(config::Cli::Help(h)) => {
+            print!("{h}");
+            return;
+        }
+        Err(e) => {
+            eprintln!("layercast-server: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(cfg) {
+        eprintln!("layercast-server: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
+    install_signals();
+    let http_addr = cfg.http_addr;
+    let initial = cfg.sessions.clone();
+    let state = state::State::new(cfg);
+    for (n, s) in initial.iter().enumerate() {
+        let s = state.create_session(s, &format!("session[{n}]"))?;
+        eprintln!(
+            "layercast-server: session {} started: {} layers from {}:{}",
+            s.cfg.id,
+            s.cfg.rates_bps.len(),
+            s.cfg.group,
+            s.cfg.port
+        );
+    }
+    let server = tiny_http::Server::http(http_addr).map_err(|e| error::Error::Io {
+        what: format!("listening on {http_addr}"),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    eprintln!("layercast-server: HTTP on http://{http_addr}");
+    let server = Arc::new(server);
+    let stop = Arc::new(AtomicBool::new(false));
+    let ann = {
+        let (st, sp) = (state.clone(), stop.clone());
+        std::thread::spawn(move || state::announcer(st, sp))
+    };
+    let web = {
+        let (srv, st, sp) = (server.clone(), state.clone(), stop.clone());
+        std::thread::spawn(move || http::serve(srv, st, sp, 3))
+    };
+    while !SIGNALLED.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("layercast-server: shutting down");
+    stop.store(true, Ordering::SeqCst);
+    server.unblock();
+    for s in state::lock(&state.sessions).values() {
+        let h = state::lock(&s.stats.errors).clone();
+        eprintln!(
+            "layercast-server: session {}: {} packets, {} bunches, realtime pacer {}, bunch start error p50 {} us p99 {} us max {} us",
+            s.cfg.id,
+            s.stats.packets.load(Ordering::Relaxed),
+            s.stats.bunches.load(Ordering::Relaxed),
+            s.stats.realtime.load(Ordering::Relaxed),
+            h.quantile_us(0.5),
+            h.quantile_us(0.99),
+            h.max_us
+        );
+    }
+    state.stop_all();
+    let _ = ann.join();
+    let _ = web.join();
+    Ok(())
 }

@@ -1,0 +1,28 @@
+# Layercast: the two commands a new user runs are `make demo` and `make test` (see README.md).
+# Both install what is missing first (scripts/setup.sh) and are safe to re-run.
+
+.PHONY: demo test setup catalogue e2e-full bench fuzz acceptance clean-net
+
+demo: ## Live session with players behind emulated bottlenecks, and the dashboard
+	@scripts/demo.sh $(ARGS)
+
+test: ## Every test suite (under 30 minutes on 2 cores)
+	@scripts/test.sh
+
+setup: ## Install system packages, test media, build everything
+	@scripts/setup.sh
+
+catalogue: ## The simulator's full catalogue of published experiments (long)
+	@scripts/setup.sh && target/release/layercast-sim catalogue && target/release/layercast-sim report
+
+e2e-full: ## Every emulated-network acceptance scenario (long)
+	@scripts/setup.sh && npm run -w e2e full
+
+bench: ## Criterion benchmarks of the controllers, simulator engine and codec
+	@scripts/setup.sh && cargo bench --workspace
+
+acceptance: ## Regenerate docs/acceptance.md from the latest measurements
+	@node scripts/acceptance.mjs
+
+clean-net: ## Remove any network namespaces a crashed run left behind
+	@for ns in $$(ip netns list | awk '/^lc-/{print $$1}'); do ip netns del $$ns; done

@@ -1,0 +1,598 @@
+#![allow(clippy::needless_range_loop)] // index loops mirror libvpx's fixed C arrays
+//! `SvcEncoder`: libvpx VP9 spatial/temporal SVC, one superframe per picture.
+
+use super::{sys, vpx_error};
+use crate::error::{Error, Result};
+use crate::superframe;
+use std::os::raw::{c_int, c_uint};
+
+/// Encoder configuration. Rates are per (spatial, temporal) *cell*, each cell's own increment
+/// in kbit/s (not cumulative); the wrapper converts to libvpx's cumulative layout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SvcConfig {
+    /// Full (top spatial layer) size; both must be even.
+    pub width: u32,
+    pub height: u32,
+    /// Frame rate as a fraction `fps_num / fps_den`.
+    pub fps_num: u32,
+    pub fps_den: u32,
+    /// Number of spatial layers, 1..=3.
+    pub spatial_layers: usize,
+    /// Number of temporal layers, 1..=3 (3 uses the 0212 pattern, 2 uses 0101).
+    pub temporal_layers: usize,
+    /// Scale factor (num, den) per spatial layer, lowest first. Empty = defaults
+    /// (1/4, 1/2, 1 for three layers; 1/2, 1 for two; 1 for one).
+    pub scales: Vec<(u32, u32)>,
+    /// `cell_kbps[s][t]`: the increment of cell (s, t), kbit/s.
+    pub cell_kbps: Vec<Vec<u32>>,
+    /// libvpx `cpu-used` (realtime speed, 5..=9 sensible). Default 8.
+    pub speed: i32,
+    /// Distance between periodic key pictures, in frames (placed on the next TL0 picture);
+    /// 0 disables them. Default 300 (10 s at 30 fps).
+    pub keyframe_interval: u32,
+    /// Every this many frames (placed on the next TL0 picture), the upper spatial layers are
+    /// re-synced (coded from the layer below only), so a receiver joining them can decode
+    /// within this period. Default 28: with the 4-picture 0212 period the gap between syncs
+    /// is then at most 28 frames, under 1 s at 30 fps. 0 disables.
+    pub spatial_sync_interval: u32,
+    /// Encoder threads. Default 1.
+    pub threads: u32,
+    /// Quantizer bounds applied to every layer (see DESIGN.md: every per-layer entry must be
+    /// set or that layer is coded near-lossless). Defaults 2 and 56.
+    pub min_q: u32,
+    pub max_q: u32,
+}
+
+impl SvcConfig {
+    /// 1280x720 at 30 fps, L3T3, with the default ladder rates.
+    pub fn l3t3_720p() -> Self {
+        SvcConfig {
+            width: 1280,
+            height: 720,
+            fps_num: 30,
+            fps_den: 1,
+            spatial_layers: 3,
+            temporal_layers: 3,
+            scales: Vec::new(),
+            cell_kbps: crate::ladder::DEFAULT_L3T3_CELL_KBPS
+                .iter()
+                .map(|r| r.to_vec())
+                .collect(),
+            speed: 8,
+            keyframe_interval: 300,
+            spatial_sync_interval: 28,
+            threads: 1,
+            min_q: 2,
+            max_q: 56,
+        }
+    }
+
+    /// Scale factors actually used per spatial layer.
+    pub fn effective_scales(&self) -> Vec<(u32, u32)> {
+        if !self.scales.is_empty() {
+            return self.scales.clone();
+        }
+        match self.spatial_layers {
+            1 => vec![(1, 1)],
+            2 => vec![(1, 2), (1, 1)],
+            _ => vec![(1, 4), (1, 2), (1, 1)],
+        }
+    }
+
+    /// Resolution of spatial layer `s` (libvpx rounds the scaled size up).
+    pub fn layer_size(&self, s: usize) -> (u32, u32) {
+        let (n, d) = self.effective_scales()[s];
+        ((self.width * n).div_ceil(d), (self.height * n).div_ceil(d))
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::Config(m.to_string()));
+        if !(1..=3).contains(&self.spatial_layers) || !(1..=3).contains(&self.temporal_layers) {
+            return bad("spatial and temporal layers must be 1..=3");
+        }
+        if self.width == 0
+            || self.height == 0
+            || !self.width.is_multiple_of(2)
+            || !self.height.is_multiple_of(2)
+        {
+            return bad("width and height must be even and non-zero");
+        }
+        if self.fps_num == 0 || self.fps_den == 0 {
+            return bad("frame rate must be non-zero");
+        }
+        if self.effective_scales().len() != self.spatial_layers {
+            return bad("one scale factor per spatial layer");
+        }
+        if self
+            .effective_scales()
+            .iter()
+            .any(|&(n, d)| n == 0 || d == 0 || n > d)
+        {
+            return bad("scale factors must be in (0, 1]");
+        }
+        self.check_rates(&self.cell_kbps)?;
+        if self.min_q > self.max_q || self.max_q > 63 {
+            return bad("need min_q <= max_q <= 63");
+        }
+        Ok(())
+    }
+
+    fn check_rates(&self, cells: &[Vec<u32>]) -> Result<()> {
+        if cells.len() != self.spatial_layers
+            || cells.iter().any(|r| r.len() != self.temporal_layers)
+        {
+            return Err(Error::Config(format!(
+                "cell_kbps must be {}x{}",
+                self.spatial_layers, self.temporal_layers
+            )));
+        }
+        if cells.iter().flatten().any(|&r| r == 0) {
+            return Err(Error::Config("every cell rate must be > 0".into()));
+        }
+        Ok(())
+    }
+}
+
+/// One spatial layer frame of one picture, with what the RTP payload descriptor needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerFrame {
+    pub spatial: u8,
+    pub temporal: u8,
+    /// The coded VP9 frame (no superframe index).
+    pub data: Vec<u8>,
+    /// Inter-picture predicted (RFC 9628 P bit): false on key pictures and spatial syncs.
+    pub inter_picture: bool,
+    /// Depends on the lower spatial layer of this picture (RFC 9628 D bit).
+    pub inter_layer: bool,
+    /// Switching-up point (RFC 9628 U bit).
+    pub switch_up: bool,
+    /// Frame size of this layer.
+    pub width: u32,
+    pub height: u32,
+}
+
+/// All layer frames of one input picture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedPicture {
+    /// Presentation time in 90 kHz units, as given to `encode`.
+    pub pts: i64,
+    /// Running index of encoded pictures since start.
+    pub index: u64,
+    pub temporal: u8,
+    /// Key picture: spatial layer 0 is a key frame.
+    pub key: bool,
+    /// Spatial layers re-synced in this picture (bit s set = layer s has P = 0).
+    pub sync_mask: u8,
+    pub frames: Vec<LayerFrame>,
+}
+
+/// libvpx VP9 SVC encoder.
+pub struct SvcEncoder {
+    ctx: Box<sys::vpx_codec_ctx_t>,
+    cfg: Box<sys::vpx_codec_enc_cfg_t>,
+    conf: SvcConfig,
+    frame_no: u64,
+    frames_since_sync: u32,
+    frames_since_key: u32,
+    force_key: bool,
+    pending_sync: u8,
+}
+
+// The libvpx context is used only through &mut self; it holds no thread-affine state.
+unsafe impl Send for SvcEncoder {}
+
+impl SvcEncoder {
+    /// Create and configure the encoder.
+    pub fn new(conf: SvcConfig) -> Result<Self> {
+        conf.validate()?;
+        let ns = conf.spatial_layers;
+        let nt = conf.temporal_layers;
+        unsafe {
+            let iface = sys::vpx_codec_vp9_cx();
+            let mut cfg: Box<sys::vpx_codec_enc_cfg_t> = Box::default();
+            let r = sys::vpx_codec_enc_config_default(iface, &mut *cfg, 0);
+            if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
+                return Err(Error::Vpx {
+                    call: "vpx_codec_enc_config_default",
+                    msg: format!("code {r}"),
+                });
+            }
+            cfg.g_w = conf.width;
+            cfg.g_h = conf.height;
+            // 90 kHz timebase: pts are RTP timestamps directly.
+            cfg.g_timebase.num = 1;
+            cfg.g_timebase.den = 90_000;
+            cfg.g_threads = conf.threads;
+            cfg.g_lag_in_frames = 0;
+            cfg.g_error_resilient = sys::VPX_ERROR_RESILIENT_DEFAULT;
+            cfg.g_pass = sys::vpx_enc_pass_VPX_RC_ONE_PASS;
+            cfg.rc_end_usage = sys::vpx_rc_mode_VPX_CBR;
+            // No frame dropping: every picture carries every layer, so the layer structure a
+            // receiver sees is fixed and rate deviation shows up as size, not as gaps.
+            cfg.rc_dropframe_thresh = 0;
+            cfg.rc_resize_allowed = 0;
+            cfg.rc_min_quantizer = conf.min_q;
+            cfg.rc_max_quantizer = conf.max_q;
+            cfg.rc_undershoot_pct = 50;
+            cfg.rc_overshoot_pct = 50;
+            cfg.rc_buf_initial_sz = 500;
+            cfg.rc_buf_optimal_sz = 600;
+            cfg.rc_buf_sz = 1000;
+            cfg.kf_mode = sys::vpx_kf_mode_VPX_KF_AUTO;
+            cfg.kf_min_dist = 0;
+            // libvpx's own periodic key is pushed past ours (see `encode`).
+            cfg.kf_max_dist = if conf.keyframe_interval == 0 {
+                u32::MAX / 2
+            } else {
+                conf.keyframe_interval + 8
+            };
+            cfg.ss_number_layers = ns as c_uint;
+            cfg.ts_number_layers = nt as c_uint;
+            let (ids, mode): (&[u32], c_int) = match nt {
+                1 => (
+                    &[0],
+                    sys::vp9e_temporal_layering_mode_VP9E_TEMPORAL_LAYERING_MODE_NOLAYERING
+                        as c_int,
+                ),
+                2 => (
+                    &[0, 1],
+                    sys::vp9e_temporal_layering_mode_VP9E_TEMPORAL_LAYERING_MODE_0101 as c_int,
+                ),
+                _ => (
+                    &[0, 2, 1, 2],
+                    sys::vp9e_temporal_layering_mode_VP9E_TEMPORAL_LAYERING_MODE_0212 as c_int,
+                ),
+            };
+            cfg.ts_periodicity = ids.len() as c_uint;
+            cfg.ts_layer_id[..ids.len()].copy_from_slice(ids);
+            for t in 0..nt {
+                cfg.ts_rate_decimator[t] = 1 << (nt - 1 - t);
+            }
+            cfg.temporal_layering_mode = mode;
+            fill_rates(&mut cfg, &conf.cell_kbps, ns, nt);
+
+            let mut ctx: Box<sys::vpx_codec_ctx_t> = Box::default();
+            let r = sys::vpx_codec_enc_init_ver(
+                &mut *ctx,
+                iface,
+                &*cfg,
+                0,
+                sys::VPX_ENCODER_ABI_VERSION as c_int,
+            );
+            if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
+                let e = vpx_error(&mut *ctx, "vpx_codec_enc_init");
+                return Err(e);
+            }
+            let mut enc = SvcEncoder {
+                ctx,
+                cfg,
+                conf,
+                frame_no: 0,
+                frames_since_sync: 0,
+                frames_since_key: 0,
+                force_key: false,
+                pending_sync: 0,
+            };
+            enc.configure_controls(mode)?;
+            Ok(enc)
+        }
+    }
+
+    unsafe fn control_int(&mut self, id: u32, v: c_int, name: &'static str) -> Result<()> {
+        let r = sys::vpx_codec_control_(&mut *self.ctx, id as c_int, v);
+        if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
+            return Err(vpx_error(&mut *self.ctx, name));
+        }
+        Ok(())
+    }
+
+    unsafe fn configure_controls(&mut self, mode: c_int) -> Result<()> {
+        let ns = self.conf.spatial_layers;
+        let nt = self.conf.temporal_layers;
+        self.control_int(
+            sys::vp8e_enc_control_id_VP8E_SET_CPUUSED,
+            self.conf.speed,
+            "CPUUSED",
+        )?;
+        self.control_int(sys::vp8e_enc_control_id_VP9E_SET_SVC, 1, "SET_SVC")?;
+        let mut p: sys::vpx_svc_extra_cfg_t = Default::default();
+        let scales = self.conf.effective_scales();
+        for s in 0..ns {
+            p.scaling_factor_num[s] = scales[s].0 as c_int;
+            p.scaling_factor_den[s] = scales[s].1 as c_int;
+            p.speed_per_layer[s] = self.conf.speed;
+            p.loopfilter_ctrl[s] = 0;
+        }
+        // Per (spatial x temporal) layer: leaving any at zero codes that layer near-lossless.
+        for i in 0..ns * nt {
+            p.max_quantizers[i] = self.conf.max_q as c_int;
+            p.min_quantizers[i] = self.conf.min_q as c_int;
+        }
+        p.temporal_layering_mode = mode;
+        let r = sys::vpx_codec_control_(
+            &mut *self.ctx,
+            sys::vp8e_enc_control_id_VP9E_SET_SVC_PARAMETERS as c_int,
+            &mut p as *mut sys::vpx_svc_extra_cfg_t,
+        );
+        if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
+            return Err(vpx_error(&mut *self.ctx, "SET_SVC_PARAMETERS"));
+        }
+        // Full inter-layer prediction (mode 0): cumulative subscription always has the lower
+        // layer of the same picture, so this is the most efficient choice.
+        self.control_int(
+            sys::vp8e_enc_control_id_VP9E_SET_SVC_INTER_LAYER_PRED,
+            0,
+            "INTER_LAYER_PRED",
+        )?;
+        self.control_int(sys::vp8e_enc_control_id_VP9E_SET_AQ_MODE, 3, "AQ_MODE")?;
+        self.control_int(
+            sys::vp8e_enc_control_id_VP8E_SET_STATIC_THRESHOLD,
+            1,
+            "STATIC_THRESHOLD",
+        )?;
+        self.control_int(
+            sys::vp8e_enc_control_id_VP8E_SET_MAX_INTRA_BITRATE_PCT,
+            900,
+            "MAX_INTRA_BITRATE_PCT",
+        )?;
+        self.control_int(
+            sys::vp8e_enc_control_id_VP9E_SET_NOISE_SENSITIVITY,
+            0,
+            "NOISE_SENSITIVITY",
+        )?;
+        let tiles = if self.conf.threads > 1 { 1 } else { 0 };
+        self.control_int(
+            sys::vp8e_enc_control_id_VP9E_SET_TILE_COLUMNS,
+            tiles,
+            "TILE_COLUMNS",
+        )?;
+        self.control_int(
+            sys::vp8e_enc_control_id_VP9E_SET_ROW_MT,
+            (self.conf.threads > 1) as c_int,
+            "ROW_MT",
+        )?;
+        Ok(())
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &SvcConfig {
+        &self.conf
+    }
+
+    /// Change per-cell target rates at run time. No key frame is forced: libvpx updates the
+    /// layer rate-control contexts in place.
+    pub fn set_bitrates(&mut self, cell_kbps: &[Vec<u32>]) -> Result<()> {
+        self.conf.check_rates(cell_kbps)?;
+        fill_rates(
+            &mut self.cfg,
+            cell_kbps,
+            self.conf.spatial_layers,
+            self.conf.temporal_layers,
+        );
+        self.conf.cell_kbps = cell_kbps.to_vec();
+        unsafe {
+            let r = sys::vpx_codec_enc_config_set(&mut *self.ctx, &*self.cfg);
+            if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
+                return Err(vpx_error(&mut *self.ctx, "vpx_codec_enc_config_set"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Make the next TL0 picture a key picture.
+    pub fn request_keyframe(&mut self) {
+        self.force_key = true;
+    }
+
+    /// Re-sync spatial layer `s` (>0) on the next TL0 picture (a layer refresh, RFC 9627).
+    pub fn request_spatial_sync(&mut self, s: usize) {
+        if s > 0 && s < self.conf.spatial_layers {
+            self.pending_sync |= 1 << s;
+        }
+    }
+
+    /// Bytes of one I420 input picture at the configured size.
+    pub fn frame_bytes(&self) -> usize {
+        i420_len(self.conf.width, self.conf.height)
+    }
+
+    /// Encode one I420 picture (planes packed, strides = width, width/2). `pts` in 90 kHz.
+    /// Returns `None` if libvpx produced no output for it.
+    pub fn encode(&mut self, i420: &[u8], pts: i64) -> Result<Option<EncodedPicture>> {
+        let (w, h) = (self.conf.width, self.conf.height);
+        if i420.len() != i420_len(w, h) {
+            return Err(Error::Config(format!(
+                "I420 frame of {} bytes, expected {} for {w}x{h}",
+                i420.len(),
+                i420_len(w, h)
+            )));
+        }
+        let ns = self.conf.spatial_layers;
+        let nt = self.conf.temporal_layers as u64;
+        let period: u64 = match nt {
+            1 => 1,
+            2 => 2,
+            _ => 4,
+        };
+        // Position in the temporal pattern. libvpx restarts the pattern on key pictures; we
+        // track our own count since the last key picture to predict the TL0 pictures where a
+        // spatial sync is placed. The temporal id reported comes from libvpx itself.
+        let tl0_next = self.frame_no.is_multiple_of(period);
+        let mut sync_mask = 0u8;
+        let auto_sync = self.conf.spatial_sync_interval > 0
+            && self.frames_since_sync + 1 >= self.conf.spatial_sync_interval;
+        if tl0_next && ns > 1 && (auto_sync || self.pending_sync != 0) && !self.force_key {
+            sync_mask = if auto_sync {
+                ((1u8 << ns) - 1) & !1
+            } else {
+                self.pending_sync
+            };
+        }
+        // Key pictures only at TL0 positions, so the temporal pattern (and the SS picture
+        // group receivers index by) stays aligned; periodic keys are ours, not libvpx's.
+        if self.conf.keyframe_interval > 0
+            && self.frames_since_key + 1 >= self.conf.keyframe_interval
+        {
+            self.force_key = true;
+        }
+        let key_flag = self.force_key && tl0_next;
+        unsafe {
+            if sync_mask != 0 {
+                let mut sc: sys::vpx_svc_spatial_layer_sync_t = Default::default();
+                for s in 1..ns {
+                    sc.spatial_layer_sync[s] = ((sync_mask >> s) & 1) as c_int;
+                }
+                let r = sys::vpx_codec_control_(
+                    &mut *self.ctx,
+                    sys::vp8e_enc_control_id_VP9E_SET_SVC_SPATIAL_LAYER_SYNC as c_int,
+                    &mut sc as *mut sys::vpx_svc_spatial_layer_sync_t,
+                );
+                if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
+                    return Err(vpx_error(&mut *self.ctx, "SPATIAL_LAYER_SYNC"));
+                }
+            }
+            let mut img: sys::vpx_image_t = Default::default();
+            let p = sys::vpx_img_wrap(
+                &mut img,
+                sys::vpx_img_fmt_VPX_IMG_FMT_I420,
+                w,
+                h,
+                1,
+                i420.as_ptr() as *mut u8,
+            );
+            if p.is_null() {
+                return Err(Error::Vpx {
+                    call: "vpx_img_wrap",
+                    msg: "failed".into(),
+                });
+            }
+            let duration = (90_000u64 * self.conf.fps_den as u64 / self.conf.fps_num as u64).max(1);
+            let flags = if key_flag {
+                sys::VPX_EFLAG_FORCE_KF as sys::vpx_enc_frame_flags_t
+            } else {
+                0
+            };
+            let r = sys::vpx_codec_encode(
+                &mut *self.ctx,
+                &img,
+                pts,
+                duration as _,
+                flags,
+                sys::VPX_DL_REALTIME as _,
+            );
+            if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
+                return Err(vpx_error(&mut *self.ctx, "vpx_codec_encode"));
+            }
+            let mut lid: sys::vpx_svc_layer_id_t = Default::default();
+            let r = sys::vpx_codec_control_(
+                &mut *self.ctx,
+                sys::vp8e_enc_control_id_VP9E_GET_SVC_LAYER_ID as c_int,
+                &mut lid as *mut sys::vpx_svc_layer_id_t,
+            );
+            if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
+                return Err(vpx_error(&mut *self.ctx, "GET_SVC_LAYER_ID"));
+            }
+            let mut out = None;
+            let mut iter: sys::vpx_codec_iter_t = std::ptr::null();
+            loop {
+                let pkt = sys::vpx_codec_get_cx_data(&mut *self.ctx, &mut iter);
+                if pkt.is_null() {
+                    break;
+                }
+                if (*pkt).kind != sys::vpx_codec_cx_pkt_kind_VPX_CODEC_CX_FRAME_PKT {
+                    continue;
+                }
+                let f = &(*pkt).data.frame;
+                let data = std::slice::from_raw_parts(f.buf as *const u8, f.sz);
+                let key = f.flags & sys::VPX_FRAME_IS_KEY != 0;
+                let encoded: Vec<usize> = (0..ns)
+                    .filter(|&s| f.spatial_layer_encoded[s] != 0)
+                    .collect();
+                let parts = superframe::split(data)?;
+                if parts.len() != encoded.len() {
+                    return Err(Error::Vpx {
+                        call: "vpx_codec_get_cx_data",
+                        msg: format!(
+                            "superframe has {} frames but {} spatial layers encoded",
+                            parts.len(),
+                            encoded.len()
+                        ),
+                    });
+                }
+                let temporal = lid.temporal_layer_id.clamp(0, 7) as u8;
+                let frames = parts
+                    .iter()
+                    .zip(&encoded)
+                    .map(|(d, &s)| {
+                        let (lw, lh) = self.conf.layer_size(s);
+                        let synced = key || (sync_mask >> s) & 1 == 1;
+                        LayerFrame {
+                            spatial: s as u8,
+                            temporal,
+                            data: d.to_vec(),
+                            inter_picture: !synced,
+                            inter_layer: s > 0,
+                            // libvpx's 0212/0101 modes predict TL>0 frames only from lower
+                            // temporal layers (TL2 from TL0/TL1, TL1 from TL0), so every
+                            // frame is a switching-up point; docs/codec.md records the check.
+                            switch_up: temporal > 0,
+                            width: lw,
+                            height: lh,
+                        }
+                    })
+                    .collect();
+                out = Some(EncodedPicture {
+                    pts: f.pts,
+                    index: self.frame_no,
+                    temporal,
+                    key,
+                    sync_mask: if key { 0 } else { sync_mask },
+                    frames,
+                });
+            }
+            self.frame_no += 1;
+            if let Some(p) = &out {
+                self.frames_since_key = if p.key { 0 } else { self.frames_since_key + 1 };
+                if p.key {
+                    self.force_key = false;
+                    self.frames_since_sync = 0;
+                    self.pending_sync = 0;
+                } else if p.sync_mask != 0 {
+                    self.frames_since_sync = 0;
+                    self.pending_sync &= !p.sync_mask;
+                } else {
+                    self.frames_since_sync += 1;
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+impl Drop for SvcEncoder {
+    fn drop(&mut self) {
+        unsafe {
+            sys::vpx_codec_destroy(&mut *self.ctx);
+        }
+    }
+}
+
+/// Bytes of an I420 picture with tight strides.
+pub fn i420_len(w: u32, h: u32) -> usize {
+    let (w, h) = (w as usize, h as usize);
+    w * h + 2 * (w.div_ceil(2) * h.div_ceil(2))
+}
+
+fn fill_rates(cfg: &mut sys::vpx_codec_enc_cfg_t, cells: &[Vec<u32>], ns: usize, nt: usize) {
+    let mut total = 0;
+    for s in 0..ns {
+        let mut cum = 0;
+        for t in 0..nt {
+            cum += cells[s][t];
+            cfg.layer_target_bitrate[s * nt + t] = cum;
+        }
+        cfg.ss_target_bitrate[s] = cum;
+        total += cum;
+    }
+    cfg.rc_target_bitrate = total;
+}

@@ -1,0 +1,155 @@
+//! Two trivial controllers the simulator's own tests use, so the engine can be checked without
+//! depending on the protocol crate's controllers:
+//!
+//! * `sim-fixed-N`: joins layers 0..N at the first announcement and holds them.
+//! * `sim-aimd`: every adaptation interval, leaves the top layer if a sequence gap was seen in
+//!   the interval, else joins one more (a crude loss-driven probe, not a protocol from the
+//!   specs).
+
+use congestion::controller::TimerReason;
+use congestion::{Action, Decision, LayeredController, PacketArrival, SessionInfo, Stats, Time};
+use std::collections::VecDeque;
+
+/// Builds a local controller by name, if it is one.
+pub fn local_controller(name: &str) -> Option<Box<dyn LayeredController>> {
+    if name == "sim-aimd" {
+        return Some(Box::new(Aimd::default()));
+    }
+    let n: u8 = name.strip_prefix("sim-fixed-")?.parse().ok()?;
+    Some(Box::new(Fixed {
+        target: n,
+        ..Fixed::default()
+    }))
+}
+
+#[derive(Default)]
+struct Fixed {
+    target: u8,
+    layers: u8,
+    actions: VecDeque<Action>,
+    received: u64,
+}
+
+impl LayeredController for Fixed {
+    fn name(&self) -> &'static str {
+        "sim-fixed"
+    }
+    fn handle_announcement(&mut self, _now: Time, info: &SessionInfo) {
+        let top = self.target.min(info.layer_count() as u8);
+        while self.layers < top {
+            self.actions.push_back(Action::Join(self.layers));
+            self.layers += 1;
+        }
+    }
+    fn handle_packet(&mut self, _now: Time, _pkt: &PacketArrival) {
+        self.received += 1;
+    }
+    fn handle_timeout(&mut self, _now: Time) {}
+    fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+    fn poll_timeout(&self) -> Option<(Time, TimerReason)> {
+        None
+    }
+    fn poll_decision(&mut self) -> Option<Decision> {
+        None
+    }
+    fn stats(&self) -> Stats {
+        Stats {
+            protocol: "sim-fixed",
+            layers: self.layers,
+            packets_received: self.received,
+            ..Stats::default()
+        }
+    }
+    fn layers(&self) -> u8 {
+        self.layers
+    }
+}
+
+#[derive(Default)]
+struct Aimd {
+    info: Option<SessionInfo>,
+    layers: u8,
+    next: Option<Time>,
+    expected: Vec<Option<u64>>,
+    lost_in_interval: u64,
+    actions: VecDeque<Action>,
+    decisions: VecDeque<Decision>,
+}
+
+impl LayeredController for Aimd {
+    fn name(&self) -> &'static str {
+        "sim-aimd"
+    }
+    fn handle_announcement(&mut self, now: Time, info: &SessionInfo) {
+        if self.info.is_none() {
+            self.expected = vec![None; info.layer_count()];
+            self.actions.push_back(Action::Join(0));
+            self.layers = 1;
+            self.next = Some(now + info.adapt_interval);
+        }
+        self.info = Some(info.clone());
+    }
+    fn handle_packet(&mut self, _now: Time, pkt: &PacketArrival) {
+        let Some(e) = self.expected.get_mut(pkt.layer as usize) else {
+            return;
+        };
+        if let Some(x) = *e {
+            if pkt.seq > x {
+                self.lost_in_interval += pkt.seq - x;
+            }
+        }
+        if e.is_none_or(|x| pkt.seq >= x) {
+            *e = Some(pkt.seq + 1);
+        }
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        let (Some(info), Some(next)) = (&self.info, self.next) else {
+            return;
+        };
+        if now < next {
+            return;
+        }
+        let from = self.layers;
+        if self.lost_in_interval > 0 && self.layers > 1 {
+            self.layers -= 1;
+            self.actions.push_back(Action::Leave(self.layers));
+            self.expected[self.layers as usize] = None;
+        } else if self.lost_in_interval == 0 && (self.layers as usize) < info.layer_count() {
+            self.expected[self.layers as usize] = None;
+            self.actions.push_back(Action::Join(self.layers));
+            self.layers += 1;
+        }
+        if from != self.layers {
+            self.decisions.push_back(Decision {
+                at: now,
+                from_layers: from,
+                to_layers: self.layers,
+                reason: if from > self.layers { "loss" } else { "probe" },
+                inputs: vec![("lost", self.lost_in_interval as f64)],
+            });
+        }
+        self.lost_in_interval = 0;
+        self.next = Some(now + info.adapt_interval);
+    }
+    fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+    fn poll_timeout(&self) -> Option<(Time, TimerReason)> {
+        self.next.map(|t| (t, TimerReason::Adapt))
+    }
+    fn poll_decision(&mut self) -> Option<Decision> {
+        self.decisions.pop_front()
+    }
+    fn stats(&self) -> Stats {
+        Stats {
+            protocol: "sim-aimd",
+            layers: self.layers,
+            ..Stats::default()
+        }
+    }
+    fn layers(&self) -> u8 {
+        self.layers
+    }
+}

@@ -1,0 +1,6 @@
+//! Traffic sources and sinks.
+
+pub mod cbr;
+pub mod layered;
+pub mod local_controllers;
+pub mod tcp;

@@ -1,0 +1,311 @@
+//! A bulk TCP Reno / NewReno sender (infinite backlog, as the specs' FTP sources) and its sink.
+//!
+//! Segments are counted in packets. Textbook Reno (`active-networks.md` §1.1, RFC 5681):
+//! slow start from one segment, +1/cwnd per ACK in congestion avoidance, fast retransmit after
+//! three duplicate ACKs with ssthresh = max(flight/2, 2) and cwnd = ssthresh + 3, inflation by
+//! one per further duplicate, deflation to ssthresh on the next new ACK. NewReno (RFC 6582)
+//! stays in recovery on partial ACKs and retransmits the next hole. Timeout: ssthresh =
+//! max(flight/2, 2), cwnd = 1, go-back-N from the first unacknowledged segment, RTO doubled.
+//! RTO per RFC 6298 with a 200 ms floor (ns-2 of the papers' era used a coarser tick; the floor
+//! is the choice recorded in docs/simulator.md). The sink ACKs every segment (no delayed ACK,
+//! as ns-2's `TCPSink`) and buffers out-of-order data.
+
+use crate::engine::{Agent, AgentId, Body, Command, Dest, Net, NodeId, Packet};
+use crate::metrics::MonId;
+use congestion::Time;
+use std::collections::BTreeSet;
+
+/// Reno or NewReno.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    Reno,
+    NewReno,
+}
+
+/// Size of a TCP ACK on the wire, bytes.
+pub const ACK_SIZE: u32 = 40;
+
+/// The bulk sender.
+pub struct TcpSender {
+    node: NodeId,
+    dst: Dest,
+    flow: u32,
+    mss: u32,
+    variant: Variant,
+    max_cwnd: f64,
+    cwnd: f64,
+    ssthresh: f64,
+    snd_una: u64,
+    snd_nxt: u64,
+    high_sent: u64,
+    recover: u64,
+    in_recovery: bool,
+    dupacks: u32,
+    srtt: Option<f64>,
+    rttvar: f64,
+    rto: f64,
+    min_rto: f64,
+    timer_epoch: u64,
+    running: bool,
+    /// Segments sent (including retransmissions) and retransmitted, timeouts.
+    pub sent: u64,
+    pub retransmits: u64,
+    pub timeouts: u64,
+}
+
+impl TcpSender {
+    /// A sender on `node` towards the sink `dst`.
+    pub fn new(
+        node: NodeId,
+        dst: Dest,
+        flow: u32,
+        mss: u32,
+        variant: Variant,
+        max_cwnd: u32,
+    ) -> Self {
+        TcpSender {
+            node,
+            dst,
+            flow,
+            mss: mss.max(1),
+            variant,
+            max_cwnd: f64::from(max_cwnd.max(1)),
+            cwnd: 1.0,
+            ssthresh: f64::from(max_cwnd.max(2)),
+            snd_una: 0,
+            snd_nxt: 0,
+            high_sent: 0,
+            recover: 0,
+            in_recovery: false,
+            dupacks: 0,
+            srtt: None,
+            rttvar: 0.0,
+            rto: 1.0,
+            min_rto: 0.2,
+            timer_epoch: 0,
+            running: false,
+            sent: 0,
+            retransmits: 0,
+            timeouts: 0,
+        }
+    }
+
+    /// Current congestion window, segments.
+    pub fn cwnd(&self) -> f64 {
+        self.cwnd
+    }
+
+    fn send_seg(&mut self, net: &mut Net, me: AgentId, seq: u64) {
+        if seq < self.high_sent {
+            self.retransmits += 1;
+        }
+        self.high_sent = self.high_sent.max(seq + 1);
+        self.sent += 1;
+        net.send(Packet {
+            src: self.node,
+            src_agent: me,
+            dst: self.dst,
+            size: self.mss,
+            flow: self.flow,
+            sent_at: net.now(),
+            body: Body::Tcp { seq },
+        });
+    }
+
+    fn arm_rto(&mut self, net: &mut Net, me: AgentId) {
+        self.timer_epoch += 1;
+        let at = net.now() + std::time::Duration::from_secs_f64(self.rto);
+        net.set_timer(me, at, self.timer_epoch);
+    }
+
+    fn flight(&self) -> f64 {
+        (self.snd_nxt - self.snd_una) as f64
+    }
+
+    fn send_allowed(&mut self, net: &mut Net, me: AgentId) {
+        let wnd = self.cwnd.min(self.max_cwnd).floor().max(1.0) as u64;
+        let was_idle = self.snd_nxt == self.snd_una;
+        while self.snd_nxt < self.snd_una + wnd {
+            let s = self.snd_nxt;
+            self.send_seg(net, me, s);
+            self.snd_nxt += 1;
+        }
+        if was_idle && self.snd_nxt > self.snd_una {
+            self.arm_rto(net, me);
+        }
+    }
+
+    fn rtt_sample(&mut self, r: f64) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2.0;
+            }
+            Some(s) => {
+                self.rttvar = 0.75 * self.rttvar + 0.25 * (s - r).abs();
+                self.srtt = Some(0.875 * s + 0.125 * r);
+            }
+        }
+        let s = self.srtt.unwrap_or(r);
+        self.rto = (s + 4.0 * self.rttvar).clamp(self.min_rto, 60.0);
+    }
+
+    fn on_ack(&mut self, net: &mut Net, me: AgentId, ack: u64, echo: Time) {
+        let r = net.now().saturating_since(echo).as_secs_f64();
+        if ack > self.snd_una {
+            self.rtt_sample(r);
+            let newly = (ack - self.snd_una) as f64;
+            if self.in_recovery {
+                if ack > self.recover {
+                    self.in_recovery = false;
+                    self.cwnd = self.ssthresh;
+                } else if self.variant == Variant::NewReno {
+                    // Partial ACK: retransmit the next hole, deflate by what was acked.
+                    self.send_seg(net, me, ack);
+                    self.cwnd = (self.cwnd - newly + 1.0).max(1.0);
+                } else {
+                    self.in_recovery = false;
+                    self.cwnd = self.ssthresh;
+                }
+            } else if self.cwnd < self.ssthresh {
+                self.cwnd += newly;
+            } else {
+                self.cwnd += newly / self.cwnd;
+            }
+            self.cwnd = self.cwnd.min(self.max_cwnd);
+            self.snd_una = ack;
+            self.snd_nxt = self.snd_nxt.max(ack);
+            if !self.in_recovery {
+                self.dupacks = 0;
+            }
+            if self.snd_nxt > self.snd_una {
+                self.arm_rto(net, me);
+            } else {
+                self.timer_epoch += 1;
+            }
+        } else if ack == self.snd_una && self.snd_nxt > self.snd_una {
+            self.dupacks += 1;
+            if self.in_recovery {
+                self.cwnd += 1.0;
+            } else if self.dupacks == 3
+                && (self.variant == Variant::Reno || ack > self.recover || self.recover == 0)
+            {
+                self.ssthresh = (self.flight() / 2.0).max(2.0);
+                self.send_seg(net, me, ack);
+                self.cwnd = self.ssthresh + 3.0;
+                self.in_recovery = true;
+                self.recover = self.snd_nxt.saturating_sub(1);
+                self.arm_rto(net, me);
+            }
+        }
+        self.send_allowed(net, me);
+    }
+
+    fn on_rto(&mut self, net: &mut Net, me: AgentId) {
+        if self.snd_nxt == self.snd_una {
+            return;
+        }
+        self.timeouts += 1;
+        self.ssthresh = (self.flight() / 2.0).max(2.0);
+        self.cwnd = 1.0;
+        self.in_recovery = false;
+        self.dupacks = 0;
+        self.recover = self.snd_nxt.saturating_sub(1);
+        self.snd_nxt = self.snd_una;
+        self.rto = (self.rto * 2.0).min(60.0);
+        let s = self.snd_nxt;
+        self.send_seg(net, me, s);
+        self.snd_nxt += 1;
+        self.arm_rto(net, me);
+    }
+}
+
+impl Agent for TcpSender {
+    fn command(&mut self, net: &mut Net, me: AgentId, cmd: Command) {
+        match cmd {
+            Command::Start if !self.running => {
+                self.running = true;
+                self.send_allowed(net, me);
+            }
+            Command::Stop => {
+                self.running = false;
+                self.timer_epoch += 1;
+            }
+            _ => {}
+        }
+    }
+
+    fn on_packet(&mut self, net: &mut Net, me: AgentId, pkt: &Packet) {
+        if let Body::Ack { ack, echo } = pkt.body {
+            if self.running {
+                self.on_ack(net, me, ack, echo);
+            }
+        }
+    }
+
+    fn on_timer(&mut self, net: &mut Net, me: AgentId, token: u64) {
+        if self.running && token == self.timer_epoch {
+            self.on_rto(net, me);
+        }
+    }
+}
+
+/// The sink: cumulative ACK per segment, goodput (new in-order or buffered data, no
+/// duplicates) into a monitor.
+pub struct TcpSink {
+    node: NodeId,
+    mon: MonId,
+    next: u64,
+    ooo: BTreeSet<u64>,
+}
+
+impl TcpSink {
+    /// A sink on `node` recording into `mon`.
+    pub fn new(node: NodeId, mon: MonId) -> Self {
+        TcpSink {
+            node,
+            mon,
+            next: 0,
+            ooo: BTreeSet::new(),
+        }
+    }
+}
+
+impl Agent for TcpSink {
+    fn command(&mut self, net: &mut Net, _me: AgentId, cmd: Command) {
+        if cmd == Command::Start {
+            net.monitors.started(self.mon, net.now());
+        }
+    }
+
+    fn on_packet(&mut self, net: &mut Net, me: AgentId, pkt: &Packet) {
+        let Body::Tcp { seq } = pkt.body else { return };
+        let now = net.now();
+        let new = seq >= self.next && !self.ooo.contains(&seq);
+        if new {
+            net.monitors.packet(self.mon, now, pkt.size);
+            if seq == self.next {
+                self.next += 1;
+                while self.ooo.remove(&self.next) {
+                    self.next += 1;
+                }
+            } else {
+                self.ooo.insert(seq);
+            }
+        }
+        net.send(Packet {
+            src: self.node,
+            src_agent: me,
+            dst: Dest::Agent(pkt.src, pkt.src_agent),
+            size: ACK_SIZE,
+            flow: pkt.flow,
+            sent_at: now,
+            body: Body::Ack {
+                ack: self.next,
+                echo: pkt.sent_at,
+            },
+        });
+    }
+
+    fn on_timer(&mut self, _net: &mut Net, _me: AgentId, _token: u64) {}
+}

@@ -1,0 +1,301 @@
+//! Measurements: computing each scenario measurement from a finished run, judging it against
+//! its pass band, and the per-run summary written as JSON.
+
+use crate::engine::Sim;
+use crate::metrics::{jain, min_max_ratio, Monitor};
+use crate::scenario::{Available, Measurement, Scenario};
+use crate::Error;
+use serde::Serialize;
+
+/// Metric names a measurement may use (definitions in `docs/scenarios.md`).
+pub const METRICS: &[&str] = &[
+    "throughput_kbps",
+    "sum_throughput_kbps",
+    "efficiency",
+    "loss_ratio",
+    "lost_packets",
+    "max_interval_loss_ratio",
+    "time_to_level",
+    "convergence_time",
+    "mean_layers",
+    "min_level",
+    "max_level",
+    "layer_changes",
+    "layer_changes_per_min",
+    "jain",
+    "fairness_i",
+    "tcp_friendliness",
+];
+
+/// Metrics computed over the whole `of` list (the others are computed per monitor).
+pub const AGGREGATE: &[&str] = &[
+    "sum_throughput_kbps",
+    "jain",
+    "fairness_i",
+    "tcp_friendliness",
+];
+
+/// One measurement's outcome in one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct MeasResult {
+    pub id: String,
+    pub metric: String,
+    /// The headline value: the aggregate, or the mean over the monitors for per-monitor
+    /// metrics.
+    pub value: f64,
+    /// Per-monitor values (per-monitor metrics only), in `of` order.
+    pub values: Vec<(String, f64)>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    /// Every value in the band (per-monitor metrics: each monitor must pass).
+    pub pass: bool,
+    pub published: String,
+}
+
+/// Per-monitor summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct MonSummary {
+    pub name: String,
+    pub kind: crate::metrics::MonKind,
+    pub start_s: Option<f64>,
+    pub throughput_kbps: f64,
+    pub loss_ratio: f64,
+    pub received: u64,
+    pub lost: u64,
+    pub final_layers: u8,
+    pub layer_events: u64,
+    pub change_events: u64,
+}
+
+/// Per-link summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkSummary {
+    pub name: String,
+    pub sent_packets: u64,
+    pub utilisation: f64,
+    pub drops_overflow: u64,
+    pub drops_early: u64,
+    pub drops_wire: u64,
+}
+
+/// Everything one run produced, as written to `summary.json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSummary {
+    pub scenario: String,
+    pub seed: u64,
+    pub duration_s: f64,
+    pub events: u64,
+    pub measurements: Vec<MeasResult>,
+    pub monitors: Vec<MonSummary>,
+    pub links: Vec<LinkSummary>,
+}
+
+fn find<'a>(sim: &'a Sim, name: &str) -> Result<&'a Monitor, Error> {
+    sim.net
+        .monitors
+        .list
+        .iter()
+        .find(|m| m.name == name)
+        .ok_or_else(|| Error::Scenario(format!("no monitor {name:?}")))
+}
+
+fn in_band(v: f64, min: Option<f64>, max: Option<f64>) -> bool {
+    !v.is_nan() && min.is_none_or(|m| v >= m) && max.is_none_or(|m| v <= m)
+}
+
+fn available_mean(a: &Available, t0: f64, t1: f64) -> f64 {
+    match a {
+        Available::Constant(c) => *c,
+        Available::Pieces(p) => {
+            let mut s = 0.0;
+            let mut w = 0.0;
+            for [a, b, r] in p {
+                let o = (b.min(t1) - a.max(t0)).max(0.0);
+                s += o * r;
+                w += o;
+            }
+            if w > 0.0 {
+                s / w
+            } else {
+                f64::NAN
+            }
+        }
+    }
+}
+
+/// Computes one measurement.
+pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, Error> {
+    let end = sc.duration_s;
+    let iv = sc.interval_s;
+    let names = sc.expand(&m.of)?;
+    let mons: Vec<&Monitor> = names
+        .iter()
+        .map(|n| find(sim, n))
+        .collect::<Result<_, _>>()?;
+    let window = |mon: &Monitor| -> (f64, f64) {
+        m.window
+            .map(|w| (w[0], w[1].min(end)))
+            .unwrap_or((mon.start.unwrap_or(0.0), end))
+    };
+    let after = |mon: &Monitor| m.after_s.unwrap_or(mon.start.unwrap_or(0.0));
+    let per = |f: &dyn Fn(&Monitor) -> f64| -> Vec<(String, f64)> {
+        mons.iter().map(|mon| (mon.name.clone(), f(mon))).collect()
+    };
+    let thr = |mon: &Monitor| {
+        let (a, b) = window(mon);
+        mon.throughput_kbps(iv, a, b)
+    };
+    let values: Vec<(String, f64)> = match m.metric.as_str() {
+        "throughput_kbps" => per(&thr),
+        "efficiency" => per(&|mon| {
+            let (a, b) = window(mon);
+            let avail = m
+                .available_kbps
+                .as_ref()
+                .map_or(f64::NAN, |x| available_mean(x, a, b));
+            thr(mon) / avail
+        }),
+        "loss_ratio" => per(&|mon| {
+            let (a, b) = window(mon);
+            let (l, r) = mon.loss_counts(iv, a, b);
+            if l + r > 0.0 {
+                l / (l + r)
+            } else {
+                0.0
+            }
+        }),
+        "lost_packets" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.loss_counts(iv, a, b).0
+        }),
+        "max_interval_loss_ratio" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.max_interval_loss(iv, a, b)
+        }),
+        "time_to_level" => per(&|mon| {
+            mon.time_until(after(mon), end, |k, r| {
+                m.min_layers.is_none_or(|x| k >= x)
+                    && m.max_layers.is_none_or(|x| k <= x)
+                    && m.min_kbps.is_none_or(|x| r >= x)
+                    && m.max_kbps.is_none_or(|x| r <= x)
+            })
+        }),
+        "convergence_time" => {
+            per(&|mon| mon.convergence_time(after(mon), end, m.hold_s.unwrap_or(5.0)))
+        }
+        "mean_layers" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.mean_layers(a, b)
+        }),
+        "min_level" => per(&|mon| {
+            let (a, b) = window(mon);
+            f64::from(mon.level_range(a, b).0)
+        }),
+        "max_level" => per(&|mon| {
+            let (a, b) = window(mon);
+            f64::from(mon.level_range(a, b).1)
+        }),
+        "layer_changes" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.changes_in(a, b) as f64
+        }),
+        "layer_changes_per_min" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.changes_in(a, b) as f64 * 60.0 / (b - a)
+        }),
+        _ => Vec::new(),
+    };
+    let (value, pass) = if !AGGREGATE.contains(&m.metric.as_str()) {
+        let v = values.iter().map(|x| x.1).sum::<f64>() / values.len().max(1) as f64;
+        let pass = !values.is_empty() && values.iter().all(|x| in_band(x.1, m.min, m.max));
+        (v, pass)
+    } else {
+        let x: Vec<f64> = mons.iter().map(|mon| thr(mon)).collect();
+        let v = match m.metric.as_str() {
+            "sum_throughput_kbps" => x.iter().sum(),
+            "jain" => jain(&x),
+            "fairness_i" => min_max_ratio(&x),
+            "tcp_friendliness" => {
+                let vs = sc.expand(&m.versus)?;
+                let t: Vec<f64> = vs
+                    .iter()
+                    .map(|n| find(sim, n).map(thr))
+                    .collect::<Result<_, _>>()?;
+                let tm = x.iter().sum::<f64>() / x.len() as f64;
+                let tt = t.iter().sum::<f64>() / t.len() as f64;
+                if tm > 0.0 && tt > 0.0 {
+                    tm / tt
+                } else {
+                    f64::NAN
+                }
+            }
+            other => return Err(Error::Scenario(format!("unknown metric {other}"))),
+        };
+        (v, in_band(v, m.min, m.max))
+    };
+    Ok(MeasResult {
+        id: m.id.clone(),
+        metric: m.metric.clone(),
+        value,
+        values,
+        min: m.min,
+        max: m.max,
+        pass,
+        published: m.published.clone(),
+    })
+}
+
+/// Summarises a finished run.
+pub fn summarise(sc: &Scenario, sim: &Sim) -> Result<RunSummary, Error> {
+    let end = sc.duration_s;
+    let iv = sc.interval_s;
+    let measurements = sc
+        .measurements
+        .iter()
+        .map(|m| measure(sc, sim, m))
+        .collect::<Result<_, _>>()?;
+    let monitors = sim
+        .net
+        .monitors
+        .list
+        .iter()
+        .map(|m| {
+            let t0 = m.start.unwrap_or(0.0);
+            let (l, r) = m.loss_counts(iv, 0.0, end);
+            MonSummary {
+                name: m.name.clone(),
+                kind: m.kind,
+                start_s: m.start,
+                throughput_kbps: m.throughput_kbps(iv, t0, end),
+                loss_ratio: if l + r > 0.0 { l / (l + r) } else { 0.0 },
+                received: r as u64,
+                lost: l as u64,
+                final_layers: m.level_at(end),
+                layer_events: m.layer_events,
+                change_events: m.change_events,
+            }
+        })
+        .collect();
+    let links = sim
+        .net
+        .links
+        .iter()
+        .map(|l| LinkSummary {
+            name: l.name.clone(),
+            sent_packets: l.sent_packets,
+            utilisation: l.sent_bytes as f64 * 8.0 / (l.rate_bps as f64 * end),
+            drops_overflow: l.drops_overflow,
+            drops_early: l.drops_early,
+            drops_wire: l.drops_wire,
+        })
+        .collect();
+    Ok(RunSummary {
+        scenario: sc.name.clone(),
+        seed: sim.seed(),
+        duration_s: end,
+        events: sim.net.events,
+        measurements,
+        monitors,
+        links,
+    })
+}

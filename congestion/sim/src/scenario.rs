@@ -1,0 +1,901 @@
+//! The scenario file (YAML), shared with the e2e testbed: topology, flows, schedule and
+//! measurements with pass bands. Format: `docs/scenarios.md`; JSON Schema:
+//! `scenarios/scenario.schema.json`.
+
+use crate::agents::cbr::{DatagramSink, DatagramSource, OnOff};
+use crate::agents::layered::{LayeredReceiver, LayeredSender};
+use crate::agents::local_controllers::local_controller;
+use crate::agents::tcp::{TcpSender, TcpSink, Variant};
+use crate::engine::{Command, Dest, LinkChange, LinkSpec, MulticastTiming, Sim};
+use crate::metrics::MonKind;
+use crate::Error;
+use congestion::{LayerInfo, SessionInfo, Time};
+use qdisc::rng::Rng;
+use qdisc::QdiscConfig;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+/// A whole scenario.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short identifier (file stem by convention).
+    pub name: String,
+    /// One-line description.
+    #[serde(default)]
+    pub title: String,
+    /// Where the experiment comes from (spec section, acceptance check ids).
+    #[serde(default)]
+    pub source: String,
+    /// Simulated duration, s.
+    pub duration_s: f64,
+    /// Time-series interval, s.
+    #[serde(default = "one")]
+    pub interval_s: f64,
+    /// Seeds the full catalogue runs, and seeds the fast subset runs.
+    #[serde(default = "default_seeds")]
+    pub seeds: u32,
+    #[serde(default = "default_fast_seeds")]
+    pub fast_seeds: u32,
+    pub topology: Topology,
+    pub flows: Vec<Flow>,
+    #[serde(default)]
+    pub schedule: Vec<ScheduleItem>,
+    #[serde(default)]
+    pub measurements: Vec<Measurement>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn default_seeds() -> u32 {
+    20
+}
+fn default_fast_seeds() -> u32 {
+    3
+}
+
+/// Nodes, links and the multicast router's timing.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    pub nodes: Vec<String>,
+    pub links: Vec<LinkDef>,
+    #[serde(default)]
+    pub multicast: MulticastDef,
+}
+
+/// One link; duplex by default (the reverse direction gets the same rate, delay, queue and
+/// loss unless `reverse` overrides them).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkDef {
+    pub from: String,
+    pub to: String,
+    pub rate_kbps: f64,
+    pub delay_ms: f64,
+    #[serde(default)]
+    pub queue: Option<QdiscConfig>,
+    #[serde(default)]
+    pub loss: f64,
+    /// Per-packet extra delay, uniform in [0, jitter_ms), order-preserving.
+    #[serde(default)]
+    pub jitter_ms: f64,
+    #[serde(default = "yes")]
+    pub duplex: bool,
+    /// Queue of the reverse direction, if different.
+    #[serde(default)]
+    pub reverse_queue: Option<QdiscConfig>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Multicast router timing (IGMPv2-like defaults).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MulticastDef {
+    #[serde(default = "d_join")]
+    pub join_latency_ms: f64,
+    #[serde(default = "d_leave")]
+    pub leave_latency_ms: f64,
+    /// IGMP fast leave (igmpproxy quickleave): prune as fast as a graft.
+    #[serde(default)]
+    pub fast_leave: bool,
+}
+
+fn d_join() -> f64 {
+    10.0
+}
+fn d_leave() -> f64 {
+    2000.0
+}
+
+impl Default for MulticastDef {
+    fn default() -> Self {
+        MulticastDef {
+            join_latency_ms: d_join(),
+            leave_latency_ms: d_leave(),
+            fast_leave: false,
+        }
+    }
+}
+
+/// The layer ladder: `count` equal layers of `rate_kbps`, or explicit per-layer rates.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ladder {
+    #[serde(default)]
+    pub count: Option<usize>,
+    #[serde(default)]
+    pub rate_kbps: Option<f64>,
+    #[serde(default)]
+    pub rates_kbps: Option<Vec<f64>>,
+}
+
+impl Ladder {
+    /// Per-layer rates in kbit/s.
+    pub fn rates(&self) -> Result<Vec<f64>, Error> {
+        let v = match (&self.rates_kbps, self.count, self.rate_kbps) {
+            (Some(r), None, None) => r.clone(),
+            (None, Some(n), Some(r)) => vec![r; n],
+            _ => return Err(invalid("layers", "give rates_kbps, or count and rate_kbps")),
+        };
+        if v.is_empty() || v.len() > 255 || v.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
+            return Err(invalid("layers", "1 to 255 layers with positive rates"));
+        }
+        Ok(v)
+    }
+}
+
+/// One receiver of a layered session.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiverDef {
+    pub name: String,
+    /// Node it runs on.
+    pub at: String,
+    #[serde(default)]
+    pub start_s: f64,
+    /// Extra start delay drawn uniformly in [0, start_jitter_s).
+    #[serde(default)]
+    pub start_jitter_s: f64,
+    #[serde(default)]
+    pub stop_s: Option<f64>,
+    /// Overrides the session's protocol for this receiver.
+    #[serde(default)]
+    pub protocol: Option<String>,
+}
+
+/// A flow, tagged by `type`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Flow {
+    /// A layered multicast session.
+    Layered {
+        name: String,
+        /// Receiver controller (`era`, `plm`, ...; `sim-fixed-N` and `sim-aimd` are the
+        /// simulator's own test controllers).
+        protocol: String,
+        from: String,
+        layers: Ladder,
+        #[serde(default = "d_size")]
+        packet_size: u32,
+        #[serde(default = "d_bunch")]
+        bunch: u8,
+        #[serde(default = "one")]
+        adapt_interval_s: f64,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        start_jitter_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+        receivers: Vec<ReceiverDef>,
+    },
+    /// A bulk TCP transfer.
+    Tcp {
+        name: String,
+        from: String,
+        to: String,
+        #[serde(default = "d_variant")]
+        variant: String,
+        #[serde(default = "d_size")]
+        packet_size: u32,
+        #[serde(default = "d_cwnd")]
+        max_cwnd: u32,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        start_jitter_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+    },
+    /// Constant bit rate datagrams.
+    Cbr {
+        name: String,
+        from: String,
+        to: String,
+        rate_kbps: f64,
+        #[serde(default = "d_size")]
+        packet_size: u32,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        start_jitter_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+    },
+    /// Pareto on/off datagrams (rate while on).
+    Onoff {
+        name: String,
+        from: String,
+        to: String,
+        rate_kbps: f64,
+        mean_on_s: f64,
+        mean_off_s: f64,
+        #[serde(default = "d_shape")]
+        shape: f64,
+        #[serde(default = "d_size")]
+        packet_size: u32,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        start_jitter_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+    },
+}
+
+fn d_size() -> u32 {
+    512
+}
+fn d_bunch() -> u8 {
+    2
+}
+fn d_variant() -> String {
+    "reno".into()
+}
+fn d_cwnd() -> u32 {
+    2000
+}
+fn d_shape() -> f64 {
+    1.5
+}
+
+impl Flow {
+    /// The flow's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Flow::Layered { name, .. }
+            | Flow::Tcp { name, .. }
+            | Flow::Cbr { name, .. }
+            | Flow::Onoff { name, .. } => name,
+        }
+    }
+}
+
+/// A timed change: a link's rate/delay/loss or a flow's rate.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleItem {
+    pub at_s: f64,
+    /// Link as `from-to` (one direction); with `flow` absent.
+    #[serde(default)]
+    pub link: Option<String>,
+    /// CBR / on-off flow name; with `link` absent.
+    #[serde(default)]
+    pub flow: Option<String>,
+    #[serde(default)]
+    pub rate_kbps: Option<f64>,
+    #[serde(default)]
+    pub delay_ms: Option<f64>,
+    #[serde(default)]
+    pub loss: Option<f64>,
+}
+
+/// A measurement with its pass band.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Measurement {
+    /// Identifier, e.g. `era/AC-2 time to 15 layers`.
+    pub id: String,
+    /// Metric name (see `docs/scenarios.md`).
+    pub metric: String,
+    /// Monitors: `flow` (all its receivers) or `flow/receiver`.
+    pub of: Vec<String>,
+    /// The other side of a ratio (tcp_friendliness).
+    #[serde(default)]
+    pub versus: Vec<String>,
+    /// [t0, t1] in seconds; default: the monitor's start to the end of the run.
+    #[serde(default)]
+    pub window: Option<[f64; 2]>,
+    /// Reference time for time_to_level / convergence_time; default: the receiver's start.
+    #[serde(default)]
+    pub after_s: Option<f64>,
+    #[serde(default)]
+    pub min_layers: Option<u8>,
+    #[serde(default)]
+    pub max_layers: Option<u8>,
+    #[serde(default)]
+    pub min_kbps: Option<f64>,
+    #[serde(default)]
+    pub max_kbps: Option<f64>,
+    #[serde(default)]
+    pub hold_s: Option<f64>,
+    /// For efficiency: a constant, or pieces `[t0, t1, kbps]`.
+    #[serde(default)]
+    pub available_kbps: Option<Available>,
+    /// Pass band.
+    #[serde(default)]
+    pub min: Option<f64>,
+    #[serde(default)]
+    pub max: Option<f64>,
+    /// The published value, as text, for the report.
+    #[serde(default)]
+    pub published: String,
+    /// A known, investigated miss (the verdict stays FAIL in the report; the fast test treats
+    /// the row as an expected failure and says so).
+    #[serde(default)]
+    pub known_issue: Option<String>,
+}
+
+/// Available bandwidth for the efficiency metric.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Available {
+    Constant(f64),
+    Pieces(Vec<[f64; 3]>),
+}
+
+fn invalid(field: &str, reason: &str) -> Error {
+    Error::Scenario(format!("{field}: {reason}"))
+}
+
+impl Scenario {
+    /// Parses YAML and validates.
+    pub fn from_yaml(text: &str) -> Result<Scenario, Error> {
+        let s: Scenario = serde_yaml::from_str(text).map_err(|e| Error::Parse(e.to_string()))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Reads and parses a file.
+    pub fn load(path: &std::path::Path) -> Result<Scenario, Error> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+        Scenario::from_yaml(&text).map_err(|e| match e {
+            Error::Parse(m) => Error::Parse(format!("{}: {m}", path.display())),
+            Error::Scenario(m) => Error::Scenario(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
+    fn node_index(&self) -> HashMap<&str, usize> {
+        self.topology
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i))
+            .collect()
+    }
+
+    /// Every monitor name the scenario's flows create.
+    pub fn monitor_names(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for f in &self.flows {
+            match f {
+                Flow::Layered {
+                    name, receivers, ..
+                } => {
+                    for r in receivers {
+                        v.push(format!("{name}/{}", r.name));
+                    }
+                }
+                other => v.push(other.name().to_string()),
+            }
+        }
+        v
+    }
+
+    /// Expands `flow` and `flow/receiver` references into monitor names.
+    pub fn expand(&self, refs: &[String]) -> Result<Vec<String>, Error> {
+        let all = self.monitor_names();
+        let mut out = Vec::new();
+        for r in refs {
+            let hits: Vec<&String> = all
+                .iter()
+                .filter(|m| *m == r || m.starts_with(&format!("{r}/")))
+                .collect();
+            if hits.is_empty() {
+                return Err(invalid(
+                    "measurement",
+                    &format!("unknown flow or receiver {r:?}"),
+                ));
+            }
+            out.extend(hits.into_iter().cloned());
+        }
+        Ok(out)
+    }
+
+    /// Checks names, references and ranges.
+    pub fn validate(&self) -> Result<(), Error> {
+        if !(self.duration_s.is_finite() && self.duration_s > 0.0 && self.duration_s <= 1e6) {
+            return Err(invalid("duration_s", "must be in (0, 1e6]"));
+        }
+        if !(self.interval_s.is_finite() && self.interval_s >= 0.001) {
+            return Err(invalid("interval_s", "must be >= 0.001"));
+        }
+        if self.seeds == 0 || self.fast_seeds == 0 {
+            return Err(invalid("seeds", "must be positive"));
+        }
+        let nodes = self.node_index();
+        if nodes.len() != self.topology.nodes.len() {
+            return Err(invalid("nodes", "names must be unique"));
+        }
+        let node = |n: &str| {
+            nodes
+                .get(n)
+                .copied()
+                .ok_or_else(|| invalid("node", &format!("unknown node {n:?}")))
+        };
+        let mut link_names = Vec::new();
+        for l in &self.topology.links {
+            node(&l.from)?;
+            node(&l.to)?;
+            if !(l.rate_kbps.is_finite() && l.rate_kbps > 0.0) {
+                return Err(invalid("rate_kbps", "must be positive"));
+            }
+            if !(l.delay_ms.is_finite() && l.delay_ms >= 0.0) {
+                return Err(invalid("delay_ms", "must be >= 0"));
+            }
+            if !(l.jitter_ms.is_finite() && l.jitter_ms >= 0.0) {
+                return Err(invalid("jitter_ms", "must be >= 0"));
+            }
+            if !(0.0..=1.0).contains(&l.loss) {
+                return Err(invalid("loss", "must be in [0, 1]"));
+            }
+            for q in [&l.queue, &l.reverse_queue].into_iter().flatten() {
+                q.validate().map_err(|e| Error::Scenario(e.to_string()))?;
+            }
+            link_names.push(format!("{}-{}", l.from, l.to));
+            if l.duplex {
+                link_names.push(format!("{}-{}", l.to, l.from));
+            }
+        }
+        let mut flow_names = Vec::new();
+        for f in &self.flows {
+            if flow_names.contains(&f.name()) || f.name().contains('/') {
+                return Err(invalid(
+                    "flow",
+                    &format!("duplicate or bad name {:?}", f.name()),
+                ));
+            }
+            flow_names.push(f.name());
+            match f {
+                Flow::Layered {
+                    protocol,
+                    from,
+                    layers,
+                    packet_size,
+                    bunch,
+                    adapt_interval_s,
+                    receivers,
+                    ..
+                } => {
+                    node(from)?;
+                    layers.rates()?;
+                    if *packet_size == 0 || *packet_size > 65_535 || *bunch == 0 {
+                        return Err(invalid("layered", "packet_size 1..65535, bunch >= 1"));
+                    }
+                    if !adapt_interval_s.is_finite() || *adapt_interval_s <= 0.0 {
+                        return Err(invalid("adapt_interval_s", "must be positive"));
+                    }
+                    let _ = protocol;
+                    let mut rn = Vec::new();
+                    for r in receivers {
+                        node(&r.at)?;
+                        if rn.contains(&&r.name) {
+                            return Err(invalid("receiver", "duplicate name"));
+                        }
+                        rn.push(&r.name);
+                    }
+                }
+                Flow::Tcp {
+                    from,
+                    to,
+                    variant,
+                    packet_size,
+                    ..
+                } => {
+                    node(from)?;
+                    node(to)?;
+                    if !matches!(variant.as_str(), "reno" | "newreno") {
+                        return Err(invalid("variant", "reno or newreno"));
+                    }
+                    if *packet_size == 0 {
+                        return Err(invalid("packet_size", "must be positive"));
+                    }
+                }
+                Flow::Cbr {
+                    from,
+                    to,
+                    rate_kbps,
+                    packet_size,
+                    ..
+                }
+                | Flow::Onoff {
+                    from,
+                    to,
+                    rate_kbps,
+                    packet_size,
+                    ..
+                } => {
+                    node(from)?;
+                    node(to)?;
+                    if !rate_kbps.is_finite() || *rate_kbps < 0.0 || *packet_size == 0 {
+                        return Err(invalid("rate_kbps", "must be >= 0, packet_size > 0"));
+                    }
+                    if let Flow::Onoff {
+                        mean_on_s,
+                        mean_off_s,
+                        shape,
+                        ..
+                    } = f
+                    {
+                        if !(*mean_on_s > 0.0 && *mean_off_s > 0.0 && *shape > 1.0) {
+                            return Err(invalid("onoff", "means > 0, shape > 1"));
+                        }
+                    }
+                }
+            }
+        }
+        for s in &self.schedule {
+            match (&s.link, &s.flow) {
+                (Some(l), None) => {
+                    if !link_names.contains(l) {
+                        return Err(invalid("schedule", &format!("unknown link {l:?}")));
+                    }
+                }
+                (None, Some(f)) => {
+                    if !self.flows.iter().any(|x| {
+                        x.name() == f && matches!(x, Flow::Cbr { .. } | Flow::Onoff { .. })
+                    }) {
+                        return Err(invalid("schedule", &format!("{f:?} is no CBR/on-off flow")));
+                    }
+                }
+                _ => return Err(invalid("schedule", "give exactly one of link, flow")),
+            }
+        }
+        for m in &self.measurements {
+            if !crate::report::METRICS.contains(&m.metric.as_str()) {
+                return Err(invalid("metric", &format!("unknown metric {:?}", m.metric)));
+            }
+            self.expand(&m.of)?;
+            self.expand(&m.versus)?;
+            if m.metric == "tcp_friendliness" && m.versus.is_empty() {
+                return Err(invalid("tcp_friendliness", "needs versus"));
+            }
+            if m.metric == "efficiency" && m.available_kbps.is_none() {
+                return Err(invalid("efficiency", "needs available_kbps"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Controller names the scenario uses that neither the protocol crate's factory nor the
+    /// simulator's test controllers know (so the scenario cannot run yet).
+    pub fn missing_protocols(&self) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for f in &self.flows {
+            if let Flow::Layered {
+                protocol,
+                receivers,
+                ..
+            } = f
+            {
+                let names = std::iter::once(protocol)
+                    .chain(receivers.iter().filter_map(|r| r.protocol.as_ref()));
+                for p in names {
+                    if make_controller(p).is_err() && !v.contains(p) {
+                        v.push(p.clone());
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    /// Builds the simulation for `seed`.
+    pub fn build(&self, seed: u64) -> Result<Sim, Error> {
+        if let Some(p) = self.missing_protocols().first() {
+            return Err(make_controller(p)
+                .err()
+                .unwrap_or(Error::Scenario(p.clone())));
+        }
+        let nodes = self.node_index();
+        let mut specs = Vec::new();
+        for l in &self.topology.links {
+            let (a, b) = (nodes[l.from.as_str()], nodes[l.to.as_str()]);
+            let rate = (l.rate_kbps * 1000.0).round() as u64;
+            let dirs: &[(usize, usize, &Option<QdiscConfig>, &str, &str)] = if l.duplex {
+                &[
+                    (a, b, &l.queue, &l.from, &l.to),
+                    (b, a, &l.reverse_queue, &l.to, &l.from),
+                ]
+            } else {
+                &[(a, b, &l.queue, &l.from, &l.to)]
+            };
+            for (i, &(f, t, q, fname, tname)) in dirs.iter().enumerate() {
+                let q = q.clone().or_else(|| l.queue.clone()).unwrap_or_default();
+                let queue = qdisc::build_seeded(&q, rate, seed ^ (0x5100 + specs.len() as u64))
+                    .map_err(|e| Error::Scenario(e.to_string()))?;
+                let _ = i;
+                specs.push(LinkSpec {
+                    name: format!("{fname}-{tname}"),
+                    from: f,
+                    to: t,
+                    rate_bps: rate,
+                    delay: Time::from_secs_f64(l.delay_ms / 1000.0),
+                    loss: l.loss,
+                    jitter: Time::from_secs_f64(l.jitter_ms / 1000.0),
+                    queue,
+                });
+            }
+        }
+        let mut sim = Sim::new(self.topology.nodes.len(), specs, seed);
+        let mc = &self.topology.multicast;
+        let join = Time::from_secs_f64(mc.join_latency_ms / 1000.0);
+        sim.net.multicast = MulticastTiming {
+            join_latency: join,
+            leave_latency: if mc.fast_leave {
+                join
+            } else {
+                Time::from_secs_f64(mc.leave_latency_ms / 1000.0)
+            },
+        };
+        sim.net.monitors.interval = self.interval_s;
+        sim.net.flow_drops = vec![0; self.flows.len()];
+        let mut rng = Rng::derive(seed, 0x5ce7);
+        let at = |s: f64| Time::from_secs_f64(s);
+        for (fi, f) in self.flows.iter().enumerate() {
+            let flow = fi as u32;
+            let mut start_of =
+                |s: f64, j: f64| at(s + if j > 0.0 { rng.uniform(0.0, j) } else { 0.0 });
+            match f {
+                Flow::Layered {
+                    name,
+                    protocol,
+                    from,
+                    layers,
+                    packet_size,
+                    bunch,
+                    adapt_interval_s,
+                    start_s,
+                    start_jitter_s,
+                    stop_s,
+                    receivers,
+                } => {
+                    let src = nodes[from.as_str()];
+                    let rates = layers.rates()?;
+                    let info = SessionInfo {
+                        session_id: fi as u32 + 1,
+                        announce_seq: 0,
+                        sender: Ipv4Addr::new(10, 0, 0, (fi % 250) as u8 + 1),
+                        layers: rates
+                            .iter()
+                            .enumerate()
+                            .map(|(k, r)| LayerInfo {
+                                rate_bps: (r * 1000.0).round() as u64,
+                                group: Ipv4Addr::new(239, 1, fi as u8, k as u8),
+                                port: 5000 + k as u16,
+                            })
+                            .collect(),
+                        packet_size: (*packet_size).min(65_535) as u16,
+                        bunch_len: *bunch,
+                        adapt_interval: Duration::from_secs_f64(*adapt_interval_s),
+                        announce_interval: Duration::from_secs_f64(*adapt_interval_s),
+                        codec: String::new(),
+                    };
+                    let groups: Vec<usize> = rates.iter().map(|_| sim.net.add_group(src)).collect();
+                    let sender = LayeredSender::new(
+                        src,
+                        flow,
+                        groups.clone(),
+                        info.clone(),
+                        Rng::derive(seed, 0x2000 + fi as u64),
+                    );
+                    let s_id = sim.add_agent(src, Box::new(sender));
+                    let t0 = start_of(*start_s, *start_jitter_s);
+                    sim.net.schedule_command(t0, s_id, Command::Start);
+                    if let Some(t) = stop_s {
+                        sim.net.schedule_command(at(*t), s_id, Command::Stop);
+                    }
+                    let mut ladder = vec![0.0];
+                    for r in &rates {
+                        ladder.push(ladder.last().copied().unwrap_or(0.0) + r);
+                    }
+                    for r in receivers {
+                        let proto = r.protocol.as_deref().unwrap_or(protocol);
+                        let ctl = make_controller(proto)?;
+                        let mon = sim.net.monitors.add(
+                            format!("{name}/{}", r.name),
+                            name.clone(),
+                            MonKind::Layered,
+                            ladder.clone(),
+                        );
+                        let rn = nodes[r.at.as_str()];
+                        let rcv =
+                            LayeredReceiver::new(rn, ctl, info.clone(), groups.clone(), mon, t0);
+                        let id = sim.add_agent(rn, Box::new(rcv));
+                        let t = start_of(r.start_s, r.start_jitter_s).max(t0);
+                        sim.net.schedule_command(t, id, Command::Start);
+                        if let Some(t) = r.stop_s {
+                            sim.net.schedule_command(at(t), id, Command::Stop);
+                        }
+                    }
+                }
+                Flow::Tcp {
+                    name,
+                    from,
+                    to,
+                    variant,
+                    packet_size,
+                    max_cwnd,
+                    start_s,
+                    start_jitter_s,
+                    stop_s,
+                } => {
+                    let (a, b) = (nodes[from.as_str()], nodes[to.as_str()]);
+                    let mon =
+                        sim.net
+                            .monitors
+                            .add(name.clone(), name.clone(), MonKind::Tcp, Vec::new());
+                    let sink_id = sim.agents.len() + 1;
+                    let v = if variant == "newreno" {
+                        Variant::NewReno
+                    } else {
+                        Variant::Reno
+                    };
+                    let snd = TcpSender::new(
+                        a,
+                        Dest::Agent(b, sink_id),
+                        flow,
+                        *packet_size,
+                        v,
+                        *max_cwnd,
+                    );
+                    let s_id = sim.add_agent(a, Box::new(snd));
+                    let k_id = sim.add_agent(b, Box::new(TcpSink::new(b, mon)));
+                    debug_assert_eq!(k_id, sink_id);
+                    let t0 = start_of(*start_s, *start_jitter_s);
+                    sim.net.schedule_command(t0, k_id, Command::Start);
+                    sim.net.schedule_command(t0, s_id, Command::Start);
+                    if let Some(t) = stop_s {
+                        sim.net.schedule_command(at(*t), s_id, Command::Stop);
+                    }
+                }
+                Flow::Cbr {
+                    name,
+                    from,
+                    to,
+                    rate_kbps,
+                    packet_size,
+                    start_s,
+                    start_jitter_s,
+                    stop_s,
+                }
+                | Flow::Onoff {
+                    name,
+                    from,
+                    to,
+                    rate_kbps,
+                    packet_size,
+                    start_s,
+                    start_jitter_s,
+                    stop_s,
+                    ..
+                } => {
+                    let onoff = match f {
+                        Flow::Onoff {
+                            mean_on_s,
+                            mean_off_s,
+                            shape,
+                            ..
+                        } => Some(OnOff {
+                            mean_on_s: *mean_on_s,
+                            mean_off_s: *mean_off_s,
+                            shape: *shape,
+                        }),
+                        _ => None,
+                    };
+                    let kind = if onoff.is_some() {
+                        MonKind::Onoff
+                    } else {
+                        MonKind::Cbr
+                    };
+                    let (a, b) = (nodes[from.as_str()], nodes[to.as_str()]);
+                    let mon = sim
+                        .net
+                        .monitors
+                        .add(name.clone(), name.clone(), kind, Vec::new());
+                    let sink_id = sim.agents.len() + 1;
+                    let src = DatagramSource::new(
+                        a,
+                        Dest::Agent(b, sink_id),
+                        flow,
+                        *packet_size,
+                        (rate_kbps * 1000.0).round() as u64,
+                        onoff,
+                        Rng::derive(seed, 0x3000 + fi as u64),
+                    );
+                    let s_id = sim.add_agent(a, Box::new(src));
+                    let k_id = sim.add_agent(b, Box::new(DatagramSink::new(mon)));
+                    debug_assert_eq!(k_id, sink_id);
+                    let t0 = start_of(*start_s, *start_jitter_s);
+                    sim.net.schedule_command(t0, k_id, Command::Start);
+                    sim.net.schedule_command(t0, s_id, Command::Start);
+                    if let Some(t) = stop_s {
+                        sim.net.schedule_command(at(*t), s_id, Command::Stop);
+                    }
+                }
+            }
+        }
+        // Schedule: flows' sources are the first agent of each flow in build order.
+        let mut first_agent = Vec::new();
+        {
+            let mut next = 0usize;
+            for f in &self.flows {
+                first_agent.push(next);
+                next += match f {
+                    Flow::Layered { receivers, .. } => 1 + receivers.len(),
+                    _ => 2,
+                };
+            }
+        }
+        for s in &self.schedule {
+            let t = at(s.at_s);
+            if let Some(l) = &s.link {
+                let id = sim
+                    .net
+                    .links
+                    .iter()
+                    .position(|x| &x.name == l)
+                    .ok_or_else(|| invalid("schedule", "unknown link"))?;
+                sim.net.schedule_link_change(
+                    t,
+                    id,
+                    LinkChange {
+                        rate_bps: s.rate_kbps.map(|r| (r * 1000.0).round() as u64),
+                        delay: s.delay_ms.map(|d| Time::from_secs_f64(d / 1000.0)),
+                        loss: s.loss,
+                    },
+                );
+            } else if let (Some(f), Some(r)) = (&s.flow, s.rate_kbps) {
+                let fi = self
+                    .flows
+                    .iter()
+                    .position(|x| x.name() == f)
+                    .ok_or_else(|| invalid("schedule", "unknown flow"))?;
+                sim.net.schedule_command(
+                    t,
+                    first_agent[fi],
+                    Command::SetRate((r * 1000.0).round() as u64),
+                );
+            }
+        }
+        Ok(sim)
+    }
+}
+
+/// The controller called `name`: the protocol crate's factory first, then the simulator's
+/// own test controllers.
+pub fn make_controller(name: &str) -> Result<Box<dyn congestion::LayeredController>, Error> {
+    match congestion::controller_by_name(name) {
+        Ok(c) => Ok(c),
+        Err(e) => local_controller(name).ok_or_else(|| Error::Scenario(e.to_string())),
+    }
+}

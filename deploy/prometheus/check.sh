@@ -1,0 +1,12 @@
+#!/bin/sh
+# Static checks of the Prometheus config and rules plus the rule unit tests.
+# Exits non-zero on the first failure. Needs Debian's `prometheus` package (promtool).
+set -eu
+cd "$(dirname "$0")"
+command -v promtool >/dev/null 2>&1 || { echo "check.sh: promtool not found (apt-get install prometheus)" >&2; exit 2; }
+promtool check config prometheus.yml
+promtool check rules alerts.yml
+for t in tests/*.yml; do
+  promtool test rules "$t"
+done
+echo "check.sh: all Prometheus checks passed"

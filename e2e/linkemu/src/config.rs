@@ -1,0 +1,187 @@
+//! Link parameters and the JSON update format shared by the command line (`--ab`, `--ba`,
+//! `--both`) and the control socket's `set` command.
+
+use crate::flow::FlowConfig;
+use crate::loss::LossModel;
+use crate::Error;
+use qdisc::QdiscConfig;
+use serde::{Deserialize, Serialize};
+
+/// One direction's parameters.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LinkParams {
+    /// Link rate in bit/s; 0 = unlimited (no serialisation delay).
+    pub rate_bps: u64,
+    /// One-way propagation delay, ns.
+    pub delay_ns: u64,
+    /// Jitter, ns: each packet's delay is `delay ± U(0, jitter)`, never below zero, and never
+    /// released before the previous packet (a link does not reorder).
+    pub jitter_ns: u64,
+    /// Loss on the wire.
+    pub loss: LossModel,
+    /// Queue discipline in front of the serialiser (the shared `qdisc` crate's config); None =
+    /// drop-tail of two bandwidth-delay products ([`crate::queue::default_limit_bytes`]).
+    pub queue: Option<QdiscConfig>,
+    /// Bytes added to each packet's IP length when computing serialisation time. Default 0: the
+    /// rate counts IP bytes, as the simulator's packet sizes do. 14 counts the Ethernet header
+    /// too (what `tbf` counts on a veth); 38 adds preamble, FCS and inter-frame gap.
+    pub overhead_bytes: i32,
+    /// Flow classification for per-flow queuing.
+    pub flow: FlowConfig,
+}
+
+impl Default for LinkParams {
+    fn default() -> Self {
+        LinkParams {
+            rate_bps: 0,
+            delay_ns: 0,
+            jitter_ns: 0,
+            loss: LossModel::None,
+            queue: None,
+            overhead_bytes: 0,
+            flow: FlowConfig::default(),
+        }
+    }
+}
+
+/// Loss as given in JSON: a bare number is a Bernoulli probability.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum LossInput {
+    /// Bernoulli probability.
+    P(f64),
+    /// A full model.
+    Model(LossModel),
+}
+
+/// A partial update: fields left out keep their value.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkUpdate {
+    /// Rate, bit/s (0 = unlimited).
+    pub rate_bps: Option<u64>,
+    /// One-way delay, ms.
+    pub delay_ms: Option<f64>,
+    /// Jitter, ms.
+    pub jitter_ms: Option<f64>,
+    /// Loss model or probability.
+    pub loss: Option<LossInput>,
+    /// Queue discipline (replacing it keeps the waiting packets, re-offered in order).
+    pub queue: Option<QdiscConfig>,
+    /// See [`LinkParams::overhead_bytes`].
+    pub overhead_bytes: Option<i32>,
+    /// See [`FlowConfig`].
+    pub flow: Option<FlowConfig>,
+}
+
+fn ms_to_ns(what: &str, ms: f64) -> Result<u64, Error> {
+    if !ms.is_finite() || !(0.0..=60_000.0).contains(&ms) {
+        return Err(Error::Config(format!(
+            "{what} must be in [0, 60000] ms, got {ms}"
+        )));
+    }
+    Ok((ms * 1e6).round() as u64)
+}
+
+impl LinkUpdate {
+    /// Parses an update from JSON text.
+    pub fn from_json(s: &str) -> Result<LinkUpdate, Error> {
+        Ok(serde_json::from_str(s)?)
+    }
+
+    /// Applies the update to `p`, validating first so that a bad update changes nothing.
+    /// Returns whether the queue discipline must be rebuilt.
+    pub fn apply(&self, p: &mut LinkParams) -> Result<bool, Error> {
+        let mut n = p.clone();
+        if let Some(r) = self.rate_bps {
+            if r > 0 && r < 1000 {
+                return Err(Error::Config(format!("rate {r} bit/s is below 1 kbit/s")));
+            }
+            n.rate_bps = r;
+        }
+        if let Some(d) = self.delay_ms {
+            n.delay_ns = ms_to_ns("delay_ms", d)?;
+        }
+        if let Some(j) = self.jitter_ms {
+            n.jitter_ns = ms_to_ns("jitter_ms", j)?;
+        }
+        if let Some(l) = &self.loss {
+            n.loss = match l {
+                LossInput::P(p) => LossModel::Bernoulli { p: *p },
+                LossInput::Model(m) => m.clone(),
+            };
+            n.loss.validate().map_err(Error::Config)?;
+        }
+        if let Some(q) = &self.queue {
+            q.validate().map_err(|e| Error::Config(e.to_string()))?;
+            n.queue = Some(q.clone());
+        }
+        if let Some(o) = self.overhead_bytes {
+            if !(-64..=256).contains(&o) {
+                return Err(Error::Config(format!(
+                    "overhead_bytes {o} out of [-64, 256]"
+                )));
+            }
+            n.overhead_bytes = o;
+        }
+        if let Some(f) = &self.flow {
+            if f.mcast_prefix_len > 32 {
+                return Err(Error::Config("mcast_prefix_len must be <= 32".into()));
+            }
+            n.flow = f.clone();
+        }
+        // Queue limits derived from rate and delay change with them.
+        let rebuild = n.queue != p.queue || n.rate_bps != p.rate_bps || n.delay_ns != p.delay_ns;
+        *p = n;
+        Ok(rebuild)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn update_parses_and_applies() {
+        let mut p = LinkParams::default();
+        let u = LinkUpdate::from_json(
+            r#"{"rate_bps":1000000,"delay_ms":20,"jitter_ms":1.5,"loss":0.01,
+                "queue":{"kind":"fq","per_flow_packets":30}}"#,
+        )
+        .unwrap();
+        assert!(u.apply(&mut p).unwrap());
+        assert_eq!(p.rate_bps, 1_000_000);
+        assert_eq!(p.delay_ns, 20_000_000);
+        assert_eq!(p.jitter_ns, 1_500_000);
+        assert_eq!(p.loss, LossModel::Bernoulli { p: 0.01 });
+        let g = LinkUpdate::from_json(r#"{"loss":{"model":"gilbert","p":0.01,"r":0.3}}"#).unwrap();
+        assert!(!g.apply(&mut p).unwrap());
+        assert_eq!(
+            p.loss,
+            LossModel::Gilbert {
+                p: 0.01,
+                r: 0.3,
+                loss_good: 0.0,
+                loss_bad: 1.0
+            }
+        );
+    }
+
+    #[test]
+    fn bad_updates_change_nothing() {
+        let mut p = LinkParams::default();
+        for bad in [
+            r#"{"delay_ms":-1}"#,
+            r#"{"loss":2}"#,
+            r#"{"rate_bps":5}"#,
+            r#"{"flow":{"mcast_prefix_len":40}}"#,
+            r#"{"queue":{"kind":"droptail"}}"#,
+        ] {
+            let u = LinkUpdate::from_json(bad).unwrap();
+            assert!(u.apply(&mut p).is_err(), "{bad}");
+            assert_eq!(p, LinkParams::default());
+        }
+        assert!(LinkUpdate::from_json(r#"{"bogus":1}"#).is_err());
+        assert!(LinkUpdate::from_json("not json").is_err());
+    }
+}

@@ -1,0 +1,517 @@
+//! One direction of the emulated link, sans-IO: frames go in with a time, come out with a
+//! release time. The shell (see [`crate::run`]) reads the clock, the sockets and sleeps.
+//!
+//! Signal flow per frame:
+//!
+//! ```text
+//! arrive(now) -> classify (flow, group) -> queue discipline (may drop)
+//!    -> serialiser: starts when the link is free, takes (ip_len + overhead)·8/rate
+//!    -> loss model (lost on the wire: the link time is still used)
+//!    -> delay line: released at end_of_serialisation + delay ± jitter, in order
+//! ```
+//!
+//! The serialiser's next start is the *scheduled* end of the previous packet, not the time the
+//! shell happened to wake up, so wake-up latency never accumulates into a rate error.
+
+use crate::config::{LinkParams, LinkUpdate};
+use crate::flow::{inspect, ip_string, Igmp};
+use crate::loss::{LossState, Rng};
+use crate::queue;
+use crate::Error;
+use congestion::Time;
+use qdisc::{DropReason, QueueDiscipline, Queued};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// Frames waiting in the delay line beyond this are dropped (and counted): it bounds memory
+/// when someone sets an absurd delay on an unlimited-rate link.
+pub const MAX_IN_FLIGHT: usize = 200_000;
+
+/// Per multicast group facts, as seen leaving the link (delivered to the far end).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct GroupStats {
+    /// Data packets delivered.
+    pub packets: u64,
+    /// Data bytes (IP) delivered.
+    pub bytes: u64,
+    /// Time of the first data packet delivered (shell clock, ns; 0 = never).
+    pub first_ns: u64,
+    /// Time of the last data packet delivered (ns; 0 = never).
+    pub last_ns: u64,
+    /// IGMP reports for this group delivered.
+    pub reports: u64,
+    /// IGMP leaves for this group delivered.
+    pub leaves: u64,
+    /// Time of the last report delivered (ns; 0 = never).
+    pub last_report_ns: u64,
+    /// Time of the last leave delivered (ns; 0 = never).
+    pub last_leave_ns: u64,
+}
+
+/// Counters of one direction.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Counters {
+    /// Frames received from the ingress interface.
+    pub rx_packets: u64,
+    /// Their bytes (whole frames).
+    pub rx_bytes: u64,
+    /// Frames delivered to the egress interface.
+    pub tx_packets: u64,
+    /// Their bytes (whole frames).
+    pub tx_bytes: u64,
+    /// Dropped by the queue because it was full.
+    pub drop_overflow: u64,
+    /// Dropped early by an AQM.
+    pub drop_early: u64,
+    /// Dropped by the loss model.
+    pub drop_loss: u64,
+    /// Dropped because the delay line was full ([`MAX_IN_FLIGHT`]).
+    pub drop_in_flight: u64,
+    /// Frames the kernel refused to send (counted by the shell).
+    pub drop_send: u64,
+    /// Frames the kernel dropped before we read them (counted by the shell).
+    pub drop_kernel: u64,
+    /// Packets waiting in the queue.
+    pub queue_packets: u64,
+    /// Bytes waiting in the queue (serialisation sizes).
+    pub queue_bytes: u64,
+    /// Highest queue length seen, packets.
+    pub queue_max_packets: u64,
+    /// Frames serialised and waiting in the delay line.
+    pub in_flight: u64,
+}
+
+/// One direction of the link.
+pub struct Direction {
+    params: LinkParams,
+    qdisc: Box<dyn QueueDiscipline<Vec<u8>>>,
+    link_free_at: Time,
+    line: VecDeque<(Time, Vec<u8>)>,
+    last_release: Time,
+    loss: LossState,
+    rng: Rng,
+    counters: Counters,
+    groups: BTreeMap<u32, GroupStats>,
+    seed: u64,
+}
+
+impl Direction {
+    /// A direction with the given parameters and random seed.
+    pub fn new(params: LinkParams, seed: u64) -> Result<Direction, Error> {
+        let qdisc = queue::build(
+            params.queue.as_ref(),
+            params.rate_bps,
+            params.delay_ns,
+            seed ^ 0x5EED,
+        )?;
+        Ok(Direction {
+            params,
+            qdisc,
+            link_free_at: Time::ZERO,
+            line: VecDeque::new(),
+            last_release: Time::ZERO,
+            loss: LossState::default(),
+            rng: Rng::new(seed),
+            counters: Counters::default(),
+            groups: BTreeMap::new(),
+            seed,
+        })
+    }
+
+    /// The current parameters.
+    pub fn params(&self) -> &LinkParams {
+        &self.params
+    }
+
+    /// Applies a run-time change. A new queue discipline takes over the waiting packets in
+    /// order (those it refuses are counted as overflow drops).
+    pub fn update(&mut self, now: Time, u: &LinkUpdate) -> Result<(), Error> {
+        let mut next = self.params.clone();
+        if u.apply(&mut next)? {
+            // Build before committing, so a bad combination changes nothing.
+            let mut q = queue::build(
+                next.queue.as_ref(),
+                next.rate_bps,
+                next.delay_ns,
+                self.seed ^ 0x5EED,
+            )?;
+            while let Some(p) = self.qdisc.dequeue(now) {
+                for (_, why) in q.enqueue(now, p) {
+                    self.count_drop(why);
+                }
+            }
+            self.qdisc = q;
+        }
+        self.params = next;
+        Ok(())
+    }
+
+    fn count_drop(&mut self, why: DropReason) {
+        match why {
+            DropReason::Overflow => self.counters.drop_overflow += 1,
+            DropReason::Early => self.counters.drop_early += 1,
+        }
+    }
+
+    /// Serialisation time of a packet of `size` bytes.
+    fn ser(&self, size: u32) -> Duration {
+        if self.params.rate_bps == 0 {
+            return Duration::ZERO;
+        }
+        let ns = (size as u128 * 8 * 1_000_000_000 + self.params.rate_bps as u128 / 2)
+            / self.params.rate_bps as u128;
+        Duration::from_nanos(ns as u64)
+    }
+
+    /// A frame arrived at `now`.
+    pub fn arrive(&mut self, now: Time, frame: Vec<u8>) {
+        self.counters.rx_packets += 1;
+        self.counters.rx_bytes += frame.len() as u64;
+        let info = inspect(&frame, &self.params.flow);
+        let size = (info.l3_len as i64 + self.params.overhead_bytes as i64).max(1) as u32;
+        let dropped = self.qdisc.enqueue(now, Queued::new(frame, size, info.flow));
+        for (_, why) in dropped {
+            self.count_drop(why);
+        }
+        let ql = self.qdisc.len_packets() as u64;
+        self.counters.queue_max_packets = self.counters.queue_max_packets.max(ql);
+        self.service(now);
+    }
+
+    /// Moves packets from the queue through the serialiser while the link is free at `now`.
+    pub fn service(&mut self, now: Time) {
+        while self.link_free_at <= now {
+            let Some(pkt) = self.qdisc.dequeue(self.link_free_at.max(Time::ZERO)) else {
+                break;
+            };
+            // Busy link: start exactly when the previous one ended; idle link: when it arrived.
+            let start = if self.link_free_at > pkt.enqueued_at {
+                self.link_free_at
+            } else {
+                pkt.enqueued_at
+            };
+            let end = start + self.ser(pkt.size);
+            self.link_free_at = end;
+            if self.loss.lose(&self.params.loss, &mut self.rng) {
+                self.counters.drop_loss += 1;
+                continue;
+            }
+            if self.line.len() >= MAX_IN_FLIGHT {
+                self.counters.drop_in_flight += 1;
+                continue;
+            }
+            let mut release = end + Duration::from_nanos(self.params.delay_ns);
+            if self.params.jitter_ns > 0 {
+                let j = self.params.jitter_ns as f64 * (2.0 * self.rng.next_f64() - 1.0);
+                let r = release.as_nanos() as f64 + j;
+                release = Time(r.max(end.as_nanos() as f64) as u64);
+            }
+            if release < self.last_release {
+                release = self.last_release;
+            }
+            self.last_release = release;
+            self.line.push_back((release, pkt.item));
+        }
+    }
+
+    /// The next frame due at `now`, with its scheduled release time.
+    pub fn poll_release(&mut self, now: Time) -> Option<(Time, Vec<u8>)> {
+        if self.line.front()?.0 > now {
+            return None;
+        }
+        let (at, frame) = self.line.pop_front()?;
+        self.counters.tx_packets += 1;
+        self.counters.tx_bytes += frame.len() as u64;
+        self.note_delivery(at, &frame);
+        Some((at, frame))
+    }
+
+    fn note_delivery(&mut self, at: Time, frame: &[u8]) {
+        let info = inspect(frame, &self.params.flow);
+        let t = at.as_nanos().max(1);
+        if let Some(g) = info.mcast_dst {
+            let s = self.groups.entry(g).or_default();
+            s.packets += 1;
+            s.bytes += info.l3_len as u64;
+            if s.first_ns == 0 {
+                s.first_ns = t;
+            }
+            s.last_ns = t;
+        }
+        for m in info.igmp {
+            match m {
+                Igmp::Report(g) => {
+                    let s = self.groups.entry(g).or_default();
+                    s.reports += 1;
+                    s.last_report_ns = t;
+                }
+                Igmp::Leave(g) => {
+                    let s = self.groups.entry(g).or_default();
+                    s.leaves += 1;
+                    s.last_leave_ns = t;
+                }
+                Igmp::Query(_) => {}
+            }
+        }
+    }
+
+    /// When the shell must call [`Direction::service`] / [`Direction::poll_release`] next.
+    pub fn next_wakeup(&self) -> Time {
+        let line = self.line.front().map_or(Time::NEVER, |(t, _)| *t);
+        let ser = if self.qdisc.len_packets() > 0 {
+            self.link_free_at
+        } else {
+            Time::NEVER
+        };
+        line.min(ser)
+    }
+
+    /// Counters, with queue occupancy filled in.
+    pub fn counters(&self) -> Counters {
+        let mut c = self.counters.clone();
+        c.queue_packets = self.qdisc.len_packets() as u64;
+        c.queue_bytes = self.qdisc.len_bytes();
+        c.in_flight = self.line.len() as u64;
+        c
+    }
+
+    /// Adds to the shell-side counters.
+    pub fn add_shell_drops(&mut self, send: u64, kernel: u64) {
+        self.counters.drop_send += send;
+        self.counters.drop_kernel += kernel;
+    }
+
+    /// Per-group facts keyed by dotted quad; times shifted by `offset_ns` (0 stays 0), so the
+    /// shell can report wall-clock times.
+    pub fn groups(&self, offset_ns: i128) -> BTreeMap<String, GroupStats> {
+        let sh = |t: u64| {
+            if t == 0 {
+                0
+            } else {
+                (t as i128 + offset_ns).max(0) as u64
+            }
+        };
+        self.groups
+            .iter()
+            .map(|(g, s)| {
+                let mut s = s.clone();
+                s.first_ns = sh(s.first_ns);
+                s.last_ns = sh(s.last_ns);
+                s.last_report_ns = sh(s.last_report_ns);
+                s.last_leave_ns = sh(s.last_leave_ns);
+                (ip_string(*g), s)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::tests::udp_frame;
+    use crate::loss::LossModel;
+    use qdisc::QdiscConfig;
+
+    fn frame(ip_len: usize) -> Vec<u8> {
+        udp_frame([10, 0, 0, 1], [10, 0, 1, 1], 1, 2, ip_len - 28)
+    }
+
+    fn params(rate: u64, delay_ms: u64) -> LinkParams {
+        LinkParams {
+            rate_bps: rate,
+            delay_ns: delay_ms * 1_000_000,
+            ..LinkParams::default()
+        }
+    }
+
+    /// Runs the direction until empty, returning release times in ns.
+    fn drain(d: &mut Direction) -> Vec<u64> {
+        let mut out = Vec::new();
+        loop {
+            let t = d.next_wakeup();
+            if t == Time::NEVER {
+                return out;
+            }
+            d.service(t);
+            while let Some((at, _)) = d.poll_release(t) {
+                assert_eq!(at, t.min(at));
+                out.push(at.as_nanos());
+            }
+        }
+    }
+
+    #[test]
+    fn back_to_back_packets_are_serialised_at_the_rate() {
+        // 1 Mbit/s, 10 ms: a 1000-byte packet takes 8 ms.
+        let mut d = Direction::new(params(1_000_000, 10), 1).unwrap();
+        for _ in 0..3 {
+            d.arrive(Time::from_millis(100), frame(1000));
+        }
+        let r = drain(&mut d);
+        assert_eq!(r, vec![118_000_000, 126_000_000, 134_000_000]);
+        let c = d.counters();
+        assert_eq!((c.rx_packets, c.tx_packets, c.queue_packets), (3, 3, 0));
+    }
+
+    #[test]
+    fn idle_link_starts_at_arrival_and_overhead_counts() {
+        let mut p = params(8_000_000, 0);
+        p.overhead_bytes = 14;
+        let mut d = Direction::new(p, 1).unwrap();
+        d.arrive(Time::from_millis(5), frame(986)); // 1000 B on the wire: 1 ms
+        assert_eq!(drain(&mut d), vec![6_000_000]);
+        d.arrive(Time::from_millis(50), frame(986));
+        assert_eq!(drain(&mut d), vec![51_000_000]);
+    }
+
+    #[test]
+    fn late_service_does_not_drift() {
+        // Service called 0.3 ms late every time: releases still follow the exact schedule.
+        let mut d = Direction::new(params(1_000_000, 0), 1).unwrap();
+        for _ in 0..10 {
+            d.arrive(Time::ZERO, frame(125)); // 1 ms each
+        }
+        let mut out = Vec::new();
+        while d.next_wakeup() != Time::NEVER {
+            let t = d.next_wakeup() + Duration::from_micros(300);
+            d.service(t);
+            while let Some((at, _)) = d.poll_release(t) {
+                out.push(at.as_nanos() / 1000);
+            }
+        }
+        assert_eq!(out, (1..=10).map(|i| i * 1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn queue_overflow_drops_the_tail() {
+        let mut p = params(1_000_000, 0);
+        p.queue = Some(QdiscConfig::Droptail {
+            limit_packets: Some(5),
+            limit_bytes: None,
+            limit_ms: None,
+        });
+        let mut d = Direction::new(p, 1).unwrap();
+        for _ in 0..20 {
+            d.arrive(Time::ZERO, frame(500));
+        }
+        // one on the wire, five waiting, fourteen dropped
+        let c = d.counters();
+        assert_eq!((c.queue_packets, c.drop_overflow), (5, 14));
+        assert_eq!(drain(&mut d).len(), 6);
+    }
+
+    #[test]
+    fn jitter_never_reorders_and_stays_in_band() {
+        let mut p = params(0, 20);
+        p.jitter_ns = 5_000_000;
+        let mut d = Direction::new(p, 9).unwrap();
+        for i in 0..2000u64 {
+            d.arrive(Time::from_micros(i * 100), frame(100));
+        }
+        let r = drain(&mut d);
+        assert_eq!(r.len(), 2000);
+        assert!(r.windows(2).all(|w| w[0] <= w[1]));
+        // every packet: delay in [15, 25] ms after arrival, except held back by order
+        for (i, t) in r.iter().enumerate() {
+            let sent = i as u64 * 100_000;
+            let delay = t - sent;
+            assert!(delay >= 15_000_000, "{delay}");
+            assert!(delay <= 25_000_000 + 100_000, "{delay}");
+        }
+        let mean: f64 = r
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (*t - i as u64 * 100_000) as f64)
+            .sum::<f64>()
+            / 2000.0;
+        assert!(
+            mean > 20_000_000.0,
+            "order-keeping biases the mean up: {mean}"
+        );
+    }
+
+    #[test]
+    fn bernoulli_loss_rate_end_to_end() {
+        let mut p = params(0, 1);
+        p.loss = LossModel::Bernoulli { p: 0.1 };
+        let mut d = Direction::new(p, 42).unwrap();
+        for i in 0..50_000u64 {
+            d.arrive(Time::from_micros(i), frame(100));
+        }
+        let got = drain(&mut d).len();
+        let c = d.counters();
+        assert_eq!(c.drop_loss as usize + got, 50_000);
+        let rate = c.drop_loss as f64 / 50_000.0;
+        assert!((rate - 0.1).abs() < 0.006, "{rate}"); // ~4.5 sigma
+    }
+
+    #[test]
+    fn rate_change_applies_to_later_packets_and_queue_swap_keeps_packets() {
+        let mut d = Direction::new(params(1_000_000, 0), 1).unwrap();
+        for _ in 0..4 {
+            d.arrive(Time::ZERO, frame(125)); // 1 ms each at 1 Mbit/s
+        }
+        let u = LinkUpdate::from_json(
+            r#"{"rate_bps":2000000,"queue":{"kind":"droptail","limit_packets":2}}"#,
+        )
+        .unwrap();
+        d.update(Time::ZERO, &u).unwrap();
+        // first one already on the wire at 1 Mbit/s; of the 3 waiting, 2 fit the new queue
+        assert_eq!(d.counters().drop_overflow, 1);
+        assert_eq!(drain(&mut d), vec![1_000_000, 1_500_000, 2_000_000]);
+        assert!(d
+            .update(Time::ZERO, &LinkUpdate::from_json(r#"{"loss":3}"#).unwrap())
+            .is_err());
+    }
+
+    #[test]
+    fn fair_queue_serves_a_layered_session_as_one_flow() {
+        // 1 Mbit/s DRR with a one-packet quantum: a greedy unicast flow with 10 packets waiting
+        // and a session whose layers use two groups of one /24 — the session's packets come
+        // out one per round, interleaved with the unicast flow, not two in a row.
+        let mut p = params(1_000_000, 0);
+        p.queue = Some(QdiscConfig::Fq {
+            per_flow_packets: 20,
+            total_bytes: None,
+            quantum_bytes: None,
+        });
+        let mut d = Direction::new(p, 1).unwrap();
+        for _ in 0..10 {
+            d.arrive(Time::ZERO, frame(500));
+        }
+        let l0 = udp_frame([10, 0, 0, 9], [239, 1, 1, 0], 1, 5000, 472);
+        let l1 = udp_frame([10, 0, 0, 9], [239, 1, 1, 1], 1, 5002, 472);
+        d.arrive(Time::ZERO, l0.clone());
+        d.arrive(Time::ZERO, l1.clone());
+        let mut order = Vec::new();
+        loop {
+            let t = d.next_wakeup();
+            if t == Time::NEVER {
+                break;
+            }
+            d.service(t);
+            while let Some((_, f)) = d.poll_release(t) {
+                order.push(if f == l0 || f == l1 { 'S' } else { 'u' });
+            }
+        }
+        let s: String = order.into_iter().collect();
+        // first unicast packet was already on the wire; then round robin u/S
+        assert_eq!(s, "uuSuSuuuuuuu", "{s}");
+    }
+
+    #[test]
+    fn multicast_and_igmp_delivery_is_recorded() {
+        let mut d = Direction::new(params(0, 5), 1).unwrap();
+        let g = udp_frame([10, 0, 0, 1], [239, 1, 1, 1], 1, 5000, 100);
+        d.arrive(Time::from_millis(1), g.clone());
+        d.arrive(Time::from_millis(2), g);
+        drain(&mut d);
+        let gs = d.groups(1_000);
+        let s = &gs["239.1.1.1"];
+        assert_eq!(
+            (s.packets, s.first_ns, s.last_ns),
+            (2, 6_001_000, 7_001_000)
+        );
+    }
+}

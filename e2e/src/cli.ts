@@ -1,0 +1,111 @@
+#!/usr/bin/env node
+// layercast-e2e: run scenarios on the namespace testbed, measure IGMP leave latency, clean up.
+import fs from 'node:fs';
+import path from 'node:path';
+import { cleanup } from './netns.js';
+import { loadScenario } from './scenario.js';
+import { runScenario } from './runner.js';
+import { measureLeaveLatency } from './leave.js';
+import { repoRoot } from './bins.js';
+import { runDemo } from './demo.js';
+
+const USAGE = `usage:
+  layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
+                                  [--overhead-bytes B] [--rt-prio P] [--igmpproxy]
+  layercast-e2e leave-latency [--out DIR] [--cycles N] [--default-timers] [--igmpproxy]
+  layercast-e2e full [--out DIR]        leave latency, then every scenario in scenarios/ (not sim-*)
+  layercast-e2e cleanup [--all]         remove lc- namespaces left by dead runs (--all: every lc- namespace)
+  layercast-e2e demo [--duration SECS] [--source auto|synthetic|NAME] [--scenario FILE]
+                     [--status-every SECS] [--out DIR] [--port P]
+                                        the live demo (docs/demo.md); until Ctrl-C without --duration`;
+
+function flag(args: string[], name: string): string | undefined {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [cmd, ...args] = argv;
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  switch (cmd) {
+    case 'run': {
+      const file = args[0];
+      if (!file) throw new Error(USAGE);
+      const sc = loadScenario(file);
+      const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `${sc.name}-${stamp}`);
+      const r = await runScenario(sc, {
+        outDir: out,
+        seed: Number(flag(args, '--seed') ?? 1),
+        timeScale: Number(flag(args, '--time-scale') ?? 1),
+        linkMode: args.includes('--linkemu-everywhere') ? 'linkemu' : 'auto',
+        overheadBytes: flag(args, '--overhead-bytes') !== undefined ? Number(flag(args, '--overhead-bytes')) : undefined,
+        rtPrio: flag(args, '--rt-prio') !== undefined ? Number(flag(args, '--rt-prio')) : undefined,
+        router: args.includes('--igmpproxy') ? 'igmpproxy' : 'mrouter',
+      });
+      for (const m of r.measurements) console.log(`${m.pass ? 'pass' : 'FAIL'}  ${m.id}: ${m.metric} = ${m.value}`);
+      for (const n of r.notes) console.log(`note: ${n}`);
+      console.log(`report: ${path.join(out, 'report.html')}`);
+      return r.measurements.every((m) => m.pass) ? 0 : 1;
+    }
+    case 'leave-latency': {
+      const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `leave-latency-${stamp}`);
+      const r = await measureLeaveLatency({
+        fastLeave: !args.includes('--default-timers'),
+        router: args.includes('--igmpproxy') ? 'igmpproxy' : 'mrouter',
+        cycles: Number(flag(args, '--cycles') ?? 5),
+        outDir: out,
+      });
+      console.log(JSON.stringify(r, null, 2));
+      return 0;
+    }
+    case 'full': {
+      const dir = path.join(repoRoot, 'scenarios');
+      const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `full-${stamp}`);
+      let fails = 0;
+      const lq = await measureLeaveLatency({ fastLeave: true, outDir: path.join(out, 'leave') });
+      console.log(`leave latency (mrouter, fast leave): median ${lq.leave_ms_median.toFixed(1)} ms, max ${lq.leave_ms_max.toFixed(1)} ms`);
+      const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort() : [];
+      for (const f of files) {
+        const sc = loadScenario(path.join(dir, f));
+        // Every catalogue scenario except the simulator's own model checks.
+        if (sc.name.startsWith('sim-')) continue;
+        console.log(`== ${sc.name}`);
+        const r = await runScenario(sc, { outDir: path.join(out, sc.name) });
+        for (const m of r.measurements) console.log(`${m.pass ? 'pass' : 'FAIL'}  ${m.id}: ${m.metric} = ${m.value}`);
+        if (!r.measurements.every((m) => m.pass)) fails++;
+      }
+      console.log(`reports under ${out}`);
+      return fails ? 1 : 0;
+    }
+    case 'demo': {
+      const num = (n: string) => (flag(args, n) !== undefined ? Number(flag(args, n)) : undefined);
+      const r = await runDemo({
+        durationS: num('--duration') ?? null,
+        source: flag(args, '--source'),
+        scenarioFile: flag(args, '--scenario'),
+        statusEveryS: num('--status-every'),
+        outDir: flag(args, '--out'),
+        port: num('--port'),
+      });
+      for (const n of r.notes) console.log(`note: ${n}`);
+      console.log(`demo over after ${r.ranS.toFixed(0)} s; ${r.namespaces.length} namespaces removed; logs in ${r.outDir}`);
+      return r.leftover.length ? 1 : 0;
+    }
+    case 'cleanup': {
+      const removed = await cleanup({ all: args.includes('--all') });
+      console.log(removed.length ? `removed ${removed.join(' ')}` : 'nothing to remove');
+      return 0;
+    }
+    default:
+      console.log(USAGE);
+      return cmd === undefined || cmd === '-h' || cmd === '--help' ? 0 : 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (e: Error) => {
+    console.error(`layercast-e2e: ${e.message}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,12 @@
+// @layercast/e2e: the namespace testbed as a library (see docs/testbed.md).
+export { Net, cleanup, offloadsOff, NS_PREFIX } from './netns.js';
+export { LinkEmu, ctlRequest, type LinkSettings, type Snapshot } from './linkemu.js';
+export { parseScenario, loadScenario, expand, monitorNames, type Scenario } from './scenario.js';
+export { buildTopology, type Built, type BuildOptions } from './topology.js';
+export { runScenario, type RunOptions, type RunResult } from './runner.js';
+export { Monitor, measure, jain, minMaxRatio } from './metrics.js';
+export { measureLeaveLatency } from './leave.js';
+export { svgChart, writeReport } from './report.js';
+export { findBinary } from './bins.js';
+export { run, nsRun, ProcessSet, sleep } from './sh.js';
+export { recordAcceptance } from './acceptance.js';

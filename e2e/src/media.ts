@@ -1,0 +1,70 @@
+// How the testbed starts the project's own sender and receivers. Kept in one place so the
+// command lines can follow the media binaries as they evolve (server/src/config.rs and
+// player/src/main.rs are the reference).
+import { findBinary } from './bins.js';
+import type { LayeredFlow, ReceiverDef } from './scenario.js';
+import { ladderRates } from './scenario.js';
+
+export interface MediaBins {
+  server: string | null;
+  player: string | null;
+}
+
+export function mediaBins(): MediaBins {
+  return { server: findBinary('layercast-server'), player: findBinary('layercast-player') };
+}
+
+/** Groups of session k: 239.255.(100+k).0/24, announcements on 239.255.76.(1+k):5000. One /24
+ *  per session is what makes the link emulator's fair queue count the session as one flow. */
+export function sessionAddrs(k: number) {
+  return { group: `239.255.${100 + k}.0`, port: 5004 + 200 * k, announce: `239.255.76.${1 + k}:5000` };
+}
+
+export function serverArgs(f: LayeredFlow, k: number, ifAddr: string): string[] {
+  const a = sessionAddrs(k);
+  const rates = ladderRates(f.layers);
+  const equal = rates.every((r) => r === rates[0]);
+  const session: Record<string, unknown> = {
+    name: f.name,
+    protocol: f.protocol,
+    source: 'synthetic',
+    packet_size: f.packet_size,
+    bunch_len: f.bunch,
+    adapt_interval_ms: Math.round(f.adapt_interval_s * 1000),
+    group: a.group,
+    port: a.port,
+  };
+  if (equal) {
+    session.layers = rates.length;
+    session.layer_rate_bps = Math.round(rates[0] * 1000);
+  } else session.layer_rates_bps = rates.map((r) => Math.round(r * 1000));
+  return [
+    '--http_addr', `${ifAddr}:8080`,
+    '--announce', a.announce,
+    '--interface', ifAddr,
+    '--ttl', '16',
+    '--session', JSON.stringify(session),
+  ];
+}
+
+export function playerArgs(f: LayeredFlow, r: ReceiverDef, k: number, ifAddr: string, outDir: string, durationS: number): string[] {
+  return [
+    '--announce', sessionAddrs(k).announce,
+    '--controller', r.protocol ?? f.protocol,
+    '--interface', ifAddr,
+    '--headless',
+    '--out', outDir,
+    '--duration', durationS.toFixed(3),
+    '--viewer-id', r.name,
+  ];
+}
+
+/** One line of `player.jsonl` (the fields the testbed reads). */
+export interface PlayerLine {
+  t: number;
+  elapsed_s: number;
+  layers: number;
+  rate_bps: number;
+  packets_1s: number;
+  lost_1s: number;
+}

@@ -1,0 +1,468 @@
+// Runs one scenario on the emulated network: build, start flows on schedule, apply link
+// changes, poll the emulators, stop by itself, collect, compute the simulator's metrics, write
+// outputs and the HTML report, and always tear down.
+import fs from 'node:fs';
+import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import { Net, cleanup } from './netns.js';
+import { buildTopology, type Built } from './topology.js';
+import { collect, nsRun, sleep, waitExit } from './sh.js';
+import { findLink, ladderRates, monitorNames, type CbrFlow, type OnoffFlow, type Scenario, type TcpFlow } from './scenario.js';
+import { Monitor, measure, timeseriesCsv, type MeasResult } from './metrics.js';
+import { mediaBins, playerArgs, serverArgs, type PlayerLine } from './media.js';
+import type { Snapshot } from './linkemu.js';
+import { writeReport } from './report.js';
+
+export interface RunOptions {
+  outDir: string;
+  seed?: number;
+  overheadBytes?: number;
+  linkMode?: 'auto' | 'linkemu';
+  rtPrio?: number;
+  router?: 'mrouter' | 'igmpproxy';
+  /** Multiplies every time in the scenario (a quick look at a long scenario). Default 1. */
+  timeScale?: number;
+  log?: (msg: string) => void;
+}
+
+export interface LinkSample {
+  t: number;
+  link: string;
+  dir: 'ab' | 'ba';
+  tx_bytes: number;
+  queue_packets: number;
+  drops: number;
+}
+
+export interface RunResult {
+  scenario: string;
+  seed: number;
+  duration_s: number;
+  engine: 'testbed';
+  measurements: MeasResult[];
+  monitors: {
+    name: string;
+    kind: string;
+    start_s: number | null;
+    throughput_kbps: number;
+    loss_ratio: number;
+    received: number;
+    lost: number;
+    final_layers: number;
+    not_run: string | null;
+  }[];
+  links: {
+    name: string;
+    kind: string;
+    sent_packets: number;
+    utilisation: number;
+    drops_overflow: number;
+    drops_early: number;
+    drops_wire: number;
+    release_error_p50_us: number | null;
+    release_error_p99_us: number | null;
+  }[];
+  notes: string[];
+}
+
+/** mulberry32: seeded start jitter, like the simulator's. */
+function rng(seed: number) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Time-scaled copy of a scenario. */
+function scaled(sc: Scenario, k: number): Scenario {
+  if (k === 1) return sc;
+  const s = structuredClone(sc);
+  s.duration_s *= k;
+  for (const f of s.flows) {
+    f.start_s *= k;
+    if (f.stop_s != null) f.stop_s *= k;
+    if (f.type === 'layered') for (const r of f.receivers) {
+      r.start_s *= k;
+      if (r.stop_s != null) r.stop_s *= k;
+    }
+  }
+  for (const x of s.schedule) x.at_s *= k;
+  for (const m of s.measurements) {
+    if (m.window) m.window = [m.window[0] * k, m.window[1] * k];
+    if (m.after_s != null) m.after_s *= k;
+  }
+  return s;
+}
+
+interface UdpSegment {
+  flow: string;
+  start: number;
+  stop: number;
+  rateKbps: number;
+}
+
+export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<RunResult> {
+  const sc = scaled(scIn, opts.timeScale ?? 1);
+  const seed = opts.seed ?? 1;
+  const log = opts.log ?? ((m: string) => console.error(`[e2e] ${m}`));
+  fs.mkdirSync(opts.outDir, { recursive: true });
+  const notes: string[] = [];
+  // Leftovers of crashed runs (owner process gone) would collide with nothing, but they hold
+  // processes and memory: remove them first.
+  const stale = await cleanup();
+  if (stale.length) log(`removed ${stale.length} namespaces of dead runs`);
+  const net = new Net();
+  const rand = rng(seed);
+  const iv = sc.interval_s;
+  const mons = new Map<string, Monitor>();
+  for (const n of monitorNames(sc)) {
+    const f = sc.flows.find((x) => n === x.name || n.startsWith(`${x.name}/`))!;
+    const m = new Monitor(n, f.name, f.type);
+    if (f.type === 'layered') {
+      const rates = ladderRates(f.layers);
+      m.ladderKbps = [0];
+      for (const r of rates) m.ladderKbps.push(m.ladderKbps[m.ladderKbps.length - 1] + r);
+    }
+    mons.set(n, m);
+  }
+  const linkSamples: LinkSample[] = [];
+  const finals = new Map<number, Snapshot>();
+  let built: Built | null = null;
+  const hardLimitMs = (sc.duration_s + 90) * 1000;
+  const watchdog = setTimeout(() => {
+    log('hard time limit reached: tearing down');
+    void net.teardown().finally(() => process.exit(124));
+  }, hardLimitMs);
+  try {
+    log(`building ${sc.name}: ${sc.topology.nodes.length} nodes, ${sc.topology.links.length} links`);
+    built = await buildTopology(net, sc, {
+      dir: opts.outDir,
+      overheadBytes: opts.overheadBytes,
+      linkMode: opts.linkMode,
+      rtPrio: opts.rtPrio,
+      router: opts.router,
+      seed,
+    });
+    const b = built;
+    const bins = mediaBins();
+    const t0 = Date.now() + 1500;
+    const at = (s: number) => Math.max(0, t0 + s * 1000 - Date.now());
+    const timers: NodeJS.Timeout[] = [];
+    const later = (s: number, fn: () => Promise<void> | void) =>
+      timers.push(
+        setTimeout(() => {
+          Promise.resolve(fn()).catch((e: Error) => notes.push(`t=${s}: ${e.message}`));
+        }, at(s)),
+      );
+    const pending: Promise<void>[] = [];
+    let port = 5201;
+
+    // ---- unicast flows (iperf3)
+    const segments: UdpSegment[] = [];
+    for (const f of sc.flows) {
+      const start = f.start_s + rand() * f.start_jitter_s;
+      const stop = Math.min(f.stop_s ?? sc.duration_s, sc.duration_s);
+      mons.get(f.name) && (mons.get(f.name)!.start = start);
+      if (f.type === 'tcp') {
+        const p = port++;
+        pending.push(iperfFlow(net, b, f, p, start, stop, null, mons.get(f.name)!, iv, later));
+      } else if (f.type === 'cbr') {
+        // A CBR flow's rate can change on the schedule: one iperf3 run per constant-rate piece.
+        const changes = sc.schedule.filter((x) => x.flow === f.name && x.rate_kbps != null).sort((x, y) => x.at_s - y.at_s);
+        let cur = { start, rate: f.rate_kbps };
+        for (const c of changes) {
+          if (c.at_s <= cur.start) {
+            cur.rate = c.rate_kbps!;
+            continue;
+          }
+          if (c.at_s >= stop) break;
+          segments.push({ flow: f.name, start: cur.start, stop: c.at_s, rateKbps: cur.rate });
+          cur = { start: c.at_s, rate: c.rate_kbps! };
+        }
+        segments.push({ flow: f.name, start: cur.start, stop, rateKbps: cur.rate });
+      } else if (f.type === 'onoff') {
+        // Pareto on and off periods (shape `shape`, the given means), each "on" an iperf3 run.
+        const pareto = (mean: number) => {
+          const xm = (mean * (f.shape - 1)) / f.shape;
+          return xm / Math.pow(1 - rand(), 1 / f.shape);
+        };
+        let t = start;
+        while (t < stop) {
+          const on = Math.max(0.2, pareto(f.mean_on_s));
+          segments.push({ flow: f.name, start: t, stop: Math.min(stop, t + on), rateKbps: f.rate_kbps });
+          t += on + pareto(f.mean_off_s);
+        }
+        notes.push(`${f.name}: on/off as ${segments.filter((s) => s.flow === f.name).length} iperf3 runs of at least 0.2 s`);
+      }
+    }
+    for (const s of segments) {
+      const f = sc.flows.find((x) => x.name === s.flow) as CbrFlow | OnoffFlow;
+      if (s.stop - s.start < 0.2) continue;
+      const p = port++;
+      pending.push(iperfFlow(net, b, f, p, s.start, s.stop, s.rateKbps, mons.get(f.name)!, iv, later));
+    }
+
+    // ---- layered sessions (layercast-server / layercast-player)
+    let k = 0;
+    for (const f of sc.flows) {
+      if (f.type !== 'layered') continue;
+      const sk = k++;
+      if (!bins.server || !bins.player) {
+        const why = `layercast-server/layercast-player not built: session ${f.name} not run`;
+        notes.push(why);
+        for (const r of f.receivers) mons.get(`${f.name}/${r.name}`)!.notRun = why;
+        continue;
+      }
+      const srcNs = b.nodeNs.get(f.from)!;
+      const firstRecv = f.receivers[0]?.at ?? f.from;
+      const srcIf = b.toward(f.from, firstRecv);
+      const start = f.start_s + rand() * f.start_jitter_s;
+      const stop = Math.min(f.stop_s ?? sc.duration_s, sc.duration_s);
+      later(start, () => {
+        const c = net.procs.spawnIn(srcNs, `server ${f.name}`, bins.server!, serverArgs(f, sk, srcIf.addr));
+        pipeTo(c, path.join(opts.outDir, `server-${f.name}.log`));
+      });
+      later(stop, () => stopNamed(net, `server ${f.name}`));
+      for (const r of f.receivers) {
+        const mon = mons.get(`${f.name}/${r.name}`)!;
+        const rs = r.start_s + rand() * r.start_jitter_s;
+        const re = Math.min(r.stop_s ?? stop, stop);
+        mon.start = rs;
+        const dir = path.join(opts.outDir, `player-${f.name}-${r.name}`);
+        fs.mkdirSync(dir, { recursive: true });
+        const ifc = b.toward(r.at, f.from);
+        pending.push(
+          new Promise<void>((resolve) => {
+            later(rs, async () => {
+              const c = net.procs.spawnIn(b.nodeNs.get(r.at)!, `player ${f.name}/${r.name}`, bins.player!, playerArgs(f, r, sk, ifc.addr, dir, re - rs));
+              pipeTo(c, path.join(dir, 'stderr.log'));
+              await waitExit(c, (re - rs + 10) * 1000);
+              resolve();
+            });
+          }),
+        );
+      }
+    }
+
+    // ---- link changes
+    for (const s of sc.schedule) {
+      if (s.link == null) continue;
+      const l = findLink(sc, s.link)!;
+      const bl = b.links[l.index];
+      later(s.at_s, async () => {
+        if (bl.emu) {
+          const set: Record<string, number> = {};
+          if (s.rate_kbps != null) set.rate_bps = Math.round(s.rate_kbps * 1000);
+          if (s.delay_ms != null) set.delay_ms = s.delay_ms;
+          if (s.loss != null) set.loss = s.loss;
+          await bl.emu.set(l.reverse ? 'ba' : 'ab', set);
+        } else if (s.rate_kbps != null) {
+          const ns = b.nodeNs.get(l.reverse ? bl.def.to : bl.def.from)!;
+          await nsRun(ns, 'tc', ['qdisc', 'change', 'dev', bl.ifName, 'root', 'tbf', 'rate', `${Math.round(s.rate_kbps * 1000)}bit`, 'burst', '1600', 'limit', '151400']);
+        }
+        log(`t=${s.at_s}s link ${s.link} changed`);
+      });
+    }
+
+    // ---- poll the emulators every interval
+    let polling = true;
+    const poller = (async () => {
+      await sleep(at(0));
+      while (polling) {
+        const t = (Date.now() - t0) / 1000;
+        for (const bl of b.links) {
+          if (!bl.emu) continue;
+          try {
+            const s = await bl.emu.get();
+            for (const dir of ['ab', 'ba'] as const) {
+              const c = s[dir].counters;
+              linkSamples.push({ t, link: bl.name, dir, tx_bytes: c.tx_bytes, queue_packets: c.queue_packets, drops: c.drop_overflow + c.drop_early + c.drop_loss });
+            }
+            finals.set(bl.index, s);
+          } catch {
+            /* emulator busy or gone; next round */
+          }
+        }
+        await sleep(iv * 1000);
+      }
+    })();
+
+    log(`running for ${sc.duration_s} s`);
+    await sleep(at(sc.duration_s));
+    await Promise.race([Promise.all(pending), sleep(15_000)]);
+    polling = false;
+    await poller;
+    for (const t of timers) clearTimeout(t);
+    for (const bl of b.links) {
+      if (!bl.emu) continue;
+      try {
+        finals.set(bl.index, await bl.emu.get());
+      } catch {
+        /* keep the last poll */
+      }
+    }
+    // players' logs
+    for (const f of sc.flows) {
+      if (f.type !== 'layered') continue;
+      for (const r of f.receivers) readPlayerLog(path.join(opts.outDir, `player-${f.name}-${r.name}`, 'player.jsonl'), mons.get(`${f.name}/${r.name}`)!, t0, iv, notes);
+    }
+  } finally {
+    clearTimeout(watchdog);
+    await net.teardown();
+  }
+
+  const monList = [...mons.values()];
+  const measurements: MeasResult[] = [];
+  for (const m of sc.measurements) {
+    try {
+      measurements.push(measure(sc, mons, m));
+    } catch (e) {
+      notes.push(`measurement ${m.id}: ${(e as Error).message}`);
+    }
+  }
+  const result: RunResult = {
+    scenario: sc.name,
+    seed,
+    duration_s: sc.duration_s,
+    engine: 'testbed',
+    measurements,
+    monitors: monList.map((m) => {
+      const t0 = m.start ?? 0;
+      const [l, r] = m.lossCounts(iv, 0, sc.duration_s);
+      return {
+        name: m.name,
+        kind: m.kind,
+        start_s: m.start,
+        throughput_kbps: m.throughputKbps(iv, t0, sc.duration_s),
+        loss_ratio: l + r > 0 ? l / (l + r) : 0,
+        received: r,
+        lost: l,
+        final_layers: m.levelAt(sc.duration_s),
+        not_run: m.notRun,
+      };
+    }),
+    links: (built?.links ?? []).flatMap((bl) => {
+      const s = finals.get(bl.index);
+      return (['ab', 'ba'] as const).map((dir) => {
+        const d = s?.[dir];
+        const rate = (dir === 'ba' && !bl.def.duplex ? 0 : bl.def.rate_kbps) * 1000;
+        return {
+          name: dir === 'ab' ? bl.name : `${bl.def.to}-${bl.def.from}`,
+          kind: bl.kind,
+          sent_packets: d?.counters.tx_packets ?? 0,
+          utilisation: d && rate > 0 ? (d.counters.tx_bytes * 8) / (rate * sc.duration_s) : 0,
+          drops_overflow: d?.counters.drop_overflow ?? 0,
+          drops_early: d?.counters.drop_early ?? 0,
+          drops_wire: d?.counters.drop_loss ?? 0,
+          release_error_p50_us: d?.release_error.p50_us ?? null,
+          release_error_p99_us: d?.release_error.p99_us ?? null,
+        };
+      });
+    }),
+    notes,
+  };
+  fs.writeFileSync(path.join(opts.outDir, 'summary.json'), JSON.stringify(result, null, 2));
+  fs.writeFileSync(path.join(opts.outDir, 'timeseries.csv'), timeseriesCsv(sc, monList));
+  fs.writeFileSync(path.join(opts.outDir, 'links.json'), JSON.stringify({ samples: linkSamples, final: Object.fromEntries(finals) }, null, 1));
+  let mc = 'id,metric,value,min,max,pass,published\n';
+  for (const m of measurements) mc += `"${m.id.replace(/"/g, "'")}",${m.metric},${m.value},${m.min ?? ''},${m.max ?? ''},${m.pass},"${m.published.replace(/"/g, "'")}"\n`;
+  fs.writeFileSync(path.join(opts.outDir, 'measurements.csv'), mc);
+  writeReport(path.join(opts.outDir, 'report.html'), sc, result, monList, linkSamples);
+  return result;
+}
+
+function pipeTo(c: ChildProcess, file: string) {
+  const w = fs.createWriteStream(file);
+  c.stdout?.pipe(w);
+  c.stderr?.pipe(w);
+}
+
+async function stopNamed(net: Net, name: string) {
+  for (const p of net.procs.procs) if (p.name === name && p.child.exitCode === null) p.child.kill('SIGTERM');
+}
+
+/** One iperf3 run (TCP, or UDP at `rateKbps`) from f.from to f.to over [start, stop). The
+ *  receiver side's per-interval bytes (server JSON) become the monitor's record. */
+function iperfFlow(
+  net: Net,
+  b: Built,
+  f: TcpFlow | CbrFlow | OnoffFlow,
+  port: number,
+  start: number,
+  stop: number,
+  rateKbps: number | null,
+  mon: Monitor,
+  iv: number,
+  later: (s: number, fn: () => Promise<void> | void) => void,
+): Promise<void> {
+  const dst = b.toward(f.to, f.from).addr;
+  const srvNs = b.nodeNs.get(f.to)!;
+  const cliNs = b.nodeNs.get(f.from)!;
+  const dur = Math.max(1, Math.round(stop - start));
+  return new Promise((resolve) => {
+    let server: ChildProcess | null = null;
+    let serverOut: Promise<string> = Promise.resolve('');
+    // Half a second ahead, so the server listens before the client connects (`at` clamps at
+    // the build time, 1.5 s before the epoch, so a flow at t = 0 still gets its head start).
+    later(start - 0.5, () => {
+      server = net.procs.spawnIn(srvNs, `iperf3-s ${f.name}:${port}`, 'iperf3', ['-s', '-1', '-B', dst, '-p', String(port), '-J', '-i', String(iv)]);
+      serverOut = collect(server);
+    });
+    later(start, async () => {
+      const args = ['-c', dst, '-p', String(port), '-t', String(dur), '-J', '-i', String(iv)];
+      if (f.type === 'tcp') {
+        args.push('-C', f.variant === 'newreno' ? 'reno' : f.variant);
+        // segments sized so that IP packets are packet_size bytes (40 B of headers + 12 of
+        // timestamps are taken from MSS by the kernel)
+        args.push('-M', String(Math.max(88, f.packet_size - 40)));
+      } else {
+        args.push('-u', '-b', `${Math.round((rateKbps ?? 0) * 1000)}`, '-l', String(Math.max(16, f.packet_size - 28)));
+      }
+      const c = net.procs.spawnIn(cliNs, `iperf3-c ${f.name}:${port}`, 'iperf3', args);
+      await collect(c);
+      if (server) await waitExit(server, 5000);
+      const text = await serverOut;
+      try {
+        const j = JSON.parse(text) as { intervals?: { sum: { start: number; end: number; bytes: number; packets?: number; lost_packets?: number } }[] };
+        for (const x of j.intervals ?? []) {
+          const t = start + (x.sum.start + x.sum.end) / 2;
+          const pk = x.sum.packets ?? Math.round(x.sum.bytes / f.packet_size);
+          mon.add(iv, t, x.sum.bytes, pk, x.sum.lost_packets ?? 0);
+        }
+      } catch {
+        mon.notRun = mon.notRun ?? `iperf3 output for ${f.name} unreadable`;
+      }
+      resolve();
+    });
+  });
+}
+
+function readPlayerLog(file: string, mon: Monitor, t0: number, iv: number, notes: string[]) {
+  if (mon.notRun) return;
+  if (!fs.existsSync(file)) {
+    mon.notRun = `no player log ${file}`;
+    notes.push(mon.notRun);
+    return;
+  }
+  let prevElapsed = 0;
+  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    if (!line.trim()) continue;
+    let p: PlayerLine;
+    try {
+      p = JSON.parse(line) as PlayerLine;
+    } catch {
+      continue;
+    }
+    if (typeof p.t !== 'number') continue;
+    const t = p.t - t0 / 1000;
+    const dt = Math.max(0, (p.elapsed_s ?? 0) - prevElapsed) || 1;
+    prevElapsed = p.elapsed_s ?? prevElapsed;
+    mon.add(iv, t - dt / 2, ((p.rate_bps ?? 0) * dt) / 8, p.packets_1s ?? 0, p.lost_1s ?? 0);
+    if (typeof p.layers === 'number') mon.level(t, p.layers);
+  }
+}
+

@@ -1,0 +1,346 @@
+// The scenario file (YAML), the same one the simulator runs (`congestion/sim/src/scenario.rs`,
+// `docs/scenarios.md`): topology, flows, schedule and measurements with pass bands. This module
+// mirrors its types, defaults and checks so the testbed refuses what the simulator refuses.
+import fs from 'node:fs';
+import YAML from 'yaml';
+
+export type QdiscConfig = { kind: string; [k: string]: unknown };
+
+export interface LinkDef {
+  from: string;
+  to: string;
+  rate_kbps: number;
+  delay_ms: number;
+  queue?: QdiscConfig | null;
+  loss: number;
+  duplex: boolean;
+  reverse_queue?: QdiscConfig | null;
+}
+
+export interface MulticastDef {
+  join_latency_ms: number;
+  leave_latency_ms: number;
+  fast_leave: boolean;
+}
+
+export interface Ladder {
+  count?: number;
+  rate_kbps?: number;
+  rates_kbps?: number[];
+}
+
+export interface ReceiverDef {
+  name: string;
+  at: string;
+  start_s: number;
+  start_jitter_s: number;
+  stop_s?: number | null;
+  protocol?: string | null;
+}
+
+interface FlowCommon {
+  name: string;
+  start_s: number;
+  start_jitter_s: number;
+  stop_s?: number | null;
+  packet_size: number;
+}
+
+export interface LayeredFlow extends FlowCommon {
+  type: 'layered';
+  protocol: string;
+  from: string;
+  layers: Ladder;
+  bunch: number;
+  adapt_interval_s: number;
+  receivers: ReceiverDef[];
+}
+export interface TcpFlow extends FlowCommon {
+  type: 'tcp';
+  from: string;
+  to: string;
+  variant: string;
+  max_cwnd: number;
+}
+export interface CbrFlow extends FlowCommon {
+  type: 'cbr';
+  from: string;
+  to: string;
+  rate_kbps: number;
+}
+export interface OnoffFlow extends FlowCommon {
+  type: 'onoff';
+  from: string;
+  to: string;
+  rate_kbps: number;
+  mean_on_s: number;
+  mean_off_s: number;
+  shape: number;
+}
+export type Flow = LayeredFlow | TcpFlow | CbrFlow | OnoffFlow;
+
+export interface ScheduleItem {
+  at_s: number;
+  link?: string | null;
+  flow?: string | null;
+  rate_kbps?: number | null;
+  delay_ms?: number | null;
+  loss?: number | null;
+}
+
+export interface Measurement {
+  id: string;
+  metric: string;
+  of: string[];
+  versus: string[];
+  window?: [number, number] | null;
+  after_s?: number | null;
+  min_layers?: number | null;
+  max_layers?: number | null;
+  min_kbps?: number | null;
+  max_kbps?: number | null;
+  hold_s?: number | null;
+  available_kbps?: number | [number, number, number][] | null;
+  min?: number | null;
+  max?: number | null;
+  published: string;
+}
+
+export interface Scenario {
+  name: string;
+  title: string;
+  source: string;
+  duration_s: number;
+  interval_s: number;
+  seeds: number;
+  fast_seeds: number;
+  topology: { nodes: string[]; links: LinkDef[]; multicast: MulticastDef };
+  flows: Flow[];
+  schedule: ScheduleItem[];
+  measurements: Measurement[];
+}
+
+export class ScenarioError extends Error {}
+
+const bad = (field: string, reason: string) => new ScenarioError(`${field}: ${reason}`);
+
+function only(obj: Record<string, unknown>, allowed: string[], where: string) {
+  for (const k of Object.keys(obj)) if (!allowed.includes(k)) throw bad(where, `unknown field ${JSON.stringify(k)}`);
+}
+function num(v: unknown, field: string, dflt?: number): number {
+  if (v === undefined || v === null) {
+    if (dflt === undefined) throw bad(field, 'missing');
+    return dflt;
+  }
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw bad(field, 'must be a number');
+  return v;
+}
+function str(v: unknown, field: string, dflt?: string): string {
+  if (v === undefined || v === null) {
+    if (dflt === undefined) throw bad(field, 'missing');
+    return dflt;
+  }
+  if (typeof v !== 'string') throw bad(field, 'must be a string');
+  return v;
+}
+
+const COMMON = ['name', 'start_s', 'start_jitter_s', 'stop_s', 'packet_size', 'type'];
+
+function parseFlow(f: Record<string, unknown>, i: number): Flow {
+  const w = `flows[${i}]`;
+  const common = {
+    name: str(f.name, `${w}.name`),
+    start_s: num(f.start_s, `${w}.start_s`, 0),
+    start_jitter_s: num(f.start_jitter_s, `${w}.start_jitter_s`, 0),
+    stop_s: f.stop_s == null ? null : num(f.stop_s, `${w}.stop_s`),
+    packet_size: num(f.packet_size, `${w}.packet_size`, 512),
+  };
+  switch (f.type) {
+    case 'layered': {
+      only(f, [...COMMON, 'protocol', 'from', 'layers', 'bunch', 'adapt_interval_s', 'receivers'], w);
+      const recv = (f.receivers as Record<string, unknown>[] | undefined) ?? [];
+      return {
+        ...common,
+        type: 'layered',
+        protocol: str(f.protocol, `${w}.protocol`),
+        from: str(f.from, `${w}.from`),
+        layers: f.layers as Ladder,
+        bunch: num(f.bunch, `${w}.bunch`, 2),
+        adapt_interval_s: num(f.adapt_interval_s, `${w}.adapt_interval_s`, 1),
+        receivers: recv.map((r, j) => {
+          only(r, ['name', 'at', 'start_s', 'start_jitter_s', 'stop_s', 'protocol'], `${w}.receivers[${j}]`);
+          return {
+            name: str(r.name, `${w}.receivers[${j}].name`),
+            at: str(r.at, `${w}.receivers[${j}].at`),
+            start_s: num(r.start_s, 'start_s', 0),
+            start_jitter_s: num(r.start_jitter_s, 'start_jitter_s', 0),
+            stop_s: r.stop_s == null ? null : num(r.stop_s, 'stop_s'),
+            protocol: r.protocol == null ? null : str(r.protocol, 'protocol'),
+          };
+        }),
+      };
+    }
+    case 'tcp':
+      only(f, [...COMMON, 'from', 'to', 'variant', 'max_cwnd'], w);
+      return {
+        ...common,
+        type: 'tcp',
+        from: str(f.from, `${w}.from`),
+        to: str(f.to, `${w}.to`),
+        variant: str(f.variant, `${w}.variant`, 'reno'),
+        max_cwnd: num(f.max_cwnd, `${w}.max_cwnd`, 2000),
+      };
+    case 'cbr':
+      only(f, [...COMMON, 'from', 'to', 'rate_kbps'], w);
+      return { ...common, type: 'cbr', from: str(f.from, 'from'), to: str(f.to, 'to'), rate_kbps: num(f.rate_kbps, `${w}.rate_kbps`) };
+    case 'onoff':
+      only(f, [...COMMON, 'from', 'to', 'rate_kbps', 'mean_on_s', 'mean_off_s', 'shape'], w);
+      return {
+        ...common,
+        type: 'onoff',
+        from: str(f.from, 'from'),
+        to: str(f.to, 'to'),
+        rate_kbps: num(f.rate_kbps, `${w}.rate_kbps`),
+        mean_on_s: num(f.mean_on_s, `${w}.mean_on_s`),
+        mean_off_s: num(f.mean_off_s, `${w}.mean_off_s`),
+        shape: num(f.shape, `${w}.shape`, 1.5),
+      };
+    default:
+      throw bad(`${w}.type`, `unknown flow type ${JSON.stringify(f.type)}`);
+  }
+}
+
+/** Per-layer rates, kbit/s. */
+export function ladderRates(l: Ladder): number[] {
+  let v: number[];
+  if (l.rates_kbps && l.count == null && l.rate_kbps == null) v = l.rates_kbps;
+  else if (!l.rates_kbps && l.count != null && l.rate_kbps != null) v = Array(l.count).fill(l.rate_kbps);
+  else throw bad('layers', 'give rates_kbps, or count and rate_kbps');
+  if (v.length === 0 || v.length > 255 || v.some((r) => !(Number.isFinite(r) && r > 0))) {
+    throw bad('layers', '1 to 255 layers with positive rates');
+  }
+  return v;
+}
+
+export function parseScenario(text: string): Scenario {
+  const raw = YAML.parse(text) as Record<string, unknown>;
+  if (!raw || typeof raw !== 'object') throw new ScenarioError('scenario must be a YAML mapping');
+  only(raw, ['name', 'title', 'source', 'duration_s', 'interval_s', 'seeds', 'fast_seeds', 'topology', 'flows', 'schedule', 'measurements'], 'scenario');
+  const topo = raw.topology as Record<string, unknown>;
+  if (!topo) throw bad('topology', 'missing');
+  only(topo, ['nodes', 'links', 'multicast'], 'topology');
+  const mc = (topo.multicast as Record<string, unknown>) ?? {};
+  only(mc, ['join_latency_ms', 'leave_latency_ms', 'fast_leave'], 'multicast');
+  const sc: Scenario = {
+    name: str(raw.name, 'name'),
+    title: str(raw.title, 'title', ''),
+    source: str(raw.source, 'source', ''),
+    duration_s: num(raw.duration_s, 'duration_s'),
+    interval_s: num(raw.interval_s, 'interval_s', 1),
+    seeds: num(raw.seeds, 'seeds', 20),
+    fast_seeds: num(raw.fast_seeds, 'fast_seeds', 3),
+    topology: {
+      nodes: (topo.nodes as string[]) ?? [],
+      links: ((topo.links as Record<string, unknown>[]) ?? []).map((l, i) => {
+        only(l, ['from', 'to', 'rate_kbps', 'delay_ms', 'queue', 'loss', 'duplex', 'reverse_queue'], `links[${i}]`);
+        return {
+          from: str(l.from, `links[${i}].from`),
+          to: str(l.to, `links[${i}].to`),
+          rate_kbps: num(l.rate_kbps, `links[${i}].rate_kbps`),
+          delay_ms: num(l.delay_ms, `links[${i}].delay_ms`),
+          queue: (l.queue as QdiscConfig) ?? null,
+          loss: num(l.loss, `links[${i}].loss`, 0),
+          duplex: l.duplex === undefined ? true : Boolean(l.duplex),
+          reverse_queue: (l.reverse_queue as QdiscConfig) ?? null,
+        };
+      }),
+      multicast: {
+        join_latency_ms: num(mc.join_latency_ms, 'join_latency_ms', 10),
+        leave_latency_ms: num(mc.leave_latency_ms, 'leave_latency_ms', 2000),
+        fast_leave: Boolean(mc.fast_leave ?? false),
+      },
+    },
+    flows: ((raw.flows as Record<string, unknown>[]) ?? []).map(parseFlow),
+    schedule: ((raw.schedule as Record<string, unknown>[]) ?? []).map((s, i) => {
+      only(s, ['at_s', 'link', 'flow', 'rate_kbps', 'delay_ms', 'loss'], `schedule[${i}]`);
+      return s as unknown as ScheduleItem;
+    }),
+    measurements: ((raw.measurements as Record<string, unknown>[]) ?? []).map((m, i) => {
+      only(
+        m,
+        ['id', 'metric', 'of', 'versus', 'window', 'after_s', 'min_layers', 'max_layers', 'min_kbps', 'max_kbps', 'hold_s', 'available_kbps', 'min', 'max', 'published'],
+        `measurements[${i}]`,
+      );
+      return { versus: [], published: '', ...m } as unknown as Measurement;
+    }),
+  };
+  validate(sc);
+  return sc;
+}
+
+export function loadScenario(path: string): Scenario {
+  return parseScenario(fs.readFileSync(path, 'utf8'));
+}
+
+export function validate(sc: Scenario): void {
+  if (!(sc.duration_s > 0 && sc.duration_s <= 1e6)) throw bad('duration_s', 'must be in (0, 1e6]');
+  if (!(sc.interval_s >= 0.001)) throw bad('interval_s', 'must be >= 0.001');
+  const nodes = new Set(sc.topology.nodes);
+  if (nodes.size !== sc.topology.nodes.length) throw bad('nodes', 'names must be unique');
+  const node = (n: string) => {
+    if (!nodes.has(n)) throw bad('node', `unknown node ${JSON.stringify(n)}`);
+  };
+  for (const l of sc.topology.links) {
+    node(l.from);
+    node(l.to);
+    if (!(l.rate_kbps > 0)) throw bad('rate_kbps', 'must be positive');
+    if (!(l.delay_ms >= 0)) throw bad('delay_ms', 'must be >= 0');
+    if (!(l.loss >= 0 && l.loss <= 1)) throw bad('loss', 'must be in [0, 1]');
+  }
+  const names = new Set<string>();
+  for (const f of sc.flows) {
+    if (names.has(f.name)) throw bad('flows', `duplicate name ${f.name}`);
+    names.add(f.name);
+    node(f.from);
+    if (f.type === 'layered') {
+      ladderRates(f.layers);
+      for (const r of f.receivers) node(r.at);
+    } else node(f.to);
+  }
+  for (const s of sc.schedule) {
+    if ((s.link == null) === (s.flow == null)) throw bad('schedule', 'give exactly one of link and flow');
+    if (s.link != null && !findLink(sc, s.link)) throw bad('schedule', `unknown link ${s.link}`);
+  }
+  for (const m of sc.measurements) expand(sc, m.of);
+}
+
+/** Monitor names: `flow/receiver` for each layered receiver, the flow name otherwise. */
+export function monitorNames(sc: Scenario): string[] {
+  const v: string[] = [];
+  for (const f of sc.flows) {
+    if (f.type === 'layered') for (const r of f.receivers) v.push(`${f.name}/${r.name}`);
+    else v.push(f.name);
+  }
+  return v;
+}
+
+/** Expands `flow` and `flow/receiver` references into monitor names. */
+export function expand(sc: Scenario, refs: string[]): string[] {
+  const all = monitorNames(sc);
+  const out: string[] = [];
+  for (const r of refs) {
+    const hits = all.filter((m) => m === r || m.startsWith(`${r}/`));
+    if (hits.length === 0) throw bad('measurement', `unknown flow or receiver ${JSON.stringify(r)}`);
+    out.push(...hits);
+  }
+  return out;
+}
+
+/** A link named `from-to` (either orientation): the index and whether it is the reverse. */
+export function findLink(sc: Scenario, name: string): { index: number; reverse: boolean } | null {
+  for (const [i, l] of sc.topology.links.entries()) {
+    if (`${l.from}-${l.to}` === name) return { index: i, reverse: false };
+    if (`${l.to}-${l.from}` === name) return { index: i, reverse: true };
+  }
+  return null;
+}

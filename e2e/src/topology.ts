@@ -1,0 +1,304 @@
+// Builds a scenario's topology out of namespaces: one namespace per node, one veth path per
+// link (through a link-emulator namespace, or a direct veth with tbf for rate-only links),
+// static unicast routes, and igmpproxy multicast routers (chained along each session's tree).
+import fs from 'node:fs';
+import { Net } from './netns.js';
+import { run, nsRun } from './sh.js';
+import { LinkEmu, type LinkSettings } from './linkemu.js';
+import { requireBinary } from './bins.js';
+import type { LinkDef, QdiscConfig, Scenario } from './scenario.js';
+
+export interface BuildOptions {
+  /** Bytes added to each packet's IP length for rate accounting. Default -28: rates count UDP
+   *  payload, the unit the simulator's packet_size and the server's layer rates use. */
+  overheadBytes?: number;
+  /** 'auto' (default): tbf for links with no delay, no loss and a drop-tail queue; the link
+   *  emulator otherwise. 'linkemu': the emulator everywhere. */
+  linkMode?: 'auto' | 'linkemu';
+  /** SCHED_FIFO priority for the emulators' two wire threads (default 10; 0 = off). Real-time
+   *  scheduling keeps release timing within tens of µs on a loaded machine; the threads sleep
+   *  between packets, so they cost little. */
+  rtPrio?: number;
+  seed?: number;
+  /** Multicast router: 'mrouter' (default: `layercast-linkemu mrouter`, immediate leave, or the
+   *  scenario's leave_latency_ms without fast_leave) or 'igmpproxy' (the packaged igmpproxy 0.3,
+   *  with quickleave when fast_leave; it prunes only on its route-ageing cycle, seconds late). */
+  router?: 'mrouter' | 'igmpproxy';
+  /** Directory for configs and logs. */
+  dir: string;
+}
+
+export interface BuiltLink {
+  index: number;
+  def: LinkDef;
+  name: string;
+  kind: 'linkemu' | 'tbf';
+  ifName: string;
+  addrFrom: string;
+  addrTo: string;
+  emu?: LinkEmu;
+  emuNs?: string;
+}
+
+export interface Router {
+  node: string;
+  kind: 'mrouter' | 'igmpproxy';
+  upstream: string;
+  downstream: string[];
+  conf: string | null;
+}
+
+export interface Built {
+  nodeNs: Map<string, string>;
+  links: BuiltLink[];
+  routers: Router[];
+  /** The address of `node` on its first link (what flows to it target). */
+  addrOf(node: string): string;
+  /** The interface and address `node` uses toward `toward` (next hop on the shortest path). */
+  toward(node: string, toward: string): { ifName: string; addr: string };
+}
+
+/** Sim default queue where a scenario names none (congestion/qdisc `QdiscConfig::default`). */
+export const DEFAULT_QUEUE: QdiscConfig = { kind: 'droptail', limit_packets: 100 };
+
+const sanitize = (s: string) => s.replace(/[^A-Za-z0-9_.-]/g, '_');
+
+function settings(def: LinkDef, queue: QdiscConfig | null | undefined, overhead: number, reverseOfSimplex = false): LinkSettings {
+  if (reverseOfSimplex) {
+    // A simplex link in the simulator has no reverse path; on a real wire ACKs and IGMP still
+    // need one: same delay, unlimited rate, no loss.
+    return { rate_bps: 0, delay_ms: def.delay_ms, loss: 0, overhead_bytes: overhead };
+  }
+  return {
+    rate_bps: Math.round(def.rate_kbps * 1000),
+    delay_ms: def.delay_ms,
+    loss: def.loss,
+    queue: queue ?? DEFAULT_QUEUE,
+    overhead_bytes: overhead,
+  };
+}
+
+function queueLimitBytes(q: QdiscConfig, rateBps: number): number {
+  if (typeof q.limit_bytes === 'number') return q.limit_bytes;
+  if (typeof q.limit_packets === 'number') return q.limit_packets * 1514;
+  if (typeof q.limit_ms === 'number') return Math.max(1514, Math.round((q.limit_ms / 1000) * rateBps / 8));
+  return 100 * 1514;
+}
+
+/** Shortest paths by hop count: parent[n] for a BFS from `src`. */
+function bfs(adj: Map<string, { peer: string; link: number }[]>, src: string): Map<string, { parent: string; link: number } | null> {
+  const seen = new Map<string, { parent: string; link: number } | null>([[src, null]]);
+  const q = [src];
+  while (q.length) {
+    const n = q.shift()!;
+    for (const e of adj.get(n) ?? []) {
+      if (!seen.has(e.peer)) {
+        seen.set(e.peer, { parent: n, link: e.link });
+        q.push(e.peer);
+      }
+    }
+  }
+  return seen;
+}
+
+export async function buildTopology(net: Net, sc: Scenario, opts: BuildOptions): Promise<Built> {
+  const overhead = opts.overheadBytes ?? -28;
+  if (sc.topology.links.length > 250) throw new Error('at most 250 links');
+  const nodeNs = new Map<string, string>();
+  for (const n of sc.topology.nodes) nodeNs.set(n, await net.addNamespace(`n-${sanitize(n)}`));
+
+  const links: BuiltLink[] = [];
+  const adj = new Map<string, { peer: string; link: number }[]>();
+  for (const [i, def] of sc.topology.links.entries()) {
+    const ifName = `lk${i}`;
+    const a = nodeNs.get(def.from)!;
+    const b = nodeNs.get(def.to)!;
+    const q = def.queue ?? DEFAULT_QUEUE;
+    const rq = def.reverse_queue ?? q;
+    const rateOnly = def.delay_ms === 0 && def.loss === 0 && q.kind === 'droptail' && rq.kind === 'droptail' && def.duplex;
+    const kind = opts.linkMode !== 'linkemu' && rateOnly ? 'tbf' : 'linkemu';
+    const bl: BuiltLink = {
+      index: i,
+      def,
+      name: `${def.from}-${def.to}`,
+      kind,
+      ifName,
+      addrFrom: `10.200.${i}.1`,
+      addrTo: `10.200.${i}.2`,
+    };
+    if (kind === 'linkemu') {
+      const e = await net.addNamespace(`L${i}`);
+      await net.veth(a, ifName, e, 'emua');
+      await net.veth(e, 'emub', b, ifName);
+      bl.emuNs = e;
+      bl.emu = await LinkEmu.start(
+        net.procs,
+        e,
+        'emua',
+        'emub',
+        settings(def, q, overhead),
+        settings(def, rq, overhead, !def.duplex),
+        { seed: (opts.seed ?? 1) * 1000 + i, rtPrio: opts.rtPrio ?? 10, statsOut: `${opts.dir}/linkemu-${i}.json` },
+      );
+    } else {
+      await net.veth(a, ifName, b, ifName);
+      const rate = Math.round(def.rate_kbps * 1000);
+      for (const [ns, qq] of [
+        [a, q],
+        [b, rq],
+      ] as const) {
+        // burst of about one MTU so the bottleneck serialises (DESIGN.md); the size table makes
+        // tbf count the same bytes as the emulator (tbf sees Ethernet frames: IP + 14).
+        await nsRun(ns, 'tc', [
+          'qdisc', 'add', 'dev', ifName, 'root', 'stab', 'overhead', String(overhead - 14),
+          'tbf', 'rate', `${rate}bit`, 'burst', '1600', 'limit', String(queueLimitBytes(qq, rate)),
+        ]);
+      }
+    }
+    await run('ip', ['-n', a, 'addr', 'add', `${bl.addrFrom}/24`, 'dev', ifName]);
+    await run('ip', ['-n', b, 'addr', 'add', `${bl.addrTo}/24`, 'dev', ifName]);
+    links.push(bl);
+    if (!adj.has(def.from)) adj.set(def.from, []);
+    if (!adj.has(def.to)) adj.set(def.to, []);
+    adj.get(def.from)!.push({ peer: def.to, link: i });
+    adj.get(def.to)!.push({ peer: def.from, link: i });
+  }
+
+  const endOf = (link: number, node: string) => {
+    const l = links[link];
+    return l.def.from === node ? { ifName: l.ifName, addr: l.addrFrom, peerAddr: l.addrTo } : { ifName: l.ifName, addr: l.addrTo, peerAddr: l.addrFrom };
+  };
+
+  // First hop from `node` toward `dst`.
+  const trees = new Map<string, ReturnType<typeof bfs>>();
+  const tree = (root: string) => {
+    if (!trees.has(root)) trees.set(root, bfs(adj, root));
+    return trees.get(root)!;
+  };
+  const firstHop = (node: string, dst: string): number | null => {
+    const t = tree(dst); // parents point toward dst
+    const p = t.get(node);
+    return p ? p.link : null;
+  };
+
+  // Static routes: every link subnet not attached to a node, via the first hop toward the
+  // nearer endpoint of that link.
+  for (const n of sc.topology.nodes) {
+    const ns = nodeNs.get(n)!;
+    for (const l of links) {
+      if (l.def.from === n || l.def.to === n) continue;
+      const dFrom = tree(l.def.from).has(n) ? hopCount(tree(l.def.from), n) : Infinity;
+      const dTo = tree(l.def.to).has(n) ? hopCount(tree(l.def.to), n) : Infinity;
+      const target = dFrom <= dTo ? l.def.from : l.def.to;
+      const hop = firstHop(n, target);
+      if (hop === null) continue;
+      const e = endOf(hop, n);
+      await run('ip', ['-n', ns, 'route', 'replace', `10.200.${l.index}.0/24`, 'via', e.peerAddr, 'dev', e.ifName]);
+    }
+  }
+
+  // Multicast: each session's source sends toward its tree; every node with downstream
+  // receivers runs igmpproxy (upstream toward the source, downstream toward its children).
+  const routerIfs = new Map<string, { up: string; down: Set<string> }>();
+  for (const f of sc.flows) {
+    if (f.type !== 'layered') continue;
+    const t = tree(f.from);
+    const srcLinks = new Set<number>();
+    for (const r of f.receivers) {
+      let n = r.at;
+      if (!t.has(n)) throw new Error(`receiver ${r.name} at ${n} is not reachable from ${f.from}`);
+      while (n !== f.from) {
+        const p = t.get(n)!;
+        const parent = p.parent;
+        if (parent === f.from) srcLinks.add(p.link);
+        else {
+          const up = endOf(t.get(parent)!.link, parent).ifName;
+          const down = endOf(p.link, parent).ifName;
+          const cur = routerIfs.get(parent) ?? { up, down: new Set<string>() };
+          if (cur.up !== up) throw new Error(`node ${parent}: sessions need different upstream interfaces (igmpproxy has one)`);
+          cur.down.add(down);
+          routerIfs.set(parent, cur);
+        }
+        n = parent;
+      }
+    }
+    if (srcLinks.size > 1) throw new Error(`source ${f.from} reaches its receivers over several links; put a router node after it`);
+    for (const li of srcLinks) {
+      const e = endOf(li, f.from);
+      await run('ip', ['-n', nodeNs.get(f.from)!, 'route', 'replace', '224.0.0.0/4', 'dev', e.ifName]);
+    }
+  }
+  const routers: Router[] = [];
+  const kind = opts.router ?? 'mrouter';
+  for (const [node, r] of routerIfs) {
+    const ns = nodeNs.get(node)!;
+    const log = fs.createWriteStream(`${opts.dir}/${kind}-${sanitize(node)}.log`);
+    if (kind === 'mrouter') {
+      const mc = sc.topology.multicast;
+      const delay = mc.fast_leave ? 0 : Math.round(mc.leave_latency_ms);
+      const child = net.procs.spawnIn(ns, `mrouter ${node}`, requireBinary('layercast-linkemu'), [
+        'mrouter', '--upstream', r.up, '--downstream', [...r.down].join(','), '--leave-delay-ms', String(delay),
+      ]);
+      await new Promise<void>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`mrouter on ${node} not ready`)), 10_000);
+        child.stdout!.once('data', (d) => {
+          clearTimeout(t);
+          if (String(d).includes('"ready":true')) resolve();
+          else reject(new Error(`mrouter on ${node}: ${String(d)}`));
+        });
+        child.once('exit', (c) => {
+          clearTimeout(t);
+          reject(new Error(`mrouter on ${node} exited ${c}`));
+        });
+      });
+      child.stdout!.pipe(log);
+      child.stderr!.pipe(log);
+      routers.push({ node, kind, upstream: r.up, downstream: [...r.down], conf: null });
+      continue;
+    }
+    const conf = `${opts.dir}/igmpproxy-${sanitize(node)}.conf`;
+    const quick = sc.topology.multicast.fast_leave ? 'quickleave\n' : '';
+    const allIfs = (await run('ip', ['-n', ns, '-o', 'link', 'show'])).stdout
+      .split('\n')
+      .map((l) => /^\d+:\s+([^:@]+)/.exec(l)?.[1])
+      .filter((x): x is string => !!x);
+    let text = `# generated by @layercast/e2e for node ${node}\n${quick}`;
+    // altnet: sources live beyond the upstream link's own subnet (chained routers).
+    text += `phyint ${r.up} upstream ratelimit 0 threshold 1\n  altnet 10.0.0.0/8\n`;
+    for (const d of r.down) text += `phyint ${d} downstream ratelimit 0 threshold 1\n`;
+    for (const i of allIfs) if (i !== r.up && !r.down.has(i)) text += `phyint ${i} disabled\n`;
+    fs.writeFileSync(conf, text);
+    const child = net.procs.spawnIn(ns, `igmpproxy ${node}`, 'igmpproxy', ['-d', '-v', conf]);
+    child.stdout?.pipe(log);
+    child.stderr?.pipe(log);
+    routers.push({ node, kind, upstream: r.up, downstream: [...r.down], conf });
+  }
+
+  return {
+    nodeNs,
+    links,
+    routers,
+    addrOf(node: string) {
+      const l = links.find((x) => x.def.from === node || x.def.to === node);
+      if (!l) throw new Error(`node ${node} has no link`);
+      return l.def.from === node ? l.addrFrom : l.addrTo;
+    },
+    toward(node: string, to: string) {
+      if (node === to) return { ifName: 'lo', addr: '127.0.0.1' };
+      const hop = firstHop(node, to);
+      if (hop === null) throw new Error(`no path from ${node} to ${to}`);
+      const e = endOf(hop, node);
+      return { ifName: e.ifName, addr: e.addr };
+    },
+  };
+}
+
+function hopCount(t: Map<string, { parent: string; link: number } | null>, n: string): number {
+  let c = 0;
+  let cur = n;
+  while (t.get(cur)) {
+    cur = t.get(cur)!.parent;
+    c++;
+  }
+  return c;
+}

@@ -1,0 +1,742 @@
+//! The receive loop: announcements in, packets in (kernel timestamps), controller decisions
+//! out as IGMP joins/leaves; once a second a log line, a telemetry post and a metrics update.
+
+use crate::error::{Error, Result};
+use crate::http_client;
+use crate::net::{self, McastSocket};
+use crate::Args;
+use codec::rtp::RtpPacket;
+use congestion::wire::cc_ext::{self, CcFields, SeqExtender};
+use congestion::{Action, Decision, LayeredController, PacketArrival, SessionInfo, Time};
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Per-layer receive state.
+#[derive(Default)]
+struct Layer {
+    sock: Option<McastSocket>,
+    ext: SeqExtender,
+    ssrc: Option<u32>,
+    highest: Option<u64>,
+    /// First packet of the bunch in progress: (extended seq, kernel time ns).
+    bunch_start: Option<(u64, u64)>,
+    /// Newly joined: packets are held until `QUARANTINE_NS` after the first one arrived.
+    quarantine: bool,
+    held: Vec<Pkt>,
+    first_held: Option<u64>,
+}
+
+/// One received, parsed data packet.
+#[derive(Clone, Debug)]
+struct Pkt {
+    ts: u64,
+    layer: usize,
+    cc: CcFields,
+    seq: u16,
+    ssrc: u32,
+    size: usize,
+    /// The datagram (for the video path).
+    data: Vec<u8>,
+}
+
+impl Pkt {
+    /// Receive time minus send time, µs: path delay plus the clocks' offset. Only differences
+    /// between packets matter.
+    fn offset_us(&self) -> i64 {
+        (self.ts / 1_000) as i64 - self.cc.send_time_us as i64
+    }
+}
+
+/// A packet whose delay exceeds the smallest recent one by this much is stale: it sat in a
+/// queue (typically the kernel's unresolved-route queue at the multicast router, which holds
+/// the first packets of a group from before anyone joined and forwards them when the route
+/// is installed, seconds later). Fed to a controller it would read as a burst of loss.
+const STALE_US: i64 = 500_000;
+/// How long a newly joined layer's first packets are held so stale ones can be told apart.
+const QUARANTINE_NS: u64 = 150_000_000;
+/// Held packets more delayed than the least delayed one by this much are dropped as stale.
+const HELD_SLACK_US: i64 = 100_000;
+
+/// Counters and per-second tallies the feed path updates.
+#[derive(Default)]
+struct Tally {
+    total: Counters,
+    sec: Counters,
+    gaps_ns: Vec<u64>,
+    last_pkt_ts: Option<u64>,
+    max_gap_sec: u64,
+    first_packet_ts: Option<u64>,
+    last_now: u64,
+    /// Windowed minimum of `offset_us` (current and previous 5-s window), so that a sender
+    /// clock step or a new sender heals within 10 s.
+    off_cur: Option<i64>,
+    off_prev: Option<i64>,
+    off_window_start: u64,
+}
+
+impl Tally {
+    fn min_offset(&self) -> Option<i64> {
+        match (self.off_cur, self.off_prev) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+    fn note_offset(&mut self, ts: u64, off: i64) {
+        if ts.saturating_sub(self.off_window_start) > 5_000_000_000 {
+            self.off_prev = self.off_cur.take();
+            self.off_window_start = ts;
+        }
+        self.off_cur = Some(self.off_cur.map_or(off, |m| m.min(off)));
+    }
+    fn reset_offsets(&mut self) {
+        self.off_cur = None;
+        self.off_prev = None;
+    }
+}
+
+/// Hands one packet to the controller and updates the host's own counters.
+fn feed(
+    l: &mut Layer,
+    ctl: Option<&mut Box<dyn LayeredController>>,
+    video: Option<&mut crate::video::Video>,
+    t: &mut Tally,
+    p: Pkt,
+) {
+    let ts = p.ts;
+    if l.ssrc != Some(p.ssrc) {
+        // New sender instance (restart): new sequence space, not a loss burst.
+        l.ext.reset();
+        l.highest = None;
+        l.bunch_start = None;
+        l.ssrc = Some(p.ssrc);
+    }
+    let e = l.ext.extend(p.seq);
+    if let Some(h) = l.highest {
+        if e > h + 1 {
+            t.total.lost += e - h - 1;
+            t.sec.lost += e - h - 1;
+        }
+    }
+    if l.highest.is_none_or(|h| e > h) {
+        l.highest = Some(e);
+    }
+    // Packet-bunch dispersion (diagnostics; the controller keeps its own).
+    let cc = p.cc;
+    if cc.bunch_pos == 0 {
+        l.bunch_start = Some((e, ts));
+    } else if let Some((s0, t0)) = l.bunch_start {
+        if cc.bunch_pos + 1 == cc.bunch_len && e == s0 + cc.bunch_pos as u64 && ts > t0 {
+            t.gaps_ns.push((ts - t0) / cc.bunch_pos as u64);
+            l.bunch_start = None;
+        }
+    }
+    if let Some(prev) = t.last_pkt_ts {
+        t.max_gap_sec = t.max_gap_sec.max(ts.saturating_sub(prev));
+    }
+    t.last_pkt_ts = Some(t.last_pkt_ts.map_or(ts, |x| x.max(ts)));
+    t.first_packet_ts.get_or_insert(ts);
+    t.note_offset(ts, p.offset_us());
+    t.total.packets += 1;
+    t.total.bytes += p.size as u64;
+    t.sec.packets += 1;
+    t.sec.bytes += p.size as u64;
+    // Held packets are fed late: keep `now` monotonic for the controller, while the arrival
+    // itself carries its true kernel timestamp.
+    t.last_now = t.last_now.max(ts);
+    if let Some(c) = ctl {
+        let arr = PacketArrival {
+            layer: cc.layer,
+            seq: e,
+            bunch_pos: cc.bunch_pos,
+            bunch_len: cc.bunch_len,
+            size: p.size as u32,
+            send_time_us: cc.send_time_us,
+            recv_time: Time(ts),
+        };
+        c.handle_packet(Time(t.last_now), &arr);
+    }
+    if let Some(v) = video {
+        v.push(p.layer, &p.data, ts);
+    }
+}
+
+/// Inputs dropped, by reason (exported as `layercast_player_dropped_total{reason}`).
+#[derive(Default, Clone, Debug)]
+pub struct Drops {
+    pub malformed_rtp: u64,
+    pub missing_cc: u64,
+    pub bad_cc: u64,
+    pub wrong_layer: u64,
+    pub truncated: u64,
+    pub malformed_sam: u64,
+    pub malformed_announcement: u64,
+    pub stale: u64,
+}
+
+/// Host-side counters (independent of the controller's own).
+#[derive(Default, Clone, Debug)]
+struct Counters {
+    packets: u64,
+    bytes: u64,
+    lost: u64,
+}
+
+enum Event {
+    Announcement(SessionInfo),
+    BadAnnouncement(String),
+}
+
+/// Polls the announcement URL once per interval and forwards what it gets.
+fn url_poller(url: String, every: Duration, tx: Sender<Event>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        let t0 = Instant::now();
+        // A server that is away (error, non-200) leaves the last announcement in force.
+        if let Ok((200, body)) = http_client::request("GET", &url, None, Duration::from_millis(700))
+        {
+            let ev = match serde_json::from_slice::<SessionInfo>(&body) {
+                Ok(info) => match congestion::wire::sam::validate(&info) {
+                    Ok(()) => Event::Announcement(info),
+                    Err(e) => Event::BadAnnouncement(e.to_string()),
+                },
+                Err(e) => Event::BadAnnouncement(e.to_string()),
+            };
+            let _ = tx.send(ev);
+        }
+        while t0.elapsed() < every && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Posts telemetry bodies it receives, dropping any backlog (only the newest matters).
+fn telemetry_poster(url: String, rx: Receiver<Value>) {
+    while let Ok(mut v) = rx.recv() {
+        while let Ok(newer) = rx.try_recv() {
+            // Keep decisions from skipped reports.
+            let mut d = v["decisions"].as_array().cloned().unwrap_or_default();
+            d.extend(newer["decisions"].as_array().cloned().unwrap_or_default());
+            v = newer;
+            v["decisions"] = Value::Array(d);
+        }
+        let _ = http_client::request(
+            "POST",
+            &url,
+            Some(v.to_string().as_bytes()),
+            Duration::from_millis(500),
+        );
+    }
+}
+
+fn decision_json(d: &Decision) -> Value {
+    let inputs: serde_json::Map<String, Value> = d
+        .inputs
+        .iter()
+        .filter(|(_, v)| v.is_finite())
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    json!({"at_s": d.at.as_secs_f64(), "from": d.from_layers, "to": d.to_layers,
+           "reason": d.reason, "inputs": inputs})
+}
+
+fn same_layout(a: &SessionInfo, b: &SessionInfo) -> bool {
+    a.layers == b.layers && a.packet_size == b.packet_size && a.bunch_len == b.bunch_len
+}
+
+/// Parses one datagram into what the controller needs, or the reason to drop it.
+fn parse_packet(buf: &[u8], ts: u64, drops: &mut Drops) -> Option<(CcFields, u16, u32)> {
+    let Ok(p) = RtpPacket::parse(buf) else {
+        drops.malformed_rtp += 1;
+        return None;
+    };
+    let Some(data) = p.extension(cc_ext::DEFAULT_ID) else {
+        drops.missing_cc += 1;
+        return None;
+    };
+    let _ = ts;
+    match CcFields::parse(data) {
+        Ok(cc) => Some((cc, p.sequence_number(), p.ssrc())),
+        Err(_) => {
+            drops.bad_cc += 1;
+            None
+        }
+    }
+}
+
+pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ev_tx, ev_rx) = mpsc::channel::<Event>();
+    let mut threads = Vec::new();
+    if let Some(url) = a.session_url.clone() {
+        let (tx, st) = (ev_tx.clone(), stop.clone());
+        let every = Duration::from_millis(a.poll_interval_ms.max(50));
+        threads.push(std::thread::spawn(move || url_poller(url, every, tx, st)));
+    }
+    let ann_sock = match a.announce {
+        Some(sa) => Some(McastSocket::open(*sa.ip(), sa.port(), a.interface, true)?),
+        None => None,
+    };
+    let tele_tx = a.telemetry_url.clone().map(|url| {
+        let (tx, rx) = mpsc::channel::<Value>();
+        std::thread::spawn(move || telemetry_poster(url, rx));
+        tx
+    });
+    let metrics_text = Arc::new(Mutex::new(String::new()));
+    if let Some(addr) = a.metrics_addr {
+        let srv = tiny_http::Server::http(addr).map_err(|e| {
+            Error::io(
+                format!("metrics on {addr}"),
+                std::io::Error::other(e.to_string()),
+            )
+        })?;
+        let (mt, st) = (metrics_text.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                if let Ok(Some(req)) = srv.recv_timeout(Duration::from_millis(200)) {
+                    let body = mt.lock().map(|s| s.clone()).unwrap_or_default();
+                    let _ = req.respond(tiny_http::Response::from_string(body));
+                }
+            }
+        }));
+    }
+    let mut log = match &a.out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {dir:?}"), e))?;
+            let p = dir.join("player.jsonl");
+            Some(std::fs::File::create(&p).map_err(|e| Error::io(format!("creating {p:?}"), e))?)
+        }
+        None => None,
+    };
+    let mut ctl: Option<Box<dyn LayeredController>> = match a.fixed_layers {
+        Some(_) => None,
+        None => Some(congestion::controller_by_name(&a.controller)?),
+    };
+    let protocol = match a.fixed_layers {
+        Some(n) => format!("fixed:{n}"),
+        None => a.controller.clone(),
+    };
+
+    let mut info: Option<SessionInfo> = None;
+    let mut layers: Vec<Layer> = Vec::new();
+    let mut drops = Drops::default();
+    let mut tally = Tally::default();
+    let mut video: Option<crate::video::Video> = None;
+    let mut first_join_ns: Option<u64> = None;
+    let mut pending_decisions: Vec<Value> = Vec::new();
+    let mut recent_decisions: VecDeque<Value> = VecDeque::new();
+    let mut fixed_held: u8 = 0;
+    let mut buf = vec![0u8; 2048];
+    let start_wall = Instant::now();
+    let mut next_tick = Instant::now() + Duration::from_secs(1);
+    let mut last_tick = Instant::now();
+    let mut exit_requested = false;
+
+    loop {
+        if signalled.load(Ordering::SeqCst) || exit_requested {
+            break;
+        }
+        if let Some(d) = a.duration {
+            if start_wall.elapsed().as_secs_f64() >= d {
+                break;
+            }
+        }
+        // 1. Announcements (HTTP poller or the announcement group).
+        let mut anns: Vec<SessionInfo> = Vec::new();
+        while let Ok(ev) = ev_rx.try_recv() {
+            match ev {
+                Event::Announcement(i) => anns.push(i),
+                Event::BadAnnouncement(e) => {
+                    drops.malformed_announcement += 1;
+                    if drops.malformed_announcement <= 3 {
+                        eprintln!("layercast-player: dropped announcement: {e}");
+                    }
+                }
+            }
+        }
+        // 2. Wait for packets or the controller's next deadline.
+        let mut fds: Vec<i32> = Vec::new();
+        let mut which: Vec<Option<usize>> = Vec::new();
+        if let Some(s) = &ann_sock {
+            fds.push(s.raw_fd());
+            which.push(None);
+        }
+        for (k, l) in layers.iter().enumerate() {
+            if let Some(s) = &l.sock {
+                fds.push(s.raw_fd());
+                which.push(Some(k));
+            }
+        }
+        let now_ns = net::realtime_ns();
+        let mut wait_ms: i64 = 50;
+        if let Some(c) = &ctl {
+            if let Some((t, _)) = c.poll_timeout() {
+                let ms = (t.as_nanos() as i64 - now_ns as i64) / 1_000_000;
+                wait_ms = wait_ms.min(ms.max(0));
+            }
+        }
+        if !anns.is_empty() {
+            wait_ms = 0;
+        }
+        let ready = net::poll_readable(&fds, wait_ms as i32);
+        // 3. Drain readable sockets into one batch sorted by kernel time.
+        let mut batch: Vec<Pkt> = Vec::new();
+        for i in ready {
+            match which[i] {
+                None => {
+                    let Some(s) = &ann_sock else { continue };
+                    while let Ok(Some((n, _ts, trunc))) = s.recv(&mut buf) {
+                        if trunc {
+                            drops.malformed_sam += 1;
+                            continue;
+                        }
+                        match congestion::wire::sam::decode(&buf[..n]) {
+                            Ok(d) => anns.push(d.info),
+                            Err(_) => drops.malformed_sam += 1,
+                        }
+                    }
+                }
+                Some(k) => {
+                    let Some(s) = &layers[k].sock else { continue };
+                    for _ in 0..256 {
+                        let Ok(Some((n, ts, trunc))) = s.recv(&mut buf) else {
+                            break;
+                        };
+                        if trunc {
+                            drops.truncated += 1;
+                            continue;
+                        }
+                        if let Some((cc, seq, ssrc)) = parse_packet(&buf[..n], ts, &mut drops) {
+                            if cc.layer as usize != k {
+                                drops.wrong_layer += 1;
+                                continue;
+                            }
+                            batch.push(Pkt {
+                                ts,
+                                layer: k,
+                                cc,
+                                seq,
+                                ssrc,
+                                size: n,
+                                data: if video.is_some() {
+                                    buf[..n].to_vec()
+                                } else {
+                                    Vec::new()
+                                },
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        // 4. Apply announcements (after draining, so a restart's new session is seen first).
+        for new in anns {
+            let now = Time(net::realtime_ns());
+            let changed = match &info {
+                None => true,
+                Some(old) => old.session_id != new.session_id || !same_layout(old, &new),
+            };
+            if changed {
+                let relayout = info.as_ref().is_none_or(|o| !same_layout(o, &new));
+                if relayout {
+                    // Close sockets of layers whose address changed; re-open held ones below.
+                    let held: Vec<usize> = layers
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, l)| l.sock.is_some())
+                        .map(|(k, _)| k)
+                        .collect();
+                    let mut fresh: Vec<Layer> =
+                        (0..new.layers.len()).map(|_| Layer::default()).collect();
+                    for k in held {
+                        if k < new.layers.len() {
+                            let li = &new.layers[k];
+                            fresh[k].sock =
+                                McastSocket::open(li.group, li.port, a.interface, true).ok();
+                            fresh[k].quarantine = true;
+                        }
+                    }
+                    layers = fresh;
+                } else {
+                    for l in layers.iter_mut() {
+                        l.ext.reset();
+                        l.highest = None;
+                        l.ssrc = None;
+                        l.bunch_start = None;
+                    }
+                }
+                tally.reset_offsets();
+                video = crate::video::Video::new(&new, a.out.as_deref());
+                eprintln!(
+                    "layercast-player: session {} ({} layers, {} B packets, bunch {})",
+                    new.session_id,
+                    new.layers.len(),
+                    new.packet_size,
+                    new.bunch_len
+                );
+            }
+            if let Some(c) = ctl.as_mut() {
+                c.handle_announcement(now, &new);
+            } else if let Some(n) = a.fixed_layers {
+                fixed_held = n.min(new.layers.len() as u8);
+            }
+            info = Some(new);
+        }
+        batch.sort_by_key(|b| b.ts);
+        // 5. Feed packets: stale ones (held in a router queue, see `STALE`) are dropped, a
+        //    newly joined layer's first packets are held for `QUARANTINE` and filtered.
+        let now_ns = net::realtime_ns();
+        for p in batch {
+            let off = p.offset_us();
+            if tally.min_offset().is_some_and(|m| off > m + STALE_US) {
+                drops.stale += 1;
+                continue;
+            }
+            let l = &mut layers[p.layer];
+            if l.quarantine {
+                l.first_held.get_or_insert(p.ts);
+                l.held.push(p);
+                continue;
+            }
+            feed(l, ctl.as_mut(), video.as_mut(), &mut tally, p);
+        }
+        for l in layers.iter_mut() {
+            let Some(first) = l.first_held else { continue };
+            if !l.quarantine || now_ns.saturating_sub(first) < QUARANTINE_NS {
+                continue;
+            }
+            let held = std::mem::take(&mut l.held);
+            let m = held.iter().map(|p| p.offset_us()).min().unwrap_or(0);
+            let m = tally.min_offset().map_or(m, |g| g.min(m));
+            for p in held {
+                if p.offset_us() > m + HELD_SLACK_US {
+                    drops.stale += 1;
+                } else {
+                    feed(l, ctl.as_mut(), video.as_mut(), &mut tally, p);
+                }
+            }
+            l.quarantine = false;
+            l.first_held = None;
+        }
+        // 6. Timeouts.
+        if let Some(c) = ctl.as_mut() {
+            let now = Time(net::realtime_ns());
+            if let Some((t, _)) = c.poll_timeout() {
+                if now >= t {
+                    c.handle_timeout(now);
+                }
+            }
+        }
+        // 7. Actions and decisions.
+        let mut actions: Vec<Action> = Vec::new();
+        if let Some(c) = ctl.as_mut() {
+            while let Some(act) = c.poll_action() {
+                actions.push(act);
+            }
+            while let Some(d) = c.poll_decision() {
+                let j = decision_json(&d);
+                pending_decisions.push(j.clone());
+                recent_decisions.push_back(j);
+                if recent_decisions.len() > 50 {
+                    recent_decisions.pop_front();
+                }
+            }
+        } else if info.is_some() {
+            let held = layers.iter().filter(|l| l.sock.is_some()).count() as u8;
+            for k in held..fixed_held {
+                actions.push(Action::Join(k));
+            }
+        }
+        for act in actions {
+            match act {
+                Action::Join(k) => {
+                    let Some(i) = &info else { continue };
+                    let Some(li) = i.layers.get(k as usize) else {
+                        continue;
+                    };
+                    let l = &mut layers[k as usize];
+                    if l.sock.is_none() {
+                        l.ext.reset();
+                        l.highest = None;
+                        l.bunch_start = None;
+                        l.ssrc = None;
+                        l.quarantine = true;
+                        l.held.clear();
+                        l.first_held = None;
+                        match McastSocket::open(li.group, li.port, a.interface, true) {
+                            Ok(s) => {
+                                l.sock = Some(s);
+                                first_join_ns.get_or_insert_with(net::realtime_ns);
+                            }
+                            Err(e) => eprintln!("layercast-player: join layer {k}: {e}"),
+                        }
+                    }
+                }
+                Action::Leave(k) => {
+                    if let Some(l) = layers.get_mut(k as usize) {
+                        l.sock = None; // Drop issues IP_DROP_MEMBERSHIP
+                        l.bunch_start = None;
+                        l.held.clear();
+                        l.quarantine = false;
+                        l.first_held = None;
+                    }
+                }
+                Action::Exit => exit_requested = true,
+                Action::SendFeedback(_) => {} // TFMCC feedback: not wired yet
+            }
+        }
+        if let Some(v) = video.as_mut() {
+            v.set_layers(layers.iter().filter(|l| l.sock.is_some()).count());
+        }
+        // 8. Once a second: log, telemetry, metrics.
+        if Instant::now() >= next_tick {
+            let dt = last_tick.elapsed().as_secs_f64().max(1e-3);
+            last_tick = Instant::now();
+            next_tick += Duration::from_secs(1);
+            if next_tick < Instant::now() {
+                next_tick = Instant::now() + Duration::from_secs(1);
+            }
+            let held = layers.iter().filter(|l| l.sock.is_some()).count() as u32;
+            let stats = ctl.as_ref().map(|c| c.stats());
+            let n_layers = stats.as_ref().map(|s| s.layers as u32).unwrap_or(held);
+            let max_layers = info.as_ref().map(|i| i.layers.len()).unwrap_or(0) as u32;
+            let subscribed = info
+                .as_ref()
+                .map(|i| {
+                    if n_layers == 0 {
+                        0.0
+                    } else {
+                        i.cumulative_rate(n_layers as usize - 1)
+                    }
+                })
+                .unwrap_or(0.0);
+            let sec = std::mem::take(&mut tally.sec);
+            let total = tally.total.clone();
+            let rate_bps = sec.bytes as f64 * 8.0 / dt;
+            let sec_loss = if sec.packets + sec.lost > 0 {
+                sec.lost as f64 / (sec.packets + sec.lost) as f64
+            } else {
+                0.0
+            };
+            let mut g = std::mem::take(&mut tally.gaps_ns);
+            g.sort_unstable();
+            let gap_med = g.get(g.len() / 2).copied();
+            let est = stats.as_ref().and_then(|s| s.estimate_bps);
+            let loss_ratio = stats.as_ref().map(|s| s.loss_ratio).unwrap_or(sec_loss);
+            let line = json!({
+                "t": net::realtime_ns() as f64 / 1e9,
+                "elapsed_s": start_wall.elapsed().as_secs_f64(),
+                "session_id": info.as_ref().map(|i| i.session_id),
+                "protocol": protocol,
+                "layers": n_layers, "sockets": held, "max_layers": max_layers,
+                "subscribed_bps": subscribed, "rate_bps": rate_bps,
+                "estimate_bps": est, "loss_ratio": loss_ratio, "loss_ratio_1s": sec_loss,
+                "packets_received": total.packets, "packets_lost": total.lost,
+                "packets_1s": sec.packets, "lost_1s": sec.lost,
+                "pp_samples": g.len(), "pp_gap_us_median": gap_med.map(|x| x as f64 / 1e3),
+                "pp_bps_median_payload": gap_med.and_then(|x| info.as_ref().map(|i| 8.0 * i.packet_size as f64 / (x as f64 / 1e9))),
+                "join_to_first_packet_ms": match (first_join_ns, tally.first_packet_ts) {
+                    (Some(j), Some(f)) => Some(f.saturating_sub(j) as f64 / 1e6),
+                    _ => None,
+                },
+                "max_gap_ms": std::mem::take(&mut tally.max_gap_sec) as f64 / 1e6,
+                "decisions": pending_decisions,
+                "video": video.as_mut().map(|v| {
+                    let st = v.stats();
+                    let j = json!({"frames": v.frames, "frames_1s": v.frames_1s,
+                        "width": v.width, "height": v.height, "freezes": v.freezes,
+                        "decoder_errors": v.decoder_errors, "push_errors": v.push_errors,
+                        "pictures": st.pictures, "pictures_skipped": st.pictures_skipped,
+                        "frames_incomplete": st.frames_incomplete, "late": st.late,
+                        "malformed": st.malformed});
+                    v.frames_1s = 0;
+                    j
+                }),
+                "dropped": {"malformed_rtp": drops.malformed_rtp, "missing_cc": drops.missing_cc,
+                    "bad_cc": drops.bad_cc, "wrong_layer": drops.wrong_layer,
+                    "truncated": drops.truncated, "malformed_sam": drops.malformed_sam,
+                    "stale": drops.stale,
+                    "malformed_announcement": drops.malformed_announcement},
+            });
+            if let Some(f) = log.as_mut() {
+                let _ = writeln!(f, "{line}");
+                let _ = f.flush();
+            }
+            if !a.headless {
+                eprintln!(
+                    "layers {n_layers}/{max_layers} rate {:.0} kbit/s est {} loss {:.3}",
+                    rate_bps / 1e3,
+                    est.map(|e| format!("{:.0} kbit/s", e / 1e3))
+                        .unwrap_or("-".into()),
+                    loss_ratio
+                );
+            }
+            if let (Some(tx), Some(sid)) = (&tele_tx, &a.session_name) {
+                let body = json!({
+                    "viewer_id": a.viewer_id, "session_id": sid, "protocol": protocol,
+                    "layers": n_layers, "max_layers": max_layers, "rate_bps": rate_bps,
+                    "estimate_bps": est, "loss_ratio": loss_ratio.clamp(0.0, 1.0),
+                    "packets_received": total.packets, "packets_lost": total.lost,
+                    "width": video.as_ref().map_or(0, |v| v.width),
+                    "height": video.as_ref().map_or(0, |v| v.height),
+                    "fps": line["video"]["frames_1s"].as_f64().unwrap_or(0.0) / dt,
+                    "frames": video.as_ref().map_or(0, |v| v.frames),
+                    "freezes": video.as_ref().map_or(0, |v| v.freezes),
+                    "rtt_s": stats.as_ref().and_then(|s| s.rtt_s),
+                    "decisions": pending_decisions,
+                });
+                let _ = tx.send(body);
+            }
+            pending_decisions = Vec::new();
+            if a.metrics_addr.is_some() {
+                let mut m = String::new();
+                let lab = format!("{{viewer=\"{}\"}}", a.viewer_id);
+                m.push_str(&format!("# TYPE layercast_player_layers gauge\nlayercast_player_layers{lab} {n_layers}\n"));
+                m.push_str(&format!("# TYPE layercast_player_rate_bps gauge\nlayercast_player_rate_bps{lab} {rate_bps}\n"));
+                m.push_str(&format!("# TYPE layercast_player_estimate_bps gauge\nlayercast_player_estimate_bps{lab} {}\n", est.unwrap_or(f64::NAN)));
+                m.push_str(&format!("# TYPE layercast_player_packets_received_total counter\nlayercast_player_packets_received_total{lab} {}\n", total.packets));
+                m.push_str(&format!("# TYPE layercast_player_bytes_received_total counter\nlayercast_player_bytes_received_total{lab} {}\n", total.bytes));
+                m.push_str(&format!("# TYPE layercast_player_packets_lost_total counter\nlayercast_player_packets_lost_total{lab} {}\n", total.lost));
+                m.push_str("# TYPE layercast_player_dropped_total counter\n");
+                for (r, v) in [
+                    ("malformed_rtp", drops.malformed_rtp),
+                    ("missing_cc", drops.missing_cc),
+                    ("bad_cc", drops.bad_cc),
+                    ("wrong_layer", drops.wrong_layer),
+                    ("truncated", drops.truncated),
+                    ("malformed_sam", drops.malformed_sam),
+                    ("malformed_announcement", drops.malformed_announcement),
+                ] {
+                    m.push_str(&format!(
+                        "layercast_player_dropped_total{{viewer=\"{}\",reason=\"{r}\"}} {v}\n",
+                        a.viewer_id
+                    ));
+                }
+                if let Ok(mut t) = metrics_text.lock() {
+                    *t = m;
+                }
+            }
+        }
+    }
+    // Clean leave: drop every membership before exiting.
+    for l in layers.iter_mut() {
+        l.sock = None;
+    }
+    if let Some(f) = log.as_mut() {
+        let _ = writeln!(
+            f,
+            "{}",
+            json!({"event": "exit", "elapsed_s": start_wall.elapsed().as_secs_f64(),
+            "packets_received": tally.total.packets, "packets_lost": tally.total.lost})
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    drop(tele_tx);
+    for t in threads {
+        let _ = t.join();
+    }
+    Ok(())
+}

@@ -1,0 +1,164 @@
+#!/usr/bin/env node
+// Regenerates docs/acceptance.md: every acceptance check of the specs and the issues, with its
+// latest measured value, the command that measures it, and pass or fail.
+//
+// Checks come from the acceptance tables of ../shared/specs/*.md (parsed here, never copied by
+// hand) and from ISSUE_CHECKS below. Measurements come from JSON files that tests and benchmarks
+// write into $LAYERCAST_ACCEPTANCE_DIR (default target/acceptance): one file per check,
+//   { "id": "era/AC-0", "value": "…", "pass": true|false|null, "command": "…", "at": "ISO time" }
+// A check with no new measurement keeps the row of the previous docs/acceptance.md, so numbers
+// are only ever written by a measurement.
+import fs from 'node:fs';
+import path from 'node:path';
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const specsDir = process.env.LAYERCAST_SPECS_DIR || path.join(root, '..', 'shared', 'specs');
+const resultsDir = process.env.LAYERCAST_ACCEPTANCE_DIR || path.join(root, 'target', 'acceptance');
+const outFile = path.join(root, 'docs', 'acceptance.md');
+
+const SPEC_PREFIX = {
+  'era.md': 'era', 'plm.md': 'plm', 'tfrc-tfmcc-pcc.md': 'tfmcc',
+  'delay-based.md': 'delay', 'active-networks.md': 'active',
+};
+
+// Checks that the issues add (benchmarks and behaviours the specs do not list).
+const ISSUE_CHECKS = [
+  ['issue3/bench-era', 'ERA per-packet cost', '≥ 5 M packets/s per core'],
+  ['issue3/bench-plm', 'PLM per-packet cost', '≥ 5 M packets/s per core'],
+  ['issue3/bench-tfmcc', 'TFMCC sender per-report cost', 'reported'],
+  ['issue4/bench-events', 'Simulator events per second, one core', '≥ 2 M events/s'],
+  ['issue4/tfmcc-10k', 'TFMCC 10,000 receivers, 200 s scenario end to end', '< 60 s wall, < 2 GB'],
+  ['issue4/determinism', 'Same scenario and seed give the same output bit for bit', 'identical'],
+  ['issue5/prefix-decode', 'Every prefix of the 9-layer ladder decodes, also with 5% loss on upper layers', 'no decoder error'],
+  ['issue5/psnr', 'PSNR per prefix against the scaled source', 'rising with spatial layers, above the documented floor'],
+  ['issue5/interop-gst', 'Layer 0 decodes with stock gst-launch rtpvp9depay ! vp9dec', 'decodes'],
+  ['issue5/interop-ffmpeg', 'Layer 0 decodes with ffmpeg from the SDP', 'decodes'],
+  ['issue5/bench-encode', 'Encode fps 720p30 L3T3, one core', '≥ 60 fps'],
+  ['issue5/bench-decode', 'Decode fps 720p L3T3', 'reported'],
+  ['issue5/layer-rates', 'Each layer bitrate against its target over 10 s', 'within 10%'],
+  ['issue6/pp-accuracy-1M', 'Packet-pair dispersion vs 1 Mbit/s bottleneck', 'within 5%'],
+  ['issue6/pp-accuracy-10M', 'Packet-pair dispersion vs 10 Mbit/s bottleneck', 'within 5%'],
+  ['issue6/era-settle', 'ERA behind 1 Mbit/s settles on the highest fitting layer; sheds on 500 kbit/s', 'within spec reaction time'],
+  ['issue6/plm-settle', 'PLM behind 1 Mbit/s settles on the highest fitting layer; sheds on 500 kbit/s', 'within spec reaction time'],
+  ['issue6/video-bottleneck', 'Headless player behind a bottleneck decodes with no error, PSNR above floor', 'no error, PSNR ≥ floor'],
+  ['issue6/stock-players', 'Stock GStreamer and ffplay play layer 0 from the served SDP', 'plays'],
+  ['issue6/malformed', 'Malformed packets, announcements and reports are counted and dropped', 'counted, no crash'],
+  ['issue6/server-restart', 'Players resume after a server restart', '≤ 2 s'],
+  ['issue6/bench-sender-cpu', 'Sender CPU per 10 Mbit/s paced output', 'reported'],
+  ['issue6/bench-bunch-timing', 'Bunch timing error on the wire, p99', '≤ 50 µs'],
+  ['issue6/bench-latency', 'Glass-to-glass latency on loopback, p50', '≤ 100 ms'],
+  ['issue6/bench-join', 'Join to first frame', '≤ 1.5 s'],
+  ['issue7/linkemu-timing', 'Link emulator release timing error at 10 Mbit/s', '≤ 50 µs'],
+  ['issue7/linkemu-throughput', 'Link emulator sustained throughput per direction, one core', '≥ 100 Mbit/s'],
+  ['issue7/linkemu-ping-iperf', 'Delay and rate applied, verified with ping and iperf3', 'as configured'],
+  ['issue7/players-synthetic', 'Players one machine carries in the testbed, synthetic layers', '≥ 50'],
+  ['issue7/players-video', 'Players one machine carries in the testbed, with video decoding', '≥ 10'],
+  ['issue7/leave-latency', 'igmpproxy leave latency (last leave to last packet on the bottleneck)', 'measured and reported'],
+  ['issue8/browser', 'Dashboard in Chromium: viewer rows appear, layers change with the bottleneck', 'as a person sees it'],
+  ['issue8/promtool', 'Prometheus config and alert rules: promtool check and unit tests', 'pass'],
+  ['issue8/live-prometheus', 'Real Prometheus scraping server and players: every alert and panel query returns data', 'data back'],
+  ['issue9/fuzz-corpus', 'Fuzz corpora replay clean', 'no crash'],
+  ['issue9/soak', '30-minute soak with 20 players', 'memory growth < 5%, no player stuck low'],
+];
+
+function parseSpecChecks() {
+  const checks = [];
+  if (!fs.existsSync(specsDir)) return checks;
+  for (const file of fs.readdirSync(specsDir).sort()) {
+    const prefix = SPEC_PREFIX[file];
+    if (!prefix) continue;
+    const lines = fs.readFileSync(path.join(specsDir, file), 'utf8').split('\n');
+    let inAcceptance = false;
+    let header = null;
+    for (const line of lines) {
+      const h = line.match(/^(#+)\s+(.*)/);
+      if (h) {
+        if (h[1].length <= 2) inAcceptance = /acceptance/i.test(h[2]);
+        else if (/acceptance/i.test(h[2])) inAcceptance = true;
+        header = null;
+        continue;
+      }
+      if (!inAcceptance || !line.startsWith('|')) { if (!line.startsWith('|')) header = null; continue; }
+      const cells = line.split('|').slice(1, -1).map((c) => c.trim());
+      if (cells.every((c) => /^:?-+:?$/.test(c))) continue;
+      if (!header) { header = cells.map((c) => c.toLowerCase()); continue; }
+      const id = cells[0].replace(/\*/g, '');
+      if (!/^[A-Z][A-Za-z]*-?\d+[a-z]?(-[a-z])?$/.test(id)) continue;
+      let passCol = header.findIndex((c) => /pass|target/.test(c));
+      if (passCol < 0) passCol = cells.length - 1;
+      const what = cells[1] || '';
+      checks.push({ id: `${prefix}/${id}`, what, target: cells[passCol] || '' });
+    }
+  }
+  return checks;
+}
+
+function readResults() {
+  const out = new Map();
+  if (!fs.existsSync(resultsDir)) return out;
+  for (const f of fs.readdirSync(resultsDir)) {
+    if (!f.endsWith('.json')) continue;
+    try {
+      const r = JSON.parse(fs.readFileSync(path.join(resultsDir, f), 'utf8'));
+      if (r && typeof r.id === 'string') {
+        const prev = out.get(r.id);
+        if (!prev || String(r.at) > String(prev.at)) out.set(r.id, r);
+      }
+    } catch (e) {
+      console.error(`acceptance: ignoring unreadable ${f}: ${e.message}`);
+    }
+  }
+  return out;
+}
+
+function readPrevious() {
+  const prev = new Map();
+  if (!fs.existsSync(outFile)) return prev;
+  for (const line of fs.readFileSync(outFile, 'utf8').split('\n')) {
+    const m = line.match(/^\| `([^`]+)` \|/);
+    if (!m) continue;
+    const cells = line.split('|').slice(1, -1).map((c) => c.trim());
+    if (cells.length >= 7 && cells[3] !== '—') {
+      prev.set(m[1], { value: cells[3], verdict: cells[4], command: cells[5].replace(/^`|`$/g, ''), at: cells[6] });
+    }
+  }
+  return prev;
+}
+
+const esc = (s) => String(s).replace(/\|/g, '\\|').replace(/\n/g, ' ');
+const verdictOf = (p) => (p === true ? 'pass' : p === false ? '**fail**' : 'reported');
+
+const checks = [...parseSpecChecks(), ...ISSUE_CHECKS.map(([id, what, target]) => ({ id, what, target }))];
+const results = readResults();
+const previous = readPrevious();
+const known = new Set(checks.map((c) => c.id));
+for (const id of results.keys()) if (!known.has(id)) console.error(`acceptance: result for unknown check ${id}`);
+
+let nPass = 0, nFail = 0, nOpen = 0;
+const rows = checks.map((c) => {
+  const r = results.get(c.id);
+  let value = '—', verdict = 'not measured yet', command = '', at = '';
+  if (r) {
+    value = esc(r.value); verdict = verdictOf(r.pass); command = esc(r.command || ''); at = String(r.at || '').slice(0, 10);
+  } else if (previous.has(c.id)) {
+    ({ value, verdict, command, at } = previous.get(c.id));
+  }
+  if (verdict === 'pass') nPass++; else if (verdict.includes('fail')) nFail++; else if (verdict === 'not measured yet') nOpen++;
+  return `| \`${c.id}\` | ${esc(c.what).slice(0, 160)} | ${esc(c.target).slice(0, 200)} | ${value} | ${verdict} | ${command ? '`' + command + '`' : ''} | ${at} |`;
+});
+
+const text = `# Acceptance checks
+
+Generated by \`node scripts/acceptance.mjs\` (run by \`make test\` and \`make acceptance\`) from the
+acceptance tables of the specs and the issues' targets, merged with the measurements that tests and
+benchmarks record in \`target/acceptance/\`. Do not edit numbers here by hand: re-run the command.
+
+${nPass} pass, ${nFail} fail, ${checks.length - nPass - nFail - nOpen} reported without a bar, ${nOpen} not measured yet (of ${checks.length}).
+
+| check | what | target | latest value | verdict | command | date |
+|---|---|---|---|---|---|---|
+${rows.join('\n')}
+`;
+fs.mkdirSync(path.dirname(outFile), { recursive: true });
+fs.writeFileSync(outFile, text);
+console.log(`acceptance: ${checks.length} checks, ${nPass} pass, ${nFail} fail, ${nOpen} not measured yet -> docs/acceptance.md`);

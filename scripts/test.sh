@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The full test command (`make test`): sets up what is missing, then runs every suite in the
+# repository and prints each runner's summary. Exits non-zero if any suite fails.
+# Long suites have their own commands (see README.md): `make catalogue`, `make e2e-full`.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export LAYERCAST_ROOT=$(pwd)
+export LAYERCAST_ACCEPTANCE_DIR="$LAYERCAST_ROOT/target/acceptance"
+mkdir -p "$LAYERCAST_ACCEPTANCE_DIR"
+
+scripts/setup.sh || { echo "setup failed"; exit 1; }
+
+passed=0; failed=0; failed_names=()
+step() {
+  local name=$1; shift
+  echo
+  echo "=== $name: $*"
+  local t0=$SECONDS
+  if "$@"; then
+    passed=$((passed + 1)); echo "=== $name: ok ($((SECONDS - t0)) s)"
+  else
+    failed=$((failed + 1)); failed_names+=("$name"); echo "=== $name: FAILED ($((SECONDS - t0)) s)"
+  fi
+}
+
+step rustfmt cargo fmt --all --check
+step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
+step cargo-test cargo test --workspace --release
+if [ -f package-lock.json ]; then
+  step ts-typecheck npm run --workspaces --if-present typecheck
+  step ts-lint npm run --workspaces --if-present lint
+  step npm-test npm run --workspaces --if-present test
+fi
+[ -x deploy/check.sh ] && step deploy-checks deploy/check.sh
+step acceptance-table node scripts/acceptance.mjs
+
+echo
+echo "suites: ${passed} passed, ${failed} failed"
+if [ "$failed" -gt 0 ]; then
+  echo "failed suites: ${failed_names[*]}"
+  exit 1
+fi

@@ -1,0 +1,733 @@
+//! Configuration: a file (TOML), environment variables (`LAYERCAST_*`) and command-line flags,
+//! in increasing precedence. Every server-level key can be given in all three places under the
+//! same name (`http_addr` in the file, `LAYERCAST_HTTP_ADDR` in the environment,
+//! `--http-addr` on the command line). Sessions come from `[[session]]` tables in the file,
+//! from `--session JSON` flags (repeatable) and from `POST /api/sessions`; they share one
+//! schema, [`SessionConfig`].
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default announcement group. 239.255.0.0/16 is the IPv4 organisation-local scope (RFC 2365);
+/// ".76" is "L" for Layercast. Port 5000 is below the layers' default range.
+pub const DEFAULT_ANNOUNCE: &str = "239.255.76.1:5000";
+
+/// Server-level keys, their defaults and a one-line description (also printed by `--help`).
+pub const KEYS: &[(&str, &str, &str)] = &[
+    ("config", "", "path of a TOML config file"),
+    (
+        "http_addr",
+        "127.0.0.1:8080",
+        "HTTP API / WebSocket / metrics listen address",
+    ),
+    (
+        "announce",
+        DEFAULT_ANNOUNCE,
+        "announcement group:port (SAM), empty to disable",
+    ),
+    (
+        "announce_interval_ms",
+        "1000",
+        "period of the multicast session announcement",
+    ),
+    (
+        "interface",
+        "0.0.0.0",
+        "IPv4 address of the interface multicast goes out of",
+    ),
+    ("ttl", "8", "multicast TTL"),
+    (
+        "loop",
+        "true",
+        "IP_MULTICAST_LOOP (deliver to listeners on this host)",
+    ),
+    (
+        "ssm_source",
+        "",
+        "source address announced for SSM receivers (default: interface)",
+    ),
+    (
+        "group_base",
+        "239.255.77.0",
+        "first multicast group handed to new sessions",
+    ),
+    (
+        "port_base",
+        "5004",
+        "first UDP port handed to new sessions (layer k: +2k)",
+    ),
+    (
+        "dashboard_dir",
+        "server/dashboard/dist",
+        "directory of the built dashboard",
+    ),
+    (
+        "telemetry_min_interval_ms",
+        "500",
+        "minimum spacing of telemetry posts per viewer",
+    ),
+    (
+        "max_viewer_labels",
+        "200",
+        "cap on viewers exported with per-viewer metric labels",
+    ),
+    (
+        "viewer_timeout_s",
+        "5",
+        "a viewer silent this long is marked gone",
+    ),
+    (
+        "pacer_spin_us",
+        "50",
+        "the pacer sleeps until this long before a bunch, then spins",
+    ),
+    (
+        "pacer_realtime",
+        "true",
+        "run pacer threads at SCHED_FIFO priority 10 if permitted",
+    ),
+];
+
+/// Resolved server-level configuration.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub http_addr: SocketAddr,
+    pub announce: Option<(Ipv4Addr, u16)>,
+    pub announce_interval: Duration,
+    pub interface: Ipv4Addr,
+    pub ttl: u32,
+    pub multicast_loop: bool,
+    pub ssm_source: Option<Ipv4Addr>,
+    pub group_base: Ipv4Addr,
+    pub port_base: u16,
+    pub dashboard_dir: PathBuf,
+    pub telemetry_min_interval: Duration,
+    pub max_viewer_labels: usize,
+    pub viewer_timeout: Duration,
+    pub pacer_spin: Duration,
+    pub pacer_realtime: bool,
+    pub sessions: Vec<SessionConfig>,
+}
+
+/// One session, as a `[[session]]` table, a `--session` JSON flag or a `POST /api/sessions`
+/// body. Unknown fields are errors so that typos do not pass silently.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionConfig {
+    /// Stable id used in URLs; default: the name, else `s<n>`. Stable across restarts so a
+    /// player's announcement URL keeps working.
+    pub id: Option<String>,
+    pub name: Option<String>,
+    /// Congestion-control protocol receivers should run (`era`, `plm`, ...). Default `era`.
+    pub protocol: Option<String>,
+    /// `synthetic` (constant-rate padding layers). Video sources need the codec crate.
+    pub source: Option<String>,
+    /// Number of equal layers (with `layer_rate_bps`); ignored if `layer_rates_bps` is given.
+    pub layers: Option<usize>,
+    /// Rate of each equal layer, bit/s.
+    pub layer_rate_bps: Option<u64>,
+    /// Per-layer (non-cumulative) rates, bit/s, base first.
+    pub layer_rates_bps: Option<Vec<u64>>,
+    /// UDP payload bytes of every data packet (ERA's M). Default 512.
+    pub packet_size: Option<u16>,
+    /// Packets per bunch. Default 2 (packet pairs).
+    pub bunch_len: Option<u8>,
+    /// Receivers' adaptation interval, ms (ERA's RAI). Default 1000.
+    pub adapt_interval_ms: Option<u64>,
+    /// First group of this session (layer k on group + k).
+    pub group: Option<Ipv4Addr>,
+    /// First port (layer k on port + 2k).
+    pub port: Option<u16>,
+    /// Video parameters for `source = "testpattern"`.
+    pub video: Option<VideoConfig>,
+}
+
+/// The SVC encode of a video source. Layers are the ladder's cells in spatial-major order
+/// (`codec::ladder::LayerLadder::spatial_major`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VideoConfig {
+    /// Top spatial layer size (even). Default 640x360.
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+    /// Frames per second. Default 15.
+    pub fps: Option<u32>,
+    /// Spatial and temporal layers, 1..=3 each. Default 3 and 3.
+    pub spatial: Option<usize>,
+    pub temporal: Option<usize>,
+    /// Multiplies the codec's default 720p L3T3 cell rates. Default 0.5.
+    pub kbps_scale: Option<f64>,
+    /// Seconds between key pictures: the longest a receiver that joins mid-stream waits
+    /// before it can decode the base layer (multicast receivers cannot ask for one). Default 2.
+    pub keyframe_interval_s: Option<f64>,
+}
+
+/// A resolved video encode.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResolvedVideo {
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    pub spatial: usize,
+    pub temporal: usize,
+    /// `cell_kbps[s][t]`, the encoder's per-cell budget.
+    pub cell_kbps: Vec<Vec<u32>>,
+    /// Frames between key pictures.
+    pub keyframe_interval: u32,
+}
+
+/// Default per-cell rates of the 720p L3T3 ladder (kbit/s), as `codec::ladder` has them.
+const L3T3_CELL_KBPS: [[u32; 3]; 3] = [[90, 30, 30], [240, 80, 80], [600, 200, 200]];
+
+impl VideoConfig {
+    fn resolve(&self, key: &dyn Fn(&str) -> String) -> Result<ResolvedVideo> {
+        let (w, h) = (self.width.unwrap_or(640), self.height.unwrap_or(360));
+        if w < 64 || h < 64 || w > 1920 || h > 1088 || w % 2 == 1 || h % 2 == 1 {
+            return Err(Error::config(
+                &key("video.width"),
+                format!("{w}x{h}: even, 64..=1920 x 64..=1088"),
+            ));
+        }
+        let fps = self.fps.unwrap_or(15);
+        if !(1..=60).contains(&fps) {
+            return Err(Error::config(
+                &key("video.fps"),
+                format!("{fps} outside 1..=60"),
+            ));
+        }
+        let (ns, nt) = (self.spatial.unwrap_or(3), self.temporal.unwrap_or(3));
+        if !(1..=3).contains(&ns) || !(1..=3).contains(&nt) {
+            return Err(Error::config(
+                &key("video.spatial"),
+                format!("L{ns}T{nt}: 1..=3 each"),
+            ));
+        }
+        let scale = self.kbps_scale.unwrap_or(0.5);
+        if !(0.01..=10.0).contains(&scale) {
+            return Err(Error::config(
+                &key("video.kbps_scale"),
+                format!("{scale} outside 0.01..=10"),
+            ));
+        }
+        let cell_kbps = (0..ns)
+            .map(|s| {
+                (0..nt)
+                    .map(|t| ((L3T3_CELL_KBPS[3 - ns + s][t] as f64 * scale).round() as u32).max(1))
+                    .collect()
+            })
+            .collect();
+        let ki = self.keyframe_interval_s.unwrap_or(2.0);
+        if !(0.1..=60.0).contains(&ki) {
+            return Err(Error::config(
+                &key("video.keyframe_interval_s"),
+                format!("{ki} outside 0.1..=60"),
+            ));
+        }
+        let keyframe_interval = ((ki * fps as f64).round() as u32).max(1);
+        Ok(ResolvedVideo {
+            width: w,
+            height: h,
+            fps,
+            spatial: ns,
+            temporal: nt,
+            cell_kbps,
+            keyframe_interval,
+        })
+    }
+}
+
+/// Frames per second carried by temporal layer `t` of `nt` (patterns 0, 01, 0212).
+pub fn temporal_fps(fps: u32, nt: usize, t: usize) -> f64 {
+    let f = fps as f64;
+    match (nt, t) {
+        (1, _) => f,
+        (2, _) => f / 2.0,
+        (_, 0) | (_, 1) => f / 4.0,
+        _ => f / 2.0,
+    }
+}
+
+/// Announced rate of a video layer: the cell's budget with 30% headroom for RTP and payload
+/// headers and encoder overshoot, plus one packet slot per frame (a frame's last packet is
+/// usually short, but the pacer spends a whole packet-size slot on it).
+pub fn video_layer_rate(cell_kbps: u32, layer_fps: f64, packet_size: u16) -> u64 {
+    (cell_kbps as f64 * 1000.0 * 1.3 + layer_fps * packet_size as f64 * 8.0).round() as u64
+}
+
+/// Protocols a session may announce (the contract's list).
+pub const PROTOCOLS: &[&str] = &[
+    "era", "plm", "rlm", "rlc", "flid", "webrc", "delay", "tfmcc",
+];
+
+/// A session config with every default filled in and every value checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResolvedSession {
+    pub id: String,
+    pub name: String,
+    pub protocol: String,
+    pub source: String,
+    pub rates_bps: Vec<u64>,
+    pub packet_size: u16,
+    pub bunch_len: u8,
+    pub adapt_interval: Duration,
+    pub group: Ipv4Addr,
+    pub port: u16,
+    pub video: Option<ResolvedVideo>,
+}
+
+/// Smallest packet: 12-byte RTP header + 16-byte cc extension + 1 byte of payload.
+pub const MIN_PACKET: u16 = 29;
+/// Largest UDP payload that fits a 1500-byte MTU without fragmentation.
+pub const MAX_PACKET: u16 = 1472;
+
+impl SessionConfig {
+    /// Fills defaults and validates; `ctx` names the session in errors (`session[0]`, `body`).
+    pub fn resolve(
+        &self,
+        ctx: &str,
+        default_id: &str,
+        default_group: Ipv4Addr,
+        default_port: u16,
+    ) -> Result<ResolvedSession> {
+        let key = |k: &str| format!("{ctx}.{k}");
+        let protocol = self.protocol.clone().unwrap_or_else(|| "era".into());
+        if !PROTOCOLS.contains(&protocol.as_str()) {
+            return Err(Error::config(
+                &key("protocol"),
+                format!("{protocol:?} is not one of {}", PROTOCOLS.join(", ")),
+            ));
+        }
+        let source = self.source.clone().unwrap_or_else(|| "synthetic".into());
+        let video = match source.as_str() {
+            "synthetic" => None,
+            "testpattern" => Some(self.video.clone().unwrap_or_default().resolve(&key)?),
+            _ => {
+                return Err(Error::config(
+                    &key("source"),
+                    format!("{source:?}: `synthetic` or `testpattern` (file, URI and camera sources need the GStreamer glue)"),
+                ))
+            }
+        };
+        let default_packet = if video.is_some() { 1200 } else { 512 };
+        let rates = match (&video, &self.layer_rates_bps) {
+            (Some(v), _) => {
+                let m = self.packet_size.unwrap_or(default_packet);
+                let mut r = Vec::new();
+                for row in &v.cell_kbps {
+                    for (t, &c) in row.iter().enumerate() {
+                        r.push(video_layer_rate(c, temporal_fps(v.fps, v.temporal, t), m));
+                    }
+                }
+                r
+            }
+            (None, Some(r)) => r.clone(),
+            (None, None) => {
+                let n = self.layers.unwrap_or(10);
+                vec![self.layer_rate_bps.unwrap_or(100_000); n]
+            }
+        };
+        if rates.is_empty() || rates.len() > 255 {
+            return Err(Error::config(
+                &key("layers"),
+                format!("{} layers; need 1..=255", rates.len()),
+            ));
+        }
+        if let Some(i) = rates
+            .iter()
+            .position(|&r| !(1_000..=1_000_000_000).contains(&r))
+        {
+            return Err(Error::config(
+                &key("layer_rates_bps"),
+                format!("layer {i} rate {} outside 1000..=1e9 bit/s", rates[i]),
+            ));
+        }
+        let packet_size = self.packet_size.unwrap_or(default_packet);
+        if video.is_some() && packet_size < 200 {
+            return Err(Error::config(
+                &key("packet_size"),
+                "video needs at least 200 bytes",
+            ));
+        }
+        if !(MIN_PACKET..=MAX_PACKET).contains(&packet_size) {
+            return Err(Error::config(
+                &key("packet_size"),
+                format!("{packet_size} outside {MIN_PACKET}..={MAX_PACKET} bytes"),
+            ));
+        }
+        let bunch_len = self.bunch_len.unwrap_or(2);
+        if bunch_len == 0 || bunch_len > 64 {
+            return Err(Error::config(
+                &key("bunch_len"),
+                format!("{bunch_len} outside 1..=64"),
+            ));
+        }
+        let rai = self.adapt_interval_ms.unwrap_or(1000);
+        if !(50..=60_000).contains(&rai) {
+            return Err(Error::config(
+                &key("adapt_interval_ms"),
+                format!("{rai} outside 50..=60000"),
+            ));
+        }
+        let group = self.group.unwrap_or(default_group);
+        if !group.is_multicast() {
+            return Err(Error::config(
+                &key("group"),
+                format!("{group} is not multicast"),
+            ));
+        }
+        let last = u32::from(group).checked_add(rates.len() as u32 - 1);
+        if !last.is_some_and(|l| Ipv4Addr::from(l).is_multicast()) {
+            return Err(Error::config(
+                &key("group"),
+                format!(
+                    "{} layers from {group} leave the multicast range",
+                    rates.len()
+                ),
+            ));
+        }
+        let port = self.port.unwrap_or(default_port);
+        if port == 0 || (port as usize) + 2 * (rates.len() - 1) > 65_535 {
+            return Err(Error::config(
+                &key("port"),
+                format!("{port} (+2 per layer) does not fit in 1..=65535"),
+            ));
+        }
+        let name = self.name.clone().unwrap_or_else(|| default_id.to_string());
+        let id = self
+            .id
+            .clone()
+            .or(self.name.clone())
+            .unwrap_or_else(|| default_id.into());
+        if id.is_empty()
+            || id.len() > 64
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(Error::config(
+                &key("id"),
+                format!("{id:?}: use 1..64 characters of [A-Za-z0-9_-]"),
+            ));
+        }
+        Ok(ResolvedSession {
+            id,
+            name,
+            protocol,
+            source,
+            rates_bps: rates,
+            packet_size,
+            bunch_len,
+            adapt_interval: Duration::from_millis(rai),
+            group,
+            port,
+            video,
+        })
+    }
+}
+
+/// Where a raw value came from, for error messages.
+fn parse_val<T: std::str::FromStr>(key: &str, raw: &str) -> Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    raw.trim()
+        .parse::<T>()
+        .map_err(|e| Error::config(key, format!("{raw:?}: {e}")))
+}
+
+fn parse_bool(key: &str, raw: &str) -> Result<bool> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(Error::config(key, format!("{raw:?} is not a boolean"))),
+    }
+}
+
+/// Result of parsing the command line: either run with a config, or print help.
+pub enum Cli {
+    Run(Box<ServerConfig>),
+    Help(String),
+}
+
+/// Builds the configuration from `args` (without the program name) and `env`.
+pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
+    let mut flags: BTreeMap<String, String> = BTreeMap::new();
+    let mut flag_sessions: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if a == "-h" || a == "--help" {
+            return Ok(Cli::Help(help()));
+        }
+        let Some(body) = a.strip_prefix("--") else {
+            return Err(Error::config(
+                a,
+                "unexpected argument (flags are --key value)",
+            ));
+        };
+        let (k, v) = match body.split_once('=') {
+            Some((k, v)) => (k.to_string(), v.to_string()),
+            None => {
+                i += 1;
+                let v = args
+                    .get(i)
+                    .ok_or_else(|| Error::config(body, "flag needs a value"))?;
+                (body.to_string(), v.clone())
+            }
+        };
+        let k = k.replace('-', "_");
+        if k == "session" {
+            flag_sessions.push(v);
+        } else if KEYS.iter().any(|(n, _, _)| *n == k) {
+            flags.insert(k, v);
+        } else {
+            return Err(Error::config(&k, "unknown flag (see --help)"));
+        }
+        i += 1;
+    }
+    // Layer 1: defaults; 2: file; 3: env; 4: flags.
+    let mut vals: BTreeMap<String, String> = KEYS
+        .iter()
+        .map(|(k, d, _)| (k.to_string(), d.to_string()))
+        .collect();
+    let config_path = flags
+        .get("config")
+        .cloned()
+        .or_else(|| env.get("LAYERCAST_CONFIG").cloned());
+    let mut sessions = Vec::new();
+    if let Some(path) = config_path.filter(|p| !p.is_empty()) {
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::ConfigFile {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        let (file_vals, file_sessions) = parse_file(&path, &text)?;
+        vals.extend(file_vals);
+        sessions = file_sessions;
+    }
+    for (k, _, _) in KEYS {
+        if let Some(v) = env.get(&format!("LAYERCAST_{}", k.to_ascii_uppercase())) {
+            vals.insert(k.to_string(), v.clone());
+        }
+    }
+    vals.extend(flags);
+    for (n, s) in flag_sessions.iter().enumerate() {
+        let c: SessionConfig = serde_json::from_str(s)
+            .map_err(|e| Error::config(&format!("--session #{n}"), e.to_string()))?;
+        sessions.push(c);
+    }
+    let v = |k: &str| vals.get(k).map(String::as_str).unwrap_or("");
+    let announce = if v("announce").is_empty() {
+        None
+    } else {
+        let sa: std::net::SocketAddrV4 = parse_val("announce", v("announce"))?;
+        if !sa.ip().is_multicast() {
+            return Err(Error::config(
+                "announce",
+                format!("{} is not multicast", sa.ip()),
+            ));
+        }
+        Some((*sa.ip(), sa.port()))
+    };
+    let ms = |k: &str| -> Result<Duration> {
+        let n: u64 = parse_val(k, v(k))?;
+        if n == 0 {
+            return Err(Error::config(k, "must be > 0"));
+        }
+        Ok(Duration::from_millis(n))
+    };
+    let group_base: Ipv4Addr = parse_val("group_base", v("group_base"))?;
+    if !group_base.is_multicast() {
+        return Err(Error::config(
+            "group_base",
+            format!("{group_base} is not multicast"),
+        ));
+    }
+    let ttl: u32 = parse_val("ttl", v("ttl"))?;
+    if ttl == 0 || ttl > 255 {
+        return Err(Error::config("ttl", format!("{ttl} outside 1..=255")));
+    }
+    let ssm = v("ssm_source");
+    let cfg = ServerConfig {
+        http_addr: parse_val("http_addr", v("http_addr"))?,
+        announce,
+        announce_interval: ms("announce_interval_ms")?,
+        interface: parse_val("interface", v("interface"))?,
+        ttl,
+        multicast_loop: parse_bool("loop", v("loop"))?,
+        ssm_source: if ssm.is_empty() {
+            None
+        } else {
+            Some(parse_val("ssm_source", ssm)?)
+        },
+        group_base,
+        port_base: parse_val("port_base", v("port_base"))?,
+        dashboard_dir: PathBuf::from(v("dashboard_dir")),
+        telemetry_min_interval: ms("telemetry_min_interval_ms")?,
+        max_viewer_labels: parse_val("max_viewer_labels", v("max_viewer_labels"))?,
+        viewer_timeout: Duration::from_secs(parse_val("viewer_timeout_s", v("viewer_timeout_s"))?),
+        pacer_spin: Duration::from_micros(parse_val("pacer_spin_us", v("pacer_spin_us"))?),
+        pacer_realtime: parse_bool("pacer_realtime", v("pacer_realtime"))?,
+        sessions,
+    };
+    Ok(Cli::Run(Box::new(cfg)))
+}
+
+/// Splits a TOML file into server-level scalars (as strings) and `[[session]]` tables.
+fn parse_file(path: &str, text: &str) -> Result<(BTreeMap<String, String>, Vec<SessionConfig>)> {
+    let file_err = |reason: String| Error::ConfigFile {
+        path: path.to_string(),
+        reason,
+    };
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| file_err(e.to_string()))?;
+    let mut vals = BTreeMap::new();
+    let mut sessions = Vec::new();
+    for (k, v) in table {
+        if k == "session" {
+            let arr = v
+                .as_array()
+                .ok_or_else(|| Error::config("session", "use [[session]] tables"))?;
+            for (n, s) in arr.iter().enumerate() {
+                let c: SessionConfig = s.clone().try_into().map_err(|e: toml::de::Error| {
+                    Error::config(&format!("session[{n}]"), e.to_string())
+                })?;
+                sessions.push(c);
+            }
+            continue;
+        }
+        if k == "config" || !KEYS.iter().any(|(n, _, _)| *n == k) {
+            return Err(Error::config(&k, format!("unknown key in {path}")));
+        }
+        let s = match v {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            other => return Err(Error::config(&k, format!("unsupported value {other:?}"))),
+        };
+        vals.insert(k, s);
+    }
+    Ok((vals, sessions))
+}
+
+fn help() -> String {
+    let mut s = String::from(
+        "layercast-server: layered multicast sender, session announcements, HTTP API\n\n\
+         Precedence: --flag > LAYERCAST_KEY env > config file > default.\n\n",
+    );
+    for (k, d, h) in KEYS {
+        s.push_str(&format!(
+            "  --{:<28} {h} [default: {d:?}; env LAYERCAST_{}]\n",
+            k.replace('_', "-"),
+            k.to_ascii_uppercase()
+        ));
+    }
+    s.push_str(
+        "  --session JSON                 add a session (same schema as POST /api/sessions);\n\
+         \x20                                repeatable; the file may hold [[session]] tables\n",
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn run(a: &[&str], env: &[(&str, &str)]) -> Result<ServerConfig> {
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        match load(&args(a), &env)? {
+            Cli::Run(c) => Ok(*c),
+            Cli::Help(_) => panic!("help"),
+        }
+    }
+
+    #[test]
+    fn precedence_flag_over_env_over_file() {
+        let dir = std::env::temp_dir().join(format!("lc-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("c.toml");
+        std::fs::write(
+            &f,
+            "ttl = 3\nhttp_addr = \"127.0.0.1:9001\"\nport_base = 6000\n[[session]]\nname = \"a\"\nlayers = 4\n",
+        )
+        .unwrap();
+        let path = f.to_str().unwrap();
+        let c = run(&["--config", path], &[]).unwrap();
+        assert_eq!(c.ttl, 3);
+        assert_eq!(c.port_base, 6000);
+        assert_eq!(c.sessions.len(), 1);
+        let c = run(&["--config", path], &[("LAYERCAST_TTL", "4")]).unwrap();
+        assert_eq!(c.ttl, 4);
+        let c = run(&["--config", path, "--ttl=5"], &[("LAYERCAST_TTL", "4")]).unwrap();
+        assert_eq!(c.ttl, 5);
+        assert_eq!(c.http_addr.port(), 9001);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = run(&["--ttl", "0"], &[]).unwrap_err().to_string();
+        assert!(e.contains("`ttl`"), "{e}");
+        let e = run(&[], &[("LAYERCAST_HTTP_ADDR", "nope")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`http_addr`"), "{e}");
+        let e = run(&["--bogus", "1"], &[]).unwrap_err().to_string();
+        assert!(e.contains("`bogus`"), "{e}");
+        let e = run(&["--announce", "10.0.0.1:5000"], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`announce`"), "{e}");
+        let e = run(&["--session", "{\"layerz\":3}"], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--session #0"), "{e}");
+    }
+
+    #[test]
+    fn session_defaults_and_validation() {
+        let g = Ipv4Addr::new(239, 255, 77, 0);
+        let r = SessionConfig::default()
+            .resolve("s", "s1", g, 5004)
+            .unwrap();
+        assert_eq!(r.rates_bps, vec![100_000; 10]);
+        assert_eq!((r.packet_size, r.bunch_len, r.id.as_str()), (512, 2, "s1"));
+        let bad = SessionConfig {
+            packet_size: Some(2000),
+            ..Default::default()
+        };
+        let e = bad.resolve("body", "x", g, 5004).unwrap_err().to_string();
+        assert!(e.contains("body.packet_size"), "{e}");
+        let bad = SessionConfig {
+            protocol: Some("tcp".into()),
+            ..Default::default()
+        };
+        assert!(bad
+            .resolve("b", "x", g, 5004)
+            .unwrap_err()
+            .to_string()
+            .contains("b.protocol"));
+        let bad = SessionConfig {
+            group: Some(Ipv4Addr::new(239, 255, 255, 255)),
+            layers: Some(2),
+            ..Default::default()
+        };
+        assert!(bad
+            .resolve("b", "x", g, 5004)
+            .unwrap_err()
+            .to_string()
+            .contains("b.group"));
+    }
+}

@@ -1,0 +1,228 @@
+//! HTTP API, WebSocket live stats, Prometheus `/metrics` and the dashboard's static files
+//! (`docs/api.md` is the contract). Built on `tiny_http` with a few worker threads: the API is
+//! small and the machine has two cores, so no async runtime.
+
+use crate::config::SessionConfig;
+use crate::error::Error;
+use crate::state::{lock, State, Telemetry};
+use serde_json::json;
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tiny_http::{Header, Method, Request, Response, Server, StatusCode};
+
+/// Largest request body accepted.
+const MAX_BODY: u64 = 256 * 1024;
+
+type Resp = Response<std::io::Cursor<Vec<u8>>>;
+
+fn header(k: &str, v: &str) -> Header {
+    Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("static header is valid")
+}
+
+fn json_resp(code: u16, v: &serde_json::Value) -> Resp {
+    Response::from_data(v.to_string().into_bytes())
+        .with_status_code(code)
+        .with_header(header("Content-Type", "application/json"))
+}
+
+fn error_resp(code: u16, msg: &str) -> Resp {
+    json_resp(code, &json!({"error": msg}))
+}
+
+/// Serves until `stop` is set; spawns `workers` threads on one listener.
+pub fn serve(server: Arc<Server>, state: Arc<State>, stop: Arc<AtomicBool>, workers: usize) {
+    let mut hs = Vec::new();
+    for i in 0..workers {
+        let (server, state, stop) = (server.clone(), state.clone(), stop.clone());
+        hs.push(
+            std::thread::Builder::new()
+                .name(format!("http-{i}"))
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        match server.recv_timeout(Duration::from_millis(200)) {
+                            Ok(Some(req)) => handle(req, &state, &stop),
+                            Ok(None) => {}
+                            Err(_) => break,
+                        }
+                    }
+                })
+                .expect("spawning http worker"),
+        );
+    }
+    for h in hs {
+        let _ = h.join();
+    }
+}
+
+fn read_body(req: &mut Request) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    req.as_reader()
+        .take(MAX_BODY + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| e.to_string())?;
+    if body.len() as u64 > MAX_BODY {
+        return Err(format!("body over {MAX_BODY} bytes"));
+    }
+    Ok(body)
+}
+
+fn handle(mut req: Request, state: &Arc<State>, stop: &Arc<AtomicBool>) {
+    let url = req.url().to_string();
+    let path = url.split('?').next().unwrap_or("").to_string();
+    let method = req.method().clone();
+    let addr = req.remote_addr().map(|a| a.to_string()).unwrap_or_default();
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let resp: Resp = match (&method, parts.as_slice()) {
+        (Method::Get, ["api", "sessions"]) => json_resp(200, &state.sessions_json()),
+        (Method::Post, ["api", "sessions"]) => match read_body(&mut req) {
+            Err(e) => bad(state, &e),
+            Ok(b) => match serde_json::from_slice::<SessionConfig>(&b) {
+                Err(e) => bad(state, &format!("session config: {e}")),
+                Ok(c) => match state.create_session(&c, "body") {
+                    Ok(s) => json_resp(201, &state.session_json(&s)),
+                    Err(e @ Error::Duplicate(_)) => error_resp(409, &e.to_string()),
+                    Err(e @ Error::Config { .. }) => bad(state, &e.to_string()),
+                    Err(e) => error_resp(500, &e.to_string()),
+                },
+            },
+        },
+        (Method::Get, ["api", "sessions", id]) => match state.session(id) {
+            Some(s) => json_resp(200, &state.session_json(&s)),
+            None => error_resp(404, "no such session"),
+        },
+        (Method::Delete, ["api", "sessions", id]) => match state.stop_session(id) {
+            Ok(()) => Response::from_data(Vec::new()).with_status_code(204),
+            Err(e) => error_resp(404, &e.to_string()),
+        },
+        (Method::Get, ["api", "sessions", id, "sdp"]) => match state.session(id) {
+            Some(s) => Response::from_data(state.sdp(&s).into_bytes())
+                .with_header(header("Content-Type", "application/sdp")),
+            None => error_resp(404, "no such session"),
+        },
+        (Method::Get, ["api", "sessions", id, "announcement"]) => match state.session(id) {
+            Some(s) => {
+                let info = lock(&s.info).clone();
+                if url.contains("format=sam") {
+                    match congestion::wire::sam::to_bytes(&info) {
+                        Ok(b) => Response::from_data(b)
+                            .with_header(header("Content-Type", "application/octet-stream")),
+                        Err(e) => error_resp(500, &e.to_string()),
+                    }
+                } else {
+                    json_resp(200, &serde_json::to_value(&info).unwrap_or_default())
+                }
+            }
+            None => error_resp(404, "no such session"),
+        },
+        (Method::Get, ["api", "viewers"]) => json_resp(200, &state.viewers_json()),
+        (Method::Post, ["api", "telemetry"]) => match read_body(&mut req) {
+            Err(e) => {
+                state
+                    .drops
+                    .telemetry_malformed
+                    .fetch_add(1, Ordering::Relaxed);
+                error_resp(400, &e)
+            }
+            Ok(b) => match serde_json::from_slice::<Telemetry>(&b) {
+                Err(e) => {
+                    state
+                        .drops
+                        .telemetry_malformed
+                        .fetch_add(1, Ordering::Relaxed);
+                    error_resp(400, &format!("telemetry: {e}"))
+                }
+                Ok(t) => match state.telemetry(t, addr) {
+                    Ok(()) => Response::from_data(Vec::new()).with_status_code(204),
+                    Err(Error::NoSuchSession(s)) => error_resp(404, &format!("no session {s:?}")),
+                    Err(Error::BadRequest(m)) if m == "rate limited" => error_resp(429, &m),
+                    Err(e) => error_resp(400, &e.to_string()),
+                },
+            },
+        },
+        (Method::Get, ["api", "live"]) => {
+            websocket(req, state.clone(), stop.clone());
+            return;
+        }
+        (Method::Get, ["metrics"]) => Response::from_data(state.metrics().into_bytes())
+            .with_header(header("Content-Type", "text/plain; version=0.0.4")),
+        (Method::Get, _) => static_file(state, &path),
+        _ => error_resp(405, "method not allowed"),
+    };
+    let _ = req.respond(resp);
+}
+
+fn bad(state: &State, msg: &str) -> Resp {
+    state.drops.api_bad_request.fetch_add(1, Ordering::Relaxed);
+    error_resp(400, msg)
+}
+
+/// Serves the built dashboard. Paths with `..` are refused; unknown paths fall back to
+/// `index.html` (single-page app routing).
+fn static_file(state: &State, path: &str) -> Resp {
+    if path.split('/').any(|c| c == "..") {
+        return error_resp(400, "bad path");
+    }
+    let root = &state.cfg.dashboard_dir;
+    let rel = path.trim_start_matches('/');
+    let mut p = root.join(if rel.is_empty() { "index.html" } else { rel });
+    if !p.is_file() {
+        p = root.join("index.html");
+    }
+    match std::fs::read(&p) {
+        Ok(b) => {
+            let ct = match p.extension().and_then(|e| e.to_str()) {
+                Some("html") => "text/html; charset=utf-8",
+                Some("js") => "text/javascript",
+                Some("css") => "text/css",
+                Some("svg") => "image/svg+xml",
+                Some("json") => "application/json",
+                Some("png") => "image/png",
+                _ => "application/octet-stream",
+            };
+            Response::from_data(b).with_header(header("Content-Type", ct))
+        }
+        Err(_) => error_resp(404, "dashboard not built (server/dashboard/dist missing)"),
+    }
+}
+
+/// Upgrades to a WebSocket and pushes one snapshot a second until the peer goes away.
+fn websocket(req: Request, state: Arc<State>, stop: Arc<AtomicBool>) {
+    let key = req
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv("Sec-WebSocket-Key"))
+        .map(|h| h.value.as_str().to_string());
+    let Some(key) = key else {
+        let _ = req.respond(error_resp(400, "expected a WebSocket upgrade"));
+        return;
+    };
+    let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let resp = Response::empty(StatusCode(101))
+        .with_header(header("Upgrade", "websocket"))
+        .with_header(header("Connection", "Upgrade"))
+        .with_header(header("Sec-WebSocket-Accept", &accept));
+    let stream = req.upgrade("websocket", resp);
+    std::thread::spawn(move || {
+        let mut ws = tungstenite::WebSocket::from_raw_socket(
+            stream,
+            tungstenite::protocol::Role::Server,
+            None,
+        );
+        while !stop.load(Ordering::Relaxed) {
+            let msg = state.snapshot_json().to_string();
+            if ws.send(tungstenite::Message::text(msg)).is_err() {
+                break;
+            }
+            for _ in 0..10 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        let _ = ws.close(None);
+        let _ = ws.flush();
+    });
+}

@@ -1,0 +1,626 @@
+//! Shared server state: running sessions, the viewers that report telemetry, and the JSON
+//! views of both that the HTTP API, the WebSocket and `/metrics` publish.
+
+use crate::config::{ResolvedSession, ServerConfig, SessionConfig};
+use crate::error::{Error, Result};
+use crate::pacer::{self, PacerConfig, PacerStats};
+use crate::sock;
+use congestion::{LayerInfo, SessionInfo};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Locks a mutex, recovering from poisoning (a panicked thread must not take the API down).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// A random 32-bit value (session ids, SSRCs): std's randomly keyed hasher over the time.
+pub fn random_u32() -> u32 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish() as u32
+}
+
+/// One running session.
+pub struct Session {
+    pub cfg: ResolvedSession,
+    pub info: Mutex<SessionInfo>,
+    pub started_at: u64,
+    pub stats: Arc<PacerStats>,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    encoder: Mutex<Option<JoinHandle<()>>>,
+    /// Media queues of a video session.
+    pub queues: Option<Arc<crate::video::LayerQueues>>,
+}
+
+impl Session {
+    /// Stops the pacer and waits for it.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = lock(&self.thread).take() {
+            let _ = h.join();
+        }
+        if let Some(h) = lock(&self.encoder).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// One decision entry as the API shows it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionJson {
+    pub at_s: f64,
+    pub from: u32,
+    pub to: u32,
+    pub reason: String,
+    #[serde(default)]
+    pub inputs: BTreeMap<String, f64>,
+}
+
+/// A telemetry report as players post it (`POST /api/telemetry`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Telemetry {
+    pub viewer_id: String,
+    pub session_id: String,
+    pub protocol: String,
+    pub layers: u32,
+    pub max_layers: u32,
+    pub rate_bps: f64,
+    pub estimate_bps: Option<f64>,
+    pub loss_ratio: f64,
+    #[serde(default)]
+    pub packets_received: u64,
+    #[serde(default)]
+    pub packets_lost: u64,
+    #[serde(default)]
+    pub width: u32,
+    #[serde(default)]
+    pub height: u32,
+    #[serde(default)]
+    pub fps: f64,
+    #[serde(default)]
+    pub frames: u64,
+    #[serde(default)]
+    pub freezes: u64,
+    #[serde(default)]
+    pub rtt_s: Option<f64>,
+    #[serde(default)]
+    pub decisions: Vec<DecisionJson>,
+}
+
+impl Telemetry {
+    /// Range checks beyond what the types enforce.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::BadRequest(m));
+        if self.viewer_id.is_empty() || self.viewer_id.len() > 64 {
+            return bad("viewer_id must be 1..=64 bytes".into());
+        }
+        if self.session_id.is_empty() || self.session_id.len() > 64 {
+            return bad("session_id must be 1..=64 bytes".into());
+        }
+        if self.protocol.len() > 32 {
+            return bad("protocol longer than 32 bytes".into());
+        }
+        if self.layers > 256
+            || self.max_layers > 256
+            || (self.max_layers != 0 && self.layers > self.max_layers)
+        {
+            return bad(format!(
+                "layers {} / max_layers {} out of range",
+                self.layers, self.max_layers
+            ));
+        }
+        let nums = [
+            ("rate_bps", Some(self.rate_bps)),
+            ("estimate_bps", self.estimate_bps),
+            ("fps", Some(self.fps)),
+            ("rtt_s", self.rtt_s),
+        ];
+        for (k, v) in nums {
+            if let Some(v) = v {
+                if !v.is_finite() || v < 0.0 {
+                    return bad(format!("{k} must be a finite non-negative number"));
+                }
+            }
+        }
+        if !(0.0..=1.0).contains(&self.loss_ratio) {
+            return bad("loss_ratio must be within 0..=1".into());
+        }
+        if self.decisions.len() > 100 {
+            return bad("more than 100 decisions in one report".into());
+        }
+        for d in &self.decisions {
+            if !d.at_s.is_finite() || d.reason.len() > 64 || d.inputs.len() > 32 {
+                return bad("malformed decision entry".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the server keeps per viewer.
+#[derive(Clone, Debug)]
+pub struct Viewer {
+    pub last: Telemetry,
+    pub addr: String,
+    pub decisions: VecDeque<DecisionJson>,
+    pub last_seen: f64,
+    pub last_post: Instant,
+}
+
+/// Counters of dropped input, by reason (exported as `layercast_dropped_total{what,reason}`).
+#[derive(Debug, Default)]
+pub struct Drops {
+    pub telemetry_malformed: AtomicU64,
+    pub telemetry_rate_limited: AtomicU64,
+    pub telemetry_unknown_session: AtomicU64,
+    pub api_bad_request: AtomicU64,
+}
+
+/// Everything the HTTP side and the background threads share.
+pub struct State {
+    pub cfg: ServerConfig,
+    pub sessions: Mutex<BTreeMap<String, Arc<Session>>>,
+    pub viewers: Mutex<BTreeMap<String, Viewer>>,
+    pub drops: Drops,
+    next_group: Mutex<u32>,
+    counter: AtomicU64,
+}
+
+/// Cap on decisions kept per viewer.
+pub const DECISIONS_KEPT: usize = 50;
+
+impl State {
+    pub fn new(cfg: ServerConfig) -> Arc<State> {
+        Arc::new(State {
+            next_group: Mutex::new(u32::from(cfg.group_base)),
+            cfg,
+            sessions: Mutex::new(BTreeMap::new()),
+            viewers: Mutex::new(BTreeMap::new()),
+            drops: Drops::default(),
+            counter: AtomicU64::new(0),
+        })
+    }
+
+    /// Validates and starts a session. `ctx` names the config origin in errors.
+    pub fn create_session(&self, c: &SessionConfig, ctx: &str) -> Result<Arc<Session>> {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut next_group = lock(&self.next_group);
+        let r = c.resolve(
+            ctx,
+            &format!("s{n}"),
+            Ipv4Addr::from(*next_group),
+            self.cfg.port_base,
+        )?;
+        let mut sessions = lock(&self.sessions);
+        if sessions.contains_key(&r.id) {
+            return Err(Error::Duplicate(r.id));
+        }
+        if c.group.is_none() {
+            *next_group = u32::from(r.group) + r.rates_bps.len() as u32;
+        }
+        drop(next_group);
+        let sender = self.cfg.ssm_source.unwrap_or(self.cfg.interface);
+        let layers: Vec<LayerInfo> = r
+            .rates_bps
+            .iter()
+            .enumerate()
+            .map(|(k, &rate)| LayerInfo {
+                rate_bps: rate,
+                group: Ipv4Addr::from(u32::from(r.group) + k as u32),
+                port: r.port + 2 * k as u16,
+            })
+            .collect();
+        let info = SessionInfo {
+            session_id: random_u32(),
+            announce_seq: 0,
+            sender,
+            layers: layers.clone(),
+            packet_size: r.packet_size,
+            bunch_len: r.bunch_len,
+            adapt_interval: r.adapt_interval,
+            announce_interval: self.cfg.announce_interval,
+            codec: r
+                .video
+                .as_ref()
+                .map(crate::video::codec_string)
+                .unwrap_or_default(),
+        };
+        congestion::wire::sam::validate(&info)?;
+        let sock = sock::sender_socket(&self.cfg)?;
+        let ssrc_base = random_u32();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (queues, encoder) = match &r.video {
+            Some(v) => {
+                let q = Arc::new(crate::video::LayerQueues::default());
+                let h = crate::video::start(v, r.packet_size, ssrc_base, q.clone(), stop.clone())?;
+                (Some(q), Some(h))
+            }
+            None => (None, None),
+        };
+        let pc = PacerConfig {
+            rates_bps: r.rates_bps.clone(),
+            packet_size: r.packet_size,
+            bunch_len: r.bunch_len,
+            dests: layers
+                .iter()
+                .map(|l| SocketAddrV4::new(l.group, l.port))
+                .collect(),
+            ssrc_base,
+            spin: self.cfg.pacer_spin,
+            payload_type: 96,
+            realtime: self.cfg.pacer_realtime,
+            queues: queues.clone(),
+        };
+        let stats = Arc::new(PacerStats::default());
+        let (s2, st2) = (stats.clone(), stop.clone());
+        let h = std::thread::Builder::new()
+            .name(format!("pacer-{}", r.id))
+            .spawn(move || pacer::run(pc, sock, s2, st2))
+            .map_err(|e| Error::io("spawning pacer thread", e))?;
+        let s = Arc::new(Session {
+            cfg: r.clone(),
+            info: Mutex::new(info),
+            started_at: unix_now() as u64,
+            stats,
+            stop,
+            thread: Mutex::new(Some(h)),
+            encoder: Mutex::new(encoder),
+            queues,
+        });
+        sessions.insert(r.id.clone(), s.clone());
+        Ok(s)
+    }
+
+    /// Stops and removes a session.
+    pub fn stop_session(&self, id: &str) -> Result<()> {
+        let s = lock(&self.sessions)
+            .remove(id)
+            .ok_or_else(|| Error::NoSuchSession(id.to_string()))?;
+        s.stop();
+        Ok(())
+    }
+
+    /// Stops everything (shutdown).
+    pub fn stop_all(&self) {
+        let all: Vec<_> = std::mem::take(&mut *lock(&self.sessions))
+            .into_values()
+            .collect();
+        for s in all {
+            s.stop();
+        }
+    }
+
+    pub fn session(&self, id: &str) -> Option<Arc<Session>> {
+        lock(&self.sessions).get(id).cloned()
+    }
+
+    /// Accepts one telemetry report.
+    pub fn telemetry(&self, t: Telemetry, addr: String) -> Result<()> {
+        if t.validate().is_err() {
+            self.drops
+                .telemetry_malformed
+                .fetch_add(1, Ordering::Relaxed);
+            t.validate()?;
+        }
+        if self.session(&t.session_id).is_none() {
+            self.drops
+                .telemetry_unknown_session
+                .fetch_add(1, Ordering::Relaxed);
+            return Err(Error::NoSuchSession(t.session_id));
+        }
+        let mut v = lock(&self.viewers);
+        let now = Instant::now();
+        if let Some(old) = v.get(&t.viewer_id) {
+            if now.duration_since(old.last_post) < self.cfg.telemetry_min_interval {
+                self.drops
+                    .telemetry_rate_limited
+                    .fetch_add(1, Ordering::Relaxed);
+                return Err(Error::BadRequest("rate limited".into()));
+            }
+        }
+        if !v.contains_key(&t.viewer_id) && v.len() >= 10_000 {
+            // Bound memory: forget the longest-silent viewer.
+            if let Some(k) = v
+                .iter()
+                .min_by(|a, b| a.1.last_seen.total_cmp(&b.1.last_seen))
+                .map(|(k, _)| k.clone())
+            {
+                v.remove(&k);
+            }
+        }
+        let e = v.entry(t.viewer_id.clone()).or_insert_with(|| Viewer {
+            last: t.clone(),
+            addr: addr.clone(),
+            decisions: VecDeque::new(),
+            last_seen: 0.0,
+            last_post: now,
+        });
+        for d in &t.decisions {
+            e.decisions.push_back(d.clone());
+            while e.decisions.len() > DECISIONS_KEPT {
+                e.decisions.pop_front();
+            }
+        }
+        e.last = t;
+        e.addr = addr;
+        e.last_seen = unix_now();
+        e.last_post = now;
+        Ok(())
+    }
+
+    fn viewer_gone(&self, v: &Viewer, now: f64) -> bool {
+        now - v.last_seen > self.cfg.viewer_timeout.as_secs_f64()
+    }
+
+    /// The contract's `Session` object.
+    pub fn session_json(&self, s: &Session) -> Value {
+        let info = lock(&s.info).clone();
+        let now = unix_now();
+        let mut by_layer = vec![0u64; info.layers.len()];
+        for v in lock(&self.viewers).values() {
+            if v.last.session_id == s.cfg.id && !self.viewer_gone(v, now) {
+                let l = v.last.layers as usize;
+                if l >= 1 && l <= by_layer.len() {
+                    by_layer[l - 1] += 1;
+                }
+            }
+        }
+        let labels = s.cfg.video.as_ref().map(crate::video::labels);
+        let mut cum = 0u64;
+        let layers: Vec<Value> = info
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(k, l)| {
+                cum += l.rate_bps;
+                json!({"index": k, "rate_bps": l.rate_bps, "cumulative_bps": cum,
+                       "group": l.group.to_string(), "port": l.port,
+                       "label": labels.as_ref().and_then(|v| v.get(k).cloned())
+                           .unwrap_or_else(|| format!("L{k} {} kbit/s", l.rate_bps / 1000))})
+            })
+            .collect();
+        json!({
+            "id": s.cfg.id, "name": s.cfg.name, "protocol": s.cfg.protocol,
+            "source": s.cfg.source, "codec": info.codec, "layers": layers,
+            "video_pictures": s.queues.as_ref().map(|q| q.pictures.load(Ordering::Relaxed)),
+            "video_dropped": s.queues.as_ref().map(|q| q.dropped.load(Ordering::Relaxed)),
+            "viewers_by_layer": by_layer, "tfmcc": Value::Null,
+            "started_at": s.started_at,
+            "packets_sent": s.stats.packets.load(Ordering::Relaxed),
+            "bytes_sent": s.stats.bytes.load(Ordering::Relaxed),
+        })
+    }
+
+    pub fn sessions_json(&self) -> Value {
+        let all: Vec<_> = lock(&self.sessions).values().cloned().collect();
+        Value::Array(all.iter().map(|s| self.session_json(s)).collect())
+    }
+
+    /// The contract's `[Viewer]`.
+    pub fn viewers_json(&self) -> Value {
+        let now = unix_now();
+        let v = lock(&self.viewers);
+        Value::Array(
+            v.iter()
+                .map(|(id, v)| {
+                    let t = &v.last;
+                    json!({"id": id, "session_id": t.session_id, "addr": v.addr,
+                        "protocol": t.protocol, "layers": t.layers, "max_layers": t.max_layers,
+                        "rate_bps": t.rate_bps, "estimate_bps": t.estimate_bps,
+                        "loss_ratio": t.loss_ratio, "width": t.width, "height": t.height,
+                        "fps": t.fps, "frames": t.frames, "freezes": t.freezes, "rtt_s": t.rtt_s,
+                        "decisions": v.decisions, "last_seen_s": v.last_seen,
+                        "gone": self.viewer_gone(v, now)})
+                })
+                .collect(),
+        )
+    }
+
+    /// The WebSocket snapshot.
+    pub fn snapshot_json(&self) -> Value {
+        json!({"type": "snapshot", "t": unix_now(), "sessions": self.sessions_json(),
+               "viewers": self.viewers_json()})
+    }
+
+    /// SDP for layer 0 of a session (RFC 8866).
+    pub fn sdp(&self, s: &Session) -> String {
+        let info = lock(&s.info).clone();
+        let l0 = &info.layers[0];
+        let enc = if info.codec.is_empty() {
+            "X-LAYERCAST-SYNTH/90000"
+        } else {
+            "VP9/90000"
+        };
+        let mut sdp = format!(
+            "v=0\r\no=- {} {} IN IP4 {}\r\ns={}\r\nc=IN IP4 {}/{}\r\nt=0 0\r\n",
+            info.session_id, info.announce_seq, info.sender, s.cfg.name, l0.group, self.cfg.ttl
+        );
+        if let Some(src) = self.cfg.ssm_source {
+            sdp.push_str(&format!(
+                "a=source-filter: incl IN IP4 {} {}\r\n",
+                l0.group, src
+            ));
+        }
+        sdp.push_str(&format!(
+            "m=video {} RTP/AVP 96\r\na=rtpmap:96 {enc}\r\na=extmap:{} {}\r\na=recvonly\r\n",
+            l0.port,
+            congestion::wire::cc_ext::DEFAULT_ID,
+            congestion::wire::cc_ext::URI
+        ));
+        sdp
+    }
+
+    /// Prometheus text exposition.
+    pub fn metrics(&self) -> String {
+        let mut m = String::new();
+        let sessions: Vec<_> = lock(&self.sessions).values().cloned().collect();
+        m.push_str("# TYPE layercast_sender_packets_total counter\n");
+        for s in &sessions {
+            m.push_str(&format!(
+                "layercast_sender_packets_total{{session=\"{}\"}} {}\n",
+                s.cfg.id,
+                s.stats.packets.load(Ordering::Relaxed)
+            ));
+        }
+        m.push_str("# TYPE layercast_sender_bytes_total counter\n");
+        for s in &sessions {
+            m.push_str(&format!(
+                "layercast_sender_bytes_total{{session=\"{}\"}} {}\n",
+                s.cfg.id,
+                s.stats.bytes.load(Ordering::Relaxed)
+            ));
+        }
+        m.push_str("# TYPE layercast_sender_send_errors_total counter\n");
+        for s in &sessions {
+            m.push_str(&format!(
+                "layercast_sender_send_errors_total{{session=\"{}\"}} {}\n",
+                s.cfg.id,
+                s.stats.send_errors.load(Ordering::Relaxed)
+            ));
+        }
+        m.push_str("# HELP layercast_sender_bunch_error_seconds Bunch start time minus schedule.\n# TYPE layercast_sender_bunch_error_seconds summary\n");
+        for s in &sessions {
+            let h = lock(&s.stats.errors).clone();
+            for q in [0.5, 0.99] {
+                m.push_str(&format!(
+                    "layercast_sender_bunch_error_seconds{{session=\"{}\",quantile=\"{q}\"}} {}\n",
+                    s.cfg.id,
+                    h.quantile_us(q) as f64 / 1e6
+                ));
+            }
+            m.push_str(&format!(
+                "layercast_sender_bunch_error_seconds_sum{{session=\"{}\"}} {}\nlayercast_sender_bunch_error_seconds_count{{session=\"{}\"}} {}\n",
+                s.cfg.id, h.sum_us as f64 / 1e6, s.cfg.id, h.count
+            ));
+        }
+        let now = unix_now();
+        let viewers = lock(&self.viewers);
+        let live: Vec<_> = viewers
+            .iter()
+            .filter(|(_, v)| !self.viewer_gone(v, now))
+            .collect();
+        let per_viewer: [MetricFn; 6] = [
+            ("layercast_viewer_layers", "gauge", |t| t.layers as f64),
+            ("layercast_viewer_rate_bps", "gauge", |t| t.rate_bps),
+            ("layercast_viewer_estimate_bps", "gauge", |t| {
+                t.estimate_bps.unwrap_or(f64::NAN)
+            }),
+            ("layercast_viewer_packets_received_total", "counter", |t| {
+                t.packets_received as f64
+            }),
+            ("layercast_viewer_packets_lost_total", "counter", |t| {
+                t.packets_lost as f64
+            }),
+            ("layercast_viewer_freezes_total", "counter", |t| {
+                t.freezes as f64
+            }),
+        ];
+        for (name, kind, f) in per_viewer {
+            m.push_str(&format!("# TYPE {name} {kind}\n"));
+            for (id, v) in live.iter().take(self.cfg.max_viewer_labels) {
+                m.push_str(&format!(
+                    "{name}{{session=\"{}\",viewer=\"{}\"}} {}\n",
+                    esc(&v.last.session_id),
+                    esc(id),
+                    f(&v.last)
+                ));
+            }
+        }
+        m.push_str("# TYPE layercast_viewers gauge\n");
+        let mut agg: BTreeMap<(String, u32), u64> = BTreeMap::new();
+        for (_, v) in &live {
+            *agg.entry((v.last.session_id.clone(), v.last.layers))
+                .or_default() += 1;
+        }
+        for ((s, l), n) in agg {
+            m.push_str(&format!(
+                "layercast_viewers{{session=\"{}\",layers=\"{l}\"}} {n}\n",
+                esc(&s)
+            ));
+        }
+        let d = &self.drops;
+        m.push_str("# TYPE layercast_dropped_total counter\n");
+        for (what, reason, c) in [
+            ("telemetry", "malformed", &d.telemetry_malformed),
+            ("telemetry", "rate_limited", &d.telemetry_rate_limited),
+            ("telemetry", "unknown_session", &d.telemetry_unknown_session),
+            ("api", "bad_request", &d.api_bad_request),
+        ] {
+            m.push_str(&format!(
+                "layercast_dropped_total{{what=\"{what}\",reason=\"{reason}\"}} {}\n",
+                c.load(Ordering::Relaxed)
+            ));
+        }
+        m
+    }
+}
+
+/// A per-viewer metric: name, Prometheus type, value extractor.
+type MetricFn = (&'static str, &'static str, fn(&Telemetry) -> f64);
+
+/// Escapes a Prometheus label value.
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Sends the SAM of every session once per announce interval until `stop`.
+pub fn announcer(state: Arc<State>, stop: Arc<AtomicBool>) {
+    let Some((group, port)) = state.cfg.announce else {
+        return;
+    };
+    let sock = match sock::sender_socket(&state.cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("layercast-server: announcer disabled: {e}");
+            return;
+        }
+    };
+    let dst = SocketAddrV4::new(group, port);
+    let mut next = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let sessions: Vec<_> = lock(&state.sessions).values().cloned().collect();
+        for s in sessions {
+            let bytes = {
+                let mut info = lock(&s.info);
+                info.announce_seq = info.announce_seq.wrapping_add(1);
+                congestion::wire::sam::to_bytes(&info)
+            };
+            if let Ok(b) = bytes {
+                let _ = sock.send_to(&b, dst);
+            }
+        }
+        next += state.cfg.announce_interval;
+        let now = Instant::now();
+        if next < now {
+            next = now;
+        }
+        while Instant::now() < next && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(100)));
+        }
+    }
+}
