@@ -111,12 +111,14 @@ impl TfmccReceiver {
         self.rid
     }
 
-    /// RTT in use (seconds): the one-way-adjusted estimate once measured, else the initial one.
+    /// RTT in use (seconds): the one-way-adjusted estimate once measured, else the current
+    /// `R_max` from the data header (RFC 4654 §4.4: "the maximum RTT is used instead").
     pub fn rtt(&self) -> f64 {
         if self.have_rtt {
             self.rtt_adjusted
         } else {
-            self.rtt_init
+            self.last_hdr
+                .map_or(self.rtt_init, |h| (h.max_rtt_us as f64 / 1e6).max(1e-3))
         }
     }
 
@@ -227,6 +229,7 @@ impl TfmccReceiver {
             self.first_arrival = now;
             self.timer_rmax = max_rtt;
         }
+        self.last_hdr = Some(*f);
         // have_loss is cleared after 10 RTTs without data so the sender may slow-start.
         if self.history.has_loss()
             && now - self.last_arrival > Duration::from_secs_f64(10.0 * self.rtt())
@@ -284,6 +287,7 @@ impl TfmccReceiver {
             let idx = self.history.seed_first_interval(l0);
             if !self.have_rtt {
                 self.seed_with_initial = idx.map(|i| i as u32);
+                self.rtt_init = self.rtt();
             }
             self.log(now, "tfmcc-first-loss");
         }
@@ -321,7 +325,6 @@ impl TfmccReceiver {
                     Some(self.timer_round_start + Duration::from_secs_f64(self.timer_delay));
             }
         }
-        self.last_hdr = Some(*f);
 
         // Cancellation.
         if self.timer.is_some() {
@@ -333,7 +336,9 @@ impl TfmccReceiver {
                 } else {
                     f.x_supp as f64
                 },
-                rtt: self.rtt(),
+                // Only a measured RTT can be "higher than R_max"; an unmeasured receiver uses
+                // R_max itself.
+                rtt: if self.have_rtt { self.rtt() } else { 0.0 },
                 max_rtt,
                 slow_start: f.slow_start,
                 have_loss: self.history.has_loss(),

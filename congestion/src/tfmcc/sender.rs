@@ -90,6 +90,8 @@ pub struct TfmccSender {
     /// Slow-start ramp: X goes from `ramp_from` to `x_target` over one `R_max` from `ramp_at`.
     ramp_from: f64,
     ramp_at: Time,
+    /// Last time the ramp was evaluated (its timer is relative to this).
+    ramp_tick: Time,
     clr: Option<Clr>,
     /// No increase until this time (after a CLR left, RFC 4654 §3.3 case 3).
     hold_increase_until: Time,
@@ -136,6 +138,7 @@ impl TfmccSender {
             slow_start: true,
             ramp_from: x,
             ramp_at: Time::ZERO,
+            ramp_tick: Time::ZERO,
             clr: None,
             hold_increase_until: Time::ZERO,
             round: 0,
@@ -306,8 +309,10 @@ impl TfmccSender {
         if !self.started {
             return None;
         }
-        let t = self.feedback_round_s();
-        let mut next = self.round_start + Self::secs(if self.saw_non_clr { t } else { 2.0 * t });
+        // Same arithmetic as check_round_end (Duration sums, not 2.0 * t in f64), so the
+        // deadline never falls 1 ns short and spins the host.
+        let td = Self::secs(self.feedback_round_s());
+        let mut next = self.round_start + if self.saw_non_clr { td } else { td + td };
         next = next.min(self.nofb_halved_at.max(self.last_any_feedback) + self.nofb_period());
         if let Some(c) = self.clr {
             next = next.min(c.last_heard + Self::secs(self.cfg.clr_timeout_t * c.t_at_heard));
@@ -316,13 +321,17 @@ impl TfmccSender {
             }
         }
         if self.slow_start && self.x < self.x_target {
-            next = next.min(self.ramp_at + Self::secs(self.r_max / 8.0));
+            next = next.min(self.ramp_tick + Self::secs(self.r_max / 8.0));
         }
         Some(next)
     }
 
+    /// Halving period without any feedback: `no_feedback_rtts` R_max, but at least two
+    /// feedback rounds. At low rates the dissertation's `T = b (c+1) s / X` is longer than
+    /// 10 R_max (at the initial rate of one packet per R_max, T = 16 R_max), so a bare
+    /// 10 R_max rule would halve the rate before any receiver's timer could fire.
     fn nofb_period(&self) -> Duration {
-        Self::secs(self.cfg.no_feedback_rtts * self.r_max)
+        Self::secs((self.cfg.no_feedback_rtts * self.r_max).max(2.0 * self.feedback_round_s()))
     }
 
     fn clr_halving_due(&self, c: &Clr) -> Time {
@@ -372,6 +381,7 @@ impl TfmccSender {
 
     /// Slow-start ramp towards the target over one `R_max`.
     fn advance(&mut self, now: Time) {
+        self.ramp_tick = now;
         if self.slow_start && self.x < self.x_target {
             let frac = ((now - self.ramp_at).as_secs_f64() / self.r_max).min(1.0);
             let x = self.ramp_from + (self.x_target - self.ramp_from) * frac;
