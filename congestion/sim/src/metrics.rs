@@ -20,6 +20,7 @@ pub enum MonKind {
     Tcp,
     Cbr,
     Onoff,
+    Tfmcc,
 }
 
 /// One receiver's record.
