@@ -186,10 +186,12 @@ impl TfmccReceiverAgent {
                 Action::Join(0) if !self.joined => {
                     self.joined = true;
                     net.join(self.group, self.node, me);
+                    net.monitors.level(self.mon, net.now(), 1);
                 }
                 Action::Leave(0) | Action::Exit if self.joined => {
                     self.joined = false;
                     net.leave(self.group, self.node, me);
+                    net.monitors.level(self.mon, net.now(), 0);
                 }
                 Action::SendFeedback(bytes) => {
                     let size = bytes.len() as u32 + REPORT_OVERHEAD;
@@ -209,8 +211,6 @@ impl TfmccReceiverAgent {
             }
         }
         while self.ctl.poll_decision().is_some() {}
-        net.monitors
-            .level(self.mon, net.now(), u8::from(self.joined));
         if let Some((mut at, _)) = self.ctl.poll_timeout() {
             if at <= net.now() && self.armed.is_none() && self.fired_at == Some(net.now()) {
                 at = net.now() + std::time::Duration::from_millis(1);
