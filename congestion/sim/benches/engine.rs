@@ -63,7 +63,11 @@ fn tfmcc_10k() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(f64::NAN);
     let rate = s.measurements.first().map_or(f64::NAN, |m| m.value);
-    eprintln!("tfmcc-10k: {wall:.1} s wall, {:.0} MB peak, {} events, sender {rate:.0} kbit/s", hwm_kb / 1024.0, s.events);
+    eprintln!(
+        "tfmcc-10k: {wall:.1} s wall, {:.0} MB peak, {} events, sender {rate:.0} kbit/s",
+        hwm_kb / 1024.0,
+        s.events
+    );
     testkit::record(
         "issue4/tfmcc-10k",
         &format!(

@@ -779,13 +779,11 @@ impl Scenario {
                         codec: String::new(),
                     };
                     let groups: Vec<usize> = rates.iter().map(|_| sim.net.add_group(src)).collect();
-                    let sender = LayeredSender::new(
-                        src,
-                        flow,
-                        groups.clone(),
-                        info.clone(),
-                        Rng::derive(seed, 0x2000 + fi as u64),
-                    );
+                    // No link rate for the schedule: the simulated access link serialises what the
+                    // tree actually forwards (pruned layers never occupy it).
+                    let link_bps = 0.0;
+                    let sender =
+                        LayeredSender::new(src, flow, groups.clone(), info.clone(), link_bps)?;
                     let s_id = sim.add_agent(src, Box::new(sender));
                     let t0 = start_of(*start_s, *start_jitter_s);
                     sim.net.schedule_command(t0, s_id, Command::Start);

@@ -1,7 +1,6 @@
 //! Engine behaviour: determinism, serialisation, multicast timing, TCP and queue interplay.
 
 use congestion::{SessionInfo, Time};
-use qdisc::rng::Rng;
 use qdisc::QdiscConfig;
 use sim::agents::layered::LayeredSender;
 use sim::engine::{Agent, AgentId, Body, Command, LinkSpec, Net, Packet, Sim};
@@ -111,7 +110,7 @@ fn bottleneck_spaces_packet_pairs_by_its_serialisation_time() {
     let info = SessionInfo::equal_layers(1, 20_000, Ipv4Addr::new(239, 1, 1, 1), 5000);
     let s = sim.add_agent(
         0,
-        Box::new(LayeredSender::new(0, 0, vec![g], info, Rng::new(1))),
+        Box::new(LayeredSender::new(0, 0, vec![g], info, 10_000_000.0).unwrap()),
     );
     let log = Rc::new(RefCell::new(Vec::new()));
     let r = sim.add_agent(2, Box::new(Recorder(log.clone())));
