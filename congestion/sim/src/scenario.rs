@@ -463,7 +463,10 @@ impl Scenario {
                 .filter(|m| {
                     *m == r
                         || m.starts_with(&format!("{r}/"))
-                        || (r.contains('/') && m.starts_with(&format!("{r}-")))
+                        || (r.contains('/')
+                            && m.strip_prefix(&format!("{r}-")).is_some_and(|n| {
+                                !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+                            }))
                 })
                 .collect();
             if hits.is_empty() {

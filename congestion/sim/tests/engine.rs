@@ -250,3 +250,24 @@ fn bad_scenarios_are_errors() {
         assert!(r.is_err(), "accepted: {bad}");
     }
 }
+
+#[test]
+fn receiver_references_expand_counts_but_not_similar_names() {
+    let sc = Scenario::from_yaml(
+        r#"
+name: x
+duration_s: 1
+topology: {nodes: [a, b], links: [{from: a, to: b, rate_kbps: 1000, delay_ms: 1}]}
+flows:
+  - {name: l, type: layered, protocol: sim-fixed-1, from: a, layers: {count: 2, rate_kbps: 10},
+     receivers: [{name: v, at: b}, {name: v-tcp, at: b}, {name: w, at: b, count: 3}]}
+"#,
+    )
+    .unwrap();
+    assert_eq!(sc.expand(&["l/v".into()]).unwrap(), vec!["l/v"]);
+    assert_eq!(
+        sc.expand(&["l/w".into()]).unwrap(),
+        vec!["l/w-1", "l/w-2", "l/w-3"]
+    );
+    assert_eq!(sc.expand(&["l".into()]).unwrap().len(), 5);
+}
