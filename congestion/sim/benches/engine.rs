@@ -45,5 +45,60 @@ fn engine(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, engine);
+/// User + system CPU time of this process, seconds (Linux `/proc/self/stat`, 100 Hz ticks).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// issue4/tfmcc-10k: one plain run of the 10,000-receiver TFMCC scenario, wall time and peak
+/// memory (VmHWM of this process).
+fn tfmcc_10k() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/tfmcc-10k.yaml");
+    let sc = Scenario::load(std::path::Path::new(path)).expect("tfmcc-10k scenario");
+    let cpu0 = cpu_seconds();
+    let t0 = std::time::Instant::now();
+    let (_, s) = sim::run(&sc, 1).expect("run");
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu0;
+    let hwm_kb: f64 = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN);
+    let rate = s.measurements.first().map_or(f64::NAN, |m| m.value);
+    eprintln!(
+        "tfmcc-10k: {wall:.1} s wall, {:.0} MB peak, {} events, sender {rate:.0} kbit/s",
+        hwm_kb / 1024.0,
+        s.events
+    );
+    testkit::record(
+        "issue4/tfmcc-10k",
+        &format!(
+            "{wall:.1} s wall ({cpu:.1} s CPU), {:.0} MB peak RSS for 200 s with 10,000 receivers ({} events; sender {rate:.0} kbit/s in 100-200 s) on the shared 2-core machine",
+            hwm_kb / 1024.0,
+            s.events
+        ),
+        Some(wall < 60.0 && hwm_kb < 2.0 * 1024.0 * 1024.0),
+        "cargo bench -p layercast-sim --bench engine",
+    );
+}
+
+fn all(c: &mut Criterion) {
+    engine(c);
+    // Several CPU minutes: `LAYERCAST_BENCH_SKIP_10K=1` leaves it out.
+    if std::env::var_os("LAYERCAST_BENCH_SKIP_10K").is_none() {
+        tfmcc_10k();
+    }
+}
+
+criterion_group!(benches, all);
 criterion_main!(benches);

@@ -48,6 +48,10 @@ pub enum Body {
     Ack { ack: u64, echo: Time },
     /// A CBR / on-off datagram.
     Datagram { seq: u64 },
+    /// A TFMCC data packet with its header-extension fields.
+    Tfmcc(congestion::wire::tfmcc::TfmccDataFields),
+    /// Opaque bytes (a TFMCC receiver report), stored in [`Net::blobs`].
+    Blob { idx: u32 },
 }
 
 /// A simulated packet.
@@ -198,8 +202,8 @@ struct Group {
     source: NodeId,
     /// Per link: receivers downstream that hold the group (router state).
     link_count: Vec<u32>,
-    /// (node, agent, count): receivers the last-hop router delivers the group to.
-    members: Vec<(NodeId, AgentId, i32)>,
+    /// Per node: (agent, count) the last-hop router delivers the group to.
+    members: Vec<Vec<(AgentId, i32)>>,
 }
 
 /// Everything agents may touch: the network, the clock, the event queue and the monitors.
@@ -224,6 +228,8 @@ pub struct Net {
     pub unroutable: u64,
     /// Drops per flow id (any link, any reason).
     pub flow_drops: Vec<u64>,
+    /// Payloads of [`Body::Blob`] packets (kept for the run; reports are few).
+    pub blobs: Vec<Vec<u8>>,
 }
 
 impl Net {
@@ -268,7 +274,7 @@ impl Net {
         self.groups.push(Group {
             source,
             link_count: vec![0; self.links.len()],
-            members: Vec::new(),
+            members: vec![Vec::new(); self.out_links.len()],
         });
         self.groups.len() - 1
     }
@@ -325,11 +331,11 @@ impl Net {
                 return;
             }
         }
-        let members = &mut self.groups[group].members;
-        if let Some(m) = members.iter_mut().find(|m| m.0 == node && m.1 == agent) {
-            m.2 += delta;
+        let members = &mut self.groups[group].members[node];
+        if let Some(m) = members.iter_mut().find(|m| m.0 == agent) {
+            m.1 += delta;
         } else {
-            members.push((node, agent, delta));
+            members.push((agent, delta));
         }
     }
 
@@ -480,6 +486,7 @@ impl Sim {
                 events: 0,
                 unroutable: 0,
                 flow_drops: Vec::new(),
+                blobs: Vec::new(),
             },
             agents: Vec::new(),
             seed,
@@ -529,9 +536,9 @@ impl Sim {
             }
             Dest::Agent(..) => {}
             Dest::Group(g) => {
-                for i in 0..self.net.groups[g].members.len() {
-                    let (n, a, c) = self.net.groups[g].members[i];
-                    if n == node && c > 0 {
+                for i in 0..self.net.groups[g].members[node].len() {
+                    let (a, c) = self.net.groups[g].members[node][i];
+                    if c > 0 {
                         self.agents[a].on_packet(&mut self.net, a, pkt);
                     }
                 }

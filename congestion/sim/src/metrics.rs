@@ -20,6 +20,7 @@ pub enum MonKind {
     Tcp,
     Cbr,
     Onoff,
+    Tfmcc,
 }
 
 /// One receiver's record.
@@ -53,6 +54,9 @@ pub struct Monitor {
 pub struct Monitors {
     /// Interval of the time series, seconds.
     pub interval: f64,
+    /// The same in nanoseconds (computed on first use).
+    #[serde(skip)]
+    pub interval_ns: u64,
     pub list: Vec<Monitor>,
 }
 
@@ -84,7 +88,10 @@ impl Monitors {
 
     #[inline]
     fn bin(&mut self, id: MonId, now: Time) -> (usize, &mut Monitor) {
-        let i = (now.as_secs_f64() / self.interval.max(1e-6)) as usize;
+        if self.interval_ns == 0 {
+            self.interval_ns = ((self.interval.max(1e-6)) * 1e9).round() as u64;
+        }
+        let i = (now.as_nanos() / self.interval_ns) as usize;
         let m = &mut self.list[id];
         if m.bytes.len() <= i {
             m.bytes.resize(i + 1, 0);
@@ -366,7 +373,7 @@ mod tests {
     fn level_metrics_are_exact() {
         let mut ms = Monitors {
             interval: 1.0,
-            list: Vec::new(),
+            ..Monitors::default()
         };
         let ladder: Vec<f64> = (0..=20).map(|k| 20.0 * k as f64).collect();
         let id = ms.add("r".into(), "s".into(), MonKind::Layered, ladder);

@@ -6,6 +6,7 @@ use crate::agents::cbr::{DatagramSink, DatagramSource, OnOff};
 use crate::agents::layered::{LayeredReceiver, LayeredSender};
 use crate::agents::local_controllers::local_controller;
 use crate::agents::tcp::{TcpSender, TcpSink, Variant};
+use crate::agents::tfmcc::{TfmccReceiverAgent, TfmccSenderAgent};
 use crate::engine::{Command, Dest, LinkChange, LinkSpec, MulticastTiming, Sim};
 use crate::metrics::MonKind;
 use crate::Error;
@@ -168,6 +169,27 @@ pub struct ReceiverDef {
     /// Overrides the session's protocol for this receiver.
     #[serde(default)]
     pub protocol: Option<String>,
+    /// Replicate this receiver `count` times as `name-1` … `name-count` (each with its own
+    /// start jitter draw).
+    #[serde(default = "one_u32")]
+    pub count: u32,
+}
+
+fn one_u32() -> u32 {
+    1
+}
+
+impl ReceiverDef {
+    /// The receiver names this entry expands to.
+    pub fn names(&self) -> Vec<String> {
+        if self.count <= 1 {
+            vec![self.name.clone()]
+        } else {
+            (1..=self.count)
+                .map(|i| format!("{}-{i}", self.name))
+                .collect()
+        }
+    }
 }
 
 /// A flow, tagged by `type`.
@@ -229,6 +251,20 @@ pub enum Flow {
         #[serde(default)]
         stop_s: Option<f64>,
     },
+    /// A single-rate TFMCC session (one group; the sender adapts to the slowest receiver).
+    Tfmcc {
+        name: String,
+        from: String,
+        #[serde(default = "d_tfmcc_size")]
+        packet_size: u32,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        start_jitter_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+        receivers: Vec<ReceiverDef>,
+    },
     /// Pareto on/off datagrams (rate while on).
     Onoff {
         name: String,
@@ -253,6 +289,9 @@ pub enum Flow {
 fn d_size() -> u32 {
     512
 }
+fn d_tfmcc_size() -> u32 {
+    1000
+}
 fn d_bunch() -> u8 {
     2
 }
@@ -273,6 +312,7 @@ impl Flow {
             Flow::Layered { name, .. }
             | Flow::Tcp { name, .. }
             | Flow::Cbr { name, .. }
+            | Flow::Tfmcc { name, .. }
             | Flow::Onoff { name, .. } => name,
         }
     }
@@ -392,7 +432,19 @@ impl Scenario {
                     name, receivers, ..
                 } => {
                     for r in receivers {
-                        v.push(format!("{name}/{}", r.name));
+                        for n in r.names() {
+                            v.push(format!("{name}/{n}"));
+                        }
+                    }
+                }
+                Flow::Tfmcc {
+                    name, receivers, ..
+                } => {
+                    v.push(format!("{name}/sender"));
+                    for r in receivers {
+                        for n in r.names() {
+                            v.push(format!("{name}/{n}"));
+                        }
                     }
                 }
                 other => v.push(other.name().to_string()),
@@ -408,7 +460,14 @@ impl Scenario {
         for r in refs {
             let hits: Vec<&String> = all
                 .iter()
-                .filter(|m| *m == r || m.starts_with(&format!("{r}/")))
+                .filter(|m| {
+                    *m == r
+                        || m.starts_with(&format!("{r}/"))
+                        || (r.contains('/')
+                            && m.strip_prefix(&format!("{r}-")).is_some_and(|n| {
+                                !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+                            }))
+                })
                 .collect();
             if hits.is_empty() {
                 return Err(invalid(
@@ -500,6 +559,28 @@ impl Scenario {
                         node(&r.at)?;
                         if rn.contains(&&r.name) {
                             return Err(invalid("receiver", "duplicate name"));
+                        }
+                        rn.push(&r.name);
+                    }
+                }
+                Flow::Tfmcc {
+                    from,
+                    packet_size,
+                    receivers,
+                    ..
+                } => {
+                    node(from)?;
+                    if *packet_size == 0 || *packet_size > 65_535 {
+                        return Err(invalid("tfmcc", "packet_size 1..65535"));
+                    }
+                    let mut rn = Vec::new();
+                    for r in receivers {
+                        node(&r.at)?;
+                        if r.protocol.is_some() {
+                            return Err(invalid("tfmcc", "receivers take no protocol"));
+                        }
+                        if rn.contains(&&r.name) || r.name == "sender" {
+                            return Err(invalid("receiver", "duplicate name or 'sender'"));
                         }
                         rn.push(&r.name);
                     }
@@ -701,13 +782,11 @@ impl Scenario {
                         codec: String::new(),
                     };
                     let groups: Vec<usize> = rates.iter().map(|_| sim.net.add_group(src)).collect();
-                    let sender = LayeredSender::new(
-                        src,
-                        flow,
-                        groups.clone(),
-                        info.clone(),
-                        Rng::derive(seed, 0x2000 + fi as u64),
-                    );
+                    // No link rate for the schedule: the simulated access link serialises what the
+                    // tree actually forwards (pruned layers never occupy it).
+                    let link_bps = 0.0;
+                    let sender =
+                        LayeredSender::new(src, flow, groups.clone(), info.clone(), link_bps)?;
                     let s_id = sim.add_agent(src, Box::new(sender));
                     let t0 = start_of(*start_s, *start_jitter_s);
                     sim.net.schedule_command(t0, s_id, Command::Start);
@@ -718,11 +797,14 @@ impl Scenario {
                     for r in &rates {
                         ladder.push(ladder.last().copied().unwrap_or(0.0) + r);
                     }
-                    for r in receivers {
+                    for (r, rname) in receivers
+                        .iter()
+                        .flat_map(|r| r.names().into_iter().map(move |n| (r, n)))
+                    {
                         let proto = r.protocol.as_deref().unwrap_or(protocol);
                         let ctl = make_controller(proto)?;
                         let mon = sim.net.monitors.add(
-                            format!("{name}/{}", r.name),
+                            format!("{name}/{rname}"),
                             name.clone(),
                             MonKind::Layered,
                             ladder.clone(),
@@ -731,6 +813,72 @@ impl Scenario {
                         let rcv =
                             LayeredReceiver::new(rn, ctl, info.clone(), groups.clone(), mon, t0);
                         let id = sim.add_agent(rn, Box::new(rcv));
+                        let t = start_of(r.start_s, r.start_jitter_s).max(t0);
+                        sim.net.schedule_command(t, id, Command::Start);
+                        if let Some(t) = r.stop_s {
+                            sim.net.schedule_command(at(t), id, Command::Stop);
+                        }
+                    }
+                }
+                Flow::Tfmcc {
+                    name,
+                    from,
+                    packet_size,
+                    start_s,
+                    start_jitter_s,
+                    stop_s,
+                    receivers,
+                } => {
+                    let src = nodes[from.as_str()];
+                    let g = sim.net.add_group(src);
+                    let cfg = congestion::tfmcc::TfmccConfig {
+                        packet_size: *packet_size,
+                        seed: seed ^ (0x7f3c + fi as u64),
+                        ..Default::default()
+                    };
+                    let smon = sim.net.monitors.add(
+                        format!("{name}/sender"),
+                        name.clone(),
+                        MonKind::Tfmcc,
+                        Vec::new(),
+                    );
+                    let s_id = sim.agents.len();
+                    let snd = TfmccSenderAgent::new(src, flow, g, cfg, smon);
+                    sim.add_agent(src, Box::new(snd));
+                    let t0 = start_of(*start_s, *start_jitter_s);
+                    sim.net.schedule_command(t0, s_id, Command::Start);
+                    sim.net.monitors.started(smon, t0);
+                    if let Some(t) = stop_s {
+                        sim.net.schedule_command(at(*t), s_id, Command::Stop);
+                    }
+                    let info = SessionInfo {
+                        packet_size: (*packet_size).min(65_535) as u16,
+                        ..SessionInfo::equal_layers(1, 1, Ipv4Addr::new(239, 2, fi as u8, 0), 6000)
+                    };
+                    let mut rid = 0u32;
+                    for (r, rname) in receivers
+                        .iter()
+                        .flat_map(|r| r.names().into_iter().map(move |n| (r, n)))
+                    {
+                        rid += 1;
+                        let mon = sim.net.monitors.add(
+                            format!("{name}/{rname}"),
+                            name.clone(),
+                            MonKind::Tfmcc,
+                            vec![0.0, 0.0],
+                        );
+                        let rn = nodes[r.at.as_str()];
+                        let agent = TfmccReceiverAgent::new(
+                            rn,
+                            cfg,
+                            rid,
+                            info.clone(),
+                            g,
+                            (src, s_id),
+                            flow,
+                            mon,
+                        );
+                        let id = sim.add_agent(rn, Box::new(agent));
                         let t = start_of(r.start_s, r.start_jitter_s).max(t0);
                         sim.net.schedule_command(t, id, Command::Start);
                         if let Some(t) = r.stop_s {
@@ -845,13 +993,17 @@ impl Scenario {
             }
         }
         // Schedule: flows' sources are the first agent of each flow in build order.
+        let count =
+            |rs: &Vec<ReceiverDef>| rs.iter().map(|r| r.count.max(1) as usize).sum::<usize>();
         let mut first_agent = Vec::new();
         {
             let mut next = 0usize;
             for f in &self.flows {
                 first_agent.push(next);
                 next += match f {
-                    Flow::Layered { receivers, .. } => 1 + receivers.len(),
+                    Flow::Layered { receivers, .. } | Flow::Tfmcc { receivers, .. } => {
+                        1 + count(receivers)
+                    }
                     _ => 2,
                 };
             }

@@ -1,7 +1,6 @@
 //! Engine behaviour: determinism, serialisation, multicast timing, TCP and queue interplay.
 
 use congestion::{SessionInfo, Time};
-use qdisc::rng::Rng;
 use qdisc::QdiscConfig;
 use sim::agents::layered::LayeredSender;
 use sim::engine::{Agent, AgentId, Body, Command, LinkSpec, Net, Packet, Sim};
@@ -111,7 +110,7 @@ fn bottleneck_spaces_packet_pairs_by_its_serialisation_time() {
     let info = SessionInfo::equal_layers(1, 20_000, Ipv4Addr::new(239, 1, 1, 1), 5000);
     let s = sim.add_agent(
         0,
-        Box::new(LayeredSender::new(0, 0, vec![g], info, Rng::new(1))),
+        Box::new(LayeredSender::new(0, 0, vec![g], info, 10_000_000.0).unwrap()),
     );
     let log = Rc::new(RefCell::new(Vec::new()));
     let r = sim.add_agent(2, Box::new(Recorder(log.clone())));
@@ -250,4 +249,25 @@ fn bad_scenarios_are_errors() {
         let r = Scenario::from_yaml(bad).and_then(|s| s.build(1).map(|_| ()));
         assert!(r.is_err(), "accepted: {bad}");
     }
+}
+
+#[test]
+fn receiver_references_expand_counts_but_not_similar_names() {
+    let sc = Scenario::from_yaml(
+        r#"
+name: x
+duration_s: 1
+topology: {nodes: [a, b], links: [{from: a, to: b, rate_kbps: 1000, delay_ms: 1}]}
+flows:
+  - {name: l, type: layered, protocol: sim-fixed-1, from: a, layers: {count: 2, rate_kbps: 10},
+     receivers: [{name: v, at: b}, {name: v-tcp, at: b}, {name: w, at: b, count: 3}]}
+"#,
+    )
+    .unwrap();
+    assert_eq!(sc.expand(&["l/v".into()]).unwrap(), vec!["l/v"]);
+    assert_eq!(
+        sc.expand(&["l/w".into()]).unwrap(),
+        vec!["l/w-1", "l/w-2", "l/w-3"]
+    );
+    assert_eq!(sc.expand(&["l".into()]).unwrap().len(), 5);
 }

@@ -3,50 +3,76 @@
 
 use crate::engine::{Agent, AgentId, Body, Command, Dest, GroupId, Net, NodeId, Packet};
 use crate::metrics::MonId;
+use congestion::schedule::{Bunch, Schedule};
 use congestion::{Action, LayeredController, PacketArrival, SessionInfo, Time};
-use qdisc::rng::Rng;
 
-/// Sends every layer of a session, always (the routers prune what nobody wants).
-///
-/// Each layer `k` sends a bunch of `bunch_len` equal-size packets every
-/// `bunch_len · size · 8 / rate_k` seconds, all bunch packets at the same instant so the access
-/// link serialises them back to back. Layers start at a random phase within their period (PLM's
-/// "randomised pair send times"), drawn from the sender's own seeded generator.
+/// Sends every layer of a session, always (the routers prune what nobody wants), paced by the
+/// protocol crate's sender schedule (`congestion::schedule`, the same one the server uses):
+/// layer `k` sends a bunch of `bunch_len` equal-size packets every
+/// `bunch_len · size · 8 / rate_k` seconds at golden-ratio phases, one whole bunch at a time,
+/// all packets of a bunch handed to the access link back to back.
 pub struct LayeredSender {
     node: NodeId,
     flow: u32,
     groups: Vec<GroupId>,
     info: SessionInfo,
+    link_bps: f64,
+    sched: Option<Schedule>,
+    pending: Option<Bunch>,
     seq: Vec<u64>,
-    period_ns: Vec<u64>,
     epoch: u64,
     running: bool,
-    rng: Rng,
     /// Packets sent, for tests.
     pub sent: u64,
 }
 
 impl LayeredSender {
-    /// A sender on `node` for the session `info`, layer `k` on `groups[k]`.
-    pub fn new(node: NodeId, flow: u32, groups: Vec<GroupId>, info: SessionInfo, rng: Rng) -> Self {
-        let size = u64::from(info.packet_size.max(1));
-        let bunch = u64::from(info.bunch_len.max(1));
-        let period_ns = info
-            .layers
-            .iter()
-            .map(|l| (bunch * size * 8 * 1_000_000_000) / l.rate_bps.max(1))
-            .collect();
-        LayeredSender {
+    /// A sender on `node` for the session `info`, layer `k` on `groups[k]`, behind an access
+    /// link of `link_bps` (0 = do not model the sender's own serialisation in the schedule).
+    pub fn new(
+        node: NodeId,
+        flow: u32,
+        groups: Vec<GroupId>,
+        info: SessionInfo,
+        link_bps: f64,
+    ) -> Result<Self, crate::Error> {
+        // Validate now so a bad ladder is a scenario error, not a silent non-start.
+        Schedule::new(&info, Time::ZERO).map_err(|e| crate::Error::Scenario(e.to_string()))?;
+        Ok(LayeredSender {
             node,
             flow,
             seq: vec![0; groups.len()],
             groups,
             info,
-            period_ns,
+            link_bps,
+            sched: None,
+            pending: None,
             epoch: 0,
             running: false,
-            rng,
             sent: 0,
+        })
+    }
+
+    fn send_bunch(&mut self, net: &mut Net, me: AgentId, b: Bunch) {
+        let k = b.layer as usize;
+        let Some(&g) = self.groups.get(k) else { return };
+        for pos in 0..b.count {
+            net.send(Packet {
+                src: self.node,
+                src_agent: me,
+                dst: Dest::Group(g),
+                size: u32::from(self.info.packet_size),
+                flow: self.flow,
+                sent_at: net.now(),
+                body: Body::Layer {
+                    layer: b.layer,
+                    seq: self.seq[k],
+                    bunch_pos: pos,
+                    bunch_len: b.count,
+                },
+            });
+            self.seq[k] += 1;
+            self.sent += 1;
         }
     }
 }
@@ -55,12 +81,18 @@ impl Agent for LayeredSender {
     fn command(&mut self, net: &mut Net, me: AgentId, cmd: Command) {
         match cmd {
             Command::Start if !self.running => {
+                let Ok(mut sched) = Schedule::new(&self.info, net.now()) else {
+                    return;
+                };
+                if self.link_bps > 0.0 {
+                    sched = sched.with_link_rate(self.link_bps);
+                }
                 self.running = true;
                 self.epoch += 1;
-                for k in 0..self.groups.len() {
-                    let phase = (self.rng.f64() * self.period_ns[k] as f64) as u64;
-                    net.set_timer(me, Time(net.now().0 + phase), (self.epoch << 8) | k as u64);
-                }
+                let b = sched.next_bunch();
+                self.sched = Some(sched);
+                self.pending = Some(b);
+                net.set_timer(me, b.at, self.epoch);
             }
             Command::Stop => {
                 self.running = false;
@@ -73,31 +105,19 @@ impl Agent for LayeredSender {
     fn on_packet(&mut self, _net: &mut Net, _me: AgentId, _pkt: &Packet) {}
 
     fn on_timer(&mut self, net: &mut Net, me: AgentId, token: u64) {
-        if !self.running || token >> 8 != self.epoch {
+        if !self.running || token != self.epoch {
             return;
         }
-        let k = (token & 0xff) as usize;
-        let Some(&g) = self.groups.get(k) else { return };
-        let n = self.info.bunch_len.max(1);
-        for pos in 0..n {
-            net.send(Packet {
-                src: self.node,
-                src_agent: me,
-                dst: Dest::Group(g),
-                size: u32::from(self.info.packet_size),
-                flow: self.flow,
-                sent_at: net.now(),
-                body: Body::Layer {
-                    layer: k as u8,
-                    seq: self.seq[k],
-                    bunch_pos: pos,
-                    bunch_len: n,
-                },
-            });
-            self.seq[k] += 1;
-            self.sent += 1;
+        let now = net.now();
+        while let Some(b) = self.pending.take() {
+            if b.at > now {
+                self.pending = Some(b);
+                net.set_timer(me, b.at, self.epoch);
+                return;
+            }
+            self.send_bunch(net, me, b);
+            self.pending = self.sched.as_mut().map(Schedule::next_bunch);
         }
-        net.set_timer(me, Time(net.now().0 + self.period_ns[k]), token);
     }
 }
 

@@ -4,3 +4,4 @@ pub mod cbr;
 pub mod layered;
 pub mod local_controllers;
 pub mod tcp;
+pub mod tfmcc;

@@ -1,0 +1,278 @@
+//! TFMCC in the simulator: the protocol crate's sans-IO `TfmccSender` paced onto one multicast
+//! group, and `TfmccReceiver`s fed the data fields directly (the simulator carries them in the
+//! packet instead of an RTP header extension); receiver reports travel as unicast packets
+//! whose bytes are the real wire encoding, so the sender parses exactly what it would parse
+//! on a socket.
+
+use crate::engine::{Agent, AgentId, Body, Command, Dest, GroupId, Net, NodeId, Packet};
+use crate::metrics::MonId;
+use congestion::tfmcc::{TfmccConfig, TfmccReceiver, TfmccSender};
+use congestion::{Action, LayeredController, SessionInfo, Time};
+
+/// IP + UDP header bytes added to a report's payload on the wire.
+const REPORT_OVERHEAD: u32 = 28;
+const TOKEN_SEND: u64 = 0;
+const TOKEN_TIMER: u64 = 1;
+
+/// The TFMCC sender: sends at the rate its controller sets, one packet at a time.
+pub struct TfmccSenderAgent {
+    node: NodeId,
+    flow: u32,
+    group: GroupId,
+    size: u32,
+    ctl: TfmccSender,
+    running: bool,
+    epoch: u64,
+    armed: Option<Time>,
+    mon: MonId,
+    /// Reports received and rejected as malformed.
+    pub reports: u64,
+    pub bad_reports: u64,
+    /// Timer deadlines still due right after `handle_timeout` (pushed 1 ms on).
+    pub stuck_timers: u64,
+    fired_at: Option<Time>,
+}
+
+impl TfmccSenderAgent {
+    /// A sender on `node` sending `size`-byte packets to `group`; its rate is recorded as
+    /// "received" bytes in monitor `mon` (the sending rate time series).
+    pub fn new(node: NodeId, flow: u32, group: GroupId, cfg: TfmccConfig, mon: MonId) -> Self {
+        TfmccSenderAgent {
+            node,
+            flow,
+            group,
+            size: cfg.packet_size.max(1),
+            ctl: TfmccSender::new(cfg),
+            running: false,
+            epoch: 0,
+            armed: None,
+            mon,
+            reports: 0,
+            bad_reports: 0,
+            stuck_timers: 0,
+            fired_at: None,
+        }
+    }
+
+    fn rearm(&mut self, net: &mut Net, me: AgentId) {
+        if let Some(mut at) = self.ctl.poll_timeout() {
+            // A deadline that is already due after handle_timeout ran would spin the event
+            // loop at one instant: wake up 1 ms later instead (counted).
+            if at <= net.now() && self.armed.is_none() && self.fired_at == Some(net.now()) {
+                self.stuck_timers += 1;
+                at = net.now() + std::time::Duration::from_millis(1);
+            }
+            if self.armed.is_none_or(|a| at < a) {
+                self.armed = Some(at);
+                net.set_timer(me, at, TOKEN_TIMER | (self.epoch << 1));
+            }
+        }
+    }
+}
+
+impl Agent for TfmccSenderAgent {
+    fn command(&mut self, net: &mut Net, me: AgentId, cmd: Command) {
+        match cmd {
+            Command::Start if !self.running => {
+                self.running = true;
+                self.epoch += 1;
+                net.set_timer(me, net.now(), TOKEN_SEND | (self.epoch << 1));
+            }
+            Command::Stop => {
+                self.running = false;
+                self.epoch += 1;
+            }
+            _ => {}
+        }
+    }
+
+    fn on_packet(&mut self, net: &mut Net, me: AgentId, pkt: &Packet) {
+        if let Body::Blob { idx } = pkt.body {
+            let now = net.now();
+            let ok = net
+                .blobs
+                .get(idx as usize)
+                .map(|b| self.ctl.handle_report(now, b).is_ok())
+                .unwrap_or(false);
+            self.reports += 1;
+            if !ok {
+                self.bad_reports += 1;
+            }
+            self.rearm(net, me);
+        }
+    }
+
+    fn on_timer(&mut self, net: &mut Net, me: AgentId, token: u64) {
+        if !self.running || token >> 1 != self.epoch {
+            return;
+        }
+        let now = net.now();
+        if token & 1 == TOKEN_TIMER {
+            if self.armed.is_some_and(|a| a <= now) {
+                self.armed = None;
+            }
+            if self.ctl.poll_timeout().is_some_and(|t| t <= now) {
+                self.ctl.handle_timeout(now);
+                self.fired_at = Some(now);
+            }
+        } else {
+            let f = self.ctl.data_header(now);
+            net.send(Packet {
+                src: self.node,
+                src_agent: me,
+                dst: Dest::Group(self.group),
+                size: self.size,
+                flow: self.flow,
+                sent_at: now,
+                body: Body::Tfmcc(f),
+            });
+            net.monitors.packet(self.mon, now, self.size);
+            let rate = self.ctl.rate_bytes().max(1e-3);
+            let gap = (f64::from(self.size) / rate * 1e9).min(64e9) as u64;
+            net.set_timer(me, Time(now.0 + gap.max(1)), TOKEN_SEND | (self.epoch << 1));
+        }
+        self.rearm(net, me);
+    }
+}
+
+/// A TFMCC receiver.
+pub struct TfmccReceiverAgent {
+    node: NodeId,
+    ctl: TfmccReceiver,
+    info: SessionInfo,
+    group: GroupId,
+    sender: (NodeId, AgentId),
+    flow: u32,
+    mon: MonId,
+    joined: bool,
+    expected: Option<u32>,
+    armed: Option<Time>,
+    fired_at: Option<Time>,
+    running: bool,
+}
+
+impl TfmccReceiverAgent {
+    /// Receiver `rid` on `node`, reporting to the sender agent at `sender`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        node: NodeId,
+        cfg: TfmccConfig,
+        rid: u32,
+        info: SessionInfo,
+        group: GroupId,
+        sender: (NodeId, AgentId),
+        flow: u32,
+        mon: MonId,
+    ) -> Self {
+        TfmccReceiverAgent {
+            node,
+            ctl: TfmccReceiver::new(cfg, rid),
+            info,
+            group,
+            sender,
+            flow,
+            mon,
+            joined: false,
+            expected: None,
+            armed: None,
+            fired_at: None,
+            running: false,
+        }
+    }
+
+    fn drain(&mut self, net: &mut Net, me: AgentId) {
+        while let Some(a) = self.ctl.poll_action() {
+            match a {
+                Action::Join(0) if !self.joined => {
+                    self.joined = true;
+                    net.join(self.group, self.node, me);
+                    net.monitors.level(self.mon, net.now(), 1);
+                }
+                Action::Leave(0) | Action::Exit if self.joined => {
+                    self.joined = false;
+                    net.leave(self.group, self.node, me);
+                    net.monitors.level(self.mon, net.now(), 0);
+                }
+                Action::SendFeedback(bytes) => {
+                    let size = bytes.len() as u32 + REPORT_OVERHEAD;
+                    net.blobs.push(bytes);
+                    let idx = (net.blobs.len() - 1) as u32;
+                    net.send(Packet {
+                        src: self.node,
+                        src_agent: me,
+                        dst: Dest::Agent(self.sender.0, self.sender.1),
+                        size,
+                        flow: self.flow,
+                        sent_at: net.now(),
+                        body: Body::Blob { idx },
+                    });
+                }
+                _ => {}
+            }
+        }
+        while self.ctl.poll_decision().is_some() {}
+        if let Some((mut at, _)) = self.ctl.poll_timeout() {
+            if at <= net.now() && self.armed.is_none() && self.fired_at == Some(net.now()) {
+                at = net.now() + std::time::Duration::from_millis(1);
+            }
+            if at != Time::NEVER && self.armed.is_none_or(|a| at < a) {
+                self.armed = Some(at);
+                net.set_timer(me, at, 0);
+            }
+        }
+    }
+}
+
+impl Agent for TfmccReceiverAgent {
+    fn command(&mut self, net: &mut Net, me: AgentId, cmd: Command) {
+        match cmd {
+            Command::Start if !self.running => {
+                self.running = true;
+                net.monitors.started(self.mon, net.now());
+                self.ctl.handle_announcement(net.now(), &self.info);
+                self.drain(net, me);
+            }
+            Command::Stop => {
+                self.running = false;
+                if self.joined {
+                    self.joined = false;
+                    net.leave(self.group, self.node, me);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_packet(&mut self, net: &mut Net, me: AgentId, pkt: &Packet) {
+        let Body::Tfmcc(f) = pkt.body else { return };
+        if !self.running || !self.joined {
+            return;
+        }
+        let now = net.now();
+        if let Some(e) = self.expected {
+            let gap = f.seq.wrapping_sub(e);
+            if gap > 0 && gap < 1 << 31 {
+                net.monitors.lost(self.mon, now, u64::from(gap));
+            }
+        }
+        self.expected = Some(f.seq.wrapping_add(1));
+        net.monitors.packet(self.mon, now, pkt.size);
+        self.ctl.handle_data(now, &f, pkt.size);
+        self.drain(net, me);
+    }
+
+    fn on_timer(&mut self, net: &mut Net, me: AgentId, _token: u64) {
+        if !self.running {
+            return;
+        }
+        let now = net.now();
+        if self.armed.is_some_and(|a| a <= now) {
+            self.armed = None;
+        }
+        if self.ctl.poll_timeout().is_some_and(|(at, _)| at <= now) {
+            self.ctl.handle_timeout(now);
+            self.fired_at = Some(now);
+        }
+        self.drain(net, me);
+    }
+}
