@@ -117,10 +117,10 @@ impl FrameSource {
             || source.starts_with("srt://")
         {
             Some(FrameSource::Gst(format!("uridecodebin uri={source}{qr}")))
-        } else if let Some(dev) = source.strip_prefix("v4l2://") {
-            Some(FrameSource::Gst(format!("v4l2src device={dev}{qr}")))
         } else {
-            None
+            source
+                .strip_prefix("v4l2://")
+                .map(|dev| FrameSource::Gst(format!("v4l2src device={dev}{qr}")))
         }
     }
 
