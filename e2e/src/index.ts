@@ -8,3 +8,5 @@ export { Monitor, measure, jain, minMaxRatio } from './metrics.js';
 export { measureLeaveLatency } from './leave.js';
 export { svgChart, writeReport } from './report.js';
 export { findBinary } from './bins.js';
+export { run, nsRun, ProcessSet, sleep } from './sh.js';
+export { recordAcceptance } from './acceptance.js';

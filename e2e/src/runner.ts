@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
-import { Net } from './netns.js';
+import { Net, cleanup } from './netns.js';
 import { buildTopology, type Built } from './topology.js';
 import { collect, nsRun, sleep, waitExit } from './sh.js';
 import { findLink, ladderRates, monitorNames, type CbrFlow, type OnoffFlow, type Scenario, type TcpFlow } from './scenario.js';
@@ -111,6 +111,10 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
   const log = opts.log ?? ((m: string) => console.error(`[e2e] ${m}`));
   fs.mkdirSync(opts.outDir, { recursive: true });
   const notes: string[] = [];
+  // Leftovers of crashed runs (owner process gone) would collide with nothing, but they hold
+  // processes and memory: remove them first.
+  const stale = await cleanup();
+  if (stale.length) log(`removed ${stale.length} namespaces of dead runs`);
   const net = new Net();
   const rand = rng(seed);
   const iv = sc.interval_s;
@@ -402,7 +406,9 @@ function iperfFlow(
   return new Promise((resolve) => {
     let server: ChildProcess | null = null;
     let serverOut: Promise<string> = Promise.resolve('');
-    later(Math.max(0, start - 0.5), () => {
+    // Half a second ahead, so the server listens before the client connects (`at` clamps at
+    // the build time, 1.5 s before the epoch, so a flow at t = 0 still gets its head start).
+    later(start - 0.5, () => {
       server = net.procs.spawnIn(srvNs, `iperf3-s ${f.name}:${port}`, 'iperf3', ['-s', '-1', '-B', dst, '-p', String(port), '-J', '-i', String(iv)]);
       serverOut = collect(server);
     });

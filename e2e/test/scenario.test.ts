@@ -1,6 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseScenario, expand, findLink, ScenarioError } from '../src/scenario.js';
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseScenario, loadScenario, expand, findLink, ScenarioError } from '../src/scenario.js';
+import { repoRoot } from '../src/bins.js';
 
 const ERA = `
 name: era-exp1
@@ -55,4 +58,10 @@ test('rejects what the simulator rejects', () => {
     [ERA.replace('type: tcp', 'type: quic'), /unknown flow type/],
   ];
   for (const [text, re] of cases) assert.throws(() => parseScenario(text), (e: Error) => e instanceof ScenarioError && re.test(e.message), String(re));
+});
+
+test('every catalogue scenario loads (the testbed can run what the simulator runs)', () => {
+  const dir = path.join(repoRoot, 'scenarios');
+  const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.yaml')) : [];
+  for (const f of files) assert.doesNotThrow(() => loadScenario(path.join(dir, f)), f);
 });
