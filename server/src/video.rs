@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::state::lock;
 use codec::ladder::LayerLadder;
 use codec::synth;
-use codec::vp9rtp::{LayerPacket, LayerStreams};
+use codec::vp9rtp::{LayerPacket, LayerStreams, StreamConfig};
 use codec::vpx::{SvcConfig, SvcEncoder};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -220,12 +220,13 @@ pub fn start(
     let mut streams = LayerStreams::new(
         ladder,
         res,
-        96,
-        (0..n as u32).map(|k| ssrc_base.wrapping_add(k)).collect(),
-        packet_size as usize,
-        16, // the cc extension block: 4-byte header + 12 bytes
-        0,
-        0,
+        StreamConfig {
+            payload_type: 96,
+            ssrcs: (0..n as u32).map(|k| ssrc_base.wrapping_add(k)).collect(),
+            mtu: packet_size as usize,
+            ext_reserve: 16, // the cc extension block: 4-byte header + 12 bytes
+            ..Default::default()
+        },
     )
     .map_err(|e| Error::BadRequest(format!("video packetizer: {e}")))?;
     let mut enc = SvcEncoder::new(conf.clone())
