@@ -26,7 +26,7 @@ APT_PACKAGES=(
   # monitoring and browser tests
   prometheus chromium
   # build basics
-  build-essential curl ca-certificates python3 python3-pip
+  build-essential curl ca-certificates python3 python3-pip python3-yaml
 )
 # pimd is not installed: Debian's pimd and smcroute packages conflict, and igmpproxy is the
 # router the testbed uses (see docs/testbed.md).

@@ -31,7 +31,7 @@ if [ -f package-lock.json ]; then
   step ts-lint npm run --workspaces --if-present lint
   step npm-test npm run --workspaces --if-present test
 fi
-[ -x deploy/prometheus/check.sh ] && step promtool deploy/prometheus/check.sh
+[ -x deploy/check.sh ] && step deploy-checks deploy/check.sh
 step acceptance-table node scripts/acceptance.mjs
 
 echo

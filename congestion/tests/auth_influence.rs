@@ -126,6 +126,25 @@ fn source_table_is_bounded_and_idle_entries_make_room() {
 }
 
 #[test]
+fn a_full_table_is_scanned_at_most_once_per_second() {
+    let cfg = InfluenceConfig {
+        max_entries: 2,
+        idle: Duration::from_secs(10),
+        ..InfluenceConfig::default()
+    };
+    let mut l = InfluenceLimiter::new(cfg);
+    l.admit(t(0), ip(1)).unwrap();
+    l.admit(t(0), ip(2)).unwrap();
+    // Scan at 9.5 s: nothing idle yet, refused.
+    assert!(l.admit(t(9_500), ip(3)).is_err());
+    // At 10 s both entries are idle, but the last scan was 0.5 s ago: still refused (a flood
+    // of new addresses against a full table costs a lookup, not a scan, per report).
+    assert!(l.admit(t(10_000), ip(4)).is_err());
+    // At 10.5 s a scan is due again and makes room.
+    l.admit(t(10_500), ip(5)).unwrap();
+}
+
+#[test]
 fn report_timestamps_must_advance_per_receiver() {
     let mut l = InfluenceLimiter::new(InfluenceConfig::default());
     l.check_fresh(t(0), 5, 1_000).unwrap();

@@ -50,8 +50,8 @@ fn corpus_replays_without_panics() {
 
 #[test]
 fn entry_points_accept_empty_input_and_an_all_zero_mask() {
-    // The two inputs every corpus starts from; also keeps the test meaningful if a corpus
-    // directory is ever pruned.
+    // For the XOR-mask targets both inputs leave the valid message unchanged, so this also
+    // checks each fixture verifies (the "iff unchanged" half of their assertion).
     for (_, check) in TARGETS {
         check(&[]);
         check(&[0u8; 64]);
