@@ -2,6 +2,14 @@
 //!
 //! * [`rtp`]: RTP fixed header (RFC 3550) with RFC 8285 header extensions, zero-copy parse and
 //!   serialise.
+//! * [`vpx`]: libvpx VP9 SVC encoder ([`vpx::SvcEncoder`]) and decoder ([`vpx::Decoder`]).
+//! * [`superframe`]: split / rebuild VP9 superframes.
+//! * [`ladder`]: which (spatial, temporal) cell is cumulative layer k, nominal rates.
+//! * [`vp9rtp`]: RFC 9628 payload descriptor, packetizer, per-layer RTP streams.
+//! * [`depay`]: picture assembly from any prefix of layers, with loss and reordering.
+//! * [`sdp`]: SDP for one layer stream (layer 0 plays in stock GStreamer and ffmpeg).
+//! * `gst` (feature `gst`, default): GStreamer source/sink glue.
+//! * [`synth`]: generated test clip, scaling and PSNR helpers.
 //!
 //! See `docs/codec.md` for the signal flow and the choices made.
 

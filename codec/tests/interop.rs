@@ -99,6 +99,20 @@ fn wait_or_kill(child: &mut Child, limit: Duration) -> Option<bool> {
     }
 }
 
+/// Whether some socket is bound to UDP `port` (Linux `/proc/net/udp`): the receiver is ready.
+fn udp_bound(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["/proc/net/udp", "/proc/net/udp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .is_some_and(|a| a.ends_with(&want))
+            })
+        })
+    })
+}
+
 fn send(pics: &[Vec<Vec<u8>>], port: u16, gap: Duration) {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     for pic in pics {
@@ -220,8 +234,17 @@ fn layer0_plays_in_ffmpeg_with_our_sdp() {
         .spawn()
         .unwrap();
     let rx = lines(&mut child);
-    // ffmpeg prints nothing until it has probed the stream; give it time to bind the port.
-    std::thread::sleep(Duration::from_millis(1500));
+    // ffmpeg prints nothing until it has probed the stream: wait until it has bound the port
+    // (a receiver that misses the key picture cannot decode anything).
+    let t0 = Instant::now();
+    while !udp_bound(port) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "ffmpeg never bound port {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
     send(&pics, port, Duration::from_millis(20));
     let ok = wait_or_kill(&mut child, Duration::from_secs(30));
     let out: Vec<String> = rx.try_iter().collect();

@@ -334,3 +334,23 @@ fn joining_upper_layers_mid_stream_is_usable_within_one_second() {
         joined.pictures.len()
     );
 }
+
+#[test]
+fn leaving_upper_layers_mid_stream_keeps_decoding() {
+    // Drop from k = 8 to k = 2 at picture 33: every later picture comes out at 180p, bit-exact
+    // with a receiver that held k = 2 all along (the base chain is untouched by the leave).
+    let at = 33;
+    let left = run(8, Some((at, 2)), 0.0, 0.0, 1);
+    let low = clean(2);
+    for i in at..FRAMES as usize {
+        let o = &left.out[&i];
+        assert_eq!((o.0, o.1), (320, 180), "picture {i}");
+        assert!(
+            o.2 == low.out[&i].2,
+            "picture {i} differs from the k = 2 decode"
+        );
+    }
+    for i in 0..at {
+        assert_eq!(left.out[&i].0, W, "picture {i} before the leave is 720p");
+    }
+}

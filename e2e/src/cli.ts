@@ -7,13 +7,17 @@ import { loadScenario } from './scenario.js';
 import { runScenario } from './runner.js';
 import { measureLeaveLatency } from './leave.js';
 import { repoRoot } from './bins.js';
+import { runDemo } from './demo.js';
 
 const USAGE = `usage:
   layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
                                   [--overhead-bytes B] [--rt-prio P] [--igmpproxy]
   layercast-e2e leave-latency [--out DIR] [--cycles N] [--default-timers] [--igmpproxy]
   layercast-e2e full [--out DIR]        leave latency, then every scenario in scenarios/ (not sim-*)
-  layercast-e2e cleanup [--all]         remove lc- namespaces left by dead runs (--all: every lc- namespace)`;
+  layercast-e2e cleanup [--all]         remove lc- namespaces left by dead runs (--all: every lc- namespace)
+  layercast-e2e demo [--duration SECS] [--source auto|synthetic|NAME] [--scenario FILE]
+                     [--status-every SECS] [--out DIR] [--port P]
+                                        the live demo (docs/demo.md); until Ctrl-C without --duration`;
 
 function flag(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
@@ -72,6 +76,20 @@ async function main(argv: string[]): Promise<number> {
       }
       console.log(`reports under ${out}`);
       return fails ? 1 : 0;
+    }
+    case 'demo': {
+      const num = (n: string) => (flag(args, n) !== undefined ? Number(flag(args, n)) : undefined);
+      const r = await runDemo({
+        durationS: num('--duration') ?? null,
+        source: flag(args, '--source'),
+        scenarioFile: flag(args, '--scenario'),
+        statusEveryS: num('--status-every'),
+        outDir: flag(args, '--out'),
+        port: num('--port'),
+      });
+      for (const n of r.notes) console.log(`note: ${n}`);
+      console.log(`demo over after ${r.ranS.toFixed(0)} s; ${r.namespaces.length} namespaces removed; logs in ${r.outDir}`);
+      return r.leftover.length ? 1 : 0;
     }
     case 'cleanup': {
       const removed = await cleanup({ all: args.includes('--all') });
