@@ -35,6 +35,7 @@ pub struct Args {
     pub session_name: Option<String>,
     pub viewer_id: String,
     pub poll_interval_ms: u64,
+    pub playout_delay_ms: u64,
 }
 
 const HELP: &str = "layercast-player: receive a layered multicast session
@@ -51,6 +52,7 @@ const HELP: &str = "layercast-player: receive a layered multicast session
   --telemetry-url URL    where to POST telemetry [default: from --session-url]
   --session-name ID      session id used in telemetry [default: from --session-url]
   --viewer-id ID         [default: p<pid>]
+  --playout-delay-ms MS  video: display delay after the first picture [default: 800]
 ";
 
 fn parse_args(args: &[String]) -> Result<Option<Args>> {
@@ -68,6 +70,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         session_name: None,
         viewer_id: format!("p{}", std::process::id()),
         poll_interval_ms: 1000,
+        playout_delay_ms: 800,
     };
     let mut i = 0;
     while i < args.len() {
@@ -124,6 +127,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
             "session-name" => a.session_name = Some(val.clone()),
             "viewer-id" => a.viewer_id = val.clone(),
             "poll-interval-ms" => a.poll_interval_ms = val.parse().map_err(|e| bad(&e))?,
+            "playout-delay-ms" => a.playout_delay_ms = val.parse().map_err(|e| bad(&e))?,
             _ => return Err(Error::arg(&key, "unknown flag (see --help)")),
         }
         i += 1;

@@ -378,6 +378,10 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 wait_ms = wait_ms.min(ms.max(0));
             }
         }
+        if let Some(d) = video.as_ref().and_then(|v| v.next_due()) {
+            let ms = (d as i64 - now_ns as i64) / 1_000_000;
+            wait_ms = wait_ms.min(ms.max(0));
+        }
         if !anns.is_empty() {
             wait_ms = 0;
         }
@@ -469,7 +473,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     }
                 }
                 tally.reset_offsets();
-                video = crate::video::Video::new(&new, a.out.as_deref());
+                video = crate::video::Video::new(&new, a.out.as_deref(), a.playout_delay_ms);
                 eprintln!(
                     "layercast-player: session {} ({} layers, {} B packets, bunch {})",
                     new.session_id,
@@ -590,6 +594,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         }
         if let Some(v) = video.as_mut() {
             v.set_layers(layers.iter().filter(|l| l.sock.is_some()).count());
+            v.tick(net::realtime_ns());
         }
         // 8. Once a second: log, telemetry, metrics.
         if Instant::now() >= next_tick {
@@ -647,6 +652,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 "video": video.as_mut().map(|v| {
                     let st = v.stats();
                     let j = json!({"frames": v.frames, "frames_1s": v.frames_1s,
+                        "decoded": v.decoded, "late_frames": v.late_frames,
                         "width": v.width, "height": v.height, "freezes": v.freezes,
                         "decoder_errors": v.decoder_errors, "push_errors": v.push_errors,
                         "pictures": st.pictures, "pictures_skipped": st.pictures_skipped,

@@ -8,6 +8,7 @@ use codec::rtp::RtpPacket;
 use codec::vpx::Decoder;
 use congestion::SessionInfo;
 use serde_json::json;
+use std::collections::VecDeque;
 use std::io::Write;
 
 /// Decoder-side state of one video session.
@@ -25,6 +26,15 @@ pub struct Video {
     nominal_fps: f64,
     last_frame_ns: Option<u64>,
     log: Option<std::fs::File>,
+    /// Decoded frames waiting for their display time: (due ns, width, height, log line).
+    playout: VecDeque<(u64, u32, u32, serde_json::Value)>,
+    /// Playout clock: (local ns, RTP timestamp) of the anchor picture.
+    clock: Option<(u64, u32)>,
+    delay_ns: u64,
+    /// Frames decoded after their display time (the playout clock then slips by the
+    /// difference, i.e. the delay grows).
+    pub late_frames: u64,
+    pub decoded: u64,
 }
 
 /// `(spatial, temporal, fps)` from a codec string like `VP9 L3T3 640x360@15`.
@@ -45,7 +55,7 @@ pub fn parse_codec(codec: &str) -> Option<(usize, usize, f64)> {
 
 impl Video {
     /// A video path for this session, or `None` if it carries no (known) video.
-    pub fn new(info: &SessionInfo, out: Option<&std::path::Path>) -> Option<Video> {
+    pub fn new(info: &SessionInfo, out: Option<&std::path::Path>, delay_ms: u64) -> Option<Video> {
         let (ns, nt, fps) = parse_codec(&info.codec)?;
         if ns * nt != info.layers.len() || ns == 0 || nt == 0 {
             return None;
@@ -84,6 +94,11 @@ impl Video {
             nominal_fps: fps,
             last_frame_ns: None,
             log,
+            playout: VecDeque::new(),
+            clock: None,
+            delay_ns: delay_ms * 1_000_000,
+            late_frames: 0,
+            decoded: 0,
         })
     }
 
@@ -118,35 +133,64 @@ impl Video {
             };
             match self.dec.decode(&au) {
                 Ok(Some(f)) => {
-                    self.frames += 1;
-                    self.frames_1s += 1;
-                    self.width = f.width;
-                    self.height = f.height;
-                    // Freeze: a gap longer than max(3 frame intervals, interval + 150 ms)
-                    // (DESIGN.md, with the nominal rate standing in for the mean).
-                    let iv = 1.0 / self.nominal_fps.max(1.0);
-                    if let Some(prev) = self.last_frame_ns {
-                        let gap = now_ns.saturating_sub(prev) as f64 / 1e9;
-                        if gap > (3.0 * iv).max(iv + 0.15) {
-                            self.freezes += 1;
-                        }
+                    self.decoded += 1;
+                    // Display time from the RTP timestamp on a clock anchored at the first
+                    // picture plus the playout delay; a picture decoded after its time slips
+                    // the clock (the delay grows by the lateness).
+                    let (base_ns, base_ts) = *self.clock.get_or_insert((now_ns, pic.timestamp));
+                    let dts = pic.timestamp.wrapping_sub(base_ts) as i32 as i64;
+                    let mut due =
+                        (base_ns as i64 + dts * 1_000_000_000 / 90_000 + self.delay_ns as i64)
+                            .max(0) as u64;
+                    if due < now_ns {
+                        self.late_frames += 1;
+                        self.clock = Some((base_ns + (now_ns - due), base_ts));
+                        due = now_ns;
                     }
-                    self.last_frame_ns = Some(now_ns);
-                    if let Some(l) = self.log.as_mut() {
-                        let _ = writeln!(
-                            l,
-                            "{}",
-                            json!({"t": now_ns as f64 / 1e9, "picture_id": pic.picture_id,
-                                "rtp_ts": pic.timestamp, "width": f.width, "height": f.height,
-                                "top_spatial": pic.top_spatial(), "temporal": pic.temporal,
-                                "key": pic.key, "complete": pic.complete})
-                        );
-                    }
+                    let line = json!({"decoded_at": now_ns as f64 / 1e9, "picture_id": pic.picture_id,
+                        "rtp_ts": pic.timestamp, "width": f.width, "height": f.height,
+                        "top_spatial": pic.top_spatial(), "temporal": pic.temporal,
+                        "key": pic.key, "complete": pic.complete});
+                    // Keep display order by due time (pictures arrive in order; be safe).
+                    let pos = self.playout.partition_point(|x| x.0 <= due);
+                    self.playout.insert(pos, (due, f.width, f.height, line));
                 }
                 Ok(None) => {}
                 Err(_) => self.decoder_errors += 1,
             }
         }
+    }
+
+    /// Shows the frames whose display time has come: counts them, detects freezes (a gap
+    /// between two shown frames longer than max(3 intervals, interval + 150 ms), DESIGN.md,
+    /// nominal frame rate as the interval) and writes the per-frame log.
+    pub fn tick(&mut self, now_ns: u64) {
+        while self.playout.front().is_some_and(|f| f.0 <= now_ns) {
+            let Some((due, w, h, mut line)) = self.playout.pop_front() else {
+                break;
+            };
+            self.frames += 1;
+            self.frames_1s += 1;
+            self.width = w;
+            self.height = h;
+            let iv = 1.0 / self.nominal_fps.max(1.0);
+            if let Some(prev) = self.last_frame_ns {
+                let gap = due.saturating_sub(prev) as f64 / 1e9;
+                if gap > (3.0 * iv).max(iv + 0.15) {
+                    self.freezes += 1;
+                }
+            }
+            self.last_frame_ns = Some(due);
+            line["t"] = json!(due as f64 / 1e9);
+            if let Some(l) = self.log.as_mut() {
+                let _ = writeln!(l, "{line}");
+            }
+        }
+    }
+
+    /// When the next frame is due, ns.
+    pub fn next_due(&self) -> Option<u64> {
+        self.playout.front().map(|f| f.0)
     }
 
     pub fn stats(&self) -> AssemblerStats {

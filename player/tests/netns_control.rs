@@ -3,10 +3,12 @@
 //! within the spec's reaction time (ERA AC-3: 1 s; PLM: one check period C = 1 s) and do not
 //! climb back above what fits.
 //!
-//! The ladder (104 kbit/s layers, 512-byte packets) leaves about 10% between the top fitting
-//! layer and the link's payload capacity at both rates: 8 layers in 924 kbit/s, 4 in 462.
-//! Tighter ladders make PLM, which drops on any single pair sample below its level, react to
-//! the tbf's timer jitter on this shared machine.
+//! The ladder (8 × 196 kbit/s layers, 512-byte packets) leaves 15% between the top fitting
+//! layer and the link's payload capacity at both rates: 4 layers in 924 kbit/s, 2 in 462.
+//! PLM drops on any single pair sample below its level, and ERA's step 1 likewise, by design;
+//! on this shared two-core machine under load (load average 12-19) the router's softirq or
+//! tbf timer occasionally runs late and a pair reads 7-35% low. With 2% headroom such samples
+//! made both drop every few seconds, with 10% PLM still dropped once in some runs.
 //!
 //! After the step, layers left by the controller keep flowing through the bottleneck for the
 //! igmpproxy leave latency (about 2-3 s, its timers are compile-time constants), which
@@ -20,8 +22,8 @@ use serde_json::Value;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const PACKET: u64 = 512;
-const LAYER_BPS: u64 = 104_000;
-const LAYERS: u64 = 15;
+const LAYER_BPS: u64 = 196_000;
+const LAYERS: u64 = 8;
 
 /// Highest number of 100 kbit/s layers whose payload rate fits a link of `link_bps`: the link
 /// also carries 42 header bytes per 512-byte payload.
@@ -56,7 +58,7 @@ fn run(controller: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (hi, lo) = (1_000_000, 500_000);
     let (k_hi, k_lo) = (fitting_layers(hi), fitting_layers(lo));
-    assert_eq!((k_hi, k_lo), (8, 4));
+    assert_eq!((k_hi, k_lo), (4, 2));
     let mut tb = Testbed::new(hi, hi / 8 / 20, PACKET + WIRE_OVERHEAD);
     tb.start_server(&format!(
         r#"{{"name":"c","protocol":"{controller}","layers":{LAYERS},"layer_rate_bps":{LAYER_BPS},"packet_size":{PACKET},"bunch_len":2}}"#

@@ -228,3 +228,92 @@ fn player_resumes_after_server_restart() {
     );
     assert!(pass, "resumed {resume:.2} s after the server came back");
 }
+
+/// Joining by listening to the announcement group alone (binary SAM, no HTTP), with ERA;
+/// the player's telemetry shows up in the server's `/api/viewers`, and its own `/metrics`
+/// answers with the `layercast_player_` prefix.
+#[test]
+fn joins_from_the_announcement_group_and_reports() {
+    if !prerequisites() {
+        return;
+    }
+    let mut tb = Testbed::new(2_000_000, 30_000, 554);
+    tb.start_server(r#"{"name":"a","layers":4,"layer_rate_bps":100000}"#);
+    std::thread::sleep(Duration::from_millis(500));
+    let tele = format!("http://{SERVER_HTTP}/api/telemetry");
+    tb.start_player(
+        "player",
+        6.0,
+        &[
+            "--announce",
+            "239.255.76.1:5000",
+            "--controller",
+            "era",
+            "--telemetry-url",
+            &tele,
+            "--session-name",
+            "a",
+            "--viewer-id",
+            "sam-viewer",
+            "--metrics-addr",
+            "10.77.3.2:9100",
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(4));
+    let c = tb.c.clone();
+    let (viewers, metrics) = tb.in_ns(&c, || {
+        let v = http("GET", "/api/viewers", "").1;
+        let mut s =
+            TcpStream::connect_timeout(&"10.77.3.2:9100".parse().unwrap(), Duration::from_secs(2))
+                .unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut m = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = s.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            m.extend_from_slice(&chunk[..n]);
+            if String::from_utf8_lossy(&m).contains("layercast_player_dropped_total") {
+                break;
+            }
+        }
+        (v, String::from_utf8_lossy(&m).to_string())
+    });
+    let st = tb.wait("player", Duration::from_secs(20));
+    assert!(
+        st.is_some_and(|s| s.success()),
+        "player: {}",
+        tb.log("player")
+    );
+    let lines = tb.player_log("player");
+    let last = last_stats(&lines);
+    // 4 × 100 kbit/s fit in 2 Mbit/s: ERA holds all four.
+    assert_eq!(last["layers"], 4, "{last}");
+    assert!(last["session_id"].as_u64().is_some());
+    let body = viewers.split("\r\n\r\n").nth(1).unwrap_or("");
+    let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let me = v
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["id"] == "sam-viewer"))
+        .cloned();
+    let me = me.unwrap_or_else(|| panic!("viewer missing: {viewers}"));
+    assert_eq!(me["session_id"], "a");
+    assert_eq!(me["protocol"], "era");
+    assert_eq!(me["max_layers"], 4);
+    assert!(me["layers"].as_u64().unwrap() >= 1, "{me}");
+    assert!(
+        me["decisions"].as_array().is_some_and(|d| !d.is_empty()),
+        "{me}"
+    );
+    assert!(
+        metrics.contains("layercast_player_layers{viewer=\"sam-viewer\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("layercast_player_packets_received_total"),
+        "{metrics}"
+    );
+}

@@ -161,6 +161,9 @@ pub struct VideoConfig {
     pub temporal: Option<usize>,
     /// Multiplies the codec's default 720p L3T3 cell rates. Default 0.5.
     pub kbps_scale: Option<f64>,
+    /// Stamp each frame with a QR code of its buffer timestamp and number (GStreamer
+    /// `debugqroverlay`; GStreamer sources only). Default false.
+    pub qroverlay: Option<bool>,
     /// Seconds between key pictures: the longest a receiver that joins mid-stream waits
     /// before it can decode the base layer (multicast receivers cannot ask for one). Default 2.
     pub keyframe_interval_s: Option<f64>,
@@ -302,15 +305,15 @@ impl SessionConfig {
             ));
         }
         let source = self.source.clone().unwrap_or_else(|| "synthetic".into());
-        let video = match source.as_str() {
-            "synthetic" => None,
-            "testpattern" => Some(self.video.clone().unwrap_or_default().resolve(&key)?),
-            _ => {
-                return Err(Error::config(
-                    &key("source"),
-                    format!("{source:?}: `synthetic` or `testpattern` (file, URI and camera sources need the GStreamer glue)"),
-                ))
-            }
+        let video = if source == "synthetic" {
+            None
+        } else if crate::video::FrameSource::from_source(&source, false).is_some() {
+            Some(self.video.clone().unwrap_or_default().resolve(&key)?)
+        } else {
+            return Err(Error::config(
+                &key("source"),
+                format!("{source:?}: one of synthetic, testpattern, gst-testpattern, file://PATH, http://, rtsp://, srt:// URIs, v4l2:///dev/videoN"),
+            ));
         };
         let default_packet = if video.is_some() { 1200 } else { 512 };
         let rates = match (&video, &self.layer_rates_bps) {

@@ -41,6 +41,12 @@ pub fn random_u32() -> u32 {
     h.finish() as u32
 }
 
+/// Whether `gst-launch-1.0` is on the PATH.
+fn have_gst_launch() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("gst-launch-1.0").is_file()))
+}
+
 /// One running session.
 pub struct Session {
     pub cfg: ResolvedSession,
@@ -50,6 +56,8 @@ pub struct Session {
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
     encoder: Mutex<Option<JoinHandle<()>>>,
+    /// The GStreamer child of a GStreamer-sourced session.
+    child: Arc<crate::video::ChildSlot>,
     /// Media queues of a video session.
     pub queues: Option<Arc<crate::video::LayerQueues>>,
 }
@@ -61,9 +69,12 @@ impl Session {
         if let Some(h) = lock(&self.thread).take() {
             let _ = h.join();
         }
+        // Killing the GStreamer child unblocks the encoder thread's read.
+        self.child.stop();
         if let Some(h) = lock(&self.encoder).take() {
             let _ = h.join();
         }
+        self.child.stop();
     }
 }
 
@@ -252,10 +263,28 @@ impl State {
         let sock = sock::sender_socket(&self.cfg)?;
         let ssrc_base = random_u32();
         let stop = Arc::new(AtomicBool::new(false));
+        let child = Arc::new(crate::video::ChildSlot::default());
         let (queues, encoder) = match &r.video {
             Some(v) => {
+                let qr = c.video.as_ref().and_then(|v| v.qroverlay).unwrap_or(false);
+                let src = crate::video::FrameSource::from_source(&r.source, qr)
+                    .ok_or_else(|| Error::config(&format!("{ctx}.source"), "not a video source"))?;
+                if matches!(src, crate::video::FrameSource::Gst(_)) && !have_gst_launch() {
+                    return Err(Error::config(
+                        &format!("{ctx}.source"),
+                        "GStreamer sources need gst-launch-1.0 (Debian: gstreamer1.0-tools)",
+                    ));
+                }
                 let q = Arc::new(crate::video::LayerQueues::default());
-                let h = crate::video::start(v, r.packet_size, ssrc_base, q.clone(), stop.clone())?;
+                let h = crate::video::start(
+                    v,
+                    src,
+                    child.clone(),
+                    r.packet_size,
+                    ssrc_base,
+                    q.clone(),
+                    stop.clone(),
+                )?;
                 (Some(q), Some(h))
             }
             None => (None, None),
@@ -288,6 +317,7 @@ impl State {
             stop,
             thread: Mutex::new(Some(h)),
             encoder: Mutex::new(encoder),
+            child,
             queues,
         });
         sessions.insert(r.id.clone(), s.clone());

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::state::lock;
 use codec::ladder::LayerLadder;
 use codec::synth;
-use codec::vp9rtp::{LayerPacket, LayerStreams};
+use codec::vp9rtp::{LayerPacket, LayerStreams, StreamConfig};
 use codec::vpx::{SvcConfig, SvcEncoder};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -87,9 +87,121 @@ fn svc_config(v: &ResolvedVideo) -> SvcConfig {
     c
 }
 
+/// Where raw frames come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FrameSource {
+    /// `codec::synth` frames generated in-process (`testpattern`).
+    Synthetic,
+    /// A `gst-launch-1.0` child writing raw I420 frames of the encoder's size to its stdout,
+    /// restarted when it ends (so files loop). The string is the pipeline's source part.
+    Gst(String),
+}
+
+impl FrameSource {
+    /// Maps a session's `source` to frames, or `None` if the source is not video.
+    pub fn from_source(source: &str, qr: bool) -> Option<FrameSource> {
+        let qr = if qr {
+            " ! debugqroverlay pixel-size=2"
+        } else {
+            ""
+        };
+        if source == "testpattern" {
+            Some(FrameSource::Synthetic)
+        } else if source == "gst-testpattern" {
+            Some(FrameSource::Gst(format!(
+                "videotestsrc is-live=true pattern=ball{qr}"
+            )))
+        } else if source.starts_with("file://")
+            || source.starts_with("http://")
+            || source.starts_with("rtsp://")
+            || source.starts_with("srt://")
+        {
+            Some(FrameSource::Gst(format!("uridecodebin uri={source}{qr}")))
+        } else {
+            source
+                .strip_prefix("v4l2://")
+                .map(|dev| FrameSource::Gst(format!("v4l2src device={dev}{qr}")))
+        }
+    }
+
+    fn pipeline(src: &str, w: u32, h: u32, fps: u32) -> Vec<String> {
+        let desc = format!(
+            "{src} ! videoconvert ! videoscale ! videorate ! video/x-raw,format=I420,width={w},height={h},framerate={fps}/1,pixel-aspect-ratio=1/1 ! fdsink fd=1 sync=false"
+        );
+        let mut v = vec!["-q".to_string()];
+        v.extend(desc.split_whitespace().map(str::to_string));
+        v
+    }
+}
+
+/// The running `gst-launch-1.0` child of a session, so shutdown can stop it.
+#[derive(Default, Debug)]
+pub struct ChildSlot(pub Mutex<Option<std::process::Child>>);
+
+impl ChildSlot {
+    /// Kills and reaps the child, if any.
+    pub fn stop(&self) {
+        if let Some(mut c) = lock(&self.0).take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Reads frames from a GStreamer child, restarting it when it ends.
+struct GstReader {
+    args: Vec<String>,
+    frame_len: usize,
+    slot: Arc<ChildSlot>,
+    out: Option<std::process::ChildStdout>,
+    restarts: u64,
+}
+
+impl GstReader {
+    fn next_frame(&mut self, buf: &mut [u8], stop: &AtomicBool) -> bool {
+        use std::io::Read;
+        while !stop.load(Ordering::Relaxed) {
+            if self.out.is_none() {
+                if self.restarts > 0 {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                self.restarts += 1;
+                let child = std::process::Command::new("gst-launch-1.0")
+                    .args(&self.args)
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::null())
+                    .spawn();
+                match child {
+                    Ok(mut c) => {
+                        self.out = c.stdout.take();
+                        self.slot.stop();
+                        *lock(&self.slot.0) = Some(c);
+                    }
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_secs(1));
+                        continue;
+                    }
+                }
+            }
+            let Some(o) = self.out.as_mut() else { continue };
+            if o.read_exact(&mut buf[..self.frame_len]).is_ok() {
+                return true;
+            }
+            // EOF (end of file: loop) or the child died: restart it.
+            self.out = None;
+            self.slot.stop();
+        }
+        false
+    }
+}
+
 /// Starts the encoder thread. `ssrc_base + k` is layer k's SSRC (the pacer uses the same).
+#[allow(clippy::too_many_arguments)]
 pub fn start(
     v: &ResolvedVideo,
+    source: FrameSource,
+    child: Arc<ChildSlot>,
     packet_size: u16,
     ssrc_base: u32,
     queues: Arc<LayerQueues>,
@@ -108,7 +220,7 @@ pub fn start(
     let mut streams = LayerStreams::new(
         ladder,
         res,
-        codec::vp9rtp::StreamConfig {
+        StreamConfig {
             payload_type: 96,
             ssrcs: (0..n as u32).map(|k| ssrc_base.wrapping_add(k)).collect(),
             mtu: packet_size as usize,
@@ -121,6 +233,17 @@ pub fn start(
         .map_err(|e| Error::BadRequest(format!("video encoder: {e}")))?;
     *lock(&queues.queues) = vec![VecDeque::new(); n];
     let (w, h, fps) = (v.width, v.height, v.fps);
+    let mut reader = match &source {
+        FrameSource::Synthetic => None,
+        FrameSource::Gst(src) => Some(GstReader {
+            args: FrameSource::pipeline(src, w, h, fps),
+            frame_len: synth::i420_len(w, h),
+            slot: child,
+            out: None,
+            restarts: 0,
+        }),
+    };
+    let mut frame = vec![0u8; synth::i420_len(w, h)];
     std::thread::Builder::new()
         .name("video-encoder".into())
         .spawn(move || {
@@ -134,7 +257,17 @@ pub fn start(
                     std::thread::sleep((due - now).min(Duration::from_millis(100)));
                     continue;
                 }
-                let f = synth::frame(w, h, i as u32);
+                let f = match reader.as_mut() {
+                    None => synth::frame(w, h, i as u32),
+                    Some(r) => {
+                        // A live or file source paces itself through the pipe; frames that
+                        // arrive late are encoded at once (the schedule re-anchors below).
+                        if !r.next_frame(&mut frame, &stop) {
+                            break;
+                        }
+                        frame.clone()
+                    }
+                };
                 let pts = (i * 90_000 / fps as u64) as i64;
                 i += 1;
                 match enc.encode(&f, pts) {

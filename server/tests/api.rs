@@ -258,3 +258,177 @@ fn api_sessions_telemetry_live_metrics_shutdown() {
         "{log}"
     );
 }
+
+/// Children of `pid` (from /proc/PID/task/*/children).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            if let Ok(c) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(c.split_whitespace().filter_map(|x| x.parse::<u32>().ok()));
+            }
+        }
+    }
+    out
+}
+
+/// A GStreamer-sourced session (`gst-testpattern` with `debugqroverlay`) encodes pictures;
+/// stopping it, and shutting the server down, leaves no GStreamer child behind.
+#[test]
+fn gstreamer_source_runs_and_stops_its_child() {
+    gst_session(
+        r#"{"name":"g","source":"gst-testpattern","video":{"width":320,"height":180,"qroverlay":true}}"#,
+        20,
+        18091,
+    );
+}
+
+/// A file source loops: a 20-frame clip made here yields well over 20 encoded pictures.
+#[test]
+fn file_source_loops() {
+    if Command::new("gst-launch-1.0")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: needs gst-launch-1.0");
+        return;
+    }
+    let clip = std::env::temp_dir().join(format!("lc-{}-clip.webm", std::process::id()));
+    let st = Command::new("gst-launch-1.0")
+        .args([
+            "-q",
+            "videotestsrc",
+            "num-buffers=20",
+            "!",
+            "video/x-raw,width=160,height=90,framerate=15/1",
+            "!",
+            "vp8enc",
+            "!",
+            "webmmux",
+            "!",
+            "filesink",
+        ])
+        .arg(format!("location={}", clip.display()))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let session = format!(
+        r#"{{"name":"g","source":"file://{}","video":{{"width":320,"height":180}}}}"#,
+        clip.display()
+    );
+    gst_session(&session, 50, 18092);
+    let _ = std::fs::remove_file(&clip);
+}
+
+fn gst_session(session: &str, want: u64, port: u16) {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0
+        || Command::new("gst-launch-1.0")
+            .arg("--version")
+            .output()
+            .is_err()
+    {
+        eprintln!("SKIPPED: needs root and gst-launch-1.0");
+        return;
+    }
+    let ns = format!("lc-{}-gst{port}", std::process::id());
+    assert!(Command::new("ip")
+        .args(["netns", "add", &ns])
+        .status()
+        .unwrap()
+        .success());
+    let mut srv = Server {
+        ns: ns.clone(),
+        child: None,
+    };
+    for a in [
+        vec!["link", "set", "lo", "up"],
+        vec!["route", "add", "224.0.0.0/4", "dev", "lo"],
+    ] {
+        assert!(Command::new("ip")
+            .args(["-n", &ns])
+            .args(&a)
+            .status()
+            .unwrap()
+            .success());
+    }
+    srv.child = Some(
+        Command::new("ip")
+            .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])
+            .arg("--http-addr")
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["--interface", "127.0.0.1", "--session", session])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = srv.child.as_ref().unwrap().id();
+    let (pictures, kids_running, kids_after_delete, code) = in_ns(&ns, move || {
+        let get = |p: &str| -> (u16, Value) {
+            let mut s = match TcpStream::connect(("127.0.0.1", port)) {
+                Ok(s) => s,
+                Err(_) => return (0, Value::Null),
+            };
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            write!(
+                s,
+                "GET {p} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
+            let mut out = String::new();
+            let _ = s.read_to_string(&mut out);
+            let code = out
+                .split_whitespace()
+                .nth(1)
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            (code, json_body(&out))
+        };
+        let t0 = Instant::now();
+        let mut pictures = 0;
+        while t0.elapsed() < Duration::from_secs(20) {
+            let (_, v) = get("/api/sessions/g");
+            pictures = v["video_pictures"].as_u64().unwrap_or(0);
+            if pictures >= want {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let running = children(pid).len();
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(
+            s,
+            "DELETE /api/sessions/g HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        let code: u16 = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (pictures, running, children(pid).len(), code)
+    });
+    assert!(
+        pictures >= want,
+        "only {pictures} pictures encoded from GStreamer"
+    );
+    assert_eq!(
+        kids_running, 1,
+        "expected one gst-launch child while running"
+    );
+    assert_eq!(code, 204);
+    assert_eq!(kids_after_delete, 0, "gst-launch child left after DELETE");
+    let child = srv.child.take().unwrap();
+    // SAFETY: signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
