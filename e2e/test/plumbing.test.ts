@@ -10,7 +10,7 @@ import { Net, cleanup, listNamespaces, ownerPrefix } from '../src/netns.js';
 import { buildTopology } from '../src/topology.js';
 import { parseScenario } from '../src/scenario.js';
 import { runScenario } from '../src/runner.js';
-import { measureLeaveLatency } from '../src/leave.js';
+import { measureGroupReach, measureLeaveLatency } from '../src/leave.js';
 import { nsRun, run } from '../src/sh.js';
 import { recordAcceptance } from '../src/acceptance.js';
 
@@ -87,6 +87,13 @@ test('IGMP through the fast-leave mrouter: traffic arrives after a join and stop
   recordAcceptance('issue7/leave-latency', v, null, cmd);
   recordAcceptance('era/AC-14', v, r.leave_ms_max <= 200, cmd);
   recordAcceptance('plm/E0', v, r.leave_ms_max <= 200 && r.join_ms_median <= 50, cmd);
+  assert.deepEqual(await ours(), []);
+});
+
+test('chained routers carry 40 groups joined at once (sessions have up to 255 layers)', async () => {
+  const counts = await measureGroupReach({ groups: 40, outDir: tmp() });
+  const missing = counts.flatMap((c, k) => (c > 0 ? [] : [k]));
+  assert.deepEqual(missing, [], `groups never received: ${missing.join(', ')}`);
   assert.deepEqual(await ours(), []);
 });
 

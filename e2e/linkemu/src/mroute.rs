@@ -225,12 +225,10 @@ pub fn run(
     }
     let sock = unsafe { OwnedFd::from_raw_fd(raw) };
     let fd = sock.as_raw_fd();
-    // A second socket for host-side joins upstream (kept apart from the mroute socket).
-    let hraw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
-    if hraw < 0 {
-        return Err(Error::last_os("socket(udp)"));
-    }
-    let host = unsafe { OwnedFd::from_raw_fd(hraw) };
+    // Host-side joins upstream: one UDP socket per group, because the kernel caps the
+    // memberships of one socket (net.ipv4.igmp_max_memberships, default 20) and a session has
+    // up to 255 layers. Closing a group's socket leaves the group.
+    let mut host: BTreeMap<u32, OwnedFd> = BTreeMap::new();
     sockopt(
         fd,
         libc::IPPROTO_IP,
@@ -299,7 +297,7 @@ pub fn run(
                 true
             }
         });
-        apply(fd, host.as_raw_fd(), ifindex_of_vif[0], actions);
+        apply(fd, &mut host, ifindex_of_vif[0], actions);
         let wait_ms = pending
             .iter()
             .map(|p| p.0.saturating_sub(now) / 1_000_000 + 1)
@@ -384,13 +382,13 @@ pub fn run(
                 }
             }
         }
-        apply(fd, host.as_raw_fd(), ifindex_of_vif[0], actions);
+        apply(fd, &mut host, ifindex_of_vif[0], actions);
     }
     let _ = sockopt(fd, libc::IPPROTO_IP, MRT_DONE, &1i32, "MRT_DONE");
     Ok(r)
 }
 
-fn apply(fd: i32, host: i32, up_ifindex: i32, actions: Vec<Action>) {
+fn apply(fd: i32, host: &mut BTreeMap<u32, OwnedFd>, up_ifindex: i32, actions: Vec<Action>) {
     for a in actions {
         match a {
             Action::SetRoute {
@@ -419,28 +417,32 @@ fn apply(fd: i32, host: i32, up_ifindex: i32, actions: Vec<Action>) {
                 }
             }
             Action::JoinUpstream(g) => {
+                // SAFETY: plain socket creation; ownership taken immediately.
+                let raw = unsafe {
+                    libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)
+                };
+                if raw < 0 {
+                    eprintln!("mrouter: {}", Error::last_os("socket(udp)"));
+                    continue;
+                }
+                let sock = unsafe { OwnedFd::from_raw_fd(raw) };
                 let m = mreqn(g, up_ifindex);
-                if let Err(e) = sockopt(
-                    host,
+                match sockopt(
+                    sock.as_raw_fd(),
                     libc::IPPROTO_IP,
                     libc::IP_ADD_MEMBERSHIP,
                     &m,
                     "upstream join",
                 ) {
-                    eprintln!("mrouter: {e}");
+                    Ok(()) => {
+                        host.insert(g, sock);
+                    }
+                    Err(e) => eprintln!("mrouter: {e}"),
                 }
             }
             Action::LeaveUpstream(g) => {
-                let m = mreqn(g, up_ifindex);
-                if let Err(e) = sockopt(
-                    host,
-                    libc::IPPROTO_IP,
-                    libc::IP_DROP_MEMBERSHIP,
-                    &m,
-                    "upstream leave",
-                ) {
-                    eprintln!("mrouter: {e}");
-                }
+                // Dropping the socket leaves the group (the kernel sends the leave upstream).
+                host.remove(&g);
             }
         }
     }
