@@ -90,6 +90,9 @@ export class Net {
       'net.ipv4.conf.all.rp_filter=0',
       'net.ipv4.conf.default.rp_filter=0',
       'net.ipv4.ip_forward=1',
+      // One socket may hold only 20 group memberships by default; igmpproxy joins every routed
+      // group upstream on one socket (a session has up to 255 layers).
+      'net.ipv4.igmp_max_memberships=1024',
       // Raise the socket buffer ceilings: window must never limit TCP (era.md §5, max cwnd).
       'net.core.rmem_max=16777216',
       'net.core.wmem_max=16777216',
