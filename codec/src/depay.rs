@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::ladder::LayerLadder;
 use crate::rtp::RtpPacket;
 use crate::superframe;
-use crate::vp9rtp::{GofEntry, PayloadDescriptor};
+use crate::vp9rtp::{GofEntry, LayerIndices, PayloadDescriptor};
 use std::collections::{BTreeMap, HashSet};
 
 /// Tuning for the assembler.
@@ -114,17 +114,12 @@ impl PendingFrame {
         if !p0.start {
             return None;
         }
-        let mut expect = first;
         let mut out = Vec::new();
-        for (&seq, p) in &self.parts {
-            if seq != expect {
-                return None;
-            }
-            if seq != first && p.start {
+        for (expect, (&seq, p)) in (first..).zip(self.parts.iter()) {
+            if seq != expect || (seq != first && p.start) {
                 return None;
             }
             out.extend_from_slice(&p.data);
-            expect += 1;
             if p.end {
                 return Some(out);
             }
@@ -137,7 +132,6 @@ impl PendingFrame {
 struct PendingPicture {
     timestamp: u32,
     tid: u8,
-    tl0: Option<u8>,
     frames: BTreeMap<u8, PendingFrame>,
 }
 
@@ -183,9 +177,8 @@ pub struct Assembler {
     /// Pictures below this ID are done (returned or given up).
     done_below: u64,
     decoded: HashSet<(u8, u64)>,
-    /// Extended picture ID of each TL0 group's first picture, by TL0PICIDX.
-    tl0_pid: BTreeMap<u64, u64>,
-    tl0_unwrap: Unwrapper,
+    /// Extended picture IDs of TL0 pictures seen (each opens a picture group).
+    tl0_pids: std::collections::BTreeSet<u64>,
     gof: Vec<GofEntry>,
     resolutions: Vec<(u16, u16)>,
     ready: std::collections::VecDeque<AssembledPicture>,
@@ -196,6 +189,9 @@ impl Assembler {
     /// New assembler holding layers 0..=`top_layer` (None: nothing yet).
     pub fn new(ladder: LayerLadder, top_layer: Option<usize>, conf: AssemblerConfig) -> Self {
         let n = ladder.len();
+        // The picture group follows from the ladder (libvpx's built-in patterns); an SS
+        // describing the full structure overrides it.
+        let gof = crate::vp9rtp::gof_for_temporal_layers(ladder.temporal_layers() as usize);
         Assembler {
             ladder,
             conf,
@@ -206,9 +202,8 @@ impl Assembler {
             newest: None,
             done_below: 0,
             decoded: HashSet::new(),
-            tl0_pid: BTreeMap::new(),
-            tl0_unwrap: Unwrapper::default(),
-            gof: Vec::new(),
+            tl0_pids: Default::default(),
+            gof,
             resolutions: Vec::new(),
             ready: Default::default(),
             stats: AssemblerStats::default(),
@@ -281,8 +276,18 @@ impl Assembler {
         let Some(pid15) = desc.picture_id else {
             return bad(self, "picture ID required");
         };
+        let mut desc = desc;
         if desc.layer.is_none() {
-            return bad(self, "layer indices required");
+            // Without layer indices the frame is the stream's own ladder cell.
+            let Some(c) = self.ladder.cell(layer) else {
+                return bad(self, "layer not in ladder");
+            };
+            desc.layer = Some(LayerIndices {
+                tid: c.temporal,
+                switch_up: false,
+                sid: c.spatial,
+                inter_layer: c.spatial > 0,
+            });
         }
         if self.ladder.layer_of(desc.sid(), desc.tid()) != Some(layer) {
             return bad(self, "layer indices do not match the stream's layer");
@@ -295,18 +300,21 @@ impl Assembler {
             return Ok(());
         }
         if let Some(ss) = &desc.ss {
-            if !ss.gof.is_empty() {
+            let full = ss.spatial_layers == self.ladder.spatial_layers();
+            if full && !ss.gof.is_empty() {
                 self.gof = ss.gof.clone();
             }
-            if !ss.resolutions.is_empty() {
+            if full && !ss.resolutions.is_empty() {
                 self.resolutions = ss.resolutions.clone();
+            } else if let Some(&r0) = ss.resolutions.first() {
+                if self.resolutions.is_empty() {
+                    self.resolutions.push(r0);
+                }
+                self.resolutions[0] = r0;
             }
         }
-        let tl0 = desc
-            .tl0_pic_idx
-            .map(|t| self.tl0_unwrap.unwrap(t as u64, 8));
-        if let (Some(t), 0) = (tl0, desc.tid()) {
-            self.tl0_pid.entry(t).or_insert(pid);
+        if desc.tid() == 0 {
+            self.tl0_pids.insert(pid);
         }
         if self.newest.is_none() {
             self.done_below = pid;
@@ -315,7 +323,6 @@ impl Assembler {
         let pic = self.pending.entry(pid).or_insert_with(|| PendingPicture {
             timestamp: packet.timestamp(),
             tid: desc.tid(),
-            tl0: desc.tl0_pic_idx,
             frames: BTreeMap::new(),
         });
         if pic.tid != desc.tid() {
@@ -382,7 +389,7 @@ impl Assembler {
         if self.gof.is_empty() {
             return None;
         }
-        let (_, &anchor) = self.tl0_pid.iter().rev().find(|(_, &a)| a <= pid)?;
+        let &anchor = self.tl0_pids.range(..=pid).next_back()?;
         let idx = (pid - anchor) as usize;
         self.gof.get(idx).map(|e| e.tid)
     }
@@ -411,8 +418,8 @@ impl Assembler {
             if self.decoded.len() > 1024 {
                 self.decoded.retain(|&(_, p)| p >= floor);
             }
-            while self.tl0_pid.len() > 64 {
-                self.tl0_pid.pop_first();
+            while self.tl0_pids.len() > 64 {
+                self.tl0_pids.pop_first();
             }
         }
     }
@@ -429,14 +436,10 @@ impl Assembler {
         if self.gof.is_empty() {
             return None;
         }
-        // Anchor: the TL0 picture that opened this picture's TL0 group.
-        let t = desc.tl0_pic_idx?;
-        let anchor = self
-            .tl0_pid
-            .iter()
-            .rev()
-            .find(|(&k, &a)| (k & 0xff) as u8 == t && a <= pid)
-            .map(|(_, &a)| a)?;
+        // Anchor: the TL0 picture that opened this picture's group. If that picture was lost
+        // whole, the previous TL0 is found instead and the index runs past the group: the
+        // frame is then (correctly) treated as unreferenceable.
+        let &anchor = self.tl0_pids.range(..=pid).next_back()?;
         let idx = (pid - anchor) as usize;
         let e = self.gof.get(idx)?;
         if e.tid != desc.tid() {
@@ -493,7 +496,6 @@ impl Assembler {
             });
             lower_ok = true;
         }
-        let _ = p.tl0;
         if frames.is_empty() || frames[0].spatial != 0 {
             self.stats.pictures_skipped += 1;
             return;

@@ -7,8 +7,11 @@
 
 pub mod depay;
 pub mod error;
+#[cfg(feature = "gst")]
+pub mod gst;
 pub mod ladder;
 pub mod rtp;
+pub mod sdp;
 pub mod superframe;
 pub mod synth;
 pub mod vp9rtp;

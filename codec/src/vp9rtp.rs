@@ -418,12 +418,31 @@ impl Vp9Packetizer {
                     f.spatial, f.temporal
                 )));
             };
-            let ss = (pic.key && f.spatial == 0).then(|| ScalabilityStructure {
-                resolutions: self.resolutions.clone(),
-                spatial_layers: self.ladder.spatial_layers(),
-                gof: self.gof.clone(),
-            });
-            self.frame_payloads(f, k, ss, f.spatial == top, &mut out[k])?;
+            // Layer 0 is sent as a plain single-layer stream: no layer indices (its cell is
+            // (0, 0) by construction of the ladder) and an SS describing just that stream.
+            // This is what stock depayloaders (ffmpeg up to 6.x implements an older draft and
+            // rejects SS with N_S > 0 and TL0PICIDX) can play; our assembler infers the cell.
+            let base = k == 0;
+            // The full structure (all spatial layers, the picture group) rides on the key
+            // picture's spatial layer 1 frame, for receivers that hold more than layer 0.
+            let ss = if !pic.key {
+                None
+            } else if base {
+                Some(ScalabilityStructure {
+                    resolutions: vec![self.resolutions[0]],
+                    spatial_layers: 1,
+                    gof: Vec::new(),
+                })
+            } else if f.spatial == 1 {
+                Some(ScalabilityStructure {
+                    resolutions: self.resolutions.clone(),
+                    spatial_layers: self.ladder.spatial_layers(),
+                    gof: self.gof.clone(),
+                })
+            } else {
+                None
+            };
+            self.frame_payloads(f, k, ss, f.spatial == top, base, &mut out[k])?;
         }
         Ok(out)
     }
@@ -434,6 +453,7 @@ impl Vp9Packetizer {
         k: usize,
         ss: Option<ScalabilityStructure>,
         top: bool,
+        base: bool,
         out: &mut Vec<Vp9Payload>,
     ) -> Result<()> {
         let desc = PayloadDescriptor {
@@ -444,13 +464,13 @@ impl Vp9Packetizer {
             start: true,
             end: false,
             not_ref_upper: top,
-            layer: Some(LayerIndices {
+            layer: (!base).then_some(LayerIndices {
                 tid: f.temporal,
                 switch_up: f.switch_up,
                 sid: f.spatial,
                 inter_layer: f.inter_layer,
             }),
-            tl0_pic_idx: Some(self.tl0_pic_idx),
+            tl0_pic_idx: (!base).then_some(self.tl0_pic_idx),
             p_diffs: Vec::new(),
             ss,
         };
@@ -535,37 +555,76 @@ pub struct LayerStreams {
     ts_offset: u32,
 }
 
+/// RTP parameters of the per-layer streams.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamConfig {
+    /// Dynamic payload type for VP9. Default 96.
+    pub payload_type: u8,
+    /// One SSRC per cumulative layer; empty = `0x4C43_0000 + k` (pick random ones in
+    /// production).
+    pub ssrcs: Vec<u32>,
+    /// Largest RTP packet (header + payload, no IP/UDP). Default 1200.
+    pub mtu: usize,
+    /// Bytes left free for the caller's header-extension block (its 4-byte header, elements
+    /// and padding). Default 32.
+    pub ext_reserve: usize,
+    /// First sequence number of every stream. Default 0.
+    pub first_seq: u16,
+    /// Added to picture pts to form the RTP timestamp. Default 0.
+    pub ts_offset: u32,
+    /// First 15-bit picture ID. Default 0.
+    pub first_picture_id: u16,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        StreamConfig {
+            payload_type: 96,
+            ssrcs: Vec::new(),
+            mtu: 1200,
+            ext_reserve: 32,
+            first_seq: 0,
+            ts_offset: 0,
+            first_picture_id: 0,
+        }
+    }
+}
+
 impl LayerStreams {
-    /// `mtu` is the largest RTP packet (header + payload, no IP/UDP) to emit; `ext_reserve`
-    /// bytes are left for the caller's header-extension block (including its 4-byte header
-    /// and padding).
+    /// Streams for `ladder`, with `resolutions` (per spatial layer) announced in the SS.
     pub fn new(
         ladder: LayerLadder,
         resolutions: Vec<(u16, u16)>,
-        payload_type: u8,
-        ssrcs: Vec<u32>,
-        mtu: usize,
-        ext_reserve: usize,
-        first_seq: u16,
-        ts_offset: u32,
+        conf: StreamConfig,
     ) -> Result<Self> {
+        let ssrcs = if conf.ssrcs.is_empty() {
+            (0..ladder.len() as u32).map(|k| 0x4C43_0000 + k).collect()
+        } else {
+            conf.ssrcs.clone()
+        };
         if ssrcs.len() != ladder.len() {
             return Err(Error::Config("one SSRC per layer".into()));
         }
-        if payload_type > 127 {
+        if conf.payload_type > 127 {
             return Err(Error::Config("payload type must be < 128".into()));
         }
-        let max_payload = mtu
-            .checked_sub(crate::rtp::FIXED_HEADER_LEN + ext_reserve)
+        let max_payload = conf
+            .mtu
+            .checked_sub(crate::rtp::FIXED_HEADER_LEN + conf.ext_reserve)
             .ok_or_else(|| Error::Config("mtu too small".into()))?;
         let n = ladder.len();
         Ok(LayerStreams {
-            pack: Vp9Packetizer::new(ladder, resolutions, max_payload, first_seq)?,
+            pack: Vp9Packetizer::new(ladder, resolutions, max_payload, conf.first_picture_id)?,
             ssrcs,
-            seqs: vec![first_seq; n],
-            payload_type,
-            ts_offset,
+            seqs: vec![conf.first_seq; n],
+            payload_type: conf.payload_type,
+            ts_offset: conf.ts_offset,
         })
+    }
+
+    /// SSRC of layer k.
+    pub fn ssrc(&self, k: usize) -> Option<u32> {
+        self.ssrcs.get(k).copied()
     }
 
     /// The packetizer (for its ladder).

@@ -5,12 +5,12 @@ use codec::depay::{AssembledPicture, Assembler, AssemblerConfig};
 use codec::ladder::LayerLadder;
 use codec::rtp::RtpPacket;
 use codec::synth;
-use codec::vp9rtp::LayerStreams;
+use codec::vp9rtp::{LayerStreams, StreamConfig};
 use codec::vpx::{Decoder, EncodedPicture, SvcConfig, SvcEncoder};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-const FRAMES: u32 = 96;
+const FRAMES: u32 = 72;
 const W: u32 = 1280;
 const H: u32 = 720;
 
@@ -20,6 +20,9 @@ struct Clip {
     pictures: Vec<EncodedPicture>,
     /// Serialised RTP packets per picture, per layer.
     packets: Vec<Vec<Vec<Vec<u8>>>>,
+    /// Source luma at 720p and the source box-scaled to each spatial layer's size.
+    src_y: Vec<Vec<u8>>,
+    scaled: Vec<[Vec<u8>; 3]>,
 }
 
 fn clip() -> &'static Clip {
@@ -34,21 +37,24 @@ fn clip() -> &'static Clip {
                 (w as u16, h as u16)
             })
             .collect();
-        let mut ls = LayerStreams::new(
-            ladder.clone(),
-            res,
-            96,
-            (0..9).map(|k| 0x1000 + k).collect(),
-            1200,
-            16,
-            65000, // sequence numbers wrap during the clip
-            0,
-        )
-        .unwrap();
+        let sc = StreamConfig {
+            first_seq: 65000,         // sequence numbers wrap during the clip
+            first_picture_id: 0x7ff0, // and so does the 15-bit picture ID
+            ..Default::default()
+        };
+        let mut ls = LayerStreams::new(ladder.clone(), res, sc).unwrap();
         let mut pictures = Vec::new();
         let mut packets = Vec::new();
+        let mut src_y = Vec::new();
+        let mut scaled = Vec::new();
         for n in 0..FRAMES {
             let f = synth::frame(W, H, n);
+            let sc = |s: usize| {
+                let (w, h) = conf.layer_size(s);
+                synth::scale_i420(&f, W, H, w, h)
+            };
+            scaled.push([sc(0), sc(1), f.clone()]);
+            src_y.push(f[..(W * H) as usize].to_vec());
             let pic = enc
                 .encode(&f, n as i64 * 3000)
                 .unwrap()
@@ -71,6 +77,8 @@ fn clip() -> &'static Clip {
             ladder,
             pictures,
             packets,
+            src_y,
+            scaled,
         }
     })
 }
@@ -175,10 +183,13 @@ fn expected_top(k: usize, i: usize) -> u8 {
     (0..3).filter(|&s| c.ladder.keeps(k, s, t)).max().unwrap()
 }
 
-fn psnr_native(i: usize, w: u32, h: u32, y: &[u8]) -> f64 {
-    let src = synth::frame(W, H, i as u32);
-    let s = synth::scale_i420(&src, W, H, w, h);
-    synth::psnr(&s, y)
+fn psnr_native(i: usize, w: u32, y: &[u8]) -> f64 {
+    let s = match w {
+        W => 2,
+        640 => 1,
+        _ => 0,
+    };
+    synth::psnr(&clip().scaled[i][s], y)
 }
 
 #[test]
@@ -188,7 +199,7 @@ fn every_prefix_decodes_losslessly_with_expected_sizes() {
     assert!(c.pictures[0].key);
     let mut report = Vec::new();
     for k in 0..9 {
-        let r = run(k, None, 0.0, 0.0, 1);
+        let r = clean(k);
         assert_eq!(
             r.out.len(),
             expected_pictures(k),
@@ -199,7 +210,7 @@ fn every_prefix_decodes_losslessly_with_expected_sizes() {
             let s = expected_top(k, i) as usize;
             assert_eq!((*w, *h), c.conf.layer_size(s), "prefix {k} picture {i}");
             assert!(r.complete[&i]);
-            sum += psnr_native(i, *w, *h, y);
+            sum += psnr_native(i, *w, y);
         }
         let mean = sum / r.out.len() as f64;
         report.push((k, r.out.len(), mean));
@@ -219,13 +230,12 @@ fn quality_rises_with_spatial_layers_at_full_resolution() {
     // viewer's quality must rise as spatial layers are added.
     let mut means = Vec::new();
     for k in [2usize, 5, 8] {
-        let r = run(k, None, 0.0, 0.0, 1);
+        let r = clean(k);
         let mut sum = 0.0;
         let mut n = 0;
         for (&i, (w, h, y)) in &r.out {
             let up = upscale_nearest_y(y, *w, *h, W, H);
-            let src = synth::frame(W, H, i as u32);
-            sum += synth::psnr(&src[..(W * H) as usize], &up);
+            sum += synth::psnr(&clip().src_y[i], &up);
             n += 1;
         }
         means.push(sum / n as f64);
@@ -246,31 +256,51 @@ fn upscale_nearest_y(y: &[u8], w: u32, h: u32, dw: u32, dh: u32) -> Vec<u8> {
     out
 }
 
+/// Lossless decode of every prefix, computed once.
+fn clean(k: usize) -> &'static Run {
+    static R: OnceLock<Vec<Run>> = OnceLock::new();
+    &R.get_or_init(|| (0..9).map(|k| run(k, None, 0.0, 0.0, 1)).collect())[k]
+}
+
 #[test]
 fn every_prefix_survives_upper_layer_loss_and_reordering() {
+    let c = clip();
     for k in 0..9 {
-        let clean = run(k, None, 0.0, 0.0, 1);
         let lossy = run(k, None, 0.05, 0.05, 7 + k as u64);
-        // Base layer is lossless here, so every picture that the prefix expects comes out.
-        assert_eq!(lossy.out.len(), expected_pictures(k), "prefix {k}");
-        let mut exact = 0;
-        for (i, (w, h, y)) in &lossy.out {
-            if lossy.complete[i] && (w, h) == (&clean.out[i].0, &clean.out[i].1) {
-                // Same frames kept and a valid chain: output must be bit-exact.
+        // Layer 0 is lossless here, so every TL0 picture comes out; pictures whose base frame
+        // rides an upper layer (SL0 TL1/TL2) may be lost whole, but not many at 5 %.
+        for (i, p) in c.pictures.iter().enumerate() {
+            if p.temporal == 0 {
                 assert!(
-                    *y == clean.out[i].2,
-                    "prefix {k}: picture {i} differs from the lossless decode"
+                    lossy.out.contains_key(&i),
+                    "prefix {k}: TL0 picture {i} missing"
                 );
-                exact += 1;
             }
         }
-        if k > 0 {
-            assert!(exact > 0, "prefix {k}: nothing decoded fully");
+        assert!(
+            lossy.out.len() * 10 >= expected_pictures(k) * 8,
+            "prefix {k}: only {} of {} pictures",
+            lossy.out.len(),
+            expected_pictures(k)
+        );
+        // Every output must be bit-exact with the lossless decode of the prefix that keeps
+        // exactly the same frames of that picture (spatial 0..=s at its TID): this holds only
+        // if the assembler never fed a frame whose reference chain was broken.
+        let mut per_top = [0usize; 3];
+        for (&i, (w, _, y)) in &lossy.out {
+            let s = (0..3).find(|&s| c.conf.layer_size(s).0 == *w).unwrap();
+            per_top[s] += 1;
+            let k2 = c.ladder.layer_of(s as u8, c.pictures[i].temporal).unwrap();
+            assert!(
+                *y == clean(k2).out[&i].2,
+                "prefix {k}: picture {i} (top spatial {s}) differs from the lossless decode"
+            );
         }
         println!(
-            "prefix {k}: {} pictures, {} bit-exact with the lossless decode",
+            "prefix {k}: {} of {} pictures out, by top spatial layer {:?}",
             lossy.out.len(),
-            exact
+            expected_pictures(k),
+            per_top
         );
     }
 }
@@ -278,8 +308,8 @@ fn every_prefix_survives_upper_layer_loss_and_reordering() {
 #[test]
 fn joining_upper_layers_mid_stream_is_usable_within_one_second() {
     let c = clip();
-    let full = run(8, None, 0.0, 0.0, 1);
-    let at = 37; // not a sync picture
+    let full = clean(8);
+    let at = 29; // just after the sync picture at 28: the worst case
     let joined = run(2, Some((at, 8)), 0.0, 0.0, 1);
     // After the switch, the first picture at 720p must come within 30 pictures (1 s at 30 fps),
     // and every 720p picture from then on must match the full subscriber bit for bit.

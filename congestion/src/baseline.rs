@@ -2,9 +2,10 @@
 //! bookkeeping that enforces the cumulative-layer invariant, the action and decision queues,
 //! per-layer sequence-gap loss detection, and small private estimators.
 //!
-//! [`tcp_rate_bps`] wraps the shared `estimators::tcp::rfc5348`. [`LossIntervals`] and
-//! [`SeqTracker`] are minimal private copies written before `crate::estimators` landed;
-//! candidates for de-duplication against `estimators::ali` and `estimators::loss`.
+//! [`tcp_rate_bps`] wraps the shared `estimators::tcp::rfc5348`, sequence tracking uses the
+//! shared `estimators::SeqTracker`. [`LossIntervals`] (TFRC average loss interval with
+//! event grouping by RTT, used by DLM) is a minimal private copy written before
+//! `crate::estimators` landed; candidate for de-duplication against `estimators::ali`.
 
 use crate::controller::{Action, Decision, Stats};
 use crate::session::SessionInfo;
@@ -16,36 +17,13 @@ use std::collections::VecDeque;
 /// catastrophe.
 pub(crate) const MAX_SEQ_GAP: u64 = 10_000;
 
-/// Per-layer sequence tracking: a gap is counted as loss at once; a packet older than the
-/// highest seen is counted as late (reordered or duplicate), never as "un-losing" a packet.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct SeqTracker {
-    next: Option<u64>,
-}
+/// Per-layer sequence tracking is the shared [`crate::estimators::SeqTracker`] (gap = loss at
+/// once, a late packet un-counts one loss in the statistics, jumps above [`MAX_SEQ_GAP`] are a
+/// restart).
+type SeqTracker = crate::estimators::SeqTracker;
 
-impl SeqTracker {
-    /// Returns the number of packets newly detected as lost before `seq`.
-    pub(crate) fn observe(&mut self, seq: u64) -> u64 {
-        match self.next {
-            None => {
-                self.next = Some(seq.saturating_add(1));
-                0
-            }
-            Some(n) if seq >= n => {
-                self.next = Some(seq.saturating_add(1));
-                let gap = seq - n;
-                if gap > MAX_SEQ_GAP {
-                    0
-                } else {
-                    gap
-                }
-            }
-            Some(_) => 0,
-        }
-    }
-    pub(crate) fn reset(&mut self) {
-        self.next = None;
-    }
+fn new_tracker() -> SeqTracker {
+    SeqTracker::new(MAX_SEQ_GAP)
 }
 
 /// What [`Core::observe`] concluded about one packet.
@@ -105,7 +83,7 @@ impl Core {
         let first = self.info.is_none();
         let n = info.layers.len().min(u8::MAX as usize);
         if self.trackers.len() < n {
-            self.trackers.resize(n, SeqTracker::default());
+            self.trackers.resize(n, new_tracker());
         }
         self.info = Some(info.clone());
         while self.level as usize > n {
@@ -233,9 +211,20 @@ impl Core {
             self.stray += 1;
             return Observed::Stray;
         }
-        let lost = match self.trackers.get_mut(layer as usize) {
-            Some(t) => t.observe(seq),
-            None => 0,
+        use crate::estimators::SeqEvent;
+        let ev = self
+            .trackers
+            .get_mut(layer as usize)
+            .map_or(SeqEvent::Baseline, |t| t.on_seq(seq));
+        let lost = match ev {
+            SeqEvent::Advance { lost } => lost,
+            SeqEvent::Recovered => {
+                // Reordered, not lost: correct the statistics (controllers already reacted).
+                self.lost = self.lost.saturating_sub(1);
+                0
+            }
+            SeqEvent::Duplicate => return Observed::Held { lost: 0 },
+            SeqEvent::Baseline | SeqEvent::TooOld | SeqEvent::Restart => 0,
         };
         self.received += 1;
         self.lost += lost;
@@ -402,14 +391,23 @@ mod tests {
     use std::net::Ipv4Addr;
 
     #[test]
-    fn seq_tracker_counts_gaps_not_reordering() {
-        let mut t = SeqTracker::default();
-        assert_eq!(t.observe(10), 0);
-        assert_eq!(t.observe(11), 0);
-        assert_eq!(t.observe(14), 2);
-        assert_eq!(t.observe(12), 0); // late
-        assert_eq!(t.observe(15), 0);
-        assert_eq!(t.observe(15 + MAX_SEQ_GAP + 2), 0); // resync
+    fn seq_gaps_are_loss_and_late_packets_correct_the_count() {
+        let mut c = Core::new("t");
+        let info = SessionInfo::equal_layers(2, 10_000, Ipv4Addr::new(239, 1, 1, 1), 5000);
+        c.announce(Time::ZERO, &info);
+        c.join_next(Time::ZERO, "a", vec![]);
+        assert_eq!(c.observe(0, 10), Observed::Held { lost: 0 });
+        assert_eq!(c.observe(0, 11), Observed::Held { lost: 0 });
+        assert_eq!(c.observe(0, 14), Observed::Held { lost: 2 });
+        assert_eq!(c.lost, 2);
+        assert_eq!(c.observe(0, 12), Observed::Held { lost: 0 }); // late
+        assert_eq!(c.lost, 1);
+        assert_eq!(c.observe(0, 12), Observed::Held { lost: 0 }); // duplicate
+        assert_eq!(c.received, 4);
+        assert_eq!(
+            c.observe(0, 15 + MAX_SEQ_GAP + 2),
+            Observed::Held { lost: 0 }
+        ); // restart
     }
 
     #[test]

@@ -37,54 +37,54 @@ pub enum Mode {
     AsPrinted,
 }
 
-/// DLM parameters; `[P]` paper, `[R]` reconstruction, `[U]` our choice (see the doc page).
+/// DLM parameters; `\[P\]` paper, `\[R\]` reconstruction, `\[U\]` our choice (see the doc page).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     pub mode: Mode,
-    /// Additive increase bounds per epoch, bit/s [P]: 800 and 40 000.
+    /// Additive increase bounds per epoch, bit/s \[P\]: 800 and 40 000.
     pub alpha_min_bps: f64,
     pub alpha_max_bps: f64,
     /// Use the harmonic-interpolation reading of α (never negative) instead of the formula
-    /// as written [R]. Default false (as written).
+    /// as written \[R\]. Default false (as written).
     pub alpha_harmonic: bool,
-    /// Multiplicative decrease factors [P]: 0.25, 0.33, 0.5.
+    /// Multiplicative decrease factors \[P\]: 0.25, 0.33, 0.5.
     pub beta_min: f64,
     pub beta_mid: f64,
     pub beta_max: f64,
-    /// Delay thresholds `d_i = η_i·dm` [P]: (0.1, 0.25, 0.8); `d0 = d1/2` [U].
+    /// Delay thresholds `d_i = η_i·dm` \[P\]: (0.1, 0.25, 0.8); `d0 = d1/2` \[U\].
     pub eta: [f64; 3],
     /// Fixed absolute thresholds (d1, d2, d3) instead of η·dm [U alternative].
     pub absolute_thresholds: Option<[Duration; 3]>,
-    /// `dm` used until it has been observed for `dm_bootstrap_for` and exceeds 5 ms [U]: 100 ms.
+    /// `dm` used until it has been observed for `dm_bootstrap_for` and exceeds 5 ms \[U\]: 100 ms.
     pub dm_bootstrap: Duration,
     pub dm_bootstrap_for: Duration,
-    /// Floor of `dm` after the bootstrap [U]: 100 ms. Without it a path whose queue never
+    /// Floor of `dm` after the bootstrap \[U\]: 100 ms. Without it a path whose queue never
     /// built gets thresholds below one packet's serialisation time and flees its own packet
     /// jitter (DS1 measured: mean level 10.9 instead of 14, E ≈ 0.73). `Duration::ZERO`
     /// restores the profile as written.
     pub dm_floor: Duration,
-    /// Minimum epoch length [U]: 200 ms; packets needed for a trend test [U]: 16; an epoch
-    /// closes anyway after `epoch_max` [U]: 1 s (trend then unknown if too few samples).
+    /// Minimum epoch length \[U\]: 200 ms; packets needed for a trend test \[U\]: 16; an epoch
+    /// closes anyway after `epoch_max` \[U\]: 1 s (trend then unknown if too few samples).
     pub epoch_min: Duration,
     pub epoch_packets: usize,
     pub epoch_max: Duration,
-    /// Window of the sliding OWD minimum [U]: 120 s.
+    /// Window of the sliding OWD minimum \[U\]: 120 s.
     pub dmin_window: Duration,
-    /// Path RTT without queueing for the TCP equation [U]: 100 ms (the paper gives no RTT
+    /// Path RTT without queueing for the TCP equation \[U\]: 100 ms (the paper gives no RTT
     /// measurement; queueing delay `daowd` is added).
     pub rtt_base: Duration,
-    /// T_max of the passive-zone timers [U]: 0.5 s fixed (absolute OWD is meaningless with
+    /// T_max of the passive-zone timers \[U\]: 0.5 s fixed (absolute OWD is meaningless with
     /// unsynchronised clocks).
     pub t_max: Duration,
-    /// Leave timer scale relative to T_max [U]: 0.5 (rebuilt), 1.0 in as-printed mode.
+    /// Leave timer scale relative to T_max \[U\]: 0.5 (rebuilt), 1.0 in as-printed mode.
     pub leave_timer_scale: f64,
-    /// Passive-zone widening ε [U]: 0.1.
+    /// Passive-zone widening ε \[U\]: 0.1.
     pub passive_eps: f64,
-    /// Hold-off unit `l` [U]: 1 s.
+    /// Hold-off unit `l` \[U\]: 1 s.
     pub holdoff: Duration,
-    /// Slow-start join interval `I` [D]: 0.14 s.
+    /// Slow-start join interval `I` \[D\]: 0.14 s.
     pub slow_start_interval: Duration,
-    /// Exit only after the base layer alone exceeds R_TARGET this long [U]: 10 s.
+    /// Exit only after the base layer alone exceeds R_TARGET this long \[U\]: 10 s.
     pub exit_after: Duration,
     pub seed: u64,
 }

@@ -1,26 +1,34 @@
 //! Picks a controller by name.
 //!
-//! One match arm and one `CONTROLLERS` entry per controller. The baselines (RLM, RLC,
-//! FLID-DL, WEBRC, delay-based) add theirs below the marked line; keep the list and the
-//! match in the same order.
+//! One match arm and one `CONTROLLERS` entry per controller; keep the list and the match in
+//! the same order. TFMCC's receiver needs a receiver id (`tfmcc::TfmccReceiver::new(cfg, rid)`),
+//! so hosts build it directly rather than through this factory.
 
 use crate::controller::LayeredController;
+use crate::delay::Dlm;
 use crate::era::Era;
 use crate::error::{Error, Result};
+use crate::flid::Flid;
 use crate::plm::Plm;
+use crate::rlc::Rlc;
+use crate::rlm::Rlm;
+use crate::webrc::Webrc;
 
 /// Names the factory accepts (lower case).
-pub const CONTROLLERS: &[&str] = &[
-    "era", "plm",
-    // baselines (cc-baselines) and others: add names here
-];
+pub const CONTROLLERS: &[&str] = &["era", "plm", "rlm", "rlc", "flid", "webrc", "delay"];
 
 /// Builds the controller called `name` (case-insensitive) with its default parameters.
 pub fn controller_by_name(name: &str) -> Result<Box<dyn LayeredController>> {
     match name.to_ascii_lowercase().as_str() {
         "era" => Ok(Box::new(Era::default())),
         "plm" => Ok(Box::new(Plm::default())),
-        // baselines (cc-baselines): "rlm", "rlc", "flid-dl", "webrc", "delay" arms go here
+        "rlm" => Ok(Box::new(Rlm::default())),
+        "rlc" => Ok(Box::new(Rlc::default())),
+        "flid" | "flid-dl" => Ok(Box::new(Flid::default())),
+        "webrc" => Ok(Box::new(Webrc::default())),
+        "delay" => Ok(Box::new(Dlm::default())),
+        // The delay-based scheme exactly as the paper prints it (delay-based.md), for reproduction.
+        "delay-printed" => Ok(Box::new(Dlm::new(crate::delay::Config::as_printed()))),
         _ => Err(Error::UnknownController(
             name.to_string(),
             CONTROLLERS.join(", "),
@@ -40,6 +48,7 @@ mod tests {
             assert_eq!(c.layers(), 0);
         }
         assert_eq!(controller_by_name("ERA").unwrap().name(), "era");
+        assert_eq!(controller_by_name("flid-dl").unwrap().name(), "flid");
         match controller_by_name("nope") {
             Err(Error::UnknownController(n, known)) => {
                 assert_eq!(n, "nope");

@@ -6,6 +6,7 @@ mod error;
 mod http_client;
 mod net;
 mod receiver;
+mod video;
 
 use error::{Error, Result};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};

@@ -32,7 +32,7 @@ struct Layer {
 }
 
 /// One received, parsed data packet.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Pkt {
     ts: u64,
     layer: usize,
@@ -40,6 +40,8 @@ struct Pkt {
     seq: u16,
     ssrc: u32,
     size: usize,
+    /// The datagram (for the video path).
+    data: Vec<u8>,
 }
 
 impl Pkt {
@@ -98,7 +100,13 @@ impl Tally {
 }
 
 /// Hands one packet to the controller and updates the host's own counters.
-fn feed(l: &mut Layer, ctl: Option<&mut Box<dyn LayeredController>>, t: &mut Tally, p: Pkt) {
+fn feed(
+    l: &mut Layer,
+    ctl: Option<&mut Box<dyn LayeredController>>,
+    video: Option<&mut crate::video::Video>,
+    t: &mut Tally,
+    p: Pkt,
+) {
     let ts = p.ts;
     if l.ssrc != Some(p.ssrc) {
         // New sender instance (restart): new sequence space, not a loss burst.
@@ -151,6 +159,9 @@ fn feed(l: &mut Layer, ctl: Option<&mut Box<dyn LayeredController>>, t: &mut Tal
             recv_time: Time(ts),
         };
         c.handle_packet(Time(t.last_now), &arr);
+    }
+    if let Some(v) = video {
+        v.push(p.layer, &p.data, ts);
     }
 }
 
@@ -256,19 +267,6 @@ fn parse_packet(buf: &[u8], ts: u64, drops: &mut Drops) -> Option<(CcFields, u16
     }
 }
 
-/// The controller named `name`, from `congestion::controller_by_name`. Until the factory
-/// lists them, `era` and `plm` are built directly with their default configurations.
-fn make_controller(name: &str) -> Result<Box<dyn LayeredController>> {
-    match congestion::controller_by_name(name) {
-        Ok(c) => Ok(c),
-        Err(e) => match name {
-            "era" => Ok(Box::new(congestion::era::Era::default())),
-            "plm" => Ok(Box::new(congestion::plm::Plm::default())),
-            _ => Err(e.into()),
-        },
-    }
-}
-
 pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let (ev_tx, ev_rx) = mpsc::channel::<Event>();
@@ -315,7 +313,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     };
     let mut ctl: Option<Box<dyn LayeredController>> = match a.fixed_layers {
         Some(_) => None,
-        None => Some(make_controller(&a.controller)?),
+        None => Some(congestion::controller_by_name(&a.controller)?),
     };
     let protocol = match a.fixed_layers {
         Some(n) => format!("fixed:{n}"),
@@ -326,6 +324,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let mut layers: Vec<Layer> = Vec::new();
     let mut drops = Drops::default();
     let mut tally = Tally::default();
+    let mut video: Option<crate::video::Video> = None;
     let mut first_join_ns: Option<u64> = None;
     let mut pending_decisions: Vec<Value> = Vec::new();
     let mut recent_decisions: VecDeque<Value> = VecDeque::new();
@@ -422,6 +421,11 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                                 seq,
                                 ssrc,
                                 size: n,
+                                data: if video.is_some() {
+                                    buf[..n].to_vec()
+                                } else {
+                                    Vec::new()
+                                },
                             });
                         }
                     }
@@ -465,6 +469,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     }
                 }
                 tally.reset_offsets();
+                video = crate::video::Video::new(&new, a.out.as_deref());
                 eprintln!(
                     "layercast-player: session {} ({} layers, {} B packets, bunch {})",
                     new.session_id,
@@ -496,7 +501,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 l.held.push(p);
                 continue;
             }
-            feed(l, ctl.as_mut(), &mut tally, p);
+            feed(l, ctl.as_mut(), video.as_mut(), &mut tally, p);
         }
         for l in layers.iter_mut() {
             let Some(first) = l.first_held else { continue };
@@ -504,13 +509,13 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 continue;
             }
             let held = std::mem::take(&mut l.held);
-            let m = held.iter().map(Pkt::offset_us).min().unwrap_or(0);
+            let m = held.iter().map(|p| p.offset_us()).min().unwrap_or(0);
             let m = tally.min_offset().map_or(m, |g| g.min(m));
             for p in held {
                 if p.offset_us() > m + HELD_SLACK_US {
                     drops.stale += 1;
                 } else {
-                    feed(l, ctl.as_mut(), &mut tally, p);
+                    feed(l, ctl.as_mut(), video.as_mut(), &mut tally, p);
                 }
             }
             l.quarantine = false;
@@ -583,6 +588,9 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 Action::SendFeedback(_) => {} // TFMCC feedback: not wired yet
             }
         }
+        if let Some(v) = video.as_mut() {
+            v.set_layers(layers.iter().filter(|l| l.sock.is_some()).count());
+        }
         // 8. Once a second: log, telemetry, metrics.
         if Instant::now() >= next_tick {
             let dt = last_tick.elapsed().as_secs_f64().max(1e-3);
@@ -636,6 +644,17 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 },
                 "max_gap_ms": std::mem::take(&mut tally.max_gap_sec) as f64 / 1e6,
                 "decisions": pending_decisions,
+                "video": video.as_mut().map(|v| {
+                    let st = v.stats();
+                    let j = json!({"frames": v.frames, "frames_1s": v.frames_1s,
+                        "width": v.width, "height": v.height, "freezes": v.freezes,
+                        "decoder_errors": v.decoder_errors, "push_errors": v.push_errors,
+                        "pictures": st.pictures, "pictures_skipped": st.pictures_skipped,
+                        "frames_incomplete": st.frames_incomplete, "late": st.late,
+                        "malformed": st.malformed});
+                    v.frames_1s = 0;
+                    j
+                }),
                 "dropped": {"malformed_rtp": drops.malformed_rtp, "missing_cc": drops.missing_cc,
                     "bad_cc": drops.bad_cc, "wrong_layer": drops.wrong_layer,
                     "truncated": drops.truncated, "malformed_sam": drops.malformed_sam,
@@ -661,7 +680,11 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     "layers": n_layers, "max_layers": max_layers, "rate_bps": rate_bps,
                     "estimate_bps": est, "loss_ratio": loss_ratio.clamp(0.0, 1.0),
                     "packets_received": total.packets, "packets_lost": total.lost,
-                    "width": 0, "height": 0, "fps": 0.0, "frames": 0, "freezes": 0,
+                    "width": video.as_ref().map_or(0, |v| v.width),
+                    "height": video.as_ref().map_or(0, |v| v.height),
+                    "fps": line["video"]["frames_1s"].as_f64().unwrap_or(0.0) / dt,
+                    "frames": video.as_ref().map_or(0, |v| v.frames),
+                    "freezes": video.as_ref().map_or(0, |v| v.freezes),
                     "rtt_s": stats.as_ref().and_then(|s| s.rtt_s),
                     "decisions": pending_decisions,
                 });

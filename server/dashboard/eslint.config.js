@@ -15,7 +15,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ["dev/**/*.mjs"],
+    files: ["dev/**/*.mjs", "test/**/*.mjs"],
     languageOptions: { globals: { process: "readonly", console: "readonly", Buffer: "readonly", setInterval: "readonly", setTimeout: "readonly", URL: "readonly", fetch: "readonly" } },
   },
 );

@@ -85,6 +85,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "50",
         "the pacer sleeps until this long before a bunch, then spins",
     ),
+    (
+        "pacer_realtime",
+        "true",
+        "run pacer threads at SCHED_FIFO priority 10 if permitted",
+    ),
 ];
 
 /// Resolved server-level configuration.
@@ -104,6 +109,7 @@ pub struct ServerConfig {
     pub max_viewer_labels: usize,
     pub viewer_timeout: Duration,
     pub pacer_spin: Duration,
+    pub pacer_realtime: bool,
     pub sessions: Vec<SessionConfig>,
 }
 
@@ -136,6 +142,120 @@ pub struct SessionConfig {
     pub group: Option<Ipv4Addr>,
     /// First port (layer k on port + 2k).
     pub port: Option<u16>,
+    /// Video parameters for `source = "testpattern"`.
+    pub video: Option<VideoConfig>,
+}
+
+/// The SVC encode of a video source. Layers are the ladder's cells in spatial-major order
+/// (`codec::ladder::LayerLadder::spatial_major`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VideoConfig {
+    /// Top spatial layer size (even). Default 640x360.
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+    /// Frames per second. Default 15.
+    pub fps: Option<u32>,
+    /// Spatial and temporal layers, 1..=3 each. Default 3 and 3.
+    pub spatial: Option<usize>,
+    pub temporal: Option<usize>,
+    /// Multiplies the codec's default 720p L3T3 cell rates. Default 0.5.
+    pub kbps_scale: Option<f64>,
+    /// Seconds between key pictures: the longest a receiver that joins mid-stream waits
+    /// before it can decode the base layer (multicast receivers cannot ask for one). Default 2.
+    pub keyframe_interval_s: Option<f64>,
+}
+
+/// A resolved video encode.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResolvedVideo {
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    pub spatial: usize,
+    pub temporal: usize,
+    /// `cell_kbps[s][t]`, the encoder's per-cell budget.
+    pub cell_kbps: Vec<Vec<u32>>,
+    /// Frames between key pictures.
+    pub keyframe_interval: u32,
+}
+
+/// Default per-cell rates of the 720p L3T3 ladder (kbit/s), as `codec::ladder` has them.
+const L3T3_CELL_KBPS: [[u32; 3]; 3] = [[90, 30, 30], [240, 80, 80], [600, 200, 200]];
+
+impl VideoConfig {
+    fn resolve(&self, key: &dyn Fn(&str) -> String) -> Result<ResolvedVideo> {
+        let (w, h) = (self.width.unwrap_or(640), self.height.unwrap_or(360));
+        if w < 64 || h < 64 || w > 1920 || h > 1088 || w % 2 == 1 || h % 2 == 1 {
+            return Err(Error::config(
+                &key("video.width"),
+                format!("{w}x{h}: even, 64..=1920 x 64..=1088"),
+            ));
+        }
+        let fps = self.fps.unwrap_or(15);
+        if !(1..=60).contains(&fps) {
+            return Err(Error::config(
+                &key("video.fps"),
+                format!("{fps} outside 1..=60"),
+            ));
+        }
+        let (ns, nt) = (self.spatial.unwrap_or(3), self.temporal.unwrap_or(3));
+        if !(1..=3).contains(&ns) || !(1..=3).contains(&nt) {
+            return Err(Error::config(
+                &key("video.spatial"),
+                format!("L{ns}T{nt}: 1..=3 each"),
+            ));
+        }
+        let scale = self.kbps_scale.unwrap_or(0.5);
+        if !(0.01..=10.0).contains(&scale) {
+            return Err(Error::config(
+                &key("video.kbps_scale"),
+                format!("{scale} outside 0.01..=10"),
+            ));
+        }
+        let cell_kbps = (0..ns)
+            .map(|s| {
+                (0..nt)
+                    .map(|t| ((L3T3_CELL_KBPS[3 - ns + s][t] as f64 * scale).round() as u32).max(1))
+                    .collect()
+            })
+            .collect();
+        let ki = self.keyframe_interval_s.unwrap_or(2.0);
+        if !(0.1..=60.0).contains(&ki) {
+            return Err(Error::config(
+                &key("video.keyframe_interval_s"),
+                format!("{ki} outside 0.1..=60"),
+            ));
+        }
+        let keyframe_interval = ((ki * fps as f64).round() as u32).max(1);
+        Ok(ResolvedVideo {
+            width: w,
+            height: h,
+            fps,
+            spatial: ns,
+            temporal: nt,
+            cell_kbps,
+            keyframe_interval,
+        })
+    }
+}
+
+/// Frames per second carried by temporal layer `t` of `nt` (patterns 0, 01, 0212).
+pub fn temporal_fps(fps: u32, nt: usize, t: usize) -> f64 {
+    let f = fps as f64;
+    match (nt, t) {
+        (1, _) => f,
+        (2, _) => f / 2.0,
+        (_, 0) | (_, 1) => f / 4.0,
+        _ => f / 2.0,
+    }
+}
+
+/// Announced rate of a video layer: the cell's budget with 30% headroom for RTP and payload
+/// headers and encoder overshoot, plus one packet slot per frame (a frame's last packet is
+/// usually short, but the pacer spends a whole packet-size slot on it).
+pub fn video_layer_rate(cell_kbps: u32, layer_fps: f64, packet_size: u16) -> u64 {
+    (cell_kbps as f64 * 1000.0 * 1.3 + layer_fps * packet_size as f64 * 8.0).round() as u64
 }
 
 /// Protocols a session may announce (the contract's list).
@@ -156,6 +276,7 @@ pub struct ResolvedSession {
     pub adapt_interval: Duration,
     pub group: Ipv4Addr,
     pub port: u16,
+    pub video: Option<ResolvedVideo>,
 }
 
 /// Smallest packet: 12-byte RTP header + 16-byte cc extension + 1 byte of payload.
@@ -181,15 +302,30 @@ impl SessionConfig {
             ));
         }
         let source = self.source.clone().unwrap_or_else(|| "synthetic".into());
-        if source != "synthetic" {
-            return Err(Error::config(
-                &key("source"),
-                format!("{source:?}: only `synthetic` is available in this build"),
-            ));
-        }
-        let rates = match &self.layer_rates_bps {
-            Some(r) => r.clone(),
-            None => {
+        let video = match source.as_str() {
+            "synthetic" => None,
+            "testpattern" => Some(self.video.clone().unwrap_or_default().resolve(&key)?),
+            _ => {
+                return Err(Error::config(
+                    &key("source"),
+                    format!("{source:?}: `synthetic` or `testpattern` (file, URI and camera sources need the GStreamer glue)"),
+                ))
+            }
+        };
+        let default_packet = if video.is_some() { 1200 } else { 512 };
+        let rates = match (&video, &self.layer_rates_bps) {
+            (Some(v), _) => {
+                let m = self.packet_size.unwrap_or(default_packet);
+                let mut r = Vec::new();
+                for row in &v.cell_kbps {
+                    for (t, &c) in row.iter().enumerate() {
+                        r.push(video_layer_rate(c, temporal_fps(v.fps, v.temporal, t), m));
+                    }
+                }
+                r
+            }
+            (None, Some(r)) => r.clone(),
+            (None, None) => {
                 let n = self.layers.unwrap_or(10);
                 vec![self.layer_rate_bps.unwrap_or(100_000); n]
             }
@@ -209,7 +345,13 @@ impl SessionConfig {
                 format!("layer {i} rate {} outside 1000..=1e9 bit/s", rates[i]),
             ));
         }
-        let packet_size = self.packet_size.unwrap_or(512);
+        let packet_size = self.packet_size.unwrap_or(default_packet);
+        if video.is_some() && packet_size < 200 {
+            return Err(Error::config(
+                &key("packet_size"),
+                "video needs at least 200 bytes",
+            ));
+        }
         if !(MIN_PACKET..=MAX_PACKET).contains(&packet_size) {
             return Err(Error::config(
                 &key("packet_size"),
@@ -282,6 +424,7 @@ impl SessionConfig {
             adapt_interval: Duration::from_millis(rai),
             group,
             port,
+            video,
         })
     }
 }
@@ -427,6 +570,7 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         max_viewer_labels: parse_val("max_viewer_labels", v("max_viewer_labels"))?,
         viewer_timeout: Duration::from_secs(parse_val("viewer_timeout_s", v("viewer_timeout_s"))?),
         pacer_spin: Duration::from_micros(parse_val("pacer_spin_us", v("pacer_spin_us"))?),
+        pacer_realtime: parse_bool("pacer_realtime", v("pacer_realtime"))?,
         sessions,
     };
     Ok(Cli::Run(Box::new(cfg)))

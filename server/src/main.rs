@@ -7,6 +7,7 @@ mod pacer;
 mod rtp_out;
 mod sock;
 mod state;
+mod video;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,10 +88,11 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
     for s in state::lock(&state.sessions).values() {
         let h = state::lock(&s.stats.errors).clone();
         eprintln!(
-            "layercast-server: session {}: {} packets, {} bunches, bunch start error p50 {} us p99 {} us max {} us",
+            "layercast-server: session {}: {} packets, {} bunches, realtime pacer {}, bunch start error p50 {} us p99 {} us max {} us",
             s.cfg.id,
             s.stats.packets.load(Ordering::Relaxed),
             s.stats.bunches.load(Ordering::Relaxed),
+            s.stats.realtime.load(Ordering::Relaxed),
             h.quantile_us(0.5),
             h.quantile_us(0.99),
             h.max_us

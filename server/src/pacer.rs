@@ -3,8 +3,12 @@
 //! packets, because one thread sends them all).
 //!
 //! Timing: layer k with rate `r_k`, packet size `M` bytes and bunch length `b` sends one bunch
-//! every `T_k = 8·M·b / r_k` seconds. Layer phases are spread (`k/N · T_k`) so that layers do
-//! not all fire at once (`era.md` §1.1.6 [R]). The thread sleeps until `spin` before the
+//! every `T_k = 8·M·b / r_k` seconds. Layer phases are spread so that layers do not fire
+//! at once (`era.md` §1.1.6 [R]): layer k starts at `frac(k·φ⁻¹)·T_k` (golden-ratio
+//! sequence), which spreads *every prefix* of layers evenly over the interval. A receiver
+//! holds a prefix, so this is what its bottleneck queue sees; a plain `k/N` spread packs
+//! the few layers a slow receiver holds into the first `k/N` of the interval, and behind a
+//! 500 kbit/s link with a five-packet queue four such pairs overflow it. The thread sleeps until `spin` before the
 //! deadline (timer slack set to 1 ns so the kernel does not batch the wake-up), then spins.
 //! The start error of each bunch (actual − scheduled) is recorded in a histogram; if the
 //! thread falls more than one second behind (suspended, overloaded) it re-anchors instead of
@@ -60,6 +64,7 @@ pub struct PacerStats {
     pub bunches: AtomicU64,
     pub send_errors: AtomicU64,
     pub resyncs: AtomicU64,
+    pub realtime: AtomicBool,
     pub per_layer_packets: Mutex<Vec<u64>>,
     pub errors: Mutex<ErrorHistogram>,
 }
@@ -74,6 +79,10 @@ pub struct PacerConfig {
     pub ssrc_base: u32,
     pub spin: Duration,
     pub payload_type: u8,
+    /// Try `SCHED_FIFO` for the pacer thread.
+    pub realtime: bool,
+    /// Media packets per layer (video sources); `None` = synthetic padding layers.
+    pub queues: Option<Arc<crate::video::LayerQueues>>,
 }
 
 impl PacerConfig {
@@ -101,6 +110,16 @@ fn set_timer_slack() {
     }
 }
 
+/// Asks for `SCHED_FIFO` priority 10 for the pacer thread (needs root or CAP_SYS_NICE; on
+/// failure the thread stays at normal priority). On a loaded host a normal thread can be
+/// held off the CPU for milliseconds, which shows up as bunch start error. The thread spins
+/// at most `spin` per bunch and sleeps otherwise, and the kernel's RT throttling bounds it.
+fn set_realtime() -> bool {
+    let p = libc::sched_param { sched_priority: 10 };
+    // SAFETY: pthread_self is always valid; p is a valid sched_param.
+    unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &p) == 0 }
+}
+
 /// Sleeps/spins until `deadline` or until `stop` is set. Returns false if stopped.
 fn wait_until(deadline: Instant, spin: Duration, stop: &AtomicBool) -> bool {
     loop {
@@ -123,9 +142,17 @@ fn wait_until(deadline: Instant, spin: Duration, stop: &AtomicBool) -> bool {
     }
 }
 
+/// Phase of layer `k` as a fraction of its bunch interval: `frac(k·(√5−1)/2)`.
+pub fn phase(k: usize) -> f64 {
+    (k as f64 * 0.618_033_988_749_895).fract()
+}
+
 /// Runs the pacer on the current thread until `stop` is set.
 pub fn run(cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: Arc<AtomicBool>) {
     set_timer_slack();
+    if cfg.realtime {
+        stats.realtime.store(set_realtime(), Ordering::Relaxed);
+    }
     let n = cfg.rates_bps.len();
     *stats
         .per_layer_packets
@@ -134,10 +161,13 @@ pub fn run(cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: Arc<
     let intervals: Vec<Duration> = (0..n).map(|k| cfg.bunch_interval(k)).collect();
     let start = Instant::now() + Duration::from_millis(5);
     let mut next: Vec<Instant> = (0..n)
-        .map(|k| start + intervals[k].mul_f64(k as f64 / n as f64))
+        .map(|k| start + intervals[k].mul_f64(phase(k)))
         .collect();
     let mut seq: Vec<u16> = vec![0; n];
-    let mut buf = Vec::with_capacity(cfg.packet_size as usize);
+    let mut last_ts: Vec<u32> = vec![0; n];
+    let mut bufs: Vec<Vec<u8>> = (0..cfg.bunch_len)
+        .map(|_| Vec::with_capacity(cfg.packet_size as usize))
+        .collect();
     let mut local_hist = ErrorHistogram::default();
     let mut local_layer = vec![0u64; n];
     let mut last_flush = Instant::now();
@@ -156,13 +186,13 @@ pub fn run(cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: Arc<
             // Re-anchor every layer rather than emitting a second's worth of bunches at once.
             stats.resyncs.fetch_add(1, Ordering::Relaxed);
             for (j, t) in next.iter_mut().enumerate() {
-                *t = began + intervals[j].mul_f64(j as f64 / n as f64);
+                *t = began + intervals[j].mul_f64(phase(j));
             }
             continue;
         }
         local_hist.record(late.as_micros() as u64);
         let send_us = unix_micros();
-        let mut sent = 0u64;
+        bufs.iter_mut().for_each(Vec::clear);
         for pos in 0..cfg.bunch_len {
             let cc = CcFields {
                 layer: k as u8,
@@ -170,30 +200,49 @@ pub fn run(cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: Arc<
                 bunch_len: cfg.bunch_len,
                 send_time_us: send_us,
             };
-            let ts90 = (send_us.wrapping_mul(9) / 100) as u32;
-            buf.clear();
-            rtp_out::write_packet(
-                &mut buf,
-                cfg.payload_type,
-                seq[k],
-                ts90,
-                cfg.ssrc_base.wrapping_add(k as u32),
-                &cc,
-                cfg.packet_size as usize,
-            );
-            seq[k] = seq[k].wrapping_add(1);
-            match sock.send_to(&buf, cfg.dests[k]) {
-                Ok(_) => sent += 1,
-                Err(_) => {
-                    stats.send_errors.fetch_add(1, Ordering::Relaxed);
+            let media = cfg.queues.as_ref().and_then(|q| q.pop(k));
+            let buf = &mut bufs[pos as usize];
+            match media {
+                Some(p) => {
+                    last_ts[k] = p.header.timestamp;
+                    rtp_out::write_media(buf, p, seq[k], &cc, cfg.packet_size as usize);
+                }
+                None if cfg.queues.is_some() => {
+                    rtp_out::write_padding(
+                        buf,
+                        cfg.payload_type,
+                        seq[k],
+                        last_ts[k],
+                        cfg.ssrc_base.wrapping_add(k as u32),
+                        &cc,
+                        cfg.packet_size as usize,
+                    );
+                }
+                None => {
+                    let ts90 = (send_us.wrapping_mul(9) / 100) as u32;
+                    rtp_out::write_packet(
+                        buf,
+                        cfg.payload_type,
+                        seq[k],
+                        ts90,
+                        cfg.ssrc_base.wrapping_add(k as u32),
+                        &cc,
+                        cfg.packet_size as usize,
+                    );
                 }
             }
+            seq[k] = seq[k].wrapping_add(1);
+        }
+        let sent = send_bunch(&sock, &bufs[..cfg.bunch_len as usize], cfg.dests[k]);
+        if sent < cfg.bunch_len as u64 {
+            stats
+                .send_errors
+                .fetch_add(cfg.bunch_len as u64 - sent, Ordering::Relaxed);
         }
         local_layer[k] += sent;
         stats.packets.fetch_add(sent, Ordering::Relaxed);
-        stats
-            .bytes
-            .fetch_add(sent * cfg.packet_size as u64, Ordering::Relaxed);
+        let bytes: u64 = bufs[..sent as usize].iter().map(|b| b.len() as u64).sum();
+        stats.bytes.fetch_add(bytes, Ordering::Relaxed);
         stats.bunches.fetch_add(1, Ordering::Relaxed);
         next[k] += intervals[k];
         if last_flush.elapsed() > Duration::from_millis(250) {
@@ -202,6 +251,60 @@ pub fn run(cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: Arc<
         }
     }
     flush(&stats, &mut local_hist, &mut local_layer);
+}
+
+/// Sends a whole bunch with one `sendmmsg` call, so that the thread cannot be preempted
+/// between two packets of a bunch (which would space them wider than the bottleneck does
+/// and make every receiver under-estimate). Returns the number of packets sent.
+fn send_bunch(sock: &UdpSocket, bufs: &[Vec<u8>], dst: SocketAddrV4) -> u64 {
+    use std::os::fd::AsRawFd;
+    let sa = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: dst.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*dst.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let mut iovs: Vec<libc::iovec> = bufs
+        .iter()
+        .map(|b| libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        })
+        .collect();
+    let mut msgs: Vec<libc::mmsghdr> = iovs
+        .iter_mut()
+        .map(|iov| {
+            // SAFETY: an all-zero msghdr is valid; the fields used are set below.
+            let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+            h.msg_name = &sa as *const _ as *mut libc::c_void;
+            h.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            h.msg_iov = iov as *mut libc::iovec;
+            h.msg_iovlen = 1;
+            libc::mmsghdr {
+                msg_hdr: h,
+                msg_len: 0,
+            }
+        })
+        .collect();
+    let mut done = 0usize;
+    while done < msgs.len() {
+        // SAFETY: msgs[done..] point to live iovecs, buffers and sockaddr for this call.
+        let r = unsafe {
+            libc::sendmmsg(
+                sock.as_raw_fd(),
+                msgs[done..].as_mut_ptr(),
+                (msgs.len() - done) as libc::c_uint,
+                0,
+            )
+        };
+        if r <= 0 {
+            break;
+        }
+        done += r as usize;
+    }
+    done as u64
 }
 
 /// Moves thread-local tallies into the shared stats (keeps the lock off the send path).
@@ -231,6 +334,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn phases_spread_every_prefix() {
+        // For each prefix of up to 16 layers, the largest gap between consecutive phases on
+        // the unit circle stays below 2.5/k (the golden-ratio sequence's three-gap bound).
+        for k in 2..=16 {
+            let mut p: Vec<f64> = (0..k).map(phase).collect();
+            p.sort_by(f64::total_cmp);
+            let mut gaps: Vec<f64> = p.windows(2).map(|w| w[1] - w[0]).collect();
+            gaps.push(1.0 - p[k - 1] + p[0]);
+            let max = gaps.iter().cloned().fold(0.0, f64::max);
+            assert!(max < 2.5 / k as f64, "prefix {k}: max gap {max}");
+        }
+    }
+
+    #[test]
     fn histogram_quantiles() {
         let mut h = ErrorHistogram::default();
         for _ in 0..98 {
@@ -254,6 +371,8 @@ mod tests {
             ssrc_base: 0,
             spin: Duration::ZERO,
             payload_type: 96,
+            realtime: false,
+            queues: None,
         };
         // 2 × 512 × 8 / 20 000 = 0.4096 s (era.md §1.1.3).
         assert!((c.bunch_interval(0).as_secs_f64() - 0.4096).abs() < 1e-9);
@@ -279,6 +398,8 @@ mod tests {
             ssrc_base: 1000,
             spin: Duration::from_micros(50),
             payload_type: 96,
+            realtime: false,
+            queues: None,
         };
         let stats = Arc::new(PacerStats::default());
         let stop = Arc::new(AtomicBool::new(false));

@@ -49,6 +49,9 @@ pub struct Session {
     pub stats: Arc<PacerStats>,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    encoder: Mutex<Option<JoinHandle<()>>>,
+    /// Media queues of a video session.
+    pub queues: Option<Arc<crate::video::LayerQueues>>,
 }
 
 impl Session {
@@ -56,6 +59,9 @@ impl Session {
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = lock(&self.thread).take() {
+            let _ = h.join();
+        }
+        if let Some(h) = lock(&self.encoder).take() {
             let _ = h.join();
         }
     }
@@ -236,10 +242,24 @@ impl State {
             bunch_len: r.bunch_len,
             adapt_interval: r.adapt_interval,
             announce_interval: self.cfg.announce_interval,
-            codec: String::new(),
+            codec: r
+                .video
+                .as_ref()
+                .map(crate::video::codec_string)
+                .unwrap_or_default(),
         };
         congestion::wire::sam::validate(&info)?;
         let sock = sock::sender_socket(&self.cfg)?;
+        let ssrc_base = random_u32();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (queues, encoder) = match &r.video {
+            Some(v) => {
+                let q = Arc::new(crate::video::LayerQueues::default());
+                let h = crate::video::start(v, r.packet_size, ssrc_base, q.clone(), stop.clone())?;
+                (Some(q), Some(h))
+            }
+            None => (None, None),
+        };
         let pc = PacerConfig {
             rates_bps: r.rates_bps.clone(),
             packet_size: r.packet_size,
@@ -248,12 +268,13 @@ impl State {
                 .iter()
                 .map(|l| SocketAddrV4::new(l.group, l.port))
                 .collect(),
-            ssrc_base: random_u32(),
+            ssrc_base,
             spin: self.cfg.pacer_spin,
             payload_type: 96,
+            realtime: self.cfg.pacer_realtime,
+            queues: queues.clone(),
         };
         let stats = Arc::new(PacerStats::default());
-        let stop = Arc::new(AtomicBool::new(false));
         let (s2, st2) = (stats.clone(), stop.clone());
         let h = std::thread::Builder::new()
             .name(format!("pacer-{}", r.id))
@@ -266,6 +287,8 @@ impl State {
             stats,
             stop,
             thread: Mutex::new(Some(h)),
+            encoder: Mutex::new(encoder),
+            queues,
         });
         sessions.insert(r.id.clone(), s.clone());
         Ok(s)
@@ -365,6 +388,7 @@ impl State {
                 }
             }
         }
+        let labels = s.cfg.video.as_ref().map(crate::video::labels);
         let mut cum = 0u64;
         let layers: Vec<Value> = info
             .layers
@@ -374,12 +398,15 @@ impl State {
                 cum += l.rate_bps;
                 json!({"index": k, "rate_bps": l.rate_bps, "cumulative_bps": cum,
                        "group": l.group.to_string(), "port": l.port,
-                       "label": format!("L{k} {} kbit/s", l.rate_bps / 1000)})
+                       "label": labels.as_ref().and_then(|v| v.get(k).cloned())
+                           .unwrap_or_else(|| format!("L{k} {} kbit/s", l.rate_bps / 1000))})
             })
             .collect();
         json!({
             "id": s.cfg.id, "name": s.cfg.name, "protocol": s.cfg.protocol,
             "source": s.cfg.source, "codec": info.codec, "layers": layers,
+            "video_pictures": s.queues.as_ref().map(|q| q.pictures.load(Ordering::Relaxed)),
+            "video_dropped": s.queues.as_ref().map(|q| q.dropped.load(Ordering::Relaxed)),
             "viewers_by_layer": by_layer, "tfmcc": Value::Null,
             "started_at": s.started_at,
             "packets_sent": s.stats.packets.load(Ordering::Relaxed),

@@ -11,7 +11,7 @@ mod decoder;
 mod encoder;
 
 pub use decoder::{DecodedFrame, Decoder};
-pub(crate) use encoder::i420_len as encoder_i420_len;
+pub use encoder::i420_len as encoder_i420_len;
 pub use encoder::{EncodedPicture, LayerFrame, SvcConfig, SvcEncoder};
 
 use crate::error::Error;

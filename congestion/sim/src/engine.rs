@@ -148,6 +148,10 @@ pub struct Link {
     pub delay: Time,
     /// Random (non-congestion) loss probability per packet.
     pub loss: f64,
+    /// Extra propagation delay drawn uniformly in [0, jitter) per packet, never reordering
+    /// (a packet arrives no earlier than the one before it on this link).
+    pub jitter: Time,
+    last_arrival: Time,
     queue: Box<dyn QueueDiscipline<Packet>>,
     busy: bool,
     /// The packet being serialised (kept here so TxDone events carry no payload).
@@ -387,10 +391,12 @@ impl Net {
     }
 }
 
-/// Serialisation time of `size` bytes at `rate_bps`, nanoseconds (at least 1 ns).
+/// Serialisation time of `size` bytes at `rate_bps`, nanoseconds, rounded up (so a link never
+/// runs faster than its nominal rate), at least 1 ns.
 #[inline]
 pub fn tx_time(size: u32, rate_bps: u64) -> u64 {
-    ((u64::from(size) * 8 * 1_000_000_000) / rate_bps.max(1)).max(1)
+    let r = rate_bps.max(1);
+    (u64::from(size) * 8 * 1_000_000_000).div_ceil(r).max(1)
 }
 
 fn duration(t: Time) -> std::time::Duration {
@@ -417,6 +423,7 @@ pub struct LinkSpec {
     pub rate_bps: u64,
     pub delay: Time,
     pub loss: f64,
+    pub jitter: Time,
     pub queue: Box<dyn QueueDiscipline<Packet>>,
 }
 
@@ -443,6 +450,8 @@ impl Sim {
                     rate_bps: s.rate_bps,
                     delay: s.delay,
                     loss: s.loss,
+                    jitter: s.jitter,
+                    last_arrival: Time::ZERO,
                     queue: s.queue,
                     busy: false,
                     tx: None,
@@ -549,7 +558,12 @@ impl Sim {
                             *c += 1;
                         }
                     } else {
-                        let at = Time(net.now.0 + l.delay.0);
+                        let mut at = Time(net.now.0 + l.delay.0);
+                        if l.jitter.0 > 0 {
+                            at = Time(at.0 + (l.rng.f64() * l.jitter.0 as f64) as u64);
+                            at = at.max(l.last_arrival);
+                            l.last_arrival = at;
+                        }
                         let node = l.to;
                         net.push(at, Ev::Arrive { node, pkt });
                     }

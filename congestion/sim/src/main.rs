@@ -100,6 +100,13 @@ fn real_main(args: &[String]) -> Result<ExitCode, String> {
                 if sc.measurements.is_empty() {
                     continue;
                 }
+                let missing = sc.missing_protocols();
+                if !missing.is_empty() {
+                    let why = format!("needs controller {}", missing.join(", "));
+                    eprintln!("catalogue: {}: not run, {why}", sc.name);
+                    rows.extend(sim::catalogue::not_run_rows(&sc, &why));
+                    continue;
+                }
                 let n = seeds.unwrap_or(if fast { sc.fast_seeds } else { sc.seeds });
                 eprintln!("catalogue: {} × {n} seeds ...", sc.name);
                 let t0 = std::time::Instant::now();
@@ -119,7 +126,7 @@ fn real_main(args: &[String]) -> Result<ExitCode, String> {
             print!("{}", table(&rows));
             let failed = rows
                 .iter()
-                .filter(|r| (r.min.is_some() || r.max.is_some()) && !r.pass)
+                .filter(|r| (r.min.is_some() || r.max.is_some()) && !r.pass && !r.values.is_empty())
                 .count();
             eprintln!(
                 "catalogue: {} rows, {failed} failed; results in {}",

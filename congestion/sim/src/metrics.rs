@@ -43,6 +43,9 @@ pub struct Monitor {
     /// Layer events (one per layer joined or left) and change events (one per level change).
     pub layer_events: u64,
     pub change_events: u64,
+    /// The controller's decision log (layered receivers).
+    #[serde(skip)]
+    pub decisions: Vec<congestion::Decision>,
 }
 
 /// All monitors of a run.
@@ -74,6 +77,7 @@ impl Monitors {
             ladder_kbps,
             layer_events: 0,
             change_events: 0,
+            decisions: Vec::new(),
         });
         self.list.len() - 1
     }

@@ -194,5 +194,13 @@ pub fn write_run(dir: &Path, sc: &Scenario, sim: &Sim, summary: &RunSummary) -> 
     }
     std::fs::write(dir.join("measurements.csv"), mc).map_err(io)?;
     std::fs::write(dir.join("plot.svg"), plot_svg(sc, sim)).map_err(io)?;
+    let mut dl = String::new();
+    for m in &sim.net.monitors.list {
+        for d in &m.decisions {
+            let line = serde_json::json!({"receiver": m.name, "decision": d});
+            let _ = writeln!(dl, "{line}");
+        }
+    }
+    std::fs::write(dir.join("decisions.jsonl"), dl).map_err(io)?;
     Ok(())
 }

@@ -80,6 +80,9 @@ pub struct LinkDef {
     pub queue: Option<QdiscConfig>,
     #[serde(default)]
     pub loss: f64,
+    /// Per-packet extra delay, uniform in [0, jitter_ms), order-preserving.
+    #[serde(default)]
+    pub jitter_ms: f64,
     #[serde(default = "yes")]
     pub duplex: bool,
     /// Queue of the reverse direction, if different.
@@ -334,6 +337,10 @@ pub struct Measurement {
     /// The published value, as text, for the report.
     #[serde(default)]
     pub published: String,
+    /// A known, investigated miss (the verdict stays FAIL in the report; the fast test treats
+    /// the row as an expected failure and says so).
+    #[serde(default)]
+    pub known_issue: Option<String>,
 }
 
 /// Available bandwidth for the efficiency metric.
@@ -444,6 +451,9 @@ impl Scenario {
             }
             if !(l.delay_ms.is_finite() && l.delay_ms >= 0.0) {
                 return Err(invalid("delay_ms", "must be >= 0"));
+            }
+            if !(l.jitter_ms.is_finite() && l.jitter_ms >= 0.0) {
+                return Err(invalid("jitter_ms", "must be >= 0"));
             }
             if !(0.0..=1.0).contains(&l.loss) {
                 return Err(invalid("loss", "must be in [0, 1]"));
@@ -631,6 +641,7 @@ impl Scenario {
                     rate_bps: rate,
                     delay: Time::from_secs_f64(l.delay_ms / 1000.0),
                     loss: l.loss,
+                    jitter: Time::from_secs_f64(l.jitter_ms / 1000.0),
                     queue,
                 });
             }
@@ -717,7 +728,8 @@ impl Scenario {
                             ladder.clone(),
                         );
                         let rn = nodes[r.at.as_str()];
-                        let rcv = LayeredReceiver::new(rn, ctl, info.clone(), groups.clone(), mon);
+                        let rcv =
+                            LayeredReceiver::new(rn, ctl, info.clone(), groups.clone(), mon, t0);
                         let id = sim.add_agent(rn, Box::new(rcv));
                         let t = start_of(r.start_s, r.start_jitter_s).max(t0);
                         sim.net.schedule_command(t, id, Command::Start);

@@ -94,6 +94,7 @@ fn chain(bottleneck_bps: u64) -> Sim {
         rate_bps: rate,
         delay: Time::from_millis(ms),
         loss: 0.0,
+        jitter: Time::ZERO,
         queue: q(100),
     };
     Sim::new(

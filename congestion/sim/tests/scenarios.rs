@@ -189,3 +189,17 @@ measurements: [{id: x, metric: throughput_kbps, of: [c], min: 1}]
         assert!(Scenario::from_yaml(&bad).is_err(), "parser accepted {to}");
     }
 }
+
+#[test]
+fn the_example_in_docs_scenarios_md_is_valid() {
+    let md = std::fs::read_to_string(repo().join("docs/scenarios.md")).unwrap();
+    let start = md.find("```yaml\n").expect("yaml block") + 8;
+    let end = start + md[start..].find("```").expect("block end");
+    let sc = Scenario::from_yaml(&md[start..end]).unwrap_or_else(|e| panic!("{e}"));
+    let v: Value = serde_yaml::from_str(&md[start..end]).unwrap();
+    let schema = schema();
+    let mut errs = Vec::new();
+    check(&schema, &schema, &v, "$", &mut errs);
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(sc.flows.len(), 2);
+}

@@ -15,6 +15,8 @@
 
 #![allow(dead_code)]
 
+pub mod mrouter;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -50,7 +52,7 @@ fn sh(args: &[&str]) -> Result<String, String> {
 pub fn prerequisites() -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let tools = ["ip", "tc", "igmpproxy"].iter().all(|t| {
+    let tools = ["ip", "tc"].iter().all(|t| {
         Command::new("sh")
             .args(["-c", &format!("command -v {t}")])
             .output()
@@ -58,7 +60,7 @@ pub fn prerequisites() -> bool {
     });
     let ok = root && tools;
     if !ok {
-        let msg = format!("netns prerequisites missing (root={root}, ip/tc/igmpproxy={tools})");
+        let msg = format!("netns prerequisites missing (root={root}, ip/tc={tools})");
         if std::env::var("LAYERCAST_REQUIRE_NETNS").as_deref() == Ok("1") {
             panic!("{msg}");
         }
@@ -94,6 +96,8 @@ pub struct Testbed {
     pub c: String,
     pub dir: PathBuf,
     pub burst: u64,
+    /// The multicast router (None when igmpproxy is used: `LAYERCAST_MROUTER=igmpproxy`).
+    pub router: Option<mrouter::MRouter>,
     children: Vec<(String, Child)>,
 }
 
@@ -117,6 +121,7 @@ impl Testbed {
             c: format!("{base}-c"),
             dir,
             burst: 1514,
+            router: None,
             children: Vec::new(),
         };
         for ns in [&tb.s, &tb.r, &tb.c] {
@@ -282,15 +287,24 @@ impl Testbed {
         let mut tb = tb;
         tb.burst = burst;
         tb.set_bottleneck(rate_bps, queue_bytes, true);
-        let conf = tb.dir.join("igmpproxy.conf");
-        std::fs::write(
-            &conf,
-            "quickleave\nphyint r0 upstream ratelimit 0 threshold 1\n  altnet 10.77.0.0/16\nphyint r1 downstream ratelimit 0 threshold 1\nphyint lo disabled\n",
-        )
-        .unwrap();
-        let conf = conf.to_string_lossy().to_string();
-        let r = tb.r.clone();
-        tb.spawn("igmpproxy", &r, Path::new("igmpproxy"), &["-n", &conf]);
+        if std::env::var("LAYERCAST_MROUTER").as_deref() == Ok("igmpproxy") {
+            let conf = tb.dir.join("igmpproxy.conf");
+            std::fs::write(
+                &conf,
+                "quickleave\nphyint r0 upstream ratelimit 0 threshold 1\n  altnet 10.77.0.0/16\nphyint r1 downstream ratelimit 0 threshold 1\nphyint lo disabled\n",
+            )
+            .unwrap();
+            let conf = conf.to_string_lossy().to_string();
+            let r = tb.r.clone();
+            tb.spawn(
+                "igmpproxy",
+                &r,
+                Path::new("igmpproxy"),
+                &["-d", "-v", &conf],
+            );
+        } else {
+            tb.router = Some(mrouter::MRouter::start(&tb.r, "r0", "r1"));
+        }
         std::thread::sleep(Duration::from_millis(300));
         tb
     }
@@ -385,6 +399,14 @@ impl Testbed {
         }
     }
 
+    /// Whether the named child has exited (it stays listed).
+    pub fn exited(&mut self, tag: &str) -> bool {
+        self.children
+            .iter_mut()
+            .find(|(t, _)| t == tag)
+            .is_none_or(|(_, c)| matches!(c.try_wait(), Ok(Some(_))))
+    }
+
     /// Waits (bounded) for the named child to exit and forgets it.
     pub fn wait(&mut self, tag: &str, limit: Duration) -> Option<std::process::ExitStatus> {
         let t0 = Instant::now();
@@ -467,6 +489,7 @@ impl Testbed {
 
 impl Drop for Testbed {
     fn drop(&mut self) {
+        self.router = None;
         for (_, c) in self.children.iter_mut() {
             // SAFETY: kill(2) on our own child.
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };

@@ -58,7 +58,7 @@ export function App() {
       </nav>
       <main>
         {route.view === "sessions" && <SessionsView model={m} />}
-        {route.view === "viewers" && <ViewersView model={m} session={route.session} />}
+        {route.view === "viewers" && <ViewersView key={route.session ?? ""} model={m} session={route.session} />}
         {route.view === "viewer" && <ViewerDetail model={m} id={route.id} />}
       </main>
     </div>

@@ -44,7 +44,9 @@ function SessionCard({ model, s }: { model: Model; s: Session }) {
           {fmtCount(s.packets_sent)} pkts, {fmtBytes(s.bytes_sent)} ({fmtBps(send)})
         </dd>
         <dt>Viewers</dt>
-        <dd>{viewers.length}</dd>
+        <dd>
+          {viewers.length} <a href={`#/viewers/${encodeURIComponent(s.id)}`}>list →</a>
+        </dd>
       </dl>
       {s.tfmcc && (
         <div className="tfmcc" data-testid="tfmcc">

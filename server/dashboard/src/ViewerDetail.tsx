@@ -1,9 +1,11 @@
+import { useState } from "react";
 import { LineChart } from "./charts";
 import { fmtBps, fmtClock, fmtPct, fmtRes } from "./format";
 import { HISTORY_S, type Model } from "./model";
 import { LayerLadder } from "./widgets";
 
 export function ViewerDetail({ model, id }: { model: Model; id: string }) {
+  const [holds, setHolds] = useState(false);
   const v = model.viewerById.get(id);
   const hist = model.viewerHist.get(id);
   if (!v || !hist) {
@@ -14,7 +16,7 @@ export function ViewerDetail({ model, id }: { model: Model; id: string }) {
     );
   }
   const session = model.sessionById.get(v.session_id);
-  const decisions = model.decisions.get(id) ?? [];
+  const decisions = (holds ? model.decisions.get(id) : model.changes.get(id)) ?? [];
   const times = hist.times();
   const isClr = session?.tfmcc?.clr === id;
   return (
@@ -56,7 +58,7 @@ export function ViewerDetail({ model, id }: { model: Model; id: string }) {
           times={times}
           windowS={HISTORY_S}
           yMax={Math.max(1, v.max_layers)}
-          yFormat={(x) => String(Math.round(x))}
+          yFormat={(x) => (Number.isInteger(x) ? String(x) : x.toFixed(1))}
           series={[{ label: "layers", color: "#2171b5", values: hist.values("layers"), step: true }]}
         />
         <LineChart
@@ -80,12 +82,17 @@ export function ViewerDetail({ model, id }: { model: Model; id: string }) {
           title="Frame rate"
           times={times}
           windowS={HISTORY_S}
-          yFormat={(x) => x.toFixed(0)}
+          yFormat={(x) => (Number.isInteger(x) ? String(x) : x.toFixed(1))}
           series={[{ label: "fps", color: "#756bb1", values: hist.values("fps") }]}
         />
       </div>
       <section className="card">
-        <h3>Join/leave decisions ({decisions.length})</h3>
+        <h3>
+          {holds ? "All controller decisions" : "Layer changes"} ({decisions.length}){" "}
+          <label className="muted small">
+            <input type="checkbox" checked={holds} onChange={(e) => setHolds(e.target.checked)} /> include decisions that kept the layer count
+          </label>
+        </h3>
         <table className="decisions" data-testid="decisions">
           <thead>
             <tr>
@@ -97,7 +104,7 @@ export function ViewerDetail({ model, id }: { model: Model; id: string }) {
           </thead>
           <tbody>
             {[...decisions].reverse().map((d, i) => (
-              <tr key={i} className={d.to > d.from ? "up" : "down"}>
+              <tr key={i} className={d.to > d.from ? "up" : d.to < d.from ? "down" : "hold"}>
                 <td>{fmtClock(d.at_s)}</td>
                 <td>
                   {d.from} → {d.to}

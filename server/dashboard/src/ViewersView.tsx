@@ -97,7 +97,7 @@ export function ViewersView({ model, session }: { model: Model; session?: string
         <span className="c-fps">{header("fps", "fps")}</span>
         <span className="c-frz">{header("freezes", "Freezes")}</span>
         <span className="c-strip">{header("last_change", "Decisions (5 min)")}</span>
-        <span className="c-reason">Last decision</span>
+        <span className="c-reason">Last layer change</span>
       </div>
       <VirtualRows model={model} rows={rows} rateScale={rateScale} />
     </div>
@@ -139,7 +139,7 @@ function VirtualRows({ model, rows, rateScale }: { model: Model; rows: Viewer[];
 
 function ViewerRow({ model, v, rateScale }: { model: Model; v: Viewer; rateScale: number }) {
   const hist = model.viewerHist.get(v.id);
-  const decisions = model.decisions.get(v.id) ?? [];
+  const decisions = model.changes.get(v.id) ?? [];
   const last = decisions[decisions.length - 1];
   return (
     <a

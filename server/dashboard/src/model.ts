@@ -133,7 +133,14 @@ export class Model {
   viewerById = new Map<string, Viewer>();
   sessionById = new Map<string, Session>();
   viewerHist = new Map<string, Ring<ViewerKey>>();
+  /** Every decision the server reported (including periodic "hold" decisions, from == to). */
   decisions = new Map<string, Decision[]>();
+  /**
+   * Only layer changes (from != to). Kept apart because some controllers (ERA) log a decision
+   * every adaptation interval; in one shared capped log the holds would push the joins and
+   * leaves out within a minute.
+   */
+  changes = new Map<string, Decision[]>();
   sessionHist = new Map<string, SessionHistory>();
   global = new Ring<GlobalKey>(HISTORY_S, GLOBAL_KEYS);
   agg: Aggregates = aggregate([]);
@@ -160,6 +167,7 @@ export class Model {
       if (!this.viewerById.has(id)) {
         this.viewerHist.delete(id);
         this.decisions.delete(id);
+        this.changes.delete(id);
       }
     }
     for (const id of [...this.sessionHist.keys()]) {
@@ -183,7 +191,15 @@ export class Model {
           freezes: v.freezes,
         });
       }
-      this.decisions.set(v.id, mergeDecisions(this.decisions.get(v.id) ?? [], v.decisions));
+      const all = this.decisions.get(v.id) ?? [];
+      const before = all.length ? all[all.length - 1] : undefined;
+      const n0 = all.length;
+      mergeDecisions(all, v.decisions);
+      this.decisions.set(v.id, all);
+      // New entries are those after `before` (mergeDecisions appends, then may trim the head).
+      const start = before === undefined ? 0 : all.lastIndexOf(before) + 1;
+      const fresh = all.length !== n0 || all[all.length - 1] !== before ? all.slice(start).filter((d) => d.from !== d.to) : [];
+      if (fresh.length || !this.changes.has(v.id)) this.changes.set(v.id, mergeDecisions(this.changes.get(v.id) ?? [], fresh));
     }
 
     for (const ses of s.sessions) {
@@ -271,7 +287,7 @@ export function filterSortViewers(m: Model, f: ViewerFilter): Viewer[] {
       (!text || v.id.toLowerCase().includes(text) || v.addr.toLowerCase().includes(text) || v.protocol.includes(text)),
   );
   const lastChange = (v: Viewer) => {
-    const d = m.decisions.get(v.id);
+    const d = m.changes.get(v.id);
     return d && d.length ? d[d.length - 1]!.at_s : 0;
   };
   const key: (v: Viewer) => number | string =

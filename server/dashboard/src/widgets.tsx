@@ -73,7 +73,7 @@ export function DecisionStrip({
     d += pen ? `H${x(t).toFixed(1)}V${y(l).toFixed(1)}` : `M${x(t).toFixed(1)},${y(l).toFixed(1)}`;
     pen = true;
   }
-  const recent = decisions.filter((dc) => dc.at_s >= t0);
+  const recent = decisions.filter((dc) => dc.at_s >= t0 && dc.to !== dc.from);
   return (
     <svg className="strip" viewBox={`0 0 ${W} ${H}`} width={W} height={H} aria-label="layer decisions timeline">
       <path d={d} stroke="#4292c6" fill="none" strokeWidth={1.5} />

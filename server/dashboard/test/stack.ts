@@ -1,14 +1,18 @@
 // A real Layercast stack for the browser and Prometheus tests: the real layercast-server with
 // a synthetic source and real layercast-player processes, in network namespaces this file
-// creates and always deletes.
+// creates and always deletes. The network is a LAN with an IGMP-snooping switch, the setup
+// docs/deploy.md recommends:
 //
-//   ns S (server, Chromium, Prometheus)  s0 10.77.1.1 ──veth── r0 10.77.1.2  ns R (router)
-//   ns R: igmpproxy (upstream r0; downstream r1, r2), ip_forward, tbf on r1/r2 egress
-//   ns P1 (fast players)  p0 10.77.2.2 ──veth── r1 10.77.2.1
-//   ns P2 (slow players)  p0 10.77.3.2 ──veth── r2 10.77.3.1   ← the bottleneck the test changes
+//   ns S (server, Chromium, Prometheus)  s0 10.77.0.1 ──┐
+//   ns P1 (fast players)                 p0 10.77.0.2 ──┤ ns R: bridge br0, IGMP snooping +
+//   ns P2 (slow players)                 p0 10.77.0.3 ──┘ querier, fast leave, no flooding of
+//                                                         unjoined groups to player ports;
+//                                                         tbf on the ports towards P1 and P2
 //
-// igmpproxy forwards a group only while a downstream player has joined it, so the tbf on r2
-// carries exactly the layers the P2 players hold, as an IGMP-snooping LAN would.
+// The switch forwards a group to a player port only while a player there holds it, so the
+// tbf towards P2 carries exactly the layers the P2 players hold, and a leave takes effect at
+// once (fast leave). (igmpproxy was tried first: in this version a downstream leave does not
+// remove the route for minutes, so left layers kept congesting the bottleneck.)
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -65,9 +69,9 @@ export interface StackOptions {
   p2Kbit?: number;
 }
 
-export const SERVER_ADDR = "10.77.1.1";
+export const SERVER_ADDR = "10.77.0.1";
 export const SERVER_HTTP = `http://${SERVER_ADDR}:8080`;
-export const PLAYER_NET = { p1: "10.77.2.2", p2: "10.77.3.2" } as const;
+export const PLAYER_NET = { p1: "10.77.0.2", p2: "10.77.0.3" } as const;
 
 export class Stack {
   readonly suffix = `${process.pid.toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;
@@ -100,47 +104,37 @@ export class Stack {
       this.created.push(n);
       sh("ip", ["link", "set", "lo", "up"], { ns: n });
     }
+    // The switch: a bridge with IGMP snooping and a querier (so memberships are learned and
+    // refreshed), fast leave and no flooding of unregistered groups on the player ports.
+    sh("ip", ["link", "add", "br0", "type", "bridge", "mcast_snooping", "1", "mcast_querier", "1", "mcast_igmp_version", "2", "mcast_query_interval", "1000"], { ns: r });
     sh("ip", ["link", "add", "s0", "netns", s, "type", "veth", "peer", "name", "r0", "netns", r]);
     sh("ip", ["link", "add", "p0", "netns", p1, "type", "veth", "peer", "name", "r1", "netns", r]);
     sh("ip", ["link", "add", "p0", "netns", p2, "type", "veth", "peer", "name", "r2", "netns", r]);
+    for (const dev of ["r0", "r1", "r2"]) {
+      sh("ip", ["link", "set", dev, "master", "br0"], { ns: r });
+      sh("ip", ["link", "set", dev, "up"], { ns: r });
+    }
+    for (const dev of ["r1", "r2"]) sh("bridge", ["link", "set", "dev", dev, "fastleave", "on", "mcast_flood", "off"], { ns: r });
+    sh("ip", ["link", "set", "br0", "up"], { ns: r });
     const addr = (ns: string, dev: string, a: string) => {
       sh("ip", ["addr", "add", a, "dev", dev], { ns });
       sh("ip", ["link", "set", dev, "up"], { ns });
     };
-    addr(s, "s0", "10.77.1.1/24");
-    addr(r, "r0", "10.77.1.2/24");
-    addr(r, "r1", "10.77.2.1/24");
-    addr(r, "r2", "10.77.3.1/24");
-    addr(p1, "p0", "10.77.2.2/24");
-    addr(p2, "p0", "10.77.3.2/24");
-    sh("ip", ["route", "add", "default", "via", "10.77.1.2"], { ns: s });
-    sh("ip", ["route", "add", "default", "via", "10.77.2.1"], { ns: p1 });
-    sh("ip", ["route", "add", "default", "via", "10.77.3.1"], { ns: p2 });
-    // Multicast out of s0 (the server also passes --interface); IGMPv2 from players keeps
-    // igmpproxy's membership handling simple.
+    addr(s, "s0", `${SERVER_ADDR}/24`);
+    addr(p1, "p0", `${PLAYER_NET.p1}/24`);
+    addr(p2, "p0", `${PLAYER_NET.p2}/24`);
     sh("ip", ["route", "add", "239.0.0.0/8", "dev", "s0"], { ns: s });
     for (const n of [p1, p2]) {
       sh("ip", ["route", "add", "239.0.0.0/8", "dev", "p0"], { ns: n });
+      // IGMPv2 so that a leave is one message the switch acts on at once.
       sh("sysctl", ["-qw", "net.ipv4.conf.all.force_igmp_version=2"], { ns: n });
       sh("sysctl", ["-qw", "net.ipv4.conf.p0.force_igmp_version=2"], { ns: n });
     }
-    sh("sysctl", ["-qw", "net.ipv4.ip_forward=1"], { ns: r });
-    for (const dev of ["r0", "r1", "r2"]) sh("sysctl", ["-qw", `net.ipv4.conf.${dev}.rp_filter=0`], { ns: r });
-    sh("sysctl", ["-qw", "net.ipv4.conf.all.rp_filter=0"], { ns: r });
     this.setBottleneck("p1", this.opts.p1Kbit ?? 20_000);
     this.setBottleneck("p2", this.opts.p2Kbit ?? 20_000);
 
-    const conf = join(this.tmp, "igmpproxy.conf");
-    writeFileSync(
-      conf,
-      ["quickleave", "phyint r0 upstream ratelimit 0 threshold 1", "  altnet 10.77.1.0/24", "phyint r1 downstream ratelimit 0 threshold 1", "phyint r2 downstream ratelimit 0 threshold 1", "phyint lo disabled", ""].join("\n"),
-    );
-    this.spawnIn(r, "igmpproxy", "igmpproxy", ["-n", "-d", conf]);
-
     this.startServer();
     await this.waitFor("server HTTP", () => this.curl("/api/sessions").startsWith("["));
-    // Give igmpproxy a moment to set up its VIFs before the first joins.
-    await sleep(500);
     for (const pl of this.opts.players) this.startPlayer(pl);
   }
 
@@ -198,7 +192,7 @@ export class Stack {
     ]);
   }
 
-  /** Set (or change) the rate of the router's link towards a player namespace. */
+  /** Set (or change) the rate of the switch port towards a player namespace. */
   setBottleneck(which: "p1" | "p2", kbit: number): void {
     const dev = which === "p1" ? "r1" : "r2";
     // burst of about one MTU so packet pairs are serialised (DESIGN: emulated network rules);

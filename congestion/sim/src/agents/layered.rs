@@ -116,6 +116,8 @@ pub struct LayeredReceiver {
     mon: MonId,
     /// Deadline of the controller timer currently in the event queue.
     armed: Option<Time>,
+    /// When the sender started: announcements go out on its grid `t0 + k·interval`.
+    sam_t0: Time,
     running: bool,
     /// Decisions the controller logged, and feedback messages it asked to send (ignored: the
     /// layered protocols here send none; counted to check AC-13).
@@ -131,6 +133,7 @@ impl LayeredReceiver {
         info: SessionInfo,
         groups: Vec<GroupId>,
         mon: MonId,
+        sam_t0: Time,
     ) -> Self {
         let n = groups.len();
         LayeredReceiver {
@@ -142,10 +145,20 @@ impl LayeredReceiver {
             expected: vec![None; n],
             mon,
             armed: None,
+            sam_t0,
             running: false,
             decisions: 0,
             feedback: 0,
         }
+    }
+
+    /// The sender's next announcement strictly after `now`. A receiver learns the session at
+    /// its start (the SAM is also served over HTTP), then hears the periodic SAM on the
+    /// sender's grid, so all receivers of a session share one phase (`era.md` §1.1.14).
+    fn next_sam(&self, now: Time) -> Time {
+        let iv = (self.info.announce_interval.as_nanos() as u64).max(1);
+        let since = now.0.saturating_sub(self.sam_t0.0);
+        Time(self.sam_t0.0 + (since / iv + 1) * iv)
     }
 
     fn level(&self) -> u8 {
@@ -189,8 +202,9 @@ impl LayeredReceiver {
                 Action::SendFeedback(_) => self.feedback += 1,
             }
         }
-        while self.ctl.poll_decision().is_some() {
+        while let Some(d) = self.ctl.poll_decision() {
             self.decisions += 1;
+            net.monitors.list[self.mon].decisions.push(d);
         }
         let lvl = self.level();
         net.monitors.level(self.mon, net.now(), lvl);
@@ -213,7 +227,7 @@ impl Agent for LayeredReceiver {
                 self.running = true;
                 net.monitors.started(self.mon, net.now());
                 self.ctl.handle_announcement(net.now(), &self.info);
-                let next = net.now() + self.info.announce_interval;
+                let next = self.next_sam(net.now());
                 net.set_timer(me, next, TOKEN_SAM);
                 self.drain(net, me);
             }
@@ -278,7 +292,8 @@ impl Agent for LayeredReceiver {
             TOKEN_SAM => {
                 self.info.announce_seq = self.info.announce_seq.wrapping_add(1);
                 self.ctl.handle_announcement(now, &self.info);
-                net.set_timer(me, now + self.info.announce_interval, TOKEN_SAM);
+                let next = self.next_sam(now);
+                net.set_timer(me, next, TOKEN_SAM);
             }
             _ => {
                 if self.armed.is_some_and(|a| a <= now) {

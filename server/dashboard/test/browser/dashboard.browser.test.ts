@@ -1,8 +1,9 @@
 // Browser test of the dashboard against a REAL layercast-server and REAL layercast-player
 // processes (see ../stack.ts for the network): what a person would see.
 //  1. viewer rows appear for every running player, with their layers;
-//  2. when the bottleneck towards two viewers shrinks, their ladders drop while the viewer on
-//     the fast path keeps its layers; when it widens again, they climb back;
+//  2. when the bottleneck towards two viewers shrinks to what 2 of the 5 layers need, their
+//     ladders drop to <= 2 while the viewer on the fast path keeps >= 4; when it widens again,
+//     they climb back to >= 4;
 //  3. the session view shows the ladder and viewers-by-layer histogram; the detail view shows
 //     the viewer's join/leave decisions with reasons;
 //  4. killing and restarting the server: the page says "disconnected", then reconnects by
@@ -112,11 +113,13 @@ describe.skipIf(missing !== null)("dashboard against a real server and players",
 
   it("shows the slow viewers dropping layers when their bottleneck narrows, the fast one not", async () => {
     stack.setBottleneck("p2", NARROW_KBIT);
-    await waitShown("slow viewers show <= 3 layers", async () => (await shownLayers("slow-1")) <= 3 && (await shownLayers("slow-2")) <= 3, 90_000);
+    // 500 kbit/s carries 2 layers of 200 kbit/s (with headers), not 3.
+    await waitShown("slow viewers show <= 2 layers", async () => (await shownLayers("slow-1")) <= 2 && (await shownLayers("slow-2")) <= 2, 90_000);
     expect(await shownLayers("fast-1")).toBeGreaterThanOrEqual(4);
-    // Let them settle a little and confirm they stay down (the path still carries only ~2 layers).
+    // Confirm they stay down (a join experiment may show 3 for a moment, never 4 or 5).
     await sleep(5000);
     expect(await shownLayers("slow-1")).toBeLessThanOrEqual(3);
+    expect(await shownLayers("slow-2")).toBeLessThanOrEqual(3);
     await page.screenshot({ path: join(SHOTS, "02-viewers-narrow.png") });
 
     // The detail view lists a leave decision with its reason.

@@ -1,5 +1,5 @@
 // Live check of deploy/prometheus and deploy/grafana against REAL processes: Debian's
-// Prometheus (in the test's network namespace, on loopback) scrapes a real layercast-server and
+// Prometheus (in the test network namespace, on loopback) scrapes a real layercast-server and
 // real layercast-player processes; then every alert expression (its left-hand side, i.e. the
 // quantity compared with the threshold, plus the full expression for errors) and every Grafana
 // panel query must return data. Skips loudly ONLY when the layercast binaries do not exist.

@@ -63,6 +63,19 @@ describe("Model.apply", () => {
     expect(Number.isNaN(r[2]!)).toBe(true);
   });
 
+  it("keeps layer changes apart from periodic hold decisions", () => {
+    const m = new Model();
+    const holds = (t: number) => Array.from({ length: 50 }, (_, i) => dec(t - 50 + i + 1, 2, 2, "rai"));
+    m.apply(snap(1, [session()], [viewer("a", { decisions: [dec(0.5, 1, 2, "join"), dec(0.9, 2, 2, "rai")] })]));
+    // 300 s of one hold per second, the server re-sending its last 50 each time.
+    for (let t = 2; t <= 300; t++) m.apply(snap(t, [session()], [viewer("a", { decisions: holds(t) })]));
+    expect(m.decisions.get("a")!.length).toBe(DECISION_CAP);
+    expect(m.decisions.get("a")!.some((d) => d.reason === "join")).toBe(false);
+    expect(m.changes.get("a")!.map((d) => d.reason)).toEqual(["join"]);
+    m.apply(snap(301, [session()], [viewer("a", { decisions: [...holds(300).slice(1), dec(301, 2, 1, "loss")] })]));
+    expect(m.changes.get("a")!.map((d) => d.reason)).toEqual(["join", "loss"]);
+  });
+
   it("merges decision logs across snapshots without duplicates", () => {
     const m = new Model();
     m.apply(snap(1, [session()], [viewer("a", { decisions: [dec(0.5, 0, 1)] })]));

@@ -1,0 +1,260 @@
+//! The HTTP API, WebSocket and metrics of a running server, on loopback (`docs/api.md`).
+//! The server runs in a private network namespace whose only interface is `lo` (its multicast
+//! goes nowhere else); without root the test is skipped.
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    ns: String,
+    child: Option<Child>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+    }
+}
+
+fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        let fd = std::fs::File::open(&path).unwrap();
+        // SAFETY: setns on this thread only.
+        assert_eq!(
+            unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) },
+            0
+        );
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+/// One request; returns (status, headers+body text).
+fn http(method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect("127.0.0.1:18090").expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let text = String::from_utf8_lossy(&buf).to_string();
+        if let Some(i) = text.find("\r\n\r\n") {
+            let len = text[..i]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            if buf.len() >= i + 4 + len {
+                break;
+            }
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let out = String::from_utf8_lossy(&buf).to_string();
+    let code = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, out)
+}
+
+fn json_body(resp: &str) -> Value {
+    let body = resp.split("\r\n\r\n").nth(1).unwrap_or("");
+    serde_json::from_str(body).unwrap_or(Value::Null)
+}
+
+#[test]
+fn api_sessions_telemetry_live_metrics_shutdown() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root for a network namespace");
+        return;
+    }
+    let ns = format!("lc-{}-api", std::process::id());
+    assert!(Command::new("ip")
+        .args(["netns", "add", &ns])
+        .status()
+        .unwrap()
+        .success());
+    let mut srv = Server {
+        ns: ns.clone(),
+        child: None,
+    };
+    for a in [
+        vec!["link", "set", "lo", "up"],
+        vec!["route", "add", "224.0.0.0/4", "dev", "lo"],
+    ] {
+        assert!(Command::new("ip")
+            .args(["-n", &ns])
+            .args(&a)
+            .status()
+            .unwrap()
+            .success());
+    }
+    srv.child = Some(
+        Command::new("ip")
+            .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])
+            .args(["--http-addr", "127.0.0.1:18090", "--interface", "127.0.0.1"])
+            // A minute between reports: the second post below is rate-limited whatever the load.
+            .args(["--telemetry-min-interval-ms", "60000"])
+            .args([
+                "--session",
+                r#"{"name":"one","layers":3,"layer_rate_bps":50000}"#,
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let r = in_ns(&ns, || {
+        let t0 = Instant::now();
+        while TcpStream::connect("127.0.0.1:18090").is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "server did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut r: Vec<(String, u16, Value)> = Vec::new();
+        let mut call = |name: &str, m: &str, p: &str, b: &str| {
+            let (c, t) = http(m, p, b);
+            r.push((name.to_string(), c, json_body(&t)));
+            t
+        };
+        call("list", "GET", "/api/sessions", "");
+        call(
+            "create",
+            "POST",
+            "/api/sessions",
+            r#"{"name":"two","protocol":"plm","layer_rates_bps":[20000,40000]}"#,
+        );
+        call("dup", "POST", "/api/sessions", r#"{"name":"two"}"#);
+        call(
+            "bad",
+            "POST",
+            "/api/sessions",
+            r#"{"name":"x","packet_size":5}"#,
+        );
+        call("ann", "GET", "/api/sessions/two/announcement", "");
+        let sdp = call("sdp", "GET", "/api/sessions/one/sdp", "");
+        let t = r#"{"viewer_id":"v1","session_id":"one","protocol":"era","layers":2,"max_layers":3,"rate_bps":100000,"estimate_bps":120000,"loss_ratio":0.01,"packets_received":10,"packets_lost":0,"decisions":[{"at_s":1.5,"from":1,"to":2,"reason":"rai","inputs":{"r_pp":120000}}]}"#;
+        call("tele", "POST", "/api/telemetry", t);
+        call("tele-fast", "POST", "/api/telemetry", t);
+        call(
+            "tele-unknown",
+            "POST",
+            "/api/telemetry",
+            &t.replace("\"one\"", "\"nope\""),
+        );
+        call("tele-bad", "POST", "/api/telemetry", "[1,2");
+        call("viewers", "GET", "/api/viewers", "");
+        call("one", "GET", "/api/sessions/one", "");
+        let metrics = call("metrics", "GET", "/metrics", "");
+        call("delete", "DELETE", "/api/sessions/two", "");
+        call("delete-again", "DELETE", "/api/sessions/two", "");
+        // WebSocket: upgrade by hand, read the first text frame.
+        let mut s = TcpStream::connect("127.0.0.1:18090").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        s.write_all(b"GET /api/live HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").unwrap();
+        let mut buf = vec![0u8; 65536];
+        let mut got = Vec::new();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(4) {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+            if String::from_utf8_lossy(&got).contains("\"snapshot\"") && got.ends_with(b"}") {
+                break;
+            }
+        }
+        (r, sdp, metrics, String::from_utf8_lossy(&got).to_string())
+    });
+    let (results, sdp, metrics, ws) = r;
+    let get = |n: &str| results.iter().find(|x| x.0 == n).unwrap();
+    assert_eq!(get("list").1, 200);
+    assert_eq!(get("list").2[0]["id"], "one");
+    assert_eq!(get("list").2[0]["layers"][2]["cumulative_bps"], 150000);
+    assert_eq!(get("create").1, 201);
+    assert_eq!(get("create").2["protocol"], "plm");
+    assert_eq!(get("create").2["layers"][1]["group"], "239.255.77.4");
+    assert_eq!(get("dup").1, 409);
+    assert_eq!(get("bad").1, 400);
+    assert!(get("bad").2["error"]
+        .as_str()
+        .unwrap()
+        .contains("body.packet_size"));
+    assert_eq!(get("ann").2["layers"][1]["rate_bps"], 40000);
+    assert!(
+        sdp.contains("application/sdp")
+            && sdp.contains("a=extmap:1 urn:layercast:cc")
+            && sdp.contains("c=IN IP4 239.255.77.0/8"),
+        "{sdp}"
+    );
+    assert_eq!(get("tele").1, 204);
+    assert_eq!(get("tele-fast").1, 429);
+    assert_eq!(get("tele-unknown").1, 404);
+    assert_eq!(get("tele-bad").1, 400);
+    let v = &get("viewers").2[0];
+    assert_eq!(
+        (v["id"].as_str(), v["layers"].as_u64(), v["gone"].as_bool()),
+        (Some("v1"), Some(2), Some(false))
+    );
+    assert_eq!(v["decisions"][0]["inputs"]["r_pp"], 120000.0);
+    assert_eq!(
+        get("one").2["viewers_by_layer"],
+        serde_json::json!([0, 1, 0])
+    );
+    assert!(
+        metrics.contains("layercast_viewer_layers{session=\"one\",viewer=\"v1\"} 2"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("layercast_viewers{session=\"one\",layers=\"2\"} 1"));
+    assert!(
+        metrics.contains("layercast_dropped_total{what=\"telemetry\",reason=\"rate_limited\"} 1")
+    );
+    assert!(metrics.contains("layercast_sender_packets_total{session=\"one\"}"));
+    assert_eq!(get("delete").1, 204);
+    assert_eq!(get("delete-again").1, 404);
+    assert!(ws.starts_with("HTTP/1.1 101"), "{ws}");
+    assert!(
+        ws.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+        "{ws}"
+    );
+    assert!(
+        ws.contains("\"type\":\"snapshot\"") && ws.contains("\"viewers\""),
+        "{ws}"
+    );
+    // Graceful shutdown on SIGTERM: exits 0 and reports the pacer.
+    let child = srv.child.take().unwrap();
+    // SAFETY: signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("shutting down") && log.contains("session one:"),
+        "{log}"
+    );
+}
