@@ -63,7 +63,7 @@ export async function cleanup(opts: { all?: boolean; prefix?: string } = {}): Pr
 export class Net {
   readonly namespaces: string[] = [];
   readonly procs = new ProcessSet();
-  private tornDown = false;
+  private teardownP: Promise<void> | null = null;
   private readonly onSignal: (sig: NodeJS.Signals) => void;
 
   constructor(readonly prefix = ownerPrefix()) {
@@ -116,14 +116,19 @@ export class Net {
     }
   }
 
-  async teardown(): Promise<void> {
-    if (this.tornDown) return;
-    this.tornDown = true;
-    process.removeListener('SIGINT', this.onSignal);
-    process.removeListener('SIGTERM', this.onSignal);
-    await this.procs.stopAll();
-    for (const ns of [...this.namespaces].reverse()) await deleteNamespace(ns);
-    this.namespaces.length = 0;
+  /** Idempotent; concurrent callers (a signal handler and a `finally`) all wait for the same
+   *  teardown, so nobody exits while namespaces are still being deleted. */
+  teardown(): Promise<void> {
+    if (!this.teardownP) {
+      this.teardownP = (async () => {
+        process.removeListener('SIGINT', this.onSignal);
+        process.removeListener('SIGTERM', this.onSignal);
+        await this.procs.stopAll();
+        for (const ns of [...this.namespaces].reverse()) await deleteNamespace(ns);
+        this.namespaces.length = 0;
+      })();
+    }
+    return this.teardownP;
   }
 }
 

@@ -108,6 +108,29 @@ test('igmpproxy, for comparison: joins work; the leave crosses the bottleneck', 
   assert.deepEqual(await ours(), []);
 });
 
+test('Ctrl-C tears everything down', async () => {
+  const { spawn } = await import('node:child_process');
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'fixtures-hold.ts'), tmp()], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const prefix = `lc-e${child.pid}-`;
+  await new Promise<void>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('fixture did not build in 30 s')), 30_000);
+    child.stdout!.on('data', (d) => {
+      if (String(d).includes('built')) {
+        clearTimeout(t);
+        resolve();
+      }
+    });
+  });
+  const before = (await listNamespaces()).filter((n) => n.startsWith(prefix));
+  assert.equal(before.length, 3, `namespaces while running: ${before.join(' ')}`);
+  child.kill('SIGINT');
+  const code = await new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
+  assert.equal(code, 130);
+  assert.deepEqual((await listNamespaces()).filter((n) => n.startsWith(prefix)), []);
+});
+
 test('cleanup removes namespaces of dead runs only, unless told all', async () => {
   const dead = 'lc-e4194300-cleanup-test'; // above pid_max: no live owner
   const live = `${ownerPrefix()}cleanup-test`;
