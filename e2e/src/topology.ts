@@ -69,9 +69,12 @@ function settings(def: LinkDef, queue: QdiscConfig | null | undefined, overhead:
     // need one: same delay, unlimited rate, no loss.
     return { rate_bps: 0, delay_ms: def.delay_ms, loss: 0, overhead_bytes: overhead };
   }
+  // The simulator's jitter is an extra delay uniform in [0, J); the emulator's is delay ± j:
+  // centre it at delay + J/2 with j = J/2.
   return {
     rate_bps: Math.round(def.rate_kbps * 1000),
-    delay_ms: def.delay_ms,
+    delay_ms: def.delay_ms + def.jitter_ms / 2,
+    jitter_ms: def.jitter_ms / 2,
     loss: def.loss,
     queue: queue ?? DEFAULT_QUEUE,
     overhead_bytes: overhead,
@@ -115,7 +118,7 @@ export async function buildTopology(net: Net, sc: Scenario, opts: BuildOptions):
     const b = nodeNs.get(def.to)!;
     const q = def.queue ?? DEFAULT_QUEUE;
     const rq = def.reverse_queue ?? q;
-    const rateOnly = def.delay_ms === 0 && def.loss === 0 && q.kind === 'droptail' && rq.kind === 'droptail' && def.duplex;
+    const rateOnly = def.delay_ms === 0 && def.jitter_ms === 0 && def.loss === 0 && q.kind === 'droptail' && rq.kind === 'droptail' && def.duplex;
     const kind = opts.linkMode !== 'linkemu' && rateOnly ? 'tbf' : 'linkemu';
     const bl: BuiltLink = {
       index: i,
