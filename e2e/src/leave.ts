@@ -94,9 +94,10 @@ export async function measureLeaveLatency(opts: {
   try {
     const b = await buildTopology(net, sc, { dir: opts.outDir, linkMode: 'linkemu', router: opts.router });
     const emu = b.links[1].emu!;
-    const srcAddr = b.toward('src', 'router').addr;
+    const app = b.sourceApp.get('src')!;
+    const srcAddr = app.addr;
     const rcvAddr = b.toward('rcv', 'router').addr;
-    net.procs.spawnIn(b.nodeNs.get('src')!, 'mcast sender', process.execPath, ['-e', SENDER, srcAddr]);
+    net.procs.spawnIn(app.ns, 'mcast sender', process.execPath, ['-e', SENDER, srcAddr]);
     await sleep(500);
     const results: LeaveResult['cycles'] = [];
     for (let i = 0; i < cycles; i++) {
@@ -175,7 +176,8 @@ flows:
   const net = new Net();
   try {
     const b = await buildTopology(net, sc, { dir: opts.outDir, linkMode: 'linkemu', router: opts.router });
-    net.procs.spawnIn(b.nodeNs.get('src')!, 'mcast sender', process.execPath, ['-e', MANY_SENDER, b.toward('src', 'r0').addr, String(opts.groups)]);
+    const app = b.sourceApp.get('src')!;
+    net.procs.spawnIn(app.ns, 'mcast sender', process.execPath, ['-e', MANY_SENDER, app.addr, String(opts.groups)]);
     const r = net.procs.spawnIn(b.nodeNs.get('rcv')!, 'mcast receiver', process.execPath, ['-e', MANY_RECEIVER, b.toward('rcv', 'r1').addr, String(opts.groups), '3000']);
     const out = collect(r);
     await waitExit(r, 15_000);

@@ -80,9 +80,15 @@ export class Net {
   }
 
   async addNamespace(name: string): Promise<string> {
+    if (this.teardownP) throw new Error('network is being torn down');
     const ns = this.ns(name);
-    await run('ip', ['netns', 'add', ns]);
+    // Registered before it exists, so a teardown that starts meanwhile removes it too.
     this.namespaces.push(ns);
+    await run('ip', ['netns', 'add', ns]);
+    if (this.teardownP) {
+      await deleteNamespace(ns);
+      throw new Error('network is being torn down');
+    }
     await run('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
     for (const kv of [
       'net.ipv6.conf.all.disable_ipv6=1',
@@ -124,8 +130,8 @@ export class Net {
         process.removeListener('SIGINT', this.onSignal);
         process.removeListener('SIGTERM', this.onSignal);
         await this.procs.stopAll();
-        for (const ns of [...this.namespaces].reverse()) await deleteNamespace(ns);
-        this.namespaces.length = 0;
+        // Until none is left: a build still in flight may register one more meanwhile.
+        while (this.namespaces.length) await deleteNamespace(this.namespaces.pop()!);
       })();
     }
     return this.teardownP;
