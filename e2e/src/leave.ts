@@ -94,9 +94,10 @@ export async function measureLeaveLatency(opts: {
   try {
     const b = await buildTopology(net, sc, { dir: opts.outDir, linkMode: 'linkemu', router: opts.router });
     const emu = b.links[1].emu!;
-    const srcAddr = b.toward('src', 'router').addr;
+    const app = b.sourceApp.get('src')!;
+    const srcAddr = app.addr;
     const rcvAddr = b.toward('rcv', 'router').addr;
-    net.procs.spawnIn(b.nodeNs.get('src')!, 'mcast sender', process.execPath, ['-e', SENDER, srcAddr]);
+    net.procs.spawnIn(app.ns, 'mcast sender', process.execPath, ['-e', SENDER, srcAddr]);
     await sleep(500);
     const results: LeaveResult['cycles'] = [];
     for (let i = 0; i < cycles; i++) {
@@ -130,6 +131,57 @@ export async function measureLeaveLatency(opts: {
     };
     fs.writeFileSync(path.join(opts.outDir, `leave-latency-${res.router}-${opts.fastLeave ? 'fast' : 'default'}.json`), JSON.stringify(res, null, 2));
     return res;
+  } finally {
+    await net.teardown();
+  }
+}
+
+const MANY_SENDER = `
+const d = require('dgram'); const [ifa, n] = [process.argv[1], +process.argv[2]];
+const s = d.createSocket('udp4');
+s.bind(0, ifa, () => { s.setMulticastTTL(16); s.setMulticastInterface(ifa);
+  const buf = Buffer.alloc(64);
+  setInterval(() => { for (let k = 0; k < n; k++) s.send(buf, 6000 + 2 * k, '239.255.100.' + k); }, 20); });
+`;
+
+const MANY_RECEIVER = `
+const d = require('dgram'); const [ifa, n, ms] = [process.argv[1], +process.argv[2], +process.argv[3]];
+const counts = new Array(n).fill(0); const socks = [];
+for (let k = 0; k < n; k++) {
+  const s = d.createSocket({ type: 'udp4', reuseAddr: true });
+  s.on('message', () => counts[k]++);
+  s.bind(6000 + 2 * k, () => s.addMembership('239.255.100.' + k, ifa));
+  socks.push(s);
+}
+setTimeout(() => { console.log(JSON.stringify(counts)); for (const s of socks) s.close(); }, ms);
+`;
+
+/** Joins `groups` groups at once behind two chained routers; returns packets received per
+ *  group. Checks that routers carry many groups (a session has up to 255 layers). */
+export async function measureGroupReach(opts: { groups: number; outDir: string; router?: 'mrouter' | 'igmpproxy' }): Promise<number[]> {
+  fs.mkdirSync(opts.outDir, { recursive: true });
+  const sc = parseScenario(`
+name: group-reach
+duration_s: 30
+topology:
+  nodes: [src, r0, r1, rcv]
+  links:
+    - {from: src, to: r0, rate_kbps: 10000, delay_ms: 1}
+    - {from: r0, to: r1, rate_kbps: 10000, delay_ms: 2}
+    - {from: r1, to: rcv, rate_kbps: 10000, delay_ms: 1}
+  multicast: {fast_leave: true}
+flows:
+  - {type: layered, name: s, protocol: era, from: src, layers: {count: 1, rate_kbps: 20}, receivers: [{name: r, at: rcv}]}
+`);
+  const net = new Net();
+  try {
+    const b = await buildTopology(net, sc, { dir: opts.outDir, linkMode: 'linkemu', router: opts.router });
+    const app = b.sourceApp.get('src')!;
+    net.procs.spawnIn(app.ns, 'mcast sender', process.execPath, ['-e', MANY_SENDER, app.addr, String(opts.groups)]);
+    const r = net.procs.spawnIn(b.nodeNs.get('rcv')!, 'mcast receiver', process.execPath, ['-e', MANY_RECEIVER, b.toward('rcv', 'r1').addr, String(opts.groups), '3000']);
+    const out = collect(r);
+    await waitExit(r, 15_000);
+    return JSON.parse((await out).trim()) as number[];
   } finally {
     await net.teardown();
   }

@@ -167,6 +167,7 @@ export interface MeasResult {
   max: number | null;
   pass: boolean;
   published: string;
+  known_issue: string | null;
 }
 
 const AGGREGATE = ['sum_throughput_kbps', 'jain', 'fairness_i', 'tcp_friendliness'];
@@ -281,7 +282,7 @@ export function measure(sc: Scenario, mons: Map<string, Monitor>, m: Measurement
     }
     pass = inBand(value, m.min, m.max);
   }
-  return { id: m.id, metric: m.metric, value, values, min: m.min ?? null, max: m.max ?? null, pass, published: m.published };
+  return { id: m.id, metric: m.metric, value, values, min: m.min ?? null, max: m.max ?? null, pass, published: m.published, known_issue: m.known_issue ?? null };
 }
 
 /** One CSV row per (interval, monitor), the simulator's `timeseries.csv` columns. */

@@ -63,7 +63,7 @@ export async function cleanup(opts: { all?: boolean; prefix?: string } = {}): Pr
 export class Net {
   readonly namespaces: string[] = [];
   readonly procs = new ProcessSet();
-  private tornDown = false;
+  private teardownP: Promise<void> | null = null;
   private readonly onSignal: (sig: NodeJS.Signals) => void;
 
   constructor(readonly prefix = ownerPrefix()) {
@@ -80,9 +80,15 @@ export class Net {
   }
 
   async addNamespace(name: string): Promise<string> {
+    if (this.teardownP) throw new Error('network is being torn down');
     const ns = this.ns(name);
-    await run('ip', ['netns', 'add', ns]);
+    // Registered before it exists, so a teardown that starts meanwhile removes it too.
     this.namespaces.push(ns);
+    await run('ip', ['netns', 'add', ns]);
+    if (this.teardownP) {
+      await deleteNamespace(ns);
+      throw new Error('network is being torn down');
+    }
     await run('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
     for (const kv of [
       'net.ipv6.conf.all.disable_ipv6=1',
@@ -90,6 +96,9 @@ export class Net {
       'net.ipv4.conf.all.rp_filter=0',
       'net.ipv4.conf.default.rp_filter=0',
       'net.ipv4.ip_forward=1',
+      // One socket may hold only 20 group memberships by default; igmpproxy joins every routed
+      // group upstream on one socket (a session has up to 255 layers).
+      'net.ipv4.igmp_max_memberships=1024',
       // Raise the socket buffer ceilings: window must never limit TCP (era.md §5, max cwnd).
       'net.core.rmem_max=16777216',
       'net.core.wmem_max=16777216',
@@ -113,14 +122,19 @@ export class Net {
     }
   }
 
-  async teardown(): Promise<void> {
-    if (this.tornDown) return;
-    this.tornDown = true;
-    process.removeListener('SIGINT', this.onSignal);
-    process.removeListener('SIGTERM', this.onSignal);
-    await this.procs.stopAll();
-    for (const ns of [...this.namespaces].reverse()) await deleteNamespace(ns);
-    this.namespaces.length = 0;
+  /** Idempotent; concurrent callers (a signal handler and a `finally`) all wait for the same
+   *  teardown, so nobody exits while namespaces are still being deleted. */
+  teardown(): Promise<void> {
+    if (!this.teardownP) {
+      this.teardownP = (async () => {
+        process.removeListener('SIGINT', this.onSignal);
+        process.removeListener('SIGTERM', this.onSignal);
+        await this.procs.stopAll();
+        // Until none is left: a build still in flight may register one more meanwhile.
+        while (this.namespaces.length) await deleteNamespace(this.namespaces.pop()!);
+      })();
+    }
+    return this.teardownP;
   }
 }
 

@@ -89,7 +89,7 @@ export function writeReport(file: string, sc: Scenario, r: RunResult, mons: Moni
   html += `<h1>${esc(sc.name)}</h1><p>${esc(sc.title)}</p><p>Source: ${esc(sc.source)}. Engine: namespace testbed, seed ${r.seed}, ${sc.duration_s} s. Measurements: ${passN}/${r.measurements.length} pass.</p>`;
   html += '<h2>Measurements</h2><table><tr><th>id</th><th>metric</th><th>value</th><th>band</th><th>verdict</th><th>published</th></tr>';
   for (const m of r.measurements) {
-    html += `<tr><td>${esc(m.id)}</td><td>${esc(m.metric)}</td><td>${v(m.value)}</td><td>[${m.min ?? ''}, ${m.max ?? ''}]</td><td class="${m.pass ? 'pass' : 'fail'}">${m.pass ? 'pass' : 'fail'}</td><td>${esc(m.published)}</td></tr>`;
+    html += `<tr><td>${esc(m.id)}</td><td>${esc(m.metric)}</td><td>${v(m.value)}</td><td>[${m.min ?? ''}, ${m.max ?? ''}]</td><td class="${m.pass ? 'pass' : 'fail'}">${m.pass ? 'pass' : 'fail'}${!m.pass && m.known_issue ? ` (known issue: ${esc(m.known_issue)})` : ''}</td><td>${esc(m.published)}</td></tr>`;
   }
   html += '</table><h2>Charts</h2>';
   html += svgChart('Received rate per monitor', 'kbit/s', rate, sc.duration_s);

@@ -217,9 +217,9 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
         for (const r of f.receivers) mons.get(`${f.name}/${r.name}`)!.notRun = why;
         continue;
       }
-      const srcNs = b.nodeNs.get(f.from)!;
-      const firstRecv = f.receivers[0]?.at ?? f.from;
-      const srcIf = b.toward(f.from, firstRecv);
+      const app = b.sourceApp.get(f.from)!;
+      const srcNs = app.ns;
+      const srcIf = { addr: app.addr };
       const start = f.start_s + rand() * f.start_jitter_s;
       const stop = Math.min(f.stop_s ?? sc.duration_s, sc.duration_s);
       later(start, () => {

@@ -11,6 +11,8 @@ export interface LinkDef {
   to: string;
   rate_kbps: number;
   delay_ms: number;
+  /** Per-packet extra delay, uniform in [0, jitter_ms), order-preserving. */
+  jitter_ms: number;
   queue?: QdiscConfig | null;
   loss: number;
   duplex: boolean;
@@ -104,6 +106,8 @@ export interface Measurement {
   min?: number | null;
   max?: number | null;
   published: string;
+  /** A known, investigated miss: the verdict stays FAIL, reports say why. */
+  known_issue?: string | null;
 }
 
 export interface Scenario {
@@ -242,12 +246,13 @@ export function parseScenario(text: string): Scenario {
     topology: {
       nodes: (topo.nodes as string[]) ?? [],
       links: ((topo.links as Record<string, unknown>[]) ?? []).map((l, i) => {
-        only(l, ['from', 'to', 'rate_kbps', 'delay_ms', 'queue', 'loss', 'duplex', 'reverse_queue'], `links[${i}]`);
+        only(l, ['from', 'to', 'rate_kbps', 'delay_ms', 'jitter_ms', 'queue', 'loss', 'duplex', 'reverse_queue'], `links[${i}]`);
         return {
           from: str(l.from, `links[${i}].from`),
           to: str(l.to, `links[${i}].to`),
           rate_kbps: num(l.rate_kbps, `links[${i}].rate_kbps`),
           delay_ms: num(l.delay_ms, `links[${i}].delay_ms`),
+          jitter_ms: num(l.jitter_ms, `links[${i}].jitter_ms`, 0),
           queue: (l.queue as QdiscConfig) ?? null,
           loss: num(l.loss, `links[${i}].loss`, 0),
           duplex: l.duplex === undefined ? true : Boolean(l.duplex),
@@ -268,7 +273,7 @@ export function parseScenario(text: string): Scenario {
     measurements: ((raw.measurements as Record<string, unknown>[]) ?? []).map((m, i) => {
       only(
         m,
-        ['id', 'metric', 'of', 'versus', 'window', 'after_s', 'min_layers', 'max_layers', 'min_kbps', 'max_kbps', 'hold_s', 'available_kbps', 'min', 'max', 'published'],
+        ['id', 'metric', 'of', 'versus', 'window', 'after_s', 'min_layers', 'max_layers', 'min_kbps', 'max_kbps', 'hold_s', 'available_kbps', 'min', 'max', 'published', 'known_issue'],
         `measurements[${i}]`,
       );
       return { versus: [], published: '', ...m } as unknown as Measurement;
@@ -295,6 +300,7 @@ export function validate(sc: Scenario): void {
     node(l.to);
     if (!(l.rate_kbps > 0)) throw bad('rate_kbps', 'must be positive');
     if (!(l.delay_ms >= 0)) throw bad('delay_ms', 'must be >= 0');
+    if (!(l.jitter_ms >= 0)) throw bad('jitter_ms', 'must be >= 0');
     if (!(l.loss >= 0 && l.loss <= 1)) throw bad('loss', 'must be in [0, 1]');
   }
   const names = new Set<string>();

@@ -43,13 +43,15 @@ export interface BuiltLink {
 export interface Router {
   node: string;
   kind: 'mrouter' | 'igmpproxy';
-  upstream: string;
+  upstream: string[];
   downstream: string[];
   conf: string | null;
 }
 
 export interface Built {
   nodeNs: Map<string, string>;
+  /** The namespace and address a layered source's sender runs in (behind the source node). */
+  sourceApp: Map<string, { ns: string; addr: string }>;
   links: BuiltLink[];
   routers: Router[];
   /** The address of `node` on its first link (what flows to it target). */
@@ -69,9 +71,12 @@ function settings(def: LinkDef, queue: QdiscConfig | null | undefined, overhead:
     // need one: same delay, unlimited rate, no loss.
     return { rate_bps: 0, delay_ms: def.delay_ms, loss: 0, overhead_bytes: overhead };
   }
+  // The simulator's jitter is an extra delay uniform in [0, J); the emulator's is delay ± j:
+  // centre it at delay + J/2 with j = J/2.
   return {
     rate_bps: Math.round(def.rate_kbps * 1000),
-    delay_ms: def.delay_ms,
+    delay_ms: def.delay_ms + def.jitter_ms / 2,
+    jitter_ms: def.jitter_ms / 2,
     loss: def.loss,
     queue: queue ?? DEFAULT_QUEUE,
     overhead_bytes: overhead,
@@ -115,7 +120,7 @@ export async function buildTopology(net: Net, sc: Scenario, opts: BuildOptions):
     const b = nodeNs.get(def.to)!;
     const q = def.queue ?? DEFAULT_QUEUE;
     const rq = def.reverse_queue ?? q;
-    const rateOnly = def.delay_ms === 0 && def.loss === 0 && q.kind === 'droptail' && rq.kind === 'droptail' && def.duplex;
+    const rateOnly = def.delay_ms === 0 && def.jitter_ms === 0 && def.loss === 0 && q.kind === 'droptail' && rq.kind === 'droptail' && def.duplex;
     const kind = opts.linkMode !== 'linkemu' && rateOnly ? 'tbf' : 'linkemu';
     const bl: BuiltLink = {
       index: i,
@@ -197,47 +202,67 @@ export async function buildTopology(net: Net, sc: Scenario, opts: BuildOptions):
     }
   }
 
-  // Multicast: each session's source sends toward its tree; every node with downstream
-  // receivers runs igmpproxy (upstream toward the source, downstream toward its children).
-  const routerIfs = new Map<string, { up: string; down: Set<string> }>();
+  // Multicast. The sender of a layered session runs in its own namespace ("app") behind the
+  // source node, and the source node is a router: layers nobody downstream holds are pruned
+  // there, before the source's first link, as the simulator prunes up to the source. (A
+  // sender on the node itself would put every layer on its access link.) Every node of a
+  // session's shortest-path tree with children is a router: upstream towards the source,
+  // downstream towards its children.
+  const sourceApp = new Map<string, { ns: string; addr: string }>();
+  const routerIfs = new Map<string, { up: Set<string>; down: Set<string> }>();
+  const addRouter = (node: string, up: string, down: string) => {
+    // Where several sessions' trees meet, a node has one upstream per source direction.
+    const cur = routerIfs.get(node) ?? { up: new Set<string>(), down: new Set<string>() };
+    cur.up.add(up);
+    cur.down.add(down);
+    routerIfs.set(node, cur);
+  };
   for (const f of sc.flows) {
     if (f.type !== 'layered') continue;
+    if (!sourceApp.has(f.from)) {
+      const idx = sourceApp.size;
+      if (idx > 250) throw new Error('at most 250 layered sources');
+      const appNs = await net.addNamespace(`a-${sanitize(f.from)}`);
+      const srcNs = nodeNs.get(f.from)!;
+      await net.veth(appNs, 'up0', srcNs, 'app0');
+      await run('ip', ['-n', appNs, 'addr', 'add', `10.201.${idx}.2/24`, 'dev', 'up0']);
+      await run('ip', ['-n', srcNs, 'addr', 'add', `10.201.${idx}.1/24`, 'dev', 'app0']);
+      await run('ip', ['-n', appNs, 'route', 'add', 'default', 'via', `10.201.${idx}.1`]);
+      await run('ip', ['-n', appNs, 'route', 'replace', '224.0.0.0/4', 'dev', 'up0']);
+      // everyone else reaches the sender through the source node
+      for (const n of sc.topology.nodes) {
+        if (n === f.from) continue;
+        const hop = firstHop(n, f.from);
+        if (hop === null) continue;
+        const e = endOf(hop, n);
+        await run('ip', ['-n', nodeNs.get(n)!, 'route', 'replace', `10.201.${idx}.0/24`, 'via', e.peerAddr, 'dev', e.ifName]);
+      }
+      sourceApp.set(f.from, { ns: appNs, addr: `10.201.${idx}.2` });
+    }
     const t = tree(f.from);
-    const srcLinks = new Set<number>();
     for (const r of f.receivers) {
       let n = r.at;
       if (!t.has(n)) throw new Error(`receiver ${r.name} at ${n} is not reachable from ${f.from}`);
       while (n !== f.from) {
         const p = t.get(n)!;
         const parent = p.parent;
-        if (parent === f.from) srcLinks.add(p.link);
-        else {
-          const up = endOf(t.get(parent)!.link, parent).ifName;
-          const down = endOf(p.link, parent).ifName;
-          const cur = routerIfs.get(parent) ?? { up, down: new Set<string>() };
-          if (cur.up !== up) throw new Error(`node ${parent}: sessions need different upstream interfaces (igmpproxy has one)`);
-          cur.down.add(down);
-          routerIfs.set(parent, cur);
-        }
+        const up = parent === f.from ? 'app0' : endOf(t.get(parent)!.link, parent).ifName;
+        addRouter(parent, up, endOf(p.link, parent).ifName);
         n = parent;
       }
-    }
-    if (srcLinks.size > 1) throw new Error(`source ${f.from} reaches its receivers over several links; put a router node after it`);
-    for (const li of srcLinks) {
-      const e = endOf(li, f.from);
-      await run('ip', ['-n', nodeNs.get(f.from)!, 'route', 'replace', '224.0.0.0/4', 'dev', e.ifName]);
     }
   }
   const routers: Router[] = [];
   const kind = opts.router ?? 'mrouter';
   for (const [node, r] of routerIfs) {
     const ns = nodeNs.get(node)!;
+    for (const u of r.up) r.down.delete(u); // an interface is upstream for some session: never downstream
     const log = fs.createWriteStream(`${opts.dir}/${kind}-${sanitize(node)}.log`);
     if (kind === 'mrouter') {
       const mc = sc.topology.multicast;
       const delay = mc.fast_leave ? 0 : Math.round(mc.leave_latency_ms);
       const child = net.procs.spawnIn(ns, `mrouter ${node}`, requireBinary('layercast-linkemu'), [
-        'mrouter', '--upstream', r.up, '--downstream', [...r.down].join(','), '--leave-delay-ms', String(delay),
+        'mrouter', '--upstream', [...r.up].join(','), '--downstream', [...r.down].join(','), '--leave-delay-ms', String(delay),
       ]);
       await new Promise<void>((resolve, reject) => {
         const t = setTimeout(() => reject(new Error(`mrouter on ${node} not ready`)), 10_000);
@@ -253,9 +278,11 @@ export async function buildTopology(net: Net, sc: Scenario, opts: BuildOptions):
       });
       child.stdout!.pipe(log);
       child.stderr!.pipe(log);
-      routers.push({ node, kind, upstream: r.up, downstream: [...r.down], conf: null });
+      routers.push({ node, kind, upstream: [...r.up], downstream: [...r.down], conf: null });
       continue;
     }
+    if (r.up.size > 1) throw new Error(`node ${node}: sessions arrive on several interfaces; igmpproxy has one upstream (use the default mrouter)`);
+    const up = [...r.up][0];
     const conf = `${opts.dir}/igmpproxy-${sanitize(node)}.conf`;
     const quick = sc.topology.multicast.fast_leave ? 'quickleave\n' : '';
     const allIfs = (await run('ip', ['-n', ns, '-o', 'link', 'show'])).stdout
@@ -264,18 +291,19 @@ export async function buildTopology(net: Net, sc: Scenario, opts: BuildOptions):
       .filter((x): x is string => !!x);
     let text = `# generated by @layercast/e2e for node ${node}\n${quick}`;
     // altnet: sources live beyond the upstream link's own subnet (chained routers).
-    text += `phyint ${r.up} upstream ratelimit 0 threshold 1\n  altnet 10.0.0.0/8\n`;
+    text += `phyint ${up} upstream ratelimit 0 threshold 1\n  altnet 10.0.0.0/8\n`;
     for (const d of r.down) text += `phyint ${d} downstream ratelimit 0 threshold 1\n`;
-    for (const i of allIfs) if (i !== r.up && !r.down.has(i)) text += `phyint ${i} disabled\n`;
+    for (const i of allIfs) if (i !== up && !r.down.has(i)) text += `phyint ${i} disabled\n`;
     fs.writeFileSync(conf, text);
     const child = net.procs.spawnIn(ns, `igmpproxy ${node}`, 'igmpproxy', ['-d', '-v', conf]);
     child.stdout?.pipe(log);
     child.stderr?.pipe(log);
-    routers.push({ node, kind, upstream: r.up, downstream: [...r.down], conf });
+    routers.push({ node, kind, upstream: [up], downstream: [...r.down], conf });
   }
 
   return {
     nodeNs,
+    sourceApp,
     links,
     routers,
     addrOf(node: string) {

@@ -10,7 +10,7 @@ import { Net, cleanup, listNamespaces, ownerPrefix } from '../src/netns.js';
 import { buildTopology } from '../src/topology.js';
 import { parseScenario } from '../src/scenario.js';
 import { runScenario } from '../src/runner.js';
-import { measureLeaveLatency } from '../src/leave.js';
+import { measureGroupReach, measureLeaveLatency } from '../src/leave.js';
 import { nsRun, run } from '../src/sh.js';
 import { recordAcceptance } from '../src/acceptance.js';
 
@@ -90,6 +90,13 @@ test('IGMP through the fast-leave mrouter: traffic arrives after a join and stop
   assert.deepEqual(await ours(), []);
 });
 
+test('chained routers carry 40 groups joined at once (sessions have up to 255 layers)', async () => {
+  const counts = await measureGroupReach({ groups: 40, outDir: tmp() });
+  const missing = counts.flatMap((c, k) => (c > 0 ? [] : [k]));
+  assert.deepEqual(missing, [], `groups never received: ${missing.join(', ')}`);
+  assert.deepEqual(await ours(), []);
+});
+
 test('igmpproxy, for comparison: joins work; the leave crosses the bottleneck', async () => {
   const r = await measureLeaveLatency({ fastLeave: true, router: 'igmpproxy', cycles: 1, holdMs: 1000, gapMs: 1500, outDir: tmp() });
   for (const c of r.cycles) {
@@ -99,6 +106,29 @@ test('igmpproxy, for comparison: joins work; the leave crosses the bottleneck', 
     assert.ok(c.igmp_leave_seen_on_link);
   }
   assert.deepEqual(await ours(), []);
+});
+
+test('Ctrl-C tears everything down', async () => {
+  const { spawn } = await import('node:child_process');
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'fixtures-hold.ts'), tmp()], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const prefix = `lc-e${child.pid}-`;
+  await new Promise<void>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('fixture did not build in 30 s')), 30_000);
+    child.stdout!.on('data', (d) => {
+      if (String(d).includes('built')) {
+        clearTimeout(t);
+        resolve();
+      }
+    });
+  });
+  const before = (await listNamespaces()).filter((n) => n.startsWith(prefix));
+  assert.equal(before.length, 3, `namespaces while running: ${before.join(' ')}`);
+  child.kill('SIGINT');
+  const code = await new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
+  assert.equal(code, 130);
+  assert.deepEqual((await listNamespaces()).filter((n) => n.startsWith(prefix)), []);
 });
 
 test('cleanup removes namespaces of dead runs only, unless told all', async () => {

@@ -24,7 +24,7 @@ const USAGE: &str = "usage:
   layercast-linkemu [run] --a IF --b IF [--both JSON] [--ab JSON] [--ba JSON]
                     [--ctl PATH] [--seed N] [--stats-out FILE] [--rt-prio 1..99]
   layercast-linkemu ctl PATH JSON
-  layercast-linkemu mrouter --upstream IF --downstream IF[,IF...] [--leave-delay-ms N]
+  layercast-linkemu mrouter --upstream IF[,IF...] --downstream IF[,IF...] [--leave-delay-ms N]
 JSON link settings: {\"rate_bps\":1000000,\"delay_ms\":10,\"jitter_ms\":0,\"loss\":0.01,
   \"queue\":{\"kind\":\"droptail\",\"limit_packets\":50},\"overhead_bytes\":0,
   \"flow\":{\"mcast_prefix_len\":24,\"udp_port_block\":0}}";
@@ -135,7 +135,7 @@ fn install_signals() -> Arc<AtomicBool> {
 }
 
 fn mrouter(args: &[String]) -> Result<(), Error> {
-    let mut up = None;
+    let mut up: Vec<String> = Vec::new();
     let mut down = Vec::new();
     let mut leave_delay_ms = 0u64;
     let mut it = args.iter();
@@ -144,7 +144,7 @@ fn mrouter(args: &[String]) -> Result<(), Error> {
             .next()
             .ok_or_else(|| Error::Config(format!("{k} needs a value")))?;
         match k.as_str() {
-            "--upstream" => up = Some(v.clone()),
+            "--upstream" => up.extend(v.split(',').filter(|s| !s.is_empty()).map(String::from)),
             "--leave-delay-ms" => {
                 leave_delay_ms = v
                     .parse()
@@ -154,7 +154,9 @@ fn mrouter(args: &[String]) -> Result<(), Error> {
             o => return Err(Error::Config(format!("unknown argument {o:?}"))),
         }
     }
-    let up = up.ok_or_else(|| Error::Config("--upstream is required".into()))?;
+    if up.is_empty() {
+        return Err(Error::Config("--upstream is required".into()));
+    }
     let stop = install_signals();
     println!(
         "{}",

@@ -28,6 +28,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub enum Action {
     /// Install (or replace) the route for (source, group) from the upstream vif to these vifs.
     SetRoute {
+        /// Upstream vif the (source, group) traffic arrives on.
+        parent: u16,
         /// Source address.
         source: u32,
         /// Group address.
@@ -41,11 +43,14 @@ pub enum Action {
     LeaveUpstream(u32),
 }
 
-/// Membership and route state. Vif 0 is upstream; 1.. are downstream.
-#[derive(Debug, Default)]
+/// Membership and route state. Vifs `0..upstreams` are upstream (one per source direction:
+/// a node where several sessions' trees meet has several); the rest are downstream.
+#[derive(Debug)]
 pub struct Router {
+    upstreams: u16,
     members: BTreeMap<u32, BTreeSet<u16>>,
-    routes: BTreeMap<u32, BTreeSet<u32>>,
+    /// group -> (source, parent vif)
+    routes: BTreeMap<u32, BTreeSet<(u32, u16)>>,
     /// Counters for the final report.
     pub joins: u64,
     /// Leaves that removed an interface.
@@ -57,7 +62,24 @@ fn routable(g: u32) -> bool {
     (g >> 28) == 0xE && (g >> 8) != 0xE0_00_00
 }
 
+impl Default for Router {
+    fn default() -> Self {
+        Router::new(1)
+    }
+}
+
 impl Router {
+    /// A router whose first `upstreams` vifs are upstream.
+    pub fn new(upstreams: u16) -> Router {
+        Router {
+            upstreams: upstreams.max(1),
+            members: BTreeMap::new(),
+            routes: BTreeMap::new(),
+            joins: 0,
+            leaves: 0,
+        }
+    }
+
     fn routes_for(&self, group: u32) -> Vec<Action> {
         let oifs: Vec<u16> = self
             .members
@@ -68,7 +90,8 @@ impl Router {
             .get(&group)
             .into_iter()
             .flatten()
-            .map(|&source| Action::SetRoute {
+            .map(|&(source, parent)| Action::SetRoute {
+                parent,
                 source,
                 group,
                 oifs: oifs.clone(),
@@ -78,7 +101,7 @@ impl Router {
 
     /// An IGMP message heard on `vif`.
     pub fn igmp(&mut self, vif: u16, msg: Igmp) -> Vec<Action> {
-        if vif == 0 {
+        if vif < self.upstreams {
             return Vec::new(); // upstream: the kernel's host side answers queries for our joins
         }
         match msg {
@@ -117,13 +140,13 @@ impl Router {
 
     /// The kernel has no route for (source, group) arriving on `vif`.
     pub fn no_route(&mut self, vif: u16, source: u32, group: u32) -> Vec<Action> {
-        if vif != 0 || !routable(group) {
+        if vif >= self.upstreams || !routable(group) {
             return Vec::new();
         }
-        self.routes.entry(group).or_default().insert(source);
+        self.routes.entry(group).or_default().insert((source, vif));
         self.routes_for(group)
             .into_iter()
-            .filter(|a| matches!(a, Action::SetRoute { source: s, .. } if *s == source))
+            .filter(|a| matches!(a, Action::SetRoute { source: s, parent: p, .. } if *s == source && *p == vif))
             .collect()
     }
 
@@ -210,14 +233,17 @@ fn mreqn(group: u32, ifindex: i32) -> libc::ip_mreqn {
 /// simulator's `multicast.leave_latency_ms` without fast leave): a leave takes effect that long
 /// after it was heard, unless a report for the same group arrives on that interface meanwhile.
 pub fn run(
-    upstream: &str,
+    upstream: &[String],
     downstream: &[String],
     leave_delay_ms: u64,
     stop: &AtomicBool,
 ) -> Result<Router, Error> {
-    if downstream.is_empty() || downstream.len() + 1 > MAXVIFS {
-        return Err(Error::Config("need 1 to 31 downstream interfaces".into()));
+    if upstream.is_empty() || downstream.is_empty() || upstream.len() + downstream.len() > MAXVIFS {
+        return Err(Error::Config(
+            "need at least one upstream and one downstream interface, 32 in all".into(),
+        ));
     }
+    let ups = upstream.len();
     // SAFETY: plain socket creation; ownership taken immediately.
     let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_IGMP) };
     if raw < 0 {
@@ -225,12 +251,10 @@ pub fn run(
     }
     let sock = unsafe { OwnedFd::from_raw_fd(raw) };
     let fd = sock.as_raw_fd();
-    // A second socket for host-side joins upstream (kept apart from the mroute socket).
-    let hraw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
-    if hraw < 0 {
-        return Err(Error::last_os("socket(udp)"));
-    }
-    let host = unsafe { OwnedFd::from_raw_fd(hraw) };
+    // Host-side joins upstream: one UDP socket per group, because the kernel caps the
+    // memberships of one socket (net.ipv4.igmp_max_memberships, default 20) and a session has
+    // up to 255 layers. Closing a group's socket leaves the group.
+    let mut host: BTreeMap<u32, Vec<OwnedFd>> = BTreeMap::new();
     sockopt(
         fd,
         libc::IPPROTO_IP,
@@ -239,7 +263,7 @@ pub fn run(
         "MRT_INIT (another multicast router running?)",
     )?;
     sockopt(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, &1i32, "IP_PKTINFO")?;
-    let mut names = vec![upstream.to_string()];
+    let mut names: Vec<String> = upstream.to_vec();
     names.extend(downstream.iter().cloned());
     let mut vif_of_ifindex = BTreeMap::new();
     let mut ifindex_of_vif = Vec::new();
@@ -262,7 +286,7 @@ pub fn run(
         )?;
         vif_of_ifindex.insert(idx, v as u16);
         ifindex_of_vif.push(idx);
-        if v > 0 {
+        if v >= ups {
             // All-routers (IGMPv2 leaves) and all-IGMPv3-routers (v3 reports) on downstream links.
             for g in [0xE000_0002u32, 0xE000_0016] {
                 sockopt(
@@ -275,7 +299,7 @@ pub fn run(
             }
         }
     }
-    let mut r = Router::default();
+    let mut r = Router::new(ups as u16);
     let mut buf = vec![0u8; 4096];
     let mut cbuf = [0u8; 256];
     let event = |what: &str, g: u32, vif: u16| {
@@ -299,7 +323,7 @@ pub fn run(
                 true
             }
         });
-        apply(fd, host.as_raw_fd(), ifindex_of_vif[0], actions);
+        apply(fd, &mut host, &ifindex_of_vif[..ups], actions);
         let wait_ms = pending
             .iter()
             .map(|p| p.0.saturating_sub(now) / 1_000_000 + 1)
@@ -361,7 +385,7 @@ pub fn run(
                 parse_igmp(body, dst, &mut msgs);
                 for m in msgs {
                     match m {
-                        Igmp::Leave(g) if leave_delay_ms > 0 && *vif > 0 => {
+                        Igmp::Leave(g) if leave_delay_ms > 0 && (*vif as usize) >= ups => {
                             pending.push((
                                 crate::run::mono_ns() + leave_delay_ms * 1_000_000,
                                 *vif,
@@ -384,16 +408,17 @@ pub fn run(
                 }
             }
         }
-        apply(fd, host.as_raw_fd(), ifindex_of_vif[0], actions);
+        apply(fd, &mut host, &ifindex_of_vif[..ups], actions);
     }
     let _ = sockopt(fd, libc::IPPROTO_IP, MRT_DONE, &1i32, "MRT_DONE");
     Ok(r)
 }
 
-fn apply(fd: i32, host: i32, up_ifindex: i32, actions: Vec<Action>) {
+fn apply(fd: i32, host: &mut BTreeMap<u32, Vec<OwnedFd>>, ups: &[i32], actions: Vec<Action>) {
     for a in actions {
         match a {
             Action::SetRoute {
+                parent,
                 source,
                 group,
                 oifs,
@@ -407,7 +432,7 @@ fn apply(fd: i32, host: i32, up_ifindex: i32, actions: Vec<Action>) {
                 let m = MfcCtl {
                     origin: source.to_be(),
                     group: group.to_be(),
-                    parent: 0,
+                    parent,
                     ttls,
                     pkt_cnt: 0,
                     byte_cnt: 0,
@@ -419,28 +444,35 @@ fn apply(fd: i32, host: i32, up_ifindex: i32, actions: Vec<Action>) {
                 }
             }
             Action::JoinUpstream(g) => {
-                let m = mreqn(g, up_ifindex);
-                if let Err(e) = sockopt(
-                    host,
-                    libc::IPPROTO_IP,
-                    libc::IP_ADD_MEMBERSHIP,
-                    &m,
-                    "upstream join",
-                ) {
-                    eprintln!("mrouter: {e}");
+                // Join on every upstream: the one towards this group's source pulls it; the
+                // others lead to sources that do not send it (hosts ignore the report).
+                let socks = host.entry(g).or_default();
+                for &up in ups {
+                    // SAFETY: plain socket creation; ownership taken immediately.
+                    let raw = unsafe {
+                        libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)
+                    };
+                    if raw < 0 {
+                        eprintln!("mrouter: {}", Error::last_os("socket(udp)"));
+                        continue;
+                    }
+                    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+                    let m = mreqn(g, up);
+                    match sockopt(
+                        sock.as_raw_fd(),
+                        libc::IPPROTO_IP,
+                        libc::IP_ADD_MEMBERSHIP,
+                        &m,
+                        "upstream join",
+                    ) {
+                        Ok(()) => socks.push(sock),
+                        Err(e) => eprintln!("mrouter: {e}"),
+                    }
                 }
             }
             Action::LeaveUpstream(g) => {
-                let m = mreqn(g, up_ifindex);
-                if let Err(e) = sockopt(
-                    host,
-                    libc::IPPROTO_IP,
-                    libc::IP_DROP_MEMBERSHIP,
-                    &m,
-                    "upstream leave",
-                ) {
-                    eprintln!("mrouter: {e}");
-                }
+                // Dropping the socket leaves the group (the kernel sends the leave upstream).
+                host.remove(&g);
             }
         }
     }
@@ -460,6 +492,7 @@ mod tests {
         assert_eq!(
             r.no_route(0, S, G),
             vec![Action::SetRoute {
+                parent: 0,
                 source: S,
                 group: G,
                 oifs: vec![]
@@ -471,6 +504,7 @@ mod tests {
             vec![
                 Action::JoinUpstream(G),
                 Action::SetRoute {
+                    parent: 0,
                     source: S,
                     group: G,
                     oifs: vec![1]
@@ -483,6 +517,7 @@ mod tests {
         assert_eq!(
             r.igmp(2, Igmp::Report(G)),
             vec![Action::SetRoute {
+                parent: 0,
                 source: S,
                 group: G,
                 oifs: vec![1, 2]
@@ -492,6 +527,7 @@ mod tests {
         assert_eq!(
             r.igmp(1, Igmp::Leave(G)),
             vec![Action::SetRoute {
+                parent: 0,
                 source: S,
                 group: G,
                 oifs: vec![2]
@@ -502,6 +538,7 @@ mod tests {
             r.igmp(2, Igmp::Leave(G)),
             vec![
                 Action::SetRoute {
+                    parent: 0,
                     source: S,
                     group: G,
                     oifs: vec![]
@@ -512,6 +549,25 @@ mod tests {
         // a leave for a group nobody holds: nothing
         assert!(r.igmp(2, Igmp::Leave(G)).is_empty());
         assert_eq!((r.joins, r.leaves), (2, 2));
+    }
+
+    #[test]
+    fn several_upstreams_route_each_source_from_its_own() {
+        let mut r = Router::new(2);
+        let s2 = S + 1;
+        assert_eq!(r.igmp(2, Igmp::Report(G)), vec![Action::JoinUpstream(G)]);
+        assert_eq!(
+            r.no_route(1, s2, G),
+            vec![Action::SetRoute {
+                parent: 1,
+                source: s2,
+                group: G,
+                oifs: vec![2]
+            }]
+        );
+        // reports heard on an upstream are not memberships
+        assert!(r.igmp(1, Igmp::Report(G + 1)).is_empty());
+        assert!(r.no_route(2, S, G).is_empty());
     }
 
     #[test]
