@@ -22,7 +22,7 @@ APT_PACKAGES=(
   # video tools (interop and quality tests), frame-number reading
   ffmpeg zbar-tools
   # emulated network: cross traffic, multicast routers, offload switches, captures
-  iperf3 igmpproxy smcroute ethtool iproute2 tcpdump
+  iperf3 igmpproxy smcroute ethtool iproute2 iputils-ping tcpdump
   # monitoring and browser tests
   prometheus chromium
   # build basics
