@@ -6,6 +6,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export LAYERCAST_ROOT=$(pwd)
 export LAYERCAST_ACCEPTANCE_DIR="$LAYERCAST_ROOT/target/acceptance"
+# The binaries setup.sh builds; real-stack tests must find them and run, never skip.
+export LAYERCAST_BIN_DIR="$LAYERCAST_ROOT/target/release" LAYERCAST_REQUIRE_BINS=1 LAYERCAST_REQUIRE_NETNS=1
 mkdir -p "$LAYERCAST_ACCEPTANCE_DIR"
 
 scripts/setup.sh || { echo "setup failed"; exit 1; }

@@ -3,7 +3,7 @@
 // from either engine can be compared field by field.
 import { expand, type Measurement, type Scenario } from './scenario.js';
 
-export type MonKind = 'layered' | 'tcp' | 'cbr' | 'onoff';
+export type MonKind = 'layered' | 'tcp' | 'cbr' | 'onoff' | 'tfmcc';
 
 /** One receiver's (or unicast flow's) binned record, like the simulator's Monitor. */
 export class Monitor {

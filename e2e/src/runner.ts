@@ -85,7 +85,7 @@ function scaled(sc: Scenario, k: number): Scenario {
   for (const f of s.flows) {
     f.start_s *= k;
     if (f.stop_s != null) f.stop_s *= k;
-    if (f.type === 'layered') for (const r of f.receivers) {
+    if (f.type === 'layered' || f.type === 'tfmcc') for (const r of f.receivers) {
       r.start_s *= k;
       if (r.stop_s != null) r.stop_s *= k;
     }
@@ -106,6 +106,13 @@ interface UdpSegment {
 }
 
 export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<RunResult> {
+  const unsupported = scIn.flows.find((f) => f.type === 'tfmcc');
+  if (unsupported) {
+    throw new Error(
+      `scenario ${scIn.name}: flow ${unsupported.name} is a TFMCC session, which the testbed cannot run yet ` +
+        `(the server has no TFMCC sender); run it with layercast-sim`,
+    );
+  }
   const sc = scaled(scIn, opts.timeScale ?? 1);
   const seed = opts.seed ?? 1;
   const log = opts.log ?? ((m: string) => console.error(`[e2e] ${m}`));

@@ -79,7 +79,14 @@ export interface OnoffFlow extends FlowCommon {
   mean_off_s: number;
   shape: number;
 }
-export type Flow = LayeredFlow | TcpFlow | CbrFlow | OnoffFlow;
+/** A single-rate TFMCC session: parsed so the testbed reads every catalogue file, but not yet
+ *  run on the testbed (the server has no TFMCC sender yet); the simulator runs it. */
+export interface TfmccFlow extends FlowCommon {
+  type: 'tfmcc';
+  from: string;
+  receivers: ReceiverDef[];
+}
+export type Flow = LayeredFlow | TcpFlow | CbrFlow | OnoffFlow | TfmccFlow;
 
 export interface ScheduleItem {
   at_s: number;
@@ -209,6 +216,27 @@ function parseFlow(f: Record<string, unknown>, i: number): Flow {
         mean_off_s: num(f.mean_off_s, `${w}.mean_off_s`),
         shape: num(f.shape, `${w}.shape`, 1.5),
       };
+    case 'tfmcc': {
+      only(f, [...COMMON, 'from', 'receivers'], w);
+      const recv = (f.receivers as Record<string, unknown>[] | undefined) ?? [];
+      return {
+        ...common,
+        packet_size: num(f.packet_size, `${w}.packet_size`, 1000),
+        type: 'tfmcc',
+        from: str(f.from, `${w}.from`),
+        receivers: recv.map((r, j) => {
+          only(r, ['name', 'at', 'start_s', 'start_jitter_s', 'stop_s'], `${w}.receivers[${j}]`);
+          return {
+            name: str(r.name, `${w}.receivers[${j}].name`),
+            at: str(r.at, `${w}.receivers[${j}].at`),
+            start_s: num(r.start_s, 'start_s', 0),
+            start_jitter_s: num(r.start_jitter_s, 'start_jitter_s', 0),
+            stop_s: r.stop_s == null ? null : num(r.stop_s, 'stop_s'),
+            protocol: null,
+          };
+        }),
+      };
+    }
     default:
       throw bad(`${w}.type`, `unknown flow type ${JSON.stringify(f.type)}`);
   }
@@ -311,6 +339,8 @@ export function validate(sc: Scenario): void {
     if (f.type === 'layered') {
       ladderRates(f.layers);
       for (const r of f.receivers) node(r.at);
+    } else if (f.type === 'tfmcc') {
+      for (const r of f.receivers) node(r.at);
     } else node(f.to);
   }
   for (const s of sc.schedule) {
@@ -324,7 +354,7 @@ export function validate(sc: Scenario): void {
 export function monitorNames(sc: Scenario): string[] {
   const v: string[] = [];
   for (const f of sc.flows) {
-    if (f.type === 'layered') for (const r of f.receivers) v.push(`${f.name}/${r.name}`);
+    if (f.type === 'layered' || f.type === 'tfmcc') for (const r of f.receivers) v.push(`${f.name}/${r.name}`);
     else v.push(f.name);
   }
   return v;

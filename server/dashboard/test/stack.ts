@@ -21,9 +21,11 @@ import { join, resolve } from "node:path";
 export const REPO_ROOT = resolve(__dirname, "../../..");
 export const ARTIFACTS = resolve(__dirname, "../test-artifacts");
 
-/** Where the binaries are: $LAYERCAST_BIN_DIR, else <repo>/target/debug, else $CARGO_TARGET_DIR/debug. */
+/** Where the binaries are: $LAYERCAST_BIN_DIR, else <repo>/target/{release,debug}, else
+ *  $CARGO_TARGET_DIR/{release,debug} (the same order as the e2e testbed's bins.ts). */
 export function findBinaries(): { server: string; player: string; dir: string } | { missing: string } {
-  const dirs = [process.env.LAYERCAST_BIN_DIR, join(REPO_ROOT, "target/debug"), process.env.CARGO_TARGET_DIR && join(process.env.CARGO_TARGET_DIR, "debug")].filter(
+  const bases = [join(REPO_ROOT, "target"), process.env.CARGO_TARGET_DIR].filter((d): d is string => !!d);
+  const dirs = [process.env.LAYERCAST_BIN_DIR, ...bases.flatMap((b) => [join(b, "release"), join(b, "debug")])].filter(
     (d): d is string => !!d,
   );
   for (const dir of dirs) {
@@ -34,8 +36,18 @@ export function findBinaries(): { server: string; player: string; dir: string } 
   return { missing: dirs.map((d) => join(d, "layercast-{server,player}")).join(", ") };
 }
 
-/** Print the reason a real-stack test is skipped so nobody mistakes a skip for a pass. */
+/** Writes one acceptance measurement for scripts/acceptance.mjs (docs/acceptance.md). */
+export function recordAcceptance(id: string, value: string, pass: boolean | null, command: string): void {
+  const dir = process.env.LAYERCAST_ACCEPTANCE_DIR ?? join(REPO_ROOT, "target", "acceptance");
+  mkdirSync(dir, { recursive: true });
+  const at = new Date().toISOString();
+  writeFileSync(join(dir, `${id.replace(/[^A-Za-z0-9_.-]/g, "_")}.json`), JSON.stringify({ id, value, pass, command, at }));
+}
+
+/** Print the reason a real-stack test is skipped so nobody mistakes a skip for a pass. Under
+ *  `make test` (LAYERCAST_REQUIRE_BINS=1) the binaries are always built, so a skip is an error. */
 export function loudSkip(what: string, why: string): void {
+  if (process.env.LAYERCAST_REQUIRE_BINS === "1") throw new Error(`${what} cannot run: ${why}`);
   const bar = "!".repeat(100);
   console.warn(`\n${bar}\n!!! SKIPPING ${what}: ${why}\n!!! Build them (cargo build -p layercast-server -p layercast-player) or set LAYERCAST_BIN_DIR.\n${bar}\n`);
 }

@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ARTIFACTS, findBinaries, loudSkip, SERVER_HTTP, sleep, Stack } from "../stack";
+import { ARTIFACTS, findBinaries, loudSkip, recordAcceptance, SERVER_HTTP, sleep, Stack } from "../stack";
 
 const bins = findBinaries();
 const missing = "missing" in bins ? bins.missing : null;
@@ -147,6 +147,12 @@ describe.skipIf(missing !== null)("dashboard against a real server and players",
     await page.goto(`${SERVER_HTTP}/#/viewers`);
     await waitShown("slow viewers show >= 4 layers again", async () => (await shownLayers("slow-1")) >= 4 && (await shownLayers("slow-2")) >= 4, 150_000);
     await page.screenshot({ path: join(SHOTS, "05-viewers-wide-again.png") });
+    recordAcceptance(
+      "issue8/browser",
+      `Chromium: 3 real ERA players' rows shown; slow viewers fell to <= 2 layers at ${NARROW_KBIT} kbit/s while the fast one kept >= 4, and climbed back to >= 4 at ${WIDE_KBIT} kbit/s; leave reason shown`,
+      true,
+      "npm test -w server/dashboard",
+    );
   });
 
   it("reconnects by itself after the server restarts", async () => {
