@@ -10,7 +10,8 @@ use crate::session::SessionInfo;
 use crate::wire::auth::{GroupKey, ReportMac, SamSigner, SamVerifier};
 use crate::wire::cc_ext::{find_element, CcFields};
 use crate::wire::sam;
-use crate::wire::tfmcc::TfmccReport;
+use crate::wire::tfmcc::{TfmccDataFields, TfmccReport};
+use crate::wire::tfrc::{TfrcDataFields, TfrcFeedback};
 use crate::wire::SeqExtender;
 use std::net::Ipv4Addr;
 use std::sync::OnceLock;
@@ -26,6 +27,10 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("sam_verify", sam_verify),
     ("media_open", media_open),
     ("report_mac", report_mac),
+    ("tfmcc_data", tfmcc_data),
+    ("tfmcc_report", tfmcc_report),
+    ("tfrc_data", tfrc_data),
+    ("tfrc_feedback", tfrc_feedback),
 ];
 
 /// Parses arbitrary bytes as a cc extension element and as an RTP header-extension body.
@@ -226,3 +231,39 @@ pub fn report_mac(data: &[u8]) {
     let r = f.mac.verify_tfmcc(&m);
     assert_eq!(r.is_ok(), !changed, "mutated report verified: {r:?}");
 }
+
+/// Generates a fuzz body for a parser whose accepted values re-encode: whatever parses must
+/// serialise, parse again, and serialise to the same bytes (encoding is a fixed point).
+macro_rules! reparse_entry {
+    ($(#[$doc:meta])* $name:ident, $ty:ty) => {
+        $(#[$doc])*
+        pub fn $name(data: &[u8]) {
+            if let Ok(v) = <$ty>::parse(data) {
+                let once = v.to_bytes();
+                let again = <$ty>::parse(&once).expect("re-encoded value parses");
+                assert_eq!(again.to_bytes(), once, "encoding is not a fixed point");
+            }
+        }
+    };
+}
+
+reparse_entry!(
+    /// Parses arbitrary bytes as the TFMCC data fields (header-extension element 2).
+    tfmcc_data,
+    TfmccDataFields
+);
+reparse_entry!(
+    /// Parses arbitrary bytes as a TFMCC receiver report.
+    tfmcc_report,
+    TfmccReport
+);
+reparse_entry!(
+    /// Parses arbitrary bytes as TFRC's per-packet data fields.
+    tfrc_data,
+    TfrcDataFields
+);
+reparse_entry!(
+    /// Parses arbitrary bytes as a TFRC feedback packet.
+    tfrc_feedback,
+    TfrcFeedback
+);
