@@ -507,29 +507,28 @@ impl State {
     pub fn metrics(&self) -> String {
         let mut m = String::new();
         let sessions: Vec<_> = lock(&self.sessions).values().cloned().collect();
-        m.push_str("# TYPE layercast_sender_packets_total counter\n");
-        for s in &sessions {
-            m.push_str(&format!(
-                "layercast_sender_packets_total{{session=\"{}\"}} {}\n",
-                s.cfg.id,
-                s.stats.packets.load(Ordering::Relaxed)
-            ));
-        }
-        m.push_str("# TYPE layercast_sender_bytes_total counter\n");
-        for s in &sessions {
-            m.push_str(&format!(
-                "layercast_sender_bytes_total{{session=\"{}\"}} {}\n",
-                s.cfg.id,
-                s.stats.bytes.load(Ordering::Relaxed)
-            ));
-        }
-        m.push_str("# TYPE layercast_sender_send_errors_total counter\n");
-        for s in &sessions {
-            m.push_str(&format!(
-                "layercast_sender_send_errors_total{{session=\"{}\"}} {}\n",
-                s.cfg.id,
-                s.stats.send_errors.load(Ordering::Relaxed)
-            ));
+        // One counter family per sender statistic, one series per session.
+        type Read = fn(&PacerStats) -> u64;
+        let counters: [(&str, Read); 3] = [
+            ("layercast_sender_packets_total", |st| {
+                st.packets.load(Ordering::Relaxed)
+            }),
+            ("layercast_sender_bytes_total", |st| {
+                st.bytes.load(Ordering::Relaxed)
+            }),
+            ("layercast_sender_send_errors_total", |st| {
+                st.send_errors.load(Ordering::Relaxed)
+            }),
+        ];
+        for (name, get) in counters {
+            m.push_str(&format!("# TYPE {name} counter\n"));
+            for s in &sessions {
+                m.push_str(&format!(
+                    "{name}{{session=\"{}\"}} {}\n",
+                    s.cfg.id,
+                    get(&s.stats)
+                ));
+            }
         }
         m.push_str("# HELP layercast_sender_bunch_error_seconds Bunch start time minus schedule.\n# TYPE layercast_sender_bunch_error_seconds summary\n");
         for s in &sessions {
