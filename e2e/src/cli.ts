@@ -8,6 +8,7 @@ import { runScenario } from './runner.js';
 import { measureLeaveLatency } from './leave.js';
 import { repoRoot } from './bins.js';
 import { runDemo } from './demo.js';
+import { reliabilityCommand, RELIABILITY_USAGE } from './reliability-cli.js';
 
 const USAGE = `usage:
   layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
@@ -17,7 +18,8 @@ const USAGE = `usage:
   layercast-e2e cleanup [--all]         remove lc- namespaces left by dead runs (--all: every lc- namespace)
   layercast-e2e demo [--duration SECS] [--source auto|synthetic|NAME] [--scenario FILE]
                      [--status-every SECS] [--out DIR] [--port P]
-                                        the live demo (docs/demo.md); until Ctrl-C without --duration`;
+                                        the live demo (docs/demo.md); until Ctrl-C without --duration
+${RELIABILITY_USAGE}`;
 
 function flag(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
@@ -103,6 +105,10 @@ async function main(argv: string[]): Promise<number> {
       console.log(removed.length ? `removed ${removed.join(' ')}` : 'nothing to remove');
       return 0;
     }
+    case 'soak':
+    case 'faults':
+    case 'capacity':
+      return reliabilityCommand(cmd, args);
     default:
       console.log(USAGE);
       return cmd === undefined || cmd === '-h' || cmd === '--help' ? 0 : 2;
