@@ -35,7 +35,7 @@ export async function reliabilityCommand(cmd: string, args: string[]): Promise<n
         const srv = r.mem.find((m) => m.name === 'server');
         recordAcceptance(
           'issue9/soak',
-          `${(r.durationS / 60).toFixed(1)} min, ${players} players: RSS growth from min ${(r.refS / 60).toFixed(0)} server ${(r.serverGrowth * 100).toFixed(2)}% (${srv?.refKiB.toFixed(0)}→${srv?.endKiB.toFixed(0)} KiB), max over all ${(r.maxGrowth * 100).toFixed(2)}%; stuck players ${r.stuck.length}; min time at path level ${(Math.min(...r.players.map((p) => p.atLevel)) * 100).toFixed(1)}% (load ${r.loadavg.join(' ')})`,
+          `${(r.durationS / 60).toFixed(1)} min, ${players} players: resident anonymous memory growth from min ${(r.refS / 60).toFixed(0)}: server ${(r.serverGrowth * 100).toFixed(2)}% (${srv?.refKiB.toFixed(0)}→${srv?.endKiB.toFixed(0)} KiB), max over all ${(r.maxGrowth * 100).toFixed(2)}% (VmRSS: server ${((r.rss.find((m) => m.name === 'server')?.growth ?? NaN) * 100).toFixed(2)}%, max ${(Math.max(...r.rss.map((m) => m.growth)) * 100).toFixed(2)}%); stuck players ${r.stuck.length}; min time at path level ${(Math.min(...r.players.map((p) => p.atLevel)) * 100).toFixed(1)}% (load ${r.loadavg.join(' ')})`,
           r.pass,
           `layercast-e2e soak --duration ${durationS} --players ${players}`,
         );
