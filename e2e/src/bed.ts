@@ -49,6 +49,8 @@ export interface BedOptions {
   startPlayers?: boolean;
   /** Emulator real-time priority (default 10, 0 off). */
   rtPrio?: number;
+  /** Extra environment for the server (e.g. MALLOC_ARENA_MAX for a memory diagnosis). */
+  serverEnv?: Record<string, string>;
   log?: (m: string) => void;
 }
 
@@ -270,7 +272,8 @@ export class Bed {
   async startServer(): Promise<number> {
     const bin = requireBinary('layercast-server');
     const t = Date.now() / 1000;
-    const c = this.net.procs.spawnIn(this.appNs, 'server', bin, this.serverArgs);
+    const env = this.opts.serverEnv ? { ...process.env, ...this.opts.serverEnv } : undefined;
+    const c = this.net.procs.spawnIn(this.appNs, 'server', bin, this.serverArgs, env ? { env } : {});
     pipeTo(c, path.join(this.opts.dir, 'server.log'));
     this.server = c;
     this.serverStartedAt = t;
