@@ -41,6 +41,8 @@ pub struct Args {
     pub sam_key: Option<String>,
     /// Join layers source-specifically (IGMPv3) to this source.
     pub ssm: Option<Ipv4Addr>,
+    /// `--ssm any`: any-source joins even when the description names a source.
+    pub ssm_any: bool,
     /// How the HTTP client authenticates (token, certificate pin, CA file).
     pub client: auth::ClientOptions,
 }
@@ -64,7 +66,8 @@ const HELP: &str = "layercast-player: receive a layered multicast session
   --tls-fingerprint FP   https: accept only the server certificate with this SHA-256
   --ca-file PEM          https: verify the server against these CA certificates
   --sam-key ed25519:HEX  verify SAMs with this key (else the session description's key)
-  --ssm SOURCE           join layers source-specifically (else the description's ssm_source)
+  --ssm SOURCE|any       join layers source-specifically (else the description's ssm_source);
+                         any: any-source joins regardless
 ";
 
 fn parse_args(args: &[String]) -> Result<Option<Args>> {
@@ -85,6 +88,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         playout_delay_ms: 800,
         sam_key: None,
         ssm: None,
+        ssm_any: false,
         client: auth::ClientOptions {
             token: std::env::var("LAYERCAST_TOKEN")
                 .ok()
@@ -155,6 +159,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
                 congestion::wire::auth::SamVerifier::from_published(&val).map_err(|e| bad(&e))?;
                 a.sam_key = Some(val.clone())
             }
+            "ssm" if val == "any" => a.ssm_any = true,
             "ssm" => a.ssm = Some(val.parse().map_err(|e| bad(&e))?),
             _ => return Err(Error::arg(&key, "unknown flag (see --help)")),
         }

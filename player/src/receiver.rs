@@ -179,6 +179,8 @@ pub struct Drops {
     /// Data packets that failed authentication (encrypted sessions): wrong key, forged,
     /// altered, or not sealed at all.
     pub media_auth_failed: u64,
+    /// SAMs from the group ignored because the session description had not arrived yet.
+    pub sam_before_description: u64,
 }
 
 /// The SAM verifier's counters as the player reports them.
@@ -323,6 +325,14 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     };
     let mut opener: Option<congestion::wire::auth::MediaOpener> = None;
     let mut ssm: Option<std::net::Ipv4Addr> = a.ssm;
+    // With a session URL, multicast SAMs wait for the description (which may pin a key, name
+    // an SSM source or carry the media key): an unverified SAM taken before it arrives would
+    // join layers any-source and unauthenticated.
+    let mut security_ready = a
+        .session_url
+        .as_deref()
+        .and_then(crate::auth::description_url)
+        .is_none();
     let (mut open_ns, mut opened) = (0u64, 0u64);
     let mut plain = vec![0u8; 2048];
     let ann_sock = match a.announce {
@@ -405,10 +415,11 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     }
                 }
                 Event::Security(sec) => {
+                    security_ready = true;
                     if sam.is_none() {
                         sam = sec.sam;
                     }
-                    if ssm.is_none() {
+                    if ssm.is_none() && !a.ssm_any {
                         ssm = sec.ssm;
                     }
                     opener = sec.opener;
@@ -463,6 +474,10 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     while let Ok(Some((n, _ts, trunc))) = s.recv(&mut buf) {
                         if trunc {
                             drops.malformed_sam += 1;
+                            continue;
+                        }
+                        if !security_ready {
+                            drops.sam_before_description += 1;
                             continue;
                         }
                         // With a pinned key only verified SAMs count (the verifier counts the
@@ -766,7 +781,8 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     "truncated": drops.truncated, "malformed_sam": drops.malformed_sam,
                     "stale": drops.stale,
                     "malformed_announcement": drops.malformed_announcement,
-                    "media_auth_failed": drops.media_auth_failed},
+                    "media_auth_failed": drops.media_auth_failed,
+                    "sam_before_description": drops.sam_before_description},
                 "security": {"sam": sam_json(sam.as_ref()), "encrypted": opener.is_some(),
                     "ssm_source": ssm.map(|s| s.to_string()),
                     "opened": opened, "open_ns_total": open_ns},

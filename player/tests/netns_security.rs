@@ -168,6 +168,24 @@ fn secured_session_survives_forged_announcements_and_injected_data() {
             "3",
         ],
     );
+    // Control: the same, but any-source joins. It must see the wrong-source data, or the
+    // SSM assertion below would prove nothing.
+    tb.start_player(
+        "asm",
+        secs,
+        &[
+            "--session-url",
+            url,
+            "--tls-fingerprint",
+            &fp,
+            "--token",
+            PLAYER,
+            "--fixed-layers",
+            "3",
+            "--ssm",
+            "any",
+        ],
+    );
     // No token: the key API refuses it, so it never joins.
     tb.start_player(
         "notoken",
@@ -253,7 +271,7 @@ fn secured_session_survives_forged_announcements_and_injected_data() {
         }
         n_spoofed
     });
-    for tag in ["good", "notoken", "wrongpin"] {
+    for tag in ["good", "asm", "notoken", "wrongpin"] {
         let st = tb.wait(tag, Duration::from_secs(30));
         assert!(st.is_some(), "player {tag} did not stop: {}", tb.log(tag));
     }
@@ -291,15 +309,28 @@ fn secured_session_survives_forged_announcements_and_injected_data() {
     assert!(sam["unsigned"].as_u64().unwrap() >= 10, "unsigned: {sam}");
     assert!(sam["malformed"].as_u64().unwrap() >= 10, "garbage: {sam}");
     assert!(sam["replayed"].as_u64().unwrap() >= 10, "replayed: {sam}");
-    // Data from the wrong source never reached the player (the SSM filter): no malformed or
-    // foreign packets counted, although the same host's announcement-group garbage did
-    // arrive through the same router (the malformed count above).
-    assert_eq!(d["malformed_rtp"], 0, "{d}");
-    // Spoofed-source data passed the filter and failed authentication, each one counted.
+    // In an encrypted session every foreign datagram that reaches the player fails to open
+    // and is counted in `media_auth_failed`. The spoofed-source ones pass the SSM filter:
+    // at most `sent` of them. The wrong-source ones (2 per spoofed one) must not arrive at the
+    // SSM player, so its count stays within `sent`; the any-source control player must count
+    // more than `sent`, or the SSM check would prove nothing.
     let auth_failed = d["media_auth_failed"].as_u64().unwrap();
+    assert_eq!(d["malformed_rtp"], 0, "{d}");
     assert!(
-        auth_failed as f64 >= 0.5 * sent as f64,
+        auth_failed as f64 >= 0.5 * sent as f64 && auth_failed <= sent,
         "spoofed {sent}, auth failures {auth_failed}"
+    );
+    let asm = tb.player_log("asm");
+    let asm_last = asm
+        .iter()
+        .rev()
+        .find(|l| l.get("dropped").is_some())
+        .expect("control player log");
+    let asm_failed = asm_last["dropped"]["media_auth_failed"].as_u64().unwrap();
+    assert_eq!(asm_last["security"]["ssm_source"], Value::Null);
+    assert!(
+        asm_failed > sent + sent / 2,
+        "control saw no wrong-source data: {asm_failed} failures, {sent} spoofed"
     );
     // Players without the token or with the wrong pin never received anything.
     for tag in ["notoken", "wrongpin"] {
@@ -329,7 +360,7 @@ fn secured_session_survives_forged_announcements_and_injected_data() {
     testkit::record(
         "security.hostile_input_netns",
         &format!(
-            "SAMs: {} accepted, {} forged, {} unsigned, {} replayed, {} malformed refused; wrong-source data 0 seen; {auth_failed}/{sent} spoofed packets dropped by AEAD",
+            "SAMs: {} accepted, {} forged, {} unsigned, {} replayed, {} malformed refused; wrong-source data: none seen with SSM ({auth_failed} AEAD drops <= {sent} spoofed), any-source control {asm_failed} AEAD drops",
             sam["accepted"], sam["bad_signature"], sam["unsigned"], sam["replayed"], sam["malformed"]
         ),
         Some(true),
