@@ -17,6 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFile } from 'node:child_process';
+import { esc, svgChart, type Series } from './report.js';
 
 export const FRAMES_CSV_HEADER = 'index,frame_number,capture_unix_ns,arrival_unix_ns,decoded_unix_ns,layers_held,width,height,file,file_index';
 
@@ -406,4 +407,29 @@ export function findReference(runDir: string): string | null {
 export function qualitySummary(q: PlayerQuality): Omit<PlayerQuality, 'series'> {
   const { series: _s, ...rest } = q;
   return rest;
+}
+
+/** The report's video section: a table per player and PSNR / SSIM over time (time from the
+ *  first decoded picture of any player in the run). */
+export function qualityHtml(qs: PlayerQuality[]): string {
+  const t0 = Math.min(...qs.flatMap((q) => q.series.map((f) => f.decodedS ?? Infinity)));
+  const xMax = Math.max(1, ...qs.flatMap((q) => q.series.map((f) => (f.decodedS ?? t0) - t0)));
+  const ser = (k: 'psnr' | 'ssim'): Series[] =>
+    qs.map((q) => ({ name: q.player, points: q.series.filter((f) => f.decodedS !== null).map((f) => [f.decodedS! - t0, f[k]] as [number, number]) }));
+  const v = (x: number | null, d = 2) => (x === null || !Number.isFinite(x) ? '—' : x.toFixed(d));
+  let h = '<h2>Video quality</h2><table><tr><th>player</th><th>pictures</th><th>stamped</th><th>compared</th><th>PSNR dB (Y)</th><th>PSNR p5</th><th>SSIM (Y)</th><th>freezes</th><th>freeze s</th><th>harmonic fps</th><th>latency p50/p95 ms</th><th>per layers held: PSNR / SSIM</th></tr>';
+  for (const q of qs) {
+    h += `<tr><td>${esc(q.player)}</td><td>${q.pictures}</td><td>${q.stamped}</td><td>${q.compared}</td><td>${v(q.psnrMeanDb)} (${v(q.psnrYMeanDb)})</td><td>${v(q.psnrP5Db)}</td><td>${v(q.ssimMean, 4)} (${v(q.ssimYMean, 4)})</td><td>${q.freezes}</td><td>${v(q.freezeTimeS)}</td><td>${v(q.harmonicFps, 1)}</td><td>${v(q.latencyP50Ms, 0)}/${v(q.latencyP95Ms, 0)}</td><td>${q.byLayers.map((b) => `${b.layers} (${b.width}x${b.height}, ${b.pictures}): ${v(b.psnrMeanDb)} / ${v(b.ssimMean, 3)}`).join('<br>')}</td></tr>`;
+  }
+  h += '</table>';
+  h += svgChart('PSNR per picture', 'dB', ser('psnr'), xMax);
+  h += svgChart('SSIM per picture', 'SSIM', ser('ssim'), xMax);
+  return h;
+}
+
+/** Inserts `html` before `</body>` of an existing report (or writes a page of its own). */
+export function appendToReport(file: string, html: string): void {
+  const page = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '<!doctype html><html><head><meta charset="utf-8"></head><body></body></html>\n';
+  const i = page.lastIndexOf('</body>');
+  fs.writeFileSync(file, i >= 0 ? page.slice(0, i) + html + page.slice(i) : page + html);
 }
