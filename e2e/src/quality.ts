@@ -250,10 +250,11 @@ export async function frameQuality(playerDir: string, reference: string, rows: F
       s++;
       writeY4m(dist, seg, keep.map((r) => ({ src: seg, i: r.fileIndex })));
       writeY4m(refOut, ref, keep.map((r) => ({ src: ref, i: r.frameNumber! })));
-      // The reference goes down to the picture's size (bicubic, ffmpeg's default); the stats
+      // The reference goes down to the picture's size by area averaging (box filter, as libvpx
+      // scales its lower spatial layers and as docs/codec.md's PSNR reference does); the stats
       // files name no path characters ffmpeg's filter parser would need escaped.
       const graph =
-        `[1:v]scale=${seg.width}:${seg.height}:flags=bicubic,format=yuv420p,split[r1][r2];` +
+        `[1:v]scale=${seg.width}:${seg.height}:flags=area,format=yuv420p,split[r1][r2];` +
         `[0:v]format=yuv420p,split[d1][d2];` +
         `[d1][r1]psnr=stats_file=p${s - 1}.log[o1];[d2][r2]ssim=stats_file=s${s - 1}.log[o2]`;
       await ffmpeg(['-i', path.basename(dist), '-i', path.basename(refOut), '-filter_complex', graph, '-map', '[o1]', '-f', 'null', '-', '-map', '[o2]', '-f', 'null', '-'], tmp);
