@@ -1,7 +1,7 @@
 # Layercast: the two commands a new user runs are `make demo` and `make test` (see README.md).
 # Both install what is missing first (scripts/setup.sh) and are safe to re-run.
 
-.PHONY: demo test setup catalogue e2e-full bench fuzz acceptance clean-net soak faults capacity
+.PHONY: demo test setup catalogue e2e-full bench fuzz acceptance clean-net containers soak faults capacity
 
 demo: ## Live session with players behind emulated bottlenecks, and the dashboard
 	@scripts/demo.sh $(ARGS)
@@ -29,6 +29,9 @@ faults: ## Every fault-injection test on the testbed, with its figures (docs/rel
 
 capacity: ## Players one machine carries, synthetic and video (docs/reliability.md)
 	@scripts/setup.sh && npm run -w e2e cli -- capacity $(ARGS)
+
+containers: ## Build the server and player images (podman, local Debian base) and run them
+	@deploy/container/build-local.sh
 
 acceptance: ## Regenerate docs/acceptance.md from the latest measurements
 	@node scripts/acceptance.mjs
