@@ -57,6 +57,10 @@ pub struct Monitor {
     /// TFMCC sender: CLR changes (time s, receiver ID, 0 = none).
     #[serde(skip)]
     pub clr: Vec<(f64, u32)>,
+    /// TFMCC sender: its controller's sending rate `X` (time s, kbit/s) at every packet
+    /// where it changed: the "sending rate" of the spec, free of any binning.
+    #[serde(skip)]
+    pub rate_trace: Vec<(f64, f64)>,
 }
 
 /// All monitors of a run.
@@ -95,6 +99,7 @@ impl Monitors {
             rid: None,
             rounds: Vec::new(),
             clr: Vec::new(),
+            rate_trace: Vec::new(),
         });
         self.list.len() - 1
     }
@@ -183,6 +188,26 @@ impl Monitor {
         (first..last)
             .map(|i| self.bytes.get(i).copied().unwrap_or(0) as f64 * 8.0 / interval / 1000.0)
             .fold(f64::NAN, f64::min)
+    }
+
+    /// Highest rate of any whole interval inside [t0, t1), kbit/s (NaN if none fits).
+    pub fn max_interval_kbps(&self, interval: f64, t0: f64, t1: f64) -> f64 {
+        let first = (t0 / interval).ceil() as usize;
+        let last = (t1 / interval).floor() as usize;
+        (first..last)
+            .map(|i| self.bytes.get(i).copied().unwrap_or(0) as f64 * 8.0 / interval / 1000.0)
+            .fold(f64::NAN, f64::max)
+    }
+
+    /// Highest controller rate `X` in force during [t0, t1), kbit/s (TFMCC senders; NaN
+    /// without a trace).
+    pub fn max_rate_kbps(&self, t0: f64, t1: f64) -> f64 {
+        let before = self.rate_trace.iter().take_while(|r| r.0 <= t0).last();
+        before
+            .into_iter()
+            .chain(self.rate_trace.iter().filter(|r| r.0 > t0 && r.0 < t1))
+            .map(|r| r.1)
+            .fold(f64::NAN, f64::max)
     }
 
     /// Mean non-CLR reports per completed feedback round, over the rounds that started in

@@ -27,6 +27,8 @@ pub const METRICS: &[&str] = &[
     "tcp_friendliness",
     "feedback_per_round",
     "min_interval_kbps",
+    "max_interval_kbps",
+    "max_rate_kbps",
     "time_to_clr",
     "clr_share",
 ];
@@ -210,6 +212,14 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
         "min_interval_kbps" => per(&|mon| {
             let (a, b) = window(mon);
             mon.min_interval_kbps(iv, a, b)
+        }),
+        "max_interval_kbps" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.max_interval_kbps(iv, a, b)
+        }),
+        "max_rate_kbps" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.max_rate_kbps(a, b)
         }),
         "feedback_per_round" => per(&|mon| {
             let (a, b) = window(mon);

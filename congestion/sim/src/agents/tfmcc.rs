@@ -147,6 +147,11 @@ impl Agent for TfmccSenderAgent {
             });
             net.monitors.packet(self.mon, now, self.size);
             let rate = self.ctl.rate_bytes().max(1e-3);
+            let kbps = rate * 8.0 / 1000.0;
+            let trace = &mut net.monitors.list[self.mon].rate_trace;
+            if trace.last().is_none_or(|r| r.1 != kbps) {
+                trace.push((now.as_secs_f64(), kbps));
+            }
             let gap = (f64::from(self.size) / rate * 1e9).min(64e9) as u64;
             net.set_timer(me, Time(now.0 + gap.max(1)), TOKEN_SEND | (self.epoch << 1));
         }
