@@ -90,6 +90,47 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "true",
         "run pacer threads at SCHED_FIFO priority 10 if permitted",
     ),
+    (
+        "api_token",
+        "",
+        "bearer token for the control API (empty: API open, no media keys)",
+    ),
+    (
+        "player_token",
+        "",
+        "bearer token for players: telemetry and media keys",
+    ),
+    (
+        "dashboard_token",
+        "",
+        "read-only bearer token (GET, /metrics, WebSocket)",
+    ),
+    (
+        "sam_key",
+        "",
+        "Ed25519 SAM signing key, 64 hex digits (overrides sam_key_file)",
+    ),
+    (
+        "sam_key_file",
+        "",
+        "file of the SAM signing key; made at first start (empty: a key per run)",
+    ),
+    (
+        "tls",
+        "false",
+        "serve the API over HTTPS (false: plain HTTP)",
+    ),
+    (
+        "tls_cert",
+        "",
+        "PEM certificate; with tls_key, made self-signed there if both are absent",
+    ),
+    ("tls_key", "", "PEM private key of tls_cert"),
+    (
+        "telemetry_per_addr_per_sec",
+        "20",
+        "telemetry posts per second accepted from one source address",
+    ),
 ];
 
 /// Resolved server-level configuration.
@@ -111,6 +152,18 @@ pub struct ServerConfig {
     pub pacer_spin: Duration,
     pub pacer_realtime: bool,
     pub sessions: Vec<SessionConfig>,
+    /// Bearer tokens (`crate::auth`).
+    pub tokens: crate::auth::Tokens,
+    /// SAM signing key as hex, if given directly.
+    pub sam_key: Option<String>,
+    /// SAM signing key file.
+    pub sam_key_file: Option<PathBuf>,
+    /// HTTPS instead of HTTP.
+    pub tls: bool,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// Token-bucket refill of telemetry posts per source address (burst: twice this).
+    pub telemetry_per_addr_per_sec: f64,
 }
 
 /// One session, as a `[[session]]` table, a `--session` JSON flag or a `POST /api/sessions`
@@ -144,6 +197,9 @@ pub struct SessionConfig {
     pub port: Option<u16>,
     /// Video parameters for `source = "testpattern"`.
     pub video: Option<VideoConfig>,
+    /// Encrypt every data packet (ChaCha20-Poly1305 with a group key that players fetch
+    /// from the authenticated key API). Needs `api_token`. Default false.
+    pub encrypt: Option<bool>,
 }
 
 /// The SVC encode of a video source. Layers are the ladder's cells in spatial-major order
@@ -292,6 +348,7 @@ pub struct ResolvedSession {
     pub group: Ipv4Addr,
     pub port: u16,
     pub video: Option<ResolvedVideo>,
+    pub encrypt: bool,
 }
 
 /// Smallest packet: 12-byte RTP header + 16-byte cc extension + 1 byte of payload.
@@ -373,6 +430,13 @@ impl SessionConfig {
                 format!("{packet_size} outside {MIN_PACKET}..={MAX_PACKET} bytes"),
             ));
         }
+        let encrypt = self.encrypt.unwrap_or(false);
+        if encrypt && packet_size < 64 {
+            return Err(Error::config(
+                &key("packet_size"),
+                "encrypted packets need at least 64 bytes (22 go to the AEAD)",
+            ));
+        }
         let bunch_len = self.bunch_len.unwrap_or(2);
         if bunch_len == 0 || bunch_len > 64 {
             return Err(Error::config(
@@ -440,6 +504,7 @@ impl SessionConfig {
             group,
             port,
             video,
+            encrypt,
         })
     }
 }
@@ -587,6 +652,31 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         pacer_spin: Duration::from_micros(parse_val("pacer_spin_us", v("pacer_spin_us"))?),
         pacer_realtime: parse_bool("pacer_realtime", v("pacer_realtime"))?,
         sessions,
+        tokens: crate::auth::Tokens::new(v("api_token"), v("player_token"), v("dashboard_token"))?,
+        sam_key: Some(v("sam_key").to_string()).filter(|s| !s.is_empty()),
+        sam_key_file: Some(v("sam_key_file"))
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
+        tls: parse_bool("tls", v("tls"))?,
+        tls_cert: Some(v("tls_cert"))
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
+        tls_key: Some(v("tls_key"))
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
+        telemetry_per_addr_per_sec: {
+            let r: f64 = parse_val(
+                "telemetry_per_addr_per_sec",
+                v("telemetry_per_addr_per_sec"),
+            )?;
+            if !(r > 0.0 && r <= 100_000.0) {
+                return Err(Error::config(
+                    "telemetry_per_addr_per_sec",
+                    "must be in (0, 100000]",
+                ));
+            }
+            r
+        },
     };
     Ok(Cli::Run(Box::new(cfg)))
 }
