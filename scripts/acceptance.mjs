@@ -61,6 +61,11 @@ const ISSUE_CHECKS = [
   ['issue8/containers', 'Server and player container images build and run with host networking', 'built, player receives'],
   ['issue9/fuzz-corpus', 'Fuzz corpora replay clean', 'no crash'],
   ['issue9/soak', '30-minute soak with 20 players', 'memory growth < 5%, no player stuck low'],
+  ['issue9/fault-sender-restart', 'Sender killed and restarted: players decode video again', '≤ 2 s after the restart'],
+  ['issue9/fault-player-kill', 'A player killed with SIGKILL: others unaffected, server marks it gone', 'others within noise; gone within the viewer timeout'],
+  ['issue9/fault-link-flap', '5-second link flap: players shed and recover', 'recover; time measured'],
+  ['issue9/fault-loss-burst', '20% loss bursts: players shed, recover after, no stuck state', 'recover to the path level'],
+  ['issue9/fault-router-restart', 'Multicast router restarted: players get packets again', 'packets resume; gap measured'],
 ];
 
 function parseSpecChecks() {
