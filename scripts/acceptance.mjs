@@ -55,6 +55,7 @@ const ISSUE_CHECKS = [
   ['issue7/players-synthetic', 'Players one machine carries in the testbed, synthetic layers', '≥ 50'],
   ['issue7/players-video', 'Players one machine carries in the testbed, with video decoding', '≥ 10'],
   ['issue7/leave-latency', 'igmpproxy leave latency (last leave to last packet on the bottleneck)', 'measured and reported'],
+  ['issue7/video-quality', 'Scripted quality test: per-player PSNR/SSIM against the reference behind 600 kbit/s and 4 Mbit/s', 'PSNR ≥ 24 dB, picture size follows the bottleneck'],
   ['issue8/browser', 'Dashboard in Chromium: viewer rows appear, layers change with the bottleneck', 'as a person sees it'],
   ['issue8/promtool', 'Prometheus config and alert rules: promtool check and unit tests', 'pass'],
   ['issue8/live-prometheus', 'Real Prometheus scraping server and players: every alert and panel query returns data', 'data back'],
