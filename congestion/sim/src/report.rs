@@ -223,7 +223,9 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                     .collect::<Result<_, _>>()?;
                 let tm = x.iter().sum::<f64>() / x.len() as f64;
                 let tt = t.iter().sum::<f64>() / t.len() as f64;
-                if tm > 0.0 && tt > 0.0 {
+                // A starved or exited protocol has F = 0 (a real outcome, e.g. DLM leaving
+                // the session against TCP); only a starved reference leaves F undefined.
+                if tm >= 0.0 && tt > 0.0 {
                     tm / tt
                 } else {
                     f64::NAN

@@ -3,7 +3,7 @@
 //! `scenarios/scenario.schema.json`.
 
 use crate::agents::cbr::{DatagramSink, DatagramSource, OnOff};
-use crate::agents::layered::{LayeredReceiver, LayeredSender};
+use crate::agents::layered::{LayeredReceiver, LayeredSender, Layering};
 use crate::agents::local_controllers::local_controller;
 use crate::agents::tcp::{TcpSender, TcpSink, Variant};
 use crate::agents::tfmcc::{TfmccReceiverAgent, TfmccSenderAgent};
@@ -781,12 +781,17 @@ impl Scenario {
                         announce_interval: Duration::from_secs_f64(*adapt_interval_s),
                         codec: String::new(),
                     };
-                    let groups: Vec<usize> = rates.iter().map(|_| sim.net.add_group(src)).collect();
+                    // RLC, FLID-DL and WEBRC need their own sender behaviour (agents::layered).
+                    let layering = Layering::for_protocol(protocol, &info);
+                    let groups: Vec<usize> = (0..layering.groups(rates.len()))
+                        .map(|_| sim.net.add_group(src))
+                        .collect();
                     // No link rate for the schedule: the simulated access link serialises what the
                     // tree actually forwards (pruned layers never occupy it).
                     let link_bps = 0.0;
                     let sender =
-                        LayeredSender::new(src, flow, groups.clone(), info.clone(), link_bps)?;
+                        LayeredSender::new(src, flow, groups.clone(), info.clone(), link_bps)?
+                            .with_layering(layering.clone())?;
                     let s_id = sim.add_agent(src, Box::new(sender));
                     let t0 = start_of(*start_s, *start_jitter_s);
                     sim.net.schedule_command(t0, s_id, Command::Start);
@@ -811,7 +816,8 @@ impl Scenario {
                         );
                         let rn = nodes[r.at.as_str()];
                         let rcv =
-                            LayeredReceiver::new(rn, ctl, info.clone(), groups.clone(), mon, t0);
+                            LayeredReceiver::new(rn, ctl, info.clone(), groups.clone(), mon, t0)
+                                .with_layering(layering.clone());
                         let id = sim.add_agent(rn, Box::new(rcv));
                         let t = start_of(r.start_s, r.start_jitter_s).max(t0);
                         sim.net.schedule_command(t, id, Command::Start);
