@@ -18,6 +18,7 @@ pub const METRICS: &[&str] = &[
     "time_to_level",
     "convergence_time",
     "mean_layers",
+    "mean_queue_packets",
     "min_level",
     "max_level",
     "layer_changes",
@@ -183,6 +184,10 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
         "convergence_time" => {
             per(&|mon| mon.convergence_time(after(mon), end, m.hold_s.unwrap_or(5.0)))
         }
+        "mean_queue_packets" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.mean_queue(iv, a, b)
+        }),
         "mean_layers" => per(&|mon| {
             let (a, b) = window(mon);
             mon.mean_layers(a, b)

@@ -5,6 +5,7 @@
 use crate::agents::cbr::{DatagramSink, DatagramSource, OnOff};
 use crate::agents::layered::{LayeredReceiver, LayeredSender, Layering};
 use crate::agents::local_controllers::local_controller;
+use crate::agents::probe::QueueProbe;
 use crate::agents::tcp::{TcpSender, TcpSink, Variant};
 use crate::agents::tfmcc::{TfmccReceiverAgent, TfmccSenderAgent};
 use crate::engine::{Command, Dest, LinkChange, LinkSpec, MulticastTiming, Sim};
@@ -84,6 +85,9 @@ pub struct LinkDef {
     /// Per-packet extra delay, uniform in [0, jitter_ms), order-preserving.
     #[serde(default)]
     pub jitter_ms: f64,
+    /// Probe the `from → to` direction (`agents::probe`): monitor `queue:FROM-TO`.
+    #[serde(default)]
+    pub monitor_queue: bool,
     #[serde(default = "yes")]
     pub duplex: bool,
     /// Queue of the reverse direction, if different.
@@ -450,6 +454,11 @@ impl Scenario {
                 other => v.push(other.name().to_string()),
             }
         }
+        for l in &self.topology.links {
+            if l.monitor_queue {
+                v.push(format!("queue:{}-{}", l.from, l.to));
+            }
+        }
         v
     }
 
@@ -699,7 +708,16 @@ impl Scenario {
         }
         let nodes = self.node_index();
         let mut specs = Vec::new();
+        // Probed link directions: (link index, node, monitor name).
+        let mut probes = Vec::new();
         for l in &self.topology.links {
+            if l.monitor_queue {
+                probes.push((
+                    specs.len(),
+                    nodes[l.from.as_str()],
+                    format!("queue:{}-{}", l.from, l.to),
+                ));
+            }
             let (a, b) = (nodes[l.from.as_str()], nodes[l.to.as_str()]);
             let rate = (l.rate_kbps * 1000.0).round() as u64;
             let dirs: &[(usize, usize, &Option<QdiscConfig>, &str, &str)] = if l.duplex {
@@ -1044,6 +1062,17 @@ impl Scenario {
                     Command::SetRate((r * 1000.0).round() as u64),
                 );
             }
+        }
+        for (link, node, name) in probes {
+            let mon = sim
+                .net
+                .monitors
+                .add(name.clone(), name, MonKind::Queue, Vec::new());
+            let id = sim.add_agent(
+                node,
+                Box::new(QueueProbe::new(link, mon, Time::from_millis(10))),
+            );
+            sim.net.schedule_command(Time::ZERO, id, Command::Start);
         }
         Ok(sim)
     }
