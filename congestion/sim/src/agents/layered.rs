@@ -656,3 +656,74 @@ impl Agent for LayeredReceiver {
         net.monitors.level(self.mon, net.now(), lvl);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(n: usize, base_kbps: u64) -> SessionInfo {
+        let mut s = SessionInfo::equal_layers(n, 1, std::net::Ipv4Addr::new(239, 9, 0, 0), 5000);
+        for l in &mut s.layers {
+            l.rate_bps = base_kbps * 1000;
+        }
+        s.packet_size = 500;
+        s
+    }
+
+    /// For every slot and level, the groups the host holds carry exactly logical layers
+    /// `0..level` (each once), which is what the receive path hands to the controller.
+    fn check_map(lay: &Layering, layers: u8, slot_us: u64) {
+        for slot in 0..200u64 {
+            let t = slot * slot_us + slot_us / 2;
+            for level in 0..=layers {
+                let held = lay.groups_for_level(level, slot);
+                let mut got: Vec<u8> = held
+                    .iter()
+                    .map(|&g| lay.logical_of(g, t).expect("held group is quiescent"))
+                    .collect();
+                got.sort_unstable();
+                let want: Vec<u8> = (0..level).collect();
+                assert_eq!(got, want, "slot {slot} level {level} groups {held:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn flid_host_holds_exactly_the_channels_of_its_logical_layers() {
+        let info = session(10, 20);
+        let lay = Layering::for_protocol("flid", &info);
+        assert_eq!(lay.groups(10), 1 + 9 + 4);
+        check_map(&lay, 10, 500_000);
+    }
+
+    #[test]
+    fn webrc_host_holds_exactly_the_waves_of_its_logical_layers() {
+        let info = session(8, 16);
+        let lay = Layering::for_protocol("webrc", &info);
+        assert_eq!(lay.groups(8), 1 + 7 + 30);
+        check_map(&lay, 8, 10_000_000);
+        // The wave law: within a slot logical layer j decays by P; at the slot end layer j
+        // hands over to j − 1 of the next slot at the same rate (continuity per channel).
+        if let Layering::Webrc(w) = &lay {
+            let end = 10_000_000 - 1;
+            let r_end = w.rate_pps(3, end);
+            let r_next = w.rate_pps(2, end + 1);
+            assert!(
+                (r_end - r_next).abs() / r_next < 1e-5,
+                "{r_end} vs {r_next}"
+            );
+        }
+    }
+
+    #[test]
+    fn static_kinds_map_group_k_to_layer_k() {
+        let info = session(5, 32);
+        for p in ["rlc", "era", "plm"] {
+            let lay = Layering::for_protocol(p, &info);
+            assert_eq!(lay.groups(5), 5);
+            for g in 0..5 {
+                assert_eq!(lay.logical_of(g, 123_456), Some(g as u8));
+            }
+        }
+    }
+}
