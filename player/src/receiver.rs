@@ -207,7 +207,6 @@ enum Event {
     Announcement(SessionInfo),
     BadAnnouncement(String),
     /// The session description's security parameters; always before the first announcement.
-    /// Boxed: much larger than the other variants (clippy::large_enum_variant).
     Security(Box<crate::auth::SessionSecurity>),
 }
 
