@@ -61,12 +61,18 @@ const ISSUE_CHECKS = [
   ['issue7/players-synthetic', 'Players one machine carries in the testbed, synthetic layers', '≥ 50'],
   ['issue7/players-video', 'Players one machine carries in the testbed, with video decoding', '≥ 10'],
   ['issue7/leave-latency', 'igmpproxy leave latency (last leave to last packet on the bottleneck)', 'measured and reported'],
+  ['issue7/video-quality', 'Scripted quality test: per-player PSNR/SSIM against the reference behind 600 kbit/s and 4 Mbit/s', 'PSNR ≥ 24 dB, picture size follows the bottleneck'],
   ['issue8/browser', 'Dashboard in Chromium: viewer rows appear, layers change with the bottleneck', 'as a person sees it'],
   ['issue8/promtool', 'Prometheus config and alert rules: promtool check and unit tests', 'pass'],
   ['issue8/live-prometheus', 'Real Prometheus scraping server and players: every alert and panel query returns data', 'data back'],
   ['issue8/containers', 'Server and player container images build and run with host networking', 'built, player receives'],
   ['issue9/fuzz-corpus', 'Fuzz corpora replay clean', 'no crash'],
   ['issue9/soak', '30-minute soak with 20 players', 'memory growth < 5%, no player stuck low'],
+  ['issue9/fault-sender-restart', 'Sender killed and restarted: players decode video again', '≤ 2 s after the restart'],
+  ['issue9/fault-player-kill', 'A player killed with SIGKILL: others unaffected, server marks it gone', 'others within noise; gone within the viewer timeout'],
+  ['issue9/fault-link-flap', '5-second link flap: players shed and recover', 'recover; time measured'],
+  ['issue9/fault-loss-burst', '20% loss bursts: players shed, recover after, no stuck state', 'recover to the path level'],
+  ['issue9/fault-router-restart', 'Multicast router restarted: players get packets again', 'packets resume; gap measured'],
 ];
 
 function parseSpecChecks() {
