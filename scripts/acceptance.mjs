@@ -31,6 +31,7 @@ const ISSUE_CHECKS = [
   ['flid/Ch4-ExpI', 'FLID-DL baseline, thesis Ch.4 Exp. I (sim): convergence, loss, throughput, E, levels', 'thesis Table 4-8 (±25 % times, ±10 % rates, ±0.05 E)'],
   ['flid/Ch4-ExpII-I', 'FLID-DL baseline with 2 TCP, each behind 100 Kbps access links, 300 Kbps bottleneck (sim)', 'FLID-DL 87 Kbps ±10 %, F 0.90 ±25 %'],
   ['flid/Ch4-ExpII-II', 'FLID-DL baseline between two TCP Reno on 300 Kbps FIFO (sim)', 'F 1.3 ±25 %, FLID-DL 95 Kbps ±10 %'],
+  ['flid/Ch4-ExpII-III', 'FLID-DL baseline between two TCP Reno on 10 Mbps FIFO (sim)', 'F 4.1 ±25 %, FLID-DL 5837 Kbps ±10 %'],
   ['flid/Ch4-ExpIV', 'FLID-DL baseline, 2 sessions on 600 Kbps (sim): E, loss, Q, I', 'thesis Table 4-14 n = 2'],
   ['webrc/steady', 'WEBRC baseline on 320 / 160 kbit/s (sim)', 'recorded (the thesis compares visually)'],
   ['an/U1-plainTCP', 'REM and RED bottleneck queue per load region with plain TCP Reno (U1 without ACC, sim)', 'REM 24.7 ± 3 packets per region; drops ≤ 10 %'],
