@@ -126,7 +126,7 @@ fn run(controller: &str) {
         .iter()
         .find(|d| at(d) >= t_change && d["to"].as_u64().is_some_and(|to| to <= k_lo))
         .map(|d| at(d) - t_change);
-    // Hold phase: the 5 s before the step. Every drop there must come from a pair sample
+    // Hold phase: from reaching k_hi to the step. Every drop there must come from a pair sample
     // that the link itself spread: its dispersion beyond one packet time on the link is at
     // most the emulator's largest release delay (plus 0.2 ms for the emulator's clock read
     // and the receiver's timestamp, which sit on either side of its send call). A drop
@@ -134,11 +134,14 @@ fn run(controller: &str) {
     // timestamp error) fails the test, and so does not climbing back within 2.5 s (ERA's
     // next RAI, PLM's next check period, plus the join).
     let packet_time = (PACKET + WIRE_OVERHEAD) as f64 * 8.0 / hi as f64;
+    // Drops are examined from the first time the level reached k_hi: one shortly before the
+    // last 5 s still shows in their first lines.
+    let hold_from = reached.unwrap_or(t_change - 5.0);
     let drops: Vec<Drop1> = decisions
         .iter()
         .filter(|d| {
             let t = at(d);
-            t >= t_change - 5.0 && t < t_change && d["to"].as_u64() < d["from"].as_u64()
+            t >= hold_from && t < t_change && d["to"].as_u64() < d["from"].as_u64()
         })
         .map(|d| {
             let sample = d["inputs"]["pp_sample"].as_f64().unwrap_or(f64::NAN);
@@ -189,7 +192,7 @@ fn run(controller: &str) {
     let lost: Vec<u64> = stats.iter().filter_map(|l| l["lost_1s"].as_u64()).collect();
     let summary = format!(
         "{controller}: reached {k_hi} layers {:.2} s after start; last 5 s at 1 Mbit/s {before:?}, \
-         drops there {drops_s:?} (link release delay p99 {rel_p99_us:.0} us, max {:.2} ms over \
+         drops after reaching it {drops_s:?} (link release delay p99 {rel_p99_us:.0} us, max {:.2} ms over \
          {rel_n} packets); shed to <= {k_lo} layers {} ms after the step to 500 kbit/s; \
          afterwards {after:?}; losses/s {lost:?}",
         reached.map(|t| t - t_start).unwrap_or(f64::NAN),

@@ -34,12 +34,7 @@ fn sender_cpu_and_bunch_timing_at_10mbit() {
     let session =
         r#"{"name":"bench","layers":10,"layer_rate_bps":1000000,"packet_size":512,"bunch_len":2}"#;
     let child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns,
-            env!("CARGO_BIN_EXE_layercast-server"),
-        ])
+        .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])
         .args([
             "--http-addr",
             "127.0.0.1:18099",
