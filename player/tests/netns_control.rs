@@ -95,8 +95,11 @@ fn run(controller: &str) {
         rel["p99_us"].as_f64().unwrap_or(f64::NAN),
         rel["n"].as_u64().unwrap_or(0),
     );
-    tb.set_bottleneck(lo, lo / 8 / 20, false);
+    // The step's time is taken before the change is requested: the control request (a
+    // process start under load) may take long, and the change applies somewhere inside it.
+    // Reaction times are then upper bounds, and the hold phase ends before the change.
     let t_change = now_s();
+    tb.set_bottleneck(lo, lo / 8 / 20, false);
     std::thread::sleep(Duration::from_secs(6));
     let state = tb.router_state();
     eprintln!("{controller} router state 6 s after the step:\n{state}");

@@ -1,4 +1,4 @@
-//! Test support shared by the crates.
+//! Test support shared by the crates: acceptance records and network namespaces ([`netns`]).
 //!
 //! [`record`] writes one acceptance-check measurement where `scripts/acceptance.mjs` picks it
 //! up to regenerate `docs/acceptance.md`. Tests call it with what they measured, so the table
