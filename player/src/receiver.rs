@@ -203,6 +203,9 @@ struct Counters {
     lost: u64,
 }
 
+// One event per announcement poll (about once a second), moved through a channel: its size
+// does not matter, and boxing the security parameters would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 enum Event {
     Announcement(SessionInfo),
     BadAnnouncement(String),
