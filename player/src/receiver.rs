@@ -203,14 +203,13 @@ struct Counters {
     lost: u64,
 }
 
-// One event per announcement poll (about once a second), moved through a channel: its size
-// does not matter, and boxing the security parameters would only add an allocation.
-#[allow(clippy::large_enum_variant)]
+// One event per announcement poll (about once a second), moved through a channel; the
+// security parameters are boxed so the common announcement events stay small.
 enum Event {
     Announcement(SessionInfo),
     BadAnnouncement(String),
     /// The session description's security parameters; always before the first announcement.
-    Security(crate::auth::SessionSecurity),
+    Security(Box<crate::auth::SessionSecurity>),
 }
 
 /// Polls the announcement URL once per interval and forwards what it gets. First it fetches
@@ -224,7 +223,7 @@ fn url_poller(url: String, every: Duration, tx: Sender<Event>, stop: Arc<AtomicB
         if let Some(d) = &need_security {
             match crate::auth::fetch_security(d, Duration::from_millis(1500)) {
                 Ok(sec) => {
-                    let _ = tx.send(Event::Security(sec));
+                    let _ = tx.send(Event::Security(Box::new(sec)));
                     need_security = None;
                 }
                 Err(e) => {
