@@ -7,6 +7,7 @@ mod pacer;
 mod rtp_out;
 mod sock;
 mod state;
+mod tfmcc;
 mod video;
 
 use std::collections::BTreeMap;
