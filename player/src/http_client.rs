@@ -1,17 +1,24 @@
 //! A minimal blocking HTTP/1.1 client (GET and POST with a JSON body), enough to fetch the
-//! announcement and post telemetry to our own server without pulling in a TLS-capable
-//! client and its dependency tree. Plain `http://host:port/path` URLs only.
+//! announcement and post telemetry to our own server. `http://` and `https://` URLs; TLS,
+//! the bearer token and how the server's certificate is trusted come from
+//! [`crate::auth::client_options`] (`docs/security.md` §9).
 
 use crate::error::{Error, Result};
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-/// `host:port` and path of an `http://` URL.
+/// `host:port` and path of an `http://` or `https://` URL.
 pub fn split_url(url: &str) -> Result<(String, String)> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| Error::arg("session-url", format!("{url:?}: only http:// URLs")))?;
+    let (rest, default_port) = match url.strip_prefix("https://") {
+        Some(r) => (r, 443),
+        None => (
+            url.strip_prefix("http://").ok_or_else(|| {
+                Error::arg("session-url", format!("{url:?}: http:// or https:// URLs"))
+            })?,
+            80,
+        ),
+    };
     let (host, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -22,7 +29,7 @@ pub fn split_url(url: &str) -> Result<(String, String)> {
     let host = if host.contains(':') {
         host.to_string()
     } else {
-        format!("{host}:80")
+        format!("{host}:{default_port}")
     };
     Ok((host, path.to_string()))
 }
@@ -41,10 +48,19 @@ pub fn request(
         .map_err(io)?
         .next()
         .ok_or_else(|| Error::Protocol(format!("{host}: no address")))?;
-    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(io)?;
-    s.set_read_timeout(Some(timeout)).map_err(io)?;
-    s.set_write_timeout(Some(timeout)).map_err(io)?;
+    let tcp = TcpStream::connect_timeout(&addr, timeout).map_err(io)?;
+    tcp.set_read_timeout(Some(timeout)).map_err(io)?;
+    tcp.set_write_timeout(Some(timeout)).map_err(io)?;
+    let mut s: Box<dyn ReadWrite> = if url.starts_with("https://") {
+        let name = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
+        Box::new(crate::auth::tls_connect(name, tcp)?)
+    } else {
+        Box::new(tcp)
+    };
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    if let Some(t) = &crate::auth::client_options().token {
+        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
     if let Some(b) = body {
         req.push_str(&format!(
             "Content-Type: application/json\r\nContent-Length: {}\r\n",
@@ -121,6 +137,10 @@ pub fn request(
     Ok((status, body))
 }
 
+/// A plain or TLS stream.
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
 fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     loop {
@@ -150,7 +170,11 @@ mod tests {
             ("10.1.2.3:8080".into(), "/api/x".into())
         );
         assert_eq!(split_url("http://h").unwrap(), ("h:80".into(), "/".into()));
-        assert!(split_url("https://h/").is_err());
+        assert_eq!(
+            split_url("https://h/").unwrap(),
+            ("h:443".into(), "/".into())
+        );
+        assert!(split_url("ftp://h/").is_err());
         assert_eq!(
             dechunk(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap(),
             b"abcde"

@@ -2,12 +2,16 @@
 //! kernel-timestamped packets, joins and leaves layers with IGMP, and reports (see
 //! `docs/player.md`).
 
+mod auth;
 mod error;
+mod framelog;
 mod http_client;
 mod net;
+mod qr;
 mod receiver;
 mod tfmcc;
 mod video;
+mod window;
 
 use error::{Error, Result};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -39,6 +43,18 @@ pub struct Args {
     pub playout_delay_ms: u64,
     /// TFMCC: where reports go instead of the announced sender (`crate::tfmcc`).
     pub tfmcc_feedback: Option<SocketAddrV4>,
+    /// With `--out`: frames.csv only, no y4m pictures.
+    pub no_pictures: bool,
+    /// Show the video in a window (not headless and a display is set).
+    pub window: bool,
+    /// Pinned SAM key (`ed25519:<hex>`) for `--announce` without a session URL.
+    pub sam_key: Option<String>,
+    /// Join layers source-specifically (IGMPv3) to this source.
+    pub ssm: Option<Ipv4Addr>,
+    /// `--ssm any`: any-source joins even when the description names a source.
+    pub ssm_any: bool,
+    /// How the HTTP client authenticates (token, certificate pin, CA file).
+    pub client: auth::ClientOptions,
 }
 
 const HELP: &str = "layercast-player: receive a layered multicast session
@@ -49,14 +65,22 @@ const HELP: &str = "layercast-player: receive a layered multicast session
   --tfmcc-feedback A:P   TFMCC: send reports here [default: SAM sender, layer 0 port + 1]
   --fixed-layers N       no controller: hold layers 0..N-1 (measurement mode)
   --interface ADDR       IPv4 address of the interface to join on [default: 0.0.0.0]
-  --headless             no display; with --out write logs there
-  --out DIR              write DIR/player.jsonl (one JSON line per second)
+  --headless             no window (also when DISPLAY is not set)
+  --out DIR              write DIR/player.jsonl (one JSON line per second), DIR/frames.csv
+                         and the decoded pictures DIR/video-<seq>-<W>x<H>.y4m
+  --no-pictures          with --out: write frames.csv but no pictures
   --duration SECS        stop after this long
   --metrics-addr ADDR    serve Prometheus metrics (layercast_player_*) on ADDR
   --telemetry-url URL    where to POST telemetry [default: from --session-url]
   --session-name ID      session id used in telemetry [default: from --session-url]
   --viewer-id ID         [default: p<pid>]
   --playout-delay-ms MS  video: display delay after the first picture [default: 800]
+  --token TOKEN          bearer token for the server's API [default: $LAYERCAST_TOKEN]
+  --tls-fingerprint FP   https: accept only the server certificate with this SHA-256
+  --ca-file PEM          https: verify the server against these CA certificates
+  --sam-key ed25519:HEX  verify SAMs with this key (else the session description's key)
+  --ssm SOURCE|any       join layers source-specifically (else the description's ssm_source);
+                         any: any-source joins regardless
 ";
 
 fn parse_args(args: &[String]) -> Result<Option<Args>> {
@@ -76,6 +100,17 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         poll_interval_ms: 1000,
         playout_delay_ms: 800,
         tfmcc_feedback: None,
+        no_pictures: false,
+        window: false,
+        sam_key: None,
+        ssm: None,
+        ssm_any: false,
+        client: auth::ClientOptions {
+            token: std::env::var("LAYERCAST_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty()),
+            ..Default::default()
+        },
     };
     let mut i = 0;
     while i < args.len() {
@@ -86,6 +121,11 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         }
         if flag == "--headless" {
             a.headless = true;
+            i += 1;
+            continue;
+        }
+        if flag == "--no-pictures" {
+            a.no_pictures = true;
             i += 1;
             continue;
         }
@@ -134,6 +174,15 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
             "poll-interval-ms" => a.poll_interval_ms = val.parse().map_err(|e| bad(&e))?,
             "playout-delay-ms" => a.playout_delay_ms = val.parse().map_err(|e| bad(&e))?,
             "tfmcc-feedback" => a.tfmcc_feedback = Some(val.parse().map_err(|e| bad(&e))?),
+            "token" => a.client.token = Some(val.clone()).filter(|t| !t.is_empty()),
+            "tls-fingerprint" => a.client.fingerprint = Some(auth::parse_fingerprint(&val)?),
+            "ca-file" => a.client.ca_file = Some(PathBuf::from(&val)),
+            "sam-key" => {
+                congestion::wire::auth::SamVerifier::from_published(&val).map_err(|e| bad(&e))?;
+                a.sam_key = Some(val.clone())
+            }
+            "ssm" if val == "any" => a.ssm_any = true,
+            "ssm" => a.ssm = Some(val.parse().map_err(|e| bad(&e))?),
             _ => return Err(Error::arg(&key, "unknown flag (see --help)")),
         }
         i += 1;
@@ -143,6 +192,13 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
             "session-url",
             "give --session-url URL or --announce GROUP:PORT",
         ));
+    }
+    if !a.headless {
+        if std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty()) {
+            a.window = true;
+        } else {
+            eprintln!("layercast-player: DISPLAY is not set: running headless (no window)");
+        }
     }
     if let Some(u) = &a.session_url {
         // http://host/api/sessions/ID/announcement -> telemetry at http://host/api/telemetry
@@ -175,6 +231,7 @@ fn main() {
         libc::signal(libc::SIGINT, h);
         libc::signal(libc::SIGTERM, h);
     }
+    auth::set_client_options(a.client.clone());
     if let Err(e) = receiver::run(a, &SIGNALLED) {
         eprintln!("layercast-player: {e}");
         std::process::exit(1);

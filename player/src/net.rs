@@ -62,6 +62,22 @@ pub struct McastSocket {
     group: Ipv4Addr,
     iface: Ipv4Addr,
     joined: bool,
+    /// Source of a source-specific membership (IGMPv3 INCLUDE {source}).
+    source: Option<Ipv4Addr>,
+}
+
+fn mreq_source(group: Ipv4Addr, iface: Ipv4Addr, source: Ipv4Addr) -> libc::ip_mreq_source {
+    libc::ip_mreq_source {
+        imr_multiaddr: libc::in_addr {
+            s_addr: u32::from(group).to_be(),
+        },
+        imr_interface: libc::in_addr {
+            s_addr: u32::from(iface).to_be(),
+        },
+        imr_sourceaddr: libc::in_addr {
+            s_addr: u32::from(source).to_be(),
+        },
+    }
 }
 
 impl McastSocket {
@@ -122,6 +138,7 @@ impl McastSocket {
             group,
             iface,
             joined: false,
+            source: None,
         };
         if join {
             setopt(
@@ -136,12 +153,48 @@ impl McastSocket {
         Ok(s)
     }
 
+    /// Like [`McastSocket::open`] with a membership, source-specific when `source` is given:
+    /// the kernel then delivers only datagrams from `source` to this socket (and tells the
+    /// router, IGMPv3, that only that source is wanted), so data injected into the group by
+    /// any other host is dropped before the player sees it (`docs/security.md` T3).
+    pub fn open_from(
+        group: Ipv4Addr,
+        port: u16,
+        iface: Ipv4Addr,
+        source: Option<Ipv4Addr>,
+    ) -> Result<McastSocket> {
+        let Some(src) = source else {
+            return McastSocket::open(group, port, iface, true);
+        };
+        let mut s = McastSocket::open(group, port, iface, false)?;
+        setopt(
+            s.fd.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_ADD_SOURCE_MEMBERSHIP,
+            &mreq_source(group, iface, src),
+            &format!("IP_ADD_SOURCE_MEMBERSHIP {group} from {src}"),
+        )?;
+        s.joined = true;
+        s.source = Some(src);
+        Ok(s)
+    }
+
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 
     /// Drops the membership (the IGMP leave); the socket closes when dropped.
     pub fn leave(&mut self) {
+        if let (true, Some(src)) = (self.joined, self.source) {
+            let _ = setopt(
+                self.fd.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_DROP_SOURCE_MEMBERSHIP,
+                &mreq_source(self.group, self.iface, src),
+                "IP_DROP_SOURCE_MEMBERSHIP",
+            );
+            self.joined = false;
+        }
         if self.joined {
             let _ = setopt(
                 self.fd.as_raw_fd(),

@@ -185,6 +185,23 @@ pub struct Drops {
     pub malformed_sam: u64,
     pub malformed_announcement: u64,
     pub stale: u64,
+    /// Data packets that failed authentication (encrypted sessions): wrong key, forged,
+    /// altered, or not sealed at all.
+    pub media_auth_failed: u64,
+    /// SAMs from the group ignored because the session description had not arrived yet.
+    pub sam_before_description: u64,
+}
+
+/// The SAM verifier's counters as the player reports them.
+fn sam_json(v: Option<&congestion::wire::auth::SamVerifier>) -> Value {
+    match v {
+        None => Value::Null,
+        Some(v) => {
+            let s = v.stats();
+            json!({"accepted": s.accepted, "malformed": s.malformed, "unsigned": s.unsigned,
+                   "bad_signature": s.bad_signature, "stale": s.stale, "replayed": s.replayed})
+        }
+    }
 }
 
 /// Host-side counters (independent of the controller's own).
@@ -195,15 +212,42 @@ struct Counters {
     lost: u64,
 }
 
+// One event a second at most: the size difference does not matter (clippy, after merging
+// the security branch's `Security` variant).
+#[allow(clippy::large_enum_variant)]
 enum Event {
     Announcement(SessionInfo),
     BadAnnouncement(String),
+    /// The session description's security parameters; always before the first announcement.
+    Security(crate::auth::SessionSecurity),
 }
 
-/// Polls the announcement URL once per interval and forwards what it gets.
+/// Polls the announcement URL once per interval and forwards what it gets. First it fetches
+/// the session description (SAM key, media key, SSM source), retrying each interval: nothing
+/// is joined before the player knows how to authenticate what it will receive.
 fn url_poller(url: String, every: Duration, tx: Sender<Event>, stop: Arc<AtomicBool>) {
+    let mut need_security = crate::auth::description_url(&url);
+    let mut complained = false;
     while !stop.load(Ordering::Relaxed) {
         let t0 = Instant::now();
+        if let Some(d) = &need_security {
+            match crate::auth::fetch_security(d, Duration::from_millis(1500)) {
+                Ok(sec) => {
+                    let _ = tx.send(Event::Security(sec));
+                    need_security = None;
+                }
+                Err(e) => {
+                    if !complained {
+                        eprintln!("layercast-player: session description: {e} (retrying)");
+                        complained = true;
+                    }
+                    while t0.elapsed() < every && !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    continue;
+                }
+            }
+        }
         // A server that is away (error, non-200) leaves the last announcement in force.
         if let Ok((200, body)) = http_client::request("GET", &url, None, Duration::from_millis(700))
         {
@@ -285,6 +329,24 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         let every = Duration::from_millis(a.poll_interval_ms.max(50));
         threads.push(std::thread::spawn(move || url_poller(url, every, tx, st)));
     }
+    // Security state: the pinned SAM key, the media opener, the SSM source (from the flags,
+    // then from the session description).
+    let mut sam: Option<congestion::wire::auth::SamVerifier> = match &a.sam_key {
+        Some(k) => Some(congestion::wire::auth::SamVerifier::from_published(k)?),
+        None => None,
+    };
+    let mut opener: Option<congestion::wire::auth::MediaOpener> = None;
+    let mut ssm: Option<std::net::Ipv4Addr> = a.ssm;
+    // With a session URL, multicast SAMs wait for the description (which may pin a key, name
+    // an SSM source or carry the media key): an unverified SAM taken before it arrives would
+    // join layers any-source and unauthenticated.
+    let mut security_ready = a
+        .session_url
+        .as_deref()
+        .and_then(crate::auth::description_url)
+        .is_none();
+    let (mut open_ns, mut opened) = (0u64, 0u64);
+    let mut plain = vec![0u8; 2048];
     let ann_sock = match a.announce {
         Some(sa) => Some(McastSocket::open(*sa.ip(), sa.port(), a.interface, true)?),
         None => None,
@@ -379,6 +441,26 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         eprintln!("layercast-player: dropped announcement: {e}");
                     }
                 }
+                Event::Security(sec) => {
+                    security_ready = true;
+                    if sam.is_none() {
+                        sam = sec.sam;
+                    }
+                    if ssm.is_none() && !a.ssm_any {
+                        ssm = sec.ssm;
+                    }
+                    opener = sec.opener;
+                    eprintln!(
+                        "layercast-player: SAM key {}, media {}, {}",
+                        if sam.is_some() { "pinned" } else { "none" },
+                        if opener.is_some() {
+                            "encrypted"
+                        } else {
+                            "in the clear"
+                        },
+                        ssm.map_or("any-source joins".to_string(), |s| format!("SSM from {s}"))
+                    );
+                }
             }
         }
         // 2. Wait for packets or the controller's next deadline.
@@ -421,9 +503,23 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                             drops.malformed_sam += 1;
                             continue;
                         }
-                        match congestion::wire::sam::decode(&buf[..n]) {
-                            Ok(d) => anns.push(d.info),
-                            Err(_) => drops.malformed_sam += 1,
+                        if !security_ready {
+                            drops.sam_before_description += 1;
+                            continue;
+                        }
+                        // With a pinned key only verified SAMs count (the verifier counts the
+                        // rest by reason); without one, any well-formed SAM (legacy mode).
+                        match sam.as_mut() {
+                            Some(v) => {
+                                if let Ok(ok) = v.verify(&buf[..n], net::realtime_ns() / 1_000_000)
+                                {
+                                    anns.push(ok.info);
+                                }
+                            }
+                            None => match congestion::wire::sam::decode(&buf[..n]) {
+                                Ok(d) => anns.push(d.info),
+                                Err(_) => drops.malformed_sam += 1,
+                            },
                         }
                     }
                 }
@@ -437,7 +533,29 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                             drops.truncated += 1;
                             continue;
                         }
-                        if let Some((cc, seq, ssrc)) = parse_packet(&buf[..n], ts, &mut drops) {
+                        // Encrypted session: authenticate and decrypt first; the wire size
+                        // `n` still counts for rates, the kernel time for timing.
+                        let data: &[u8] = match opener.as_mut() {
+                            Some(o) => {
+                                let t0 = Instant::now();
+                                let r = o.open(&buf[..n]);
+                                open_ns += t0.elapsed().as_nanos() as u64;
+                                opened += 1;
+                                match r {
+                                    Ok(p) => {
+                                        plain.clear();
+                                        plain.extend_from_slice(&p.packet);
+                                        &plain
+                                    }
+                                    Err(_) => {
+                                        drops.media_auth_failed += 1;
+                                        continue;
+                                    }
+                                }
+                            }
+                            None => &buf[..n],
+                        };
+                        if let Some((cc, seq, ssrc)) = parse_packet(data, ts, &mut drops) {
                             if cc.layer as usize != k {
                                 drops.wrong_layer += 1;
                                 continue;
@@ -450,7 +568,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                                 ssrc,
                                 size: n,
                                 data: if video.is_some() {
-                                    buf[..n].to_vec()
+                                    data.to_vec()
                                 } else {
                                     Vec::new()
                                 },
@@ -490,7 +608,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         if k < new.layers.len() {
                             let li = &new.layers[k];
                             fresh[k].sock =
-                                McastSocket::open(li.group, li.port, a.interface, true).ok();
+                                McastSocket::open_from(li.group, li.port, a.interface, ssm).ok();
                             fresh[k].quarantine = true;
                         }
                     }
@@ -504,7 +622,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     }
                 }
                 tally.reset_offsets();
-                video = crate::video::Video::new(&new, a.out.as_deref(), a.playout_delay_ms);
+                video = crate::video::Video::new(&new, &a, video.take());
                 eprintln!(
                     "layercast-player: session {} ({} layers, {} B packets, bunch {})",
                     new.session_id,
@@ -601,7 +719,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         l.quarantine = true;
                         l.held.clear();
                         l.first_held = None;
-                        match McastSocket::open(li.group, li.port, a.interface, true) {
+                        match McastSocket::open_from(li.group, li.port, a.interface, ssm) {
                             Ok(s) => {
                                 l.sock = Some(s);
                                 first_join_ns.get_or_insert_with(net::realtime_ns);
@@ -701,13 +819,31 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         "frames_incomplete": st.frames_incomplete, "late": st.late,
                         "malformed": st.malformed});
                     v.frames_1s = 0;
+                    v.overlay(&format!(
+                        "layers {n_layers}/{max_layers}  {}x{}  {:.1} fps\nrate {:.0} kbit/s  loss {:.2} %\nestimate {}",
+                        v.width, v.height, j["frames_1s"].as_f64().unwrap_or(0.0) / dt,
+                        rate_bps / 1e3, 100.0 * loss_ratio,
+                        est.map_or("-".into(), |e| format!("{:.0} kbit/s", e / 1e3))));
+                    let mut j = j;
+                    j["framelog"] = v.framelog_json();
+                    j["join_to_first_frame_ms"] = json!(first_join_ns.and_then(|jn| v
+                        .first_shown_ns
+                        .map(|f| f.saturating_sub(jn) as f64 / 1e6)));
+                    j["join_to_first_decode_ms"] = json!(first_join_ns.and_then(|jn| v
+                        .first_decoded_ns
+                        .map(|f| f.saturating_sub(jn) as f64 / 1e6)));
                     j
                 }),
                 "dropped": {"malformed_rtp": drops.malformed_rtp, "missing_cc": drops.missing_cc,
                     "bad_cc": drops.bad_cc, "wrong_layer": drops.wrong_layer,
                     "truncated": drops.truncated, "malformed_sam": drops.malformed_sam,
                     "stale": drops.stale,
-                    "malformed_announcement": drops.malformed_announcement},
+                    "malformed_announcement": drops.malformed_announcement,
+                    "media_auth_failed": drops.media_auth_failed,
+                    "sam_before_description": drops.sam_before_description},
+                "security": {"sam": sam_json(sam.as_ref()), "encrypted": opener.is_some(),
+                    "ssm_source": ssm.map(|s| s.to_string()),
+                    "opened": opened, "open_ns_total": open_ns},
             });
             if let Some(f) = log.as_mut() {
                 let _ = writeln!(f, "{line}");
@@ -758,6 +894,24 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     ("truncated", drops.truncated),
                     ("malformed_sam", drops.malformed_sam),
                     ("malformed_announcement", drops.malformed_announcement),
+                    ("media_auth_failed", drops.media_auth_failed),
+                    (
+                        "sam_unsigned",
+                        sam.as_ref().map_or(0, |v| v.stats().unsigned),
+                    ),
+                    (
+                        "sam_bad_signature",
+                        sam.as_ref().map_or(0, |v| v.stats().bad_signature),
+                    ),
+                    ("sam_stale", sam.as_ref().map_or(0, |v| v.stats().stale)),
+                    (
+                        "sam_replayed",
+                        sam.as_ref().map_or(0, |v| v.stats().replayed),
+                    ),
+                    (
+                        "sam_malformed",
+                        sam.as_ref().map_or(0, |v| v.stats().malformed),
+                    ),
                 ] {
                     m.push_str(&format!(
                         "layercast_player_dropped_total{{viewer=\"{}\",reason=\"{r}\"}} {v}\n",

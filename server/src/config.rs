@@ -90,6 +90,47 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "true",
         "run pacer threads at SCHED_FIFO priority 10 if permitted",
     ),
+    (
+        "api_token",
+        "",
+        "bearer token for the control API (empty: API open, no media keys)",
+    ),
+    (
+        "player_token",
+        "",
+        "bearer token for players: telemetry and media keys",
+    ),
+    (
+        "dashboard_token",
+        "",
+        "read-only bearer token (GET, /metrics, WebSocket)",
+    ),
+    (
+        "sam_key",
+        "",
+        "Ed25519 SAM signing key, 64 hex digits (overrides sam_key_file)",
+    ),
+    (
+        "sam_key_file",
+        "",
+        "file of the SAM signing key; made at first start (empty: a key per run)",
+    ),
+    (
+        "tls",
+        "false",
+        "serve the API over HTTPS (false: plain HTTP)",
+    ),
+    (
+        "tls_cert",
+        "",
+        "PEM certificate; with tls_key, made self-signed there if both are absent",
+    ),
+    ("tls_key", "", "PEM private key of tls_cert"),
+    (
+        "telemetry_per_addr_per_sec",
+        "20",
+        "telemetry posts per second accepted from one source address",
+    ),
 ];
 
 /// Resolved server-level configuration.
@@ -111,6 +152,18 @@ pub struct ServerConfig {
     pub pacer_spin: Duration,
     pub pacer_realtime: bool,
     pub sessions: Vec<SessionConfig>,
+    /// Bearer tokens (`crate::auth`).
+    pub tokens: crate::auth::Tokens,
+    /// SAM signing key as hex, if given directly.
+    pub sam_key: Option<String>,
+    /// SAM signing key file.
+    pub sam_key_file: Option<PathBuf>,
+    /// HTTPS instead of HTTP.
+    pub tls: bool,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// Token-bucket refill of telemetry posts per source address (burst: twice this).
+    pub telemetry_per_addr_per_sec: f64,
 }
 
 /// One session, as a `[[session]]` table, a `--session` JSON flag or a `POST /api/sessions`
@@ -144,6 +197,9 @@ pub struct SessionConfig {
     pub port: Option<u16>,
     /// Video parameters for `source = "testpattern"`.
     pub video: Option<VideoConfig>,
+    /// Encrypt every data packet (ChaCha20-Poly1305 with a group key that players fetch
+    /// from the authenticated key API). Needs `api_token`. Default false.
+    pub encrypt: Option<bool>,
 }
 
 /// The SVC encode of a video source. Layers are the ladder's cells in spatial-major order
@@ -161,9 +217,12 @@ pub struct VideoConfig {
     pub temporal: Option<usize>,
     /// Multiplies the codec's default 720p L3T3 cell rates. Default 0.5.
     pub kbps_scale: Option<f64>,
-    /// Stamp each frame with a QR code of its buffer timestamp and number (GStreamer
-    /// `debugqroverlay`; GStreamer sources only). Default false.
+    /// Stamp each source frame with a QR code of its frame number and capture time (unix ns),
+    /// GStreamer `qroverlay` in-process, any video source (see docs/server.md). Default false.
     pub qroverlay: Option<bool>,
+    /// Write the source frames (after the stamp, before the encoder) to `DIR/reference.y4m`
+    /// at the top resolution; frame n of the file is frame number n. Default: none.
+    pub reference_dir: Option<String>,
     /// Seconds between key pictures: the longest a receiver that joins mid-stream waits
     /// before it can decode the base layer (multicast receivers cannot ask for one). Default 2.
     pub keyframe_interval_s: Option<f64>,
@@ -181,6 +240,10 @@ pub struct ResolvedVideo {
     pub cell_kbps: Vec<Vec<u32>>,
     /// Frames between key pictures.
     pub keyframe_interval: u32,
+    /// Stamp frame number and capture time with `qroverlay`.
+    pub qroverlay: bool,
+    /// Where to write `reference.y4m`, if anywhere.
+    pub reference_dir: Option<std::path::PathBuf>,
 }
 
 /// Default per-cell rates of the 720p L3T3 ladder (kbit/s), as `codec::ladder` has them.
@@ -239,6 +302,11 @@ impl VideoConfig {
             temporal: nt,
             cell_kbps,
             keyframe_interval,
+            qroverlay: self.qroverlay.unwrap_or(false),
+            reference_dir: match self.reference_dir.as_deref() {
+                None | Some("") => None,
+                Some(d) => Some(std::path::PathBuf::from(d)),
+            },
         })
     }
 }
@@ -280,6 +348,7 @@ pub struct ResolvedSession {
     pub group: Ipv4Addr,
     pub port: u16,
     pub video: Option<ResolvedVideo>,
+    pub encrypt: bool,
 }
 
 /// Smallest packet: 12-byte RTP header + 16-byte cc extension + 1 byte of payload.
@@ -307,7 +376,7 @@ impl SessionConfig {
         let source = self.source.clone().unwrap_or_else(|| "synthetic".into());
         let video = if source == "synthetic" {
             None
-        } else if crate::video::FrameSource::from_source(&source, false).is_some() {
+        } else if crate::video::FrameSource::from_source(&source).is_some() {
             Some(self.video.clone().unwrap_or_default().resolve(&key)?)
         } else {
             return Err(Error::config(
@@ -359,6 +428,13 @@ impl SessionConfig {
             return Err(Error::config(
                 &key("packet_size"),
                 format!("{packet_size} outside {MIN_PACKET}..={MAX_PACKET} bytes"),
+            ));
+        }
+        let encrypt = self.encrypt.unwrap_or(false);
+        if encrypt && packet_size < 64 {
+            return Err(Error::config(
+                &key("packet_size"),
+                "encrypted packets need at least 64 bytes (22 go to the AEAD)",
             ));
         }
         let bunch_len = self.bunch_len.unwrap_or(2);
@@ -428,6 +504,7 @@ impl SessionConfig {
             group,
             port,
             video,
+            encrypt,
         })
     }
 }
@@ -575,6 +652,31 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         pacer_spin: Duration::from_micros(parse_val("pacer_spin_us", v("pacer_spin_us"))?),
         pacer_realtime: parse_bool("pacer_realtime", v("pacer_realtime"))?,
         sessions,
+        tokens: crate::auth::Tokens::new(v("api_token"), v("player_token"), v("dashboard_token"))?,
+        sam_key: Some(v("sam_key").to_string()).filter(|s| !s.is_empty()),
+        sam_key_file: Some(v("sam_key_file"))
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
+        tls: parse_bool("tls", v("tls"))?,
+        tls_cert: Some(v("tls_cert"))
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
+        tls_key: Some(v("tls_key"))
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
+        telemetry_per_addr_per_sec: {
+            let r: f64 = parse_val(
+                "telemetry_per_addr_per_sec",
+                v("telemetry_per_addr_per_sec"),
+            )?;
+            if !(r > 0.0 && r <= 100_000.0) {
+                return Err(Error::config(
+                    "telemetry_per_addr_per_sec",
+                    "must be in (0, 100000]",
+                ));
+            }
+            r
+        },
     };
     Ok(Cli::Run(Box::new(cfg)))
 }

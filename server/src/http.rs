@@ -74,6 +74,36 @@ fn handle(mut req: Request, state: &Arc<State>, stop: &Arc<AtomicBool>) {
     let method = req.method().clone();
     let addr = req.remote_addr().map(|a| a.to_string()).unwrap_or_default();
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // Access control first, before any body is read: a refused request changes nothing.
+    let query = url.split_once('?').map(|(_, q)| q).unwrap_or("");
+    let authz = req
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv("Authorization"))
+        .map(|h| h.value.as_str().to_string());
+    let m = method.as_str().to_string();
+    let need = crate::auth::need_of(&m, &parts);
+    let token = crate::auth::presented_token(authz.as_deref(), &m, query);
+    if let Err(d) = state.cfg.tokens.authorize(need, token) {
+        let c = if d.code == 401 {
+            &state.drops.api_unauthorized
+        } else {
+            &state.drops.api_forbidden
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+        let mut r = error_resp(d.code, d.msg);
+        if d.code == 401 {
+            r = r.with_header(header("WWW-Authenticate", "Bearer realm=\"layercast\""));
+        }
+        let _ = req.respond(r);
+        return;
+    }
+    if need == crate::auth::Need::Telemetry
+        && !state.admit_telemetry(req.remote_addr().map(|a| a.ip()))
+    {
+        let _ = req.respond(error_resp(429, "rate limited (source address)"));
+        return;
+    }
     let resp: Resp = match (&method, parts.as_slice()) {
         (Method::Get, ["api", "sessions"]) => json_resp(200, &state.sessions_json()),
         (Method::Post, ["api", "sessions"]) => match read_body(&mut req) {
@@ -105,7 +135,7 @@ fn handle(mut req: Request, state: &Arc<State>, stop: &Arc<AtomicBool>) {
             Some(s) => {
                 let info = lock(&s.info).clone();
                 if url.contains("format=sam") {
-                    match congestion::wire::sam::to_bytes(&info) {
+                    match state.signed_sam(&info) {
                         Ok(b) => Response::from_data(b)
                             .with_header(header("Content-Type", "application/octet-stream")),
                         Err(e) => error_resp(500, &e.to_string()),
@@ -114,6 +144,13 @@ fn handle(mut req: Request, state: &Arc<State>, stop: &Arc<AtomicBool>) {
                     json_resp(200, &serde_json::to_value(&info).unwrap_or_default())
                 }
             }
+            None => error_resp(404, "no such session"),
+        },
+        (Method::Get, ["api", "sessions", id, "keys"]) => match state.session(id) {
+            Some(s) => match state.keys_json(&s) {
+                Some(k) => json_resp(200, &k),
+                None => error_resp(404, "session is not encrypted"),
+            },
             None => error_resp(404, "no such session"),
         },
         (Method::Get, ["api", "viewers"]) => json_resp(200, &state.viewers_json()),

@@ -1,5 +1,6 @@
 //! layercast-server: the sender and control plane (see `docs/server.md`).
 
+mod auth;
 mod config;
 mod error;
 mod http;
@@ -8,6 +9,7 @@ mod rtp_out;
 mod sock;
 mod state;
 mod tfmcc;
+mod tls;
 mod video;
 
 use std::collections::BTreeMap;
@@ -54,7 +56,24 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
     install_signals();
     let http_addr = cfg.http_addr;
     let initial = cfg.sessions.clone();
-    let state = state::State::new(cfg);
+    let (signer, origin) = auth::load_signer(&cfg)?;
+    eprintln!(
+        "layercast-server: SAM signing key {} ({origin})",
+        signer.published_key()
+    );
+    if !cfg.tokens.enabled() {
+        eprintln!("layercast-server: no api_token: the API is open to anyone who can reach it");
+    }
+    let tls = if cfg.tls {
+        Some(tls::load(
+            cfg.tls_cert.as_deref(),
+            cfg.tls_key.as_deref(),
+            http_addr.ip(),
+        )?)
+    } else {
+        None
+    };
+    let state = state::State::new(cfg, signer);
     for (n, s) in initial.iter().enumerate() {
         let s = state.create_session(s, &format!("session[{n}]"))?;
         eprintln!(
@@ -65,11 +84,32 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
             s.cfg.port
         );
     }
-    let server = tiny_http::Server::http(http_addr).map_err(|e| error::Error::Io {
+    let listen_err = |e: Box<dyn std::error::Error + Send + Sync>| error::Error::Io {
         what: format!("listening on {http_addr}"),
         source: std::io::Error::other(e.to_string()),
-    })?;
-    eprintln!("layercast-server: HTTP on http://{http_addr}");
+    };
+    let server = match tls {
+        Some(t) => {
+            let s = tiny_http::Server::https(
+                http_addr,
+                tiny_http::SslConfig {
+                    certificate: t.cert_pem,
+                    private_key: t.key_pem,
+                },
+            )
+            .map_err(listen_err)?;
+            eprintln!(
+                "layercast-server: HTTPS on https://{http_addr}, certificate {} sha256:{}",
+                t.origin, t.fingerprint
+            );
+            s
+        }
+        None => {
+            let s = tiny_http::Server::http(http_addr).map_err(listen_err)?;
+            eprintln!("layercast-server: HTTP on http://{http_addr}");
+            s
+        }
+    };
     let server = Arc::new(server);
     let stop = Arc::new(AtomicBool::new(false));
     let ann = {

@@ -67,6 +67,11 @@ pub struct PacerStats {
     pub realtime: AtomicBool,
     pub per_layer_packets: Mutex<Vec<u64>>,
     pub errors: Mutex<ErrorHistogram>,
+    /// Packets the sealer refused (never expected; such a packet is not sent).
+    pub seal_errors: AtomicU64,
+    /// Nanoseconds spent sealing, and packets sealed (the cost of encryption).
+    pub seal_ns: AtomicU64,
+    pub sealed: AtomicU64,
 }
 
 /// What the pacer sends.
@@ -83,6 +88,9 @@ pub struct PacerConfig {
     pub realtime: bool,
     /// Media packets per layer (video sources); `None` = synthetic padding layers.
     pub queues: Option<Arc<crate::video::LayerQueues>>,
+    /// Seals every packet (encrypted sessions): packets are built `MEDIA_OVERHEAD` bytes
+    /// short of `packet_size` and sealed to exactly `packet_size`.
+    pub sealer: Option<congestion::wire::auth::MediaSealer>,
 }
 
 impl PacerConfig {
@@ -148,7 +156,7 @@ pub fn phase(k: usize) -> f64 {
 }
 
 /// Runs the pacer on the current thread until `stop` is set.
-pub fn run(cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: Arc<AtomicBool>) {
+pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: Arc<AtomicBool>) {
     set_timer_slack();
     if cfg.realtime {
         stats.realtime.store(set_realtime(), Ordering::Relaxed);
@@ -164,6 +172,12 @@ pub fn run(cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: Arc<
         .map(|k| start + intervals[k].mul_f64(phase(k)))
         .collect();
     let mut seq: Vec<u16> = vec![0; n];
+    // Extended sequence numbers (the sealer's nonce input).
+    let mut ext_seq: Vec<u64> = vec![0; n];
+    let plain_size = match cfg.sealer {
+        Some(_) => cfg.packet_size as usize - congestion::wire::auth::MEDIA_OVERHEAD,
+        None => cfg.packet_size as usize,
+    };
     let mut last_ts: Vec<u32> = vec![0; n];
     let mut bufs: Vec<Vec<u8>> = (0..cfg.bunch_len)
         .map(|_| Vec::with_capacity(cfg.packet_size as usize))
@@ -205,7 +219,7 @@ pub fn run(cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: Arc<
             match media {
                 Some(p) => {
                     last_ts[k] = p.header.timestamp;
-                    rtp_out::write_media(buf, p, seq[k], &cc, cfg.packet_size as usize);
+                    rtp_out::write_media(buf, p, seq[k], &cc, plain_size);
                 }
                 None if cfg.queues.is_some() => {
                     rtp_out::write_padding(
@@ -215,7 +229,7 @@ pub fn run(cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: Arc<
                         last_ts[k],
                         cfg.ssrc_base.wrapping_add(k as u32),
                         &cc,
-                        cfg.packet_size as usize,
+                        plain_size,
                     );
                 }
                 None => {
@@ -227,11 +241,28 @@ pub fn run(cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: Arc<
                         ts90,
                         cfg.ssrc_base.wrapping_add(k as u32),
                         &cc,
-                        cfg.packet_size as usize,
+                        plain_size,
                     );
                 }
             }
+            if let Some(sealer) = cfg.sealer.as_mut() {
+                let t0 = Instant::now();
+                match sealer.seal(buf, ext_seq[k]) {
+                    Ok(sealed) => *buf = sealed,
+                    Err(_) => {
+                        // Never sent in the clear: an empty datagram goes out instead (receivers count
+                        // it malformed), keeping the bunch's sequence numbers consistent.
+                        stats.seal_errors.fetch_add(1, Ordering::Relaxed);
+                        buf.clear();
+                    }
+                }
+                stats
+                    .seal_ns
+                    .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                stats.sealed.fetch_add(1, Ordering::Relaxed);
+            }
             seq[k] = seq[k].wrapping_add(1);
+            ext_seq[k] += 1;
         }
         let sent = send_bunch(&sock, &bufs[..cfg.bunch_len as usize], cfg.dests[k]);
         if sent < cfg.bunch_len as u64 {
@@ -373,6 +404,7 @@ mod tests {
             payload_type: 96,
             realtime: false,
             queues: None,
+            sealer: None,
         };
         // 2 × 512 × 8 / 20 000 = 0.4096 s (era.md §1.1.3).
         assert!((c.bunch_interval(0).as_secs_f64() - 0.4096).abs() < 1e-9);
@@ -400,6 +432,7 @@ mod tests {
             payload_type: 96,
             realtime: false,
             queues: None,
+            sealer: None,
         };
         let stats = Arc::new(PacerStats::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -443,5 +476,53 @@ mod tests {
             stats.errors.lock().unwrap().count,
             stats.bunches.load(Ordering::Relaxed)
         );
+    }
+
+    /// An encrypted session: every datagram is exactly `packet_size`, opens with the group
+    /// key to a packet whose cc extension is intact, and does not open with another key.
+    #[test]
+    fn sealed_packets_have_the_announced_size_and_open() {
+        use congestion::wire::auth::{GroupKey, MediaOpener, MediaSealer};
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let std::net::SocketAddr::V4(dst) = rx.local_addr().unwrap() else {
+            unreachable!()
+        };
+        let key = GroupKey::generate(0);
+        let cfg = PacerConfig {
+            rates_bps: vec![400_000, 400_000],
+            packet_size: 300,
+            bunch_len: 2,
+            dests: vec![dst; 2],
+            ssrc_base: 77,
+            spin: Duration::from_micros(50),
+            payload_type: 96,
+            realtime: false,
+            queues: None,
+            sealer: Some(MediaSealer::new(key.clone())),
+        };
+        let stats = Arc::new(PacerStats::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (s2, st2) = (stats.clone(), stop.clone());
+        let h = std::thread::spawn(move || run(cfg, tx, s2, st2));
+        let mut opener = MediaOpener::new(key);
+        let mut wrong = MediaOpener::new(GroupKey::generate(0));
+        let mut buf = [0u8; 2048];
+        let mut n_ok = 0;
+        while n_ok < 20 {
+            let n = rx.recv(&mut buf).expect("pacer sends");
+            assert_eq!(n, 300);
+            let o = opener.open(&buf[..n]).expect("opens with the group key");
+            assert_eq!(o.packet.len(), 300 - congestion::wire::auth::MEDIA_OVERHEAD);
+            assert!(crate::rtp_out::parse_cc(&o.packet).is_some());
+            assert!(wrong.open(&buf[..n]).is_err());
+            n_ok += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+        assert_eq!(stats.seal_errors.load(Ordering::Relaxed), 0);
+        assert!(stats.sealed.load(Ordering::Relaxed) >= 20);
     }
 }

@@ -5,7 +5,8 @@ use crate::config::{ResolvedSession, ServerConfig, SessionConfig};
 use crate::error::{Error, Result};
 use crate::pacer::{self, PacerConfig, PacerStats};
 use crate::sock;
-use congestion::{LayerInfo, SessionInfo};
+use congestion::wire::auth::{GroupKey, InfluenceConfig, InfluenceLimiter, MediaSealer, SamSigner};
+use congestion::{LayerInfo, SessionInfo, Time};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
@@ -62,6 +63,8 @@ pub struct Session {
     pub queues: Option<Arc<crate::video::LayerQueues>>,
     /// The TFMCC sender's state of a `protocol: tfmcc` session (`crate::tfmcc`).
     pub tfmcc: Option<Arc<crate::tfmcc::TfmccState>>,
+    /// The media group key of an encrypted session (handed out by the key API only).
+    pub media_key: Option<GroupKey>,
 }
 
 impl Session {
@@ -196,6 +199,11 @@ pub struct Drops {
     pub telemetry_rate_limited: AtomicU64,
     pub telemetry_unknown_session: AtomicU64,
     pub api_bad_request: AtomicU64,
+    /// Telemetry refused by the per-source-address token bucket.
+    pub telemetry_addr_rate_limited: AtomicU64,
+    /// Requests without a valid token (401) and with a token lacking the right (403).
+    pub api_unauthorized: AtomicU64,
+    pub api_forbidden: AtomicU64,
 }
 
 /// Everything the HTTP side and the background threads share.
@@ -206,14 +214,31 @@ pub struct State {
     pub drops: Drops,
     next_group: Mutex<u32>,
     counter: AtomicU64,
+    /// Signs every SAM (multicast and `?format=sam`).
+    pub signer: SamSigner,
+    /// `ed25519:<hex>`, published in every session description.
+    pub sam_key: String,
+    /// Per-source-address token bucket on telemetry posts (before the body is read).
+    pub telemetry_limiter: Mutex<InfluenceLimiter>,
+    /// Time base of the limiter.
+    epoch: Instant,
 }
 
 /// Cap on decisions kept per viewer.
 pub const DECISIONS_KEPT: usize = 50;
 
 impl State {
-    pub fn new(cfg: ServerConfig) -> Arc<State> {
+    pub fn new(cfg: ServerConfig, signer: SamSigner) -> Arc<State> {
+        let limiter = InfluenceLimiter::new(InfluenceConfig {
+            reports_per_sec: cfg.telemetry_per_addr_per_sec,
+            burst: 2.0 * cfg.telemetry_per_addr_per_sec,
+            ..InfluenceConfig::default()
+        });
         Arc::new(State {
+            sam_key: signer.published_key(),
+            signer,
+            telemetry_limiter: Mutex::new(limiter),
+            epoch: Instant::now(),
             next_group: Mutex::new(u32::from(cfg.group_base)),
             cfg,
             sessions: Mutex::new(BTreeMap::new()),
@@ -223,8 +248,36 @@ impl State {
         })
     }
 
+    /// Takes a token from `addr`'s telemetry bucket (`false`: refuse, counted).
+    pub fn admit_telemetry(&self, addr: Option<std::net::IpAddr>) -> bool {
+        let Some(ip) = addr else { return true };
+        let now = Time(self.epoch.elapsed().as_nanos() as u64);
+        let ok = lock(&self.telemetry_limiter).admit(now, ip).is_ok();
+        if !ok {
+            self.drops
+                .telemetry_addr_rate_limited
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        ok
+    }
+
+    /// The signed SAM of a session as it goes out now.
+    pub fn signed_sam(&self, info: &SessionInfo) -> Result<Vec<u8>> {
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        Ok(self.signer.to_signed_bytes(info, ms)?)
+    }
+
     /// Validates and starts a session. `ctx` names the config origin in errors.
     pub fn create_session(&self, c: &SessionConfig, ctx: &str) -> Result<Arc<Session>> {
+        if c.encrypt == Some(true) && !self.cfg.tokens.enabled() {
+            return Err(Error::config(
+                &format!("{ctx}.encrypt"),
+                "needs api_token: the media key is only handed out over the authenticated API",
+            ));
+        }
         let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
         let mut next_group = lock(&self.next_group);
         let r = c.resolve(
@@ -257,7 +310,7 @@ impl State {
             // One group whose announced rate is the ceiling (crate::tfmcc).
             layers.truncate(1);
             layers[0].rate_bps = r.rates_bps.iter().sum();
-            crate::tfmcc::check_session(&r, ctx)?;
+            crate::tfmcc::check_session(&r, c.encrypt == Some(true), ctx)?;
         }
         let info = SessionInfo {
             session_id: random_u32(),
@@ -279,10 +332,19 @@ impl State {
         let ssrc_base = random_u32();
         let stop = Arc::new(AtomicBool::new(false));
         let child = Arc::new(crate::video::ChildSlot::default());
+        // A fresh key per session start, never stored: see docs/security.md §3 on why the
+        // nonce then never repeats under one key.
+        let media_key = r.encrypt.then(|| GroupKey::generate(0));
+        // Sealing adds MEDIA_OVERHEAD bytes: packets are built that much smaller, so that
+        // what goes on the wire is exactly the announced packet size.
+        let plain_size = if r.encrypt {
+            r.packet_size - congestion::wire::auth::MEDIA_OVERHEAD as u16
+        } else {
+            r.packet_size
+        };
         let (queues, encoder) = match &r.video {
             Some(v) => {
-                let qr = c.video.as_ref().and_then(|v| v.qroverlay).unwrap_or(false);
-                let src = crate::video::FrameSource::from_source(&r.source, qr)
+                let src = crate::video::FrameSource::from_source(&r.source)
                     .ok_or_else(|| Error::config(&format!("{ctx}.source"), "not a video source"))?;
                 if matches!(src, crate::video::FrameSource::Gst(_)) && !have_gst_launch() {
                     return Err(Error::config(
@@ -295,7 +357,7 @@ impl State {
                     v,
                     src,
                     child.clone(),
-                    r.packet_size,
+                    plain_size,
                     ssrc_base,
                     q.clone(),
                     stop.clone(),
@@ -317,6 +379,7 @@ impl State {
             payload_type: 96,
             realtime: self.cfg.pacer_realtime,
             queues: queues.clone(),
+            sealer: media_key.clone().map(MediaSealer::new),
         };
         let stats = Arc::new(PacerStats::default());
         let (s2, st2) = (stats.clone(), stop.clone());
@@ -341,6 +404,7 @@ impl State {
             child,
             queues,
             tfmcc,
+            media_key,
         });
         sessions.insert(r.id.clone(), s.clone());
         Ok(s)
@@ -476,6 +540,17 @@ impl State {
             "started_at": s.started_at,
             "packets_sent": s.stats.packets.load(Ordering::Relaxed),
             "bytes_sent": s.stats.bytes.load(Ordering::Relaxed),
+            "sam_key": self.sam_key,
+            "encrypted": s.cfg.encrypt,
+            "ssm_source": self.cfg.ssm_source.map(|a| a.to_string()),
+            "seal_errors": s.stats.seal_errors.load(Ordering::Relaxed),
+        })
+    }
+
+    /// The key API's answer for an encrypted session.
+    pub fn keys_json(&self, s: &Session) -> Option<Value> {
+        s.media_key.as_ref().map(|k| {
+            json!({"cipher": "chacha20-poly1305", "epoch": k.epoch(), "media_key": k.key_hex()})
         })
     }
 
@@ -545,7 +620,7 @@ impl State {
         let sessions: Vec<_> = lock(&self.sessions).values().cloned().collect();
         // One counter family per sender statistic, one series per session.
         type Read = fn(&PacerStats) -> u64;
-        let counters: [(&str, Read); 3] = [
+        let counters: [(&str, Read); 5] = [
             ("layercast_sender_packets_total", |st| {
                 st.packets.load(Ordering::Relaxed)
             }),
@@ -554,6 +629,13 @@ impl State {
             }),
             ("layercast_sender_send_errors_total", |st| {
                 st.send_errors.load(Ordering::Relaxed)
+            }),
+            // Encryption cost: packets sealed and nanoseconds spent sealing them.
+            ("layercast_sender_sealed_packets_total", |st| {
+                st.sealed.load(Ordering::Relaxed)
+            }),
+            ("layercast_sender_seal_nanoseconds_total", |st| {
+                st.seal_ns.load(Ordering::Relaxed)
             }),
         ];
         for (name, get) in counters {
@@ -634,6 +716,13 @@ impl State {
             ("telemetry", "rate_limited", &d.telemetry_rate_limited),
             ("telemetry", "unknown_session", &d.telemetry_unknown_session),
             ("api", "bad_request", &d.api_bad_request),
+            (
+                "telemetry",
+                "addr_rate_limited",
+                &d.telemetry_addr_rate_limited,
+            ),
+            ("api", "unauthorized", &d.api_unauthorized),
+            ("api", "forbidden", &d.api_forbidden),
         ] {
             m.push_str(&format!(
                 "layercast_dropped_total{{what=\"{what}\",reason=\"{reason}\"}} {}\n",
@@ -674,7 +763,7 @@ pub fn announcer(state: Arc<State>, stop: Arc<AtomicBool>) {
             let bytes = {
                 let mut info = lock(&s.info);
                 info.announce_seq = info.announce_seq.wrapping_add(1);
-                congestion::wire::sam::to_bytes(&info)
+                state.signed_sam(&info)
             };
             if let Ok(b) = bytes {
                 let _ = sock.send_to(&b, dst);

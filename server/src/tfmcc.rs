@@ -420,7 +420,13 @@ impl ViewerTfmcc {
 }
 
 /// Session-level checks for `protocol: tfmcc`.
-pub fn check_session(r: &ResolvedSession, ctx: &str) -> crate::error::Result<()> {
+pub fn check_session(r: &ResolvedSession, encrypt: bool, ctx: &str) -> crate::error::Result<()> {
+    if encrypt {
+        return Err(crate::error::Error::config(
+            &format!("{ctx}.encrypt"),
+            "TFMCC sessions do not encrypt media yet",
+        ));
+    }
     if r.video.is_some() {
         return Err(crate::error::Error::config(
             &format!("{ctx}.source"),

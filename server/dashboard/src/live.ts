@@ -20,6 +20,21 @@ export interface LiveOptions {
   base?: string; // e.g. "" (same origin) or "http://127.0.0.1:8080"
   /** Snapshots older than this with no new frame mark the connection stale (ms). */
   staleMs?: number;
+  /** Read-only API token (the server's dashboard_token); default: the page's `access_token`
+   *  query parameter, so the dashboard of a server with tokens opens as `/?access_token=…`. */
+  token?: string | null;
+}
+
+/** The `access_token` query parameter of the page, if any. */
+export function tokenFromLocation(search: string | undefined): string | null {
+  if (!search) return null;
+  return new URLSearchParams(search).get("access_token");
+}
+
+/** `url` with `access_token=` added (browsers cannot put a header on a WebSocket upgrade). */
+export function withToken(url: string, token: string | null): string {
+  if (!token) return url;
+  return url + (url.includes("?") ? "&" : "?") + "access_token=" + encodeURIComponent(token);
 }
 
 type Listener = () => void;
@@ -44,10 +59,13 @@ export class Live {
   private stopped = false;
   private readonly base: string;
   private readonly staleMs: number;
+  private readonly token: string | null;
 
   constructor(opts: LiveOptions = {}) {
     this.base = opts.base ?? "";
     this.staleMs = opts.staleMs ?? STALE_MS;
+    this.token =
+      opts.token !== undefined ? opts.token : tokenFromLocation(typeof window === "undefined" ? undefined : window.location?.search);
   }
 
   subscribe = (l: Listener): (() => void) => {
@@ -84,7 +102,10 @@ export class Live {
   /** One-shot REST fetch so the first paint has data; the WebSocket takes over afterwards. */
   private async prime(): Promise<void> {
     try {
-      const [s, v] = await Promise.all([fetch(this.base + "/api/sessions"), fetch(this.base + "/api/viewers")]);
+      const [s, v] = await Promise.all([
+        fetch(withToken(this.base + "/api/sessions", this.token)),
+        fetch(withToken(this.base + "/api/viewers", this.token)),
+      ]);
       if (!s.ok || !v.ok) return;
       const sessions = parseList(await s.json(), parseSession).items;
       const viewers = parseList(await v.json(), parseViewer).items;
@@ -104,7 +125,7 @@ export class Live {
     this.emit();
     let ws: WebSocket;
     try {
-      ws = new WebSocket(wsUrl(this.base, window.location));
+      ws = new WebSocket(withToken(wsUrl(this.base, window.location), this.token));
     } catch (e) {
       this.status.lastError = (e as Error).message;
       this.scheduleReconnect();

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { backoffDelay, BACKOFF_BASE_MS, BACKOFF_MAX_MS } from "../../src/backoff";
 import { linePath, niceMax, stack } from "../../src/chartmath";
 import { fmtBps, fmtPct } from "../../src/format";
-import { wsUrl } from "../../src/live";
+import { tokenFromLocation, withToken, wsUrl } from "../../src/live";
 import { parseRoute } from "../../src/route";
 import { Ring } from "../../src/series";
 import { virtualWindow } from "../../src/virtual";
@@ -76,5 +76,12 @@ describe("format and routing", () => {
   it("builds the live URL from the page or a base", () => {
     expect(wsUrl("", { protocol: "https:", host: "x:1" })).toBe("wss://x:1/api/live");
     expect(wsUrl("http://127.0.0.1:8080/", { protocol: "http:", host: "y" })).toBe("ws://127.0.0.1:8080/api/live");
+  });
+  it("carries the read-only token from the page to the API URLs", () => {
+    expect(tokenFromLocation("?a=1&access_token=t%2B1")).toBe("t+1");
+    expect(tokenFromLocation("")).toBeNull();
+    expect(withToken("/api/live", "t+1")).toBe("/api/live?access_token=t%2B1");
+    expect(withToken("/api/x?y=1", "t")).toBe("/api/x?y=1&access_token=t");
+    expect(withToken("/api/live", null)).toBe("/api/live");
   });
 });

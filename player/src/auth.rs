@@ -1,0 +1,171 @@
+//! The player's side of `docs/security.md`: how it trusts the server's HTTPS certificate,
+//! which token it presents, and what it learns from the session description before it joins
+//! anything (the SAM public key, the media key of an encrypted session, the SSM source).
+//!
+//! Trust model: the HTTPS connection is authenticated by a pinned certificate fingerprint
+//! (`--tls-fingerprint`, what the server logs at start) or a CA file (`--ca-file`), else the
+//! system's CAs. Everything learnt over it (the Ed25519 key that then authenticates every SAM
+//! on the announcement group, the media key) is only as good as that pin; over plain
+//! `http://` it is only as good as the network path, which is why the server never hands out
+//! media keys without a token and why `--tls-fingerprint` is the recommended setup.
+
+use crate::error::{Error, Result};
+use crate::http_client;
+use congestion::wire::auth::{GroupKey, MediaOpener, SamVerifier};
+use openssl::hash::MessageDigest;
+use openssl::ssl::{SslConnector, SslMethod, SslStream, SslVerifyMode};
+use serde_json::Value;
+use std::net::{Ipv4Addr, TcpStream};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// How the HTTP client authenticates the server and itself.
+#[derive(Clone, Debug, Default)]
+pub struct ClientOptions {
+    /// Bearer token sent with every request.
+    pub token: Option<String>,
+    /// SHA-256 of the server certificate's DER: the only certificate accepted.
+    pub fingerprint: Option<[u8; 32]>,
+    /// PEM file of CA certificates to verify the server against (with its host name).
+    pub ca_file: Option<PathBuf>,
+}
+
+static OPTIONS: OnceLock<ClientOptions> = OnceLock::new();
+
+/// Sets the options once, at start.
+pub fn set_client_options(o: ClientOptions) {
+    let _ = OPTIONS.set(o);
+}
+
+/// The options in force (defaults if never set).
+pub fn client_options() -> &'static ClientOptions {
+    OPTIONS.get_or_init(ClientOptions::default)
+}
+
+/// Parses `--tls-fingerprint`: 64 hex digits, colons and a `sha256:` prefix allowed.
+pub fn parse_fingerprint(s: &str) -> Result<[u8; 32]> {
+    let t: String = s
+        .trim()
+        .trim_start_matches("sha256:")
+        .chars()
+        .filter(|c| *c != ':')
+        .collect();
+    congestion::wire::auth::parse_hex32(&t, "TLS fingerprint")
+        .map_err(|e| Error::arg("tls-fingerprint", e.to_string()))
+}
+
+/// Opens TLS over `tcp` to `host`, verifying the server as the options say.
+pub fn tls_connect(host: &str, tcp: TcpStream) -> Result<SslStream<TcpStream>> {
+    let o = client_options();
+    let e = |what: &str, x: openssl::error::ErrorStack| {
+        Error::io(what.to_string(), std::io::Error::other(x.to_string()))
+    };
+    let mut b = SslConnector::builder(SslMethod::tls_client()).map_err(|x| e("TLS setup", x))?;
+    if let Some(ca) = &o.ca_file {
+        b.set_ca_file(ca).map_err(|x| e("reading --ca-file", x))?;
+    }
+    let pin = o.fingerprint;
+    if let Some(fp) = pin {
+        // Pinning: the leaf certificate must be this one; chain and name do not matter.
+        b.set_verify_callback(SslVerifyMode::PEER, move |_, ctx| {
+            if ctx.error_depth() != 0 {
+                return true;
+            }
+            ctx.current_cert()
+                .and_then(|c| c.digest(MessageDigest::sha256()).ok())
+                .is_some_and(|d| d.as_ref() == fp)
+        });
+    }
+    let mut cfg = b.build().configure().map_err(|x| e("TLS setup", x))?;
+    if pin.is_some() {
+        cfg.set_verify_hostname(false);
+    }
+    cfg.connect(host, tcp).map_err(|x| {
+        Error::io(
+            format!("TLS handshake with {host}"),
+            std::io::Error::other(x.to_string()),
+        )
+    })
+}
+
+/// What the session description says about security.
+pub struct SessionSecurity {
+    /// Verifies SAMs on the announcement group.
+    pub sam: Option<SamVerifier>,
+    /// Opens the packets of an encrypted session.
+    pub opener: Option<MediaOpener>,
+    /// Join (S,G) with this source (IGMPv3 source-specific).
+    pub ssm: Option<Ipv4Addr>,
+}
+
+/// The session description URL of an announcement URL
+/// (`.../api/sessions/ID/announcement` → `.../api/sessions/ID`).
+pub fn description_url(announcement_url: &str) -> Option<String> {
+    let base = announcement_url.split('?').next()?;
+    let d = base.strip_suffix("/announcement")?;
+    d.contains("/api/sessions/").then(|| d.to_string())
+}
+
+/// Fetches the session description (and, for an encrypted session, its media key).
+pub fn fetch_security(description_url: &str, timeout: Duration) -> Result<SessionSecurity> {
+    let get = |url: &str| -> Result<Value> {
+        match http_client::request("GET", url, None, timeout)? {
+            (200, b) => {
+                serde_json::from_slice(&b).map_err(|e| Error::Protocol(format!("{url}: {e}")))
+            }
+            (c, b) => Err(Error::Protocol(format!(
+                "{url}: HTTP {c} {}",
+                String::from_utf8_lossy(&b)
+            ))),
+        }
+    };
+    let d = get(description_url)?;
+    let sam = match d["sam_key"].as_str() {
+        Some(k) => Some(SamVerifier::from_published(k)?),
+        None => None,
+    };
+    let ssm = match d["ssm_source"].as_str() {
+        Some(s) => Some(
+            s.parse()
+                .map_err(|e| Error::Protocol(format!("ssm_source {s:?}: {e}")))?,
+        ),
+        None => None,
+    };
+    let opener = if d["encrypted"].as_bool() == Some(true) {
+        let k = get(&format!("{description_url}/keys"))?;
+        let hex = k["media_key"]
+            .as_str()
+            .ok_or_else(|| Error::Protocol("key API: no media_key".into()))?;
+        let epoch = k["epoch"]
+            .as_u64()
+            .and_then(|e| u16::try_from(e).ok())
+            .ok_or_else(|| Error::Protocol("key API: bad epoch".into()))?;
+        Some(MediaOpener::new(GroupKey::from_hex(hex, epoch)?))
+    } else {
+        None
+    };
+    Ok(SessionSecurity { sam, opener, ssm })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_and_urls() {
+        let hex = "ab".repeat(32);
+        let colons = vec!["AB"; 32].join(":");
+        assert_eq!(parse_fingerprint(&hex).unwrap(), [0xab; 32]);
+        assert_eq!(
+            parse_fingerprint(&format!("sha256:{colons}")).unwrap(),
+            [0xab; 32]
+        );
+        assert!(parse_fingerprint("abcd").is_err());
+        assert_eq!(
+            description_url("https://h:1/api/sessions/one/announcement?x=1").as_deref(),
+            Some("https://h:1/api/sessions/one")
+        );
+        assert_eq!(description_url("http://h/other"), None);
+    }
+}

@@ -1,0 +1,525 @@
+//! Access control, hostile HTTP, signed announcements and TLS of a running server
+//! (`docs/security.md`), on loopback inside a private network namespace (root; else skipped).
+//! `cargo test --release -p layercast-server --test security`
+
+use congestion::wire::auth::SamVerifier;
+use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpStream, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const API: &str = "control-token-0123456789abcdef";
+const PLAYER: &str = "player-token-0123456789abcdef";
+const DASH: &str = "dashboard-token-0123456789abcdef";
+
+struct Ns {
+    name: String,
+    children: Vec<Child>,
+    dir: std::path::PathBuf,
+}
+
+impl Ns {
+    fn new(tag: &str) -> Option<Ns> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED: needs root for a network namespace");
+            return None;
+        }
+        let name = format!("lc-{}-{tag}", std::process::id());
+        let dir = std::env::temp_dir().join(&name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .unwrap()
+            .success());
+        let ns = Ns {
+            name,
+            children: Vec::new(),
+            dir,
+        };
+        for a in [
+            vec!["link", "set", "lo", "up"],
+            vec!["route", "add", "224.0.0.0/4", "dev", "lo"],
+        ] {
+            assert!(Command::new("ip")
+                .args(["-n", &ns.name])
+                .args(&a)
+                .status()
+                .unwrap()
+                .success());
+        }
+        Some(ns)
+    }
+
+    /// Starts the server with `args`; its stderr goes to `server.log`.
+    fn server(&mut self, args: &[&str]) {
+        let log = std::fs::File::create(self.dir.join("server.log")).unwrap();
+        self.children.push(
+            Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &self.name,
+                    env!("CARGO_BIN_EXE_layercast-server"),
+                ])
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        );
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/var/run/netns/{}", self.name);
+        std::thread::spawn(move || {
+            use std::os::fd::AsRawFd;
+            let fd = std::fs::File::open(&path).unwrap();
+            // SAFETY: setns on this thread only.
+            assert_eq!(
+                unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) },
+                0
+            );
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Sends raw bytes, returns the status code (0: no HTTP answer) and the whole response.
+fn raw(port: u16, bytes: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let _ = s.write_all(bytes);
+    read_response(&mut s)
+}
+
+fn read_response(s: &mut impl Read) -> (u16, String) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let text = String::from_utf8_lossy(&buf).to_string();
+        if let Some(i) = text.find("\r\n\r\n") {
+            let len = text[..i]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            if buf.len() >= i + 4 + len {
+                break;
+            }
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let out = String::from_utf8_lossy(&buf).to_string();
+    let code = if out.starts_with("HTTP/1.") {
+        out.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    (code, out)
+}
+
+fn req(method: &str, path: &str, token: Option<&str>, body: &str) -> Vec<u8> {
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+fn body(resp: &str) -> Value {
+    serde_json::from_str(resp.split("\r\n\r\n").nth(1).unwrap_or("")).unwrap_or(Value::Null)
+}
+
+fn wait_port(port: u16) {
+    let t0 = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "server did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn tokens_hostile_http_telemetry_flood_and_signed_sams() {
+    let Some(mut ns) = Ns::new("sec") else { return };
+    let key_file = ns.dir.join("sam.key").to_string_lossy().to_string();
+    ns.server(&[
+        "--http-addr",
+        "127.0.0.1:18190",
+        "--interface",
+        "127.0.0.1",
+        "--announce",
+        "239.255.76.1:5000",
+        "--announce-interval-ms",
+        "200",
+        "--api-token",
+        API,
+        "--player-token",
+        PLAYER,
+        "--dashboard-token",
+        DASH,
+        "--sam-key-file",
+        &key_file,
+        "--telemetry-per-addr-per-sec",
+        "1",
+        "--session",
+        r#"{"name":"one","layers":2,"layer_rate_bps":50000}"#,
+        "--session",
+        r#"{"name":"sec","layers":2,"layer_rate_bps":50000,"encrypt":true}"#,
+    ]);
+    let r = ns.run(move || {
+        wait_port(18190);
+        let p = 18190;
+        let mut c: Vec<(&'static str, u16, String)> = Vec::new();
+        let mut call = |n: &'static str, bytes: Vec<u8>| {
+            let (code, t) = raw(p, &bytes);
+            c.push((n, code, t));
+        };
+        // Access control.
+        call("anon-list", req("GET", "/api/sessions", None, ""));
+        call("wrong-list", req("GET", "/api/sessions", Some("not-the-token-0123456"), ""));
+        call("dash-list", req("GET", "/api/sessions", Some(DASH), ""));
+        call("dash-query", req("GET", &format!("/api/sessions?access_token={DASH}"), None, ""));
+        call("dash-metrics", req("GET", "/metrics", Some(DASH), ""));
+        let evil = r#"{"name":"evil","layers":1}"#;
+        call("anon-create", req("POST", "/api/sessions", None, evil));
+        call("dash-create", req("POST", "/api/sessions", Some(DASH), evil));
+        call("player-create", req("POST", "/api/sessions", Some(PLAYER), evil));
+        call(
+            "query-create",
+            req("POST", &format!("/api/sessions?access_token={API}"), None, evil),
+        );
+        call("dash-delete", req("DELETE", "/api/sessions/one", Some(DASH), ""));
+        call("dash-keys", req("GET", "/api/sessions/sec/keys", Some(DASH), ""));
+        call("anon-keys", req("GET", "/api/sessions/sec/keys", None, ""));
+        call("player-keys", req("GET", "/api/sessions/sec/keys", Some(PLAYER), ""));
+        call("player-keys-plain", req("GET", "/api/sessions/one/keys", Some(PLAYER), ""));
+        let t = r#"{"viewer_id":"v1","session_id":"one","protocol":"era","layers":1,"max_layers":2,"rate_bps":1,"estimate_bps":null,"loss_ratio":0}"#;
+        call("dash-tele", req("POST", "/api/telemetry", Some(DASH), t));
+        call("api-create", req("POST", "/api/sessions", Some(API), r#"{"name":"two","layers":1}"#));
+        call("anon-static", req("GET", "/", None, ""));
+        // Malformed HTTP, all with the control token where one is needed.
+        call("garbage", b"\x00\x01\x02 garbage\r\n\r\n".to_vec());
+        call("bad-version", b"GET /api/sessions HTTP/9.9\r\nHost: x\r\n\r\n".to_vec());
+        let mut huge = b"GET /api/sessions HTTP/1.1\r\nHost: x\r\n".to_vec();
+        for i in 0..2000 {
+            huge.extend_from_slice(format!("X-H{i}: {}\r\n", "a".repeat(60)).as_bytes());
+        }
+        huge.extend_from_slice(b"\r\n");
+        call("huge-headers", huge);
+        call("bad-json", req("POST", "/api/sessions", Some(API), "{\"name\":"));
+        call("unknown-field", req("POST", "/api/sessions", Some(API), r#"{"name":"x","evil":1}"#));
+        call("bad-value", req("POST", "/api/sessions", Some(API), r#"{"name":"y","layers":100000}"#));
+        call(
+            "too-big",
+            req("POST", "/api/sessions", Some(API), &format!("{{\"name\":\"{}\"}}", "z".repeat(300_000))),
+        );
+        call("traversal", req("GET", "/../../etc/passwd", None, ""));
+        call("brew", req("BREW", "/api/sessions", Some(API), ""));
+        call("tele-bad", req("POST", "/api/telemetry", Some(PLAYER), "[1,2"));
+        call("after", req("GET", "/api/sessions", Some(API), ""));
+        // Signed SAM over HTTP and on the announcement group.
+        let desc = body(&raw(p, &req("GET", "/api/sessions/one", Some(DASH), "")).1);
+        let http_sam = {
+            // Binary body: read bytes until the server closes (Connection: close).
+            let mut s = TcpStream::connect(("127.0.0.1", p)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            s.write_all(&req("GET", "/api/sessions/one/announcement?format=sam", Some(DASH), ""))
+                .unwrap();
+            let mut all = Vec::new();
+            let _ = s.read_to_end(&mut all);
+            let i = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+            all[i..].to_vec()
+        };
+        let sock = UdpSocket::bind("239.255.76.1:5000").unwrap();
+        sock.join_multicast_v4(&Ipv4Addr::new(239, 255, 76, 1), &Ipv4Addr::LOCALHOST)
+            .unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut sams = Vec::new();
+        let mut buf = [0u8; 2048];
+        while sams.len() < 4 {
+            let n = sock.recv(&mut buf).expect("SAMs on the group");
+            sams.push(buf[..n].to_vec());
+        }
+        // Telemetry flood from one address: 40 posts, each from a different viewer id.
+        let t0 = Instant::now();
+        let mut codes = Vec::new();
+        for i in 0..40 {
+            let t = format!(
+                r#"{{"viewer_id":"flood{i}","session_id":"one","protocol":"era","layers":1,"max_layers":2,"rate_bps":1,"estimate_bps":null,"loss_ratio":0}}"#
+            );
+            codes.push(raw(p, &req("POST", "/api/telemetry", Some(PLAYER), &t)).0);
+        }
+        let flood_s = t0.elapsed().as_secs_f64();
+        let metrics = raw(p, &req("GET", "/metrics", Some(API), "")).1;
+        let viewers = body(&raw(p, &req("GET", "/api/viewers", Some(API), "")).1);
+        (c, desc, http_sam, sams, codes, flood_s, metrics, viewers)
+    });
+    let (c, desc, http_sam, sams, codes, flood_s, metrics, viewers) = r;
+    let get = |n: &str| c.iter().find(|x| x.0 == n).unwrap();
+    let code = |n: &str| get(n).1;
+    assert_eq!(code("anon-list"), 401);
+    assert!(
+        get("anon-list").2.contains("WWW-Authenticate: Bearer"),
+        "{}",
+        get("anon-list").2
+    );
+    assert_eq!(code("wrong-list"), 401);
+    assert_eq!(code("dash-list"), 200);
+    assert_eq!(code("dash-query"), 200);
+    assert_eq!(code("dash-metrics"), 200);
+    assert_eq!(code("anon-create"), 401);
+    assert_eq!(code("dash-create"), 403);
+    assert_eq!(code("player-create"), 403);
+    assert_eq!(code("query-create"), 401, "query tokens are for GET only");
+    assert_eq!(code("dash-delete"), 403);
+    assert_eq!(code("dash-keys"), 403);
+    assert_eq!(code("anon-keys"), 401);
+    assert_eq!(code("player-keys"), 200);
+    let k = body(&get("player-keys").2);
+    assert_eq!(k["media_key"].as_str().map(str::len), Some(64), "{k}");
+    assert_eq!(code("player-keys-plain"), 404);
+    assert_eq!(code("dash-tele"), 403);
+    assert_eq!(code("api-create"), 201);
+    assert_ne!(code("anon-static"), 401, "dashboard assets need no token");
+    // Malformed requests: 4xx (or the connection refused outright), never 2xx or 5xx.
+    for n in [
+        "garbage",
+        "bad-version",
+        "huge-headers",
+        "bad-json",
+        "unknown-field",
+        "bad-value",
+        "too-big",
+        "traversal",
+        "brew",
+        "tele-bad",
+    ] {
+        let cd = code(n);
+        eprintln!("malformed request {n}: {cd}");
+        // 505 is the right answer to an HTTP version the server does not speak.
+        let ok = cd == 0 || (400..500).contains(&cd) || (n == "bad-version" && cd == 505);
+        assert!(ok, "{n}: {cd} {}", get(n).2);
+    }
+    for n in [
+        "bad-json",
+        "unknown-field",
+        "bad-value",
+        "traversal",
+        "tele-bad",
+        "brew",
+    ] {
+        assert!(
+            (400..500).contains(&code(n)),
+            "{n} must get a 4xx: {}",
+            get(n).2
+        );
+    }
+    // Nothing refused changed anything: exactly one, sec and two exist.
+    let ids: Vec<String> = body(&get("after").2)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, vec!["one", "sec", "two"]);
+    assert!(metrics.contains("layercast_dropped_total{what=\"api\",reason=\"unauthorized\"}"));
+    let counter = |what: &str, reason: &str| -> u64 {
+        let k = format!("layercast_dropped_total{{what=\"{what}\",reason=\"{reason}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&k))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(counter("api", "unauthorized") >= 5, "{metrics}");
+    assert!(counter("api", "forbidden") >= 5, "{metrics}");
+    // Signed SAMs: the published key verifies both the HTTP and the multicast copies; a
+    // flipped byte does not.
+    let pk = desc["sam_key"]
+        .as_str()
+        .expect("sam_key in the description");
+    assert_eq!(desc["encrypted"], false);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let mut v = SamVerifier::from_published(pk).unwrap();
+    v.verify(&http_sam, now_ms).expect("HTTP SAM verifies");
+    let mut verified = 0;
+    for s in &sams {
+        let mut bad = s.clone();
+        let i = bad.len() / 3;
+        bad[i] ^= 0x40;
+        assert!(SamVerifier::from_published(pk)
+            .unwrap()
+            .verify(&bad, now_ms)
+            .is_err());
+        // Two sessions announce on the group: each SAM verifies once (later ones are newer).
+        if SamVerifier::from_published(pk)
+            .unwrap()
+            .verify(s, now_ms)
+            .is_ok()
+        {
+            verified += 1;
+        }
+    }
+    assert_eq!(verified, sams.len());
+    // The key file made at first start holds the published key's seed.
+    let seed = std::fs::read_to_string(ns.dir.join("sam.key")).expect("key file written");
+    let signer = congestion::wire::auth::SamSigner::from_hex(&seed).unwrap();
+    assert_eq!(signer.published_key(), pk);
+    // Flood: at most the bucket (2) plus 1/s over the flood's duration got through; every
+    // refusal was a 429 and is counted.
+    let ok = codes.iter().filter(|&&c| c == 204).count();
+    let limited = codes.iter().filter(|&&c| c == 429).count();
+    assert_eq!(ok + limited, codes.len(), "{codes:?}");
+    let bound = 2.0 + flood_s + 1.0;
+    assert!(ok as f64 <= bound, "{ok} accepted, bound {bound:.1}");
+    assert!(limited >= 10, "{codes:?}");
+    assert_eq!(counter("telemetry", "addr_rate_limited") as usize, limited);
+    let flood_viewers = viewers
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["id"].as_str().unwrap_or("").starts_with("flood"))
+        .count();
+    assert_eq!(flood_viewers, ok, "only admitted posts create viewers");
+    testkit::record(
+        "security.telemetry_flood",
+        &format!("40 posts from one address (limit 1/s, burst 2) in {flood_s:.2} s: {ok} accepted, {limited} refused (429, counted)"),
+        Some(true),
+        "cargo test --release -p layercast-server --test security",
+    );
+}
+
+#[test]
+fn tls_self_signed_certificate_pinned_by_fingerprint() {
+    let Some(mut ns) = Ns::new("tls") else { return };
+    let cert = ns.dir.join("c.pem");
+    let key = ns.dir.join("k.pem");
+    ns.server(&[
+        "--http-addr",
+        "127.0.0.1:18191",
+        "--interface",
+        "127.0.0.1",
+        "--announce",
+        "",
+        "--tls",
+        "true",
+        "--tls-cert",
+        &cert.to_string_lossy(),
+        "--tls-key",
+        &key.to_string_lossy(),
+        "--session",
+        r#"{"name":"one","layers":1,"layer_rate_bps":20000}"#,
+    ]);
+    let log_has_fp = {
+        let t0 = Instant::now();
+        loop {
+            let l = ns.log();
+            if l.contains("sha256:") || t0.elapsed() > Duration::from_secs(15) {
+                break l;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let pem = std::fs::read(&cert).expect("certificate written at first start");
+    let x = openssl::x509::X509::from_pem(&pem).unwrap();
+    let fp: Vec<u8> = x
+        .digest(openssl::hash::MessageDigest::sha256())
+        .unwrap()
+        .to_vec();
+    let fp_hex: String = fp.iter().map(|b| format!("{b:02x}")).collect();
+    assert!(log_has_fp.contains(&fp_hex), "{log_has_fp}");
+    let (pinned, system, plain) = ns.run(move || {
+        wait_port(18191);
+        // Pinned: accept exactly this certificate.
+        let mut b = SslConnector::builder(SslMethod::tls_client()).unwrap();
+        let want = fp.clone();
+        b.set_verify_callback(SslVerifyMode::PEER, move |_, ctx| {
+            ctx.error_depth() != 0
+                || ctx
+                    .current_cert()
+                    .and_then(|c| c.digest(openssl::hash::MessageDigest::sha256()).ok())
+                    .is_some_and(|d| d.as_ref() == want.as_slice())
+        });
+        let mut cfg = b.build().configure().unwrap();
+        cfg.set_verify_hostname(false);
+        let tcp = TcpStream::connect("127.0.0.1:18191").unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut s = cfg.connect("localhost", tcp).expect("pinned handshake");
+        s.write_all(&req("GET", "/api/sessions", None, "")).unwrap();
+        let pinned = read_response(&mut s);
+        // The system's CAs do not know a self-signed certificate.
+        let b = SslConnector::builder(SslMethod::tls_client())
+            .unwrap()
+            .build();
+        let tcp = TcpStream::connect("127.0.0.1:18191").unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let system = b.connect("localhost", tcp).is_ok();
+        // Plain HTTP to the TLS port gets no HTTP answer.
+        let plain = raw(18191, &req("GET", "/api/sessions", None, "")).0;
+        (pinned, system, plain)
+    });
+    assert_eq!(pinned.0, 200, "{}", pinned.1);
+    assert_eq!(body(&pinned.1)[0]["id"], "one");
+    assert!(
+        !system,
+        "a self-signed certificate must not pass CA verification"
+    );
+    assert_eq!(plain, 0);
+    // A restart reuses the written pair: the pin stays valid.
+    let fp2 = {
+        let pem2 = std::fs::read(&cert).unwrap();
+        openssl::x509::X509::from_pem(&pem2)
+            .unwrap()
+            .digest(openssl::hash::MessageDigest::sha256())
+            .unwrap()
+            .to_vec()
+    };
+    assert_eq!(
+        fp_hex,
+        fp2.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    );
+}
