@@ -125,6 +125,23 @@ impl Net {
         self.children.push(c);
     }
 
+    /// Runs `f` on a thread inside namespace number `ns`.
+    fn in_ns<T: Send + 'static>(&self, ns: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let nsfile = format!("/var/run/netns/{}", self.ns[ns]);
+        std::thread::spawn(move || {
+            let fd = std::fs::File::open(&nsfile).expect("netns file");
+            use std::os::fd::AsRawFd;
+            // SAFETY: setns on this thread only, with a valid netns fd.
+            assert_eq!(
+                unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) },
+                0
+            );
+            f()
+        })
+        .join()
+        .expect("netns thread")
+    }
+
     /// GET `path` from the server, inside its namespace.
     fn get(&self, path: &str) -> Option<Value> {
         let nsfile = format!("/var/run/netns/{}", self.ns[0]);
@@ -260,7 +277,45 @@ fn tfmcc_rate_follows_the_slow_receiver() {
             ));
         }
     }
+    // Junk, forged (receiver id 0) and signed-but-unverifiable reports from the fast
+    // receiver's namespace: counted drops, the session keeps running.
+    let fb = net.get("/api/sessions/tf").expect("session JSON")["tfmcc"]["feedback_addr"]
+        .as_str()
+        .expect("feedback_addr")
+        .to_string();
+    net.in_ns(3, move || {
+        let s = std::net::UdpSocket::bind("10.78.0.3:0").unwrap();
+        let mut rep = congestion::wire::tfmcc::TfmccReport {
+            rid: 0,
+            round: 0,
+            have_rtt: false,
+            have_loss: false,
+            leave: false,
+            is_clr: false,
+            ts_us: 1,
+            echo_ts_us: 1,
+            x_rate: 1,
+            x_recv: 1,
+            rtt_us: 1000,
+            p_fixed: 0,
+            auth: Default::default(),
+        };
+        for _ in 0..5 {
+            s.send_to(b"junk", &fb).unwrap();
+            s.send_to(&rep.to_bytes(), &fb).unwrap();
+        }
+        rep.rid = 77;
+        rep.auth.kind = 1;
+        rep.auth.tag = vec![0; 16];
+        s.send_to(&rep.to_bytes(), &fb).unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(500));
     let metrics = net.get("/api/sessions/tf").unwrap_or(Value::Null);
+    let dropped = &metrics["tfmcc"]["reports_dropped"];
+    assert_eq!(dropped["malformed"].as_u64(), Some(5), "{metrics}");
+    assert_eq!(dropped["forged"].as_u64(), Some(5), "{metrics}");
+    assert_eq!(dropped["auth"].as_u64(), Some(1), "{metrics}");
+    assert!(metrics["tfmcc"]["rate_bps"].as_f64().unwrap_or(0.0) > 100_000.0);
     let slow = player_rid(&net.dir, "slow").expect("slow player logged no TFMCC rid");
     let fast = player_rid(&net.dir, "fast").expect("fast player logged no TFMCC rid");
     let last: Vec<_> = samples
