@@ -885,6 +885,9 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 m.push_str(&format!("# TYPE layercast_player_packets_received_total counter\nlayercast_player_packets_received_total{lab} {}\n", total.packets));
                 m.push_str(&format!("# TYPE layercast_player_bytes_received_total counter\nlayercast_player_bytes_received_total{lab} {}\n", total.bytes));
                 m.push_str(&format!("# TYPE layercast_player_packets_lost_total counter\nlayercast_player_packets_lost_total{lab} {}\n", total.lost));
+                if let Some((fb, v)) = tfmcc.as_ref() {
+                    m.push_str(&crate::tfmcc::metrics(&lab, fb, v));
+                }
                 m.push_str("# TYPE layercast_player_dropped_total counter\n");
                 for (r, v) in [
                     ("malformed_rtp", drops.malformed_rtp),

@@ -215,6 +215,39 @@ impl Feedback {
     }
 }
 
+/// The player's `layercast_player_tfmcc_*` families (`lab` = `{viewer="..."}`).
+pub fn metrics(lab: &str, fb: &Feedback, view: &Mutex<View>) -> String {
+    let v = view.lock().map(|v| v.clone()).unwrap_or_default();
+    let mut m = String::new();
+    for (name, kind, val) in [
+        ("layercast_player_tfmcc_rate_bps", "gauge", v.rate_bps),
+        ("layercast_player_tfmcc_rtt_seconds", "gauge", v.rtt_s),
+        (
+            "layercast_player_tfmcc_loss_event_rate",
+            "gauge",
+            v.loss_event_rate,
+        ),
+        (
+            "layercast_player_tfmcc_is_clr",
+            "gauge",
+            f64::from(u8::from(v.is_clr)),
+        ),
+        (
+            "layercast_player_tfmcc_reports_sent_total",
+            "counter",
+            fb.sent as f64,
+        ),
+        (
+            "layercast_player_tfmcc_report_errors_total",
+            "counter",
+            (fb.errors + fb.no_address) as f64,
+        ),
+    ] {
+        m.push_str(&format!("# TYPE {name} {kind}\n{name}{lab} {val}\n"));
+    }
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
