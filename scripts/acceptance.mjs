@@ -53,6 +53,7 @@ const ISSUE_CHECKS = [
   ['issue6/malformed', 'Malformed packets, announcements and reports are counted and dropped', 'counted, no crash'],
   ['issue6/server-restart', 'Players resume after a server restart', '≤ 2 s'],
   ['issue6/tfmcc-live', 'TFMCC session, receivers behind 1 and 4 Mbit/s tbf: sender rate at the slow share, slow receiver CLR', '0.7-1.3 Mbit/s, CLR ≥ 90%'],
+  ['issue6/video-layer-rates', 'Video session: every layer on the wire at its announced rate (media + padding, equal-size packets)', 'within 3%'],
   ['issue6/bench-sender-cpu', 'Sender CPU per 10 Mbit/s paced output', 'reported'],
   ['issue6/bench-bunch-timing', 'Bunch timing error on the wire, p99', '≤ 50 µs'],
   ['issue6/bench-latency', 'Glass-to-glass latency on loopback, p50', '≤ 100 ms'],
