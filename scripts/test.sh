@@ -32,6 +32,8 @@ if [ -f package-lock.json ]; then
   step ts-typecheck npm run --workspaces --if-present typecheck
   step ts-lint npm run --workspaces --if-present lint
   step npm-test npm run --workspaces --if-present test
+  # Real Prometheus scraping a real server (ERA + TFMCC sessions) and players (~1.5 min).
+  step live-prometheus npm run test:live -w server/dashboard
 fi
 [ -x deploy/check.sh ] && step deploy-checks deploy/check.sh
 step acceptance-table node scripts/acceptance.mjs

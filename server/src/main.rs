@@ -8,6 +8,7 @@ mod pacer;
 mod rtp_out;
 mod sock;
 mod state;
+mod tfmcc;
 mod tls;
 mod video;
 

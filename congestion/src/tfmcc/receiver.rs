@@ -173,12 +173,30 @@ impl TfmccReceiver {
         [addr(front, 0), addr(back, 1)]
     }
 
-    /// Receive rate over the last `k` RTTs, bytes/s.
+    /// Sender's packet spacing `s / X_send` from the last data header, seconds (0 before
+    /// any header).
+    fn packet_gap(&self) -> f64 {
+        self.last_hdr
+            .map_or(0.0, |h| self.s / (h.x_send.max(1) as f64))
+    }
+
+    /// The receive-rate window: `k` RTTs, but at least four of the sender's packet gaps.
+    /// On a LAN the RTT (about 1 ms) is shorter than the gap between packets at a few
+    /// hundred kbit/s; a bare `k` RTT window is then often empty, the receiver reports a
+    /// rate of ~0 before its first loss (2 x 0), becomes CLR and the sender collapses to
+    /// its floor (seen in the live netns test, docs/protocols/tfmcc.md "Live system").
+    fn recv_window(&self) -> f64 {
+        (self.cfg.recv_rate_rtts * self.rtt())
+            .max(4.0 * self.packet_gap())
+            .clamp(1e-3, 1e4)
+    }
+
+    /// Receive rate over the last `k` RTTs (at least four packet gaps), bytes/s.
     pub fn x_recv(&self, now: Time) -> f64 {
         if self.arrivals.is_empty() {
             return 0.0;
         }
-        let window = (self.cfg.recv_rate_rtts * self.rtt()).max(1e-3);
+        let window = self.recv_window();
         let span = (now - self.first_arrival).as_secs_f64().clamp(1e-3, window);
         self.arrivals_bytes as f64 / span
     }
@@ -194,7 +212,7 @@ impl TfmccReceiver {
     }
 
     fn prune(&mut self, now: Time) {
-        let window = (self.cfg.recv_rate_rtts * self.rtt()).clamp(1e-3, 1e4);
+        let window = self.recv_window();
         let horizon = now - Duration::from_secs_f64(window);
         while let Some(&(t, b)) = self.arrivals.front() {
             if t > horizon {
@@ -248,7 +266,8 @@ impl TfmccReceiver {
         self.last_hdr = Some(*f);
         // have_loss is cleared after 10 RTTs without data so the sender may slow-start.
         if self.history.has_loss()
-            && now - self.last_arrival > Duration::from_secs_f64(10.0 * self.rtt())
+            && now - self.last_arrival
+                > Duration::from_secs_f64(10.0 * self.rtt().max(self.packet_gap()).min(1e6))
         {
             self.history.reset();
             self.last_seq = None;
