@@ -207,7 +207,7 @@ enum Event {
     Announcement(SessionInfo),
     BadAnnouncement(String),
     /// The session description's security parameters; always before the first announcement.
-    Security(crate::auth::SessionSecurity),
+    Security(Box<crate::auth::SessionSecurity>),
 }
 
 /// Polls the announcement URL once per interval and forwards what it gets. First it fetches
@@ -221,7 +221,7 @@ fn url_poller(url: String, every: Duration, tx: Sender<Event>, stop: Arc<AtomicB
         if let Some(d) = &need_security {
             match crate::auth::fetch_security(d, Duration::from_millis(1500)) {
                 Ok(sec) => {
-                    let _ = tx.send(Event::Security(sec));
+                    let _ = tx.send(Event::Security(Box::new(sec)));
                     need_security = None;
                 }
                 Err(e) => {
@@ -415,6 +415,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     }
                 }
                 Event::Security(sec) => {
+                    let sec = *sec;
                     security_ready = true;
                     if sam.is_none() {
                         sam = sec.sam;
