@@ -1,7 +1,7 @@
 # Layercast: the two commands a new user runs are `make demo` and `make test` (see README.md).
 # Both install what is missing first (scripts/setup.sh) and are safe to re-run.
 
-.PHONY: demo test setup catalogue e2e-full bench fuzz acceptance clean-net
+.PHONY: demo test setup catalogue e2e-full bench fuzz acceptance clean-net containers
 
 demo: ## Live session with players behind emulated bottlenecks, and the dashboard
 	@scripts/demo.sh $(ARGS)
@@ -20,6 +20,9 @@ e2e-full: ## Every emulated-network acceptance scenario (long)
 
 bench: ## Criterion benchmarks of the controllers, simulator engine and codec
 	@scripts/setup.sh && cargo bench --workspace
+
+containers: ## Build the server and player images (podman, local Debian base) and run them
+	@deploy/container/build-local.sh
 
 acceptance: ## Regenerate docs/acceptance.md from the latest measurements
 	@node scripts/acceptance.mjs

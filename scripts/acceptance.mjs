@@ -58,6 +58,7 @@ const ISSUE_CHECKS = [
   ['issue8/browser', 'Dashboard in Chromium: viewer rows appear, layers change with the bottleneck', 'as a person sees it'],
   ['issue8/promtool', 'Prometheus config and alert rules: promtool check and unit tests', 'pass'],
   ['issue8/live-prometheus', 'Real Prometheus scraping server and players: every alert and panel query returns data', 'data back'],
+  ['issue8/containers', 'Server and player container images build and run with host networking', 'built, player receives'],
   ['issue9/fuzz-corpus', 'Fuzz corpora replay clean', 'no crash'],
   ['issue9/soak', '30-minute soak with 20 players', 'memory growth < 5%, no player stuck low'],
 ];

@@ -1,6 +1,5 @@
 #!/usr/bin/env node
 // layercast-e2e: run scenarios on the namespace testbed, measure IGMP leave latency, clean up.
-import fs from 'node:fs';
 import path from 'node:path';
 import { cleanup } from './netns.js';
 import { loadScenario } from './scenario.js';
@@ -8,12 +7,22 @@ import { runScenario } from './runner.js';
 import { measureLeaveLatency } from './leave.js';
 import { repoRoot } from './bins.js';
 import { runDemo } from './demo.js';
+import { runFull } from './full.js';
+import { compareScenario } from './compare.js';
+import { analyseRun, qualitySummary } from './quality.js';
 
 const USAGE = `usage:
   layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
                                   [--overhead-bytes B] [--rt-prio P] [--igmpproxy]
   layercast-e2e leave-latency [--out DIR] [--cycles N] [--default-timers] [--igmpproxy]
-  layercast-e2e full [--out DIR]        leave latency, then every scenario in scenarios/ (not sim-*)
+  layercast-e2e full [--out DIR] [--all] [--only NAME,..]
+                                        leave latency, then every scenario of scenarios/ and
+                                        e2e/scenarios/ naming a check of the full set (--all:
+                                        every scenario); one summary table
+  layercast-e2e compare SCENARIO.yaml [--out DIR] [--seed N]
+                                        the scenario in layercast-sim and on the testbed, one table
+  layercast-e2e quality RUN_DIR [--reference FILE]
+                                        PSNR/SSIM, freezes, frame rate, latency of each player-*/
   layercast-e2e cleanup [--all]         remove lc- namespaces left by dead runs (--all: every lc- namespace)
   layercast-e2e demo [--duration SECS] [--source auto|synthetic|NAME] [--scenario FILE]
                      [--status-every SECS] [--out DIR] [--port P]
@@ -59,30 +68,29 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'full': {
-      const dir = path.join(repoRoot, 'scenarios');
       const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `full-${stamp}`);
-      let fails = 0;
-      const lq = await measureLeaveLatency({ fastLeave: true, outDir: path.join(out, 'leave') });
-      console.log(`leave latency (mrouter, fast leave): median ${lq.leave_ms_median.toFixed(1)} ms, max ${lq.leave_ms_max.toFixed(1)} ms`);
-      const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort() : [];
-      for (const f of files) {
-        try {
-          const sc = loadScenario(path.join(dir, f));
-          // Every catalogue scenario except the simulator's own model checks.
-          if (sc.name.startsWith('sim-')) continue;
-          console.log(`== ${sc.name}`);
-          const r = await runScenario(sc, { outDir: path.join(out, sc.name) });
-          for (const m of r.measurements) {
-            console.log(`${m.pass ? 'pass' : 'FAIL'}  ${m.id}: ${m.metric} = ${m.value}${!m.pass && m.known_issue ? ` (known issue: ${m.known_issue})` : ''}`);
-          }
-          if (!r.measurements.every((m) => m.pass)) fails++;
-        } catch (e) {
-          console.log(`ERROR ${f}: ${(e as Error).message}`);
-          fails++;
-        }
-      }
+      const only = flag(args, '--only');
+      const r = await runFull({ outDir: out, all: args.includes('--all'), only: only ? only.split(',') : undefined });
       console.log(`reports under ${out}`);
-      return fails ? 1 : 0;
+      return r.fails ? 1 : 0;
+    }
+    case 'compare': {
+      const file = args[0];
+      if (!file) throw new Error(USAGE);
+      const sc = loadScenario(file);
+      const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `compare-${sc.name}-${stamp}`);
+      const r = await compareScenario(file, sc, { outDir: out, seed: Number(flag(args, '--seed') ?? 1) });
+      console.log(r.text);
+      console.log(`report: ${path.join(out, 'report.html')}`);
+      return 0;
+    }
+    case 'quality': {
+      const dir = args[0];
+      if (!dir) throw new Error(USAGE);
+      const qs = await analyseRun(dir, flag(args, '--reference'));
+      if (!qs.length) throw new Error(`${dir}: no player-*/frames.csv with a reference.y4m (give --reference FILE)`);
+      for (const q of qs) console.log(JSON.stringify(qualitySummary(q)));
+      return 0;
     }
     case 'demo': {
       const num = (n: string) => (flag(args, n) !== undefined ? Number(flag(args, n)) : undefined);

@@ -10,3 +10,6 @@ export { svgChart, writeReport } from './report.js';
 export { findBinary } from './bins.js';
 export { run, nsRun, ProcessSet, sleep } from './sh.js';
 export { recordAcceptance } from './acceptance.js';
+export { analysePlayer, analyseRun, timingStats, parseFramesCsv, qualitySummary, qualityHtml, type PlayerQuality } from './quality.js';
+export { compareScenario, compareSummaries, compareText, runSim } from './compare.js';
+export { runFull, fullScenarios, FULL_CHECKS, summaryTable } from './full.js';

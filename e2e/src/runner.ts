@@ -12,6 +12,7 @@ import { Monitor, measure, timeseriesCsv, type MeasResult } from './metrics.js';
 import { mediaBins, playerArgs, serverArgs, type PlayerLine } from './media.js';
 import type { Snapshot } from './linkemu.js';
 import { writeReport } from './report.js';
+import { analyseRun, appendToReport, qualityHtml, qualitySummary, type PlayerQuality } from './quality.js';
 
 export interface RunOptions {
   outDir: string;
@@ -63,6 +64,8 @@ export interface RunResult {
     release_error_p99_us: number | null;
   }[];
   notes: string[];
+  /** Per-player video quality (players with `frames.csv` and a `reference.y4m` in the run). */
+  video?: ReturnType<typeof qualitySummary>[];
 }
 
 /** mulberry32: seeded start jitter, like the simulator's. */
@@ -372,6 +375,13 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
     }),
     notes,
   };
+  let video: PlayerQuality[] = [];
+  try {
+    video = await analyseRun(opts.outDir);
+    if (video.length) result.video = video.map(qualitySummary);
+  } catch (e) {
+    notes.push(`video quality: ${(e as Error).message}`);
+  }
   fs.writeFileSync(path.join(opts.outDir, 'summary.json'), JSON.stringify(result, null, 2));
   fs.writeFileSync(path.join(opts.outDir, 'timeseries.csv'), timeseriesCsv(sc, monList));
   fs.writeFileSync(path.join(opts.outDir, 'links.json'), JSON.stringify({ samples: linkSamples, final: Object.fromEntries(finals) }, null, 1));
@@ -379,6 +389,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
   for (const m of measurements) mc += `"${m.id.replace(/"/g, "'")}",${m.metric},${m.value},${m.min ?? ''},${m.max ?? ''},${m.pass},"${m.published.replace(/"/g, "'")}"\n`;
   fs.writeFileSync(path.join(opts.outDir, 'measurements.csv'), mc);
   writeReport(path.join(opts.outDir, 'report.html'), sc, result, monList, linkSamples);
+  if (video.length) appendToReport(path.join(opts.outDir, 'report.html'), qualityHtml(video));
   return result;
 }
 

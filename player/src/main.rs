@@ -4,10 +4,13 @@
 
 mod auth;
 mod error;
+mod framelog;
 mod http_client;
 mod net;
+mod qr;
 mod receiver;
 mod video;
+mod window;
 
 use error::{Error, Result};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -37,6 +40,10 @@ pub struct Args {
     pub viewer_id: String,
     pub poll_interval_ms: u64,
     pub playout_delay_ms: u64,
+    /// With `--out`: frames.csv only, no y4m pictures.
+    pub no_pictures: bool,
+    /// Show the video in a window (not headless and a display is set).
+    pub window: bool,
     /// Pinned SAM key (`ed25519:<hex>`) for `--announce` without a session URL.
     pub sam_key: Option<String>,
     /// Join layers source-specifically (IGMPv3) to this source.
@@ -54,8 +61,10 @@ const HELP: &str = "layercast-player: receive a layered multicast session
   --controller NAME      receiver-driven controller (era, plm, ...) [default: era]
   --fixed-layers N       no controller: hold layers 0..N-1 (measurement mode)
   --interface ADDR       IPv4 address of the interface to join on [default: 0.0.0.0]
-  --headless             no display; with --out write logs there
-  --out DIR              write DIR/player.jsonl (one JSON line per second)
+  --headless             no window (also when DISPLAY is not set)
+  --out DIR              write DIR/player.jsonl (one JSON line per second), DIR/frames.csv
+                         and the decoded pictures DIR/video-<seq>-<W>x<H>.y4m
+  --no-pictures          with --out: write frames.csv but no pictures
   --duration SECS        stop after this long
   --metrics-addr ADDR    serve Prometheus metrics (layercast_player_*) on ADDR
   --telemetry-url URL    where to POST telemetry [default: from --session-url]
@@ -86,6 +95,8 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         viewer_id: format!("p{}", std::process::id()),
         poll_interval_ms: 1000,
         playout_delay_ms: 800,
+        no_pictures: false,
+        window: false,
         sam_key: None,
         ssm: None,
         ssm_any: false,
@@ -105,6 +116,11 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         }
         if flag == "--headless" {
             a.headless = true;
+            i += 1;
+            continue;
+        }
+        if flag == "--no-pictures" {
+            a.no_pictures = true;
             i += 1;
             continue;
         }
@@ -170,6 +186,13 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
             "session-url",
             "give --session-url URL or --announce GROUP:PORT",
         ));
+    }
+    if !a.headless {
+        if std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty()) {
+            a.window = true;
+        } else {
+            eprintln!("layercast-player: DISPLAY is not set: running headless (no window)");
+        }
     }
     if let Some(u) = &a.session_url {
         // http://host/api/sessions/ID/announcement -> telemetry at http://host/api/telemetry

@@ -589,7 +589,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     }
                 }
                 tally.reset_offsets();
-                video = crate::video::Video::new(&new, a.out.as_deref(), a.playout_delay_ms);
+                video = crate::video::Video::new(&new, &a, video.take());
                 eprintln!(
                     "layercast-player: session {} ({} layers, {} B packets, bunch {})",
                     new.session_id,
@@ -775,6 +775,19 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         "frames_incomplete": st.frames_incomplete, "late": st.late,
                         "malformed": st.malformed});
                     v.frames_1s = 0;
+                    v.overlay(&format!(
+                        "layers {n_layers}/{max_layers}  {}x{}  {:.1} fps\nrate {:.0} kbit/s  loss {:.2} %\nestimate {}",
+                        v.width, v.height, j["frames_1s"].as_f64().unwrap_or(0.0) / dt,
+                        rate_bps / 1e3, 100.0 * loss_ratio,
+                        est.map_or("-".into(), |e| format!("{:.0} kbit/s", e / 1e3))));
+                    let mut j = j;
+                    j["framelog"] = v.framelog_json();
+                    j["join_to_first_frame_ms"] = json!(first_join_ns.and_then(|jn| v
+                        .first_shown_ns
+                        .map(|f| f.saturating_sub(jn) as f64 / 1e6)));
+                    j["join_to_first_decode_ms"] = json!(first_join_ns.and_then(|jn| v
+                        .first_decoded_ns
+                        .map(|f| f.saturating_sub(jn) as f64 / 1e6)));
                     j
                 }),
                 "dropped": {"malformed_rtp": drops.malformed_rtp, "missing_cc": drops.missing_cc,

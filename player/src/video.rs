@@ -1,6 +1,7 @@
 //! Video receive path: per-layer RTP packets -> `codec::depay::Assembler` (reorder, picture
-//! assembly from the held layer prefix, switch points) -> `codec::vpx::Decoder`. Headless: a
-//! per-frame JSON line in `DIR/frames.jsonl`.
+//! assembly from the held layer prefix, switch points) -> `codec::vpx::Decoder` -> playout
+//! buffer -> at display time: `DIR/frames.jsonl`, the frame log (`DIR/frames.csv` and y4m
+//! segments, `framelog`), the window (`window`).
 
 use codec::depay::{Assembler, AssemblerConfig, AssemblerStats};
 use codec::ladder::LayerLadder;
@@ -26,8 +27,17 @@ pub struct Video {
     nominal_fps: f64,
     last_frame_ns: Option<u64>,
     log: Option<std::fs::File>,
-    /// Decoded frames waiting for their display time: (due ns, width, height, log line).
-    playout: VecDeque<(u64, u32, u32, serde_json::Value)>,
+    /// Decoded frames waiting for their display time.
+    playout: VecDeque<Pending>,
+    framelog: Option<crate::framelog::FrameLog>,
+    window: Option<crate::window::Window>,
+    /// Kernel time of the latest packet per RTP timestamp (picture), newest last.
+    arrivals: VecDeque<(u32, u64)>,
+    held: usize,
+    /// Wall clock when the first picture was decoded (unix ns).
+    pub first_decoded_ns: Option<u64>,
+    /// ... and when it was shown.
+    pub first_shown_ns: Option<u64>,
     /// Playout clock: (local ns, RTP timestamp) of the anchor picture.
     clock: Option<(u64, u32)>,
     delay_ns: u64,
@@ -35,6 +45,13 @@ pub struct Video {
     /// difference, i.e. the delay grows).
     pub late_frames: u64,
     pub decoded: u64,
+}
+
+/// A decoded picture waiting for its display time.
+struct Pending {
+    due: u64,
+    line: serde_json::Value,
+    frame: crate::framelog::FrameMsg,
 }
 
 /// `(spatial, temporal, fps)` from a codec string like `VP9 L3T3 640x360@15`.
@@ -55,7 +72,10 @@ pub fn parse_codec(codec: &str) -> Option<(usize, usize, f64)> {
 
 impl Video {
     /// A video path for this session, or `None` if it carries no (known) video.
-    pub fn new(info: &SessionInfo, out: Option<&std::path::Path>, delay_ms: u64) -> Option<Video> {
+    /// `prev` is the video path of the previous session (a restarted sender): its logs and
+    /// window carry on, so `frames.csv` keeps one row per picture across the restart.
+    pub fn new(info: &SessionInfo, a: &crate::Args, prev: Option<Video>) -> Option<Video> {
+        let (out, delay_ms) = (a.out.as_deref(), a.playout_delay_ms);
         let (ns, nt, fps) = parse_codec(&info.codec)?;
         if ns * nt != info.layers.len() || ns == 0 || nt == 0 {
             return None;
@@ -70,7 +90,31 @@ impl Video {
             .collect();
         let ladder = LayerLadder::spatial_major(&rows).ok()?;
         let dec = Decoder::new(1).ok()?;
-        let log = out.and_then(|d| std::fs::File::create(d.join("frames.jsonl")).ok());
+        let (mut log, mut framelog, mut window) = (None, None, None);
+        if let Some(p) = prev {
+            let mut p = p;
+            log = p.log.take();
+            framelog = p.framelog.take();
+            window = p.window.take();
+        }
+        if log.is_none() {
+            log = out.and_then(|d| std::fs::File::create(d.join("frames.jsonl")).ok());
+        }
+        if framelog.is_none() {
+            if let Some(d) = out {
+                match crate::framelog::FrameLog::start(d, !a.no_pictures, fps) {
+                    Ok(f) => framelog = Some(f),
+                    Err(e) => eprintln!("layercast-player: frame log in {}: {e}", d.display()),
+                }
+            }
+        }
+        if window.is_none() && a.window {
+            let (w, h) = parse_size(&info.codec).unwrap_or((640, 360));
+            match crate::window::Window::open(w, h, fps) {
+                Ok(win) => window = Some(win),
+                Err(e) => eprintln!("layercast-player: no window ({e}); running headless"),
+            }
+        }
         // Layers reach the receiver with different delays: each is paced at its own constant
         // rate, so a key picture waits in its layer's sender queue for up to ~0.5 s while
         // other layers' packets of later pictures go ahead. The assembler must therefore wait
@@ -95,6 +139,12 @@ impl Video {
             last_frame_ns: None,
             log,
             playout: VecDeque::new(),
+            framelog,
+            window,
+            arrivals: VecDeque::new(),
+            held: 0,
+            first_decoded_ns: None,
+            first_shown_ns: None,
             clock: None,
             delay_ns: delay_ms * 1_000_000,
             late_frames: 0,
@@ -104,6 +154,7 @@ impl Video {
 
     /// The number of layers held changed.
     pub fn set_layers(&mut self, held: usize) {
+        self.held = held;
         let top = held.checked_sub(1);
         if top != self.top {
             self.top = top;
@@ -120,6 +171,17 @@ impl Video {
         if p.payload().is_empty() {
             return;
         }
+        // Arrival of a picture = kernel time of its latest packet (on any layer).
+        let ts = p.timestamp();
+        match self.arrivals.iter_mut().rev().find(|x| x.0 == ts) {
+            Some(x) => x.1 = x.1.max(now_ns),
+            None => {
+                self.arrivals.push_back((ts, now_ns));
+                if self.arrivals.len() > 256 {
+                    self.arrivals.pop_front();
+                }
+            }
+        }
         if self.asm.push(k, &p).is_err() {
             self.push_errors += 1;
         }
@@ -134,6 +196,14 @@ impl Video {
             match self.dec.decode(&au) {
                 Ok(Some(f)) => {
                     self.decoded += 1;
+                    let decoded_ns = crate::net::realtime_ns();
+                    self.first_decoded_ns.get_or_insert(decoded_ns);
+                    let arrival_ns = self
+                        .arrivals
+                        .iter()
+                        .rev()
+                        .find(|x| x.0 == pic.timestamp)
+                        .map_or(now_ns, |x| x.1);
                     // Display time from the RTP timestamp on a clock anchored at the first
                     // picture plus the playout delay; a picture decoded after its time slips
                     // the clock (the delay grows by the lateness).
@@ -151,9 +221,17 @@ impl Video {
                         "rtp_ts": pic.timestamp, "width": f.width, "height": f.height,
                         "top_spatial": pic.top_spatial(), "temporal": pic.temporal,
                         "key": pic.key, "complete": pic.complete});
+                    let frame = crate::framelog::FrameMsg {
+                        arrival_ns,
+                        decoded_ns,
+                        layers_held: self.held,
+                        width: f.width,
+                        height: f.height,
+                        i420: Some(f.i420),
+                    };
                     // Keep display order by due time (pictures arrive in order; be safe).
-                    let pos = self.playout.partition_point(|x| x.0 <= due);
-                    self.playout.insert(pos, (due, f.width, f.height, line));
+                    let pos = self.playout.partition_point(|x| x.due <= due);
+                    self.playout.insert(pos, Pending { due, line, frame });
                 }
                 Ok(None) => {}
                 Err(_) => self.decoder_errors += 1,
@@ -165,10 +243,17 @@ impl Video {
     /// between two shown frames longer than max(3 intervals, interval + 150 ms), DESIGN.md,
     /// nominal frame rate as the interval) and writes the per-frame log.
     pub fn tick(&mut self, now_ns: u64) {
-        while self.playout.front().is_some_and(|f| f.0 <= now_ns) {
-            let Some((due, w, h, mut line)) = self.playout.pop_front() else {
+        while self.playout.front().is_some_and(|f| f.due <= now_ns) {
+            let Some(Pending {
+                due,
+                mut line,
+                frame,
+            }) = self.playout.pop_front()
+            else {
                 break;
             };
+            let (w, h) = (frame.width, frame.height);
+            self.first_shown_ns.get_or_insert(now_ns);
             self.frames += 1;
             self.frames_1s += 1;
             self.width = w;
@@ -185,17 +270,51 @@ impl Video {
             if let Some(l) = self.log.as_mut() {
                 let _ = writeln!(l, "{line}");
             }
+            if let (Some(win), Some(p)) = (self.window.as_mut(), frame.i420.as_ref()) {
+                win.show(p, w, h);
+            }
+            if let Some(fl) = &self.framelog {
+                fl.push(frame, now_ns);
+            }
+        }
+    }
+
+    /// Once a second: the window's overlay text.
+    pub fn overlay(&mut self, text: &str) {
+        if let Some(w) = self.window.as_mut() {
+            w.set_text(text);
+        }
+    }
+
+    /// The frame log's counters (rows, QR codes read, pictures stripped, write errors,
+    /// latest glass-to-glass latency ms).
+    pub fn framelog_json(&self) -> serde_json::Value {
+        use std::sync::atomic::Ordering::Relaxed;
+        match &self.framelog {
+            None => serde_json::Value::Null,
+            Some(f) => json!({"rows": f.stats.rows.load(Relaxed),
+                "qr_read": f.stats.qr_read.load(Relaxed),
+                "stripped": f.stats.stripped.load(Relaxed),
+                "write_errors": f.stats.write_errors.load(Relaxed),
+                "latency_ms": f.stats.last_latency_ns.load(Relaxed) as f64 / 1e6}),
         }
     }
 
     /// When the next frame is due, ns.
     pub fn next_due(&self) -> Option<u64> {
-        self.playout.front().map(|f| f.0)
+        self.playout.front().map(|f| f.due)
     }
 
     pub fn stats(&self) -> AssemblerStats {
         self.asm.stats()
     }
+}
+
+/// `(width, height)` from a codec string like `VP9 L3T3 640x360@15`.
+pub fn parse_size(codec: &str) -> Option<(u32, u32)> {
+    let wh = codec.split_whitespace().nth(2)?.split('@').next()?;
+    let (w, h) = wh.split_once('x')?;
+    Some((w.parse().ok()?, h.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -209,5 +328,7 @@ mod tests {
         assert_eq!(parse_codec(""), None);
         assert_eq!(parse_codec("H264 L3T3"), None);
         assert_eq!(parse_codec("VP9 LxT3"), None);
+        assert_eq!(parse_size("VP9 L3T3 640x360@15"), Some((640, 360)));
+        assert_eq!(parse_size("VP9 L3T3"), None);
     }
 }

@@ -217,9 +217,12 @@ pub struct VideoConfig {
     pub temporal: Option<usize>,
     /// Multiplies the codec's default 720p L3T3 cell rates. Default 0.5.
     pub kbps_scale: Option<f64>,
-    /// Stamp each frame with a QR code of its buffer timestamp and number (GStreamer
-    /// `debugqroverlay`; GStreamer sources only). Default false.
+    /// Stamp each source frame with a QR code of its frame number and capture time (unix ns),
+    /// GStreamer `qroverlay` in-process, any video source (see docs/server.md). Default false.
     pub qroverlay: Option<bool>,
+    /// Write the source frames (after the stamp, before the encoder) to `DIR/reference.y4m`
+    /// at the top resolution; frame n of the file is frame number n. Default: none.
+    pub reference_dir: Option<String>,
     /// Seconds between key pictures: the longest a receiver that joins mid-stream waits
     /// before it can decode the base layer (multicast receivers cannot ask for one). Default 2.
     pub keyframe_interval_s: Option<f64>,
@@ -237,6 +240,10 @@ pub struct ResolvedVideo {
     pub cell_kbps: Vec<Vec<u32>>,
     /// Frames between key pictures.
     pub keyframe_interval: u32,
+    /// Stamp frame number and capture time with `qroverlay`.
+    pub qroverlay: bool,
+    /// Where to write `reference.y4m`, if anywhere.
+    pub reference_dir: Option<std::path::PathBuf>,
 }
 
 /// Default per-cell rates of the 720p L3T3 ladder (kbit/s), as `codec::ladder` has them.
@@ -295,6 +302,11 @@ impl VideoConfig {
             temporal: nt,
             cell_kbps,
             keyframe_interval,
+            qroverlay: self.qroverlay.unwrap_or(false),
+            reference_dir: match self.reference_dir.as_deref() {
+                None | Some("") => None,
+                Some(d) => Some(std::path::PathBuf::from(d)),
+            },
         })
     }
 }
@@ -364,7 +376,7 @@ impl SessionConfig {
         let source = self.source.clone().unwrap_or_else(|| "synthetic".into());
         let video = if source == "synthetic" {
             None
-        } else if crate::video::FrameSource::from_source(&source, false).is_some() {
+        } else if crate::video::FrameSource::from_source(&source).is_some() {
             Some(self.video.clone().unwrap_or_default().resolve(&key)?)
         } else {
             return Err(Error::config(

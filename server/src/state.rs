@@ -329,8 +329,7 @@ impl State {
         };
         let (queues, encoder) = match &r.video {
             Some(v) => {
-                let qr = c.video.as_ref().and_then(|v| v.qroverlay).unwrap_or(false);
-                let src = crate::video::FrameSource::from_source(&r.source, qr)
+                let src = crate::video::FrameSource::from_source(&r.source)
                     .ok_or_else(|| Error::config(&format!("{ctx}.source"), "not a video source"))?;
                 if matches!(src, crate::video::FrameSource::Gst(_)) && !have_gst_launch() {
                     return Err(Error::config(

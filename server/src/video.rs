@@ -18,6 +18,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+use gstreamer_video as gst_video;
+use gstreamer_video::prelude::*;
+
 /// Packets waiting per layer. A layer whose queue exceeds `MAX_QUEUED` drops its oldest
 /// packets (counted): the encoder overshot the layer's announced rate for too long.
 #[derive(Default, Debug)]
@@ -26,6 +32,8 @@ pub struct LayerQueues {
     pub dropped: AtomicU64,
     pub pictures: AtomicU64,
     pub encode_errors: AtomicU64,
+    /// Frames the QR stamper or the reference writer failed on.
+    pub stamp_errors: AtomicU64,
 }
 
 const MAX_QUEUED: usize = 400;
@@ -99,28 +107,23 @@ pub enum FrameSource {
 
 impl FrameSource {
     /// Maps a session's `source` to frames, or `None` if the source is not video.
-    pub fn from_source(source: &str, qr: bool) -> Option<FrameSource> {
-        let qr = if qr {
-            " ! debugqroverlay pixel-size=2"
-        } else {
-            ""
-        };
+    pub fn from_source(source: &str) -> Option<FrameSource> {
         if source == "testpattern" {
             Some(FrameSource::Synthetic)
         } else if source == "gst-testpattern" {
-            Some(FrameSource::Gst(format!(
-                "videotestsrc is-live=true pattern=ball{qr}"
-            )))
+            Some(FrameSource::Gst(
+                "videotestsrc is-live=true pattern=ball".to_string(),
+            ))
         } else if source.starts_with("file://")
             || source.starts_with("http://")
             || source.starts_with("rtsp://")
             || source.starts_with("srt://")
         {
-            Some(FrameSource::Gst(format!("uridecodebin uri={source}{qr}")))
+            Some(FrameSource::Gst(format!("uridecodebin uri={source}")))
         } else {
             source
                 .strip_prefix("v4l2://")
-                .map(|dev| FrameSource::Gst(format!("v4l2src device={dev}{qr}")))
+                .map(|dev| FrameSource::Gst(format!("v4l2src device={dev}")))
         }
     }
 
@@ -244,6 +247,15 @@ pub fn start(
         }),
     };
     let mut frame = vec![0u8; synth::i420_len(w, h)];
+    let mut stamper = if v.qroverlay {
+        Some(Stamper::new(w, h, fps, qr_pixel_size(v.spatial))?)
+    } else {
+        None
+    };
+    let mut reference = match &v.reference_dir {
+        Some(d) => Some(Y4mWriter::create(&d.join("reference.y4m"), w, h, fps)?),
+        None => None,
+    };
     std::thread::Builder::new()
         .name("video-encoder".into())
         .spawn(move || {
@@ -257,7 +269,7 @@ pub fn start(
                     std::thread::sleep((due - now).min(Duration::from_millis(100)));
                     continue;
                 }
-                let f = match reader.as_mut() {
+                let mut f = match reader.as_mut() {
                     None => synth::frame(w, h, i as u32),
                     Some(r) => {
                         // A live or file source paces itself through the pipe; frames that
@@ -268,6 +280,24 @@ pub fn start(
                         frame.clone()
                     }
                 };
+                // Capture time: when the frame left its source, the clock players compare
+                // their display time with (glass-to-glass latency).
+                let capture_ns = unix_ns();
+                if let Some(s) = stamper.as_mut() {
+                    match s.stamp(&f, i, capture_ns) {
+                        Ok(g) => f = g,
+                        Err(_) => {
+                            queues.stamp_errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                if let Some(r) = reference.as_mut() {
+                    if r.write(&f).is_err() {
+                        // Disk full or gone: stop writing, keep streaming.
+                        reference = None;
+                        queues.stamp_errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
                 let pts = (i * 90_000 / fps as u64) as i64;
                 i += 1;
                 match enc.encode(&f, pts) {
@@ -295,4 +325,246 @@ pub fn start(
             }
         })
         .map_err(|e| Error::io("spawning the encoder thread", e))
+}
+
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The QR payload of frame `n` captured at `capture_ns`: the frame number in decimal followed
+/// by the capture time as exactly 19 decimal digits (unix ns). All digits, so QR numeric mode
+/// keeps the code at version 1 (21 x 21 modules) for frame numbers up to 15 digits.
+pub fn qr_payload(n: u64, capture_ns: u64) -> String {
+    format!("{n}{capture_ns:019}")
+}
+
+/// `qroverlay` module size in top-layer pixels: 2 pixels per module at the lowest spatial
+/// layer (each spatial layer halves the size), i.e. 8 for three spatial layers. Measured with
+/// libvpx at 30 kbit/s for 160x90: 1.75 px/module still read on 60 of 60 frames, 1.5 on none.
+pub fn qr_pixel_size(spatial: usize) -> f64 {
+    (2.0 * (1u32 << spatial.saturating_sub(1)) as f64).max(3.0)
+}
+
+/// Stamps frames in-process: `appsrc ! qroverlay ! appsink`, the `data` property set to the
+/// frame's payload before each push. The code sits in the top-left corner (x = 1 %, y = 2 % of
+/// the frame, plus qroverlay's own 4-module white quiet zone), so a reader scans only the left
+/// half of the picture.
+pub struct Stamper {
+    pipeline: gst::Pipeline,
+    src: gst_app::AppSrc,
+    sink: gst_app::AppSink,
+    info: gst_video::VideoInfo,
+    fps: u32,
+}
+
+fn gerr(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::BadRequest(format!("qroverlay stamper: {what}: {e}"))
+}
+
+impl Stamper {
+    pub fn new(w: u32, h: u32, fps: u32, pixel_size: f64) -> Result<Stamper> {
+        gst::init().map_err(|e| gerr("init", e))?;
+        let caps = format!("video/x-raw,format=I420,width={w},height={h},framerate={fps}/1");
+        let desc = format!(
+            "appsrc name=src format=time caps={caps} ! qroverlay name=qr pixel-size={pixel_size} \
+             x=1 y=2 qrcode-error-correction=1 ! {caps} ! appsink name=sink sync=false"
+        );
+        let pipeline = gst::parse::launch(&desc)
+            .map_err(|e| gerr("pipeline (is gstreamer1.0-plugins-bad installed?)", e))?
+            .downcast::<gst::Pipeline>()
+            .map_err(|_| gerr("pipeline", "not a pipeline"))?;
+        let get = |n: &str| {
+            pipeline
+                .by_name(n)
+                .ok_or_else(|| gerr("pipeline", format!("{n} missing")))
+        };
+        let src = get("src")?
+            .downcast::<gst_app::AppSrc>()
+            .map_err(|_| gerr("pipeline", "src"))?;
+        let sink = get("sink")?
+            .downcast::<gst_app::AppSink>()
+            .map_err(|_| gerr("pipeline", "sink"))?;
+        let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::I420, w, h)
+            .build()
+            .map_err(|e| gerr("caps", e))?;
+        pipeline
+            .set_state(gst::State::Playing)
+            .map_err(|e| gerr("start", e))?;
+        Ok(Stamper {
+            pipeline,
+            src,
+            sink,
+            info,
+            fps,
+        })
+    }
+
+    /// Returns frame `n` (tightly packed I420) with its QR stamp.
+    pub fn stamp(&mut self, frame: &[u8], n: u64, capture_ns: u64) -> Result<Vec<u8>> {
+        let mut buffer = gst::Buffer::with_size(self.info.size()).map_err(|e| gerr("buffer", e))?;
+        {
+            let b = buffer.get_mut().ok_or_else(|| gerr("buffer", "shared"))?;
+            b.set_pts(gst::ClockTime::from_nseconds(
+                n * 1_000_000_000 / self.fps.max(1) as u64,
+            ));
+            // Per-buffer payload through the element's custom meta: qroverlay 1.22 never
+            // re-renders after a change of its `data` property (it keeps reusing the first
+            // code), the meta path always renders.
+            let mut meta =
+                gst::meta::CustomMeta::add(b, "GstQROverlayMeta").map_err(|e| gerr("meta", e))?;
+            meta.mut_structure().set("data", qr_payload(n, capture_ns));
+            let mut vf = gst_video::VideoFrameRef::from_buffer_ref_writable(b, &self.info)
+                .map_err(|e| gerr("map", e))?;
+            copy_planes(frame, &mut vf, self.info.width(), self.info.height())?;
+        }
+        self.src.push_buffer(buffer).map_err(|e| gerr("push", e))?;
+        let sample = self
+            .sink
+            .try_pull_sample(gst::ClockTime::from_seconds(2))
+            .ok_or_else(|| gerr("pull", "no frame out of qroverlay within 2 s"))?;
+        let out = sample.buffer().ok_or_else(|| gerr("pull", "no buffer"))?;
+        let vf = gst_video::VideoFrameRef::from_buffer_ref_readable(out, &self.info)
+            .map_err(|e| gerr("map", e))?;
+        let (w, h) = (self.info.width() as usize, self.info.height() as usize);
+        let mut res = Vec::with_capacity(frame.len());
+        for (p, pw, ph) in [
+            (0u32, w, h),
+            (1, w.div_ceil(2), h.div_ceil(2)),
+            (2, w.div_ceil(2), h.div_ceil(2)),
+        ] {
+            let data = vf.plane_data(p).map_err(|e| gerr("plane", e))?;
+            let stride = vf.plane_stride()[p as usize] as usize;
+            for row in 0..ph {
+                let line = data
+                    .get(row * stride..row * stride + pw)
+                    .ok_or_else(|| gerr("plane", "short"))?;
+                res.extend_from_slice(line);
+            }
+        }
+        Ok(res)
+    }
+}
+
+fn copy_planes(
+    frame: &[u8],
+    vf: &mut gst_video::VideoFrameRef<&mut gst::BufferRef>,
+    w: u32,
+    h: u32,
+) -> Result<()> {
+    let (w, h) = (w as usize, h as usize);
+    let mut off = 0;
+    for (p, pw, ph) in [
+        (0u32, w, h),
+        (1, w.div_ceil(2), h.div_ceil(2)),
+        (2, w.div_ceil(2), h.div_ceil(2)),
+    ] {
+        let stride = vf.plane_stride()[p as usize] as usize;
+        let dst = vf.plane_data_mut(p).map_err(|e| gerr("plane", e))?;
+        for row in 0..ph {
+            let src = frame
+                .get(off..off + pw)
+                .ok_or_else(|| gerr("frame", "shorter than its size"))?;
+            dst[row * stride..row * stride + pw].copy_from_slice(src);
+            off += pw;
+        }
+    }
+    Ok(())
+}
+
+impl Drop for Stamper {
+    fn drop(&mut self) {
+        let _ = self.pipeline.set_state(gst::State::Null);
+    }
+}
+
+/// A YUV4MPEG2 (`.y4m`) writer of tightly packed I420 frames: header
+/// `YUV4MPEG2 W<w> H<h> F<fps>:1 Ip A1:1 C420jpeg`, then `FRAME\n` + the planes per frame.
+pub struct Y4mWriter {
+    out: std::io::BufWriter<std::fs::File>,
+    len: usize,
+}
+
+impl Y4mWriter {
+    pub fn create(path: &std::path::Path, w: u32, h: u32, fps: u32) -> Result<Y4mWriter> {
+        use std::io::Write;
+        let what = || format!("creating {}", path.display());
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d).map_err(|e| Error::io(what(), e))?;
+        }
+        let f = std::fs::File::create(path).map_err(|e| Error::io(what(), e))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, f);
+        writeln!(out, "YUV4MPEG2 W{w} H{h} F{fps}:1 Ip A1:1 C420jpeg")
+            .map_err(|e| Error::io(what(), e))?;
+        Ok(Y4mWriter {
+            out,
+            len: synth::i420_len(w, h),
+        })
+    }
+
+    pub fn write(&mut self, frame: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        let f = frame
+            .get(..self.len)
+            .ok_or(std::io::ErrorKind::InvalidInput)?;
+        self.out.write_all(b"FRAME\n")?;
+        self.out.write_all(f)?;
+        // Flushed per frame: the file is read while the session still runs.
+        self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod stamp_tests {
+    use super::*;
+
+    /// Reads the QR code of the luma plane with `zbarimg` (zbar-tools, scripts/setup.sh).
+    fn zbar_luma(y: &[u8], w: u32, h: u32, name: &str) -> String {
+        let dir = std::env::temp_dir().join(format!("lc-stamp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(format!("{name}.pgm"));
+        let mut pgm = format!("P5\n{w} {h}\n255\n").into_bytes();
+        pgm.extend_from_slice(&y[..(w * h) as usize]);
+        std::fs::write(&p, pgm).unwrap();
+        let out = std::process::Command::new("zbarimg")
+            .args(["-q", "--raw"])
+            .arg(&p)
+            .output()
+            .expect("zbarimg (apt zbar-tools)");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    #[test]
+    fn stamp_reads_back_at_top_and_lowest_layer_size() {
+        let (w, h) = (640, 360);
+        let mut s = Stamper::new(w, h, 15, qr_pixel_size(3)).unwrap();
+        for n in [0u64, 7, 123_456] {
+            let cap = 1_763_776_000_123_456_789 + n;
+            let f = s.stamp(&synth::frame(w, h, n as u32), n, cap).unwrap();
+            assert_eq!(f.len(), synth::i420_len(w, h));
+            let want = qr_payload(n, cap);
+            assert_eq!(zbar_luma(&f, w, h, "top"), want);
+            // The lowest spatial layer of L3 is a quarter of the size in each direction.
+            let small = synth::scale_i420(&f, w, h, w / 4, h / 4);
+            assert_eq!(zbar_luma(&small, w / 4, h / 4, "low"), want);
+        }
+        assert_eq!(qr_payload(12, 5), "120000000000000000005");
+    }
+
+    #[test]
+    fn reference_file_has_one_frame_per_write() {
+        let dir = std::env::temp_dir().join(format!("lc-y4m-{}", std::process::id()));
+        let p = dir.join("reference.y4m");
+        let mut y = Y4mWriter::create(&p, 64, 64, 15).unwrap();
+        for n in 0..3 {
+            y.write(&synth::frame(64, 64, n)).unwrap();
+        }
+        drop(y);
+        let data = std::fs::read(&p).unwrap();
+        let header = b"YUV4MPEG2 W64 H64 F15:1 Ip A1:1 C420jpeg\n";
+        assert!(data.starts_with(header));
+        assert_eq!(data.len(), header.len() + 3 * (6 + synth::i420_len(64, 64)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

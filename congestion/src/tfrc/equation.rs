@@ -17,8 +17,10 @@ pub fn tcp_throughput(s: f64, rtt: f64, p: f64) -> f64 {
     if p.is_nan() || p <= 0.0 || rtt.is_nan() || rtt <= 0.0 {
         return f64::INFINITY;
     }
-    let p = p.min(1.0);
-    s / (rtt * equation_denominator(p))
+    // One implementation of the equation in the crate: estimators::tcp's general PFTK form with
+    // TFRC's parameters (b = 1, t_RTO = 4R, no min(1, ·)); only the edge-case conventions
+    // above are TFRC's own.
+    crate::estimators::tcp::rfc5348(s, rtt, p, 1.0).unwrap_or(f64::INFINITY)
 }
 
 /// The RTT-free part of the denominator, `f(p) = sqrt(2p/3) + 12 sqrt(3p/8) p (1 + 32 p^2)`.

@@ -16,6 +16,8 @@
 #![allow(dead_code)]
 
 pub mod mrouter;
+#[allow(dead_code)]
+pub mod vq;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -440,6 +442,13 @@ impl Testbed {
     }
 
     pub fn start_player(&mut self, tag: &str, secs: f64, args: &[&str]) {
+        let c = self.c.clone();
+        self.start_player_in(tag, &c, CLIENT_IP, secs, args);
+    }
+
+    /// A player in namespace `ns` joining on `iface` (e.g. the server's namespace: an open
+    /// path, multicast looped back on the sender's interface).
+    pub fn start_player_in(&mut self, tag: &str, ns: &str, iface: &str, secs: f64, args: &[&str]) {
         let out = self.dir.join(tag);
         let out_s = out.to_string_lossy().to_string();
         let d = secs.to_string();
@@ -450,12 +459,19 @@ impl Testbed {
             "--duration",
             &d,
             "--interface",
-            CLIENT_IP,
+            iface,
         ];
         a.extend_from_slice(args);
         let p = bin("layercast-player");
-        let c = self.c.clone();
-        self.spawn(tag, &c, &p, &a);
+        self.spawn(tag, ns, &p, &a);
+    }
+
+    /// The pid of the named child (`ip netns exec` execs the program, so it is the program's).
+    pub fn pid(&self, tag: &str) -> Option<u32> {
+        self.children
+            .iter()
+            .find(|(t, _)| t == tag)
+            .map(|(_, c)| c.id())
     }
 
     pub fn player_log(&self, tag: &str) -> Vec<Value> {

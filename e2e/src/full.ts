@@ -1,0 +1,161 @@
+// The full emulation set (`layercast-e2e full`, `make e2e-full`): the specs' emulation checks on
+// the namespace testbed, one summary table (check, measurement, value, band, verdict), each check
+// recorded for docs/acceptance.md under its spec id.
+//
+// Which scenarios: every file in scenarios/ (the shared catalogue) and e2e/scenarios/ (checks
+// that exist only on the emulated network, e.g. plm.md's E-checks and delay-based.md's DE-checks)
+// with a measurement whose id starts with one of FULL_CHECKS; `--all` runs every scenario except
+// the simulator's self-tests. A check's verdict is pass when every banded measurement of it
+// passes; measurements without a band are reported ("info") and do not decide it.
+import fs from 'node:fs';
+import path from 'node:path';
+import { repoRoot } from './bins.js';
+import { loadScenario, type Scenario } from './scenario.js';
+import { runScenario, type RunResult } from './runner.js';
+import { measureLeaveLatency } from './leave.js';
+import { recordAcceptance } from './acceptance.js';
+
+/** The checks the full set must report (issue 7): ERA §5, PLM §9.B with FQ and the FIFO
+ *  comparison, the delay-based scheme's §10.B. */
+export const FULL_CHECKS = [
+  'era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-6', 'era/AC-8', 'era/AC-10', 'era/AC-14',
+  'plm/E0', 'plm/E2', 'plm/E5', 'plm/E13',
+  'delay/DE1', 'delay/DE2', 'delay/DE6',
+];
+
+export const SCENARIO_DIRS = [path.join(repoRoot, 'scenarios'), path.join(repoRoot, 'e2e', 'scenarios')];
+
+export interface Row {
+  check: string;
+  scenario: string;
+  measurement: string;
+  value: string;
+  band: string;
+  verdict: 'pass' | 'FAIL' | 'info' | 'ERROR';
+  note: string;
+}
+
+/** The check id of a measurement: its first word (`era/AC-2 time to 15 layers` → `era/AC-2`). */
+export const checkOf = (measurementId: string) => measurementId.trim().split(/\s+/)[0];
+
+export function fullScenarios(all = false): { file: string; sc: Scenario }[] {
+  const out: { file: string; sc: Scenario }[] = [];
+  for (const dir of SCENARIO_DIRS) {
+    if (!fs.existsSync(dir)) continue;
+    for (const f of fs.readdirSync(dir).filter((x) => x.endsWith('.yaml')).sort()) {
+      const file = path.join(dir, f);
+      const sc = loadScenario(file);
+      if (sc.name.startsWith('sim-')) continue;
+      if (sc.flows.some((x) => x.type === 'tfmcc')) continue; // the testbed has no TFMCC sender yet
+      if (all || sc.measurements.some((m) => FULL_CHECKS.includes(checkOf(m.id)))) out.push({ file, sc });
+    }
+  }
+  return out;
+}
+
+const fmtV = (x: number) => (!Number.isFinite(x) ? String(x) : Math.abs(x) >= 100 ? x.toFixed(1) : Math.abs(x) >= 1 ? x.toFixed(2) : x.toFixed(4));
+const band = (min: number | null | undefined, max: number | null | undefined) =>
+  min == null && max == null ? '—' : min != null && max != null ? `[${min}, ${max}]` : min != null ? `≥ ${min}` : `≤ ${max}`;
+
+/** Rows of one scenario run. */
+export function rowsOf(sc: Scenario, r: RunResult): Row[] {
+  const rows: Row[] = r.measurements.map((m) => ({
+    check: checkOf(m.id),
+    scenario: sc.name,
+    measurement: m.id.slice(checkOf(m.id).length).trim(),
+    value: m.values.length > 1 ? m.values.map(([n, v]) => `${n.split('/').pop() === 'rcv' ? n.split('/')[0] : n}=${fmtV(v)}`).join(' ') : fmtV(m.value),
+    band: band(m.min, m.max),
+    verdict: m.min == null && m.max == null ? 'info' : m.pass ? 'pass' : 'FAIL',
+    note: m.known_issue ?? '',
+  }));
+  rows.push(...derivedRows(sc, r));
+  for (const mon of r.monitors) if (mon.not_run) rows.push({ check: rows[0]?.check ?? sc.name, scenario: sc.name, measurement: `monitor ${mon.name} not run`, value: '', band: '', verdict: 'ERROR', note: mon.not_run });
+  return rows;
+}
+
+/** Conditions a spec states that the scenario metrics cannot express. plm.md E5: each TCP's
+ *  mean ≥ 0.9 × (300 − PLM rate) / #TCP over the same window (TCP-fairness towards PLM). */
+export function derivedRows(sc: Scenario, r: RunResult): Row[] {
+  const out: Row[] = [];
+  const plm = r.measurements.find((m) => m.id.startsWith('plm/E5 PLM rate'));
+  const tcp = r.measurements.find((m) => m.id.startsWith('plm/E5 TCP rates'));
+  if (plm && tcp && tcp.values.length) {
+    const floor = (0.9 * (300 - plm.value)) / tcp.values.length;
+    const ok = tcp.values.every(([, v]) => v >= floor);
+    out.push({
+      check: 'plm/E5',
+      scenario: sc.name,
+      measurement: 'each TCP ≥ 0.9 × (300 − PLM) / #TCP, 65-100 s (kbit/s)',
+      value: tcp.values.map(([n, v]) => `${n}=${fmtV(v)}`).join(' '),
+      band: `≥ ${fmtV(floor)}`,
+      verdict: ok ? 'pass' : 'FAIL',
+      note: '',
+    });
+  }
+  return out;
+}
+
+/** One aligned text table. */
+export function summaryTable(rows: Row[]): string {
+  const head = ['check', 'scenario', 'measurement', 'value', 'band', 'verdict'];
+  const cells = rows.map((r) => [r.check, r.scenario, r.measurement, r.value, r.band, r.verdict + (r.verdict === 'FAIL' && r.note ? ' (known issue)' : '')]);
+  const w = head.map((h, i) => Math.min(60, Math.max(h.length, ...cells.map((c) => c[i].length))));
+  const line = (c: string[]) => c.map((x, i) => (x.length > w[i] ? x.slice(0, w[i] - 1) + '…' : x.padEnd(w[i]))).join('  ').trimEnd();
+  return [line(head), w.map((n) => '-'.repeat(n)).join('  '), ...cells.map(line)].join('\n');
+}
+
+/** Per check: pass if every banded row passes (null if it has none), value = the rows joined. */
+export function checkVerdicts(rows: Row[]): { check: string; value: string; pass: boolean | null }[] {
+  const by = new Map<string, Row[]>();
+  for (const r of rows) {
+    if (!by.has(r.check)) by.set(r.check, []);
+    by.get(r.check)!.push(r);
+  }
+  return [...by.entries()].map(([check, rs]) => {
+    const banded = rs.filter((r) => r.verdict !== 'info');
+    return {
+      check,
+      value: 'testbed: ' + rs.map((r) => `${r.measurement}: ${r.value}${r.verdict === 'info' ? '' : ` (${r.verdict})`}`).join('; '),
+      pass: banded.length ? banded.every((r) => r.verdict === 'pass') : null,
+    };
+  });
+}
+
+export async function runFull(opts: { outDir: string; all?: boolean; only?: string[]; log?: (s: string) => void }): Promise<{ rows: Row[]; fails: number }> {
+  const log = opts.log ?? ((s: string) => console.log(s));
+  fs.mkdirSync(opts.outDir, { recursive: true });
+  const rows: Row[] = [];
+  const t0 = Date.now();
+  const lq = await measureLeaveLatency({ fastLeave: true, outDir: path.join(opts.outDir, 'leave') });
+  log(`leave latency (mrouter, fast leave): join median ${lq.join_ms_median.toFixed(1)} ms, leave median ${lq.leave_ms_median.toFixed(1)} ms, max ${lq.leave_ms_max.toFixed(1)} ms`);
+  rows.push({ check: 'era/AC-14', scenario: 'leave-latency', measurement: 'last leave → last packet on the bottleneck, max (ms)', value: fmtV(lq.leave_ms_max), band: '≤ 200', verdict: lq.leave_ms_max <= 200 ? 'pass' : 'FAIL', note: '' });
+  rows.push({ check: 'plm/E0', scenario: 'leave-latency', measurement: 'join → first packet, median (ms)', value: fmtV(lq.join_ms_median), band: '≤ 50', verdict: lq.join_ms_median <= 50 ? 'pass' : 'FAIL', note: '' });
+  rows.push({ check: 'plm/E0', scenario: 'leave-latency', measurement: 'leave → traffic stops downstream, max (ms)', value: fmtV(lq.leave_ms_max), band: '≤ 200', verdict: lq.leave_ms_max <= 200 ? 'pass' : 'FAIL', note: '' });
+  let list = fullScenarios(opts.all);
+  if (opts.only?.length) list = list.filter((x) => opts.only!.some((o) => x.sc.name.includes(o)));
+  for (const { sc } of list) {
+    log(`== ${sc.name} (${sc.duration_s} s)`);
+    try {
+      const r = await runScenario(sc, { outDir: path.join(opts.outDir, sc.name) });
+      const rs = rowsOf(sc, r);
+      for (const x of rs) log(`${x.verdict.padEnd(5)} ${x.check} ${x.measurement}: ${x.value} ${x.band}`);
+      rows.push(...rs);
+    } catch (e) {
+      const check = sc.measurements.map((m) => checkOf(m.id)).find((c) => FULL_CHECKS.includes(c)) ?? sc.name;
+      rows.push({ check, scenario: sc.name, measurement: 'run', value: '', band: '', verdict: 'ERROR', note: (e as Error).message });
+      log(`ERROR ${sc.name}: ${(e as Error).message}`);
+    }
+  }
+  const cmd = 'npm run full -w e2e (make e2e-full)';
+  const verdicts = checkVerdicts(rows);
+  for (const v of verdicts) recordAcceptance(v.check, v.value, v.pass, cmd);
+  const missing = FULL_CHECKS.filter((c) => !verdicts.some((v) => v.check === c));
+  const table = summaryTable(rows);
+  const wall = (Date.now() - t0) / 1000;
+  const text = `${table}\n\nchecks: ${verdicts.map((v) => `${v.check} ${v.pass === null ? 'info' : v.pass ? 'pass' : 'FAIL'}`).join(', ')}` +
+    (missing.length ? `\nnot measured: ${missing.join(', ')}` : '') + `\nwall time ${wall.toFixed(0)} s\n`;
+  fs.writeFileSync(path.join(opts.outDir, 'summary.txt'), text);
+  fs.writeFileSync(path.join(opts.outDir, 'summary.json'), JSON.stringify({ rows, verdicts, missing, wall_s: wall }, null, 1));
+  log('\n' + text);
+  return { rows, fails: rows.filter((r) => r.verdict === 'FAIL' || r.verdict === 'ERROR').length };
+}

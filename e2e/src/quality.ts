@@ -1,0 +1,436 @@
+// Video quality of a player's output against the sender's reference (docs/testbed.md "Video
+// quality"). Inputs are the fixed player/server output contract (docs/player.md):
+//   <ref>/reference.y4m   source frames before encode at the top resolution; frame n of the
+//                         file is the picture stamped with frame number n
+//   <player>/frames.csv   index,frame_number,capture_unix_ns,arrival_unix_ns,decoded_unix_ns,
+//                         layers_held,width,height,file,file_index (display order)
+//   <player>/video-<seq>-<W>x<H>.y4m   decoded pictures, `file_index` = picture index in `file`
+// Per player: PSNR and SSIM (ffmpeg's psnr and ssim filters) of every picture whose stamped
+// frame number was read, against reference frame `frame_number` scaled to the picture's size;
+// freezes, harmonic frame rate and glass-to-glass latency from the per-frame log.
+//
+// The y4m files are read here (header + fixed-size frames) so that the pairs handed to ffmpeg
+// are already aligned: for each segment we write the kept decoded pictures and the matching
+// reference frames as two small y4m files and run one ffmpeg over them. ffmpeg's own frame
+// selection (select=eq(n,…)) would need one expression term per frame.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execFile } from 'node:child_process';
+import { esc, svgChart, type Series } from './report.js';
+
+export const FRAMES_CSV_HEADER = 'index,frame_number,capture_unix_ns,arrival_unix_ns,decoded_unix_ns,layers_held,width,height,file,file_index';
+
+/** PSNR of identical pictures is infinite; ffmpeg prints `inf`. We cap it so means stay finite. */
+export const PSNR_CAP_DB = 100;
+
+export class QualityError extends Error {}
+
+export interface FrameRow {
+  index: number;
+  frameNumber: number | null;
+  /** Unix times in seconds (ns precision lost below ~0.3 µs: fine for ms-scale latency). */
+  captureS: number | null;
+  arrivalS: number | null;
+  decodedS: number | null;
+  layersHeld: number;
+  width: number;
+  height: number;
+  file: string;
+  fileIndex: number;
+}
+
+function num(s: string | undefined): number | null {
+  if (s === undefined) return null;
+  const t = s.trim();
+  if (t === '') return null;
+  const v = Number(t);
+  return Number.isFinite(v) ? v : null;
+}
+
+/** Parses `frames.csv`. Throws QualityError on a wrong header; skips malformed rows (counted). */
+export function parseFramesCsv(text: string): { rows: FrameRow[]; malformed: number } {
+  const lines = text.split(/\r?\n/).filter((l) => l.trim() !== '');
+  if (!lines.length) throw new QualityError('frames.csv is empty');
+  const header = lines[0].trim().split(',');
+  const want = FRAMES_CSV_HEADER.split(',');
+  const col = new Map<string, number>();
+  header.forEach((h, i) => col.set(h.trim(), i));
+  for (const w of want) if (!col.has(w)) throw new QualityError(`frames.csv: header lacks column ${w} (have ${header.join(',')})`);
+  const rows: FrameRow[] = [];
+  let malformed = 0;
+  for (const line of lines.slice(1)) {
+    const c = line.split(',');
+    const g = (k: string) => c[col.get(k)!];
+    const index = num(g('index'));
+    const width = num(g('width'));
+    const height = num(g('height'));
+    const fileIndex = num(g('file_index'));
+    const file = (g('file') ?? '').trim();
+    if (index === null || width === null || height === null || fileIndex === null || !file || width <= 0 || height <= 0) {
+      malformed++;
+      continue;
+    }
+    const ns = (k: string) => {
+      const v = num(g(k));
+      return v === null ? null : v / 1e9;
+    };
+    const fn = num(g('frame_number'));
+    rows.push({
+      index,
+      frameNumber: fn !== null && fn >= 0 && Number.isInteger(fn) ? fn : null,
+      captureS: ns('capture_unix_ns'),
+      arrivalS: ns('arrival_unix_ns'),
+      decodedS: ns('decoded_unix_ns'),
+      layersHeld: num(g('layers_held')) ?? 0,
+      width,
+      height,
+      file,
+      fileIndex,
+    });
+  }
+  return { rows, malformed };
+}
+
+/** A y4m file opened for random access to its frames (4:2:0 only, fixed frame size). */
+export class Y4m {
+  readonly width: number;
+  readonly height: number;
+  readonly header: string;
+  readonly frameBytes: number;
+  /** Byte offset of each frame's pixel data. */
+  readonly offsets: number[] = [];
+
+  constructor(readonly file: string) {
+    const fd = fs.openSync(file, 'r');
+    try {
+      const size = fs.fstatSync(fd).size;
+      const head = Buffer.alloc(Math.min(size, 1024));
+      fs.readSync(fd, head, 0, head.length, 0);
+      const nl = head.indexOf(0x0a);
+      if (nl < 0 || !head.subarray(0, 10).toString('latin1').startsWith('YUV4MPEG2')) throw new QualityError(`${file}: not a y4m file`);
+      this.header = head.subarray(0, nl).toString('latin1');
+      const params = this.header.split(' ').slice(1);
+      const p = (c: string) => params.find((x) => x.startsWith(c))?.slice(1);
+      this.width = Number(p('W'));
+      this.height = Number(p('H'));
+      const cs = p('C') ?? '420jpeg';
+      if (!cs.startsWith('420')) throw new QualityError(`${file}: colour space C${cs} not supported (4:2:0 only)`);
+      if (!(this.width > 0 && this.height > 0)) throw new QualityError(`${file}: bad size in header`);
+      const cw = Math.ceil(this.width / 2);
+      const ch = Math.ceil(this.height / 2);
+      this.frameBytes = this.width * this.height + 2 * cw * ch;
+      // Walk the frame headers ("FRAME[ params]\n"); a truncated last frame is ignored.
+      let pos = nl + 1;
+      const fh = Buffer.alloc(256);
+      while (pos < size) {
+        const n = fs.readSync(fd, fh, 0, Math.min(fh.length, size - pos), pos);
+        const e = fh.subarray(0, n).indexOf(0x0a);
+        if (e < 0 || !fh.subarray(0, 5).equals(Buffer.from('FRAME'))) break;
+        const data = pos + e + 1;
+        if (data + this.frameBytes > size) break;
+        this.offsets.push(data);
+        pos = data + this.frameBytes;
+      }
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  get frames(): number {
+    return this.offsets.length;
+  }
+}
+
+/** Writes a y4m file from frames taken out of other y4m files (all of the same size). */
+function writeY4m(out: string, like: Y4m, frames: { src: Y4m; i: number }[]): void {
+  const fd = fs.openSync(out, 'w');
+  const rd = new Map<string, number>();
+  try {
+    // Keep the source's header (size, rate, colour space); frame count is implicit.
+    fs.writeSync(fd, `${like.header}\n`);
+    const buf = Buffer.alloc(like.frameBytes);
+    for (const f of frames) {
+      if (f.src.frameBytes !== like.frameBytes) throw new QualityError('writeY4m: mixed frame sizes');
+      let sfd = rd.get(f.src.file);
+      if (sfd === undefined) {
+        sfd = fs.openSync(f.src.file, 'r');
+        rd.set(f.src.file, sfd);
+      }
+      fs.readSync(sfd, buf, 0, buf.length, f.src.offsets[f.i]);
+      fs.writeSync(fd, 'FRAME\n');
+      fs.writeSync(fd, buf);
+    }
+  } finally {
+    fs.closeSync(fd);
+    for (const x of rd.values()) fs.closeSync(x);
+  }
+}
+
+export interface FrameQuality {
+  index: number;
+  frameNumber: number;
+  decodedS: number | null;
+  layersHeld: number;
+  width: number;
+  height: number;
+  psnrY: number;
+  psnr: number;
+  ssimY: number;
+  ssim: number;
+}
+
+/** Runs ffmpeg in `cwd` (relative names keep paths out of the filter graph's syntax). */
+export function ffmpeg(args: string[], cwd: string, timeoutMs = 600_000): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile('ffmpeg', ['-hide_banner', '-nostats', '-loglevel', 'error', '-y', ...args], { cwd, timeout: timeoutMs, maxBuffer: 16 << 20, killSignal: 'SIGKILL' }, (err, _o, stderr) =>
+      err ? reject(new QualityError(`ffmpeg ${args.join(' ')}: ${String(stderr).trim() || err.message}`)) : resolve(),
+    );
+  });
+}
+
+const cap = (v: number) => (Number.isFinite(v) ? Math.min(v, PSNR_CAP_DB) : PSNR_CAP_DB);
+
+/** Parses ffmpeg's psnr stats_file lines (`n:1 mse_avg:… psnr_avg:… psnr_y:…`). */
+export function parsePsnrStats(text: string): { psnr: number; psnrY: number }[] {
+  const out: { psnr: number; psnrY: number }[] = [];
+  for (const l of text.split('\n')) {
+    const m = /psnr_avg:(\S+).*?psnr_y:(\S+)/.exec(l);
+    if (m) out.push({ psnr: cap(parseFloat(m[1].replace(/^inf$/, 'Infinity'))), psnrY: cap(parseFloat(m[2].replace(/^inf$/, 'Infinity'))) });
+  }
+  return out;
+}
+
+/** Parses ffmpeg's ssim stats_file lines (`n:1 Y:… U:… V:… All:… (…)`). */
+export function parseSsimStats(text: string): { ssim: number; ssimY: number }[] {
+  const out: { ssim: number; ssimY: number }[] = [];
+  for (const l of text.split('\n')) {
+    const m = /\bY:(\S+).*?All:(\S+)/.exec(l);
+    if (m) out.push({ ssimY: parseFloat(m[1]), ssim: parseFloat(m[2]) });
+  }
+  return out;
+}
+
+/** PSNR and SSIM of every picture with a readable frame number, per segment one ffmpeg run. */
+export async function frameQuality(playerDir: string, reference: string, rows: FrameRow[], tmpDir?: string): Promise<{ frames: FrameQuality[]; skipped: string[] }> {
+  const ref = new Y4m(reference);
+  const skipped: string[] = [];
+  const bySeg = new Map<string, FrameRow[]>();
+  for (const r of rows) {
+    if (r.frameNumber === null) continue;
+    if (r.frameNumber >= ref.frames) {
+      skipped.push(`picture ${r.index}: frame number ${r.frameNumber} beyond the reference's ${ref.frames} frames`);
+      continue;
+    }
+    if (!bySeg.has(r.file)) bySeg.set(r.file, []);
+    bySeg.get(r.file)!.push(r);
+  }
+  const tmp = tmpDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'lc-quality-'));
+  fs.mkdirSync(tmp, { recursive: true });
+  const frames: FrameQuality[] = [];
+  try {
+    let s = 0;
+    for (const [file, segRows] of bySeg) {
+      const segPath = path.join(playerDir, path.basename(file));
+      if (!fs.existsSync(segPath)) {
+        skipped.push(`${file}: segment missing (${segRows.length} pictures)`);
+        continue;
+      }
+      const seg = new Y4m(segPath);
+      const keep = segRows.filter((r) => {
+        const ok = r.fileIndex < seg.frames && r.width === seg.width && r.height === seg.height;
+        if (!ok) skipped.push(`picture ${r.index}: ${file}#${r.fileIndex} absent or of another size`);
+        return ok;
+      });
+      if (!keep.length) continue;
+      const dist = path.join(tmp, `d${s}.y4m`);
+      const refOut = path.join(tmp, `r${s}.y4m`);
+      const pLog = path.join(tmp, `p${s}.log`);
+      const sLog = path.join(tmp, `s${s}.log`);
+      s++;
+      writeY4m(dist, seg, keep.map((r) => ({ src: seg, i: r.fileIndex })));
+      writeY4m(refOut, ref, keep.map((r) => ({ src: ref, i: r.frameNumber! })));
+      // The reference goes down to the picture's size by area averaging (box filter, as libvpx
+      // scales its lower spatial layers and as docs/codec.md's PSNR reference does); the stats
+      // files name no path characters ffmpeg's filter parser would need escaped.
+      const graph =
+        `[1:v]scale=${seg.width}:${seg.height}:flags=area,format=yuv420p,split[r1][r2];` +
+        `[0:v]format=yuv420p,split[d1][d2];` +
+        `[d1][r1]psnr=stats_file=p${s - 1}.log[o1];[d2][r2]ssim=stats_file=s${s - 1}.log[o2]`;
+      await ffmpeg(['-i', path.basename(dist), '-i', path.basename(refOut), '-filter_complex', graph, '-map', '[o1]', '-f', 'null', '-', '-map', '[o2]', '-f', 'null', '-'], tmp);
+      const ps = parsePsnrStats(fs.readFileSync(pLog, 'utf8'));
+      const ss = parseSsimStats(fs.readFileSync(sLog, 'utf8'));
+      if (ps.length !== keep.length || ss.length !== keep.length) {
+        throw new QualityError(`${file}: ffmpeg compared ${ps.length}/${ss.length} of ${keep.length} pictures`);
+      }
+      keep.forEach((r, i) =>
+        frames.push({ index: r.index, frameNumber: r.frameNumber!, decodedS: r.decodedS, layersHeld: r.layersHeld, width: r.width, height: r.height, ...ps[i], ...ss[i] }),
+      );
+      for (const f of [dist, refOut, pLog, sLog]) fs.rmSync(f, { force: true });
+    }
+  } finally {
+    if (!tmpDir) fs.rmSync(tmp, { recursive: true, force: true });
+  }
+  frames.sort((a, b) => a.index - b.index);
+  return { frames, skipped };
+}
+
+export interface TimingStats {
+  pictures: number;
+  /** Mean interval between displayed pictures (s). */
+  meanIntervalS: number;
+  /** Freeze threshold (DESIGN.md): max(3 × mean interval, mean interval + 150 ms). */
+  freezeThresholdS: number;
+  freezes: number;
+  freezeTimeS: number;
+  /** Σd / Σd² over display durations d (WebRTC's harmonic frame rate: long gaps weigh more). */
+  harmonicFps: number;
+  meanFps: number;
+  latencyP50Ms: number | null;
+  latencyP95Ms: number | null;
+  latencyMeanMs: number | null;
+}
+
+function quantile(sorted: number[], q: number): number {
+  if (!sorted.length) return NaN;
+  const i = (sorted.length - 1) * q;
+  const lo = Math.floor(i);
+  const hi = Math.ceil(i);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (i - lo);
+}
+
+/** Freezes, harmonic frame rate and glass-to-glass latency from the per-frame log. The display
+ *  time of a picture is its decode time (the headless player shows a picture when decoded). */
+export function timingStats(rows: FrameRow[]): TimingStats {
+  const t = rows.map((r) => r.decodedS).filter((x): x is number => x !== null).sort((a, b) => a - b);
+  const d: number[] = [];
+  for (let i = 1; i < t.length; i++) d.push(t[i] - t[i - 1]);
+  const sum = d.reduce((a, b) => a + b, 0);
+  const mean = d.length ? sum / d.length : NaN;
+  const thr = Math.max(3 * mean, mean + 0.15);
+  const fr = d.filter((x) => x > thr);
+  const sq = d.reduce((a, b) => a + b * b, 0);
+  const lat = rows
+    .filter((r) => r.captureS !== null && r.decodedS !== null)
+    .map((r) => (r.decodedS! - r.captureS!) * 1000)
+    .sort((a, b) => a - b);
+  return {
+    pictures: rows.length,
+    meanIntervalS: mean,
+    freezeThresholdS: thr,
+    freezes: fr.length,
+    freezeTimeS: fr.reduce((a, b) => a + b, 0),
+    harmonicFps: sq > 0 ? sum / sq : NaN,
+    meanFps: sum > 0 ? d.length / sum : NaN,
+    latencyP50Ms: lat.length ? quantile(lat, 0.5) : null,
+    latencyP95Ms: lat.length ? quantile(lat, 0.95) : null,
+    latencyMeanMs: lat.length ? lat.reduce((a, b) => a + b, 0) / lat.length : null,
+  };
+}
+
+export interface PlayerQuality extends TimingStats {
+  player: string;
+  /** Rows in frames.csv (decoded pictures) and those whose QR was read. */
+  stamped: number;
+  malformedRows: number;
+  compared: number;
+  psnrMeanDb: number;
+  psnrYMeanDb: number;
+  psnrP5Db: number;
+  ssimMean: number;
+  ssimYMean: number;
+  /** Mean PSNR / SSIM per number of layers held, for "PSNR ≥ floor for the layers held". */
+  byLayers: { layers: number; width: number; height: number; pictures: number; psnrMeanDb: number; ssimMean: number }[];
+  skipped: string[];
+  /** Per-picture values for the report chart (time from the first decoded picture of the run). */
+  series: FrameQuality[];
+}
+
+const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
+
+/** Analyses one player's output directory against `reference` (a y4m). */
+export async function analysePlayer(playerDir: string, reference: string, name = path.basename(playerDir)): Promise<PlayerQuality> {
+  const csv = path.join(playerDir, 'frames.csv');
+  if (!fs.existsSync(csv)) throw new QualityError(`${csv}: missing`);
+  const { rows, malformed } = parseFramesCsv(fs.readFileSync(csv, 'utf8'));
+  const { frames, skipped } = await frameQuality(playerDir, reference, rows);
+  const groups = new Map<string, FrameQuality[]>();
+  for (const f of frames) {
+    const k = `${f.layersHeld}|${f.width}x${f.height}`;
+    if (!groups.has(k)) groups.set(k, []);
+    groups.get(k)!.push(f);
+  }
+  const psnrs = frames.map((f) => f.psnr).sort((a, b) => a - b);
+  return {
+    player: name,
+    ...timingStats(rows),
+    stamped: rows.filter((r) => r.frameNumber !== null).length,
+    malformedRows: malformed,
+    compared: frames.length,
+    psnrMeanDb: mean(frames.map((f) => f.psnr)),
+    psnrYMeanDb: mean(frames.map((f) => f.psnrY)),
+    psnrP5Db: quantile(psnrs, 0.05),
+    ssimMean: mean(frames.map((f) => f.ssim)),
+    ssimYMean: mean(frames.map((f) => f.ssimY)),
+    byLayers: [...groups.values()]
+      .map((g) => ({ layers: g[0].layersHeld, width: g[0].width, height: g[0].height, pictures: g.length, psnrMeanDb: mean(g.map((f) => f.psnr)), ssimMean: mean(g.map((f) => f.ssim)) }))
+      .sort((a, b) => a.layers - b.layers || a.width - b.width),
+    skipped,
+    series: frames,
+  };
+}
+
+/** Every `player-*` directory under `runDir` with a frames.csv, against `reference`
+ *  (default `<runDir>/reference.y4m`, else the first `server-*` directory's). */
+export async function analyseRun(runDir: string, reference?: string): Promise<PlayerQuality[]> {
+  const ref = reference ?? findReference(runDir);
+  if (!ref) return [];
+  const out: PlayerQuality[] = [];
+  for (const d of fs.readdirSync(runDir).sort()) {
+    const dir = path.join(runDir, d);
+    if (!d.startsWith('player-') || !fs.existsSync(path.join(dir, 'frames.csv'))) continue;
+    out.push(await analysePlayer(dir, ref, d.replace(/^player-/, '')));
+  }
+  return out;
+}
+
+export function findReference(runDir: string): string | null {
+  const direct = path.join(runDir, 'reference.y4m');
+  if (fs.existsSync(direct)) return direct;
+  for (const d of fs.existsSync(runDir) ? fs.readdirSync(runDir).sort() : []) {
+    const f = path.join(runDir, d, 'reference.y4m');
+    if (d.startsWith('server') && fs.existsSync(f)) return f;
+  }
+  return null;
+}
+
+/** The summary's per-player object (no per-picture series). */
+export function qualitySummary(q: PlayerQuality): Omit<PlayerQuality, 'series'> {
+  const { series: _s, ...rest } = q;
+  return rest;
+}
+
+/** The report's video section: a table per player and PSNR / SSIM over time (time from the
+ *  first decoded picture of any player in the run). */
+export function qualityHtml(qs: PlayerQuality[]): string {
+  const t0 = Math.min(...qs.flatMap((q) => q.series.map((f) => f.decodedS ?? Infinity)));
+  const xMax = Math.max(1, ...qs.flatMap((q) => q.series.map((f) => (f.decodedS ?? t0) - t0)));
+  const ser = (k: 'psnr' | 'ssim'): Series[] =>
+    qs.map((q) => ({ name: q.player, points: q.series.filter((f) => f.decodedS !== null).map((f) => [f.decodedS! - t0, f[k]] as [number, number]) }));
+  const v = (x: number | null, d = 2) => (x === null || !Number.isFinite(x) ? '—' : x.toFixed(d));
+  let h = '<h2>Video quality</h2><table><tr><th>player</th><th>pictures</th><th>stamped</th><th>compared</th><th>PSNR dB (Y)</th><th>PSNR p5</th><th>SSIM (Y)</th><th>freezes</th><th>freeze s</th><th>harmonic fps</th><th>latency p50/p95 ms</th><th>per layers held: PSNR / SSIM</th></tr>';
+  for (const q of qs) {
+    h += `<tr><td>${esc(q.player)}</td><td>${q.pictures}</td><td>${q.stamped}</td><td>${q.compared}</td><td>${v(q.psnrMeanDb)} (${v(q.psnrYMeanDb)})</td><td>${v(q.psnrP5Db)}</td><td>${v(q.ssimMean, 4)} (${v(q.ssimYMean, 4)})</td><td>${q.freezes}</td><td>${v(q.freezeTimeS)}</td><td>${v(q.harmonicFps, 1)}</td><td>${v(q.latencyP50Ms, 0)}/${v(q.latencyP95Ms, 0)}</td><td>${q.byLayers.map((b) => `${b.layers} (${b.width}x${b.height}, ${b.pictures}): ${v(b.psnrMeanDb)} / ${v(b.ssimMean, 3)}`).join('<br>')}</td></tr>`;
+  }
+  h += '</table>';
+  h += svgChart('PSNR per picture', 'dB', ser('psnr'), xMax);
+  h += svgChart('SSIM per picture', 'SSIM', ser('ssim'), xMax);
+  return h;
+}
+
+/** Inserts `html` before `</body>` of an existing report (or writes a page of its own). */
+export function appendToReport(file: string, html: string): void {
+  const page = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '<!doctype html><html><head><meta charset="utf-8"></head><body></body></html>\n';
+  const i = page.lastIndexOf('</body>');
+  fs.writeFileSync(file, i >= 0 ? page.slice(0, i) + html + page.slice(i) : page + html);
+}

@@ -1,0 +1,146 @@
+// Video-quality analysis against fixtures made here with ffmpeg: a reference y4m (testsrc2,
+// every frame different) and a "player output" of two segments — frames 0-19 downscaled to
+// half size with noise, frames 20-39 untouched at full size — with a frames.csv in the
+// player's contract, including unreadable QR codes, a repeated picture and a freeze.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { FRAMES_CSV_HEADER, Y4m, analysePlayer, analyseRun, ffmpeg, parseFramesCsv, parsePsnrStats, timingStats, type FrameRow } from '../src/quality.js';
+
+let dir = '';
+const T0 = 1_763_000_000; // unix seconds
+
+function haveFfmpeg(): boolean {
+  try {
+    execFileSync('ffmpeg', ['-version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** frames.csv rows: (frame number or null, segment, index in segment, size, layers, decode time s). */
+function csv(rows: [number | null, string, number, number, number, number, number][]): string {
+  let s = FRAMES_CSV_HEADER + '\n';
+  rows.forEach(([fn, file, fi, w, h, layers, t], i) => {
+    const ns = (x: number) => (BigInt(Math.round(x * 1e6)) * 1000n).toString();
+    const cap = fn === null ? '' : ns(T0 + fn * 0.04);
+    s += `${i},${fn ?? ''},${cap},${ns(T0 + t - 0.01)},${ns(T0 + t)},${layers},${w},${h},${file},${fi}\n`;
+  });
+  return s;
+}
+
+before(async () => {
+  if (!haveFfmpeg()) return;
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-quality-test-'));
+  const run = path.join(dir, 'run');
+  const p = path.join(run, 'player-s-r1');
+  fs.mkdirSync(p, { recursive: true });
+  await ffmpeg(['-f', 'lavfi', '-i', 'testsrc2=size=320x240:rate=25', '-frames:v', '40', '-pix_fmt', 'yuv420p', 'reference.y4m'], run);
+  // Segment 0: reference frames 0-19 at 160x120 with temporal noise; segment 1: frames 20-39 as they are.
+  await ffmpeg(['-i', 'reference.y4m', '-vf', 'trim=end_frame=20,scale=160:120:flags=bicubic,noise=alls=12:allf=t', '-pix_fmt', 'yuv420p', 'player-s-r1/video-0-160x120.y4m'], run);
+  await ffmpeg(['-i', 'reference.y4m', '-vf', 'trim=start_frame=20,setpts=PTS-STARTPTS', '-pix_fmt', 'yuv420p', 'player-s-r1/video-1-320x240.y4m'], run);
+  const rows: [number | null, string, number, number, number, number, number][] = [];
+  let t = 1.0;
+  for (let i = 0; i < 20; i++) {
+    // two unreadable QR codes; a freeze of 0.6 s before picture 10
+    t += i === 10 ? 0.6 : 0.04;
+    rows.push([i === 3 || i === 7 ? null : i, 'video-0-160x120.y4m', i, 160, 120, 2, t]);
+  }
+  for (let i = 0; i < 20; i++) {
+    t += 0.04;
+    rows.push([20 + i, 'video-1-320x240.y4m', i, 320, 240, 3, t]);
+  }
+  fs.writeFileSync(path.join(p, 'frames.csv'), csv(rows));
+  // The same pictures with every frame number off by 3: a broken alignment must show.
+  const q = path.join(run, 'player-s-shifted');
+  fs.mkdirSync(q);
+  for (const f of ['video-0-160x120.y4m', 'video-1-320x240.y4m']) fs.copyFileSync(path.join(p, f), path.join(q, f));
+  fs.writeFileSync(path.join(q, 'frames.csv'), csv(rows.map((r) => [r[0] === null ? null : (r[0] + 3) % 40, ...r.slice(1)] as typeof r)));
+});
+
+after(() => {
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('y4m reader finds every frame', { skip: !haveFfmpeg() && 'ffmpeg not installed' }, () => {
+  const y = new Y4m(path.join(dir, 'run', 'reference.y4m'));
+  assert.equal(y.width, 320);
+  assert.equal(y.height, 240);
+  assert.equal(y.frames, 40);
+  assert.equal(y.frameBytes, 320 * 240 * 3 / 2);
+});
+
+test('PSNR/SSIM aligned by frame number, per segment at the picture size', { skip: !haveFfmpeg() && 'ffmpeg not installed' }, async () => {
+  const run = path.join(dir, 'run');
+  const q = await analysePlayer(path.join(run, 'player-s-r1'), path.join(run, 'reference.y4m'));
+  assert.equal(q.pictures, 40);
+  assert.equal(q.stamped, 38);
+  assert.equal(q.compared, 38);
+  assert.deepEqual(q.skipped, []);
+  const [low, top] = q.byLayers;
+  assert.equal(low.layers, 2);
+  assert.equal(low.width, 160);
+  assert.equal(low.pictures, 18);
+  assert.equal(top.layers, 3);
+  assert.equal(top.pictures, 20);
+  // The full-size segment is the reference itself: identical pictures (PSNR capped at 100).
+  assert.equal(top.psnrMeanDb, 100);
+  assert.ok(top.ssimMean > 0.9999, `ssim ${top.ssimMean}`);
+  // The half-size noisy segment: clearly degraded, but matched to the right frames.
+  assert.ok(low.psnrMeanDb > 22 && low.psnrMeanDb < 40, `psnr ${low.psnrMeanDb}`);
+  assert.ok(low.ssimMean < 0.98 && low.ssimMean > 0.4, `ssim ${low.ssimMean}`);
+  // Misaligned by three frames: both segments lose several dB.
+  const s = await analysePlayer(path.join(run, 'player-s-shifted'), path.join(run, 'reference.y4m'));
+  assert.ok(s.byLayers[0].psnrMeanDb < low.psnrMeanDb - 2, `${s.byLayers[0].psnrMeanDb} vs ${low.psnrMeanDb}`);
+  assert.ok(s.byLayers[1].psnrMeanDb < 40, `${s.byLayers[1].psnrMeanDb}`);
+  // analyseRun finds both players and the reference in the run directory.
+  const all = await analyseRun(run);
+  assert.deepEqual(all.map((x) => x.player).sort(), ['s-r1', 's-shifted']);
+});
+
+test('freezes, harmonic frame rate and latency follow their definitions', () => {
+  const rows: FrameRow[] = [];
+  // 25 fps for 50 pictures, then one 1 s gap, then 49 more at 25 fps.
+  let t = 100;
+  for (let i = 0; i < 100; i++) {
+    t += i === 50 ? 1.0 : 0.04;
+    rows.push({ index: i, frameNumber: i, captureS: t - 0.08 - (i % 2) * 0.02, arrivalS: t, decodedS: t, layersHeld: 3, width: 2, height: 2, file: 'x', fileIndex: i });
+  }
+  const s = timingStats(rows);
+  // 99 intervals: 98 of 40 ms and one of 1 s.
+  const mean = (98 * 0.04 + 1) / 99;
+  assert.ok(Math.abs(s.meanIntervalS - mean) < 1e-9);
+  assert.ok(Math.abs(s.freezeThresholdS - Math.max(3 * mean, mean + 0.15)) < 1e-9);
+  assert.equal(s.freezes, 1);
+  assert.ok(Math.abs(s.freezeTimeS - 1) < 1e-9);
+  // Σd/Σd² = (3.92+1)/(98·0.0016+1) ≈ 4.24 fps: far below the 20 fps arithmetic mean.
+  assert.ok(Math.abs(s.harmonicFps - 4.92 / (98 * 0.0016 + 1)) < 1e-9);
+  assert.ok(Math.abs(s.meanFps - 99 / 4.92) < 1e-9);
+  assert.ok(Math.abs(s.latencyP50Ms! - 90) < 1e-6, `p50 ${s.latencyP50Ms}`);
+  assert.ok(Math.abs(s.latencyMeanMs! - 90) < 1e-6);
+  // Steady 25 fps: no freeze, harmonic = arithmetic = 25.
+  const steady = timingStats(rows.slice(0, 50));
+  assert.equal(steady.freezes, 0);
+  assert.ok(Math.abs(steady.harmonicFps - 25) < 1e-6);
+});
+
+test('frames.csv parsing: header checked, bad rows counted, empty fields are null', () => {
+  assert.throws(() => parseFramesCsv('index,frame_number\n1,2\n'), /header lacks column/);
+  const { rows, malformed } = parseFramesCsv(
+    `${FRAMES_CSV_HEADER}\n0,,,1763000000000000000,1763000000040000000,1,320,240,video-0-320x240.y4m,0\n1,5,1,2,3,1,abc,240,v.y4m,1\n2,-1,,,,2,320,240,v.y4m,2\n`,
+  );
+  assert.equal(malformed, 1);
+  assert.equal(rows.length, 2);
+  assert.equal(rows[0].frameNumber, null);
+  assert.equal(rows[0].captureS, null);
+  assert.ok(Math.abs(rows[0].decodedS! - 1763000000.04) < 1e-6);
+  assert.equal(rows[1].frameNumber, null); // negative: not a frame number
+  assert.deepEqual(parsePsnrStats('n:1 mse_avg:0.00 mse_y:0.00 mse_u:0.00 mse_v:0.00 psnr_avg:inf psnr_y:inf psnr_u:inf psnr_v:inf\nn:2 mse_avg:4.1 mse_y:3 psnr_avg:42.00 psnr_y:43.50 psnr_u:1 psnr_v:1\n'), [
+    { psnr: 100, psnrY: 100 },
+    { psnr: 42, psnrY: 43.5 },
+  ]);
+});
