@@ -205,7 +205,7 @@ fn tokens_hostile_http_telemetry_flood_and_signed_sams() {
         "--session",
         r#"{"name":"one","layers":2,"layer_rate_bps":50000}"#,
         "--session",
-        r#"{"name":"sec","layers":2,"layer_rate_bps":50000,"encrypt":true}"#,
+        r#"{"name":"sec","layers":2,"layer_rate_bps":1000000,"encrypt":true}"#,
     ]);
     let r = ns.run(move || {
         wait_port(18190);
@@ -425,6 +425,29 @@ fn tokens_hostile_http_telemetry_flood_and_signed_sams() {
         .filter(|v| v["id"].as_str().unwrap_or("").starts_with("flood"))
         .count();
     assert_eq!(flood_viewers, ok, "only admitted posts create viewers");
+    // Encryption cost in the sender: nanoseconds spent sealing per packet (recorded).
+    let series = |name: &str| -> f64 {
+        let k = format!("{name}{{session=\"sec\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&k))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    let sealed = series("layercast_sender_sealed_packets_total");
+    assert!(
+        sealed > 0.0,
+        "the encrypted session sealed nothing: {metrics}"
+    );
+    // The pacer flushes its packet counter every 250 ms; sealing is counted per packet.
+    assert!(series("layercast_sender_packets_total") <= sealed);
+    let seal_us = series("layercast_sender_seal_nanoseconds_total") / sealed / 1e3;
+    testkit::record(
+        "security.sender_seal_us_per_packet",
+        &format!("{seal_us:.2} µs ({sealed} packets of 512 B, release build, shared machine)"),
+        None,
+        "cargo test --release -p layercast-server --test security",
+    );
     testkit::record(
         "security.telemetry_flood",
         &format!("40 posts from one address (limit 1/s, burst 2) in {flood_s:.2} s: {ok} accepted, {limited} refused (429, counted)"),
