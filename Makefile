@@ -1,7 +1,7 @@
 # Layercast: the two commands a new user runs are `make demo` and `make test` (see README.md).
 # Both install what is missing first (scripts/setup.sh) and are safe to re-run.
 
-.PHONY: demo test setup catalogue e2e-full bench fuzz acceptance clean-net containers
+.PHONY: demo test setup catalogue e2e-full bench fuzz acceptance clean-net containers soak faults capacity
 
 demo: ## Live session with players behind emulated bottlenecks, and the dashboard
 	@scripts/demo.sh $(ARGS)
@@ -20,6 +20,15 @@ e2e-full: ## Every emulated-network acceptance scenario (long)
 
 bench: ## Criterion benchmarks of the controllers, simulator engine and codec
 	@scripts/setup.sh && cargo bench --workspace
+
+soak: ## 30-minute soak, 20 players: memory growth and stuck players (docs/reliability.md)
+	@scripts/setup.sh && npm run -w e2e cli -- soak $(ARGS)
+
+faults: ## Every fault-injection test on the testbed, with its figures (docs/reliability.md)
+	@scripts/setup.sh && npm run -w e2e cli -- faults $(ARGS)
+
+capacity: ## Players one machine carries, synthetic and video (docs/reliability.md)
+	@scripts/setup.sh && npm run -w e2e cli -- capacity $(ARGS)
 
 containers: ## Build the server and player images (podman, local Debian base) and run them
 	@deploy/container/build-local.sh

@@ -10,6 +10,7 @@ import { runDemo } from './demo.js';
 import { runFull } from './full.js';
 import { compareScenario } from './compare.js';
 import { analyseRun, qualitySummary } from './quality.js';
+import { reliabilityCommand, RELIABILITY_USAGE } from './reliability-cli.js';
 
 const USAGE = `usage:
   layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
@@ -26,7 +27,8 @@ const USAGE = `usage:
   layercast-e2e cleanup [--all]         remove lc- namespaces left by dead runs (--all: every lc- namespace)
   layercast-e2e demo [--duration SECS] [--source auto|synthetic|NAME] [--scenario FILE]
                      [--status-every SECS] [--out DIR] [--port P]
-                                        the live demo (docs/demo.md); until Ctrl-C without --duration`;
+                                        the live demo (docs/demo.md); until Ctrl-C without --duration
+${RELIABILITY_USAGE}`;
 
 function flag(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
@@ -111,6 +113,10 @@ async function main(argv: string[]): Promise<number> {
       console.log(removed.length ? `removed ${removed.join(' ')}` : 'nothing to remove');
       return 0;
     }
+    case 'soak':
+    case 'faults':
+    case 'capacity':
+      return reliabilityCommand(cmd, args);
     default:
       console.log(USAGE);
       return cmd === undefined || cmd === '-h' || cmd === '--help' ? 0 : 2;

@@ -131,10 +131,12 @@ test('freezes, harmonic frame rate and latency follow their definitions', () => 
 test('frames.csv parsing: header checked, bad rows counted, empty fields are null', () => {
   assert.throws(() => parseFramesCsv('index,frame_number\n1,2\n'), /header lacks column/);
   const { rows, malformed } = parseFramesCsv(
-    `${FRAMES_CSV_HEADER}\n0,,,1763000000000000000,1763000000040000000,1,320,240,video-0-320x240.y4m,0\n1,5,1,2,3,1,abc,240,v.y4m,1\n2,-1,,,,2,320,240,v.y4m,2\n`,
+    `${FRAMES_CSV_HEADER}\n0,,,1763000000000000000,1763000000040000000,1,320,240,video-0-320x240.y4m,0\n1,5,1,2,3,1,abc,240,v.y4m,1\n2,-1,,,,2,320,240,v.y4m,2\n3,7,,,4,2,320,240,,\n4,8,,,5,2,320,240,v.y4m,\n`,
   );
-  assert.equal(malformed, 1);
-  assert.equal(rows.length, 2);
+  assert.equal(malformed, 2); // width "abc"; a file without an index
+  assert.equal(rows.length, 3);
+  assert.equal(rows[2].file, ''); // logged without pixels: kept for timing
+  assert.equal(rows[2].fileIndex, null);
   assert.equal(rows[0].frameNumber, null);
   assert.equal(rows[0].captureS, null);
   assert.ok(Math.abs(rows[0].decodedS! - 1763000000.04) < 1e-6);

@@ -21,6 +21,8 @@ pub enum MonKind {
     Cbr,
     Onoff,
     Tfmcc,
+    /// A link probe (`agents::probe`): received/lost = packets the link sent/dropped.
+    Queue,
 }
 
 /// One receiver's record.
@@ -47,6 +49,11 @@ pub struct Monitor {
     /// The controller's decision log (layered receivers).
     #[serde(skip)]
     pub decisions: Vec<congestion::Decision>,
+    /// Link probes: sum of queue-length samples (packets) and number of samples, per interval.
+    #[serde(skip)]
+    pub queue_sum: Vec<u64>,
+    #[serde(skip)]
+    pub queue_n: Vec<u64>,
 }
 
 /// All monitors of a run.
@@ -82,6 +89,8 @@ impl Monitors {
             layer_events: 0,
             change_events: 0,
             decisions: Vec::new(),
+            queue_sum: Vec::new(),
+            queue_n: Vec::new(),
         });
         self.list.len() - 1
     }
@@ -107,6 +116,25 @@ impl Monitors {
         let (i, m) = self.bin(id, now);
         m.bytes[i] += u64::from(size);
         m.received[i] += 1;
+    }
+
+    /// A link probe's queue sample (packets).
+    pub fn queue_sample(&mut self, id: MonId, now: Time, packets: u64) {
+        let (i, m) = self.bin(id, now);
+        if m.queue_sum.len() <= i {
+            m.queue_sum.resize(i + 1, 0);
+            m.queue_n.resize(i + 1, 0);
+        }
+        m.queue_sum[i] += packets;
+        m.queue_n[i] += 1;
+    }
+
+    /// A link probe: the link sent `packets` packets of `bytes` bytes in total since the last
+    /// sample.
+    pub fn link_traffic(&mut self, id: MonId, now: Time, packets: u64, bytes: u64) {
+        let (i, m) = self.bin(id, now);
+        m.bytes[i] += bytes;
+        m.received[i] += packets;
     }
 
     /// `n` packets were detected lost.
@@ -158,6 +186,22 @@ impl Monitor {
             sum_binned(&self.lost, interval, t0, t1),
             sum_binned(&self.received, interval, t0, t1),
         )
+    }
+
+    /// Mean of the link probe's queue samples in `[t0, t1)` (whole intervals), packets.
+    pub fn mean_queue(&self, interval: f64, t0: f64, t1: f64) -> f64 {
+        let a = (t0 / interval).round().max(0.0) as usize;
+        let b = ((t1 / interval).round().max(0.0) as usize).min(self.queue_sum.len());
+        let (mut sum, mut n) = (0u64, 0u64);
+        for i in a..b {
+            sum += self.queue_sum[i];
+            n += self.queue_n[i];
+        }
+        if n == 0 {
+            f64::NAN
+        } else {
+            sum as f64 / n as f64
+        }
     }
 
     /// Layers held at time `t`.

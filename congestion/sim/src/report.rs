@@ -18,6 +18,7 @@ pub const METRICS: &[&str] = &[
     "time_to_level",
     "convergence_time",
     "mean_layers",
+    "mean_queue_packets",
     "min_level",
     "max_level",
     "layer_changes",
@@ -183,6 +184,10 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
         "convergence_time" => {
             per(&|mon| mon.convergence_time(after(mon), end, m.hold_s.unwrap_or(5.0)))
         }
+        "mean_queue_packets" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.mean_queue(iv, a, b)
+        }),
         "mean_layers" => per(&|mon| {
             let (a, b) = window(mon);
             mon.mean_layers(a, b)
@@ -223,7 +228,9 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                     .collect::<Result<_, _>>()?;
                 let tm = x.iter().sum::<f64>() / x.len() as f64;
                 let tt = t.iter().sum::<f64>() / t.len() as f64;
-                if tm > 0.0 && tt > 0.0 {
+                // A starved or exited protocol has F = 0 (a real outcome, e.g. DLM leaving
+                // the session against TCP); only a starved reference leaves F undefined.
+                if tm >= 0.0 && tt > 0.0 {
                     tm / tt
                 } else {
                     f64::NAN

@@ -8,7 +8,12 @@
 //!
 //! Model (all downstream links are point-to-point, as the testbed builds them): a downstream
 //! interface is a member of group G from the first report for G heard on it until a leave for G
-//! heard on it. A leave removes the interface at once (fast leave); there is no query/ageing.
+//! heard on it. A leave removes the interface at once (fast leave); there is no ageing.
+//! General queries go out on every downstream interface at start-up (twice, 1 s apart) and then
+//! every [`QUERY_INTERVAL_S`] s: a router that restarts knows no members, and without a query
+//! the hosts would never report again (they send unsolicited reports only when they join), so
+//! the groups they hold would stay cut off (measured on the testbed: no packet in 35 s after a
+//! restart; with the start-up query they flow again within the query's response time).
 //! Upstream, the router is a host: it joins G on the upstream interface while any downstream
 //! member exists, so a parent router (another mrouter, or igmpproxy) sees reports and leaves.
 //! Routes: the kernel asks (NOCACHE upcall) for each new (S, G) arriving upstream; we install it
@@ -169,6 +174,70 @@ const VIFF_USE_IFINDEX: u8 = 0x8;
 const IGMPMSG_NOCACHE: u8 = 1;
 const MAXVIFS: usize = 32;
 
+/// Seconds between general queries after the two start-up queries (RFC 3376's default Query
+/// Interval is 125 s; memberships never age here, so the periodic query only repairs a lost
+/// report and costs one report per host and interval).
+pub const QUERY_INTERVAL_S: u64 = 125;
+/// Max response time of our queries, tenths of a second: hosts answer within 1 s.
+const QUERY_MAX_RESP_DS: u8 = 10;
+const ALL_HOSTS: u32 = 0xE000_0001;
+
+/// An IGMPv3 general query (RFC 3376 §4.1): type 0x11, max resp code, checksum, group 0,
+/// S = 0, QRV 2, QQIC = the query interval, no sources. Version 3, so Linux hosts stay in v3
+/// mode (a v2 query would switch them to v2 compatibility for minutes).
+pub fn general_query(max_resp_ds: u8, qqic: u8) -> [u8; 12] {
+    let mut q = [0x11, max_resp_ds, 0, 0, 0, 0, 0, 0, 0x02, qqic, 0, 0];
+    let mut sum: u32 = 0;
+    for c in q.chunks(2) {
+        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    let ck = !(sum as u16);
+    q[2..4].copy_from_slice(&ck.to_be_bytes());
+    q
+}
+
+/// Sends one general query to 224.0.0.1 out of each interface (TTL 1, the default).
+fn send_queries(fd: i32, ifindexes: &[i32]) {
+    let q = general_query(QUERY_MAX_RESP_DS, QUERY_INTERVAL_S.min(127) as u8);
+    for &idx in ifindexes {
+        if let Err(e) = sockopt(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_MULTICAST_IF,
+            &mreqn(0, idx),
+            "IP_MULTICAST_IF",
+        ) {
+            eprintln!("mrouter: {e}");
+            continue;
+        }
+        let dst = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 0,
+            sin_addr: libc::in_addr {
+                s_addr: ALL_HOSTS.to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        // SAFETY: buffer and address are live values of the given sizes.
+        let rc = unsafe {
+            libc::sendto(
+                fd,
+                q.as_ptr() as *const libc::c_void,
+                q.len(),
+                0,
+                &dst as *const libc::sockaddr_in as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            eprintln!("mrouter: {}", Error::last_os("sendto(general query)"));
+        }
+    }
+}
+
 #[repr(C)]
 struct VifCtl {
     vifi: u16,
@@ -311,8 +380,20 @@ pub fn run(
     };
     // Delayed leaves: (due, vif, group).
     let mut pending: Vec<(u64, u16, u32)> = Vec::new();
+    let mut next_query = crate::run::mono_ns();
+    let mut startup_queries = 2u32;
     while !stop.load(Ordering::Relaxed) {
         let now = crate::run::mono_ns();
+        if now >= next_query {
+            send_queries(fd, &ifindex_of_vif[ups..]);
+            startup_queries = startup_queries.saturating_sub(1);
+            next_query = now
+                + if startup_queries > 0 {
+                    1_000_000_000
+                } else {
+                    QUERY_INTERVAL_S * 1_000_000_000
+                };
+        }
         let mut actions = Vec::new();
         pending.retain(|&(due, vif, g)| {
             if due <= now {
@@ -568,6 +649,33 @@ mod tests {
         // reports heard on an upstream are not memberships
         assert!(r.igmp(1, Igmp::Report(G + 1)).is_empty());
         assert!(r.no_route(2, S, G).is_empty());
+    }
+
+    #[test]
+    fn general_query_is_a_valid_igmpv3_query() {
+        let q = general_query(10, 125);
+        assert_eq!((q[0], q[1]), (0x11, 10));
+        assert_eq!(&q[4..8], &[0, 0, 0, 0], "general: group 0");
+        assert_eq!((q[8] & 0x07, q[9]), (2, 125), "QRV 2, QQIC 125");
+        assert_eq!(&q[10..12], &[0, 0], "no sources");
+        // The Internet checksum over the message (checksum included) folds to 0xFFFF.
+        let mut sum: u32 = q
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .sum();
+        while sum > 0xFFFF {
+            sum = (sum & 0xFFFF) + (sum >> 16);
+        }
+        assert_eq!(sum, 0xFFFF);
+        // and our own parser reads it as a query, not a membership
+        let mut m = Vec::new();
+        parse_igmp(&q, ALL_HOSTS, &mut m);
+        assert_eq!(m, vec![Igmp::Query(0)]);
+        assert_ne!(
+            general_query(20, 125)[2..4],
+            q[2..4],
+            "checksum covers the fields"
+        );
     }
 
     #[test]

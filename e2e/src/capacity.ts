@@ -1,0 +1,199 @@
+// Players per machine (issue 7's benchmark, `layercast-e2e capacity`, docs/reliability.md): one
+// live session, players started in steps of `step` until `max`; after each step the players
+// run `holdS` seconds and the last `holdS - 10` seconds are judged. A step passes when every
+// player running
+//   - holds the layers its path carries (at least 90 % of the judged seconds at that level),
+//   - loses less than 1 % of its packets over the judged seconds,
+//   - has no telemetry gap: a per-second log line at least every 2.5 s, and the server's
+//     /api/viewers lists it, not gone, at the end of the step,
+//   - (video) shows at least 90 % of the nominal frame rate with no decoder error.
+// The capacity is the largest player count whose step passed; the ramp stops at the first step
+// that fails. Synthetic players sit behind the soak's four bottleneck classes (tbf, 3, 5, 8 and
+// 10 of 10 x 100 kbit/s layers); video players behind 4 Mbit/s each (the demo's VP9 L3T3
+// 640x360 at 15 fps: all 9 layers, decoding the top spatial layer).
+import fs from 'node:fs';
+import path from 'node:path';
+import { Bed, type BedPlayer } from './bed.js';
+import { sleep } from './sh.js';
+import { recordAcceptance } from './acceptance.js';
+import { SOAK_CLASSES, SOAK_LADDER } from './soak.js';
+import { DEMO_VIDEO } from './demo.js';
+
+export interface CapacityOptions {
+  mode: 'synthetic' | 'video';
+  dir: string;
+  /** Most players tried (default 70 synthetic, 16 video). */
+  max?: number;
+  /** Players added per step (default 10 synthetic, 2 video). */
+  step?: number;
+  /** Seconds per step (default 30). */
+  holdS?: number;
+  record?: boolean;
+  log?: (m: string) => void;
+}
+
+export interface StepResult {
+  players: number;
+  pass: boolean;
+  /** Worst player's fraction of judged seconds at its level. */
+  minAtLevel: number;
+  maxLoss: number;
+  maxLineGapS: number;
+  missing: number;
+  /** video: worst player's shown frame rate over nominal; decoder errors. */
+  minFpsRatio: number | null;
+  decoderErrors: number;
+  load: number;
+  why: string[];
+}
+
+export interface CapacityResult {
+  mode: 'synthetic' | 'video';
+  capacity: number;
+  target: number;
+  steps: StepResult[];
+  pass: boolean;
+  reachedMax: boolean;
+}
+
+const load1 = () => Number(fs.readFileSync('/proc/loadavg', 'utf8').split(' ')[0]);
+
+export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
+  const log = o.log ?? ((m: string) => console.error(`[capacity ${o.mode}] ${m}`));
+  const video = o.mode === 'video';
+  const max = o.max ?? (video ? 16 : 70);
+  const step = o.step ?? (video ? 2 : 10);
+  const holdS = o.holdS ?? 30;
+  const target = video ? 10 : 50;
+  const players: BedPlayer[] = Array.from({ length: max }, (_, i) => ({
+    name: `c${String(i + 1).padStart(3, '0')}`,
+    rateKbps: video ? 4000 : SOAK_CLASSES[i % SOAK_CLASSES.length],
+  }));
+  fs.mkdirSync(o.dir, { recursive: true });
+  const t0 = Date.now();
+  const bed = await Bed.start({
+    dir: o.dir,
+    players,
+    source: video ? 'video' : 'synthetic',
+    ladderKbps: SOAK_LADDER,
+    video: video ? DEMO_VIDEO : undefined,
+    packetSize: video ? 1400 : 1000,
+    links: 'tbf',
+    startPlayers: false,
+    log,
+  });
+  log(`network for ${max} players built in ${((Date.now() - t0) / 1000).toFixed(0)} s; ladder ${bed.ladderBps.map((r) => Math.round(r / 1000)).join(',')} kbit/s`);
+  const steps: StepResult[] = [];
+  try {
+    let running = 0;
+    while (running < max) {
+      const n = Math.min(step, max - running);
+      for (let i = 0; i < n; i++) bed.startPlayer(players[running + i].name);
+      running += n;
+      const stepStart = Date.now() / 1000;
+      await sleep(holdS * 1000);
+      const from = stepStart + 10;
+      const to = Date.now() / 1000;
+      const r = await judge(bed, players.slice(0, running), from, to, video);
+      steps.push(r);
+      log(`${running} players: ${r.pass ? 'pass' : 'FAIL'} (min at-level ${(r.minAtLevel * 100).toFixed(0)} %, max loss ${(r.maxLoss * 100).toFixed(2)} %, max log gap ${r.maxLineGapS.toFixed(1)} s, missing ${r.missing}${r.minFpsRatio !== null ? `, min fps ${(r.minFpsRatio * 100).toFixed(0)} %` : ''}, load ${r.load.toFixed(1)})${r.why.length ? ` ${r.why.slice(0, 4).join('; ')}` : ''}`);
+      if (!r.pass) break;
+    }
+  } finally {
+    const left = await bed.teardown();
+    if (left.length) log(`namespaces left: ${left.join(' ')}`);
+  }
+  const passed = steps.filter((s) => s.pass).map((s) => s.players);
+  // The capacity is the last passing step before the first failure.
+  let capacity = 0;
+  for (const s of steps) {
+    if (!s.pass) break;
+    capacity = s.players;
+  }
+  void passed;
+  const res: CapacityResult = {
+    mode: o.mode,
+    capacity,
+    target,
+    steps,
+    pass: capacity >= target,
+    reachedMax: steps.length > 0 && steps[steps.length - 1].pass && steps[steps.length - 1].players === max,
+  };
+  fs.writeFileSync(path.join(o.dir, 'capacity.json'), JSON.stringify(res, null, 1));
+  if (o.record) {
+    const last = steps.find((s) => !s.pass);
+    recordAcceptance(
+      video ? 'issue7/players-video' : 'issue7/players-synthetic',
+      `${capacity}${res.reachedMax ? '+ (ramp stopped at --max)' : ''} players (${video ? 'VP9 L3T3 640x360@15 decoded, 4 Mbit/s each' : '10 × 100 kbit/s, bottlenecks 350/560/880/1250 kbit/s'}); criterion: ≥ 90 % of seconds at the path's level, loss < 1 %, no telemetry gap${video ? ', ≥ 90 % of 15 fps shown' : ''}` +
+        `${last ? `; ${last.players} failed: ${last.why.slice(0, 2).join('; ')}` : ''}; shared machine, load ${steps.map((s) => s.load.toFixed(0)).join('/')}`,
+      res.pass,
+      `layercast-e2e capacity --mode ${o.mode}`,
+    );
+  }
+  return res;
+}
+
+async function judge(bed: Bed, players: BedPlayer[], from: number, to: number, video: boolean): Promise<StepResult> {
+  const why: string[] = [];
+  let minAtLevel = 1;
+  let maxLoss = 0;
+  let maxGap = 0;
+  let minFps: number | null = video ? Infinity : null;
+  let decErr = 0;
+  let viewers: Awaited<ReturnType<Bed['viewers']>> = [];
+  try {
+    viewers = await bed.viewers();
+  } catch (e) {
+    why.push(`/api/viewers: ${(e as Error).message}`);
+  }
+  let missing = 0;
+  const fps = Number(DEMO_VIDEO.fps);
+  for (const p of players) {
+    const all = bed.lines(p.name);
+    const ls = all.filter((l) => l.t >= from && l.t < to + 1);
+    const level = bed.carries(p.name);
+    const at = ls.length ? ls.filter((l) => l.layers >= level).length / ls.length : 0;
+    const recv = ls.reduce((a, l) => a + l.packets_1s, 0);
+    const lost = ls.reduce((a, l) => a + l.lost_1s, 0);
+    const loss = lost / Math.max(1, recv + lost);
+    let gap = ls.length ? ls[0].t - from : to - from;
+    for (let i = 1; i < ls.length; i++) gap = Math.max(gap, ls[i].t - ls[i - 1].t);
+    if (ls.length) gap = Math.max(gap, to - ls[ls.length - 1].t);
+    const v = viewers.find((x) => x.id === p.name);
+    if (!v || v.gone) {
+      missing++;
+      why.push(`${p.name} ${v ? 'gone' : 'absent'} in /api/viewers`);
+    }
+    if (at < minAtLevel) minAtLevel = at;
+    if (at < 0.9) why.push(`${p.name} at level ${level} ${(at * 100).toFixed(0)} % (mean ${(ls.reduce((a, l) => a + l.layers, 0) / Math.max(1, ls.length)).toFixed(1)})`);
+    maxLoss = Math.max(maxLoss, loss);
+    if (loss >= 0.01) why.push(`${p.name} loss ${(loss * 100).toFixed(2)} %`);
+    maxGap = Math.max(maxGap, gap);
+    if (gap > 2.5) why.push(`${p.name} log gap ${gap.toFixed(1)} s`);
+    if (video) {
+      const first = ls[0]?.video;
+      const last = ls[ls.length - 1]?.video;
+      const dt = ls.length >= 2 ? ls[ls.length - 1].t - ls[0].t : 0;
+      const shown = first && last && dt > 0 ? (last.frames - first.frames) / dt : 0;
+      const ratio = shown / fps;
+      minFps = Math.min(minFps ?? Infinity, ratio);
+      const errs = (last?.decoder_errors ?? 0) - (first?.decoder_errors ?? 0);
+      decErr += errs;
+      if (ratio < 0.9) why.push(`${p.name} ${shown.toFixed(1)} fps`);
+      if (errs > 0) why.push(`${p.name} ${errs} decoder errors`);
+    }
+  }
+  const pass = why.length === 0;
+  return { players: players.length, pass, minAtLevel, maxLoss, maxLineGapS: maxGap, missing, minFpsRatio: minFps, decoderErrors: decErr, load: load1(), why };
+}
+
+export function capacitySummary(r: CapacityResult): string {
+  const lines = [`capacity (${r.mode}): ${r.capacity}${r.reachedMax ? '+' : ''} players (target ${r.target}) ${r.pass ? 'PASS' : 'FAIL'}`];
+  for (const s of r.steps) {
+    lines.push(
+      `  ${String(s.players).padStart(3)} players: ${s.pass ? 'pass' : 'FAIL'}  at-level min ${(s.minAtLevel * 100).toFixed(0)} %, loss max ${(s.maxLoss * 100).toFixed(2)} %, log gap max ${s.maxLineGapS.toFixed(1)} s, missing ${s.missing}` +
+        `${s.minFpsRatio !== null ? `, fps min ${(s.minFpsRatio * 100).toFixed(0)} % of nominal, decoder errors ${s.decoderErrors}` : ''}, load ${s.load.toFixed(1)}${s.why.length ? `\n      ${s.why.slice(0, 6).join('; ')}` : ''}`,
+    );
+  }
+  return lines.join('\n');
+}
