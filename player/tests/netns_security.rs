@@ -368,13 +368,13 @@ fn secured_session_survives_forged_announcements_and_injected_data() {
     let opened = sec["opened"].as_u64().unwrap_or(0).max(1);
     let us = sec["open_ns_total"].as_u64().unwrap_or(0) as f64 / opened as f64 / 1e3;
     testkit::record(
-        "security.player_open_us_per_packet",
+        "issue9/open-cost",
         &format!("{us:.2} µs ({opened} packets, {LAYERS}x200 kbit/s, 512 B, release build, shared machine)"),
         None,
         "cargo test --release -p layercast-player --test netns_security",
     );
     testkit::record(
-        "security.hostile_input_netns",
+        "issue9/hostile-netns",
         &format!(
             "SAMs: {} accepted, {} forged, {} unsigned, {} replayed, {} malformed refused; wrong-source data: none seen with SSM ({auth_failed} AEAD drops <= {sent} spoofed), any-source control {asm_failed} AEAD drops",
             sam["accepted"], sam["bad_signature"], sam["unsigned"], sam["replayed"], sam["malformed"]

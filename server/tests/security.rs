@@ -443,14 +443,14 @@ fn tokens_hostile_http_telemetry_flood_and_signed_sams() {
     assert!(series("layercast_sender_packets_total") <= sealed);
     let seal_us = series("layercast_sender_seal_nanoseconds_total") / sealed / 1e3;
     testkit::record(
-        "security.sender_seal_us_per_packet",
+        "issue9/seal-cost",
         &format!("{seal_us:.2} µs ({sealed} packets of 512 B, release build, shared machine)"),
         None,
         "cargo test --release -p layercast-server --test security",
     );
     testkit::record(
-        "security.telemetry_flood",
-        &format!("40 posts from one address (limit 1/s, burst 2) in {flood_s:.2} s: {ok} accepted, {limited} refused (429, counted)"),
+        "issue9/hostile-http",
+        &format!("tokens: 401 without/unknown, 403 without the right, refused requests changed nothing; 10 malformed requests 4xx; signed SAMs verify with the published key, a flipped byte does not; telemetry flood of 40 posts from one address (limit 1/s, burst 2) in {flood_s:.2} s: {ok} accepted, {limited} refused (429, counted)"),
         Some(true),
         "cargo test --release -p layercast-server --test security",
     );
