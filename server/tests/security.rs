@@ -474,6 +474,8 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
         &cert.to_string_lossy(),
         "--tls-key",
         &key.to_string_lossy(),
+        "--http-io-timeout-ms",
+        "1000",
         "--session",
         r#"{"name":"one","layers":1,"layer_rate_bps":20000}"#,
     ]);
@@ -497,6 +499,10 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
     assert!(log_has_fp.contains(&fp_hex), "{log_has_fp}");
     let (pinned, system, plain) = ns.run(move || {
         wait_port(18191);
+        // A client that connects and never says anything: the server's accept thread does
+        // the TLS handshake, so without its receive timeout every later client would hang.
+        let _stalled = TcpStream::connect("127.0.0.1:18191").unwrap();
+        std::thread::sleep(Duration::from_millis(100));
         // Pinned: accept exactly this certificate.
         let mut b = SslConnector::builder(SslMethod::tls_client()).unwrap();
         let want = fp.clone();
@@ -510,8 +516,11 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
         let mut cfg = b.build().configure().unwrap();
         cfg.set_verify_hostname(false);
         let tcp = TcpStream::connect("127.0.0.1:18191").unwrap();
-        tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-        let mut s = cfg.connect("localhost", tcp).expect("pinned handshake");
+        // Well above the server's 1 s timeout for the stalled client, far below "forever".
+        tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut s = cfg
+            .connect("localhost", tcp)
+            .expect("pinned handshake despite a stalled client");
         s.write_all(&req("GET", "/api/sessions", None, "")).unwrap();
         let pinned = read_response(&mut s);
         // The system's CAs do not know a self-signed certificate.
