@@ -27,9 +27,6 @@ step() {
 
 step rustfmt cargo fmt --all --check
 step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
-# player/tests/netns_control.rs (ERA and PLM settling behind a real tbf bottleneck) is #[ignore]d
-# for now: it fails intermittently on this machine (docs/player.md); run it with
-#   cargo test --release -p layercast-player --test netns_control -- --ignored
 step cargo-test cargo test --workspace --release
 if [ -f package-lock.json ]; then
   step ts-typecheck npm run --workspaces --if-present typecheck

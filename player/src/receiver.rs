@@ -203,6 +203,8 @@ struct Counters {
     lost: u64,
 }
 
+// One event per announcement poll (about once a second), moved through a channel; the
+// security parameters are boxed so the common announcement events stay small.
 enum Event {
     Announcement(SessionInfo),
     BadAnnouncement(String),

@@ -9,6 +9,7 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use testkit::netns::{in_ns, Net};
 
 const API: &str = "control-token-0123456789abcdef";
 const PLAYER: &str = "player-token-0123456789abcdef";
@@ -18,6 +19,8 @@ struct Ns {
     name: String,
     children: Vec<Child>,
     dir: std::path::PathBuf,
+    /// Owns the namespace; dropped (namespace deleted) after `Drop` has reaped the children.
+    _net: Net,
 }
 
 impl Ns {
@@ -27,32 +30,19 @@ impl Ns {
             eprintln!("SKIPPED: needs root for a network namespace");
             return None;
         }
-        let name = format!("lc-{}-{tag}", std::process::id());
+        let mut net = Net::new();
+        let name = net.ns(tag).unwrap();
         let dir = std::env::temp_dir().join(&name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        assert!(Command::new("ip")
-            .args(["netns", "add", &name])
-            .status()
-            .unwrap()
-            .success());
-        let ns = Ns {
+        net.ip(&name, &["route", "add", "224.0.0.0/4", "dev", "lo"])
+            .unwrap();
+        Some(Ns {
             name,
             children: Vec::new(),
             dir,
-        };
-        for a in [
-            vec!["link", "set", "lo", "up"],
-            vec!["route", "add", "224.0.0.0/4", "dev", "lo"],
-        ] {
-            assert!(Command::new("ip")
-                .args(["-n", &ns.name])
-                .args(&a)
-                .status()
-                .unwrap()
-                .success());
-        }
-        Some(ns)
+            _net: net,
+        })
     }
 
     /// Starts the server with `args`; its stderr goes to `server.log`.
@@ -79,19 +69,7 @@ impl Ns {
     }
 
     fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/var/run/netns/{}", self.name);
-        std::thread::spawn(move || {
-            use std::os::fd::AsRawFd;
-            let fd = std::fs::File::open(&path).unwrap();
-            // SAFETY: setns on this thread only.
-            assert_eq!(
-                unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) },
-                0
-            );
-            f()
-        })
-        .join()
-        .unwrap()
+        in_ns(&self.name, f)
     }
 }
 
@@ -101,9 +79,6 @@ impl Drop for Ns {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);
         }

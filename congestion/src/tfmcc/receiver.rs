@@ -157,6 +157,22 @@ impl TfmccReceiver {
         self.timer
     }
 
+    /// Addresses the next data packet will touch outside this struct: both ends of the
+    /// receive-rate window (the oldest arrival, pruned, and the slot after the newest, written).
+    /// Only for hosts that prefetch them (the simulator walks 10,000 receivers per packet and
+    /// is bound by these cache misses); the pointers are never dereferenced here.
+    pub fn hot_memory(&self) -> [*const u8; 2] {
+        let (a, b) = self.arrivals.as_slices();
+        let front = a.first().or(b.first());
+        let back = b.last().or(a.last());
+        let addr = |p: Option<&(Time, u32)>, ahead: usize| {
+            p.map_or(std::ptr::null(), |p| {
+                (p as *const (Time, u32)).wrapping_add(ahead) as *const u8
+            })
+        };
+        [addr(front, 0), addr(back, 1)]
+    }
+
     /// Receive rate over the last `k` RTTs, bytes/s.
     pub fn x_recv(&self, now: Time) -> f64 {
         if self.arrivals.is_empty() {
@@ -300,8 +316,10 @@ impl TfmccReceiver {
             }
         }
 
-        // Rounds.
-        let r_calc = self.r_calc(now);
+        // Rounds. `R_calc` is computed only when a branch below needs it (a new round or a
+        // pending timer): nothing between here and its uses changes its inputs, and most
+        // packets need neither (a large receiver set spends its time here).
+        let mut r_calc_cache: Option<f64> = None;
         let new_round = match self.round {
             None => true,
             Some(r) => {
@@ -310,6 +328,7 @@ impl TfmccReceiver {
             }
         };
         if new_round {
+            let r_calc = *r_calc_cache.get_or_insert_with(|| self.r_calc(now));
             self.round = Some(f.round);
             self.timer = None;
             self.r0 = r_calc;
@@ -328,6 +347,7 @@ impl TfmccReceiver {
 
         // Cancellation.
         if self.timer.is_some() {
+            let r_calc = *r_calc_cache.get_or_insert_with(|| self.r_calc(now));
             let inp = CancelInputs {
                 r_calc,
                 r0: self.r0,
