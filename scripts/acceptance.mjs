@@ -79,6 +79,10 @@ const ISSUE_CHECKS = [
   ['issue9/fault-link-flap', '5-second link flap: players shed and recover', 'recover; time measured'],
   ['issue9/fault-loss-burst', '20% loss bursts: players shed, recover after, no stuck state', 'recover to the path level'],
   ['issue9/fault-router-restart', 'Multicast router restarted: players get packets again', 'packets resume; gap measured'],
+  ['issue9/hostile-netns', 'Secured session: forged/unsigned/replayed/garbage SAMs refused, wrong-source data filtered (SSM), spoofed data dropped by AEAD, no token or wrong pin gets nothing', 'all refused and counted'],
+  ['issue9/hostile-http', 'Tokens (401/403, nothing changed), malformed HTTP 4xx, telemetry flood rate-limited and counted, signed SAMs verify', 'as stated'],
+  ['issue9/seal-cost', 'Sender: media sealing per packet', 'reported'],
+  ['issue9/open-cost', 'Player: media opening per packet', 'reported'],
 ];
 
 function parseSpecChecks() {

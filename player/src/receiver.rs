@@ -441,6 +441,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     }
                 }
                 Event::Security(sec) => {
+                    let sec = *sec;
                     security_ready = true;
                     if sam.is_none() {
                         sam = sec.sam;
@@ -509,12 +510,17 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         // With a pinned key only verified SAMs count (the verifier counts the
                         // rest by reason); without one, any well-formed SAM (legacy mode).
                         match sam.as_mut() {
-                            Some(v) => {
-                                if let Ok(ok) = v.verify(&buf[..n], net::realtime_ns() / 1_000_000)
-                                {
-                                    anns.push(ok.info);
-                                }
-                            }
+                            Some(v) => match v.verify(&buf[..n], net::realtime_ns() / 1_000_000) {
+                                Ok(ok) => anns.push(ok.info),
+                                // Not a SAM at all: also the legacy counter, which means
+                                // "did not decode" in both modes.
+                                Err(
+                                    congestion::Error::Truncated { .. }
+                                    | congestion::Error::Malformed { .. }
+                                    | congestion::Error::Invalid { .. },
+                                ) => drops.malformed_sam += 1,
+                                Err(_) => {}
+                            },
                             None => match congestion::wire::sam::decode(&buf[..n]) {
                                 Ok(d) => anns.push(d.info),
                                 Err(_) => drops.malformed_sam += 1,
