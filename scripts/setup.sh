@@ -19,8 +19,12 @@ APT_PACKAGES=(
   libvpx-dev
   # bindgen needs libclang; pkg-config finds libvpx and GStreamer
   clang libclang-dev pkg-config
+  # TLS for the HTTP API (server) and its client (player): the openssl crate links libssl
+  libssl-dev
   # video tools (interop and quality tests), frame-number reading
   ffmpeg zbar-tools
+  # the player's window (ximagesink, textoverlay) and its test under a virtual X server
+  gstreamer1.0-x xvfb x11-utils
   # emulated network: cross traffic, multicast routers, offload switches, captures
   iperf3 igmpproxy smcroute ethtool iproute2 iputils-ping tcpdump
   # monitoring and browser tests

@@ -14,10 +14,14 @@ export function mediaBins(): MediaBins {
   return { server: findBinary('layercast-server'), player: findBinary('layercast-player') };
 }
 
-/** Groups of session k: 239.255.(100+k).0/24, announcements on 239.255.76.(1+k):5000. One /24
- *  per session is what makes the link emulator's fair queue count the session as one flow. */
+/** Groups of session k: 239.255.(100+k).0/24, layer j on .j, announcements on .255:5000 (a
+ *  ladder has at most 255 layers). One /24 per session is what makes the link emulator's fair
+ *  queue count the session as one flow, and the announcements must be inside it: on their own
+ *  group (they were on 239.255.76.x) the fair queue served each 622-byte SAM as another flow's
+ *  packet between the two packets of a pair, and PLM dropped to half the link every 4 s (plm/E2
+ *  on the testbed, docs/testbed.md). */
 export function sessionAddrs(k: number) {
-  return { group: `239.255.${100 + k}.0`, port: 5004 + 200 * k, announce: `239.255.76.${1 + k}:5000` };
+  return { group: `239.255.${100 + k}.0`, port: 5004 + 200 * k, announce: `239.255.${100 + k}.255:5000` };
 }
 
 export function serverArgs(f: LayeredFlow, k: number, ifAddr: string): string[] {

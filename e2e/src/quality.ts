@@ -36,8 +36,10 @@ export interface FrameRow {
   layersHeld: number;
   width: number;
   height: number;
+  /** Segment file, '' when the player logged the picture without pixels (writer overload or
+   *  `--no-pictures`): such rows count for timing, not for PSNR/SSIM. */
   file: string;
-  fileIndex: number;
+  fileIndex: number | null;
 }
 
 function num(s: string | undefined): number | null {
@@ -67,7 +69,7 @@ export function parseFramesCsv(text: string): { rows: FrameRow[]; malformed: num
     const height = num(g('height'));
     const fileIndex = num(g('file_index'));
     const file = (g('file') ?? '').trim();
-    if (index === null || width === null || height === null || fileIndex === null || !file || width <= 0 || height <= 0) {
+    if (index === null || width === null || height === null || width <= 0 || height <= 0 || (file !== '' && fileIndex === null)) {
       malformed++;
       continue;
     }
@@ -115,7 +117,7 @@ export class Y4m {
       this.width = Number(p('W'));
       this.height = Number(p('H'));
       const cs = p('C') ?? '420jpeg';
-      if (!cs.startsWith('420')) throw new QualityError(`${file}: colour space C${cs} not supported (4:2:0 only)`);
+      if (!/^420(jpeg|mpeg2|paldv)?$/.test(cs)) throw new QualityError(`${file}: colour space C${cs} not supported (8-bit 4:2:0 only)`);
       if (!(this.width > 0 && this.height > 0)) throw new QualityError(`${file}: bad size in header`);
       const cw = Math.ceil(this.width / 2);
       const ch = Math.ceil(this.height / 2);
@@ -217,7 +219,7 @@ export async function frameQuality(playerDir: string, reference: string, rows: F
   const skipped: string[] = [];
   const bySeg = new Map<string, FrameRow[]>();
   for (const r of rows) {
-    if (r.frameNumber === null) continue;
+    if (r.frameNumber === null || r.file === '' || r.fileIndex === null) continue;
     if (r.frameNumber >= ref.frames) {
       skipped.push(`picture ${r.index}: frame number ${r.frameNumber} beyond the reference's ${ref.frames} frames`);
       continue;
@@ -238,7 +240,7 @@ export async function frameQuality(playerDir: string, reference: string, rows: F
       }
       const seg = new Y4m(segPath);
       const keep = segRows.filter((r) => {
-        const ok = r.fileIndex < seg.frames && r.width === seg.width && r.height === seg.height;
+        const ok = r.fileIndex! < seg.frames && r.width === seg.width && r.height === seg.height;
         if (!ok) skipped.push(`picture ${r.index}: ${file}#${r.fileIndex} absent or of another size`);
         return ok;
       });
@@ -248,7 +250,7 @@ export async function frameQuality(playerDir: string, reference: string, rows: F
       const pLog = path.join(tmp, `p${s}.log`);
       const sLog = path.join(tmp, `s${s}.log`);
       s++;
-      writeY4m(dist, seg, keep.map((r) => ({ src: seg, i: r.fileIndex })));
+      writeY4m(dist, seg, keep.map((r) => ({ src: seg, i: r.fileIndex! })));
       writeY4m(refOut, ref, keep.map((r) => ({ src: ref, i: r.frameNumber! })));
       // The reference goes down to the picture's size by area averaging (box filter, as libvpx
       // scales its lower spatial layers and as docs/codec.md's PSNR reference does); the stats
@@ -332,6 +334,8 @@ export interface PlayerQuality extends TimingStats {
   player: string;
   /** Rows in frames.csv (decoded pictures) and those whose QR was read. */
   stamped: number;
+  /** Rows logged without pixels (no segment file). */
+  withoutPixels: number;
   malformedRows: number;
   compared: number;
   psnrMeanDb: number;
@@ -365,6 +369,7 @@ export async function analysePlayer(playerDir: string, reference: string, name =
     player: name,
     ...timingStats(rows),
     stamped: rows.filter((r) => r.frameNumber !== null).length,
+    withoutPixels: rows.filter((r) => r.file === '').length,
     malformedRows: malformed,
     compared: frames.length,
     psnrMeanDb: mean(frames.map((f) => f.psnr)),

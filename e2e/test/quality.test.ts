@@ -72,6 +72,12 @@ test('y4m reader finds every frame', { skip: !haveFfmpeg() && 'ffmpeg not instal
   assert.equal(y.height, 240);
   assert.equal(y.frames, 40);
   assert.equal(y.frameBytes, 320 * 240 * 3 / 2);
+  // Other sample formats are refused, not misread.
+  const bad = path.join(dir, 'p10.y4m');
+  fs.writeFileSync(bad, 'YUV4MPEG2 W4 H2 F25:1 C420p10\nFRAME\n' + 'x'.repeat(24));
+  assert.throws(() => new Y4m(bad), /not supported/);
+  fs.writeFileSync(bad, 'not a y4m\n');
+  assert.throws(() => new Y4m(bad), /not a y4m/);
 });
 
 test('PSNR/SSIM aligned by frame number, per segment at the picture size', { skip: !haveFfmpeg() && 'ffmpeg not installed' }, async () => {
@@ -131,10 +137,12 @@ test('freezes, harmonic frame rate and latency follow their definitions', () => 
 test('frames.csv parsing: header checked, bad rows counted, empty fields are null', () => {
   assert.throws(() => parseFramesCsv('index,frame_number\n1,2\n'), /header lacks column/);
   const { rows, malformed } = parseFramesCsv(
-    `${FRAMES_CSV_HEADER}\n0,,,1763000000000000000,1763000000040000000,1,320,240,video-0-320x240.y4m,0\n1,5,1,2,3,1,abc,240,v.y4m,1\n2,-1,,,,2,320,240,v.y4m,2\n`,
+    `${FRAMES_CSV_HEADER}\n0,,,1763000000000000000,1763000000040000000,1,320,240,video-0-320x240.y4m,0\n1,5,1,2,3,1,abc,240,v.y4m,1\n2,-1,,,,2,320,240,v.y4m,2\n3,7,,,4,2,320,240,,\n4,8,,,5,2,320,240,v.y4m,\n`,
   );
-  assert.equal(malformed, 1);
-  assert.equal(rows.length, 2);
+  assert.equal(malformed, 2); // width "abc"; a file without an index
+  assert.equal(rows.length, 3);
+  assert.equal(rows[2].file, ''); // logged without pixels: kept for timing
+  assert.equal(rows[2].fileIndex, null);
   assert.equal(rows[0].frameNumber, null);
   assert.equal(rows[0].captureS, null);
   assert.ok(Math.abs(rows[0].decodedS! - 1763000000.04) < 1e-6);

@@ -18,6 +18,7 @@ pub const METRICS: &[&str] = &[
     "time_to_level",
     "convergence_time",
     "mean_layers",
+    "mean_queue_packets",
     "min_level",
     "max_level",
     "layer_changes",
@@ -25,6 +26,12 @@ pub const METRICS: &[&str] = &[
     "jain",
     "fairness_i",
     "tcp_friendliness",
+    "feedback_per_round",
+    "min_interval_kbps",
+    "max_interval_kbps",
+    "max_rate_kbps",
+    "time_to_clr",
+    "clr_share",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
@@ -183,6 +190,10 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
         "convergence_time" => {
             per(&|mon| mon.convergence_time(after(mon), end, m.hold_s.unwrap_or(5.0)))
         }
+        "mean_queue_packets" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.mean_queue(iv, a, b)
+        }),
         "mean_layers" => per(&|mon| {
             let (a, b) = window(mon);
             mon.mean_layers(a, b)
@@ -203,6 +214,39 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
             let (a, b) = window(mon);
             mon.changes_in(a, b) as f64 * 60.0 / (b - a)
         }),
+        "min_interval_kbps" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.min_interval_kbps(iv, a, b)
+        }),
+        "max_interval_kbps" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.max_interval_kbps(iv, a, b)
+        }),
+        "max_rate_kbps" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.max_rate_kbps(a, b)
+        }),
+        "feedback_per_round" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.feedback_per_round(a, b)
+        }),
+        "time_to_clr" | "clr_share" => {
+            let mut v = Vec::new();
+            for mon in &mons {
+                let snd = find(sim, &format!("{}/sender", mon.flow))?;
+                let rid = mon.rid.ok_or_else(|| {
+                    Error::Scenario(format!("{}: {} needs TFMCC receivers", m.id, m.metric))
+                })?;
+                let x = if m.metric == "time_to_clr" {
+                    snd.time_to_clr(rid, after(mon), end)
+                } else {
+                    let (a, b) = window(mon);
+                    snd.clr_share(rid, a, b)
+                };
+                v.push((mon.name.clone(), x));
+            }
+            v
+        }
         _ => Vec::new(),
     };
     let (value, pass) = if !AGGREGATE.contains(&m.metric.as_str()) {
@@ -223,7 +267,9 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                     .collect::<Result<_, _>>()?;
                 let tm = x.iter().sum::<f64>() / x.len() as f64;
                 let tt = t.iter().sum::<f64>() / t.len() as f64;
-                if tm > 0.0 && tt > 0.0 {
+                // A starved or exited protocol has F = 0 (a real outcome, e.g. DLM leaving
+                // the session against TCP); only a starved reference leaves F undefined.
+                if tm >= 0.0 && tt > 0.0 {
                     tm / tt
                 } else {
                     f64::NAN

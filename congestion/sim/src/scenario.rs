@@ -3,8 +3,9 @@
 //! `scenarios/scenario.schema.json`.
 
 use crate::agents::cbr::{DatagramSink, DatagramSource, OnOff};
-use crate::agents::layered::{LayeredReceiver, LayeredSender};
+use crate::agents::layered::{LayeredReceiver, LayeredSender, Layering};
 use crate::agents::local_controllers::local_controller;
+use crate::agents::probe::QueueProbe;
 use crate::agents::tcp::{TcpSender, TcpSink, Variant};
 use crate::agents::tfmcc::{TfmccReceiverAgent, TfmccSenderAgent};
 use crate::engine::{Command, Dest, LinkChange, LinkSpec, MulticastTiming, Sim};
@@ -84,6 +85,9 @@ pub struct LinkDef {
     /// Per-packet extra delay, uniform in [0, jitter_ms), order-preserving.
     #[serde(default)]
     pub jitter_ms: f64,
+    /// Probe the `from → to` direction (`agents::probe`): monitor `queue:FROM-TO`.
+    #[serde(default)]
+    pub monitor_queue: bool,
     #[serde(default = "yes")]
     pub duplex: bool,
     /// Queue of the reverse direction, if different.
@@ -450,6 +454,11 @@ impl Scenario {
                 other => v.push(other.name().to_string()),
             }
         }
+        for l in &self.topology.links {
+            if l.monitor_queue {
+                v.push(format!("queue:{}-{}", l.from, l.to));
+            }
+        }
         v
     }
 
@@ -488,7 +497,8 @@ impl Scenario {
         if !(self.interval_s.is_finite() && self.interval_s >= 0.001) {
             return Err(invalid("interval_s", "must be >= 0.001"));
         }
-        if self.seeds == 0 || self.fast_seeds == 0 {
+        // `fast_seeds: 0` keeps a costly scenario (e.g. 10,000 receivers) out of the fast subset.
+        if self.seeds == 0 {
             return Err(invalid("seeds", "must be positive"));
         }
         let nodes = self.node_index();
@@ -699,7 +709,16 @@ impl Scenario {
         }
         let nodes = self.node_index();
         let mut specs = Vec::new();
+        // Probed link directions: (link index, node, monitor name).
+        let mut probes = Vec::new();
         for l in &self.topology.links {
+            if l.monitor_queue {
+                probes.push((
+                    specs.len(),
+                    nodes[l.from.as_str()],
+                    format!("queue:{}-{}", l.from, l.to),
+                ));
+            }
             let (a, b) = (nodes[l.from.as_str()], nodes[l.to.as_str()]);
             let rate = (l.rate_kbps * 1000.0).round() as u64;
             let dirs: &[(usize, usize, &Option<QdiscConfig>, &str, &str)] = if l.duplex {
@@ -781,12 +800,17 @@ impl Scenario {
                         announce_interval: Duration::from_secs_f64(*adapt_interval_s),
                         codec: String::new(),
                     };
-                    let groups: Vec<usize> = rates.iter().map(|_| sim.net.add_group(src)).collect();
+                    // RLC, FLID-DL and WEBRC need their own sender behaviour (agents::layered).
+                    let layering = Layering::for_protocol(protocol, &info);
+                    let groups: Vec<usize> = (0..layering.groups(rates.len()))
+                        .map(|_| sim.net.add_group(src))
+                        .collect();
                     // No link rate for the schedule: the simulated access link serialises what the
                     // tree actually forwards (pruned layers never occupy it).
                     let link_bps = 0.0;
                     let sender =
-                        LayeredSender::new(src, flow, groups.clone(), info.clone(), link_bps)?;
+                        LayeredSender::new(src, flow, groups.clone(), info.clone(), link_bps)?
+                            .with_layering(layering.clone())?;
                     let s_id = sim.add_agent(src, Box::new(sender));
                     let t0 = start_of(*start_s, *start_jitter_s);
                     sim.net.schedule_command(t0, s_id, Command::Start);
@@ -811,7 +835,8 @@ impl Scenario {
                         );
                         let rn = nodes[r.at.as_str()];
                         let rcv =
-                            LayeredReceiver::new(rn, ctl, info.clone(), groups.clone(), mon, t0);
+                            LayeredReceiver::new(rn, ctl, info.clone(), groups.clone(), mon, t0)
+                                .with_layering(layering.clone());
                         let id = sim.add_agent(rn, Box::new(rcv));
                         let t = start_of(r.start_s, r.start_jitter_s).max(t0);
                         sim.net.schedule_command(t, id, Command::Start);
@@ -867,6 +892,7 @@ impl Scenario {
                             MonKind::Tfmcc,
                             vec![0.0, 0.0],
                         );
+                        sim.net.monitors.list[mon].rid = Some(rid);
                         let rn = nodes[r.at.as_str()];
                         let agent = TfmccReceiverAgent::new(
                             rn,
@@ -1038,6 +1064,17 @@ impl Scenario {
                     Command::SetRate((r * 1000.0).round() as u64),
                 );
             }
+        }
+        for (link, node, name) in probes {
+            let mon = sim
+                .net
+                .monitors
+                .add(name.clone(), name, MonKind::Queue, Vec::new());
+            let id = sim.add_agent(
+                node,
+                Box::new(QueueProbe::new(link, mon, Time::from_millis(10))),
+            );
+            sim.net.schedule_command(Time::ZERO, id, Command::Start);
         }
         Ok(sim)
     }

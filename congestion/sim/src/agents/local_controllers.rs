@@ -1,4 +1,4 @@
-//! Two trivial controllers the simulator's own tests use, so the engine can be checked without
+//! `flid-rttN` (FLID-DL with an N-ms simulated RTT), and two trivial controllers the simulator's own tests use, so the engine can be checked without
 //! depending on the protocol crate's controllers:
 //!
 //! * `sim-fixed-N`: joins layers 0..N at the first announcement and holds them.
@@ -14,6 +14,50 @@ use std::collections::VecDeque;
 pub fn local_controller(name: &str) -> Option<Box<dyn LayeredController>> {
     if name == "sim-aimd" {
         return Some(Box::new(Aimd::default()));
+    }
+    // ERA with another RTT input for Eq. 5-6 (the default is the thesis' fixed 50 ms):
+    // `era-rtt-join` = join-to-first-packet (Luby, era.md E8), `era-rttN` = fixed N ms. Used
+    // to test why ERA takes ~2.3x TCP's share on drop-tail (era/AC-4, AC-6).
+    if name == "era-rtt-join" {
+        return Some(Box::new(congestion::era::Era::new(
+            congestion::era::EraConfig {
+                rtt: congestion::era::RttMode::JoinLatency {
+                    initial: 0.05,
+                    window: 32,
+                },
+                ..congestion::era::EraConfig::default()
+            },
+        )));
+    }
+    // ERA with an N-RAI PLR observation window (default 8; era/AC-12 investigation).
+    if let Some(n) = name.strip_prefix("era-plr") {
+        let n: usize = n.parse().ok().filter(|n| (1..=100).contains(n))?;
+        return Some(Box::new(congestion::era::Era::new(
+            congestion::era::EraConfig {
+                plr_window_rais: n,
+                ..congestion::era::EraConfig::default()
+            },
+        )));
+    }
+    if let Some(ms) = name.strip_prefix("era-rtt") {
+        let ms: u64 = ms.parse().ok().filter(|m| (1..=10_000).contains(m))?;
+        return Some(Box::new(congestion::era::Era::new(
+            congestion::era::EraConfig {
+                rtt: congestion::era::RttMode::Fixed(ms as f64 / 1000.0),
+                ..congestion::era::EraConfig::default()
+            },
+        )));
+    }
+    // FLID-DL with the thesis' per-scenario simulated RTT (`flid-rtt60` = 60 ms): the
+    // increase probabilities depend on it (docs/protocols/flid-dl.md).
+    if let Some(ms) = name.strip_prefix("flid-rtt") {
+        let ms: u64 = ms.parse().ok().filter(|m| (1..=10_000).contains(m))?;
+        return Some(Box::new(congestion::flid::Flid::new(
+            congestion::flid::Config {
+                sim_rtt: std::time::Duration::from_millis(ms),
+                ..congestion::flid::Config::default()
+            },
+        )));
     }
     let n: u8 = name.strip_prefix("sim-fixed-")?.parse().ok()?;
     Some(Box::new(Fixed {

@@ -3,5 +3,6 @@
 pub mod cbr;
 pub mod layered;
 pub mod local_controllers;
+pub mod probe;
 pub mod tcp;
 pub mod tfmcc;
