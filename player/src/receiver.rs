@@ -224,11 +224,26 @@ enum Event {
 /// Polls the announcement URL once per interval and forwards what it gets. First it fetches
 /// the session description (SAM key, media key, SSM source), retrying each interval: nothing
 /// is joined before the player knows how to authenticate what it will receive.
-fn url_poller(url: String, every: Duration, tx: Sender<Event>, stop: Arc<AtomicBool>) {
-    let mut need_security = crate::auth::description_url(&url);
+///
+/// `refresh` asks for the description again: the receive loop sets it when SAMs stop
+/// verifying or packets stop opening, which is what a restarted server (new signing key, new
+/// media key) looks like. At most one fetch per interval, so forged SAMs can cost the server
+/// one HTTPS request per player per interval and no more.
+fn url_poller(
+    url: String,
+    every: Duration,
+    tx: Sender<Event>,
+    stop: Arc<AtomicBool>,
+    refresh: Arc<AtomicBool>,
+) {
+    let description = crate::auth::description_url(&url);
+    let mut need_security = description.clone();
     let mut complained = false;
     while !stop.load(Ordering::Relaxed) {
         let t0 = Instant::now();
+        if need_security.is_none() && refresh.swap(false, Ordering::Relaxed) {
+            need_security = description.clone();
+        }
         if let Some(d) = &need_security {
             match crate::auth::fetch_security(d, Duration::from_millis(1500)) {
                 Ok(sec) => {
@@ -323,11 +338,16 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let (ev_tx, ev_rx) = mpsc::channel::<Event>();
     let mut threads = Vec::new();
+    let refresh_security = Arc::new(AtomicBool::new(false));
     if let Some(url) = a.session_url.clone() {
-        let (tx, st) = (ev_tx.clone(), stop.clone());
+        let (tx, st, rf) = (ev_tx.clone(), stop.clone(), refresh_security.clone());
         let every = Duration::from_millis(a.poll_interval_ms.max(50));
-        threads.push(std::thread::spawn(move || url_poller(url, every, tx, st)));
+        threads.push(std::thread::spawn(move || {
+            url_poller(url, every, tx, st, rf)
+        }));
     }
+    // Authentication failures seen when the description was last asked for again.
+    let mut auth_failures_seen = 0u64;
     // Security state: the pinned SAM key, the media opener, the SSM source (from the flags,
     // then from the session description).
     let mut sam: Option<congestion::wire::auth::SamVerifier> = match &a.sam_key {
@@ -443,8 +463,15 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 Event::Security(sec) => {
                     let sec = *sec;
                     security_ready = true;
-                    if sam.is_none() {
-                        sam = sec.sam;
+                    // A key from the description replaces the one in use when it differs (the
+                    // server restarted with a new key); a key pinned by --sam-key never changes,
+                    // and the same key keeps its verifier (and so its replay window).
+                    if a.sam_key.is_none() {
+                        if let Some(new) = sec.sam {
+                            if sam.as_ref().map(|v| v.key_id()) != Some(new.key_id()) {
+                                sam = Some(new);
+                            }
+                        }
                     }
                     if ssm.is_none() && !a.ssm_any {
                         ssm = sec.ssm;
@@ -462,6 +489,13 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     );
                 }
             }
+        }
+        // SAMs that stop verifying or packets that stop opening: ask for the description again.
+        let auth_failures =
+            sam.as_ref().map_or(0, |v| v.stats().bad_signature) + drops.media_auth_failed;
+        if auth_failures > auth_failures_seen {
+            auth_failures_seen = auth_failures;
+            refresh_security.store(true, Ordering::Relaxed);
         }
         // 2. Wait for packets or the controller's next deadline.
         let mut fds: Vec<i32> = Vec::new();
