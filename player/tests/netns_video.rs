@@ -189,12 +189,15 @@ fn bench_latency_and_join() {
         return;
     }
     let mut tb = Testbed::new(100_000_000, 1_000_000, 1514);
-    // `LAYERCAST_BENCH_HEADROOM=H` sets the server's `video.rate_headroom` (sweeps for
-    // docs/player.md); unset, the server's default.
+    // The low-latency setting: `video.rate_headroom` 2 (docs/player.md "latency": p50 ~640
+    // ms at the default 1.3, ~230 ms at 2). `LAYERCAST_BENCH_HEADROOM=H` and
+    // `LAYERCAST_BENCH_PACKET=B` override it and the packet size for sweeps.
     let headroom = std::env::var("LAYERCAST_BENCH_HEADROOM")
         .ok()
         .and_then(|h| h.parse::<f64>().ok())
-        .map_or(String::new(), |h| format!(r#","rate_headroom":{h}"#));
+        .unwrap_or(2.0);
+    let headroom_v = headroom;
+    let headroom = format!(r#","rate_headroom":{headroom}"#);
     let packet = std::env::var("LAYERCAST_BENCH_PACKET").unwrap_or_else(|_| "1200".into());
     tb.start_server(&format!(
         r#"{{"name":"vid","source":"testpattern","protocol":"era","packet_size":{packet},
@@ -276,7 +279,7 @@ fn bench_latency_and_join() {
         "issue6/bench-latency",
         &format!(
             "glass-to-glass (QR capture stamp to display), open path, VP9 L3T3 640x360@15, all \
-             9 layers, playout delay 0: p50 {p50:.0} ms, p95 {p95:.0} ms over {} frames of 5 \
+             9 layers, rate_headroom {headroom_v}, playout delay 0 (quantile 0.5): p50 {p50:.0} ms, p95 {p95:.0} ms over {} frames of 5 \
              players; {breakdown}",
             g2g.len()
         ),
