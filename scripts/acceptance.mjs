@@ -29,7 +29,9 @@ const ISSUE_CHECKS = [
   ['issue4/bench-events', 'Simulator events per second, one core', '≥ 2 M events/s'],
   ['issue4/tfmcc-10k', 'TFMCC 10,000 receivers, 200 s scenario end to end', '< 60 s wall, < 2 GB'],
   ['flid/Ch4-ExpI', 'FLID-DL baseline, thesis Ch.4 Exp. I (sim): convergence, loss, throughput, E, levels', 'thesis Table 4-8 (±25 % times, ±10 % rates, ±0.05 E)'],
+  ['flid/Ch4-ExpII-I', 'FLID-DL baseline with 2 TCP, each behind 100 Kbps access links, 300 Kbps bottleneck (sim)', 'FLID-DL 87 Kbps ±10 %, F 0.90 ±25 %'],
   ['flid/Ch4-ExpII-II', 'FLID-DL baseline between two TCP Reno on 300 Kbps FIFO (sim)', 'F 1.3 ±25 %, FLID-DL 95 Kbps ±10 %'],
+  ['flid/Ch4-ExpII-III', 'FLID-DL baseline between two TCP Reno on 10 Mbps FIFO (sim)', 'F 4.1 ±25 %, FLID-DL 5837 Kbps ±10 %'],
   ['flid/Ch4-ExpIV', 'FLID-DL baseline, 2 sessions on 600 Kbps (sim): E, loss, Q, I', 'thesis Table 4-14 n = 2'],
   ['webrc/steady', 'WEBRC baseline on 320 / 160 kbit/s (sim)', 'recorded (the thesis compares visually)'],
   ['an/U1-plainTCP', 'REM and RED bottleneck queue per load region with plain TCP Reno (U1 without ACC, sim)', 'REM 24.7 ± 3 packets per region; drops ≤ 10 %'],
@@ -50,6 +52,8 @@ const ISSUE_CHECKS = [
   ['issue6/stock-ffplay', 'ffmpeg/ffplay plays layer 0 from the served SDP', 'plays, no errors'],
   ['issue6/malformed', 'Malformed packets, announcements and reports are counted and dropped', 'counted, no crash'],
   ['issue6/server-restart', 'Players resume after a server restart', '≤ 2 s'],
+  ['issue6/tfmcc-live', 'TFMCC session, receivers behind 1 and 4 Mbit/s tbf: sender rate at the slow share, slow receiver CLR', '0.7-1.3 Mbit/s, CLR ≥ 90%'],
+  ['issue6/video-layer-rates', 'Video session: every layer on the wire at its announced rate (media + padding, equal-size packets)', 'within 3%'],
   ['issue6/bench-sender-cpu', 'Sender CPU per 10 Mbit/s paced output', 'reported'],
   ['issue6/bench-bunch-timing', 'Bunch timing error on the wire, p99', '≤ 50 µs'],
   ['issue6/bench-latency', 'Glass-to-glass latency on loopback, p50', '≤ 100 ms'],
@@ -64,6 +68,7 @@ const ISSUE_CHECKS = [
   ['issue7/leave-latency', 'igmpproxy leave latency (last leave to last packet on the bottleneck)', 'measured and reported'],
   ['issue7/video-quality', 'Scripted quality test: per-player PSNR/SSIM against the reference behind 600 kbit/s and 4 Mbit/s', 'PSNR ≥ 24 dB, picture size follows the bottleneck'],
   ['issue8/browser', 'Dashboard in Chromium: viewer rows appear, layers change with the bottleneck', 'as a person sees it'],
+  ['issue8/browser-tfmcc', 'Dashboard in Chromium: a live TFMCC session shows its limiting receiver and rate', 'CLR = narrow-path player'],
   ['issue8/promtool', 'Prometheus config and alert rules: promtool check and unit tests', 'pass'],
   ['issue8/live-prometheus', 'Real Prometheus scraping server and players: every alert and panel query returns data', 'data back'],
   ['issue8/containers', 'Server and player container images build and run with host networking', 'built, player receives'],
@@ -74,6 +79,10 @@ const ISSUE_CHECKS = [
   ['issue9/fault-link-flap', '5-second link flap: players shed and recover', 'recover; time measured'],
   ['issue9/fault-loss-burst', '20% loss bursts: players shed, recover after, no stuck state', 'recover to the path level'],
   ['issue9/fault-router-restart', 'Multicast router restarted: players get packets again', 'packets resume; gap measured'],
+  ['issue9/hostile-netns', 'Secured session: forged/unsigned/replayed/garbage SAMs refused, wrong-source data filtered (SSM), spoofed data dropped by AEAD, no token or wrong pin gets nothing', 'all refused and counted'],
+  ['issue9/hostile-http', 'Tokens (401/403, nothing changed), malformed HTTP 4xx, telemetry flood rate-limited and counted, signed SAMs verify', 'as stated'],
+  ['issue9/seal-cost', 'Sender: media sealing per packet', 'reported'],
+  ['issue9/open-cost', 'Player: media opening per packet', 'reported'],
 ];
 
 function parseSpecChecks() {

@@ -19,6 +19,8 @@ APT_PACKAGES=(
   libvpx-dev
   # bindgen needs libclang; pkg-config finds libvpx and GStreamer
   clang libclang-dev pkg-config
+  # TLS for the HTTP API (server) and its client (player): the openssl crate links libssl
+  libssl-dev
   # video tools (interop and quality tests), frame-number reading
   ffmpeg zbar-tools
   # the player's window (ximagesink, textoverlay) and its test under a virtual X server

@@ -27,14 +27,13 @@ step() {
 
 step rustfmt cargo fmt --all --check
 step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
-# player/tests/netns_control.rs (ERA and PLM settling behind a real tbf bottleneck) is #[ignore]d
-# for now: it fails intermittently on this machine (docs/player.md); run it with
-#   cargo test --release -p layercast-player --test netns_control -- --ignored
 step cargo-test cargo test --workspace --release
 if [ -f package-lock.json ]; then
   step ts-typecheck npm run --workspaces --if-present typecheck
   step ts-lint npm run --workspaces --if-present lint
   step npm-test npm run --workspaces --if-present test
+  # Real Prometheus scraping a real server (ERA + TFMCC sessions) and players (~1.5 min).
+  step live-prometheus npm run test:live -w server/dashboard
 fi
 [ -x deploy/check.sh ] && step deploy-checks deploy/check.sh
 step acceptance-table node scripts/acceptance.mjs

@@ -441,3 +441,34 @@ fn u14_rtt_across_timestamp_wrap() {
     // (A high reported rate keeps the R_max floor s/X + t_gran below the sample.)
     assert!((s.r_max() - 0.9).abs() < 1e-6, "{}", s.r_max());
 }
+
+/// LAN conditions (live netns test): an RTT of 1 ms, shorter than the 13.5 ms between
+/// packets at 592 kbit/s. The receive rate must still see the packets (window of at least
+/// four packet gaps), and the loss history must survive ordinary packet gaps (idle reset
+/// after 10 x max(RTT, packet gap)). Before both floors the receiver reported ~0 B/s,
+/// became CLR and the sender collapsed to its 1-packet-per-64-s floor.
+#[test]
+fn lan_rtt_below_packet_gap_keeps_rate_and_loss() {
+    let cfg = TfmccConfig {
+        packet_size: 1000,
+        ..Default::default()
+    };
+    let mut rx = TfmccReceiver::new(cfg, 9);
+    let x_send = 74_000u32; // B/s
+    let gap_us = 13_500u64;
+    let mut now = Time::ZERO;
+    for seq in 0..80u32 {
+        now = Time::from_micros(1_000_000 + seq as u64 * gap_us);
+        if seq == 20 {
+            continue; // one loss
+        }
+        rx.handle_data(now, &hdr(seq, now, 1, 1, x_send), 1000);
+    }
+    assert!(rx.have_loss(), "loss history reset by ordinary packet gaps");
+    let mid = now + std::time::Duration::from_micros(gap_us / 2);
+    let x = rx.x_recv(mid);
+    assert!(
+        x > 0.5 * x_send as f64 && x < 1.5 * x_send as f64,
+        "receive rate {x} B/s for a {x_send} B/s stream"
+    );
+}

@@ -96,6 +96,9 @@ export interface PlayerHandle {
 }
 
 const HTTP_PORT = 8080;
+/** Players per multicast router (the kernel allows 32 vifs per router: one upstream + 30, with
+ *  a spare). */
+export const HUB_FANOUT = 30;
 export const SESSION_ID = 'live';
 
 export function readJsonl<T>(file: string): T[] {
@@ -180,11 +183,24 @@ export class Bed {
     requireBinary('layercast-player');
     const emulated = (o.links ?? 'linkemu') === 'linkemu';
     const ladder = o.ladderKbps ?? Array(8).fill(100);
-    const links = o.players.map((p) => {
+    // The kernel's multicast routing has at most 32 virtual interfaces per router (MAXVIFS), so
+    // one router can feed at most 31 players. Beyond HUB_FANOUT players, hub routers sit between
+    // the source node and the players (src -> hub<j> -> player), each with up to HUB_FANOUT
+    // players, on unlimited-in-practice links (100 Mbit/s tbf, no delay).
+    const hubs = o.players.length > HUB_FANOUT ? Math.ceil(o.players.length / HUB_FANOUT) : 0;
+    const hubOf = (i: number) => (hubs ? `hub${Math.floor(i / HUB_FANOUT)}` : 'src');
+    const hubLinks = Array.from({ length: hubs }, (_, j) => ({
+      from: 'src',
+      to: `hub${j}`,
+      rate_kbps: 100_000,
+      delay_ms: 0,
+      queue: { kind: 'droptail', limit_packets: 1000 },
+    }));
+    const links = o.players.map((p, i) => {
       const delay = p.delayMs ?? (emulated ? 10 : 0);
       const bdpPkts = Math.ceil((p.rateKbps * 1000 * 0.1) / 8 / (o.packetSize ?? 1000));
       return {
-        from: 'src',
+        from: hubOf(i),
         to: p.name,
         rate_kbps: p.rateKbps,
         delay_ms: delay,
@@ -195,7 +211,11 @@ export class Bed {
     const doc = {
       name: 'bed',
       duration_s: 3600,
-      topology: { nodes: ['src', ...o.players.map((p) => p.name)], links, multicast: { fast_leave: true } },
+      topology: {
+        nodes: ['src', ...hubLinks.map((l) => l.to), ...o.players.map((p) => p.name)],
+        links: [...hubLinks, ...links],
+        multicast: { fast_leave: true },
+      },
       flows: [
         {
           name: SESSION_ID,
@@ -212,6 +232,7 @@ export class Bed {
     this.log(`building: ${o.players.length} players, ${emulated ? 'emulated' : 'tbf'} links`);
     this.b = await buildTopology(this.net, sc, { dir: o.dir, linkMode: emulated ? 'linkemu' : 'auto', rtPrio: o.rtPrio });
     if (!emulated && this.b.links.some((l) => l.kind !== 'tbf')) throw new Error('tbf links need delay 0');
+    if (hubs) this.log(`${hubs} hub routers between the source node and the players (at most ${HUB_FANOUT} players per router)`);
     const app = this.b.sourceApp.get('src')!;
     this.appNs = app.ns;
     this.appAddr = app.addr;

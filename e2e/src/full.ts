@@ -38,13 +38,21 @@ export interface Row {
 /** The check id of a measurement: its first word (`era/AC-2 time to 15 layers` → `era/AC-2`). */
 export const checkOf = (measurementId: string) => measurementId.trim().split(/\s+/)[0];
 
-export function fullScenarios(all = false): { file: string; sc: Scenario }[] {
+/** The scenarios of the set; a file the testbed cannot read is listed in `unreadable` (and
+ *  becomes an ERROR row in `runFull`) instead of stopping the whole set. */
+export function fullScenarios(all = false, unreadable: string[] = []): { file: string; sc: Scenario }[] {
   const out: { file: string; sc: Scenario }[] = [];
   for (const dir of SCENARIO_DIRS) {
     if (!fs.existsSync(dir)) continue;
     for (const f of fs.readdirSync(dir).filter((x) => x.endsWith('.yaml')).sort()) {
       const file = path.join(dir, f);
-      const sc = loadScenario(file);
+      let sc: Scenario;
+      try {
+        sc = loadScenario(file);
+      } catch (e) {
+        unreadable.push(`${f}: ${(e as Error).message}`);
+        continue;
+      }
       if (sc.name.startsWith('sim-')) continue;
       if (sc.flows.some((x) => x.type === 'tfmcc')) continue; // the testbed has no TFMCC sender yet
       if (all || sc.measurements.some((m) => FULL_CHECKS.includes(checkOf(m.id)))) out.push({ file, sc });
@@ -131,7 +139,9 @@ export async function runFull(opts: { outDir: string; all?: boolean; only?: stri
   rows.push({ check: 'era/AC-14', scenario: 'leave-latency', measurement: 'last leave → last packet on the bottleneck, max (ms)', value: fmtV(lq.leave_ms_max), band: '≤ 200', verdict: lq.leave_ms_max <= 200 ? 'pass' : 'FAIL', note: '' });
   rows.push({ check: 'plm/E0', scenario: 'leave-latency', measurement: 'join → first packet, median (ms)', value: fmtV(lq.join_ms_median), band: '≤ 50', verdict: lq.join_ms_median <= 50 ? 'pass' : 'FAIL', note: '' });
   rows.push({ check: 'plm/E0', scenario: 'leave-latency', measurement: 'leave → traffic stops downstream, max (ms)', value: fmtV(lq.leave_ms_max), band: '≤ 200', verdict: lq.leave_ms_max <= 200 ? 'pass' : 'FAIL', note: '' });
-  let list = fullScenarios(opts.all);
+  const unreadable: string[] = [];
+  let list = fullScenarios(opts.all, unreadable);
+  for (const u of unreadable) rows.push({ check: 'scenario', scenario: u.split(':')[0], measurement: 'load', value: '', band: '', verdict: 'ERROR', note: u });
   if (opts.only?.length) list = list.filter((x) => opts.only!.some((o) => x.sc.name.includes(o)));
   for (const { sc } of list) {
     log(`== ${sc.name} (${sc.duration_s} s)`);

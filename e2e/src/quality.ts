@@ -117,7 +117,7 @@ export class Y4m {
       this.width = Number(p('W'));
       this.height = Number(p('H'));
       const cs = p('C') ?? '420jpeg';
-      if (!cs.startsWith('420')) throw new QualityError(`${file}: colour space C${cs} not supported (4:2:0 only)`);
+      if (!/^420(jpeg|mpeg2|paldv)?$/.test(cs)) throw new QualityError(`${file}: colour space C${cs} not supported (8-bit 4:2:0 only)`);
       if (!(this.width > 0 && this.height > 0)) throw new QualityError(`${file}: bad size in header`);
       const cw = Math.ceil(this.width / 2);
       const ch = Math.ceil(this.height / 2);

@@ -130,7 +130,8 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
   const iv = sc.interval_s;
   const mons = new Map<string, Monitor>();
   for (const n of monitorNames(sc)) {
-    const f = sc.flows.find((x) => n === x.name || n.startsWith(`${x.name}/`))!;
+    const f = sc.flows.find((x) => n === x.name || n.startsWith(`${x.name}/`));
+    if (!f) continue; // a simulator queue probe (`queue:FROM-TO`): not measured on the testbed
     const m = new Monitor(n, f.name, f.type);
     if (f.type === 'layered') {
       const rates = ladderRates(f.layers);

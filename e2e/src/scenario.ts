@@ -17,6 +17,8 @@ export interface LinkDef {
   loss: number;
   duplex: boolean;
   reverse_queue?: QdiscConfig | null;
+  /** The simulator's queue probe: a monitor `queue:FROM-TO` (metric mean_queue_packets). */
+  monitor_queue?: boolean;
 }
 
 export interface MulticastDef {
@@ -274,7 +276,10 @@ export function parseScenario(text: string): Scenario {
     topology: {
       nodes: (topo.nodes as string[]) ?? [],
       links: ((topo.links as Record<string, unknown>[]) ?? []).map((l, i) => {
-        only(l, ['from', 'to', 'rate_kbps', 'delay_ms', 'jitter_ms', 'queue', 'loss', 'duplex', 'reverse_queue'], `links[${i}]`);
+        // `monitor_queue`: the simulator's 10 ms queue probe, monitor `queue:FROM-TO`. The name
+        // exists here so measurements parse; the testbed does not fill it (it samples every
+        // emulated link's queue into links.json instead), so such measurements end in a note.
+        only(l, ['from', 'to', 'rate_kbps', 'delay_ms', 'jitter_ms', 'queue', 'loss', 'duplex', 'reverse_queue', 'monitor_queue'], `links[${i}]`);
         return {
           from: str(l.from, `links[${i}].from`),
           to: str(l.to, `links[${i}].to`),
@@ -285,6 +290,7 @@ export function parseScenario(text: string): Scenario {
           loss: num(l.loss, `links[${i}].loss`, 0),
           duplex: l.duplex === undefined ? true : Boolean(l.duplex),
           reverse_queue: (l.reverse_queue as QdiscConfig) ?? null,
+          monitor_queue: Boolean(l.monitor_queue ?? false),
         };
       }),
       multicast: {
@@ -357,6 +363,7 @@ export function monitorNames(sc: Scenario): string[] {
     if (f.type === 'layered' || f.type === 'tfmcc') for (const r of f.receivers) v.push(`${f.name}/${r.name}`);
     else v.push(f.name);
   }
+  for (const l of sc.topology.links) if (l.monitor_queue) v.push(`queue:${l.from}-${l.to}`);
   return v;
 }
 

@@ -72,6 +72,12 @@ test('y4m reader finds every frame', { skip: !haveFfmpeg() && 'ffmpeg not instal
   assert.equal(y.height, 240);
   assert.equal(y.frames, 40);
   assert.equal(y.frameBytes, 320 * 240 * 3 / 2);
+  // Other sample formats are refused, not misread.
+  const bad = path.join(dir, 'p10.y4m');
+  fs.writeFileSync(bad, 'YUV4MPEG2 W4 H2 F25:1 C420p10\nFRAME\n' + 'x'.repeat(24));
+  assert.throws(() => new Y4m(bad), /not supported/);
+  fs.writeFileSync(bad, 'not a y4m\n');
+  assert.throws(() => new Y4m(bad), /not a y4m/);
 });
 
 test('PSNR/SSIM aligned by frame number, per segment at the picture size', { skip: !haveFfmpeg() && 'ffmpeg not installed' }, async () => {

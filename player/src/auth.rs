@@ -57,7 +57,15 @@ pub fn parse_fingerprint(s: &str) -> Result<[u8; 32]> {
 
 /// Opens TLS over `tcp` to `host`, verifying the server as the options say.
 pub fn tls_connect(host: &str, tcp: TcpStream) -> Result<SslStream<TcpStream>> {
-    let o = client_options();
+    tls_connect_with(client_options(), host, tcp)
+}
+
+/// [`tls_connect`] with explicit options.
+pub fn tls_connect_with(
+    o: &ClientOptions,
+    host: &str,
+    tcp: TcpStream,
+) -> Result<SslStream<TcpStream>> {
     let e = |what: &str, x: openssl::error::ErrorStack| {
         Error::io(what.to_string(), std::io::Error::other(x.to_string()))
     };
@@ -151,6 +159,105 @@ pub fn fetch_security(description_url: &str, timeout: Duration) -> Result<Sessio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use openssl::asn1::Asn1Time;
+    use openssl::ec::{EcGroup, EcKey};
+    use openssl::nid::Nid;
+    use openssl::pkey::PKey;
+    use openssl::ssl::{SslAcceptor, SslFiletype};
+    use openssl::x509::extension::SubjectAlternativeName;
+    use openssl::x509::{X509Name, X509};
+    use std::io::{Read, Write};
+
+    /// A self-signed certificate for `localhost` (PEM cert, PEM key, SHA-256).
+    fn cert() -> (Vec<u8>, Vec<u8>, [u8; 32]) {
+        let g = EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap();
+        let k = PKey::from_ec_key(EcKey::generate(&g).unwrap()).unwrap();
+        let mut n = X509Name::builder().unwrap();
+        n.append_entry_by_nid(Nid::COMMONNAME, "localhost").unwrap();
+        let n = n.build();
+        let mut b = X509::builder().unwrap();
+        b.set_version(2).unwrap();
+        b.set_subject_name(&n).unwrap();
+        b.set_issuer_name(&n).unwrap();
+        b.set_pubkey(&k).unwrap();
+        let (f, t) = (
+            Asn1Time::days_from_now(0).unwrap(),
+            Asn1Time::days_from_now(1).unwrap(),
+        );
+        b.set_not_before(&f).unwrap();
+        b.set_not_after(&t).unwrap();
+        let san = SubjectAlternativeName::new()
+            .dns("localhost")
+            .build(&b.x509v3_context(None, None))
+            .unwrap();
+        b.append_extension(san).unwrap();
+        b.sign(&k, MessageDigest::sha256()).unwrap();
+        let c = b.build();
+        let mut fp = [0u8; 32];
+        fp.copy_from_slice(&c.digest(MessageDigest::sha256()).unwrap());
+        (
+            c.to_pem().unwrap(),
+            k.private_key_to_pem_pkcs8().unwrap(),
+            fp,
+        )
+    }
+
+    /// The client accepts the server by CA file or by pin, and refuses a wrong pin and an
+    /// unknown self-signed certificate (system CAs).
+    #[test]
+    fn tls_client_trusts_ca_file_or_pin_only() {
+        let (c, k, fp) = cert();
+        let dir = std::env::temp_dir().join(format!("lc-ptls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cp, kp) = (dir.join("c.pem"), dir.join("k.pem"));
+        std::fs::write(&cp, &c).unwrap();
+        std::fs::write(&kp, &k).unwrap();
+        let mut a = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).unwrap();
+        a.set_certificate_file(&cp, SslFiletype::PEM).unwrap();
+        a.set_private_key_file(&kp, SslFiletype::PEM).unwrap();
+        let a = a.build();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let srv = std::thread::spawn(move || {
+            for _ in 0..4 {
+                let (s, _) = l.accept().unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+                if let Ok(mut t) = a.accept(s) {
+                    let _ = t.write_all(b"ok");
+                    let _ = t.shutdown();
+                }
+            }
+        });
+        let try_with = |o: ClientOptions| -> bool {
+            let tcp = TcpStream::connect(addr).unwrap();
+            tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            match tls_connect_with(&o, "localhost", tcp) {
+                Ok(mut s) => {
+                    let mut b = Vec::new();
+                    let _ = s.read_to_end(&mut b);
+                    b == b"ok"
+                }
+                Err(_) => false,
+            }
+        };
+        assert!(try_with(ClientOptions {
+            ca_file: Some(cp.clone()),
+            ..Default::default()
+        }));
+        assert!(try_with(ClientOptions {
+            fingerprint: Some(fp),
+            ..Default::default()
+        }));
+        let mut wrong = fp;
+        wrong[0] ^= 1;
+        assert!(!try_with(ClientOptions {
+            fingerprint: Some(wrong),
+            ..Default::default()
+        }));
+        assert!(!try_with(ClientOptions::default()));
+        srv.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn fingerprints_and_urls() {

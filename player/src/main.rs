@@ -9,6 +9,7 @@ mod http_client;
 mod net;
 mod qr;
 mod receiver;
+mod tfmcc;
 mod video;
 mod window;
 
@@ -42,6 +43,8 @@ pub struct Args {
     pub playout_delay_ms: u64,
     /// Quantile of the recent lateness the playout clock follows (`--playout-quantile`).
     pub playout_quantile: f64,
+    /// TFMCC: where reports go instead of the announced sender (`crate::tfmcc`).
+    pub tfmcc_feedback: Option<SocketAddrV4>,
     /// With `--out`: frames.csv only, no y4m pictures.
     pub no_pictures: bool,
     /// Show the video in a window (not headless and a display is set).
@@ -60,7 +63,8 @@ const HELP: &str = "layercast-player: receive a layered multicast session
 
   --session-url URL      http://SERVER/api/sessions/ID/announcement (polled once a second)
   --announce GROUP:PORT  listen for SAMs on this group instead (e.g. 239.255.76.1:5000)
-  --controller NAME      receiver-driven controller (era, plm, ...) [default: era]
+  --controller NAME      receiver-driven controller (era, plm, ..., tfmcc) [default: era]
+  --tfmcc-feedback A:P   TFMCC: send reports here [default: SAM sender, layer 0 port + 1]
   --fixed-layers N       no controller: hold layers 0..N-1 (measurement mode)
   --interface ADDR       IPv4 address of the interface to join on [default: 0.0.0.0]
   --headless             no window (also when DISPLAY is not set)
@@ -100,6 +104,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         poll_interval_ms: 1000,
         playout_delay_ms: 800,
         playout_quantile: 0.5,
+        tfmcc_feedback: None,
         no_pictures: false,
         window: false,
         sam_key: None,
@@ -180,6 +185,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
                 }
                 a.playout_quantile = q
             }
+            "tfmcc-feedback" => a.tfmcc_feedback = Some(val.parse().map_err(|e| bad(&e))?),
             "token" => a.client.token = Some(val.clone()).filter(|t| !t.is_empty()),
             "tls-fingerprint" => a.client.fingerprint = Some(auth::parse_fingerprint(&val)?),
             "ca-file" => a.client.ca_file = Some(PathBuf::from(&val)),

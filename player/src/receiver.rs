@@ -42,6 +42,8 @@ struct Pkt {
     size: usize,
     /// The datagram (for the video path).
     data: Vec<u8>,
+    /// Its RTP header-extension block (TFMCC only, see `crate::tfmcc`).
+    ext: Vec<u8>,
 }
 
 impl Pkt {
@@ -77,6 +79,8 @@ struct Tally {
     off_cur: Option<i64>,
     off_prev: Option<i64>,
     off_window_start: u64,
+    /// TFMCC: where `feed` puts each packet's extension block for the controller.
+    tfmcc_ext: Option<crate::tfmcc::ExtSlot>,
 }
 
 impl Tally {
@@ -105,7 +109,7 @@ fn feed(
     ctl: Option<&mut Box<dyn LayeredController>>,
     video: Option<&mut crate::video::Video>,
     t: &mut Tally,
-    p: Pkt,
+    mut p: Pkt,
 ) {
     let ts = p.ts;
     if l.ssrc != Some(p.ssrc) {
@@ -158,6 +162,11 @@ fn feed(
             send_time_us: cc.send_time_us,
             recv_time: Time(ts),
         };
+        if let Some(slot) = &t.tfmcc_ext {
+            if let Ok(mut b) = slot.lock() {
+                *b = std::mem::take(&mut p.ext);
+            }
+        }
         c.handle_packet(Time(t.last_now), &arr);
     }
     if let Some(v) = video {
@@ -203,6 +212,8 @@ struct Counters {
     lost: u64,
 }
 
+// One event per announcement poll (about once a second), moved through a channel; the
+// security parameters are boxed so the common announcement events stay small.
 enum Event {
     Announcement(SessionInfo),
     BadAnnouncement(String),
@@ -370,8 +381,24 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         }
         None => None,
     };
+    let mut tally = Tally::default();
+    let mut tfmcc: Option<(crate::tfmcc::Feedback, Arc<Mutex<crate::tfmcc::View>>)> = None;
     let mut ctl: Option<Box<dyn LayeredController>> = match a.fixed_layers {
         Some(_) => None,
+        None if a.controller.eq_ignore_ascii_case("tfmcc") => {
+            let (c, slot, view) =
+                crate::tfmcc::TfmccCtl::new(crate::tfmcc::random_rid(&a.viewer_id));
+            tally.tfmcc_ext = Some(slot);
+            let host = a
+                .session_url
+                .as_deref()
+                .and_then(|u| http_client::split_url(u).ok())
+                .and_then(|(h, _)| h.parse::<std::net::SocketAddrV4>().ok())
+                .map(|sa| *sa.ip());
+            let fb = crate::tfmcc::Feedback::new(a.interface, host, a.tfmcc_feedback)?;
+            tfmcc = Some((fb, view));
+            Some(Box::new(c))
+        }
         None => Some(congestion::controller_by_name(&a.controller)?),
     };
     let protocol = match a.fixed_layers {
@@ -382,7 +409,6 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let mut info: Option<SessionInfo> = None;
     let mut layers: Vec<Layer> = Vec::new();
     let mut drops = Drops::default();
-    let mut tally = Tally::default();
     let mut video: Option<crate::video::Video> = None;
     let mut first_join_ns: Option<u64> = None;
     let mut pending_decisions: Vec<Value> = Vec::new();
@@ -415,6 +441,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     }
                 }
                 Event::Security(sec) => {
+                    let sec = *sec;
                     security_ready = true;
                     if sam.is_none() {
                         sam = sec.sam;
@@ -483,12 +510,17 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         // With a pinned key only verified SAMs count (the verifier counts the
                         // rest by reason); without one, any well-formed SAM (legacy mode).
                         match sam.as_mut() {
-                            Some(v) => {
-                                if let Ok(ok) = v.verify(&buf[..n], net::realtime_ns() / 1_000_000)
-                                {
-                                    anns.push(ok.info);
-                                }
-                            }
+                            Some(v) => match v.verify(&buf[..n], net::realtime_ns() / 1_000_000) {
+                                Ok(ok) => anns.push(ok.info),
+                                // Not a SAM at all: also the legacy counter, which means
+                                // "did not decode" in both modes.
+                                Err(
+                                    congestion::Error::Truncated { .. }
+                                    | congestion::Error::Malformed { .. }
+                                    | congestion::Error::Invalid { .. },
+                                ) => drops.malformed_sam += 1,
+                                Err(_) => {}
+                            },
                             None => match congestion::wire::sam::decode(&buf[..n]) {
                                 Ok(d) => anns.push(d.info),
                                 Err(_) => drops.malformed_sam += 1,
@@ -542,6 +574,13 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                                 size: n,
                                 data: if video.is_some() {
                                     data.to_vec()
+                                } else {
+                                    Vec::new()
+                                },
+                                ext: if tfmcc.is_some() {
+                                    crate::tfmcc::extension_block(&buf[..n])
+                                        .map(<[u8]>::to_vec)
+                                        .unwrap_or_default()
                                 } else {
                                     Vec::new()
                                 },
@@ -704,7 +743,11 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     }
                 }
                 Action::Exit => exit_requested = true,
-                Action::SendFeedback(_) => {} // TFMCC feedback: not wired yet
+                Action::SendFeedback(b) => {
+                    if let Some((fb, _)) = tfmcc.as_mut() {
+                        fb.send(&b, info.as_ref());
+                    }
+                }
             }
         }
         if let Some(v) = video.as_mut() {
@@ -745,6 +788,12 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             g.sort_unstable();
             let gap_med = g.get(g.len() / 2).copied();
             let est = stats.as_ref().and_then(|s| s.estimate_bps);
+            let tf_json = tfmcc.as_ref().map(|(fb, v)| {
+                let mut j = v.lock().map(|v| v.json()).unwrap_or_default();
+                j["feedback_sent"] = json!(fb.sent);
+                j["feedback_errors"] = json!(fb.errors + fb.no_address);
+                j
+            });
             let loss_ratio = stats.as_ref().map(|s| s.loss_ratio).unwrap_or(sec_loss);
             let line = json!({
                 "t": net::realtime_ns() as f64 / 1e9,
@@ -764,6 +813,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 },
                 "max_gap_ms": std::mem::take(&mut tally.max_gap_sec) as f64 / 1e6,
                 "decisions": pending_decisions,
+                "tfmcc": tf_json,
                 "video": video.as_mut().map(|v| {
                     let st = v.stats();
                     let j = json!({"frames": v.frames, "frames_1s": v.frames_1s,
@@ -826,6 +876,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     "freezes": video.as_ref().map_or(0, |v| v.freezes),
                     "rtt_s": stats.as_ref().and_then(|s| s.rtt_s),
                     "decisions": pending_decisions,
+                    "tfmcc": tf_json,
                 });
                 let _ = tx.send(body);
             }
@@ -839,6 +890,9 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 m.push_str(&format!("# TYPE layercast_player_packets_received_total counter\nlayercast_player_packets_received_total{lab} {}\n", total.packets));
                 m.push_str(&format!("# TYPE layercast_player_bytes_received_total counter\nlayercast_player_bytes_received_total{lab} {}\n", total.bytes));
                 m.push_str(&format!("# TYPE layercast_player_packets_lost_total counter\nlayercast_player_packets_lost_total{lab} {}\n", total.lost));
+                if let Some((fb, v)) = tfmcc.as_ref() {
+                    m.push_str(&crate::tfmcc::metrics(&lab, fb, v));
+                }
                 m.push_str("# TYPE layercast_player_dropped_total counter\n");
                 for (r, v) in [
                     ("malformed_rtp", drops.malformed_rtp),

@@ -1,20 +1,22 @@
-//! Test (b): ERA and PLM on synthetic layers behind a 1 Mbit/s tbf settle on the highest
+//! Test (b): ERA and PLM on synthetic layers behind a 1 Mbit/s bottleneck settle on the highest
 //! layer that fits and hold it; when the bottleneck drops to 500 kbit/s they shed layers
 //! within the spec's reaction time (ERA AC-3: 1 s; PLM: one check period C = 1 s) and do not
 //! climb back above what fits.
 //!
 //! The ladder (8 × 196 kbit/s layers, 512-byte packets) leaves 15% between the top fitting
 //! layer and the link's payload capacity at both rates: 4 layers in 924 kbit/s, 2 in 462.
-//! PLM drops on any single pair sample below its level, and ERA's step 1 likewise, by design;
-//! on this shared two-core machine under load (load average 12-19) the router's softirq or
-//! tbf timer occasionally runs late and a pair reads 7-35% low. With 2% headroom such samples
-//! made both drop every few seconds, with 10% PLM still dropped once in some runs.
 //!
-//! After the step, layers left by the controller keep flowing through the bottleneck for the
-//! igmpproxy leave latency (about 2-3 s, its timers are compile-time constants), which
-//! overloads the slower link and causes loss the controllers then react to (era.md FM-9). The
-//! level after the step is therefore reported, and only bounded from above.
-//! Run as root: `cargo test -p layercast-player --test netns_control`.
+//! The bottleneck is the project's link emulator (SCHED_FIFO wire threads), because it reports
+//! how late it released packets. Both controllers drop on a single pair sample below their
+//! level, by their specs (ERA step 1, PLM's drop rule), and on this shared two-core machine
+//! the bottleneck, tbf or emulator alike, now and then releases the second packet of a pair
+//! a millisecond or more late (host scheduling: captured on the bottleneck's far side with
+//! both packets back to back at its near side and nothing between them; docs/player.md).
+//! Such a pair reads 20-50% low and a drop follows. The hold phase therefore accepts a drop
+//! only when the link explains it (the pair's extra dispersion is within the emulator's
+//! largest release delay) and the controller climbs back within 2.5 s; any other drop, a
+//! level off k_hi without such a drop, or a lost packet fails.
+//! Run as root: `cargo test --release -p layercast-player --test netns_control`.
 
 mod common;
 use common::*;
@@ -51,6 +53,16 @@ fn layers_at(lines: &[Value], from: f64, to: f64) -> Vec<u64> {
 /// sample makes either drop layers, by design), and the machine has two cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// One downward decision during the hold phase and whether the link explains it.
+struct Drop1 {
+    at: f64,
+    from: u64,
+    to: u64,
+    /// The pair's dispersion minus one packet time on the link, seconds.
+    excess: f64,
+    recovered_after: Option<f64>,
+}
+
 fn run(controller: &str) {
     if !prerequisites() {
         return;
@@ -59,7 +71,10 @@ fn run(controller: &str) {
     let (hi, lo) = (1_000_000, 500_000);
     let (k_hi, k_lo) = (fitting_layers(hi), fitting_layers(lo));
     assert_eq!((k_hi, k_lo), (4, 2));
-    let mut tb = Testbed::new(hi, hi / 8 / 20, PACKET + WIRE_OVERHEAD);
+    // The link emulator as the bottleneck: it reports how late it released each packet, which
+    // tells a pair the link itself delivered slowly (host scheduling) from one the sender or
+    // the player distorted (docs/player.md, "The settle-and-shed tests").
+    let mut tb = Testbed::new_with(hi, hi / 8 / 20, PACKET + WIRE_OVERHEAD, true);
     tb.start_server(&format!(
         r#"{{"name":"c","protocol":"{controller}","layers":{LAYERS},"layer_rate_bps":{LAYER_BPS},"packet_size":{PACKET},"bunch_len":2}}"#
     ));
@@ -72,8 +87,19 @@ fn run(controller: &str) {
         &["--session-url", &url, "--controller", controller],
     );
     std::thread::sleep(Duration::from_secs(12));
-    tb.set_bottleneck(lo, lo / 8 / 20, false);
+    // Release timing of the R→C link over the whole 1 Mbit/s phase.
+    let emu = tb.emu_state().expect("link emulator state");
+    let rel = &emu["ab"]["release_error"];
+    let (rel_max_us, rel_p99_us, rel_n) = (
+        rel["max_us"].as_f64().unwrap_or(f64::NAN),
+        rel["p99_us"].as_f64().unwrap_or(f64::NAN),
+        rel["n"].as_u64().unwrap_or(0),
+    );
+    // The step's time is taken before the change is requested: the control request (a
+    // process start under load) may take long, and the change applies somewhere inside it.
+    // Reaction times are then upper bounds, and the hold phase ends before the change.
     let t_change = now_s();
+    tb.set_bottleneck(lo, lo / 8 / 20, false);
     std::thread::sleep(Duration::from_secs(6));
     let state = tb.router_state();
     eprintln!("{controller} router state 6 s after the step:\n{state}");
@@ -92,40 +118,109 @@ fn run(controller: &str) {
         .and_then(|l| l["t"].as_f64());
     let before = layers_at(&lines, t_change - 5.0, t_change);
     let after = layers_at(&lines, t_change + 1.0, t_change + 30.0);
-    // Reaction: the first decision after the change that brings the subscription within the
-    // new capacity, in kernel time.
     let decisions: Vec<&Value> = stats
         .iter()
         .flat_map(|l| l["decisions"].as_array().into_iter().flatten())
         .collect();
+    let at = |d: &Value| d["at_s"].as_f64().unwrap_or(f64::NAN);
+    // Reaction: the first decision after the change that brings the subscription within the
+    // new capacity, in kernel time.
     let reaction = decisions
         .iter()
-        .find(|d| {
-            d["at_s"].as_f64().is_some_and(|t| t >= t_change)
-                && d["to"].as_u64().is_some_and(|to| to <= k_lo)
-        })
-        .and_then(|d| d["at_s"].as_f64())
-        .map(|t| t - t_change);
-    let changes_before = decisions
+        .find(|d| at(d) >= t_change && d["to"].as_u64().is_some_and(|to| to <= k_lo))
+        .map(|d| at(d) - t_change);
+    // Hold phase: from reaching k_hi to the step. Every drop there must come from a pair sample
+    // that the link itself spread: its dispersion beyond one packet time on the link is at
+    // most the emulator's largest release delay (plus 0.2 ms for the emulator's clock read
+    // and the receiver's timestamp, which sit on either side of its send call). A drop
+    // the link does not explain (a split or interleaved bunch, a foreign packet, a player
+    // timestamp error) fails the test, and so does not climbing back within 2.5 s (ERA's
+    // next RAI, PLM's next check period, plus the join).
+    let packet_time = (PACKET + WIRE_OVERHEAD) as f64 * 8.0 / hi as f64;
+    // Drops are examined from the first time the level reached k_hi: one shortly before the
+    // last 5 s still shows in their first lines.
+    let hold_from = reached.unwrap_or(t_change - 5.0);
+    let drops: Vec<Drop1> = decisions
         .iter()
         .filter(|d| {
-            d["at_s"]
+            let t = at(d);
+            t >= hold_from && t < t_change && d["to"].as_u64() < d["from"].as_u64()
+        })
+        .map(|d| {
+            let sample = d["inputs"]["pp_sample"].as_f64().unwrap_or(f64::NAN);
+            let t = at(d);
+            Drop1 {
+                at: t,
+                from: d["from"].as_u64().unwrap_or(0),
+                to: d["to"].as_u64().unwrap_or(0),
+                excess: PACKET as f64 * 8.0 / sample - packet_time,
+                recovered_after: decisions
+                    .iter()
+                    .find(|e| at(e) > t && e["to"].as_u64() == Some(k_hi))
+                    .map(|e| at(e) - t),
+            }
+        })
+        .collect();
+    let explained = |d: &Drop1| d.excess <= rel_max_us * 1e-6 + 200e-6;
+    let recovered =
+        |d: &Drop1| d.at > t_change - 2.5 || d.recovered_after.is_some_and(|r| r <= 2.5);
+    let lost_hold: u64 = lines
+        .iter()
+        .filter(|l| {
+            l["t"]
                 .as_f64()
                 .is_some_and(|t| t >= t_change - 5.0 && t < t_change)
-                && d["from"] != d["to"]
         })
-        .count();
+        .filter_map(|l| l["lost_1s"].as_u64())
+        .sum();
+    let drops_s: Vec<String> = drops
+        .iter()
+        .map(|d| {
+            format!(
+                "{}->{} on a pair {:.2} ms slow{}, back to {k_hi} after {}",
+                d.from,
+                d.to,
+                d.excess * 1e3,
+                if explained(d) {
+                    ""
+                } else {
+                    " (NOT explained by the link)"
+                },
+                d.recovered_after
+                    .map(|r| format!("{r:.2} s"))
+                    .unwrap_or_else(|| "-".into())
+            )
+        })
+        .collect();
     let lost: Vec<u64> = stats.iter().filter_map(|l| l["lost_1s"].as_u64()).collect();
     let summary = format!(
-        "{controller}: reached {k_hi} layers {:.2} s after start; last 5 s at 1 Mbit/s {before:?}; \
-         reaction to 500 kbit/s {:?} s; afterwards {after:?}; losses/s {lost:?}",
+        "{controller}: reached {k_hi} layers {:.2} s after start; last 5 s at 1 Mbit/s {before:?}, \
+         drops after reaching it {drops_s:?} (link release delay p99 {rel_p99_us:.0} us, max {:.2} ms over \
+         {rel_n} packets); shed to <= {k_lo} layers {} ms after the step to 500 kbit/s; \
+         afterwards {after:?}; losses/s {lost:?}",
         reached.map(|t| t - t_start).unwrap_or(f64::NAN),
+        rel_max_us / 1e3,
         reaction
+            .map(|r| format!("{:.0}", r * 1e3))
+            .unwrap_or_else(|| "never".into()),
     );
     eprintln!("{summary}");
-    let pass = !before.is_empty()
-        && before.iter().all(|&k| k == k_hi)
-        && changes_before == 0
+    // Every per-second level in the hold phase is k_hi, or lower within 3.5 s after an
+    // explained drop (a log line reports the level at its end).
+    let hold_lines: Vec<(f64, u64)> = lines
+        .iter()
+        .filter_map(|l| Some((l["t"].as_f64()?, l["layers"].as_u64()?)))
+        .filter(|&(t, _)| t >= t_change - 5.0 && t < t_change)
+        .collect();
+    let levels_ok = hold_lines
+        .iter()
+        .all(|&(t, k)| k == k_hi || drops.iter().any(|d| t >= d.at && t - d.at <= 3.5));
+    let hold_ok = !before.is_empty()
+        && levels_ok
+        && drops.iter().all(|d| explained(d) && recovered(d))
+        && lost_hold == 0;
+    let pass = reached.is_some()
+        && hold_ok
         && !after.is_empty()
         && after.iter().all(|&k| k <= k_lo)
         && reaction.is_some_and(|r| r <= 1.0);
@@ -133,13 +228,10 @@ fn run(controller: &str) {
         &format!("issue6/{controller}-settle"),
         &summary,
         Some(pass),
-        &format!("cargo test -p layercast-player --test netns_control {controller}"),
+        &format!("cargo test --release -p layercast-player --test netns_control {controller}"),
     );
-    assert!(
-        before.iter().all(|&k| k == k_hi) && !before.is_empty(),
-        "{summary}"
-    );
-    assert_eq!(changes_before, 0, "{summary}");
+    assert!(reached.is_some(), "{summary}");
+    assert!(hold_ok, "{summary}");
     assert!(
         after.iter().all(|&k| k <= k_lo) && !after.is_empty(),
         "{summary}"
@@ -149,13 +241,11 @@ fn run(controller: &str) {
 }
 
 #[test]
-#[ignore = "intermittent on the 2-core CI machine: settles one layer low (docs/player.md)"]
 fn era_settles_and_sheds() {
     run("era");
 }
 
 #[test]
-#[ignore = "intermittent on the 2-core CI machine: settles one layer low (docs/player.md)"]
 fn plm_settles_and_sheds() {
     run("plm");
 }

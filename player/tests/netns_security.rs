@@ -151,7 +151,7 @@ fn secured_session_survives_forged_announcements_and_injected_data() {
         .unwrap();
     assert_eq!(fp.len(), 64, "fingerprint in {log}");
     let url = "https://10.77.3.1:8080/api/sessions/enc/announcement";
-    let secs = 9.0;
+    let secs = 16.0;
     tb.start_player(
         "good",
         secs,
@@ -214,6 +214,22 @@ fn secured_session_survives_forged_announcements_and_injected_data() {
             "--fixed-layers",
             "3",
         ],
+    );
+    // Inject only once both receiving players have joined (the description comes over TLS
+    // first, which takes seconds on a loaded machine), so they see the whole injection.
+    let joined = |tb: &Testbed, tag: &str| {
+        tb.player_log(tag)
+            .iter()
+            .any(|l| l["packets_received"].as_u64().unwrap_or(0) > 0)
+    };
+    assert!(
+        wait_for(
+            || joined(&tb, "good") && joined(&tb, "asm"),
+            Duration::from_secs(12)
+        ),
+        "players did not join: {} / {}",
+        tb.log("good"),
+        tb.log("asm")
     );
     // The attacker, in S: capture one genuine SAM, then inject for ~6 s.
     let sent = tb.in_ns(&s_ns, move || {
@@ -352,13 +368,13 @@ fn secured_session_survives_forged_announcements_and_injected_data() {
     let opened = sec["opened"].as_u64().unwrap_or(0).max(1);
     let us = sec["open_ns_total"].as_u64().unwrap_or(0) as f64 / opened as f64 / 1e3;
     testkit::record(
-        "security.player_open_us_per_packet",
+        "issue9/open-cost",
         &format!("{us:.2} µs ({opened} packets, {LAYERS}x200 kbit/s, 512 B, release build, shared machine)"),
         None,
         "cargo test --release -p layercast-player --test netns_security",
     );
     testkit::record(
-        "security.hostile_input_netns",
+        "issue9/hostile-netns",
         &format!(
             "SAMs: {} accepted, {} forged, {} unsigned, {} replayed, {} malformed refused; wrong-source data: none seen with SSM ({auth_failed} AEAD drops <= {sent} spoofed), any-source control {asm_failed} AEAD drops",
             sam["accepted"], sam["bad_signature"], sam["unsigned"], sam["replayed"], sam["malformed"]

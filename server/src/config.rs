@@ -127,6 +127,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ),
     ("tls_key", "", "PEM private key of tls_cert"),
     (
+        "http_io_timeout_ms",
+        "10000",
+        "an API connection silent this long (TLS handshake, request) is dropped",
+    ),
+    (
         "telemetry_per_addr_per_sec",
         "20",
         "telemetry posts per second accepted from one source address",
@@ -162,6 +167,8 @@ pub struct ServerConfig {
     pub tls: bool,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// Receive timeout of API connections (`tls::bind_with_timeout`).
+    pub http_io_timeout: Duration,
     /// Token-bucket refill of telemetry posts per source address (burst: twice this).
     pub telemetry_per_addr_per_sec: f64,
 }
@@ -684,6 +691,7 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
             .filter(|s| !s.is_empty())
             .map(PathBuf::from),
         tls: parse_bool("tls", v("tls"))?,
+        http_io_timeout: ms("http_io_timeout_ms")?,
         tls_cert: Some(v("tls_cert"))
             .filter(|s| !s.is_empty())
             .map(PathBuf::from),

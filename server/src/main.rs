@@ -8,6 +8,7 @@ mod pacer;
 mod rtp_out;
 mod sock;
 mod state;
+mod tfmcc;
 mod tls;
 mod video;
 
@@ -54,6 +55,7 @@ fn main() {
 fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
     install_signals();
     let http_addr = cfg.http_addr;
+    let http_io_timeout = cfg.http_io_timeout;
     let initial = cfg.sessions.clone();
     let (signer, origin) = auth::load_signer(&cfg)?;
     eprintln!(
@@ -87,14 +89,15 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
         what: format!("listening on {http_addr}"),
         source: std::io::Error::other(e.to_string()),
     };
+    let listener = tls::bind_with_timeout(http_addr, http_io_timeout)?;
     let server = match tls {
         Some(t) => {
-            let s = tiny_http::Server::https(
-                http_addr,
-                tiny_http::SslConfig {
+            let s = tiny_http::Server::from_listener(
+                listener,
+                Some(tiny_http::SslConfig {
                     certificate: t.cert_pem,
                     private_key: t.key_pem,
-                },
+                }),
             )
             .map_err(listen_err)?;
             eprintln!(
@@ -104,7 +107,7 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
             s
         }
         None => {
-            let s = tiny_http::Server::http(http_addr).map_err(listen_err)?;
+            let s = tiny_http::Server::from_listener(listener, None).map_err(listen_err)?;
             eprintln!("layercast-server: HTTP on http://{http_addr}");
             s
         }

@@ -61,6 +61,8 @@ pub struct Session {
     child: Arc<crate::video::ChildSlot>,
     /// Media queues of a video session.
     pub queues: Option<Arc<crate::video::LayerQueues>>,
+    /// The TFMCC sender's state of a `protocol: tfmcc` session (`crate::tfmcc`).
+    pub tfmcc: Option<Arc<crate::tfmcc::TfmccState>>,
     /// The media group key of an encrypted session (handed out by the key API only).
     pub media_key: Option<GroupKey>,
 }
@@ -122,6 +124,9 @@ pub struct Telemetry {
     pub rtt_s: Option<f64>,
     #[serde(default)]
     pub decisions: Vec<DecisionJson>,
+    /// TFMCC receivers only: their receiver id, calculated rate, RTT, loss event rate, CLR.
+    #[serde(default)]
+    pub tfmcc: Option<crate::tfmcc::ViewerTfmcc>,
 }
 
 impl Telemetry {
@@ -161,6 +166,9 @@ impl Telemetry {
         }
         if !(0.0..=1.0).contains(&self.loss_ratio) {
             return bad("loss_ratio must be within 0..=1".into());
+        }
+        if let Some(t) = &self.tfmcc {
+            t.validate()?;
         }
         if self.decisions.len() > 100 {
             return bad("more than 100 decisions in one report".into());
@@ -287,7 +295,8 @@ impl State {
         }
         drop(next_group);
         let sender = self.cfg.ssm_source.unwrap_or(self.cfg.interface);
-        let layers: Vec<LayerInfo> = r
+        let is_tfmcc = r.protocol == "tfmcc";
+        let mut layers: Vec<LayerInfo> = r
             .rates_bps
             .iter()
             .enumerate()
@@ -297,13 +306,19 @@ impl State {
                 port: r.port + 2 * k as u16,
             })
             .collect();
+        if is_tfmcc {
+            // One group whose announced rate is the ceiling (crate::tfmcc).
+            layers.truncate(1);
+            layers[0].rate_bps = r.rates_bps.iter().sum();
+            crate::tfmcc::check_session(&r, c.encrypt == Some(true), ctx)?;
+        }
         let info = SessionInfo {
             session_id: random_u32(),
             announce_seq: 0,
             sender,
             layers: layers.clone(),
             packet_size: r.packet_size,
-            bunch_len: r.bunch_len,
+            bunch_len: if is_tfmcc { 1 } else { r.bunch_len },
             adapt_interval: r.adapt_interval,
             announce_interval: self.cfg.announce_interval,
             codec: r
@@ -368,10 +383,16 @@ impl State {
         };
         let stats = Arc::new(PacerStats::default());
         let (s2, st2) = (stats.clone(), stop.clone());
-        let h = std::thread::Builder::new()
-            .name(format!("pacer-{}", r.id))
-            .spawn(move || pacer::run(pc, sock, s2, st2))
-            .map_err(|e| Error::io("spawning pacer thread", e))?;
+        let (h, tfmcc) = if is_tfmcc {
+            let (h, t) = crate::tfmcc::start(&self.cfg, &r, &layers[0], sock, s2, st2, ssrc_base)?;
+            (h, Some(t))
+        } else {
+            let h = std::thread::Builder::new()
+                .name(format!("pacer-{}", r.id))
+                .spawn(move || pacer::run(pc, sock, s2, st2))
+                .map_err(|e| Error::io("spawning pacer thread", e))?;
+            (h, None)
+        };
         let s = Arc::new(Session {
             cfg: r.clone(),
             info: Mutex::new(info),
@@ -382,6 +403,7 @@ impl State {
             encoder: Mutex::new(encoder),
             child,
             queues,
+            tfmcc,
             media_key,
         });
         sessions.insert(r.id.clone(), s.clone());
@@ -465,6 +487,18 @@ impl State {
         Ok(())
     }
 
+    /// The viewer id of a TFMCC session's current limiting receiver, from the receiver ids
+    /// its players put in their telemetry.
+    fn clr_viewer(&self, s: &Session, t: &crate::tfmcc::TfmccState) -> Option<String> {
+        let rid = lock(&t.snap).clr?;
+        lock(&self.viewers)
+            .iter()
+            .find(|(_, v)| {
+                v.last.session_id == s.cfg.id && v.last.tfmcc.as_ref().is_some_and(|x| x.rid == rid)
+            })
+            .map(|(id, _)| id.clone())
+    }
+
     fn viewer_gone(&self, v: &Viewer, now: f64) -> bool {
         now - v.last_seen > self.cfg.viewer_timeout.as_secs_f64()
     }
@@ -501,7 +535,8 @@ impl State {
             "source": s.cfg.source, "codec": info.codec, "layers": layers,
             "video_pictures": s.queues.as_ref().map(|q| q.pictures.load(Ordering::Relaxed)),
             "video_dropped": s.queues.as_ref().map(|q| q.dropped.load(Ordering::Relaxed)),
-            "viewers_by_layer": by_layer, "tfmcc": Value::Null,
+            "viewers_by_layer": by_layer,
+            "tfmcc": s.tfmcc.as_ref().map_or(Value::Null, |t| t.json(self.clr_viewer(s, t))),
             "started_at": s.started_at,
             "packets_sent": s.stats.packets.load(Ordering::Relaxed),
             "bytes_sent": s.stats.bytes.load(Ordering::Relaxed),
@@ -538,6 +573,7 @@ impl State {
                         "loss_ratio": t.loss_ratio, "width": t.width, "height": t.height,
                         "fps": t.fps, "frames": t.frames, "freezes": t.freezes, "rtt_s": t.rtt_s,
                         "decisions": v.decisions, "last_seen_s": v.last_seen,
+                        "tfmcc": t.tfmcc,
                         "gone": self.viewer_gone(v, now)})
                 })
                 .collect(),
@@ -672,6 +708,7 @@ impl State {
                 esc(&s)
             ));
         }
+        crate::tfmcc::metrics(&sessions, &mut m);
         let d = &self.drops;
         m.push_str("# TYPE layercast_dropped_total counter\n");
         for (what, reason, c) in [

@@ -7,10 +7,28 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use testkit::netns::{in_ns, Net};
 
 struct Server {
     ns: String,
     child: Option<Child>,
+    /// Owns the namespace; dropped (namespace deleted) after `Drop` has reaped the child.
+    _net: Net,
+}
+
+impl Server {
+    /// A namespace whose only interface is `lo`, with multicast routed to it.
+    fn namespace(tag: &str) -> Server {
+        let mut net = Net::new();
+        let ns = net.ns(tag).unwrap();
+        net.ip(&ns, &["route", "add", "224.0.0.0/4", "dev", "lo"])
+            .unwrap();
+        Server {
+            ns,
+            child: None,
+            _net: net,
+        }
+    }
 }
 
 impl Drop for Server {
@@ -19,24 +37,7 @@ impl Drop for Server {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
     }
-}
-
-fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::spawn(move || {
-        use std::os::fd::AsRawFd;
-        let fd = std::fs::File::open(&path).unwrap();
-        // SAFETY: setns on this thread only.
-        assert_eq!(
-            unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) },
-            0
-        );
-        f()
-    })
-    .join()
-    .unwrap()
 }
 
 /// One request; returns (status, headers+body text).
@@ -92,27 +93,8 @@ fn api_sessions_telemetry_live_metrics_shutdown() {
         eprintln!("SKIPPED: needs root for a network namespace");
         return;
     }
-    let ns = format!("lc-{}-api", std::process::id());
-    assert!(Command::new("ip")
-        .args(["netns", "add", &ns])
-        .status()
-        .unwrap()
-        .success());
-    let mut srv = Server {
-        ns: ns.clone(),
-        child: None,
-    };
-    for a in [
-        vec!["link", "set", "lo", "up"],
-        vec!["route", "add", "224.0.0.0/4", "dev", "lo"],
-    ] {
-        assert!(Command::new("ip")
-            .args(["-n", &ns])
-            .args(&a)
-            .status()
-            .unwrap()
-            .success());
-    }
+    let mut srv = Server::namespace("api");
+    let ns = srv.ns.clone();
     srv.child = Some(
         Command::new("ip")
             .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])
@@ -332,27 +314,8 @@ fn gst_session(session: &str, want: u64, port: u16) {
         eprintln!("SKIPPED: needs root and gst-launch-1.0");
         return;
     }
-    let ns = format!("lc-{}-gst{port}", std::process::id());
-    assert!(Command::new("ip")
-        .args(["netns", "add", &ns])
-        .status()
-        .unwrap()
-        .success());
-    let mut srv = Server {
-        ns: ns.clone(),
-        child: None,
-    };
-    for a in [
-        vec!["link", "set", "lo", "up"],
-        vec!["route", "add", "224.0.0.0/4", "dev", "lo"],
-    ] {
-        assert!(Command::new("ip")
-            .args(["-n", &ns])
-            .args(&a)
-            .status()
-            .unwrap()
-            .success());
-    }
+    let mut srv = Server::namespace("gst");
+    let ns = srv.ns.clone();
     srv.child = Some(
         Command::new("ip")
             .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])

@@ -6,11 +6,7 @@
 
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn sh(a: &[&str]) {
-    let st = Command::new(a[0]).args(&a[1..]).status().expect("run");
-    assert!(st.success(), "{a:?}");
-}
+use testkit::netns::Net;
 
 fn cpu_ticks(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -21,13 +17,6 @@ fn cpu_ticks(pid: u32) -> u64 {
         + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
 }
 
-struct Ns(String);
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
 #[test]
 #[ignore]
 fn sender_cpu_and_bunch_timing_at_10mbit() {
@@ -36,30 +25,16 @@ fn sender_cpu_and_bunch_timing_at_10mbit() {
         eprintln!("SKIPPED: needs root for a network namespace");
         return;
     }
-    let ns = Ns(format!("lc-{}-bench", std::process::id()));
-    sh(&["ip", "netns", "add", &ns.0]);
-    sh(&["ip", "-n", &ns.0, "link", "set", "lo", "up"]);
-    sh(&[
-        "ip",
-        "-n",
-        &ns.0,
-        "route",
-        "add",
-        "224.0.0.0/4",
-        "dev",
-        "lo",
-    ]);
+    let mut net = Net::new();
+    let ns = net.ns("bench").unwrap();
+    net.ip(&ns, &["route", "add", "224.0.0.0/4", "dev", "lo"])
+        .unwrap();
     let secs = 10.0;
     // 10 layers x 1 Mbit/s, 512-byte packets in pairs: 2441 packets/s, 1221 bunches/s.
     let session =
         r#"{"name":"bench","layers":10,"layer_rate_bps":1000000,"packet_size":512,"bunch_len":2}"#;
     let child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns.0,
-            env!("CARGO_BIN_EXE_layercast-server"),
-        ])
+        .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])
         .args([
             "--http-addr",
             "127.0.0.1:18099",

@@ -1,8 +1,10 @@
-//! Test support shared by the crates.
+//! Test support shared by the crates: acceptance records and network namespaces ([`netns`]).
 //!
 //! [`record`] writes one acceptance-check measurement where `scripts/acceptance.mjs` picks it
 //! up to regenerate `docs/acceptance.md`. Tests call it with what they measured, so the table
 //! is only ever written by a measurement.
+
+pub mod netns;
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};

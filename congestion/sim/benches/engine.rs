@@ -31,14 +31,24 @@ fn engine(c: &mut Criterion) {
     });
     g.finish();
     // One plain timed run for the acceptance table (criterion's own numbers are in its report).
+    // The target is per core, so the verdict uses this process's CPU time: on the shared
+    // machine (load 15+ on 2 cores) wall time mostly measures the other users. Both are
+    // recorded. Five runs, so the 10 ms CPU-tick granularity stays small.
+    let cpu0 = cpu_seconds();
     let t0 = std::time::Instant::now();
-    let (_, s) = sim::run(&sc, 1).expect("run");
-    let rate = s.events as f64 / t0.elapsed().as_secs_f64();
+    let mut events = 0;
+    for _ in 0..5 {
+        events += sim::run(&sc, 1).expect("run").1.events;
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = (cpu_seconds() - cpu0).max(0.01);
+    let rate = events as f64 / cpu;
     testkit::record(
         "issue4/bench-events",
         &format!(
-            "{:.2} M events/s (dumbbell: 40-layer session, TCP, CBR; 20 s)",
-            rate / 1e6
+            "{:.2} M events/s per CPU second ({:.2} M/s wall) (dumbbell: 40-layer session, TCP, CBR; 20 s, 5 runs)",
+            rate / 1e6,
+            events as f64 / wall / 1e6
         ),
         Some(rate >= 2e6),
         "cargo bench -p layercast-sim --bench engine",

@@ -419,6 +419,18 @@ pub trait Agent {
     fn on_timer(&mut self, net: &mut Net, me: AgentId, token: u64);
     /// The run ended at `now`: flush whatever the monitors need.
     fn finish(&mut self, _net: &mut Net, _me: AgentId) {}
+    /// A group packet will reach this agent shortly: load its state into the cache (a hint;
+    /// big receiver populations are memory-bound). Default: the agent's own struct.
+    fn prefetch(&self) {
+        prefetch(
+            self as *const Self as *const u8,
+            std::mem::size_of_val(self),
+        );
+    }
+    /// Second stage of [`Agent::prefetch`], a little later: the heap memory the agent's
+    /// struct points to (reading the struct, which the first stage brought in). Default:
+    /// nothing.
+    fn prefetch_deep(&self) {}
 }
 
 /// Builder input for one link.
@@ -536,7 +548,19 @@ impl Sim {
             }
             Dest::Agent(..) => {}
             Dest::Group(g) => {
-                for i in 0..self.net.groups[g].members[node].len() {
+                let n = self.net.groups[g].members[node].len();
+                for i in 0..n {
+                    // A large group is memory-bound (one agent's state per member, spread over
+                    // the heap): fetch the next members' state while this one runs.
+                    // Two stages: the struct 4 members ahead, then (once it is in the cache)
+                    // what it points to 2 members ahead.
+                    let m = &self.net.groups[g].members[node];
+                    if let Some(&(b, _)) = m.get(i + 2 * PREFETCH_AHEAD) {
+                        self.agents[b].prefetch();
+                    }
+                    if let Some(&(b, _)) = m.get(i + PREFETCH_AHEAD) {
+                        self.agents[b].prefetch_deep();
+                    }
                     let (a, c) = self.net.groups[g].members[node][i];
                     if c > 0 {
                         self.agents[a].on_packet(&mut self.net, a, pkt);
@@ -607,6 +631,35 @@ impl Sim {
             }
         }
     }
+}
+
+/// How many members ahead [`Sim::deliver`] prefetches.
+const PREFETCH_AHEAD: usize = 2;
+
+/// Hints the CPU to load `len` bytes (at most 1 KiB) from `p` into the cache. Only a hint:
+/// a prefetch never faults and reads nothing architecturally, so results cannot change.
+#[inline]
+pub fn prefetch(p: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if p.is_null() {
+            return;
+        }
+        let mut off = 0;
+        while off < len.min(1024) {
+            // SAFETY: `_mm_prefetch` is a hint that cannot fault, whatever the address
+            // (`wrapping_add` keeps the pointer arithmetic defined).
+            #[allow(unused_unsafe)]
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    p.wrapping_add(off) as *const i8,
+                );
+            }
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
 }
 
 /// Shortest paths by propagation delay plus 1 µs per hop (so zero-delay links still prefer

@@ -108,6 +108,12 @@ fn real_main(args: &[String]) -> Result<ExitCode, String> {
                     continue;
                 }
                 let n = seeds.unwrap_or(if fast { sc.fast_seeds } else { sc.seeds });
+                if n == 0 {
+                    let why = "full catalogue only (fast_seeds: 0)";
+                    eprintln!("catalogue: {}: not run, {why}", sc.name);
+                    rows.extend(sim::catalogue::not_run_rows(&sc, why));
+                    continue;
+                }
                 eprintln!("catalogue: {} × {n} seeds ...", sc.name);
                 let t0 = std::time::Instant::now();
                 let r = run_scenario(&sc, n).map_err(|e| e.to_string())?;

@@ -49,6 +49,20 @@ pub struct Monitor {
     /// The controller's decision log (layered receivers).
     #[serde(skip)]
     pub decisions: Vec<congestion::Decision>,
+    /// TFMCC receivers: the receiver ID the sender sees in reports.
+    #[serde(skip)]
+    pub rid: Option<u32>,
+    /// TFMCC sender: completed feedback rounds (start s, duration s, non-CLR reports, CLR
+    /// reports), the spec's "feedback messages per round".
+    #[serde(skip)]
+    pub rounds: Vec<(f64, f64, u32, u32)>,
+    /// TFMCC sender: CLR changes (time s, receiver ID, 0 = none).
+    #[serde(skip)]
+    pub clr: Vec<(f64, u32)>,
+    /// TFMCC sender: its controller's sending rate `X` (time s, kbit/s) at every packet
+    /// where it changed: the "sending rate" of the spec, free of any binning.
+    #[serde(skip)]
+    pub rate_trace: Vec<(f64, f64)>,
     /// Link probes: sum of queue-length samples (packets) and number of samples, per interval.
     #[serde(skip)]
     pub queue_sum: Vec<u64>,
@@ -89,6 +103,10 @@ impl Monitors {
             layer_events: 0,
             change_events: 0,
             decisions: Vec::new(),
+            rid: None,
+            rounds: Vec::new(),
+            clr: Vec::new(),
+            rate_trace: Vec::new(),
             queue_sum: Vec::new(),
             queue_n: Vec::new(),
         });
@@ -116,6 +134,30 @@ impl Monitors {
         let (i, m) = self.bin(id, now);
         m.bytes[i] += u64::from(size);
         m.received[i] += 1;
+    }
+
+    /// The interval index of `now` and the end of that interval (ns): agents with many
+    /// receivers accumulate a whole interval locally and hand it over with [`Self::add_bin`].
+    #[inline]
+    pub fn bin_of(&mut self, now: Time) -> (usize, u64) {
+        if self.interval_ns == 0 {
+            self.interval_ns = ((self.interval.max(1e-6)) * 1e9).round() as u64;
+        }
+        let i = now.as_nanos() / self.interval_ns;
+        (i as usize, (i + 1) * self.interval_ns)
+    }
+
+    /// Adds `bytes` and `received` packets to interval `i` of monitor `id` (what `packet`
+    /// would have added, one packet at a time).
+    pub fn add_bin(&mut self, id: MonId, i: usize, bytes: u64, received: u64) {
+        let m = &mut self.list[id];
+        if m.bytes.len() <= i {
+            m.bytes.resize(i + 1, 0);
+            m.received.resize(i + 1, 0);
+            m.lost.resize(i + 1, 0);
+        }
+        m.bytes[i] += bytes;
+        m.received[i] += received;
     }
 
     /// A link probe's queue sample (packets).
@@ -167,6 +209,93 @@ impl Monitors {
 }
 
 impl Monitor {
+    /// Lowest rate of any whole interval inside [t0, t1), kbit/s (NaN if none fits).
+    pub fn min_interval_kbps(&self, interval: f64, t0: f64, t1: f64) -> f64 {
+        let first = (t0 / interval).ceil() as usize;
+        let last = (t1 / interval).floor() as usize;
+        (first..last)
+            .map(|i| self.bytes.get(i).copied().unwrap_or(0) as f64 * 8.0 / interval / 1000.0)
+            .fold(f64::NAN, f64::min)
+    }
+
+    /// Highest rate of any whole interval inside [t0, t1), kbit/s (NaN if none fits).
+    pub fn max_interval_kbps(&self, interval: f64, t0: f64, t1: f64) -> f64 {
+        let first = (t0 / interval).ceil() as usize;
+        let last = (t1 / interval).floor() as usize;
+        (first..last)
+            .map(|i| self.bytes.get(i).copied().unwrap_or(0) as f64 * 8.0 / interval / 1000.0)
+            .fold(f64::NAN, f64::max)
+    }
+
+    /// Highest controller rate `X` in force during [t0, t1), kbit/s (TFMCC senders; NaN
+    /// without a trace).
+    pub fn max_rate_kbps(&self, t0: f64, t1: f64) -> f64 {
+        let before = self.rate_trace.iter().take_while(|r| r.0 <= t0).last();
+        before
+            .into_iter()
+            .chain(self.rate_trace.iter().filter(|r| r.0 > t0 && r.0 < t1))
+            .map(|r| r.1)
+            .fold(f64::NAN, f64::max)
+    }
+
+    /// Mean non-CLR reports per completed feedback round, over the rounds that started in
+    /// [t0, t1) and ended by t1 (TFMCC sender monitors); NaN without such a round.
+    pub fn feedback_per_round(&self, t0: f64, t1: f64) -> f64 {
+        let v: Vec<f64> = self
+            .rounds
+            .iter()
+            .filter(|r| r.0 >= t0 && r.0 + r.1 <= t1)
+            .map(|r| f64::from(r.2))
+            .collect();
+        if v.is_empty() {
+            f64::NAN
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    }
+
+    /// The CLR at time `t` (0 = none) from a sender's CLR log.
+    pub fn clr_at(&self, t: f64) -> u32 {
+        self.clr
+            .iter()
+            .take_while(|c| c.0 <= t)
+            .last()
+            .map_or(0, |c| c.1)
+    }
+
+    /// Time from `after` until receiver `rid` is the CLR in this sender's log (0 if it
+    /// already is at `after`), infinite if never before `end`.
+    pub fn time_to_clr(&self, rid: u32, after: f64, end: f64) -> f64 {
+        if self.clr_at(after) == rid {
+            return 0.0;
+        }
+        self.clr
+            .iter()
+            .find(|c| c.0 > after && c.0 <= end && c.1 == rid)
+            .map_or(f64::INFINITY, |c| c.0 - after)
+    }
+
+    /// Fraction of [t0, t1) during which the CLR is `rid`.
+    pub fn clr_share(&self, rid: u32, t0: f64, t1: f64) -> f64 {
+        if t1 <= t0 {
+            return f64::NAN;
+        }
+        let mut cur = self.clr_at(t0);
+        let mut at = t0;
+        let mut held = 0.0;
+        for c in self.clr.iter().filter(|c| c.0 > t0 && c.0 < t1) {
+            if cur == rid {
+                held += c.0 - at;
+            }
+            cur = c.1;
+            at = c.0;
+        }
+        if cur == rid {
+            held += t1 - at;
+        }
+        held / (t1 - t0)
+    }
+
     /// Bytes in [t0, t1), with partial intervals counted pro rata.
     pub fn bytes_in(&self, interval: f64, t0: f64, t1: f64) -> f64 {
         sum_binned(&self.bytes, interval, t0, t1)

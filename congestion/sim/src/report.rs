@@ -26,6 +26,12 @@ pub const METRICS: &[&str] = &[
     "jain",
     "fairness_i",
     "tcp_friendliness",
+    "feedback_per_round",
+    "min_interval_kbps",
+    "max_interval_kbps",
+    "max_rate_kbps",
+    "time_to_clr",
+    "clr_share",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
@@ -208,6 +214,39 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
             let (a, b) = window(mon);
             mon.changes_in(a, b) as f64 * 60.0 / (b - a)
         }),
+        "min_interval_kbps" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.min_interval_kbps(iv, a, b)
+        }),
+        "max_interval_kbps" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.max_interval_kbps(iv, a, b)
+        }),
+        "max_rate_kbps" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.max_rate_kbps(a, b)
+        }),
+        "feedback_per_round" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.feedback_per_round(a, b)
+        }),
+        "time_to_clr" | "clr_share" => {
+            let mut v = Vec::new();
+            for mon in &mons {
+                let snd = find(sim, &format!("{}/sender", mon.flow))?;
+                let rid = mon.rid.ok_or_else(|| {
+                    Error::Scenario(format!("{}: {} needs TFMCC receivers", m.id, m.metric))
+                })?;
+                let x = if m.metric == "time_to_clr" {
+                    snd.time_to_clr(rid, after(mon), end)
+                } else {
+                    let (a, b) = window(mon);
+                    snd.clr_share(rid, a, b)
+                };
+                v.push((mon.name.clone(), x));
+            }
+            v
+        }
         _ => Vec::new(),
     };
     let (value, pass) = if !AGGREGATE.contains(&m.metric.as_str()) {

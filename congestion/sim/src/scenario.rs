@@ -497,7 +497,8 @@ impl Scenario {
         if !(self.interval_s.is_finite() && self.interval_s >= 0.001) {
             return Err(invalid("interval_s", "must be >= 0.001"));
         }
-        if self.seeds == 0 || self.fast_seeds == 0 {
+        // `fast_seeds: 0` keeps a costly scenario (e.g. 10,000 receivers) out of the fast subset.
+        if self.seeds == 0 {
             return Err(invalid("seeds", "must be positive"));
         }
         let nodes = self.node_index();
@@ -891,6 +892,7 @@ impl Scenario {
                             MonKind::Tfmcc,
                             vec![0.0, 0.0],
                         );
+                        sim.net.monitors.list[mon].rid = Some(rid);
                         let rn = nodes[r.at.as_str()];
                         let agent = TfmccReceiverAgent::new(
                             rn,

@@ -157,12 +157,46 @@ impl TfmccReceiver {
         self.timer
     }
 
-    /// Receive rate over the last `k` RTTs, bytes/s.
+    /// Addresses the next data packet will touch outside this struct: both ends of the
+    /// receive-rate window (the oldest arrival, pruned, and the slot after the newest, written).
+    /// Only for hosts that prefetch them (the simulator walks 10,000 receivers per packet and
+    /// is bound by these cache misses); the pointers are never dereferenced here.
+    pub fn hot_memory(&self) -> [*const u8; 2] {
+        let (a, b) = self.arrivals.as_slices();
+        let front = a.first().or(b.first());
+        let back = b.last().or(a.last());
+        let addr = |p: Option<&(Time, u32)>, ahead: usize| {
+            p.map_or(std::ptr::null(), |p| {
+                (p as *const (Time, u32)).wrapping_add(ahead) as *const u8
+            })
+        };
+        [addr(front, 0), addr(back, 1)]
+    }
+
+    /// Sender's packet spacing `s / X_send` from the last data header, seconds (0 before
+    /// any header).
+    fn packet_gap(&self) -> f64 {
+        self.last_hdr
+            .map_or(0.0, |h| self.s / (h.x_send.max(1) as f64))
+    }
+
+    /// The receive-rate window: `k` RTTs, but at least four of the sender's packet gaps.
+    /// On a LAN the RTT (about 1 ms) is shorter than the gap between packets at a few
+    /// hundred kbit/s; a bare `k` RTT window is then often empty, the receiver reports a
+    /// rate of ~0 before its first loss (2 x 0), becomes CLR and the sender collapses to
+    /// its floor (seen in the live netns test, docs/protocols/tfmcc.md "Live system").
+    fn recv_window(&self) -> f64 {
+        (self.cfg.recv_rate_rtts * self.rtt())
+            .max(4.0 * self.packet_gap())
+            .clamp(1e-3, 1e4)
+    }
+
+    /// Receive rate over the last `k` RTTs (at least four packet gaps), bytes/s.
     pub fn x_recv(&self, now: Time) -> f64 {
         if self.arrivals.is_empty() {
             return 0.0;
         }
-        let window = (self.cfg.recv_rate_rtts * self.rtt()).max(1e-3);
+        let window = self.recv_window();
         let span = (now - self.first_arrival).as_secs_f64().clamp(1e-3, window);
         self.arrivals_bytes as f64 / span
     }
@@ -178,7 +212,7 @@ impl TfmccReceiver {
     }
 
     fn prune(&mut self, now: Time) {
-        let window = (self.cfg.recv_rate_rtts * self.rtt()).clamp(1e-3, 1e4);
+        let window = self.recv_window();
         let horizon = now - Duration::from_secs_f64(window);
         while let Some(&(t, b)) = self.arrivals.front() {
             if t > horizon {
@@ -232,7 +266,8 @@ impl TfmccReceiver {
         self.last_hdr = Some(*f);
         // have_loss is cleared after 10 RTTs without data so the sender may slow-start.
         if self.history.has_loss()
-            && now - self.last_arrival > Duration::from_secs_f64(10.0 * self.rtt())
+            && now - self.last_arrival
+                > Duration::from_secs_f64(10.0 * self.rtt().max(self.packet_gap()).min(1e6))
         {
             self.history.reset();
             self.last_seq = None;
@@ -300,8 +335,10 @@ impl TfmccReceiver {
             }
         }
 
-        // Rounds.
-        let r_calc = self.r_calc(now);
+        // Rounds. `R_calc` is computed only when a branch below needs it (a new round or a
+        // pending timer): nothing between here and its uses changes its inputs, and most
+        // packets need neither (a large receiver set spends its time here).
+        let mut r_calc_cache: Option<f64> = None;
         let new_round = match self.round {
             None => true,
             Some(r) => {
@@ -310,6 +347,7 @@ impl TfmccReceiver {
             }
         };
         if new_round {
+            let r_calc = *r_calc_cache.get_or_insert_with(|| self.r_calc(now));
             self.round = Some(f.round);
             self.timer = None;
             self.r0 = r_calc;
@@ -328,6 +366,7 @@ impl TfmccReceiver {
 
         // Cancellation.
         if self.timer.is_some() {
+            let r_calc = *r_calc_cache.get_or_insert_with(|| self.r_calc(now));
             let inp = CancelInputs {
                 r_calc,
                 r0: self.r0,

@@ -58,6 +58,10 @@ pub struct LossIntervals {
     open: f64,
     /// The general discount factor `DF` for the current `I_0`.
     df: f64,
+    /// `s_hat(1,n)` of `closed`, recomputed whenever `closed` changes: `update_df` needs it on
+    /// every arrival (every `set_open`), and the closed intervals change only on loss events
+    /// (a simulated TFMCC receiver population spent ~15% of its time recomputing it).
+    mean_closed: Option<f64>,
 }
 
 impl LossIntervals {
@@ -70,7 +74,25 @@ impl LossIntervals {
             closed: VecDeque::with_capacity(n + 1),
             open: 0.0,
             df: 1.0,
+            mean_closed: None,
         }
+    }
+
+    fn compute_mean_closed(&self) -> Option<f64> {
+        if self.closed.is_empty() {
+            return None;
+        }
+        let (mut i_tot, mut w_tot) = (0.0, 0.0);
+        for (i, &(len, dfi)) in self.closed.iter().enumerate() {
+            i_tot += len * self.w[i] * dfi;
+            w_tot += self.w[i] * dfi;
+        }
+        Some(i_tot / w_tot)
+    }
+
+    /// Refreshes the cached `s_hat(1,n)` after `closed` changed.
+    fn closed_changed(&mut self) {
+        self.mean_closed = self.compute_mean_closed();
     }
 
     /// Number of closed intervals held (at most `n`).
@@ -114,6 +136,7 @@ impl LossIntervals {
         }
         self.closed.push_front((closed_len.max(1.0), 1.0));
         self.closed.truncate(self.cfg.n);
+        self.closed_changed();
         self.open = 0.0;
         self.df = 1.0;
     }
@@ -124,6 +147,7 @@ impl LossIntervals {
         if self.closed.len() < self.cfg.n {
             self.closed.push_back((len.max(1.0), 1.0));
         }
+        self.closed_changed();
         self.update_df();
     }
 
@@ -135,6 +159,7 @@ impl LossIntervals {
                 e.0 = (e.0 * factor).max(1.0);
             }
         }
+        self.closed_changed();
         self.update_df();
     }
 
@@ -145,20 +170,13 @@ impl LossIntervals {
                 e.0 = (e.0 * factor).max(1.0);
             }
         }
+        self.closed_changed();
         self.update_df();
     }
 
     /// Weighted mean of the closed intervals only, `s_hat(1,n)` (with stored factors).
     pub fn mean_closed(&self) -> Option<f64> {
-        if self.closed.is_empty() {
-            return None;
-        }
-        let (mut i_tot, mut w_tot) = (0.0, 0.0);
-        for (i, &(len, dfi)) in self.closed.iter().enumerate() {
-            i_tot += len * self.w[i] * dfi;
-            w_tot += self.w[i] * dfi;
-        }
-        Some(i_tot / w_tot)
+        self.mean_closed
     }
 
     /// The average loss interval `s_hat = max(s_hat(1,n), s_hat(0,n-1))` with discounting.
@@ -351,6 +369,17 @@ impl LossHistory {
             self.start_event(seq.saturating_sub(1), now, &mut out);
             self.resolved = Some(seq + 1);
             self.before = Some((seq, now));
+            self.refresh_open();
+            return out;
+        }
+        if seq == resolved && self.pending.is_empty() {
+            // In-order arrival with no hole pending (the common case): exactly what
+            // `insert` + `advance` would do, without a B-tree node per packet.
+            self.before = Some((seq, now));
+            self.resolved = Some(seq + 1);
+            if self.events == 0 {
+                self.pre_loss += 1;
+            }
             self.refresh_open();
             return out;
         }

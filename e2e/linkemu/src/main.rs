@@ -157,6 +157,15 @@ fn mrouter(args: &[String]) -> Result<(), Error> {
     if up.is_empty() {
         return Err(Error::Config("--upstream is required".into()));
     }
+    // Checked before "ready", so a caller waiting for it sees the refusal (the kernel has 32
+    // multicast vifs; with more interfaces `run` would fail after "ready").
+    if down.is_empty() || up.len() + down.len() > linkemu::mroute::MAX_VIFS {
+        return Err(Error::Config(format!(
+            "need at least one downstream interface and at most {} interfaces in all (kernel MAXVIFS); got {}",
+            linkemu::mroute::MAX_VIFS,
+            up.len() + down.len()
+        )));
+    }
     let stop = install_signals();
     println!(
         "{}",

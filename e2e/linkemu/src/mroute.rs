@@ -173,6 +173,8 @@ const MRT_ADD_MFC: libc::c_int = 204;
 const VIFF_USE_IFINDEX: u8 = 0x8;
 const IGMPMSG_NOCACHE: u8 = 1;
 const MAXVIFS: usize = 32;
+/// Most interfaces (upstream + downstream) one router can have: the kernel's MAXVIFS.
+pub const MAX_VIFS: usize = MAXVIFS;
 
 /// Seconds between general queries after the two start-up queries (RFC 3376's default Query
 /// Interval is 125 s; memberships never age here, so the periodic query only repairs a lost

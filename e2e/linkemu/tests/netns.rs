@@ -6,34 +6,16 @@
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use testkit::netns::Net;
 
 /// Throughput and RTT tests share two cores with everything else: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-static SEQ: AtomicUsize = AtomicUsize::new(0);
 
 /// Writes one acceptance measurement for scripts/acceptance.mjs.
 fn record(id: &str, value: &str, pass: Option<bool>, command: &str) {
-    let dir = std::env::var("LAYERCAST_ACCEPTANCE_DIR")
-        .unwrap_or_else(|_| format!("{}/../../target/acceptance", env!("CARGO_MANIFEST_DIR")));
-    let _ = std::fs::create_dir_all(&dir);
-    let at = String::from_utf8_lossy(
-        &Command::new("date")
-            .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
-            .output()
-            .map(|o| o.stdout)
-            .unwrap_or_default(),
-    )
-    .trim()
-    .to_string();
-    let j =
-        serde_json::json!({"id": id, "value": value, "pass": pass, "command": command, "at": at});
-    let _ = std::fs::write(
-        format!("{dir}/{}.json", id.replace('/', "_")),
-        j.to_string(),
-    );
+    testkit::record(id, value, pass, command);
 }
 
 fn sh(args: &[&str]) -> String {
@@ -56,6 +38,8 @@ struct Wire {
     r: String,
     ctl: String,
     emu: Option<Child>,
+    /// Owns the namespaces; dropped (namespaces deleted) after `Drop` has stopped the emulator.
+    _net: Net,
 }
 
 impl Wire {
@@ -66,47 +50,25 @@ impl Wire {
     }
 
     fn with_args(both: &str, extra: &[&str]) -> Wire {
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let base = format!("lc-t{}-{n}", std::process::id());
-        let w = Wire {
-            l: format!("{base}-l"),
-            e: format!("{base}-e"),
-            r: format!("{base}-r"),
-            ctl: format!("/tmp/{base}.sock"),
-            emu: None,
-        };
         // The guard exists before the first namespace, so a failed setup still cleans up.
-        let mut w = w;
-        for ns in [&w.l, &w.e, &w.r] {
-            sh(&["ip", "netns", "add", ns]);
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-            sh(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-            ]);
-        }
-        sh(&[
-            "ip", "-n", &w.l, "link", "add", "l0", "type", "veth", "peer", "name", "ea", "netns",
-            &w.e,
-        ]);
-        sh(&[
-            "ip", "-n", &w.e, "link", "add", "eb", "type", "veth", "peer", "name", "r0", "netns",
-            &w.r,
-        ]);
-        for (ns, ifc) in [(&w.l, "l0"), (&w.e, "ea"), (&w.e, "eb"), (&w.r, "r0")] {
-            sh(&[
-                "ip", "netns", "exec", ns, "ethtool", "-K", ifc, "tx", "off", "rx", "off", "gso",
-                "off", "gro", "off", "tso", "off",
-            ]);
-            sh(&["ip", "-n", ns, "link", "set", ifc, "up"]);
-        }
-        sh(&["ip", "-n", &w.l, "addr", "add", "10.77.0.1/24", "dev", "l0"]);
-        sh(&["ip", "-n", &w.r, "addr", "add", "10.77.0.2/24", "dev", "r0"]);
+        let mut net = Net::new();
+        let (l, e, r) = (
+            net.ns("l").unwrap(),
+            net.ns("e").unwrap(),
+            net.ns("r").unwrap(),
+        );
+        net.veth(&l, "l0", Some("10.77.0.1/24"), &e, "ea", None)
+            .unwrap();
+        net.veth(&e, "eb", None, &r, "r0", Some("10.77.0.2/24"))
+            .unwrap();
+        let mut w = Wire {
+            ctl: format!("/tmp/{}.sock", net.base()),
+            l,
+            e,
+            r,
+            emu: None,
+            _net: net,
+        };
         let mut child = Command::new("ip")
             .args([
                 "netns",
@@ -184,9 +146,6 @@ impl Drop for Wire {
         if let Some(mut c) = self.emu.take() {
             let _ = c.kill();
             let _ = c.wait();
-        }
-        for ns in [&self.l, &self.e, &self.r] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
         }
         let _ = std::fs::remove_file(&self.ctl);
     }

@@ -1,31 +1,35 @@
 //! Network-namespace testbed for the player's end-to-end tests.
 //!
 //! ```text
-//!  ns S (server)            ns R (router: ip_forward, igmpproxy)          ns C (player)
+//!  ns S (server)            ns R (router: ip_forward, mrouter)           ns C (player)
 //!  s0 10.77.1.1/24  <veth>  r0 10.77.1.2 (upstream)  r1 10.77.2.1  <veth>  c0 10.77.2.2/24
 //!                                                    tbf on r1 egress = the bottleneck
 //!  sc 10.77.3.1/24  <------------------ control veth (HTTP) ------------------>  cs 10.77.3.2/24
 //! ```
+//! With `LAYERCAST_BOTTLENECK=linkemu` the bottleneck is instead the project's link emulator
+//! (`layercast-linkemu`, SCHED_FIFO wire threads) in a fourth namespace E between r1 and c0
+//! (`r1 <veth> ea [linkemu] eb <veth> c0`, a transparent wire on the R→C direction), whose
+//! release-timing histogram shows in [`Testbed::router_state`]. Either way the second packet
+//! of a pair leaves when a timer-driven context runs, which on a loaded machine is sometimes
+//! late by a millisecond or more (docs/player.md, "The settle-and-shed tests").
 //! HTTP (announcements, telemetry) uses the direct control veth, not the bottleneck: the tbf
 //! bucket is one *data* packet (see [`Testbed::new`]) and would drop full-size TCP segments.
-//! Namespaces are named `lc-<pid>-<n>-{s,r,c}`; interface names live inside them, so tests
-//! can run in parallel. Everything (children, namespaces and with them the veths) is torn
-//! down by `Drop`, also when a test panics. Every child is killed at the latest in `Drop`;
-//! every wait is bounded.
+//! The namespaces come from [`testkit::netns::Net`] (`lc-<pid>-<n>-{s,r,c}`, IPv6 off,
+//! offloads off, deleted in `Drop` also when a test panics). The multicast router is the
+//! `layercast-linkemu mrouter` binary (fast leave), or igmpproxy with
+//! `LAYERCAST_MROUTER=igmpproxy`. Every child is killed at the latest in `Drop`; every wait is
+//! bounded.
 
 #![allow(dead_code)]
 
-pub mod mrouter;
 #[allow(dead_code)]
 pub mod vq;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
+use testkit::netns::{self, Net, Tbf};
 
 pub const SERVER_IP: &str = "10.77.1.1";
 /// The server's address on the control link (HTTP).
@@ -35,54 +39,43 @@ pub const CLIENT_IP: &str = "10.77.2.2";
 pub const WIRE_OVERHEAD: u64 = 8 + 20 + 14;
 
 fn sh(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{args:?}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).to_string())
+    netns::sh(args).map_err(|e| e.0)
 }
 
-/// Whether this machine can run the namespace tests (root, `ip`, `tc`, igmpproxy).
-/// Missing prerequisites fail the test when `LAYERCAST_REQUIRE_NETNS=1` (CI), else skip it
-/// with a message.
+/// Whether this machine can run the namespace tests (root, `ip`, `tc`). Missing
+/// prerequisites fail the test when `LAYERCAST_REQUIRE_NETNS=1` (CI), else skip it with a
+/// message.
 pub fn prerequisites() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let tools = ["ip", "tc"].iter().all(|t| {
-        Command::new("sh")
-            .args(["-c", &format!("command -v {t}")])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    let ok = root && tools;
-    if !ok {
-        let msg = format!("netns prerequisites missing (root={root}, ip/tc={tools})");
-        if std::env::var("LAYERCAST_REQUIRE_NETNS").as_deref() == Ok("1") {
-            panic!("{msg}");
-        }
-        eprintln!("SKIPPED: {msg}");
-    }
-    ok
+    netns::available()
 }
 
-/// Path of a workspace binary built next to this test (`target/<profile>/NAME`), building it
-/// first if it is not there (the player's tests also need the server binary).
+/// Path of a workspace binary: `$LAYERCAST_BIN_DIR/NAME` when set (scripts/test.sh), else
+/// next to this test's player binary (`target/<profile>/NAME`), building it first (same
+/// profile) if it is not there: the player's tests also need the server and the router.
 pub fn bin(name: &str) -> PathBuf {
     if name == "layercast-player" {
         return PathBuf::from(env!("CARGO_BIN_EXE_layercast-player"));
+    }
+    if let Some(d) = std::env::var_os("LAYERCAST_BIN_DIR") {
+        let p = PathBuf::from(d).join(name);
+        if p.exists() {
+            return p;
+        }
     }
     let player = PathBuf::from(env!("CARGO_BIN_EXE_layercast-player"));
     let p = player.with_file_name(name);
     if !p.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "-p", name])
+        let release = player
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|d| d == "release");
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", name]);
+        if release {
+            cmd.arg("--release");
+        }
+        let st = cmd
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("running cargo build");
@@ -98,197 +91,163 @@ pub struct Testbed {
     pub c: String,
     pub dir: PathBuf,
     pub burst: u64,
-    /// The multicast router (None when igmpproxy is used: `LAYERCAST_MROUTER=igmpproxy`).
-    pub router: Option<mrouter::MRouter>,
+    /// The link emulator's control socket, when it is the bottleneck (else tbf on r1).
+    pub emu_ctl: Option<PathBuf>,
+    /// True when the fast-leave router (`layercast-linkemu mrouter`) runs, false for
+    /// igmpproxy (`LAYERCAST_MROUTER=igmpproxy`).
+    pub fast_router: bool,
     children: Vec<(String, Child)>,
+    /// Declared last: dropped after the children are gone (see `Drop`).
+    net: Net,
 }
 
 impl Testbed {
-    /// Builds the three namespaces with a `tbf` bottleneck of `rate_bps` on the router's
-    /// downstream interface, queue `queue_bytes`, bucket `burst` bytes.
+    /// Builds the namespaces with a bottleneck of `rate_bps` from the router to the player,
+    /// queue `queue_bytes`: the link emulator, or with `LAYERCAST_BOTTLENECK=tbf` a `tbf` on
+    /// the router's downstream interface with a bucket of `burst` bytes.
     ///
     /// The bucket must hold exactly one packet as the wire counts it (UDP payload + 42):
     /// with a bigger bucket, a pair arriving at an idle link passes partly on stored tokens
     /// and its dispersion over-estimates the rate (1000-byte packets behind a 1600-byte
     /// bucket read 2.1 Mbit/s on a 1 Mbit/s link).
     pub fn new(rate_bps: u64, queue_bytes: u64, burst: u64) -> Testbed {
-        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let base = format!("lc-{}-{n}", std::process::id());
-        let dir = std::env::temp_dir().join(&base);
+        let emulated = std::env::var("LAYERCAST_BOTTLENECK").as_deref() == Ok("linkemu");
+        Testbed::new_with(rate_bps, queue_bytes, burst, emulated)
+    }
+
+    /// As [`Testbed::new`], with the link emulator as the bottleneck when `emulated`.
+    pub fn new_with(rate_bps: u64, queue_bytes: u64, burst: u64, emulated: bool) -> Testbed {
+        let mut net = Net::new();
+        let dir = std::env::temp_dir().join(net.base());
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let tb = Testbed {
-            s: format!("{base}-s"),
-            r: format!("{base}-r"),
-            c: format!("{base}-c"),
-            dir,
-            burst: 1514,
-            router: None,
-            children: Vec::new(),
+        let s = net.ns("s").unwrap();
+        let r = net.ns("r").unwrap();
+        let c = net.ns("c").unwrap();
+        let e = if emulated {
+            Some(net.ns("e").unwrap())
+        } else {
+            None
         };
-        for ns in [&tb.s, &tb.r, &tb.c] {
-            sh(&["ip", "netns", "add", ns]).unwrap();
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]).unwrap();
-        }
-        sh(&[
-            "ip", "-n", &tb.s, "link", "add", "s0", "type", "veth", "peer", "name", "r0", "netns",
-            &tb.r,
-        ])
+        let mut tb = Testbed {
+            s,
+            r,
+            c,
+            dir,
+            burst,
+            emu_ctl: None,
+            fast_router: false,
+            children: Vec::new(),
+            net,
+        };
+        let (s, r, c) = (tb.s.clone(), tb.r.clone(), tb.c.clone());
+        let net = &tb.net;
+        net.veth(
+            &s,
+            "s0",
+            Some("10.77.1.1/24"),
+            &r,
+            "r0",
+            Some("10.77.1.2/24"),
+        )
         .unwrap();
-        sh(&[
-            "ip", "-n", &tb.c, "link", "add", "c0", "type", "veth", "peer", "name", "r1", "netns",
-            &tb.r,
-        ])
-        .unwrap();
-        sh(&[
-            "ip", "-n", &tb.s, "link", "add", "sc", "type", "veth", "peer", "name", "cs", "netns",
-            &tb.c,
-        ])
-        .unwrap();
-        let cmds: Vec<Vec<&str>> = vec![
-            vec![
-                "ip",
-                "-n",
-                &tb.s,
-                "addr",
-                "add",
-                "10.77.3.1/24",
-                "dev",
-                "sc",
-            ],
-            vec![
-                "ip",
-                "-n",
-                &tb.c,
-                "addr",
-                "add",
-                "10.77.3.2/24",
-                "dev",
-                "cs",
-            ],
-            vec!["ip", "-n", &tb.s, "link", "set", "sc", "up"],
-            vec!["ip", "-n", &tb.c, "link", "set", "cs", "up"],
-            vec![
-                "ip",
-                "-n",
-                &tb.s,
-                "addr",
-                "add",
-                "10.77.1.1/24",
-                "dev",
-                "s0",
-            ],
-            vec![
-                "ip",
-                "-n",
-                &tb.r,
-                "addr",
-                "add",
-                "10.77.1.2/24",
-                "dev",
-                "r0",
-            ],
-            vec![
-                "ip",
-                "-n",
-                &tb.r,
-                "addr",
-                "add",
-                "10.77.2.1/24",
-                "dev",
-                "r1",
-            ],
-            vec![
-                "ip",
-                "-n",
-                &tb.c,
-                "addr",
-                "add",
-                "10.77.2.2/24",
-                "dev",
+        if let Some(e) = &e {
+            net.veth(&r, "r1", Some("10.77.2.1/24"), e, "ea", None)
+                .unwrap();
+            net.veth(e, "eb", None, &c, "c0", Some("10.77.2.2/24"))
+                .unwrap();
+        } else {
+            net.veth(
+                &c,
                 "c0",
-            ],
-            vec!["ip", "-n", &tb.s, "link", "set", "s0", "up"],
-            vec!["ip", "-n", &tb.r, "link", "set", "r0", "up"],
-            vec!["ip", "-n", &tb.r, "link", "set", "r1", "up"],
-            vec!["ip", "-n", &tb.c, "link", "set", "c0", "up"],
-            vec![
-                "ip",
-                "-n",
-                &tb.s,
-                "route",
-                "add",
-                "default",
-                "via",
-                "10.77.1.2",
-            ],
-            vec![
-                "ip",
-                "-n",
-                &tb.c,
-                "route",
-                "add",
-                "default",
-                "via",
-                "10.77.2.1",
-            ],
-            vec![
-                "ip",
-                "netns",
-                "exec",
-                &tb.r,
-                "sysctl",
-                "-qw",
-                "net.ipv4.ip_forward=1",
-            ],
-            vec![
-                "ip",
-                "netns",
-                "exec",
-                &tb.r,
-                "sysctl",
-                "-qw",
-                "net.ipv4.conf.all.rp_filter=0",
-            ],
-            vec![
-                "ip",
-                "netns",
-                "exec",
-                &tb.r,
-                "sysctl",
-                "-qw",
-                "net.ipv4.conf.r0.rp_filter=0",
-            ],
-            // IGMPv2 on the receiver: its leave messages are explicit, so quickleave acts fast.
-            vec![
-                "ip",
-                "netns",
-                "exec",
-                &tb.c,
-                "sysctl",
-                "-qw",
-                "net.ipv4.conf.c0.force_igmp_version=2",
-            ],
-        ];
-        for c in cmds {
-            sh(&c).unwrap();
+                Some("10.77.2.2/24"),
+                &r,
+                "r1",
+                Some("10.77.2.1/24"),
+            )
+            .unwrap();
         }
-        // Offloads off so tbf sees real packet sizes (best effort: veth may refuse some).
-        for (ns, ifs) in [
-            (&tb.s, vec!["s0"]),
-            (&tb.r, vec!["r0", "r1"]),
-            (&tb.c, vec!["c0"]),
+        net.veth(
+            &s,
+            "sc",
+            Some("10.77.3.1/24"),
+            &c,
+            "cs",
+            Some("10.77.3.2/24"),
+        )
+        .unwrap();
+        net.ip(&s, &["route", "add", "default", "via", "10.77.1.2"])
+            .unwrap();
+        net.ip(&c, &["route", "add", "default", "via", "10.77.2.1"])
+            .unwrap();
+        for kv in [
+            "net.ipv4.ip_forward=1",
+            "net.ipv4.conf.all.rp_filter=0",
+            "net.ipv4.conf.r0.rp_filter=0",
         ] {
-            for i in ifs {
-                let _ = sh(&[
-                    "ip", "netns", "exec", ns, "ethtool", "-K", i, "tx", "off", "rx", "off", "gso",
-                    "off", "gro", "off", "tso", "off",
-                ]);
+            net.sysctl(&r, kv).unwrap();
+        }
+        // IGMPv2 on the receiver: its leave messages are explicit, so the router acts fast.
+        net.sysctl(&c, "net.ipv4.conf.c0.force_igmp_version=2")
+            .unwrap();
+        if let Some(e) = &e {
+            // Direction ab = R→C is the bottleneck; C→R (IGMP) is an unlimited wire.
+            // `overhead_bytes` 14 counts the Ethernet header as tbf does on a veth, so the
+            // link carries (UDP payload + 42)-byte packets at `rate_bps` as before.
+            let ctl = tb.dir.join("linkemu.sock");
+            let ab = Testbed::emu_link(rate_bps, queue_bytes);
+            let ctl_s = ctl.to_string_lossy().to_string();
+            let p = bin("layercast-linkemu");
+            tb.spawn(
+                "linkemu",
+                e,
+                &p,
+                &[
+                    "--a",
+                    "ea",
+                    "--b",
+                    "eb",
+                    "--ab",
+                    &ab,
+                    "--ba",
+                    "{}",
+                    "--ctl",
+                    &ctl_s,
+                    "--rt-prio",
+                    "10",
+                ],
+            );
+            tb.wait_ready("linkemu");
+            tb.emu_ctl = Some(ctl);
+        } else {
+            tb.set_bottleneck(rate_bps, queue_bytes, true);
+        }
+        // Diagnostics: `LAYERCAST_PCAP=1` captures (nanosecond timestamps) the router's
+        // upstream side, the bottleneck's far side (r1 egress, after tbf) and the player's
+        // interface into the log directory (kept with `LAYERCAST_KEEP_LOGS=1`).
+        if std::env::var("LAYERCAST_PCAP").as_deref() == Ok("1") {
+            for (ns, ifc) in [(&r, "r0"), (&r, "r1"), (&c, "c0")] {
+                let f = tb
+                    .dir
+                    .join(format!("{ifc}.pcap"))
+                    .to_string_lossy()
+                    .to_string();
+                tb.spawn(
+                    &format!("tcpdump-{ifc}"),
+                    ns,
+                    Path::new("tcpdump"),
+                    &[
+                        "-i",
+                        ifc,
+                        "-n",
+                        "-U",
+                        "--time-stamp-precision=nano",
+                        "-w",
+                        &f,
+                    ],
+                );
             }
         }
-        let mut tb = tb;
-        tb.burst = burst;
-        tb.set_bottleneck(rate_bps, queue_bytes, true);
         if std::env::var("LAYERCAST_MROUTER").as_deref() == Ok("igmpproxy") {
             let conf = tb.dir.join("igmpproxy.conf");
             std::fs::write(
@@ -297,45 +256,74 @@ impl Testbed {
             )
             .unwrap();
             let conf = conf.to_string_lossy().to_string();
-            let r = tb.r.clone();
             tb.spawn(
                 "igmpproxy",
                 &r,
                 Path::new("igmpproxy"),
                 &["-d", "-v", &conf],
             );
+            std::thread::sleep(Duration::from_millis(300));
         } else {
-            tb.router = Some(mrouter::MRouter::start(&tb.r, "r0", "r1"));
+            tb.fast_router = true;
+            let p = bin("layercast-linkemu");
+            tb.spawn(
+                "mrouter",
+                &r,
+                &p,
+                &["mrouter", "--upstream", "r0", "--downstream", "r1"],
+            );
+            tb.wait_ready("mrouter");
         }
-        std::thread::sleep(Duration::from_millis(300));
         tb
+    }
+
+    /// The emulator's settings for the R→C direction.
+    fn emu_link(rate_bps: u64, queue_bytes: u64) -> String {
+        serde_json::json!({
+            "rate_bps": rate_bps,
+            "overhead_bytes": 14,
+            "queue": {"kind": "droptail", "limit_bytes": queue_bytes},
+        })
+        .to_string()
+    }
+
+    /// Waits (bounded) until child `tag` has printed `"ready":true` (its first line, once
+    /// its sockets are open).
+    fn wait_ready(&mut self, tag: &str) {
+        let t0 = Instant::now();
+        while !self.log(tag).contains("\"ready\":true") {
+            assert!(
+                !self.exited(tag) && t0.elapsed() < Duration::from_secs(10),
+                "{tag} did not start: {}",
+                self.log(tag)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Sets (or changes) the tbf on the router's downstream interface.
     pub fn set_bottleneck(&self, rate_bps: u64, queue_bytes: u64, add: bool) {
-        let rate = format!("{rate_bps}bit");
-        let limit = queue_bytes.to_string();
-        let burst = self.burst.to_string();
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            &self.r,
-            "tc",
-            "qdisc",
-            if add { "add" } else { "change" },
-            "dev",
-            "r1",
-            "root",
-            "tbf",
-            "rate",
-            &rate,
-            "burst",
-            &burst,
-            "limit",
-            &limit,
-        ])
-        .unwrap();
+        if let Some(ctl) = &self.emu_ctl {
+            let mut req: serde_json::Value =
+                serde_json::from_str(&Testbed::emu_link(rate_bps, queue_bytes)).unwrap();
+            req["cmd"] = "set".into();
+            req["dir"] = "ab".into();
+            let out = sh(&[
+                bin("layercast-linkemu").to_str().unwrap(),
+                "ctl",
+                ctl.to_str().unwrap(),
+                &req.to_string(),
+            ])
+            .unwrap();
+            assert!(out.contains("\"ok\":true"), "linkemu set: {out}");
+            return;
+        }
+        let t = Tbf {
+            rate_bps,
+            burst: self.burst,
+            limit: queue_bytes,
+        };
+        self.net.tbf(&self.r, "r1", t, add).unwrap();
     }
 
     /// Starts `prog args` in namespace `ns`; stdout/stderr go to `<dir>/<tag>.log`.
@@ -387,7 +375,30 @@ impl Testbed {
             "ip", "netns", "exec", &self.r, "tc", "-s", "qdisc", "show", "dev", "r1",
         ])
         .unwrap_or_default();
-        format!("{mroute}\n{tc}")
+        let emu = self
+            .emu_state()
+            .map(|v| {
+                format!(
+                    "linkemu R->C: counters {} release_error {}",
+                    v["ab"]["counters"], v["ab"]["release_error"]
+                )
+            })
+            .unwrap_or_default();
+        format!("{mroute}\n{tc}{emu}")
+    }
+
+    /// The emulator's `get` reply (counters and release-timing summary of both directions),
+    /// when it is the bottleneck.
+    pub fn emu_state(&self) -> Option<Value> {
+        let ctl = self.emu_ctl.as_ref()?;
+        let out = sh(&[
+            bin("layercast-linkemu").to_str()?,
+            "ctl",
+            ctl.to_str()?,
+            r#"{"cmd":"get"}"#,
+        ])
+        .ok()?;
+        serde_json::from_str(out.trim()).ok()
     }
 
     /// Sends a signal to the named child.
@@ -489,23 +500,12 @@ impl Testbed {
 
     /// Runs `f` on a thread that has entered namespace `ns` (sockets it opens live there).
     pub fn in_ns<T: Send + 'static>(&self, ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/var/run/netns/{ns}");
-        std::thread::spawn(move || {
-            let fd = std::fs::File::open(&path).expect("netns file");
-            use std::os::fd::AsRawFd;
-            // SAFETY: setns on this thread only, with a valid netns fd.
-            let r = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .expect("netns thread")
+        netns::in_ns(ns, f)
     }
 }
 
 impl Drop for Testbed {
     fn drop(&mut self) {
-        self.router = None;
         for (_, c) in self.children.iter_mut() {
             // SAFETY: kill(2) on our own child.
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
@@ -521,9 +521,7 @@ impl Drop for Testbed {
             let _ = c.kill();
             let _ = c.wait();
         }
-        for ns in [&self.s, &self.r, &self.c] {
-            let _ = sh(&["ip", "netns", "del", ns]);
-        }
+        // The namespaces go with `self.net`, dropped after this function.
         if std::env::var("LAYERCAST_KEEP_LOGS").is_err() && !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);
         } else {

@@ -69,6 +69,8 @@ export interface PlayerSpec {
   metricsPort: number;
   /** Replaces `--controller <c>` (e.g. ["--fixed-layers", "3"]). */
   mode?: string[];
+  /** Session id to join [default: the first session's]. */
+  session?: string;
 }
 
 export interface StackOptions {
@@ -189,7 +191,7 @@ export class Stack {
 
   startPlayer(pl: PlayerSpec): void {
     const ns = this.ns[pl.ns];
-    const sessionId = (this.opts.sessions[0] as { id?: string }).id ?? "s0";
+    const sessionId = pl.session ?? (this.opts.sessions[0] as { id?: string }).id ?? "s0";
     this.spawnIn(ns, `player-${pl.id}`, this.bins.player, [
       "--session-url",
       `${SERVER_HTTP}/api/sessions/${sessionId}/announcement`,

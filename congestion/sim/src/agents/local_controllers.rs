@@ -29,6 +29,16 @@ pub fn local_controller(name: &str) -> Option<Box<dyn LayeredController>> {
             },
         )));
     }
+    // ERA with an N-RAI PLR observation window (default 8; era/AC-12 investigation).
+    if let Some(n) = name.strip_prefix("era-plr") {
+        let n: usize = n.parse().ok().filter(|n| (1..=100).contains(n))?;
+        return Some(Box::new(congestion::era::Era::new(
+            congestion::era::EraConfig {
+                plr_window_rais: n,
+                ..congestion::era::EraConfig::default()
+            },
+        )));
+    }
     if let Some(ms) = name.strip_prefix("era-rtt") {
         let ms: u64 = ms.parse().ok().filter(|m| (1..=10_000).contains(m))?;
         return Some(Box::new(congestion::era::Era::new(

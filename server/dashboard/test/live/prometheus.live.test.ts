@@ -7,7 +7,7 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync, copyFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findBinaries, loudSkip, PLAYER_NET, SERVER_ADDR, sh, sleep, Stack } from "../stack";
+import { findBinaries, loudSkip, PLAYER_NET, recordAcceptance, SERVER_ADDR, sh, sleep, Stack } from "../stack";
 import { alertExpressions, grafanaQueries, substitute, thresholdOperand } from "./promql";
 
 const bins = findBinaries();
@@ -37,6 +37,10 @@ describe.skipIf(missing !== null)("Prometheus rules and Grafana panels against a
       players: [
         { id: "pa", ns: "p1", metricsPort: 9181 },
         { id: "pb", ns: "p2", metricsPort: 9182 },
+        // Real TFMCC receivers for the TFMCC session: the sender's rate, CLR and report
+        // counters come from their feedback.
+        { id: "ta", ns: "p1", metricsPort: 9183, session: "tf", mode: ["--controller", "tfmcc"] },
+        { id: "tb", ns: "p2", metricsPort: 9184, session: "tf", mode: ["--controller", "tfmcc"] },
       ],
       p2Kbit: 500, // one player behind a narrow path so loss and layer changes exist
     });
@@ -50,7 +54,7 @@ describe.skipIf(missing !== null)("Prometheus rules and Grafana panels against a
     copyFileSync(join(DEPLOY, "prometheus/alerts.yml"), join(dir, "alerts.yml"));
     const cfg = readFileSync(join(DEPLOY, "prometheus/prometheus.yml"), "utf8").replace('"127.0.0.1:8080"', `"${SERVER_ADDR}:8080"`);
     writeFileSync(join(dir, "prometheus.yml"), cfg);
-    writeFileSync(join(dir, "players.json"), JSON.stringify([{ targets: [`${PLAYER_NET.p1}:9181`, `${PLAYER_NET.p2}:9182`], labels: { site: "lab" } }]));
+    writeFileSync(join(dir, "players.json"), JSON.stringify([{ targets: [`${PLAYER_NET.p1}:9181`, `${PLAYER_NET.p2}:9182`, `${PLAYER_NET.p1}:9183`, `${PLAYER_NET.p2}:9184`], labels: { site: "lab" } }]));
     stack.spawnLogged(stack.ns.s, "prometheus", "prometheus", [
       `--config.file=${join(dir, "prometheus.yml")}`,
       `--storage.tsdb.path=${join(dir, "tsdb")}`,
@@ -63,7 +67,7 @@ describe.skipIf(missing !== null)("Prometheus rules and Grafana panels against a
       "all scrape targets up",
       () => {
         const r = query('up{job=~"layercast-.*"} == 1');
-        return (r.data?.result.length ?? 0) === 3;
+        return (r.data?.result.length ?? 0) === 5;
       },
       40_000,
       1000,
@@ -141,5 +145,15 @@ describe.skipIf(missing !== null)("Prometheus rules and Grafana panels against a
     }
     expect(n).toBeGreaterThan(30);
     expect(empty, "panel queries with no data").toEqual([]);
+    const tf = query('layercast_tfmcc_rate_bps{session="tf"}');
+    const rate = Number(tf.data?.result[0]?.value?.[1] ?? NaN);
+    const reports = Number(query('layercast_tfmcc_reports_total{session="tf"}').data?.result[0]?.value?.[1] ?? NaN);
+    expect(reports, "TFMCC reports received from the real players").toBeGreaterThan(0);
+    recordAcceptance(
+      "issue8/live-prometheus",
+      `${n} Grafana panel queries and every alert quantity returned data from Prometheus scraping a real server (ERA + TFMCC sessions) and 4 players; layercast_tfmcc_rate_bps{session="tf"} = ${rate.toFixed(0)}, ${reports} TFMCC reports`,
+      true,
+      "npm run test:live -w server/dashboard",
+    );
   });
 });
