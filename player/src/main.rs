@@ -41,6 +41,8 @@ pub struct Args {
     pub viewer_id: String,
     pub poll_interval_ms: u64,
     pub playout_delay_ms: u64,
+    /// Quantile of the recent lateness the playout clock follows (`--playout-quantile`).
+    pub playout_quantile: f64,
     /// TFMCC: where reports go instead of the announced sender (`crate::tfmcc`).
     pub tfmcc_feedback: Option<SocketAddrV4>,
     /// With `--out`: frames.csv only, no y4m pictures.
@@ -75,6 +77,8 @@ const HELP: &str = "layercast-player: receive a layered multicast session
   --session-name ID      session id used in telemetry [default: from --session-url]
   --viewer-id ID         [default: p<pid>]
   --playout-delay-ms MS  video: display delay after the first picture [default: 800]
+  --playout-quantile Q   video: the playout clock follows this quantile of the last 2 s of
+                         decode lateness, 0..=1 [default: 0.5]
   --token TOKEN          bearer token for the server's API [default: $LAYERCAST_TOKEN]
   --tls-fingerprint FP   https: accept only the server certificate with this SHA-256
   --ca-file PEM          https: verify the server against these CA certificates
@@ -99,6 +103,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         viewer_id: format!("p{}", std::process::id()),
         poll_interval_ms: 1000,
         playout_delay_ms: 800,
+        playout_quantile: 0.5,
         tfmcc_feedback: None,
         no_pictures: false,
         window: false,
@@ -173,6 +178,13 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
             "viewer-id" => a.viewer_id = val.clone(),
             "poll-interval-ms" => a.poll_interval_ms = val.parse().map_err(|e| bad(&e))?,
             "playout-delay-ms" => a.playout_delay_ms = val.parse().map_err(|e| bad(&e))?,
+            "playout-quantile" => {
+                let q: f64 = val.parse().map_err(|e| bad(&e))?;
+                if !(0.0..=1.0).contains(&q) {
+                    return Err(Error::arg(&key, "must be within 0..=1"));
+                }
+                a.playout_quantile = q
+            }
             "tfmcc-feedback" => a.tfmcc_feedback = Some(val.parse().map_err(|e| bad(&e))?),
             "token" => a.client.token = Some(val.clone()).filter(|t| !t.is_empty()),
             "tls-fingerprint" => a.client.fingerprint = Some(auth::parse_fingerprint(&val)?),

@@ -38,13 +38,60 @@ pub struct Video {
     pub first_decoded_ns: Option<u64>,
     /// ... and when it was shown.
     pub first_shown_ns: Option<u64>,
-    /// Playout clock: (local ns, RTP timestamp) of the anchor picture.
-    clock: Option<(u64, u32)>,
-    delay_ns: u64,
-    /// Frames decoded after their display time (the playout clock then slips by the
-    /// difference, i.e. the delay grows).
+    clock: PlayoutClock,
+    /// Frames decoded after their display time (shown at once, the clock does not slip).
     pub late_frames: u64,
     pub decoded: u64,
+}
+
+/// Display times of decoded pictures: the RTP timestamp on a clock anchored at the first
+/// decoded picture, plus the playout delay, plus a quantile of the decode lateness of the
+/// last `window` pictures (lateness = decode time minus the anchored clock's time for the
+/// picture). A picture decoded after its display time is shown at once and does not move the
+/// clock. The previous rule slipped the clock by every lateness, i.e. it settled on the worst
+/// lateness ever seen (a key picture's queueing) and held every later picture back by it.
+/// Display times never go backwards.
+struct PlayoutClock {
+    /// (local ns, RTP timestamp) of the anchor picture.
+    anchor: Option<(u64, u32)>,
+    delay_ns: u64,
+    /// Recent lateness, ns, oldest first.
+    lateness: VecDeque<i64>,
+    window: usize,
+    quantile: f64,
+    last_due: u64,
+}
+
+impl PlayoutClock {
+    fn new(delay_ns: u64, window: usize, quantile: f64) -> Self {
+        PlayoutClock {
+            anchor: None,
+            delay_ns,
+            lateness: VecDeque::new(),
+            window: window.max(1),
+            quantile: quantile.clamp(0.0, 1.0),
+            last_due: 0,
+        }
+    }
+
+    /// Display time (ns, same clock as `now_ns`) of the picture with RTP timestamp `ts`
+    /// (90 kHz) decoded at `now_ns`, and whether it was decoded after its time.
+    fn due(&mut self, ts: u32, now_ns: u64) -> (u64, bool) {
+        let (base_ns, base_ts) = *self.anchor.get_or_insert((now_ns, ts));
+        let dts_ns = ts.wrapping_sub(base_ts) as i32 as i64 * 1_000_000_000 / 90_000;
+        let nominal = base_ns as i64 + dts_ns;
+        self.lateness.push_back(now_ns as i64 - nominal);
+        if self.lateness.len() > self.window {
+            self.lateness.pop_front();
+        }
+        let mut v: Vec<i64> = self.lateness.iter().copied().collect();
+        v.sort_unstable();
+        let q = v[((v.len() - 1) as f64 * self.quantile).round() as usize];
+        let target = (nominal + self.delay_ns as i64 + q).max(0) as u64;
+        let due = target.max(now_ns).max(self.last_due);
+        self.last_due = due;
+        (due, target < now_ns)
+    }
 }
 
 /// A decoded picture waiting for its display time.
@@ -145,8 +192,11 @@ impl Video {
             held: 0,
             first_decoded_ns: None,
             first_shown_ns: None,
-            clock: None,
-            delay_ns: delay_ms * 1_000_000,
+            clock: PlayoutClock::new(
+                delay_ms * 1_000_000,
+                ((2.0 * fps).ceil() as usize).max(8),
+                a.playout_quantile,
+            ),
             late_frames: 0,
             decoded: 0,
         })
@@ -204,19 +254,10 @@ impl Video {
                         .rev()
                         .find(|x| x.0 == pic.timestamp)
                         .map_or(now_ns, |x| x.1);
-                    // Display time from the RTP timestamp on a clock anchored at the first
-                    // picture plus the playout delay; a picture decoded after its time slips
-                    // the clock (the delay grows by the lateness).
-                    let (base_ns, base_ts) = *self.clock.get_or_insert((now_ns, pic.timestamp));
-                    let dts = pic.timestamp.wrapping_sub(base_ts) as i32 as i64;
-                    let mut due =
-                        (base_ns as i64 + dts * 1_000_000_000 / 90_000 + self.delay_ns as i64)
-                            .max(0) as u64;
-                    if due < now_ns {
-                        self.late_frames += 1;
-                        self.clock = Some((base_ns + (now_ns - due), base_ts));
-                        due = now_ns;
-                    }
+                    // Lateness counts from the decode (the earliest it can be shown), not from
+                    // the packet that completed the picture.
+                    let (due, late) = self.clock.due(pic.timestamp, decoded_ns);
+                    self.late_frames += late as u64;
                     let line = json!({"decoded_at": now_ns as f64 / 1e9, "picture_id": pic.picture_id,
                         "rtp_ts": pic.timestamp, "width": f.width, "height": f.height,
                         "top_spatial": pic.top_spatial(), "temporal": pic.temporal,
@@ -320,6 +361,54 @@ pub fn parse_size(codec: &str) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn playout_clock_ignores_one_slow_picture() {
+        // 10 fps (9000 ticks). Pictures are decoded 10 ms after capture, in order, except
+        // picture 4, decoded 500 ms after capture (a key picture stuck in its sender queue):
+        // pictures 5..=8 are decoded right after it.
+        let ms = 1_000_000u64;
+        let mut c = PlayoutClock::new(0, 30, 0.5);
+        let (mut dues, mut prev_now) = (Vec::new(), 0);
+        for i in 0..20u64 {
+            let capture = 1_000 * ms + i * 100 * ms;
+            let now = (capture + if i == 4 { 500 * ms } else { 10 * ms }).max(prev_now);
+            prev_now = now;
+            let (due, late) = c.due((i * 9000) as u32, now);
+            assert!(due >= now);
+            if i == 4 {
+                assert!(late);
+            }
+            dues.push(due - capture);
+        }
+        // The slow picture is shown when decoded; once it is past, the pictures after it are
+        // back at 10 ms (the old rule kept every later one at 500 ms).
+        assert_eq!(dues[4], 500 * ms);
+        assert!(dues[10..].iter().all(|&d| d == 10 * ms), "{dues:?}");
+    }
+
+    #[test]
+    fn playout_clock_follows_lateness_up_and_down_with_delay() {
+        let ms = 1_000_000u64;
+        let mut c = PlayoutClock::new(100 * ms, 10, 0.5);
+        let mut last = 0;
+        // First 20 pictures 300 ms late, then 20 at 20 ms: the clock moves down to the new
+        // lateness within a window and display times never go backwards.
+        for i in 0..40u64 {
+            let capture = i * 100 * ms;
+            let lat = if i < 20 { 300 * ms } else { 20 * ms };
+            let (due, _) = c.due((i * 9000) as u32, capture + lat);
+            assert!(due >= last);
+            last = due;
+            if i == 19 {
+                // anchor lateness 300, delay 100
+                assert_eq!(due - capture, 400 * ms);
+            }
+            if i >= 35 {
+                assert_eq!(due - capture, 120 * ms, "picture {i}");
+            }
+        }
+    }
 
     #[test]
     fn codec_string() {

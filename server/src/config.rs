@@ -233,6 +233,13 @@ pub struct VideoConfig {
     /// Seconds between key pictures: the longest a receiver that joins mid-stream waits
     /// before it can decode the base layer (multicast receivers cannot ask for one). Default 2.
     pub keyframe_interval_s: Option<f64>,
+    /// Announced layer rate over the encoder's cell budget (1.0..=5.0); the pacer pads the
+    /// difference. Every layer is paced at its constant announced rate and a temporal layer
+    /// carries one frame per layer period (4 pictures for TL0 and TL1 of L*T3), so a frame at
+    /// its budget takes about period / headroom to send: the headroom buys glass-to-glass
+    /// latency with padding. Default 1.3 (covers RTP/payload headers and encoder overshoot);
+    /// see docs/player.md "latency" for the measured trade-off.
+    pub rate_headroom: Option<f64>,
 }
 
 /// A resolved video encode.
@@ -251,6 +258,8 @@ pub struct ResolvedVideo {
     pub qroverlay: bool,
     /// Where to write `reference.y4m`, if anywhere.
     pub reference_dir: Option<std::path::PathBuf>,
+    /// Announced rate / encoder budget per layer.
+    pub rate_headroom: f64,
 }
 
 /// Default per-cell rates of the 720p L3T3 ladder (kbit/s), as `codec::ladder` has them.
@@ -301,6 +310,13 @@ impl VideoConfig {
             ));
         }
         let keyframe_interval = ((ki * fps as f64).round() as u32).max(1);
+        let rate_headroom = self.rate_headroom.unwrap_or(DEFAULT_RATE_HEADROOM);
+        if !(1.0..=5.0).contains(&rate_headroom) {
+            return Err(Error::config(
+                &key("video.rate_headroom"),
+                format!("{rate_headroom} outside 1..=5"),
+            ));
+        }
         Ok(ResolvedVideo {
             width: w,
             height: h,
@@ -314,6 +330,7 @@ impl VideoConfig {
                 None | Some("") => None,
                 Some(d) => Some(std::path::PathBuf::from(d)),
             },
+            rate_headroom,
         })
     }
 }
@@ -329,11 +346,15 @@ pub fn temporal_fps(fps: u32, nt: usize, t: usize) -> f64 {
     }
 }
 
-/// Announced rate of a video layer: the cell's budget with 30% headroom for RTP and payload
-/// headers and encoder overshoot, plus one packet slot per frame (a frame's last packet is
+/// Default `video.rate_headroom`.
+pub const DEFAULT_RATE_HEADROOM: f64 = 1.3;
+
+/// Announced rate of a video layer: the cell's budget times `headroom` (RTP and payload
+/// headers, encoder overshoot, and the time a frame takes to drain, see
+/// `VideoConfig::rate_headroom`), plus one packet slot per frame (a frame's last packet is
 /// usually short, but the pacer spends a whole packet-size slot on it).
-pub fn video_layer_rate(cell_kbps: u32, layer_fps: f64, packet_size: u16) -> u64 {
-    (cell_kbps as f64 * 1000.0 * 1.3 + layer_fps * packet_size as f64 * 8.0).round() as u64
+pub fn video_layer_rate(cell_kbps: u32, layer_fps: f64, packet_size: u16, headroom: f64) -> u64 {
+    (cell_kbps as f64 * 1000.0 * headroom + layer_fps * packet_size as f64 * 8.0).round() as u64
 }
 
 /// Protocols a session may announce (the contract's list).
@@ -398,7 +419,12 @@ impl SessionConfig {
                 let mut r = Vec::new();
                 for row in &v.cell_kbps {
                     for (t, &c) in row.iter().enumerate() {
-                        r.push(video_layer_rate(c, temporal_fps(v.fps, v.temporal, t), m));
+                        r.push(video_layer_rate(
+                            c,
+                            temporal_fps(v.fps, v.temporal, t),
+                            m,
+                            v.rate_headroom,
+                        ));
                     }
                 }
                 r

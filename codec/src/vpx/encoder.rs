@@ -44,6 +44,19 @@ pub struct SvcConfig {
     /// (+86 % measured); the controllers need each layer at its announced rate.
     pub min_q: u32,
     pub max_q: u32,
+    /// libvpx CBR rate-control buffer, in ms of the target rate: initial, optimal and full
+    /// level (`rc_buf_initial_sz`, `rc_buf_optimal_sz`, `rc_buf_sz`). The buffer is how far the
+    /// encoder may run ahead of its budget; every layer is then paced at its constant announced
+    /// rate, so an overshoot the buffer allows becomes queueing delay in that layer's sender
+    /// queue. Defaults 300/400/600 (WebRTC's 500/600/1000 measured worse glass-to-glass
+    /// latency, docs/player.md "latency").
+    pub rc_buf_initial_ms: u32,
+    pub rc_buf_optimal_ms: u32,
+    pub rc_buf_ms: u32,
+    /// Largest key (intra) frame as a percentage of the layer's average frame budget
+    /// (`VP8E_SET_MAX_INTRA_BITRATE_PCT`). A key frame of N times the budget waits about N
+    /// frame periods of its layer in the sender queue. Default 300.
+    pub max_intra_pct: u32,
 }
 
 impl SvcConfig {
@@ -67,6 +80,10 @@ impl SvcConfig {
             threads: 1,
             min_q: 2,
             max_q: 63,
+            rc_buf_initial_ms: 300,
+            rc_buf_optimal_ms: 400,
+            rc_buf_ms: 600,
+            max_intra_pct: 300,
         }
     }
 
@@ -116,6 +133,15 @@ impl SvcConfig {
         self.check_rates(&self.cell_kbps)?;
         if self.min_q > self.max_q || self.max_q > 63 {
             return bad("need min_q <= max_q <= 63");
+        }
+        if !(50..=10_000).contains(&self.rc_buf_ms)
+            || self.rc_buf_initial_ms > self.rc_buf_ms
+            || self.rc_buf_optimal_ms > self.rc_buf_ms
+        {
+            return bad("need initial, optimal <= rc buffer, rc buffer 50..=10000 ms");
+        }
+        if self.max_intra_pct > 10_000 {
+            return bad("max_intra_pct above 10000");
         }
         Ok(())
     }
@@ -218,9 +244,9 @@ impl SvcEncoder {
             cfg.rc_max_quantizer = conf.max_q;
             cfg.rc_undershoot_pct = 50;
             cfg.rc_overshoot_pct = 50;
-            cfg.rc_buf_initial_sz = 500;
-            cfg.rc_buf_optimal_sz = 600;
-            cfg.rc_buf_sz = 1000;
+            cfg.rc_buf_initial_sz = conf.rc_buf_initial_ms;
+            cfg.rc_buf_optimal_sz = conf.rc_buf_optimal_ms;
+            cfg.rc_buf_sz = conf.rc_buf_ms;
             cfg.kf_mode = sys::vpx_kf_mode_VPX_KF_AUTO;
             cfg.kf_min_dist = 0;
             // libvpx's own periodic key is pushed past ours (see `encode`).
@@ -335,7 +361,7 @@ impl SvcEncoder {
         )?;
         self.control_int(
             sys::vp8e_enc_control_id_VP8E_SET_MAX_INTRA_BITRATE_PCT,
-            900,
+            self.conf.max_intra_pct as c_int,
             "MAX_INTRA_BITRATE_PCT",
         )?;
         self.control_int(
