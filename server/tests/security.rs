@@ -94,38 +94,7 @@ fn raw(port: u16, bytes: &[u8]) -> (u16, String) {
 }
 
 fn read_response(s: &mut impl Read) -> (u16, String) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        let text = String::from_utf8_lossy(&buf).to_string();
-        if let Some(i) = text.find("\r\n\r\n") {
-            let len = text[..i]
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                })
-                .unwrap_or(0);
-            if buf.len() >= i + 4 + len {
-                break;
-            }
-        }
-        match s.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-    let out = String::from_utf8_lossy(&buf).to_string();
-    let code = if out.starts_with("HTTP/1.") {
-        out.split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0)
-    } else {
-        0
-    };
-    (code, out)
+    testkit::http::read_response(s)
 }
 
 fn req(method: &str, path: &str, token: Option<&str>, body: &str) -> Vec<u8> {
