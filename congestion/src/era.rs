@@ -408,7 +408,12 @@ impl Era {
         }
 
         // Step 2: R_pp over this RAI's samples plus any carried ones (E1).
-        let mut list: Vec<f64> = self.pp_carry.iter().flatten().copied().collect();
+        // Sized once: growing these by doubling every RAI (hundreds of samples at high rates)
+        // left a trail of freed blocks of every size in the host's heap (the player's slow
+        // RssAnon climb, docs/reliability.md "Soak").
+        let carried: usize = self.pp_carry.iter().map(Vec::len).sum();
+        let mut list: Vec<f64> = Vec::with_capacity(carried + self.pp_now.len());
+        list.extend(self.pp_carry.iter().flatten().copied());
         list.extend_from_slice(&self.pp_now);
         let list_min = list.iter().copied().fold(f64::INFINITY, f64::min);
         let r_pp = if list.len() >= self.cfg.min_pp {
@@ -437,7 +442,8 @@ impl Era {
             (false, true, _) => Some(r_pp),
             (false, false, _) => None, // E1: hold
         };
-        let mut inputs = vec![
+        let mut inputs = Vec::with_capacity(10 + list.len());
+        inputs.extend([
             (
                 "r_pp_list_min",
                 if list.is_empty() { -1.0 } else { list_min },
@@ -450,7 +456,7 @@ impl Era {
             ("r_target", target.unwrap_or(-1.0)),
             ("r_before", r_before),
             ("tolerance", self.cfg.tolerance),
-        ];
+        ]);
         inputs.extend(list.iter().map(|s| ("pp_sample", *s)));
 
         let Some(target) = target else {

@@ -9,7 +9,6 @@ use codec::rtp::RtpPacket;
 use congestion::wire::cc_ext::{self, CcFields, SeqExtender};
 use congestion::{Action, Decision, LayeredController, PacketArrival, SessionInfo, Time};
 use serde_json::{json, Value};
-use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -283,10 +282,19 @@ fn url_poller(
 /// Posts telemetry bodies it receives, dropping any backlog (only the newest matters).
 fn telemetry_poster(url: String, rx: Receiver<Value>) {
     while let Ok(mut v) = rx.recv() {
-        while let Ok(newer) = rx.try_recv() {
-            // Keep decisions from skipped reports.
-            let mut d = v["decisions"].as_array().cloned().unwrap_or_default();
-            d.extend(newer["decisions"].as_array().cloned().unwrap_or_default());
+        while let Ok(mut newer) = rx.try_recv() {
+            // Keep decisions from skipped reports (bounded: a server away for long would
+            // otherwise grow this without limit while posts time out).
+            let mut d = match v["decisions"].take() {
+                Value::Array(a) => a,
+                _ => Vec::new(),
+            };
+            if let Value::Array(n) = newer["decisions"].take() {
+                d.extend(n);
+            }
+            if d.len() > MAX_DECISIONS_PER_REPORT {
+                d.drain(..d.len() - MAX_DECISIONS_PER_REPORT);
+            }
             v = newer;
             v["decisions"] = Value::Array(d);
         }
@@ -299,13 +307,26 @@ fn telemetry_poster(url: String, rx: Receiver<Value>) {
     }
 }
 
+/// Decisions kept for one per-second report (log line and telemetry post); more in one second
+/// are dropped. Also the cap on decisions the telemetry poster merges from skipped reports.
+const MAX_DECISIONS_PER_REPORT: usize = 64;
+
+/// A decision as JSON. Repeated input names (ERA lists every packet-pair sample of an RAI as
+/// `pp_sample`, hundreds per second at high rates) keep their last value, as a JSON object
+/// must; the map is built by insertion so a repeated name costs no allocation. Collecting
+/// all pairs into a map first (as this did) made one large temporary vector and a `String`
+/// per sample every RAI, freed a moment later around the long-lived report values: the
+/// allocator churn behind the player's slow RssAnon climb (docs/reliability.md, "Soak").
 fn decision_json(d: &Decision) -> Value {
-    let inputs: serde_json::Map<String, Value> = d
-        .inputs
-        .iter()
-        .filter(|(_, v)| v.is_finite())
-        .map(|(k, v)| (k.to_string(), json!(v)))
-        .collect();
+    let mut inputs = serde_json::Map::new();
+    for (k, v) in d.inputs.iter().filter(|(_, v)| v.is_finite()) {
+        match inputs.get_mut(*k) {
+            Some(slot) => *slot = json!(v),
+            None => {
+                inputs.insert((*k).to_string(), json!(v));
+            }
+        }
+    }
     json!({"at_s": d.at.as_secs_f64(), "from": d.from_layers, "to": d.to_layers,
            "reason": d.reason, "inputs": inputs})
 }
@@ -432,7 +453,6 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let mut video: Option<crate::video::Video> = None;
     let mut first_join_ns: Option<u64> = None;
     let mut pending_decisions: Vec<Value> = Vec::new();
-    let mut recent_decisions: VecDeque<Value> = VecDeque::new();
     let mut fixed_held: u8 = 0;
     let mut buf = vec![0u8; 2048];
     let start_wall = Instant::now();
@@ -687,7 +707,12 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 drops.stale += 1;
                 continue;
             }
-            let l = &mut layers[p.layer];
+            // A packet drained before an announcement that shrank the layout (a new session
+            // with fewer layers) names a layer that no longer exists: a counted drop.
+            let Some(l) = layers.get_mut(p.layer) else {
+                drops.wrong_layer += 1;
+                continue;
+            };
             if l.quarantine {
                 l.first_held.get_or_insert(p.ts);
                 l.held.push(p);
@@ -729,11 +754,10 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 actions.push(act);
             }
             while let Some(d) = c.poll_decision() {
-                let j = decision_json(&d);
-                pending_decisions.push(j.clone());
-                recent_decisions.push_back(j);
-                if recent_decisions.len() > 50 {
-                    recent_decisions.pop_front();
+                // Bounded: a second's decisions (the controller decides a few times per
+                // second at most; the cap only guards a misbehaving one).
+                if pending_decisions.len() < MAX_DECISIONS_PER_REPORT {
+                    pending_decisions.push(decision_json(&d));
                 }
             }
         } else if info.is_some() {
@@ -984,4 +1008,80 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         let _ = t.join();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    /// Counts this thread's allocations (tests run in parallel threads; each counts its own).
+    struct Counting;
+    thread_local! {
+        static ALLOCS: Cell<usize> = const { Cell::new(0) };
+    }
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+            unsafe { System.alloc(l) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            unsafe { System.dealloc(p, l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+            let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+            unsafe { System.realloc(p, l, n) }
+        }
+    }
+    #[global_allocator]
+    static A: Counting = Counting;
+
+    fn allocs_during(f: impl FnOnce()) -> usize {
+        let before = ALLOCS.with(Cell::get);
+        f();
+        ALLOCS.with(Cell::get) - before
+    }
+
+    /// An ERA RAI decision as it looks at 10 Mbit/s: a few named inputs and every pair sample.
+    fn rai_decision(samples: usize) -> Decision {
+        let mut inputs = vec![("r_pp", 9.5e6), ("plr", 0.0), ("r_before", 1e7)];
+        inputs.extend((0..samples).map(|i| ("pp_sample", 9e6 + i as f64)));
+        inputs.push(("r_after", 1e7));
+        inputs.push(("rtt", f64::NAN));
+        Decision {
+            at: Time(1_000_000_000),
+            from_layers: 10,
+            to_layers: 10,
+            reason: "rai",
+            inputs,
+        }
+    }
+
+    #[test]
+    fn decision_json_keeps_the_last_of_repeated_inputs_and_drops_non_finite() {
+        let j = decision_json(&rai_decision(600));
+        let inputs = j["inputs"].as_object().unwrap();
+        assert_eq!(inputs.len(), 5, "{inputs:?}");
+        assert_eq!(inputs["pp_sample"].as_f64(), Some(9e6 + 599.0));
+        assert_eq!(inputs["r_after"].as_f64(), Some(1e7));
+        assert!(!inputs.contains_key("rtt"));
+        assert_eq!(j["reason"], "rai");
+        assert_eq!(j["to"], 10);
+    }
+
+    /// The player's per-RAI churn: turning a decision into JSON must not cost an allocation
+    /// per repeated input. It cost about 2 per sample (a `String` key and a pair in one large
+    /// temporary vector), which fragmented the heap and made RssAnon climb (issue 9's soak).
+    #[test]
+    fn decision_json_allocations_do_not_grow_with_repeated_inputs() {
+        let (small, large) = (rai_decision(10), rai_decision(1000));
+        let a_small = allocs_during(|| drop(decision_json(&small)));
+        let a_large = allocs_during(|| drop(decision_json(&large)));
+        assert!(a_small > 0, "the counter counts nothing");
+        assert_eq!(
+            a_large, a_small,
+            "1000 samples cost {a_large} allocations, 10 cost {a_small}"
+        );
+    }
 }
