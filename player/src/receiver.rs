@@ -307,6 +307,25 @@ fn telemetry_poster(url: String, rx: Receiver<Value>) {
     }
 }
 
+/// Per-second ticks between two [`trim_heap`] calls.
+const TRIM_EVERY_TICKS: u64 = 10;
+
+/// Gives the allocator's free pages back to the kernel (glibc: `malloc_trim(0)`, which also
+/// releases whole free pages inside the heap, not only at its top).
+///
+/// Why: the player's live heap is small and bounded (about 230 KB at 10 Mbit/s, heaptrack),
+/// but its per-second churn (packet-pair lists, decisions, JSON reports built on one thread
+/// and freed on the telemetry thread) leaves free holes between long-lived blocks that glibc
+/// keeps resident; over a 30-minute soak that showed as a steady RssAnon climb of 1.5–2.5
+/// KiB/min with no leak behind it. A trim every 10 s costs microseconds on a heap this size.
+fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; no pointer is passed.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Decisions kept for one per-second report (log line and telemetry post); more in one second
 /// are dropped. Also the cap on decisions the telemetry poster merges from skipped reports.
 const MAX_DECISIONS_PER_REPORT: usize = 64;
@@ -459,6 +478,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let mut next_tick = Instant::now() + Duration::from_secs(1);
     let mut last_tick = Instant::now();
     let mut exit_requested = false;
+    let mut ticks: u64 = 0;
 
     loop {
         if signalled.load(Ordering::SeqCst) || exit_requested {
@@ -819,6 +839,10 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             next_tick += Duration::from_secs(1);
             if next_tick < Instant::now() {
                 next_tick = Instant::now() + Duration::from_secs(1);
+            }
+            ticks += 1;
+            if ticks % TRIM_EVERY_TICKS == 0 {
+                trim_heap();
             }
             let held = layers.iter().filter(|l| l.sock.is_some()).count() as u32;
             let stats = ctl.as_ref().map(|c| c.stats());
