@@ -841,7 +841,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 next_tick = Instant::now() + Duration::from_secs(1);
             }
             ticks += 1;
-            if ticks % TRIM_EVERY_TICKS == 0 {
+            if ticks.is_multiple_of(TRIM_EVERY_TICKS) {
                 trim_heap();
             }
             let held = layers.iter().filter(|l| l.sock.is_some()).count() as u32;
