@@ -235,6 +235,7 @@ fn url_poller(
     tx: Sender<Event>,
     stop: Arc<AtomicBool>,
     refresh: Arc<AtomicBool>,
+    rid: Option<u32>,
 ) {
     let description = crate::auth::description_url(&url);
     let mut need_security = description.clone();
@@ -245,7 +246,7 @@ fn url_poller(
             need_security = description.clone();
         }
         if let Some(d) = &need_security {
-            match crate::auth::fetch_security(d, Duration::from_millis(1500)) {
+            match crate::auth::fetch_security(d, Duration::from_millis(1500), rid) {
                 Ok(sec) => {
                     let _ = tx.send(Event::Security(Box::new(sec)));
                     need_security = None;
@@ -339,11 +340,15 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let (ev_tx, ev_rx) = mpsc::channel::<Event>();
     let mut threads = Vec::new();
     let refresh_security = Arc::new(AtomicBool::new(false));
+    // A TFMCC player's receiver id, known before the description is fetched: an
+    // `auth_reports` session hands out the report key of exactly this id.
+    let tfmcc_rid = (a.fixed_layers.is_none() && a.controller.eq_ignore_ascii_case("tfmcc"))
+        .then(|| crate::tfmcc::random_rid(&a.viewer_id));
     if let Some(url) = a.session_url.clone() {
         let (tx, st, rf) = (ev_tx.clone(), stop.clone(), refresh_security.clone());
         let every = Duration::from_millis(a.poll_interval_ms.max(50));
         threads.push(std::thread::spawn(move || {
-            url_poller(url, every, tx, st, rf)
+            url_poller(url, every, tx, st, rf, tfmcc_rid)
         }));
     }
     // Authentication failures seen when the description was last asked for again.
@@ -406,8 +411,8 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let mut ctl: Option<Box<dyn LayeredController>> = match a.fixed_layers {
         Some(_) => None,
         None if a.controller.eq_ignore_ascii_case("tfmcc") => {
-            let (c, slot, view) =
-                crate::tfmcc::TfmccCtl::new(crate::tfmcc::random_rid(&a.viewer_id));
+            let rid = tfmcc_rid.unwrap_or_else(|| crate::tfmcc::random_rid(&a.viewer_id));
+            let (c, slot, view) = crate::tfmcc::TfmccCtl::new(rid);
             tally.tfmcc_ext = Some(slot);
             let host = a
                 .session_url
@@ -477,6 +482,9 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         ssm = sec.ssm;
                     }
                     opener = sec.opener;
+                    if let Some((fb, _)) = tfmcc.as_mut() {
+                        fb.key = sec.report_key;
+                    }
                     eprintln!(
                         "layercast-player: SAM key {}, media {}, {}",
                         if sam.is_some() { "pinned" } else { "none" },

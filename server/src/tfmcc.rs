@@ -218,11 +218,25 @@ pub struct ReportGate {
 
 impl ReportGate {
     /// A gate with the session's report secret (`None`: unauthenticated session) and the
-    /// limiter's defaults (docs/security.md §4).
-    pub fn new(mac: Option<ReportMac>) -> ReportGate {
+    /// limiter's defaults (docs/security.md §4), except the per-source budget: the CLR
+    /// reports once per RTT, checked at each data packet, so on a LAN (RTT ~1 ms) an honest
+    /// CLR sends one report per packet it receives. The budget is therefore the session's
+    /// packet rate at its ceiling (`max_packets_per_s`) plus 10 %, at least the library's
+    /// 20/s, with a burst of two seconds' worth.
+    pub fn new(mac: Option<ReportMac>, max_packets_per_s: f64) -> ReportGate {
+        let d = InfluenceConfig::default();
+        let per_s = if max_packets_per_s.is_finite() {
+            (1.1 * max_packets_per_s).max(d.reports_per_sec)
+        } else {
+            d.reports_per_sec
+        };
         ReportGate {
             mac,
-            limiter: InfluenceLimiter::new(InfluenceConfig::default()),
+            limiter: InfluenceLimiter::new(InfluenceConfig {
+                reports_per_sec: per_s,
+                burst: (2.0 * per_s).max(d.burst),
+                ..d
+            }),
         }
     }
 
@@ -577,7 +591,10 @@ pub fn start(
         layer0.rate_bps as f64,
         report_mac.is_some(),
     ));
-    let gate = ReportGate::new(report_mac);
+    let gate = ReportGate::new(
+        report_mac,
+        layer0.rate_bps as f64 / (8.0 * f64::from(r.packet_size.max(1))),
+    );
     let run_cfg = TfmccRun {
         dest: SocketAddrV4::new(layer0.group, layer0.port),
         packet_size: r.packet_size,
@@ -731,7 +748,7 @@ mod tests {
     fn gate_checks_mac_replay_and_bounds_one_receivers_cut() {
         let mac = ReportMac::new([7; 32]);
         let key = mac.receiver_key(9);
-        let mut gate = ReportGate::new(Some(mac));
+        let mut gate = ReportGate::new(Some(mac), 0.0);
         let src: IpAddr = "10.0.0.2".parse().unwrap();
         let w = Duration::from_millis(100);
         let t = |ms: u64| Time::from_millis(1000 + ms);
@@ -783,7 +800,7 @@ mod tests {
         assert_eq!(got.x_rate, 50_000);
         assert_eq!(gate.clamped(), 1);
         // Unauthenticated sessions keep plain vetting.
-        let mut open = ReportGate::new(None);
+        let mut open = ReportGate::new(None, 0.0);
         assert_eq!(open.vet(&sealed, t(6), src, 1.0, w), Err(Refused::Auth));
         assert_eq!(
             open.vet(&plain.to_bytes(), t(6), src, 1.0, w)
