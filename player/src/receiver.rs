@@ -227,8 +227,11 @@ enum Event {
 ///
 /// `refresh` asks for the description again: the receive loop sets it when SAMs stop
 /// verifying or packets stop opening, which is what a restarted server (new signing key, new
-/// media key) looks like. At most one fetch per interval, so forged SAMs can cost the server
-/// one HTTPS request per player per interval and no more.
+/// media key) looks like. It is served at once, but at most once per [`REFRESH_SPACING`], so
+/// forged SAMs can cost the server one HTTPS request per player per second and no more.
+/// The shortest time between two fetches of the session description asked for by `refresh`.
+const REFRESH_SPACING: Duration = Duration::from_secs(1);
+
 fn url_poller(
     url: String,
     every: Duration,
@@ -240,10 +243,17 @@ fn url_poller(
     let description = crate::auth::description_url(&url);
     let mut need_security = description.clone();
     let mut complained = false;
+    let mut last_fetch = Instant::now();
+    let refresh_due =
+        |last: Instant| refresh.load(Ordering::Relaxed) && last.elapsed() >= REFRESH_SPACING;
     while !stop.load(Ordering::Relaxed) {
         let t0 = Instant::now();
-        if need_security.is_none() && refresh.swap(false, Ordering::Relaxed) {
+        if need_security.is_none() && refresh_due(last_fetch) {
+            refresh.store(false, Ordering::Relaxed);
             need_security = description.clone();
+        }
+        if need_security.is_some() {
+            last_fetch = Instant::now();
         }
         if let Some(d) = &need_security {
             match crate::auth::fetch_security(d, Duration::from_millis(1500), rid) {
@@ -275,7 +285,12 @@ fn url_poller(
             };
             let _ = tx.send(ev);
         }
+        // A due refresh request ends the wait: a restarted server's new key is wanted now, not
+        // at the next poll.
         while t0.elapsed() < every && !stop.load(Ordering::Relaxed) {
+            if need_security.is_none() && refresh_due(last_fetch) {
+                break;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
