@@ -32,11 +32,12 @@ step cargo-test cargo test --workspace --release -- --skip settles_and_sheds
 # packet-pair timing: when the host is loaded, the link's timer releases a pair's second packet
 # late and the controller drops a layer for a while (cause and captures in docs/player.md). They
 # run on their own, after the heavy suites, and once more if the first attempt fails: the first
-# failure is printed in full, so flakiness shows instead of hiding.
+# failure is printed in full, so flakiness shows instead of hiding. (`--workspace` keeps the
+# features unified as in the main run, so nothing is rebuilt.)
 settle() {
-  cargo test --release -p layercast-player --test netns_control && return 0
+  cargo test --workspace --release --test netns_control && return 0
   echo "netns_control failed once (host timing, docs/player.md): running it again"
-  cargo test --release -p layercast-player --test netns_control
+  cargo test --workspace --release --test netns_control
 }
 step settle-tests settle
 if [ -f package-lock.json ]; then
