@@ -83,6 +83,7 @@ const ISSUE_CHECKS = [
   ['issue9/hostile-http', 'Tokens (401/403, nothing changed), malformed HTTP 4xx, telemetry flood rate-limited and counted, signed SAMs verify', 'as stated'],
   ['issue9/seal-cost', 'Sender: media sealing per packet', 'reported'],
   ['issue9/open-cost', 'Player: media opening per packet', 'reported'],
+  ['issue9/tfmcc-forged-feedback', 'TFMCC with authenticated reports: forged (no MAC, guessed MAC), replayed and flooded reports from a LAN attacker; sender rate vs the honest path, drops counted (unauthenticated control session must fall)', 'rate ≥ 80% of ceiling, all forged counted, control < 50%'],
 ];
 
 function parseSpecChecks() {

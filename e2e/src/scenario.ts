@@ -140,6 +140,27 @@ const bad = (field: string, reason: string) => new ScenarioError(`${field}: ${re
 function only(obj: Record<string, unknown>, allowed: string[], where: string) {
   for (const k of Object.keys(obj)) if (!allowed.includes(k)) throw bad(where, `unknown field ${JSON.stringify(k)}`);
 }
+/** A flow's receivers; `count: N` replicates an entry as `name-1` … `name-N`, as the simulator
+ *  does (scenario.rs `ReceiverDef::names`). `protocol` overrides are for layered flows only. */
+function receiverDefs(recv: Record<string, unknown>[], w: string, withProtocol: boolean): ReceiverDef[] {
+  return recv.flatMap((r, j) => {
+    const at = `${w}.receivers[${j}]`;
+    only(r, ['name', 'at', 'start_s', 'start_jitter_s', 'stop_s', 'count', ...(withProtocol ? ['protocol'] : [])], at);
+    const base: ReceiverDef = {
+      name: str(r.name, `${at}.name`),
+      at: str(r.at, `${at}.at`),
+      start_s: num(r.start_s, 'start_s', 0),
+      start_jitter_s: num(r.start_jitter_s, 'start_jitter_s', 0),
+      stop_s: r.stop_s == null ? null : num(r.stop_s, 'stop_s'),
+      protocol: withProtocol && r.protocol != null ? str(r.protocol, 'protocol') : null,
+    };
+    const count = num(r.count, `${at}.count`, 1);
+    if (!Number.isInteger(count) || count < 1) throw bad(`${at}.count`, `must be a whole number >= 1, got ${count}`);
+    if (count === 1) return [base];
+    return Array.from({ length: count }, (_, i) => ({ ...base, name: `${base.name}-${i + 1}` }));
+  });
+}
+
 function num(v: unknown, field: string, dflt?: number): number {
   if (v === undefined || v === null) {
     if (dflt === undefined) throw bad(field, 'missing');
@@ -180,17 +201,7 @@ function parseFlow(f: Record<string, unknown>, i: number): Flow {
         layers: f.layers as Ladder,
         bunch: num(f.bunch, `${w}.bunch`, 2),
         adapt_interval_s: num(f.adapt_interval_s, `${w}.adapt_interval_s`, 1),
-        receivers: recv.map((r, j) => {
-          only(r, ['name', 'at', 'start_s', 'start_jitter_s', 'stop_s', 'protocol'], `${w}.receivers[${j}]`);
-          return {
-            name: str(r.name, `${w}.receivers[${j}].name`),
-            at: str(r.at, `${w}.receivers[${j}].at`),
-            start_s: num(r.start_s, 'start_s', 0),
-            start_jitter_s: num(r.start_jitter_s, 'start_jitter_s', 0),
-            stop_s: r.stop_s == null ? null : num(r.stop_s, 'stop_s'),
-            protocol: r.protocol == null ? null : str(r.protocol, 'protocol'),
-          };
-        }),
+        receivers: receiverDefs(recv, w, true),
       };
     }
     case 'tcp':
@@ -226,17 +237,7 @@ function parseFlow(f: Record<string, unknown>, i: number): Flow {
         packet_size: num(f.packet_size, `${w}.packet_size`, 1000),
         type: 'tfmcc',
         from: str(f.from, `${w}.from`),
-        receivers: recv.map((r, j) => {
-          only(r, ['name', 'at', 'start_s', 'start_jitter_s', 'stop_s'], `${w}.receivers[${j}]`);
-          return {
-            name: str(r.name, `${w}.receivers[${j}].name`),
-            at: str(r.at, `${w}.receivers[${j}].at`),
-            start_s: num(r.start_s, 'start_s', 0),
-            start_jitter_s: num(r.start_jitter_s, 'start_jitter_s', 0),
-            stop_s: r.stop_s == null ? null : num(r.stop_s, 'stop_s'),
-            protocol: null,
-          };
-        }),
+        receivers: receiverDefs(recv, w, false),
       };
     }
     default:
@@ -362,6 +363,8 @@ export function monitorNames(sc: Scenario): string[] {
   for (const f of sc.flows) {
     if (f.type === 'layered' || f.type === 'tfmcc') for (const r of f.receivers) v.push(`${f.name}/${r.name}`);
     else v.push(f.name);
+    // The simulator monitors a TFMCC sender's own rate as `<flow>/sender` (S21's peak).
+    if (f.type === 'tfmcc') v.push(`${f.name}/sender`);
   }
   for (const l of sc.topology.links) if (l.monitor_queue) v.push(`queue:${l.from}-${l.to}`);
   return v;

@@ -11,7 +11,7 @@
 
 use crate::error::{Error, Result};
 use crate::http_client;
-use congestion::wire::auth::{GroupKey, MediaOpener, SamVerifier};
+use congestion::wire::auth::{GroupKey, MediaOpener, ReceiverKey, SamVerifier};
 use openssl::hash::MessageDigest;
 use openssl::ssl::{SslConnector, SslMethod, SslStream, SslVerifyMode};
 use serde_json::Value;
@@ -105,6 +105,8 @@ pub struct SessionSecurity {
     pub opener: Option<MediaOpener>,
     /// Join (S,G) with this source (IGMPv3 source-specific).
     pub ssm: Option<Ipv4Addr>,
+    /// This receiver's TFMCC report key (sessions with `auth_reports`, TFMCC players only).
+    pub report_key: Option<ReceiverKey>,
 }
 
 /// The session description URL of an announcement URL
@@ -115,8 +117,15 @@ pub fn description_url(announcement_url: &str) -> Option<String> {
     d.contains("/api/sessions/").then(|| d.to_string())
 }
 
-/// Fetches the session description (and, for an encrypted session, its media key).
-pub fn fetch_security(description_url: &str, timeout: Duration) -> Result<SessionSecurity> {
+/// Fetches the session description (and, for an encrypted session, its media key; for a
+/// TFMCC session with `auth_reports` and a player that reports as receiver `rid`, that
+/// receiver's report key: `GET .../keys?rid=N`, derived by the server from the session's
+/// report secret, which never leaves it).
+pub fn fetch_security(
+    description_url: &str,
+    timeout: Duration,
+    rid: Option<u32>,
+) -> Result<SessionSecurity> {
     let get = |url: &str| -> Result<Value> {
         match http_client::request("GET", url, None, timeout)? {
             (200, b) => {
@@ -140,8 +149,24 @@ pub fn fetch_security(description_url: &str, timeout: Duration) -> Result<Sessio
         ),
         None => None,
     };
-    let opener = if d["encrypted"].as_bool() == Some(true) {
-        let k = get(&format!("{description_url}/keys"))?;
+    let encrypted = d["encrypted"].as_bool() == Some(true);
+    let report_rid = rid.filter(|_| d["auth_reports"].as_bool() == Some(true));
+    let keys = if encrypted || report_rid.is_some() {
+        let q = report_rid.map_or(String::new(), |r| format!("?rid={r}"));
+        Some(get(&format!("{description_url}/keys{q}"))?)
+    } else {
+        None
+    };
+    let report_key = match (report_rid, &keys) {
+        (Some(rid), Some(k)) => {
+            let hex = k["report_key"]
+                .as_str()
+                .ok_or_else(|| Error::Protocol("key API: no report_key".into()))?;
+            Some(ReceiverKey::from_hex(rid, hex)?)
+        }
+        _ => None,
+    };
+    let opener = if let (true, Some(k)) = (encrypted, &keys) {
         let hex = k["media_key"]
             .as_str()
             .ok_or_else(|| Error::Protocol("key API: no media_key".into()))?;
@@ -153,7 +178,12 @@ pub fn fetch_security(description_url: &str, timeout: Duration) -> Result<Sessio
     } else {
         None
     };
-    Ok(SessionSecurity { sam, opener, ssm })
+    Ok(SessionSecurity {
+        sam,
+        opener,
+        ssm,
+        report_key,
+    })
 }
 
 #[cfg(test)]

@@ -226,25 +226,36 @@ enum Event {
 ///
 /// `refresh` asks for the description again: the receive loop sets it when SAMs stop
 /// verifying or packets stop opening, which is what a restarted server (new signing key, new
-/// media key) looks like. At most one fetch per interval, so forged SAMs can cost the server
-/// one HTTPS request per player per interval and no more.
+/// media key) looks like. It is served at once, but at most once per [`REFRESH_SPACING`], so
+/// forged SAMs can cost the server one HTTPS request per player per second and no more.
+/// The shortest time between two fetches of the session description asked for by `refresh`.
+const REFRESH_SPACING: Duration = Duration::from_secs(1);
+
 fn url_poller(
     url: String,
     every: Duration,
     tx: Sender<Event>,
     stop: Arc<AtomicBool>,
     refresh: Arc<AtomicBool>,
+    rid: Option<u32>,
 ) {
     let description = crate::auth::description_url(&url);
     let mut need_security = description.clone();
     let mut complained = false;
+    let mut last_fetch = Instant::now();
+    let refresh_due =
+        |last: Instant| refresh.load(Ordering::Relaxed) && last.elapsed() >= REFRESH_SPACING;
     while !stop.load(Ordering::Relaxed) {
         let t0 = Instant::now();
-        if need_security.is_none() && refresh.swap(false, Ordering::Relaxed) {
+        if need_security.is_none() && refresh_due(last_fetch) {
+            refresh.store(false, Ordering::Relaxed);
             need_security = description.clone();
         }
+        if need_security.is_some() {
+            last_fetch = Instant::now();
+        }
         if let Some(d) = &need_security {
-            match crate::auth::fetch_security(d, Duration::from_millis(1500)) {
+            match crate::auth::fetch_security(d, Duration::from_millis(1500), rid) {
                 Ok(sec) => {
                     let _ = tx.send(Event::Security(Box::new(sec)));
                     need_security = None;
@@ -273,7 +284,12 @@ fn url_poller(
             };
             let _ = tx.send(ev);
         }
+        // A due refresh request ends the wait: a restarted server's new key is wanted now, not
+        // at the next poll.
         while t0.elapsed() < every && !stop.load(Ordering::Relaxed) {
+            if need_security.is_none() && refresh_due(last_fetch) {
+                break;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -379,11 +395,15 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let (ev_tx, ev_rx) = mpsc::channel::<Event>();
     let mut threads = Vec::new();
     let refresh_security = Arc::new(AtomicBool::new(false));
+    // A TFMCC player's receiver id, known before the description is fetched: an
+    // `auth_reports` session hands out the report key of exactly this id.
+    let tfmcc_rid = (a.fixed_layers.is_none() && a.controller.eq_ignore_ascii_case("tfmcc"))
+        .then(|| crate::tfmcc::random_rid(&a.viewer_id));
     if let Some(url) = a.session_url.clone() {
         let (tx, st, rf) = (ev_tx.clone(), stop.clone(), refresh_security.clone());
         let every = Duration::from_millis(a.poll_interval_ms.max(50));
         threads.push(std::thread::spawn(move || {
-            url_poller(url, every, tx, st, rf)
+            url_poller(url, every, tx, st, rf, tfmcc_rid)
         }));
     }
     // Authentication failures seen when the description was last asked for again.
@@ -446,8 +466,8 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let mut ctl: Option<Box<dyn LayeredController>> = match a.fixed_layers {
         Some(_) => None,
         None if a.controller.eq_ignore_ascii_case("tfmcc") => {
-            let (c, slot, view) =
-                crate::tfmcc::TfmccCtl::new(crate::tfmcc::random_rid(&a.viewer_id));
+            let rid = tfmcc_rid.unwrap_or_else(|| crate::tfmcc::random_rid(&a.viewer_id));
+            let (c, slot, view) = crate::tfmcc::TfmccCtl::new(rid);
             tally.tfmcc_ext = Some(slot);
             let host = a
                 .session_url
@@ -517,6 +537,9 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         ssm = sec.ssm;
                     }
                     opener = sec.opener;
+                    if let Some((fb, _)) = tfmcc.as_mut() {
+                        fb.key = sec.report_key;
+                    }
                     eprintln!(
                         "layercast-player: SAM key {}, media {}, {}",
                         if sam.is_some() { "pinned" } else { "none" },

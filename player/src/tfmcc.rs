@@ -16,6 +16,8 @@
 //! `--tfmcc-feedback ADDR:PORT` if given.
 
 use congestion::tfmcc::{TfmccConfig, TfmccReceiver};
+use congestion::wire::auth::ReceiverKey;
+use congestion::wire::tfmcc::TfmccReport;
 use congestion::{
     Action, Decision, LayeredController, PacketArrival, SessionInfo, Stats, Time, TimerReason,
 };
@@ -162,6 +164,8 @@ pub struct Feedback {
     sock: Option<UdpSocket>,
     pub fallback_host: Option<Ipv4Addr>,
     pub override_addr: Option<SocketAddrV4>,
+    /// This receiver's report key (`auth_reports` sessions): every report is sealed with it.
+    pub key: Option<ReceiverKey>,
     pub sent: u64,
     pub errors: u64,
     pub no_address: u64,
@@ -182,6 +186,7 @@ impl Feedback {
             sock: Some(sock),
             fallback_host,
             override_addr,
+            key: None,
             sent: 0,
             errors: 0,
             no_address: 0,
@@ -202,11 +207,26 @@ impl Feedback {
         Some(SocketAddrV4::new(host, port))
     }
 
-    /// Sends one report (counted; errors never stop the player).
+    /// Sends one report (counted; errors never stop the player), sealed with the report
+    /// key when there is one.
     pub fn send(&mut self, bytes: &[u8], info: Option<&SessionInfo>) {
         let Some(dest) = info.and_then(|i| self.dest(i)) else {
             self.no_address += 1;
             return;
+        };
+        let sealed;
+        let bytes = match &self.key {
+            Some(k) => match TfmccReport::parse(bytes).and_then(|r| k.seal_tfmcc(&r)) {
+                Ok(b) => {
+                    sealed = b;
+                    &sealed[..]
+                }
+                Err(_) => {
+                    self.errors += 1;
+                    return;
+                }
+            },
+            None => bytes,
         };
         match self.sock.as_ref().map(|s| s.send_to(bytes, dest)) {
             Some(Ok(_)) => self.sent += 1,

@@ -207,6 +207,11 @@ pub struct SessionConfig {
     /// Encrypt every data packet (ChaCha20-Poly1305 with a group key that players fetch
     /// from the authenticated key API). Needs `api_token`. Default false.
     pub encrypt: Option<bool>,
+    /// TFMCC sessions only: accept only receiver reports that carry a valid HMAC under the
+    /// receiver's key (derived from a per-session secret that players fetch from the
+    /// authenticated key API), and apply the influence limiter to them
+    /// (docs/security.md §4). Needs `api_token`. Default false.
+    pub auth_reports: Option<bool>,
 }
 
 /// The SVC encode of a video source. Layers are the ladder's cells in spatial-major order
@@ -377,6 +382,7 @@ pub struct ResolvedSession {
     pub port: u16,
     pub video: Option<ResolvedVideo>,
     pub encrypt: bool,
+    pub auth_reports: bool,
 }
 
 /// Smallest packet: 12-byte RTP header + 16-byte cc extension + 1 byte of payload.
@@ -538,6 +544,7 @@ impl SessionConfig {
             port,
             video,
             encrypt,
+            auth_reports: self.auth_reports.unwrap_or(false),
         })
     }
 }

@@ -147,9 +147,10 @@ fn handle(mut req: Request, state: &Arc<State>, stop: &Arc<AtomicBool>) {
             None => error_resp(404, "no such session"),
         },
         (Method::Get, ["api", "sessions", id, "keys"]) => match state.session(id) {
-            Some(s) => match state.keys_json(&s) {
-                Some(k) => json_resp(200, &k),
-                None => error_resp(404, "session is not encrypted"),
+            Some(s) => match state.keys_json(&s, query) {
+                Some(Ok(k)) => json_resp(200, &k),
+                Some(Err(e)) => error_resp(400, &e),
+                None => error_resp(404, "session has no keys (not encrypted, no auth_reports)"),
             },
             None => error_resp(404, "no such session"),
         },

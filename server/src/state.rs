@@ -5,7 +5,9 @@ use crate::config::{ResolvedSession, ServerConfig, SessionConfig};
 use crate::error::{Error, Result};
 use crate::pacer::{self, PacerConfig, PacerStats};
 use crate::sock;
-use congestion::wire::auth::{GroupKey, InfluenceConfig, InfluenceLimiter, MediaSealer, SamSigner};
+use congestion::wire::auth::{
+    GroupKey, InfluenceConfig, InfluenceLimiter, MediaSealer, ReportMac, SamSigner,
+};
 use congestion::{LayerInfo, SessionInfo, Time};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -65,6 +67,9 @@ pub struct Session {
     pub tfmcc: Option<Arc<crate::tfmcc::TfmccState>>,
     /// The media group key of an encrypted session (handed out by the key API only).
     pub media_key: Option<GroupKey>,
+    /// The report-MAC session secret of a TFMCC session with `auth_reports` (the key API
+    /// hands out per-receiver keys derived from it, never the secret itself).
+    pub report_mac: Option<ReportMac>,
 }
 
 impl Session {
@@ -278,6 +283,12 @@ impl State {
                 "needs api_token: the media key is only handed out over the authenticated API",
             ));
         }
+        if c.auth_reports == Some(true) && !self.cfg.tokens.enabled() {
+            return Err(Error::config(
+                &format!("{ctx}.auth_reports"),
+                "needs api_token: report keys are only handed out over the authenticated API",
+            ));
+        }
         let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
         let mut next_group = lock(&self.next_group);
         let r = c.resolve(
@@ -311,6 +322,11 @@ impl State {
             layers.truncate(1);
             layers[0].rate_bps = r.rates_bps.iter().sum();
             crate::tfmcc::check_session(&r, c.encrypt == Some(true), ctx)?;
+        } else if r.auth_reports {
+            return Err(Error::config(
+                &format!("{ctx}.auth_reports"),
+                "only TFMCC sessions have receiver reports",
+            ));
         }
         let info = SessionInfo {
             session_id: random_u32(),
@@ -383,8 +399,19 @@ impl State {
         };
         let stats = Arc::new(PacerStats::default());
         let (s2, st2) = (stats.clone(), stop.clone());
+        // Like the media key: fresh per session start, never stored (docs/security.md §4).
+        let report_mac = r.auth_reports.then(ReportMac::generate);
         let (h, tfmcc) = if is_tfmcc {
-            let (h, t) = crate::tfmcc::start(&self.cfg, &r, &layers[0], sock, s2, st2, ssrc_base)?;
+            let (h, t) = crate::tfmcc::start(
+                &self.cfg,
+                &r,
+                &layers[0],
+                sock,
+                s2,
+                st2,
+                ssrc_base,
+                report_mac.clone(),
+            )?;
             (h, Some(t))
         } else {
             let h = std::thread::Builder::new()
@@ -405,6 +432,7 @@ impl State {
             queues,
             tfmcc,
             media_key,
+            report_mac,
         });
         sessions.insert(r.id.clone(), s.clone());
         Ok(s)
@@ -542,16 +570,45 @@ impl State {
             "bytes_sent": s.stats.bytes.load(Ordering::Relaxed),
             "sam_key": self.sam_key,
             "encrypted": s.cfg.encrypt,
+            "auth_reports": s.cfg.auth_reports,
             "ssm_source": self.cfg.ssm_source.map(|a| a.to_string()),
             "seal_errors": s.stats.seal_errors.load(Ordering::Relaxed),
         })
     }
 
-    /// The key API's answer for an encrypted session.
-    pub fn keys_json(&self, s: &Session) -> Option<Value> {
-        s.media_key.as_ref().map(|k| {
-            json!({"cipher": "chacha20-poly1305", "epoch": k.epoch(), "media_key": k.key_hex()})
-        })
+    /// The key API's answer: the media key of an encrypted session and, for a TFMCC session
+    /// with `auth_reports` when the query names `rid=N` (N non-zero, decimal), receiver N's
+    /// report key. `None` when the session has neither. A bad `rid` is an `Err` message.
+    pub fn keys_json(
+        &self,
+        s: &Session,
+        query: &str,
+    ) -> Option<std::result::Result<Value, String>> {
+        if s.media_key.is_none() && s.report_mac.is_none() {
+            return None;
+        }
+        let mut v = serde_json::Map::new();
+        if let Some(k) = &s.media_key {
+            v.insert("cipher".into(), json!("chacha20-poly1305"));
+            v.insert("epoch".into(), json!(k.epoch()));
+            v.insert("media_key".into(), json!(k.key_hex()));
+        }
+        if let Some(m) = &s.report_mac {
+            v.insert("auth_reports".into(), json!(true));
+            let rid = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("rid="))
+                .map(|r| r.parse::<u32>().ok().filter(|&r| r != 0));
+            match rid {
+                Some(Some(rid)) => {
+                    v.insert("rid".into(), json!(rid));
+                    v.insert("report_key".into(), json!(m.receiver_key(rid).key_hex()));
+                }
+                Some(None) => return Some(Err("rid: a non-zero 32-bit decimal".into())),
+                None => {}
+            }
+        }
+        Some(Ok(Value::Object(v)))
     }
 
     pub fn sessions_json(&self) -> Value {

@@ -27,6 +27,13 @@
 //!   than 60 s (nothing this sender sent), a zero receiver id; reports carrying an
 //!   authentication block this server cannot verify (no key configured) count as `auth`.
 //!   None of them reach the sender.
+//! * With `auth_reports: true` ([`ReportGate`], docs/security.md §4) every report must carry
+//!   a valid HMAC under its receiver id's key: per source address a token bucket runs first
+//!   (`rate_limited`, before any crypto), then the MAC (missing or wrong: `auth`), the checks
+//!   above (`forged`), the per-receiver timestamp replay check (`replayed`), and finally the
+//!   influence limiter raises any rate request below the bounded cut (`clamped`): within one
+//!   window of `R_max` one receiver id cannot pull X below half of X at the window's start,
+//!   all receivers together not below a quarter.
 
 use crate::config::{ResolvedSession, ServerConfig};
 use crate::pacer::{unix_micros, PacerStats};
@@ -34,13 +41,14 @@ use crate::state::lock;
 use crate::state::Session;
 use codec::rtp::RtpHeader;
 use congestion::tfmcc::{TfmccConfig, TfmccSender};
+use congestion::wire::auth::{InfluenceConfig, InfluenceLimiter, ReportMac};
 use congestion::wire::cc_ext::{self, CcFields};
 use congestion::wire::tfmcc::{TfmccReport, TFMCC_EXT_ID};
 use congestion::{LayerInfo, Time};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{IpAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -101,11 +109,21 @@ pub struct TfmccState {
     pub dropped_malformed: AtomicU64,
     pub dropped_forged: AtomicU64,
     pub dropped_auth: AtomicU64,
+    pub dropped_replayed: AtomicU64,
+    pub dropped_rate_limited: AtomicU64,
+    /// Verified reports whose rate request the influence limiter raised.
+    pub clamped: AtomicU64,
+    /// Whether reports must carry a valid MAC.
+    pub auth_reports: bool,
 }
 
 impl TfmccState {
-    pub fn new(feedback_addr: SocketAddrV4, ceiling_bps: f64) -> TfmccState {
+    pub fn new(feedback_addr: SocketAddrV4, ceiling_bps: f64, auth_reports: bool) -> TfmccState {
         TfmccState {
+            dropped_replayed: AtomicU64::new(0),
+            dropped_rate_limited: AtomicU64::new(0),
+            clamped: AtomicU64::new(0),
+            auth_reports,
             feedback_addr,
             ceiling_bps,
             snap: Mutex::new(Snapshot {
@@ -142,7 +160,11 @@ impl TfmccState {
                 "malformed": self.dropped_malformed.load(Ordering::Relaxed),
                 "forged": self.dropped_forged.load(Ordering::Relaxed),
                 "auth": self.dropped_auth.load(Ordering::Relaxed),
+                "replayed": self.dropped_replayed.load(Ordering::Relaxed),
+                "rate_limited": self.dropped_rate_limited.load(Ordering::Relaxed),
             },
+            "reports_clamped": self.clamped.load(Ordering::Relaxed),
+            "auth_reports": self.auth_reports,
             "feedback_addr": self.feedback_addr.to_string(),
         })
     }
@@ -154,14 +176,25 @@ pub enum Refused {
     Malformed,
     Forged,
     Auth,
+    /// Authenticated, but its timestamp is not newer than that receiver's last one.
+    Replayed,
+    /// Over its source address's report budget (or the limiter's tables are full).
+    RateLimited,
 }
 
 /// Parses and vets one report against the sender's clock `now_us` (low 32 bits of µs).
+/// For sessions without `auth_reports`: an authentication block is refused (`Auth`).
 pub fn vet_report(bytes: &[u8], now_us: u32) -> Result<TfmccReport, Refused> {
     let rep = TfmccReport::parse(bytes).map_err(|_| Refused::Malformed)?;
     if rep.auth.kind != 0 || !rep.auth.tag.is_empty() {
         return Err(Refused::Auth);
     }
+    plausible(rep, now_us)
+}
+
+/// The checks every report passes whatever its authentication: a non-zero receiver id and
+/// an echo of something this sender sent.
+fn plausible(rep: TfmccReport, now_us: u32) -> Result<TfmccReport, Refused> {
     if rep.rid == 0 {
         return Err(Refused::Forged);
     }
@@ -170,6 +203,85 @@ pub fn vet_report(bytes: &[u8], now_us: u32) -> Result<TfmccReport, Refused> {
     match congestion::tfmcc::ts_diff_s(now_us, rep.echo_ts_us) {
         Some(age) if age <= 60.0 => Ok(rep),
         _ => Err(Refused::Forged),
+    }
+}
+
+/// The sender's gate for receiver reports: plain vetting ([`vet_report`]) for sessions
+/// without a report key; for `auth_reports` sessions the per-source token bucket, the MAC,
+/// the plausibility checks, the replay check and the influence limiter, in that order (the
+/// cheap checks first, so a flood costs a hash lookup per packet and no HMAC).
+#[derive(Debug)]
+pub struct ReportGate {
+    mac: Option<ReportMac>,
+    limiter: InfluenceLimiter,
+}
+
+impl ReportGate {
+    /// A gate with the session's report secret (`None`: unauthenticated session) and the
+    /// limiter's defaults (docs/security.md §4), except the per-source budget: the CLR
+    /// reports once per RTT, checked at each data packet, so on a LAN (RTT ~1 ms) an honest
+    /// CLR sends one report per packet it receives. The budget is therefore the session's
+    /// packet rate at its ceiling (`max_packets_per_s`) plus 10 %, at least the library's
+    /// 20/s, with a burst of two seconds' worth.
+    pub fn new(mac: Option<ReportMac>, max_packets_per_s: f64) -> ReportGate {
+        let d = InfluenceConfig::default();
+        let per_s = if max_packets_per_s.is_finite() {
+            (1.1 * max_packets_per_s).max(d.reports_per_sec)
+        } else {
+            d.reports_per_sec
+        };
+        ReportGate {
+            mac,
+            limiter: InfluenceLimiter::new(InfluenceConfig {
+                reports_per_sec: per_s,
+                burst: (2.0 * per_s).max(d.burst),
+                ..d
+            }),
+        }
+    }
+
+    /// Reports whose rate the limiter raised so far.
+    pub fn clamped(&self) -> u64 {
+        self.limiter.stats().clamped
+    }
+
+    /// Vets one report from `src` at sender time `now`. `current` is the sender's X in
+    /// bytes/s and `window` the limiter's window (the sender's `R_max`). On success the
+    /// report's `x_rate` is what the sender may act on (raised by the limiter if need be).
+    pub fn vet(
+        &mut self,
+        bytes: &[u8],
+        now: Time,
+        src: IpAddr,
+        current: f64,
+        window: Duration,
+    ) -> Result<TfmccReport, Refused> {
+        use congestion::error::Error as E;
+        let now_us = now.as_micros() as u32;
+        let Some(mac) = &self.mac else {
+            return vet_report(bytes, now_us);
+        };
+        self.limiter
+            .admit(now, src)
+            .map_err(|_| Refused::RateLimited)?;
+        let rep = mac.verify_tfmcc(bytes).map_err(|e| match e {
+            E::Unauthenticated { .. } | E::AuthFailed { .. } => Refused::Auth,
+            _ => Refused::Malformed,
+        })?;
+        let mut rep = plausible(rep, now_us)?;
+        self.limiter
+            .check_fresh(now, rep.rid, rep.ts_us)
+            .map_err(|e| match e {
+                E::Replayed { .. } => Refused::Replayed,
+                _ => Refused::RateLimited,
+            })?;
+        let allowed = self
+            .limiter
+            .clamp(now, rep.rid, current, rep.x_rate as f64, window);
+        if allowed > rep.x_rate as f64 {
+            rep.x_rate = allowed.ceil().min(u32::MAX as f64) as u32;
+        }
+        Ok(rep)
     }
 }
 
@@ -238,6 +350,7 @@ pub fn run(
     stats: Arc<PacerStats>,
     st: Arc<TfmccState>,
     stop: Arc<AtomicBool>,
+    mut gate: ReportGate,
 ) {
     // SAFETY: prctl with an integer argument (1 ns timer slack, as the pacer).
     unsafe {
@@ -265,13 +378,16 @@ pub fn run(
         // 1. Reports.
         for _ in 0..256 {
             match fb.recv_from(&mut rbuf) {
-                Ok((n, SocketAddr::V4(_))) | Ok((n, SocketAddr::V6(_))) => {
+                Ok((n, from)) => {
                     let now = clock(Instant::now());
                     if n == rbuf.len() {
                         st.dropped_malformed.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
-                    match vet_report(&rbuf[..n], now.as_micros() as u32) {
+                    let window = Duration::from_secs_f64(sender.r_max().clamp(1e-3, 60.0));
+                    let vetted = gate.vet(&rbuf[..n], now, from.ip(), sender.rate_bytes(), window);
+                    st.clamped.store(gate.clamped(), Ordering::Relaxed);
+                    match vetted {
                         Ok(rep) => {
                             st.reports.fetch_add(1, Ordering::Relaxed);
                             sender.handle_parsed_report(now, &rep);
@@ -303,6 +419,12 @@ pub fn run(
                         }
                         Err(Refused::Auth) => {
                             st.dropped_auth.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(Refused::Replayed) => {
+                            st.dropped_replayed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(Refused::RateLimited) => {
+                            st.dropped_rate_limited.fetch_add(1, Ordering::Relaxed);
                         }
                     }
                 }
@@ -447,6 +569,9 @@ pub fn check_session(r: &ResolvedSession, encrypt: bool, ctx: &str) -> crate::er
 }
 
 /// Binds the feedback socket and starts the session thread.
+// Everything here is per-session state the caller owns; a struct just for this call adds
+// nothing.
+#[allow(clippy::too_many_arguments)]
 pub fn start(
     cfg: &ServerConfig,
     r: &ResolvedSession,
@@ -455,12 +580,21 @@ pub fn start(
     stats: Arc<PacerStats>,
     stop: Arc<AtomicBool>,
     ssrc: u32,
+    report_mac: Option<ReportMac>,
 ) -> crate::error::Result<(std::thread::JoinHandle<()>, Arc<TfmccState>)> {
     let fb_addr = SocketAddrV4::new(cfg.interface, feedback_port(layer0.port));
     let fb = feedback_socket(fb_addr)
         .map_err(|e| crate::error::Error::io(format!("TFMCC feedback socket {fb_addr}"), e))?;
     let announced = SocketAddrV4::new(cfg.ssm_source.unwrap_or(cfg.interface), fb_addr.port());
-    let st = Arc::new(TfmccState::new(announced, layer0.rate_bps as f64));
+    let st = Arc::new(TfmccState::new(
+        announced,
+        layer0.rate_bps as f64,
+        report_mac.is_some(),
+    ));
+    let gate = ReportGate::new(
+        report_mac,
+        layer0.rate_bps as f64 / (8.0 * f64::from(r.packet_size.max(1))),
+    );
     let run_cfg = TfmccRun {
         dest: SocketAddrV4::new(layer0.group, layer0.port),
         packet_size: r.packet_size,
@@ -470,7 +604,7 @@ pub fn start(
     let st2 = st.clone();
     let h = std::thread::Builder::new()
         .name(format!("tfmcc-{}", r.id))
-        .spawn(move || run(run_cfg, data, fb, stats, st2, stop))
+        .spawn(move || run(run_cfg, data, fb, stats, st2, stop, gate))
         .map_err(|e| crate::error::Error::io("spawning the TFMCC thread", e))?;
     Ok((h, st))
 }
@@ -541,12 +675,21 @@ pub fn metrics(sessions: &[Arc<Session>], m: &mut String) {
             t.reports.load(Ordering::Relaxed)
         ));
     }
+    m.push_str("# TYPE layercast_tfmcc_reports_clamped_total counter\n");
+    for (id, _, t) in &snaps {
+        m.push_str(&format!(
+            "layercast_tfmcc_reports_clamped_total{{session=\"{id}\"}} {}\n",
+            t.clamped.load(Ordering::Relaxed)
+        ));
+    }
     m.push_str("# TYPE layercast_tfmcc_reports_dropped_total counter\n");
     for (id, _, t) in &snaps {
         for (reason, c) in [
             ("malformed", &t.dropped_malformed),
             ("forged", &t.dropped_forged),
             ("auth", &t.dropped_auth),
+            ("replayed", &t.dropped_replayed),
+            ("rate_limited", &t.dropped_rate_limited),
         ] {
             m.push_str(&format!(
                 "layercast_tfmcc_reports_dropped_total{{session=\"{id}\",reason=\"{reason}\"}} {}\n",
@@ -599,6 +742,71 @@ mod tests {
         signed.auth.kind = 1;
         signed.auth.tag = vec![1, 2, 3, 4];
         assert_eq!(vet_report(&signed.to_bytes(), now), Err(Refused::Auth));
+    }
+
+    #[test]
+    fn gate_checks_mac_replay_and_bounds_one_receivers_cut() {
+        let mac = ReportMac::new([7; 32]);
+        let key = mac.receiver_key(9);
+        let mut gate = ReportGate::new(Some(mac), 0.0);
+        let src: IpAddr = "10.0.0.2".parse().unwrap();
+        let w = Duration::from_millis(100);
+        let t = |ms: u64| Time::from_millis(1000 + ms);
+        let now_us = |ms: u64| t(ms).as_micros() as u32;
+        // Honest report: passes with its rate.
+        let mut r = report(9, now_us(0) - 20_000);
+        r.ts_us = 100;
+        r.x_rate = 100_000;
+        let sealed = key.seal_tfmcc(&r).unwrap();
+        let ok = gate.vet(&sealed, t(0), src, 100_000.0, w).unwrap();
+        assert_eq!((ok.rid, ok.x_rate), (9, 100_000));
+        // Its replay: refused.
+        assert_eq!(
+            gate.vet(&sealed, t(1), src, 100_000.0, w),
+            Err(Refused::Replayed)
+        );
+        // No MAC, a guessed MAC, the right MAC under another id's key: `Auth`.
+        let mut plain = r.clone();
+        plain.ts_us = 200;
+        assert_eq!(
+            gate.vet(&plain.to_bytes(), t(2), src, 100_000.0, w),
+            Err(Refused::Auth)
+        );
+        let mut guessed = sealed.clone();
+        let n = guessed.len();
+        guessed[n - 1] ^= 1;
+        assert_eq!(
+            gate.vet(&guessed, t(3), src, 100_000.0, w),
+            Err(Refused::Auth)
+        );
+        let other = ReportMac::new([7; 32]).receiver_key(10);
+        let mut r10 = r.clone();
+        r10.rid = 10;
+        // Sealed under receiver 10's key, then relabelled as 9's (tag kept).
+        let mut r9 = TfmccReport::parse(&other.seal_tfmcc(&r10).unwrap()).unwrap();
+        r9.rid = 9;
+        let relabelled = r9.to_bytes();
+        assert_eq!(
+            gate.vet(&relabelled, t(4), src, 100_000.0, w),
+            Err(Refused::Auth)
+        );
+        // A genuine report asking for a tiny rate: raised to half of X at the window's start.
+        let mut low = r.clone();
+        low.ts_us = 300;
+        low.x_rate = 10;
+        let got = gate
+            .vet(&key.seal_tfmcc(&low).unwrap(), t(5), src, 100_000.0, w)
+            .unwrap();
+        assert_eq!(got.x_rate, 50_000);
+        assert_eq!(gate.clamped(), 1);
+        // Unauthenticated sessions keep plain vetting.
+        let mut open = ReportGate::new(None, 0.0);
+        assert_eq!(open.vet(&sealed, t(6), src, 1.0, w), Err(Refused::Auth));
+        assert_eq!(
+            open.vet(&plain.to_bytes(), t(6), src, 1.0, w)
+                .map(|r| r.rid),
+            Ok(9)
+        );
     }
 
     #[test]

@@ -499,3 +499,94 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
         fp2.iter().map(|b| format!("{b:02x}")).collect::<String>()
     );
 }
+
+/// `auth_reports` TFMCC sessions (docs/security.md §9.7): the key API hands a player the
+/// report key of the receiver id it names, distinct per id and stable per id; a bad id is
+/// 400, no token 401; a key from the API MACs a report the sender accepts, while a report
+/// MACed under another id's key, an unsigned one and a replay are counted drops.
+#[test]
+fn auth_reports_keys_per_receiver() {
+    let Some(mut ns) = Ns::new("rk") else { return };
+    ns.server(&[
+        "--http-addr",
+        "127.0.0.1:18192",
+        "--interface",
+        "127.0.0.1",
+        "--api-token",
+        API,
+        "--player-token",
+        PLAYER,
+        "--session",
+        r#"{"id":"tf","protocol":"tfmcc","layer_rates_bps":[500000],"packet_size":1000,"auth_reports":true}"#,
+    ]);
+    let (codes, k5, k5b, k6, desc) = ns.run(move || {
+        wait_port(18192);
+        let get = |path: &str, tok: Option<&str>| raw(18192, &req("GET", path, tok, ""));
+        let codes = [
+            get("/api/sessions/tf/keys?rid=5", None).0,
+            get("/api/sessions/tf/keys?rid=0", Some(PLAYER)).0,
+            get("/api/sessions/tf/keys?rid=x", Some(PLAYER)).0,
+        ];
+        let k = |rid: u32| body(&get(&format!("/api/sessions/tf/keys?rid={rid}"), Some(PLAYER)).1);
+        let desc = body(&get("/api/sessions/tf", Some(PLAYER)).1);
+        (codes, k(5), k(5), k(6), desc)
+    });
+    assert_eq!(codes, [401, 400, 400], "{}", ns.log());
+    assert_eq!(desc["auth_reports"], true);
+    assert_eq!(k5["rid"], 5);
+    let hex5 = k5["report_key"].as_str().expect("report_key").to_string();
+    assert_eq!(hex5.len(), 64);
+    assert_eq!(k5b["report_key"], k5["report_key"]);
+    assert_ne!(k6["report_key"], k5["report_key"]);
+    let fb: std::net::SocketAddr = desc["tfmcc"]["feedback_addr"]
+        .as_str()
+        .expect("feedback_addr")
+        .parse()
+        .unwrap();
+    // Reports: one genuine (rid 5), its replay, one unsigned, one under 6's key relabelled 5.
+    let hex6 = k6["report_key"].as_str().unwrap().to_string();
+    let after = ns.run(move || {
+        use congestion::wire::auth::ReceiverKey;
+        use congestion::wire::tfmcc::TfmccReport;
+        let key5 = ReceiverKey::from_hex(5, &hex5).unwrap();
+        let key6 = ReceiverKey::from_hex(6, &hex6).unwrap();
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        // The echo must be a recent sender timestamp: the sender's clock starts with the
+        // session, so a small value (well under its uptime) is within its 60 s.
+        let rep = TfmccReport {
+            rid: 5,
+            round: 0,
+            have_rtt: false,
+            have_loss: false,
+            leave: false,
+            is_clr: false,
+            ts_us: 1000,
+            echo_ts_us: 1,
+            x_rate: 40_000,
+            x_recv: 20_000,
+            rtt_us: 10_000,
+            p_fixed: 0,
+            auth: Default::default(),
+        };
+        let genuine = key5.seal_tfmcc(&rep).unwrap();
+        s.send_to(&genuine, fb).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        s.send_to(&genuine, fb).unwrap();
+        let mut plain = rep.clone();
+        plain.ts_us = 2000;
+        s.send_to(&plain.to_bytes(), fb).unwrap();
+        let mut r6 = rep.clone();
+        r6.rid = 6;
+        r6.ts_us = 3000;
+        let mut relabelled = TfmccReport::parse(&key6.seal_tfmcc(&r6).unwrap()).unwrap();
+        relabelled.rid = 5;
+        s.send_to(&relabelled.to_bytes(), fb).unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        body(&raw(18192, &req("GET", "/api/sessions/tf", Some(PLAYER), "")).1)
+    });
+    let tf = &after["tfmcc"];
+    assert_eq!(tf["reports_received"], 1, "{tf}");
+    assert_eq!(tf["reports_dropped"]["replayed"], 1, "{tf}");
+    assert_eq!(tf["reports_dropped"]["auth"], 2, "{tf}");
+    assert_eq!(tf["reports_dropped"]["forged"], 0, "{tf}");
+}
