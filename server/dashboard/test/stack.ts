@@ -81,6 +81,8 @@ export interface StackOptions {
   /** Initial tbf rates on the router's downstream links, kbit/s. */
   p1Kbit?: number;
   p2Kbit?: number;
+  /** More server flags (e.g. a higher `--telemetry-per-addr-per-sec` for a load generator). */
+  serverArgs?: string[];
 }
 
 export const SERVER_ADDR = "10.77.0.1";
@@ -155,7 +157,7 @@ export class Stack {
   private server: ChildProcess | null = null;
 
   startServer(): void {
-    const sargs = ["--http-addr", `${SERVER_ADDR}:8080`, "--interface", SERVER_ADDR, "--loop", "false", "--ttl", "4", "--dashboard-dir", resolve(__dirname, "../dist"), "--announce", ""];
+    const sargs = ["--http-addr", `${SERVER_ADDR}:8080`, "--interface", SERVER_ADDR, "--loop", "false", "--ttl", "4", "--dashboard-dir", resolve(__dirname, "../dist"), "--announce", "", ...(this.opts.serverArgs ?? [])];
     for (const ses of this.opts.sessions) sargs.push("--session", JSON.stringify(ses));
     this.serverStarts++;
     this.server = this.spawnIn(this.ns.s, `server-${this.serverStarts}`, this.bins.server, sargs);

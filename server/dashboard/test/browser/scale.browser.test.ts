@@ -38,6 +38,10 @@ describe.skipIf(missing !== null)("dashboard with 1,000 viewers on a real server
         { id: "slow-1", ns: "p2", metricsPort: 9182 },
         { id: "slow-2", ns: "p2", metricsPort: 9183 },
       ],
+      // The 1,000 synthetic viewers all post from the server namespace's one address: lift the
+      // per-address telemetry limit (20/s by default, docs/security.md) that would otherwise
+      // refuse most of them; the per-viewer limit still applies.
+      serverArgs: ["--telemetry-per-addr-per-sec", "2000"],
     });
     await stack.start();
     stack.spawnLogged(stack.ns.s, "load-telemetry", process.execPath, [resolve(__dirname, "../load-telemetry.mjs"), SERVER_HTTP, String(LOAD), "main", "1500"]);
