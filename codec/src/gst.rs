@@ -20,6 +20,18 @@ fn gerr(e: impl std::fmt::Display) -> Error {
     Error::Gst(e.to_string())
 }
 
+/// Caps of tightly packed I420 pictures of one size at a variable frame rate (`0/1`): what an
+/// `appsrc` fed decoded pictures of a partial subscription announces, since the size follows the
+/// layers held and pictures come when they are decoded.
+pub fn i420_caps(width: u32, height: u32) -> gst::Caps {
+    gst::Caps::builder("video/x-raw")
+        .field("format", "I420")
+        .field("width", width as i32)
+        .field("height", height as i32)
+        .field("framerate", gst::Fraction::new(0, 1))
+        .build()
+}
+
 /// Initialise GStreamer once (idempotent).
 pub fn init() -> Result<()> {
     gst::init().map_err(gerr)

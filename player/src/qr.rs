@@ -74,13 +74,7 @@ impl QrReader {
             return None;
         }
         if self.size != Some((cw, h)) {
-            let caps = gst::Caps::builder("video/x-raw")
-                .field("format", "I420")
-                .field("width", cw as i32)
-                .field("height", h as i32)
-                .field("framerate", gst::Fraction::new(0, 1))
-                .build();
-            self.src.set_caps(Some(&caps));
+            self.src.set_caps(Some(&codec::gst::i420_caps(cw, h)));
             self.size = Some((cw, h));
         }
         // Luma of the left part, neutral chroma (zbar reads luma only).

@@ -57,13 +57,7 @@ impl Window {
     /// Shows one tightly packed I420 picture.
     pub fn show(&mut self, i420: &[u8], w: u32, h: u32) {
         if self.size != Some((w, h)) {
-            let caps = gst::Caps::builder("video/x-raw")
-                .field("format", "I420")
-                .field("width", w as i32)
-                .field("height", h as i32)
-                .field("framerate", gst::Fraction::new(0, 1))
-                .build();
-            self.src.set_caps(Some(&caps));
+            self.src.set_caps(Some(&codec::gst::i420_caps(w, h)));
             self.size = Some((w, h));
         }
         let len = codec::synth::i420_len(w, h);
