@@ -197,7 +197,15 @@ fn bench_latency_and_join() {
         .and_then(|h| h.parse::<f64>().ok())
         .unwrap_or(2.0);
     let headroom_v = headroom;
-    let headroom = format!(r#","rate_headroom":{headroom}"#);
+    // `LAYERCAST_BENCH_PEAK=P` sets `video.pacer_peak` (default: the server's default).
+    let peak = std::env::var("LAYERCAST_BENCH_PEAK")
+        .ok()
+        .and_then(|p| p.parse::<f64>().ok());
+    let peak_v = peak.map_or("default".to_string(), |p| p.to_string());
+    let headroom = match peak {
+        Some(p) => format!(r#","rate_headroom":{headroom},"pacer_peak":{p}"#),
+        None => format!(r#","rate_headroom":{headroom}"#),
+    };
     let packet = std::env::var("LAYERCAST_BENCH_PACKET").unwrap_or_else(|_| "1200".into());
     tb.start_server(&format!(
         r#"{{"name":"vid","source":"testpattern","protocol":"era","packet_size":{packet},
@@ -279,7 +287,7 @@ fn bench_latency_and_join() {
         "issue6/bench-latency",
         &format!(
             "glass-to-glass (QR capture stamp to display), open path, VP9 L3T3 640x360@15, all \
-             9 layers, rate_headroom {headroom_v}, playout delay 0 (quantile 0.5): p50 {p50:.0} ms, p95 {p95:.0} ms over {} frames of 5 \
+             9 layers, rate_headroom {headroom_v}, pacer_peak {peak_v}, playout delay 0 (quantile 0.5): p50 {p50:.0} ms, p95 {p95:.0} ms over {} frames of 5 \
              players; {breakdown}",
             g2g.len()
         ),

@@ -245,6 +245,12 @@ pub struct VideoConfig {
     /// latency with padding. Default 1.3 (covers RTP/payload headers and encoder overshoot);
     /// see docs/player.md "latency" for the measured trade-off.
     pub rate_headroom: Option<f64>,
+    /// Pacer burst (1.0..=16.0): a layer with queued media may send its bunches at up to this
+    /// multiple of its announced rate, running ahead of its constant-rate schedule by at most
+    /// one frame period of its temporal layer; the padding slots it ran ahead of are then
+    /// skipped, so the mean rate stays the announced one. 1 = strict constant-rate pacing.
+    /// Default `DEFAULT_PACER_PEAK` (see docs/server.md "pacer burst").
+    pub pacer_peak: Option<f64>,
 }
 
 /// A resolved video encode.
@@ -265,6 +271,8 @@ pub struct ResolvedVideo {
     pub reference_dir: Option<std::path::PathBuf>,
     /// Announced rate / encoder budget per layer.
     pub rate_headroom: f64,
+    /// Peak rate / announced rate of a layer's media bunches (1 = constant-rate pacing).
+    pub pacer_peak: f64,
 }
 
 /// Default per-cell rates of the 720p L3T3 ladder (kbit/s), as `codec::ladder` has them.
@@ -322,6 +330,13 @@ impl VideoConfig {
                 format!("{rate_headroom} outside 1..=5"),
             ));
         }
+        let pacer_peak = self.pacer_peak.unwrap_or(DEFAULT_PACER_PEAK);
+        if !(1.0..=16.0).contains(&pacer_peak) {
+            return Err(Error::config(
+                &key("video.pacer_peak"),
+                format!("{pacer_peak} outside 1..=16"),
+            ));
+        }
         Ok(ResolvedVideo {
             width: w,
             height: h,
@@ -336,6 +351,7 @@ impl VideoConfig {
                 Some(d) => Some(std::path::PathBuf::from(d)),
             },
             rate_headroom,
+            pacer_peak,
         })
     }
 }
@@ -350,6 +366,9 @@ pub fn temporal_fps(fps: u32, nt: usize, t: usize) -> f64 {
         _ => f / 2.0,
     }
 }
+
+/// Default `video.pacer_peak`.
+pub const DEFAULT_PACER_PEAK: f64 = 1.0;
 
 /// Default `video.rate_headroom`.
 pub const DEFAULT_RATE_HEADROOM: f64 = 1.3;

@@ -150,6 +150,34 @@ fn wait_until(deadline: Instant, spin: Duration, stop: &AtomicBool) -> bool {
     }
 }
 
+/// The layer whose bunch goes next under a media burst policy, and when: a layer with queued
+/// media may go `credit` ahead of its schedule `next`, but no sooner than `gap` after its
+/// previous bunch; a layer without media (padding) goes when its slot is due. Ties go to the
+/// lower layer (the one every receiver holds).
+fn next_bunch(
+    next: &[Instant],
+    last_sent: &[Option<Instant>],
+    has_media: impl Fn(usize) -> bool,
+    gap: &[Duration],
+    credit: &[Duration],
+) -> Option<(usize, Instant)> {
+    (0..next.len())
+        .map(|k| {
+            let t = if has_media(k) {
+                let lead = next[k].checked_sub(credit[k]).unwrap_or(next[k]);
+                match last_sent[k] {
+                    // Never later than the constant-rate slot itself.
+                    Some(l) => lead.max(l + gap[k]).min(next[k]),
+                    None => lead,
+                }
+            } else {
+                next[k]
+            };
+            (k, t)
+        })
+        .min_by_key(|&(_, t)| t)
+}
+
 /// Phase of layer `k` as a fraction of its bunch interval: `frac(k·(√5−1)/2)`.
 pub fn phase(k: usize) -> f64 {
     (k as f64 * 0.618_033_988_749_895).fract()
@@ -185,15 +213,56 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
     let mut local_hist = ErrorHistogram::default();
     let mut local_layer = vec![0u64; n];
     let mut last_flush = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
-        // Earliest layer due (linear scan: N is at most a few hundred).
-        let (k, &due) = match next.iter().enumerate().min_by_key(|(_, t)| **t) {
-            Some(x) => x,
-            None => return,
+    // Media burst (video sessions with `video.pacer_peak` > 1): per layer the shortest gap
+    // between two media bunches and the largest lead over the schedule.
+    let burst = cfg
+        .queues
+        .as_ref()
+        .and_then(|q| q.burst.lock().unwrap_or_else(|p| p.into_inner()).clone());
+    let burst: Option<(Arc<crate::video::LayerQueues>, Vec<Duration>, Vec<Duration>)> =
+        match (&cfg.queues, burst) {
+            (Some(q), Some(b)) if b.credit.len() == n => Some((
+                q.clone(),
+                intervals.iter().map(|i| i.div_f64(b.peak)).collect(),
+                b.credit,
+            )),
+            _ => None,
         };
-        if !wait_until(due, cfg.spin, &stop) {
-            break;
-        }
+    let mut last_sent: Vec<Option<Instant>> = vec![None; n];
+    while !stop.load(Ordering::Relaxed) {
+        let (k, due) = match &burst {
+            None => {
+                // Earliest layer due (linear scan: N is at most a few hundred).
+                let (k, &due) = match next.iter().enumerate().min_by_key(|(_, t)| **t) {
+                    Some(x) => x,
+                    None => return,
+                };
+                if !wait_until(due, cfg.spin, &stop) {
+                    break;
+                }
+                (k, due)
+            }
+            Some((q, gap, credit)) => {
+                let guard = q.queues.lock().unwrap_or_else(|p| p.into_inner());
+                let media = |k: usize| guard.get(k).is_some_and(|q| !q.is_empty());
+                let Some((k, due)) = next_bunch(&next, &last_sent, media, gap, credit) else {
+                    return;
+                };
+                let now = Instant::now();
+                if due > now + cfg.spin {
+                    // Sleep until the slot or until the encoder queues a picture (which may
+                    // make a layer eligible earlier), then decide again.
+                    let wait = (due - now - cfg.spin).min(Duration::from_millis(100));
+                    drop(q.pushed.wait_timeout(guard, wait));
+                    continue;
+                }
+                drop(guard);
+                if !wait_until(due, cfg.spin, &stop) {
+                    break;
+                }
+                (k, due)
+            }
+        };
         let began = Instant::now();
         let late = began.saturating_duration_since(due);
         if late > Duration::from_secs(1) {
@@ -204,6 +273,7 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
             }
             continue;
         }
+        last_sent[k] = Some(began);
         local_hist.record(late.as_micros() as u64);
         let send_us = unix_micros();
         bufs.iter_mut().for_each(Vec::clear);
@@ -376,6 +446,112 @@ mod tests {
             let max = gaps.iter().cloned().fold(0.0, f64::max);
             assert!(max < 2.5 / k as f64, "prefix {k}: max gap {max}");
         }
+    }
+
+    /// `next_bunch` in virtual time: a layer of 1 Mbit/s sends 2 x 1000-B bunches every 16 ms;
+    /// a 20-packet frame (10 bunches) arrives every 267 ms. With peak 4 and a credit of one
+    /// frame period the frame leaves at 4 ms per bunch (within 40 ms of its arrival instead
+    /// of ~150 ms), and no window holds more bunches than its length at the
+    /// announced rate plus the credit: the mean rate stays the announced one.
+    #[test]
+    fn burst_sends_frames_at_peak_and_keeps_the_mean_rate() {
+        let t0 = Instant::now();
+        let ms = |x: f64| Duration::from_secs_f64(x / 1000.0);
+        let interval = ms(16.0);
+        let (gap, credit) = (vec![interval / 4], vec![ms(267.0)]);
+        let mut next = vec![t0 + interval];
+        let mut last: Vec<Option<Instant>> = vec![None];
+        let mut queued = 0u32;
+        let mut sent: Vec<(Instant, bool)> = Vec::new();
+        let mut frame_at = t0 + ms(100.0);
+        let mut frame_done: Vec<Duration> = Vec::new();
+        let mut frame_start = None;
+        let end = t0 + ms(5000.0);
+        loop {
+            let (k, due) = next_bunch(&next, &last, |_| queued > 0, &gap, &credit).unwrap();
+            // The encoder queues a frame if it comes first (the pacer wakes for it).
+            if frame_at <= due {
+                queued += 20;
+                frame_start = Some(frame_at);
+                frame_at += ms(267.0);
+                continue;
+            }
+            if due > end {
+                break;
+            }
+            let media = queued > 0;
+            queued = queued.saturating_sub(2);
+            if media && queued == 0 {
+                frame_done.push(due - frame_start.unwrap());
+            }
+            sent.push((due, media));
+            last[k] = Some(due);
+            next[k] += interval;
+        }
+        assert!(frame_done.len() >= 17, "{}", frame_done.len());
+        for d in &frame_done {
+            // 10 bunches, 4 ms apart; the first waits at most one gap (a padding bunch may
+            // have just left), so at most 40 ms from the frame's arrival (the credit is never
+            // short). Strict pacing would take 9 x 16 ms = 144 ms plus the slot phase.
+            assert!(*d <= ms(40.5), "frame took {d:?}");
+        }
+        // Mean rate: in every window of w, at most w / interval + credit / interval + 1 bunches.
+        let w = ms(500.0);
+        let bound = (w.as_secs_f64() + credit[0].as_secs_f64()) / interval.as_secs_f64() + 1.0;
+        for (i, &(t, _)) in sent.iter().enumerate() {
+            let n = sent[i..].iter().take_while(|(u, _)| *u < t + w).count();
+            assert!(n as f64 <= bound, "{n} bunches in {w:?} from {:?}", t - t0);
+        }
+        // And over the whole run the count is the constant-rate one (padding fills the gaps),
+        // plus at most the slots the last frame ran ahead of the schedule.
+        let total = sent.len() as f64;
+        let expect = (end - t0).as_secs_f64() / interval.as_secs_f64();
+        let lead = credit[0].as_secs_f64() / interval.as_secs_f64();
+        assert!(
+            total >= expect - 2.0 && total <= expect + lead + 1.0,
+            "{total} vs {expect}"
+        );
+        // Bunches of one layer never go closer than the peak gap.
+        assert!(sent.windows(2).all(|p| p[1].0 - p[0].0 >= gap[0]));
+    }
+
+    #[test]
+    fn next_bunch_rules() {
+        let t0 = Instant::now() + Duration::from_secs(1);
+        let ms = |x: u64| Duration::from_millis(x);
+        let next = [t0 + ms(50), t0 + ms(20)];
+        let gap = [ms(10), ms(10)];
+        let credit = [ms(100), ms(5)];
+        // No media: the earliest slot (layer 1 at +20).
+        assert_eq!(
+            next_bunch(&next, &[None, None], |_| false, &gap, &credit),
+            Some((1, t0 + ms(20)))
+        );
+        // Media on layer 0: it may go 100 ms ahead of its slot, i.e. at once.
+        assert_eq!(
+            next_bunch(&next, &[None, None], |k| k == 0, &gap, &credit),
+            Some((0, t0 - ms(50)))
+        );
+        // ... but not sooner than the peak gap after its previous bunch.
+        assert_eq!(
+            next_bunch(&next, &[Some(t0), None], |k| k == 0, &gap, &credit),
+            Some((0, t0 + ms(10)))
+        );
+        // ... and never later than its own slot.
+        assert_eq!(
+            next_bunch(&next, &[Some(t0 + ms(45)), None], |k| k == 0, &gap, &credit),
+            Some((1, t0 + ms(20)))
+        );
+        assert_eq!(
+            next_bunch(
+                &[t0 + ms(50)],
+                &[Some(t0 + ms(45))],
+                |_| true,
+                &gap,
+                &credit
+            ),
+            Some((0, t0 + ms(50)))
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use codec::vp9rtp::{LayerPacket, LayerStreams, StreamConfig};
 use codec::vpx::{SvcConfig, SvcEncoder};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use gstreamer as gst;
@@ -29,11 +29,52 @@ use gstreamer_video::prelude::*;
 #[derive(Default, Debug)]
 pub struct LayerQueues {
     pub queues: Mutex<Vec<VecDeque<LayerPacket>>>,
+    /// Signalled (with `queues` held) whenever the encoder queues a picture, so a pacer that
+    /// may send media ahead of its schedule (`burst`) wakes for it at once.
+    pub pushed: Condvar,
+    /// How the pacer may run ahead of each layer's constant-rate schedule; set by [`start`]
+    /// before the pacer starts.
+    pub burst: Mutex<Option<Burst>>,
     pub dropped: AtomicU64,
     pub pictures: AtomicU64,
     pub encode_errors: AtomicU64,
     /// Frames the QR stamper or the reference writer failed on.
     pub stamp_errors: AtomicU64,
+}
+
+/// The pacer's burst policy for media (docs/server.md "pacer burst"): while layer k has queued
+/// media it may send a bunch every `interval_k / peak` instead of every `interval_k`, as long
+/// as it is at most `credit[k]` ahead of its constant-rate schedule. Every bunch, early or
+/// not, advances the schedule by one interval and padding is sent only when a slot is due, so
+/// over any window longer than `credit[k]` the layer still sends at its announced rate; the
+/// bunches themselves (equal-size packets back to back in one `sendmmsg`) are unchanged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Burst {
+    /// Peak rate / announced rate (> 1).
+    pub peak: f64,
+    /// Largest lead over the schedule per layer: one frame period of the layer's temporal
+    /// layer, so a frame at its budget times the headroom can leave at the peak rate.
+    pub credit: Vec<Duration>,
+}
+
+impl Burst {
+    /// The policy for a video encode, `None` when `pacer_peak` is 1 (strict pacing).
+    pub fn for_video(v: &ResolvedVideo) -> Option<Burst> {
+        if v.pacer_peak <= 1.0 {
+            return None;
+        }
+        let mut credit = Vec::new();
+        for _ in 0..v.spatial {
+            for t in 0..v.temporal {
+                let fps = crate::config::temporal_fps(v.fps, v.temporal, t);
+                credit.push(Duration::from_secs_f64(1.0 / fps));
+            }
+        }
+        Some(Burst {
+            peak: v.pacer_peak,
+            credit,
+        })
+    }
 }
 
 const MAX_QUEUED: usize = 400;
@@ -235,6 +276,7 @@ pub fn start(
     let mut enc = SvcEncoder::new(conf.clone())
         .map_err(|e| Error::BadRequest(format!("video encoder: {e}")))?;
     *lock(&queues.queues) = vec![VecDeque::new(); n];
+    *lock(&queues.burst) = Burst::for_video(v);
     let (w, h, fps) = (v.width, v.height, v.fps);
     let mut reader = match &source {
         FrameSource::Synthetic => None,
@@ -312,6 +354,7 @@ pub fn start(
                                     queues.dropped.fetch_add(1, Ordering::Relaxed);
                                 }
                             }
+                            queues.pushed.notify_all();
                         }
                         Err(_) => {
                             queues.encode_errors.fetch_add(1, Ordering::Relaxed);
