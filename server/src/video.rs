@@ -595,6 +595,32 @@ mod stamp_tests {
         assert_eq!(qr_payload(12, 5), "120000000000000000005");
     }
 
+    /// The burst credit is one frame period of each layer's temporal layer (spatial-major
+    /// order); `pacer_peak` 1 means strict pacing.
+    #[test]
+    fn burst_credit_is_one_frame_period_per_layer() {
+        let mut v = ResolvedVideo {
+            width: 640,
+            height: 360,
+            fps: 15,
+            spatial: 2,
+            temporal: 3,
+            cell_kbps: vec![vec![10, 10, 10], vec![20, 20, 20]],
+            keyframe_interval: 30,
+            qroverlay: false,
+            reference_dir: None,
+            rate_headroom: 1.3,
+            pacer_peak: 8.0,
+        };
+        let b = Burst::for_video(&v).unwrap();
+        assert_eq!(b.peak, 8.0);
+        let ms: Vec<u128> = b.credit.iter().map(|d| d.as_millis()).collect();
+        // TL0 and TL1 at 15/4 fps, TL2 at 15/2 fps.
+        assert_eq!(ms, vec![266, 266, 133, 266, 266, 133]);
+        v.pacer_peak = 1.0;
+        assert_eq!(Burst::for_video(&v), None);
+    }
+
     #[test]
     fn reference_file_has_one_frame_per_write() {
         let dir = std::env::temp_dir().join(format!("lc-y4m-{}", std::process::id()));
