@@ -175,7 +175,8 @@ impl TargetFollower {
             headroom: TARGET_HEADROOM,
             media_share: media_share(packet_size),
             max_kbps: max_kbps.max(1),
-            min_kbps: 10,
+            // libvpx cannot code 360p L3T3 much below this anyway (key pictures).
+            min_kbps: (max_kbps / 20).max(10),
             current: None,
             last_change: None,
             switches: 0,
@@ -220,6 +221,47 @@ impl TargetFollower {
     }
 }
 
+/// Seconds of media (at the current rate) a video session's send queue may hold; beyond it
+/// [`trim_queues`] drops the oldest pictures. The encoder aims under the rate, so the queue
+/// only fills when the rate falls faster than the target (hysteresis) or below what libvpx
+/// can reach (a few kbit/s at start-up, before the first receiver report).
+pub const QUEUE_CAP_S: f64 = 1.0;
+
+/// Drops the oldest whole pictures (every packet with the oldest RTP timestamp) while the
+/// queued bytes exceed `max_bytes`, keeping the newest picture. Returns the packets dropped.
+/// The receivers lose those pictures and resume at the next switch point (spatial sync or
+/// key picture, at most `keyframe_interval_s` away).
+pub fn trim_queues(queues: &mut [VecDeque<LayerPacket>], max_bytes: usize) -> usize {
+    let len = |p: &LayerPacket| p.payload.len() + HEADER_LEN;
+    let mut total: usize = queues.iter().flatten().map(len).sum();
+    let mut dropped = 0;
+    while total > max_bytes {
+        let Some(oldest) = queues
+            .iter()
+            .filter_map(|q| q.front().map(|p| p.header.timestamp))
+            .reduce(|a, b| if (b.wrapping_sub(a) as i32) < 0 { b } else { a })
+        else {
+            break;
+        };
+        let newer_left = queues
+            .iter()
+            .flatten()
+            .any(|p| p.header.timestamp != oldest);
+        if !newer_left {
+            break;
+        }
+        for q in queues.iter_mut() {
+            while q.front().is_some_and(|p| p.header.timestamp == oldest) {
+                if let Some(p) = q.pop_front() {
+                    total -= len(&p);
+                    dropped += 1;
+                }
+            }
+        }
+    }
+    dropped
+}
+
 /// Takes the next media packet of a video session in send order: the earliest picture
 /// (RTP timestamp, modular), and within a picture the lowest cumulative layer, i.e. spatial
 /// layers bottom up. The encoder queues a whole picture at once, so each layer frame's
@@ -258,6 +300,8 @@ pub struct TfmccState {
     pub auth_reports: bool,
     /// Video sessions: the encoder target switches, newest last (bounded).
     pub target_log: Mutex<VecDeque<TargetSwitch>>,
+    /// Video sessions: media packets dropped from the send queue ([`trim_queues`]).
+    pub queue_dropped: AtomicU64,
 }
 
 impl TfmccState {
@@ -278,6 +322,7 @@ impl TfmccState {
             dropped_forged: AtomicU64::new(0),
             dropped_auth: AtomicU64::new(0),
             target_log: Mutex::new(VecDeque::new()),
+            queue_dropped: AtomicU64::new(0),
         }
     }
 
@@ -314,6 +359,7 @@ impl TfmccState {
                 "target_bps": t,
                 "switches": s.target_switches,
                 "queue_ms": s.queue_ms,
+                "queue_dropped_packets": self.queue_dropped.load(Ordering::Relaxed),
                 "log": lock(&self.target_log).iter().copied().collect::<Vec<_>>(),
             })),
         })
@@ -474,9 +520,11 @@ fn write_packet(out: &mut Vec<u8>, r: &TfmccRun, seq: u16, cc: &CcFields, ext: &
     let _ = hdr.write(&ZEROS[..payload_len.min(ZEROS.len())], out);
 }
 
-/// Appends one media packet of a video session: the packetizer's packet on the session's
-/// single SSRC and sequence space, both extensions added, grown to exactly `size` bytes
-/// (`rtp_out::pad_to`). `p == None`: a payload-less padding packet at timestamp `ts90`
+/// Appends one packet of a video session: the packetizer's packet on the session's single
+/// SSRC and sequence space with both extensions added, at its natural length (the sender
+/// paces by bytes; padding every small layer frame to `packet_size` cost 45 full packets a
+/// second at 15 fps L3T3, 430 kbit/s, before any picture data). `p == None`: a payload-less
+/// padding packet of exactly `packet_size` bytes (`rtp_out::pad_to`) at timestamp `ts90`
 /// (players skip it for video; it counts for TFMCC's receive rate and loss).
 fn write_media(
     out: &mut Vec<u8>,
@@ -504,6 +552,7 @@ fn write_media(
             Vec::new(),
         ),
     };
+    let padding = payload.is_empty();
     hdr.ssrc = r.ssrc;
     hdr.sequence_number = seq;
     hdr.padding = 0;
@@ -514,7 +563,9 @@ fn write_media(
         out.truncate(start);
         return;
     }
-    crate::rtp_out::pad_to(out, start, r.packet_size as usize);
+    if padding {
+        crate::rtp_out::pad_to(out, start, r.packet_size as usize);
+    }
 }
 
 /// Waits until `deadline` or until the feedback socket is readable.
@@ -563,6 +614,9 @@ pub fn run(
     // 32-bit µs timestamps wrap after 71 min, which every use handles modularly).
     let clock = |i: Instant| Time(i.saturating_duration_since(t0).as_nanos() as u64);
     let mut last_nominal = t0;
+    // Bits of the packet sent last: the next one is due that many bits later at the rate
+    // (byte pacing: video packets are as long as their media, padding is `packet_size`).
+    let mut last_bits = s_bits;
     let mut first = true;
     let mut seq: u16 = 0;
     let mut buf = Vec::with_capacity(r.packet_size as usize);
@@ -656,7 +710,7 @@ pub fn run(
                 });
             }
         }
-        let interval = Duration::from_secs_f64((s_bits / rate).min(64.0));
+        let interval = Duration::from_secs_f64((last_bits / rate).min(64.0));
         let mut due = if first {
             now_i
         } else {
@@ -681,7 +735,15 @@ pub fn run(
             buf.clear();
             match r.video.as_ref() {
                 Some((q, _)) => {
-                    let media = pop_next(&mut lock(&q.queues));
+                    let mut queues = lock(&q.queues);
+                    let max_bytes = (rate * QUEUE_CAP_S / 8.0).max(8.0 * s_bits / 8.0);
+                    let dropped = trim_queues(&mut queues, max_bytes as usize);
+                    if dropped > 0 {
+                        st.queue_dropped
+                            .fetch_add(dropped as u64, Ordering::Relaxed);
+                    }
+                    let media = pop_next(&mut queues);
+                    drop(queues);
                     if let Some(p) = &media {
                         last_ts90 = p.header.timestamp;
                     }
@@ -693,6 +755,7 @@ pub fn run(
                 }
             }
             seq = seq.wrapping_add(1);
+            last_bits = 8.0 * buf.len().max(1) as f64;
             match data.send_to(&buf, r.dest) {
                 Ok(n) => {
                     stats.packets.fetch_add(1, Ordering::Relaxed);
@@ -733,7 +796,7 @@ pub fn run(
                     let bytes: usize = lock(&q.queues)
                         .iter()
                         .flatten()
-                        .map(|p| p.payload.len() + HEADER_LEN + 12)
+                        .map(|p| p.payload.len() + HEADER_LEN)
                         .sum();
                     8e3 * bytes as f64 / rate
                 }),
@@ -1138,10 +1201,10 @@ mod tests {
         let mut f = TargetFollower::new(1200, 1550);
         // 1 Mbit/s on the wire: 1128 of 1200 bytes are media, 90 % of that is the target.
         assert_eq!(f.desired_kbps(1e6), 846);
-        // Capped at the ladder's total and floored at 10 kbit/s.
+        // Capped at the ladder's total and floored at 5 % of it.
         assert_eq!(f.desired_kbps(10e6), 1550);
-        assert_eq!(f.desired_kbps(1e3), 10);
-        assert_eq!(f.desired_kbps(f64::NAN), 10);
+        assert_eq!(f.desired_kbps(1e3), 77);
+        assert_eq!(f.desired_kbps(f64::NAN), 77);
         let t = |ms: u64| Time::from_millis(ms);
         assert_eq!(f.update(t(0), 1e6), Some(846));
         // Within 2 s nothing moves, however far the rate goes.
@@ -1214,10 +1277,30 @@ mod tests {
         assert!(pop_next(&mut []).is_none());
     }
 
+    #[test]
+    fn trim_queues_drops_oldest_whole_pictures_and_keeps_the_newest() {
+        let mut q = vec![VecDeque::new(); 3];
+        // Three pictures (ts 10, 20, 30), each one packet on every layer: 74 bytes each.
+        for ts in [10u32, 20, 30] {
+            for (k, d) in q.iter_mut().enumerate() {
+                d.push_back(pkt(k, ts, ts as u16));
+            }
+        }
+        let one = 10 + HEADER_LEN;
+        assert_eq!(trim_queues(&mut q, 9 * one), 0);
+        // Room for two pictures minus a byte: the two oldest go, whole.
+        assert_eq!(trim_queues(&mut q, 6 * one - 1), 6);
+        assert!(q.iter().flatten().all(|p| p.header.timestamp == 30));
+        // The newest picture stays, however small the cap.
+        assert_eq!(trim_queues(&mut q, 0), 0);
+        assert_eq!(q.iter().flatten().count(), 3);
+    }
+
     /// The whole video path of a TFMCC session short of the sockets: the SVC encoder's
     /// packets (MTU reduced by [`VIDEO_PACKET_RESERVE`]), sent in [`pop_next`] order with
-    /// [`write_media`] and padding between pictures, come out as exactly `packet_size`-byte
-    /// packets of one SSRC and one sequence space carrying both extensions; demultiplexed by
+    /// [`write_media`] and padding between pictures, come out as packets of at most
+    /// `packet_size` bytes (padding exactly that) of one SSRC and one sequence space carrying
+    /// both extensions; demultiplexed by
     /// their payload descriptors they assemble and decode, every picture, at full size.
     #[test]
     fn video_packets_are_one_stream_that_decodes() {
@@ -1294,8 +1377,13 @@ mod tests {
         let (mut decoded, mut padding) = (0, 0);
         let mut last_size = (0, 0);
         for (n, b) in wire.iter().enumerate() {
-            assert_eq!(b.len(), size as usize, "packet {n}");
             let p = codec::rtp::RtpPacket::parse(b).unwrap();
+            // Padding is exactly the packet size, media at most that.
+            if p.payload().is_empty() {
+                assert_eq!(b.len(), size as usize, "packet {n}");
+            } else {
+                assert!(b.len() <= size as usize, "packet {n}: {} bytes", b.len());
+            }
             assert_eq!((p.ssrc(), p.sequence_number()), (77, n as u16));
             assert!(p.extension(cc_ext::DEFAULT_ID).is_some());
             assert!(p.extension(TFMCC_EXT_ID).is_some());
