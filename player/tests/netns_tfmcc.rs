@@ -705,13 +705,12 @@ fn unix_now_s() -> f64 {
 /// Spec check tfmcc/E17 (tfrc-tfmcc-pcc.md §7.3, docs/protocols/tfmcc.md "Live video"): a
 /// TFMCC session with real video (640x360 L3T3 test pattern at 15 fps, ladder total
 /// 1550 kbit/s) and one player behind the 1 Mbit/s tbf; a TCP Reno flow (iperf3) from the
-/// sender's namespace to the player's starts after a warm-up of **30 s** (the spec says
-/// 60 s: shortened to keep `make test` small; measured here, TFMCC has left slow start and
-/// climbed back to about 1 Mbit/s from its slow-start overshoot after about 20 s) and runs
-/// 30 s.
+/// sender's namespace to the player's starts at t = 60 s as the spec says (shorter warm-ups
+/// measured the sender still recovering from its slow-start loss: 20 and 30 s gave a pre-TCP
+/// mean of 0.77 and 0.44 Mbit/s) and runs 30 s.
 ///
 /// Measured from the server's switch log and 4 samples a second of its TFMCC state:
-/// the rate before TCP (≈ 1 Mbit/s), the rate with TCP (mean over TCP start + 10..30 s, the
+/// the rate before TCP (mean of the 20 s before it, ≈ 1 Mbit/s: band 0.8-1.2), the rate with TCP (mean over TCP start + 10..30 s, the
 /// band "≈ 500 kbit/s" taken as 300-700 kbit/s), the reaction time (TCP start to the first
 /// encoder-target switch whose target, expressed as the wire rate it serves, is within
 /// ±25 % of that mean; ≤ 5 s), the smallest gap between two switches (≥ 2 s), and the video:
@@ -726,7 +725,7 @@ fn tfmcc_video_encoder_follows_x_send_when_tcp_starts() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    const WARM: f64 = 30.0;
+    const WARM: f64 = 60.0;
     const TCP: f64 = 30.0;
     let mut net = Net::new();
     let server = bin("layercast-server");
@@ -831,7 +830,7 @@ fn tfmcc_video_encoder_follows_x_send_when_tcp_starts() {
             .collect();
         (v.iter().sum::<f64>() / v.len().max(1) as f64, v.len())
     };
-    let (before, n_before) = mean(tcp_start - 10.0, tcp_start);
+    let (before, n_before) = mean(tcp_start - 20.0, tcp_start);
     let (with_tcp, n_tcp) = mean(tcp_start + 10.0, tcp_start + TCP);
     let reaction = log
         .iter()
@@ -889,7 +888,7 @@ fn tfmcc_video_encoder_follows_x_send_when_tcp_starts() {
     testkit::record(
         "tfmcc/E17",
         &format!(
-            "1 Mbit/s tbf, video TFMCC, TCP Reno after 30 s warm-up (spec: 60 s): X_send {:.0} -> {:.0} kbit/s, encoder target {:.0} -> followed within {} (<= 5 s; X itself {}), min gap between target switches {:.1} s (>= 2 s); {} pictures decoded in the last 10 s of TCP, {} decoder errors",
+            "1 Mbit/s tbf, video TFMCC, TCP Reno at t = 60 s: X_send {:.0} -> {:.0} kbit/s, encoder target {:.0} -> followed within {} (<= 5 s; X itself {}), min gap between target switches {:.1} s (>= 2 s); {} pictures decoded in the last 10 s of TCP, {} decoder errors",
             before / 1e3,
             with_tcp / 1e3,
             target_before / 1e3,
