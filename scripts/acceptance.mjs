@@ -23,6 +23,7 @@ const SPEC_PREFIX = {
 
 // Checks that the issues add (benchmarks and behaviours the specs do not list).
 const ISSUE_CHECKS = [
+  ['plm/S10-exp', 'S10 with exponential layers (32..1024 kbit/s): RLM baseline mean loss', 'loss 1.6 % ±0.5 (plm.md S10)'],
   ['issue3/bench-era', 'ERA per-packet cost', '≥ 5 M packets/s per core'],
   ['issue3/bench-plm', 'PLM per-packet cost', '≥ 5 M packets/s per core'],
   ['issue3/bench-tfmcc', 'TFMCC sender per-report cost', 'reported'],
