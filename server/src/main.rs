@@ -144,7 +144,7 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
     while !SIGNALLED.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(50));
         ticks += 1;
-        if ticks % TRIM_EVERY_TICKS == 0 {
+        if ticks.is_multiple_of(TRIM_EVERY_TICKS) {
             trim_heap();
         }
     }
