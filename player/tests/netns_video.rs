@@ -197,15 +197,14 @@ fn bench_latency_and_join() {
         .and_then(|h| h.parse::<f64>().ok())
         .unwrap_or(2.0);
     let headroom_v = headroom;
-    // `LAYERCAST_BENCH_PEAK=P` sets `video.pacer_peak` (default: the server's default).
+    // The low-latency pacer burst: `video.pacer_peak` 8 (docs/server.md "Pacer burst"; p50
+    // ~290-660 ms at 1, ~150 ms at 8); `LAYERCAST_BENCH_PEAK=P` overrides it.
     let peak = std::env::var("LAYERCAST_BENCH_PEAK")
         .ok()
-        .and_then(|p| p.parse::<f64>().ok());
-    let peak_v = peak.map_or("default".to_string(), |p| p.to_string());
-    let headroom = match peak {
-        Some(p) => format!(r#","rate_headroom":{headroom},"pacer_peak":{p}"#),
-        None => format!(r#","rate_headroom":{headroom}"#),
-    };
+        .and_then(|p| p.parse::<f64>().ok())
+        .unwrap_or(8.0);
+    let peak_v = peak;
+    let headroom = format!(r#","rate_headroom":{headroom},"pacer_peak":{peak}"#);
     let packet = std::env::var("LAYERCAST_BENCH_PACKET").unwrap_or_else(|_| "1200".into());
     tb.start_server(&format!(
         r#"{{"name":"vid","source":"testpattern","protocol":"era","packet_size":{packet},

@@ -249,7 +249,8 @@ pub struct VideoConfig {
     /// multiple of its announced rate, running ahead of its constant-rate schedule by at most
     /// one frame period of its temporal layer; the padding slots it ran ahead of are then
     /// skipped, so the mean rate stays the announced one. 1 = strict constant-rate pacing.
-    /// Default 8 (`DEFAULT_PACER_PEAK`; docs/server.md "Pacer burst").
+    /// Default 1 (`DEFAULT_PACER_PEAK`; 8 is the measured low-latency setting, docs/server.md
+    /// "Pacer burst").
     pub pacer_peak: Option<f64>,
 }
 
@@ -368,7 +369,7 @@ pub fn temporal_fps(fps: u32, nt: usize, t: usize) -> f64 {
 }
 
 /// Default `video.pacer_peak`.
-pub const DEFAULT_PACER_PEAK: f64 = 8.0;
+pub const DEFAULT_PACER_PEAK: f64 = 1.0;
 
 /// Default `video.rate_headroom`.
 pub const DEFAULT_RATE_HEADROOM: f64 = 1.3;
