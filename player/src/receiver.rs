@@ -361,6 +361,7 @@ fn url_poller(
     stop: Arc<AtomicBool>,
     refresh: Arc<AtomicBool>,
     rid: Option<u32>,
+    binding: String,
 ) {
     let description = crate::auth::description_url(&url);
     let mut need_security = description.clone();
@@ -378,7 +379,7 @@ fn url_poller(
             last_fetch = Instant::now();
         }
         if let Some(d) = &need_security {
-            match crate::auth::fetch_security(d, Duration::from_millis(1500), rid) {
+            match crate::auth::fetch_security(d, Duration::from_millis(1500), rid, &binding) {
                 Ok(sec) => {
                     let _ = tx.send(Event::Security(Box::new(sec)));
                     need_security = None;
@@ -539,8 +540,9 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     if let Some(url) = a.session_url.clone() {
         let (tx, st, rf) = (ev_tx.clone(), stop.clone(), refresh_security.clone());
         let every = Duration::from_millis(a.poll_interval_ms.max(50));
+        let binding = crate::auth::new_binding()?;
         threads.push(std::thread::spawn(move || {
-            url_poller(url, every, tx, st, rf, tfmcc_rid)
+            url_poller(url, every, tx, st, rf, tfmcc_rid, binding)
         }));
     }
     // Authentication failures seen when the description was last asked for again.
@@ -882,6 +884,12 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     .is_some_and(|o| o.session_id != new.session_id);
                 if new_session {
                     retired = old_ssrcs;
+                    // A new session instance (a restarted server) has new keys: its media
+                    // key and its report secret are made per session start, and a server
+                    // with a persistent SAM key (`sam_key_file`) gives no other sign of it
+                    // (its SAMs keep verifying). Ask for the description again, so the
+                    // report key (TFMCC `auth_reports`) and the media key follow.
+                    refresh_security.store(true, Ordering::Relaxed);
                 }
                 if limbo.active() {
                     limbo.release(video.as_mut(), new_session);
