@@ -14,6 +14,7 @@ import type { Snapshot } from './linkemu.js';
 import { writeReport } from './report.js';
 import { analyseRun, appendToReport, qualityHtml, qualitySummary, type PlayerQuality } from './quality.js';
 import {
+  playerExitTime,
   playerRid,
   playerSeconds,
   readSenderLog,
@@ -420,6 +421,9 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
         readPlayerLog(file, mons.get(`${f.name}/${r.name}`)!, t0, iv, notes);
         rec.rids[r.name] = playerRid(file);
         rec.seconds[r.name] = playerSeconds(file, t0 / 1000);
+        const exit = rec.stops.find((x) => x.receiver === r.name && x.how === 'exit');
+        const te = exit ? playerExitTime(file, t0 / 1000) : null;
+        if (exit && te !== null) exit.t = te;
       }
     }
   } finally {
