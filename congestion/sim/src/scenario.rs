@@ -708,6 +708,12 @@ impl Scenario {
                 .unwrap_or(Error::Scenario(p.clone())));
         }
         let nodes = self.node_index();
+        // ALMA sessions make every interface active (agents::alma, the thesis' assumption).
+        let alma_flows: Vec<bool> = self
+            .flows
+            .iter()
+            .map(|f| matches!(f, Flow::Layered { protocol, .. } if crate::agents::alma::is_alma(protocol)))
+            .collect();
         let mut specs = Vec::new();
         // Probed link directions: (link index, node, monitor name).
         let mut probes = Vec::new();
@@ -733,6 +739,16 @@ impl Scenario {
                 let q = q.clone().or_else(|| l.queue.clone()).unwrap_or_default();
                 let queue = qdisc::build_seeded(&q, rate, seed ^ (0x5100 + specs.len() as u64))
                     .map_err(|e| Error::Scenario(e.to_string()))?;
+                let queue = if alma_flows.iter().any(|&a| a) {
+                    Box::new(crate::agents::alma::AlmaQueue::new(
+                        queue,
+                        crate::agents::alma::buffer_packets(&q, rate),
+                        alma_flows.clone(),
+                        crate::agents::alma::NodeConfig::default(),
+                    ))
+                } else {
+                    queue
+                };
                 let _ = i;
                 specs.push(LinkSpec {
                     name: format!("{fname}-{tname}"),

@@ -12,6 +12,9 @@ use std::collections::VecDeque;
 
 /// Builds a local controller by name, if it is one.
 pub fn local_controller(name: &str) -> Option<Box<dyn LayeredController>> {
+    if let Some(c) = super::alma::controller(name) {
+        return Some(c);
+    }
     if name == "sim-aimd" {
         return Some(Box::new(Aimd::default()));
     }
