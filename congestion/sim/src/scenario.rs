@@ -709,10 +709,13 @@ impl Scenario {
         }
         let nodes = self.node_index();
         // ALMA sessions make every interface active (agents::alma, the thesis' assumption).
-        let alma_flows: Vec<bool> = self
+        let alma_flows: Vec<Option<f64>> = self
             .flows
             .iter()
-            .map(|f| matches!(f, Flow::Layered { protocol, .. } if crate::agents::alma::is_alma(protocol)))
+            .map(|f| match f {
+                Flow::Layered { protocol, .. } => crate::agents::alma::budget_scale(protocol),
+                _ => None,
+            })
             .collect();
         let mut specs = Vec::new();
         // Probed link directions: (link index, node, monitor name).
@@ -739,7 +742,7 @@ impl Scenario {
                 let q = q.clone().or_else(|| l.queue.clone()).unwrap_or_default();
                 let queue = qdisc::build_seeded(&q, rate, seed ^ (0x5100 + specs.len() as u64))
                     .map_err(|e| Error::Scenario(e.to_string()))?;
-                let queue = if alma_flows.iter().any(|&a| a) {
+                let queue = if alma_flows.iter().any(Option::is_some) {
                     Box::new(crate::agents::alma::AlmaQueue::new(
                         queue,
                         crate::agents::alma::buffer_packets(&q, rate),
