@@ -4,6 +4,7 @@ pub mod alma;
 pub mod cbr;
 pub mod layered;
 pub mod local_controllers;
+pub mod nca;
 pub mod probe;
 pub mod tcp;
 pub mod tfmcc;
