@@ -68,6 +68,9 @@ pub struct Monitor {
     pub queue_sum: Vec<u64>,
     #[serde(skip)]
     pub queue_n: Vec<u64>,
+    /// Link probes: every sample's queueing delay (time s, virtual waiting time, ms).
+    #[serde(skip)]
+    pub queue_delay_ms: Vec<(f64, f64)>,
 }
 
 /// All monitors of a run.
@@ -109,6 +112,7 @@ impl Monitors {
             rate_trace: Vec::new(),
             queue_sum: Vec::new(),
             queue_n: Vec::new(),
+            queue_delay_ms: Vec::new(),
         });
         self.list.len() - 1
     }

@@ -3,6 +3,7 @@
 
 use crate::engine::Sim;
 use crate::metrics::{jain, min_max_ratio, Monitor};
+use crate::metrics_dlm::quantile;
 use crate::scenario::{Available, Measurement, Scenario};
 use crate::Error;
 use serde::Serialize;
@@ -32,6 +33,20 @@ pub const METRICS: &[&str] = &[
     "max_rate_kbps",
     "time_to_clr",
     "clr_share",
+    "queue_delay_median_ms",
+    "queue_delay_p95_ms",
+    "dlm_d1_ms",
+    "dlm_d2_ms",
+    "dlm_d3_ms",
+    "dlm_queue_median_zone",
+    "dlm_queue_p95_over_d3",
+    "dlm_loss_zone3",
+    "dlm_leaves_above_rtcp",
+    "dlm_ss_interval_dev",
+    "dlm_ss_deaf_dev",
+    "dlm_ss_exit_epochs",
+    "final_level_spread",
+    "convergence_spread",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
@@ -40,6 +55,8 @@ pub const AGGREGATE: &[&str] = &[
     "jain",
     "fairness_i",
     "tcp_friendliness",
+    "final_level_spread",
+    "convergence_spread",
 ];
 
 /// One measurement's outcome in one run.
@@ -127,6 +144,19 @@ fn available_mean(a: &Available, t0: f64, t1: f64) -> f64 {
                 f64::NAN
             }
         }
+    }
+}
+
+/// max − min (NaN if empty; infinite if one value is infinite and another finite).
+fn spread(v: &[f64]) -> f64 {
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    if v.is_empty() {
+        f64::NAN
+    } else if hi == lo {
+        0.0
+    } else {
+        hi - lo
     }
 }
 
@@ -247,6 +277,64 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
             }
             v
         }
+        "queue_delay_median_ms" | "queue_delay_p95_ms" => per(&|mon| {
+            let (a, b) = window(mon);
+            let q = if m.metric.contains("median") {
+                0.5
+            } else {
+                0.95
+            };
+            quantile(mon.queue_delays_ms(a, b), q)
+        }),
+        "dlm_d1_ms" | "dlm_d2_ms" | "dlm_d3_ms" => per(&|mon| {
+            let (a, b) = window(mon);
+            let k = if m.metric == "dlm_d1_ms" {
+                0
+            } else if m.metric == "dlm_d2_ms" {
+                1
+            } else {
+                2
+            };
+            mon.dlm_threshold_ms(k, a, b)
+        }),
+        "dlm_queue_median_zone" | "dlm_queue_p95_over_d3" => {
+            // The bottleneck's queueing delay (a link probe in `versus`) against each DLM
+            // receiver's own thresholds (time-mean over its epochs in the window).
+            let vs = sc.expand(&m.versus)?;
+            let probe = find(sim, vs.first().map_or("", String::as_str))?;
+            let mut v = Vec::new();
+            for mon in &mons {
+                let (a, b) = window(mon);
+                let x = if m.metric == "dlm_queue_median_zone" {
+                    let med = quantile(probe.queue_delays_ms(a, b), 0.5);
+                    let d1 = mon.dlm_threshold_ms(0, a, b);
+                    let d2 = mon.dlm_threshold_ms(1, a, b);
+                    (med - d1) / (d2 - d1)
+                } else {
+                    quantile(probe.queue_delays_ms(a, b), 0.95) / mon.dlm_threshold_ms(2, a, b)
+                };
+                v.push((mon.name.clone(), x));
+            }
+            v
+        }
+        "dlm_loss_zone3" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.dlm_loss_zone3(a, b)
+        }),
+        "dlm_leaves_above_rtcp" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.dlm_leaves_above_rtcp(a, b)
+        }),
+        "dlm_ss_interval_dev" | "dlm_ss_deaf_dev" | "dlm_ss_exit_epochs" => {
+            let i_s = congestion::delay::Config::default()
+                .slow_start_interval
+                .as_secs_f64();
+            per(&|mon| match m.metric.as_str() {
+                "dlm_ss_interval_dev" => mon.dlm_ss_interval_dev(i_s),
+                "dlm_ss_deaf_dev" => mon.dlm_ss_deaf_dev(i_s),
+                _ => mon.dlm_ss_exit_epochs(i_s),
+            })
+        }
         _ => Vec::new(),
     };
     let (value, pass) = if !AGGREGATE.contains(&m.metric.as_str()) {
@@ -259,6 +347,20 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
             "sum_throughput_kbps" => x.iter().sum(),
             "jain" => jain(&x),
             "fairness_i" => min_max_ratio(&x),
+            "final_level_spread" => {
+                let l: Vec<f64> = mons
+                    .iter()
+                    .map(|mon| f64::from(mon.level_at(window(mon).1)))
+                    .collect();
+                spread(&l)
+            }
+            "convergence_spread" => {
+                let c: Vec<f64> = mons
+                    .iter()
+                    .map(|mon| mon.convergence_time(after(mon), end, m.hold_s.unwrap_or(5.0)))
+                    .collect();
+                spread(&c)
+            }
             "tcp_friendliness" => {
                 let vs = sc.expand(&m.versus)?;
                 let t: Vec<f64> = vs
