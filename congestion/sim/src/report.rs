@@ -47,6 +47,16 @@ pub const METRICS: &[&str] = &[
     "dlm_ss_exit_epochs",
     "final_level_spread",
     "convergence_spread",
+    "tfmcc_ss_exit_kbps",
+    "tfmcc_time_to_rate",
+    "tfmcc_halving_interval_rmax",
+    "tfmcc_first_halving_interval_rmax",
+    "tfmcc_halving_count",
+    "tfmcc_min_rate_kbps",
+    "tfmcc_max_increase",
+    "tfmcc_rounds_to_rmax_above",
+    "tfmcc_rounds_to_rmax_below",
+    "tfmcc_mean_round_s",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
@@ -335,6 +345,70 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                 _ => mon.dlm_ss_exit_epochs(i_s),
             })
         }
+        "tfmcc_ss_exit_kbps" => per(&|mon| mon.tfmcc_ss_exit_kbps()),
+        "tfmcc_time_to_rate" => {
+            per(&|mon| mon.tfmcc_time_to_rate(after(mon), m.min_kbps.unwrap_or(f64::INFINITY)))
+        }
+        "tfmcc_halving_interval_rmax" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.tfmcc_halving_interval_rmax(a, b)
+        }),
+        "tfmcc_first_halving_interval_rmax" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.tfmcc_first_halving_interval_rmax(a, b)
+        }),
+        "tfmcc_halving_count" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.tfmcc_halving_count(a, b)
+        }),
+        "tfmcc_min_rate_kbps" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.tfmcc_min_rate_kbps(a, b)
+        }),
+        "tfmcc_max_increase" => per(&|mon| {
+            let (a, b) = window(mon);
+            let size = sc
+                .flows
+                .iter()
+                .find_map(|f| match f {
+                    crate::scenario::Flow::Tfmcc {
+                        name, packet_size, ..
+                    } if *name == mon.flow => Some(f64::from(*packet_size)),
+                    _ => None,
+                })
+                .unwrap_or(f64::NAN);
+            mon.tfmcc_max_increase(a, b, size)
+        }),
+        "tfmcc_rounds_to_rmax_above" | "tfmcc_rounds_to_rmax_below" => {
+            // Of the sender: from `after_s`. Of a receiver: from that receiver's first report
+            // at the sender (S29), on the sender's rounds and R_max.
+            let mut v = Vec::new();
+            for mon in &mons {
+                let (snd, from) = match mon.rid {
+                    Some(rid) => {
+                        let snd = find(sim, &format!("{}/sender", mon.flow))?;
+                        let t = snd.first_report.get(&rid).copied().unwrap_or(f64::NAN);
+                        (snd, t)
+                    }
+                    None => (*mon, after(mon)),
+                };
+                let x = if from.is_nan() {
+                    f64::INFINITY
+                } else {
+                    snd.tfmcc_rounds_until_rmax(
+                        from,
+                        m.threshold.unwrap_or(f64::NAN),
+                        m.metric.ends_with("above"),
+                    )
+                };
+                v.push((mon.name.clone(), x));
+            }
+            v
+        }
+        "tfmcc_mean_round_s" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.tfmcc_mean_round_s(a, b)
+        }),
         _ => Vec::new(),
     };
     let (value, pass) = if !AGGREGATE.contains(&m.metric.as_str()) {
