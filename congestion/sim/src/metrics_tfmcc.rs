@@ -141,7 +141,9 @@ impl Monitor {
                 worst = worst.max(inc / allowed);
             }
         }
-        worst
+        // The sender's own steps meet the bound exactly (ratio 1 up to float rounding in the
+        // integral above): report 9 significant decimals.
+        (worst * 1e9).round() / 1e9
     }
 
     /// S29: feedback rounds that started in (after, t] where t is the first time ≥ `after`
