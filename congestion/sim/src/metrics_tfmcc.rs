@@ -183,4 +183,25 @@ impl Monitor {
             v.iter().sum::<f64>() / v.len() as f64
         }
     }
+
+    /// S26: mean feedback-round duration in units of the packet interval `s/X` at the round's
+    /// start (X from the state log, s the packet size in bytes), over rounds that started in
+    /// [t0, t1) and ended by t1: the round length T expressed as `k·s/X` (the spec's low-rate
+    /// guard stretches T to 4·4·s/X, k = 16).
+    pub fn tfmcc_round_in_packet_intervals(&self, t0: f64, t1: f64, size: f64) -> f64 {
+        let v: Vec<f64> = self
+            .rounds
+            .iter()
+            .filter(|r| r.0 >= t0 && r.0 + r.1 <= t1)
+            .filter_map(|r| {
+                let x = self.tfmcc_state_at(r.0)?.2 * 1000.0 / 8.0;
+                Some(r.1 * x / size)
+            })
+            .collect();
+        if v.is_empty() {
+            f64::NAN
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    }
 }

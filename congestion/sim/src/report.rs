@@ -57,6 +57,7 @@ pub const METRICS: &[&str] = &[
     "tfmcc_rounds_to_rmax_above",
     "tfmcc_rounds_to_rmax_below",
     "tfmcc_mean_round_s",
+    "tfmcc_round_in_packet_intervals",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
@@ -365,7 +366,7 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
             let (a, b) = window(mon);
             mon.tfmcc_min_rate_kbps(a, b)
         }),
-        "tfmcc_max_increase" => per(&|mon| {
+        "tfmcc_max_increase" | "tfmcc_round_in_packet_intervals" => per(&|mon| {
             let (a, b) = window(mon);
             let size = sc
                 .flows
@@ -377,7 +378,11 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                     _ => None,
                 })
                 .unwrap_or(f64::NAN);
-            mon.tfmcc_max_increase(a, b, size)
+            if m.metric == "tfmcc_max_increase" {
+                mon.tfmcc_max_increase(a, b, size)
+            } else {
+                mon.tfmcc_round_in_packet_intervals(a, b, size)
+            }
         }),
         "tfmcc_rounds_to_rmax_above" | "tfmcc_rounds_to_rmax_below" => {
             // Of the sender: from `after_s`. Of a receiver: from that receiver's first report
