@@ -63,7 +63,8 @@ const HELP: &str = "layercast-player: receive a layered multicast session
 
   --session-url URL      http://SERVER/api/sessions/ID/announcement (polled once a second)
   --announce GROUP:PORT  listen for SAMs on this group instead (e.g. 239.255.76.1:5000)
-  --controller NAME      receiver-driven controller (era, plm, ..., tfmcc) [default: era]
+  --controller NAME      receiver-driven controller (era, era-thesis, plm, ..., tfmcc) [default: era;
+                         era is the thesis' ERA without single-pair decisions, docs/protocols/era.md E13]
   --tfmcc-feedback A:P   TFMCC: send reports here [default: SAM sender, layer 0 port + 1]
   --fixed-layers N       no controller: hold layers 0..N-1 (measurement mode)
   --interface ADDR       IPv4 address of the interface to join on [default: 0.0.0.0]
