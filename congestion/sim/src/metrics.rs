@@ -76,6 +76,9 @@ pub struct Monitor {
     /// TFMCC sender: time (s) of the first report from each receiver ID.
     #[serde(skip)]
     pub first_report: std::collections::BTreeMap<u32, f64>,
+    /// TFMCC receivers: when the receiver first had a measured RTT (S19).
+    #[serde(skip)]
+    pub first_rtt_at: Option<f64>,
     /// Link probes: every sample's queueing delay (time s, virtual waiting time, ms).
     #[serde(skip)]
     pub queue_delay_ms: Vec<(f64, f64)>,
@@ -119,6 +122,7 @@ impl Monitors {
             clr: Vec::new(),
             tfmcc_state: Vec::new(),
             first_report: std::collections::BTreeMap::new(),
+            first_rtt_at: None,
             rate_trace: Vec::new(),
             queue_sum: Vec::new(),
             queue_n: Vec::new(),

@@ -204,4 +204,40 @@ impl Monitor {
             v.iter().sum::<f64>() / v.len() as f64
         }
     }
+
+    /// S19: fraction of the completed rounds in [t0, t1) (of this sender) with at least one
+    /// new first RTT measurement at a receiver (`times`, sorted), counting only rounds that
+    /// started before all `n` receivers were measured.
+    pub fn tfmcc_rounds_with_new_rtt(&self, t0: f64, t1: f64, times: &[f64], n: usize) -> f64 {
+        let all_at = if times.len() >= n && n > 0 {
+            times[n - 1]
+        } else {
+            f64::INFINITY
+        };
+        let rounds: Vec<_> = self
+            .rounds
+            .iter()
+            .filter(|r| r.0 >= t0 && r.0 + r.1 <= t1 && r.0 < all_at)
+            .collect();
+        if rounds.is_empty() {
+            return f64::NAN;
+        }
+        let with = rounds
+            .iter()
+            .filter(|r| {
+                let i = times.partition_point(|&x| x < r.0);
+                times.get(i).is_some_and(|&x| x < r.0 + r.1)
+            })
+            .count();
+        with as f64 / rounds.len() as f64
+    }
+}
+
+/// S19: seconds from `after` until `count` receivers have measured their RTT (`times`,
+/// sorted; infinite if never).
+pub fn time_to_rtt_count(times: &[f64], after: f64, count: usize) -> f64 {
+    match count.checked_sub(1).and_then(|i| times.get(i)) {
+        Some(x) => x - after,
+        None => f64::INFINITY,
+    }
 }

@@ -58,6 +58,9 @@ pub const METRICS: &[&str] = &[
     "tfmcc_rounds_to_rmax_below",
     "tfmcc_mean_round_s",
     "tfmcc_round_in_packet_intervals",
+    "tfmcc_time_to_rtt_count",
+    "tfmcc_rounds_with_new_rtt",
+    "tfmcc_rtt_measured",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
@@ -405,6 +408,36 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                         m.threshold.unwrap_or(f64::NAN),
                         m.metric.ends_with("above"),
                     )
+                };
+                v.push((mon.name.clone(), x));
+            }
+            v
+        }
+        "tfmcc_time_to_rtt_count" | "tfmcc_rounds_with_new_rtt" | "tfmcc_rtt_measured" => {
+            // Of the sender: its receivers' first RTT measurements (receiver side).
+            let mut v = Vec::new();
+            for mon in &mons {
+                let rx: Vec<&Monitor> = sim
+                    .net
+                    .monitors
+                    .list
+                    .iter()
+                    .filter(|x| x.flow == mon.flow && x.rid.is_some())
+                    .collect();
+                let mut times: Vec<f64> = rx.iter().filter_map(|x| x.first_rtt_at).collect();
+                times.sort_by(f64::total_cmp);
+                let (a, b) = window(mon);
+                let x = match m.metric.as_str() {
+                    "tfmcc_time_to_rtt_count" => {
+                        let k = m.threshold.unwrap_or(f64::NAN);
+                        if k.is_finite() && k >= 1.0 {
+                            crate::metrics_tfmcc::time_to_rtt_count(&times, after(mon), k as usize)
+                        } else {
+                            f64::NAN
+                        }
+                    }
+                    "tfmcc_rtt_measured" => times.iter().filter(|&&t| t <= b).count() as f64,
+                    _ => mon.tfmcc_rounds_with_new_rtt(a, b, &times, rx.len()),
                 };
                 v.push((mon.name.clone(), x));
             }

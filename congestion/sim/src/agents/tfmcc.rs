@@ -208,6 +208,8 @@ pub struct TfmccReceiverAgent {
     /// with thousands of receivers, touching every monitor's vectors per packet cost a fifth
     /// of the run (cache misses); the binned result is identical.
     acc: Option<(usize, u64, u64, u64)>,
+    /// The first RTT measurement was logged (S19).
+    rtt_logged: bool,
 }
 
 impl TfmccReceiverAgent {
@@ -237,6 +239,7 @@ impl TfmccReceiverAgent {
             fired_at: None,
             running: false,
             acc: None,
+            rtt_logged: false,
         }
     }
 
@@ -346,6 +349,10 @@ impl Agent for TfmccReceiverAgent {
         self.expected = Some(f.seq.wrapping_add(1));
         self.count_packet(net, now, pkt.size);
         self.ctl.handle_data(now, &f, pkt.size);
+        if !self.rtt_logged && self.ctl.have_rtt() {
+            self.rtt_logged = true;
+            net.monitors.list[self.mon].first_rtt_at = Some(now.as_secs_f64());
+        }
         self.drain(net, me);
     }
 
