@@ -32,6 +32,10 @@ pub const METRICS: &[&str] = &[
     "max_rate_kbps",
     "time_to_clr",
     "clr_share",
+    "mean_queue_ratio",
+    "mean_queue_spread",
+    "mean_queue_increasing",
+    "spread_kbps",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
@@ -40,6 +44,7 @@ pub const AGGREGATE: &[&str] = &[
     "jain",
     "fairness_i",
     "tcp_friendliness",
+    "spread_kbps",
 ];
 
 /// One measurement's outcome in one run.
@@ -194,6 +199,22 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
             let (a, b) = window(mon);
             mon.mean_queue(iv, a, b)
         }),
+        "mean_queue_ratio" | "mean_queue_spread" | "mean_queue_increasing" => per(&|mon| {
+            let q: Vec<f64> = m
+                .windows
+                .iter()
+                .map(|w| mon.mean_queue(iv, w[0], w[1].min(end)))
+                .collect();
+            let (first, last) = (q[0], q[q.len() - 1]);
+            match m.metric.as_str() {
+                "mean_queue_ratio" => last / first,
+                "mean_queue_spread" => {
+                    q.iter().copied().fold(f64::MIN, f64::max)
+                        - q.iter().copied().fold(f64::MAX, f64::min)
+                }
+                _ => f64::from(u8::from(q.windows(2).all(|p| p[1] > p[0]))),
+            }
+        }),
         "mean_layers" => per(&|mon| {
             let (a, b) = window(mon);
             mon.mean_layers(a, b)
@@ -257,6 +278,10 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
         let x: Vec<f64> = mons.iter().map(|mon| thr(mon)).collect();
         let v = match m.metric.as_str() {
             "sum_throughput_kbps" => x.iter().sum(),
+            "spread_kbps" => {
+                x.iter().copied().fold(f64::MIN, f64::max)
+                    - x.iter().copied().fold(f64::MAX, f64::min)
+            }
             "jain" => jain(&x),
             "fairness_i" => min_max_ratio(&x),
             "tcp_friendliness" => {

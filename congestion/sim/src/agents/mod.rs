@@ -1,5 +1,6 @@
 //! Traffic sources and sinks.
 
+pub mod acc;
 pub mod cbr;
 pub mod layered;
 pub mod local_controllers;

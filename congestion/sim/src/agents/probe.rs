@@ -41,7 +41,7 @@ impl QueueProbe {
         let q = l.queue_len() as u64;
         let sent = l.sent_packets;
         let bytes = l.sent_bytes;
-        let dropped = l.drops_overflow + l.drops_early + l.drops_wire;
+        let dropped = l.drops_overflow + l.drops_early + l.drops_wire + l.drops_filter;
         let (ds, db, dd) = (
             sent - self.sent.min(sent),
             bytes - self.sent_bytes.min(bytes),
