@@ -202,6 +202,16 @@ topology:
             ratio("active/U2-c RED-active / RED per-flow goodput, d = 150 ms", 'redacc', 'red', 1.08, None, ">= +8 % (thesis +14.2 %)")
         if d == 50:
             ratio("active/U2-c RED-active / RED per-flow goodput, d = 50 ms", 'redacc', 'red', 0.97, 1.03, "within ±3 % (thesis -2.1 %)")
+    if n == 10 and not fast:
+        lo, hi, pub = ((0.075, 0.095, "7.5-9.5 % (thesis sweep A, all schemes)") if exp == 'u2'
+                       else (0.085, 0.095, "8.5-9.5 % (thesis 8.75-9.25 %)"))
+        for s, S, _, _ in SCHEMES:
+            L.append(f"""  - id: active/{X[:2]}-d {S} packet retransmission ratio, d = {d} ms
+    metric: retransmit_ratio
+    of: {flows(s)}
+    min: {lo}
+    max: {hi}
+    published: "{pub}\"""")
     if exp == 'u2' and n == 50:
         for s, S, _, _ in SCHEMES:
             L.append(f"""  - id: active/U2-e {S} per-flow goodput, N = 50, d = 150 ms (kbit/s)

@@ -238,6 +238,10 @@ pub struct Net {
     pub unroutable: u64,
     /// Drops per flow id (any link, any reason).
     pub flow_drops: Vec<u64>,
+    /// TCP segments sent and retransmitted per flow id (the specs' packet retransmission
+    /// ratio, PRR); sized by the scenario builder.
+    pub flow_sent: Vec<u64>,
+    pub flow_retx: Vec<u64>,
     /// Payloads of [`Body::Blob`] packets (kept for the run; reports are few).
     pub blobs: Vec<Vec<u8>>,
     /// ACC active routers, by link (the queue they watch): empty unless a scenario asks.
@@ -530,6 +534,8 @@ impl Sim {
                 events: 0,
                 unroutable: 0,
                 flow_drops: Vec::new(),
+                flow_sent: Vec::new(),
+                flow_retx: Vec::new(),
                 blobs: Vec::new(),
                 acc: Vec::new(),
             },

@@ -36,6 +36,7 @@ pub const METRICS: &[&str] = &[
     "mean_queue_spread",
     "mean_queue_increasing",
     "spread_kbps",
+    "retransmit_ratio",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
@@ -45,6 +46,7 @@ pub const AGGREGATE: &[&str] = &[
     "fairness_i",
     "tcp_friendliness",
     "spread_kbps",
+    "retransmit_ratio",
 ];
 
 /// One measurement's outcome in one run.
@@ -278,6 +280,21 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
         let x: Vec<f64> = mons.iter().map(|mon| thr(mon)).collect();
         let v = match m.metric.as_str() {
             "sum_throughput_kbps" => x.iter().sum(),
+            "retransmit_ratio" => {
+                // Whole run: retransmitted / transmitted segments over the TCP flows of `of`.
+                let (mut sent, mut retx) = (0u64, 0u64);
+                for mon in &mons {
+                    if let Some(i) = sc.flows.iter().position(|f| f.name() == mon.flow) {
+                        sent += sim.net.flow_sent.get(i).copied().unwrap_or(0);
+                        retx += sim.net.flow_retx.get(i).copied().unwrap_or(0);
+                    }
+                }
+                if sent > 0 {
+                    retx as f64 / sent as f64
+                } else {
+                    f64::NAN
+                }
+            }
             "spread_kbps" => {
                 x.iter().copied().fold(f64::MIN, f64::max)
                     - x.iter().copied().fold(f64::MAX, f64::min)

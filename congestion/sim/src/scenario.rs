@@ -783,6 +783,8 @@ impl Scenario {
         };
         sim.net.monitors.interval = self.interval_s;
         sim.net.flow_drops = vec![0; self.flows.len()];
+        sim.net.flow_sent = vec![0; self.flows.len()];
+        sim.net.flow_retx = vec![0; self.flows.len()];
         let mut rng = Rng::derive(seed, 0x5ce7);
         let at = |s: f64| Time::from_secs_f64(s);
         for (fi, f) in self.flows.iter().enumerate() {

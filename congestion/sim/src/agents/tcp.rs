@@ -137,8 +137,16 @@ impl TcpSender {
     }
 
     fn send_seg(&mut self, net: &mut Net, me: AgentId, seq: u64) {
-        if seq < self.high_sent {
+        let retx = seq < self.high_sent;
+        if retx {
             self.retransmits += 1;
+        }
+        let f = self.flow as usize;
+        if let Some(c) = net.flow_sent.get_mut(f) {
+            *c += 1;
+        }
+        if let (true, Some(c)) = (retx, net.flow_retx.get_mut(f)) {
+            *c += 1;
         }
         self.high_sent = self.high_sent.max(seq + 1);
         self.sent += 1;
