@@ -270,6 +270,13 @@ KNOWN = {
     "active/U2-e": "29.2-29.7 kbit/s per flow at N = 50 (0.97-0.99 utilisation; thesis ~0.9). The queue part holds: "
                    "REM-active's mean queue exceeds RED-active's at every N (15.3/19.1/20.8/21.9/22.8 vs "
                    "12.3/13.8/15.6/17.1/17.7). See docs/protocols/active-networks.md, Results",
+    "active/U2-d": "PRR falls with d in our runs (plain 7.2/6.2/3.0/2.3/2.1 %, RED-active 12.1/9.5/7.5/6.0/5.2 % for d "
+                   "50..250), the thesis' is flat at 7.5-9.5 %. At d = 250 the thesis' own plain-RED goodput "
+                   "(116 kbit/s = 14.5 pkt/s at RTT >= 0.56 s, W ~ 8) implies a loss rate of ~2.3 % by the Reno "
+                   "equation, like our 2.1 %: a PRR of 7.5-9.5 % there means ~3-4 retransmissions per loss, i.e. "
+                   "timeouts with go-back-N in the ns-2 TCP. See docs/protocols/active-networks.md, Results",
+    "active/U3-d": "PRR falls with d (plain 10.4/10.3/7.7/6.0/5.1 % RED, ACC 5.9-15.9 %) where the thesis' is flat "
+                   "8.75-9.25 %; same reading as U2-d. See docs/protocols/active-networks.md, Results",
     "active/U3-a": "ACC schemes carry 102-112 kbit/s per flow (REM-active 106 at every d, RED-active 112 at d 50, "
                    "107 at d 100): same cause as U2-a, higher utilisation than the thesis. See "
                    "docs/protocols/active-networks.md, Results",
