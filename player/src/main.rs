@@ -2,6 +2,14 @@
 //! kernel-timestamped packets, joins and leaves layers with IGMP, and reports (see
 //! `docs/player.md`).
 
+/// mimalloc instead of glibc malloc: under the per-second churn of reports, decisions and
+/// HTTP buffers (small blocks of many lifetimes, several threads) glibc's heap kept growing
+/// from fragmentation with a bounded live heap (docs/reliability.md "Soak"). Not in unit tests,
+/// which count allocations with an allocator of their own.
+#[cfg(not(test))]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod auth;
 mod error;
 mod framelog;

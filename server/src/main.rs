@@ -1,5 +1,11 @@
 //! layercast-server: the sender and control plane (see `docs/server.md`).
 
+/// mimalloc instead of glibc malloc: under the per-second churn of reports, decisions and
+/// HTTP buffers (small blocks of many lifetimes, several threads) glibc's heap kept growing
+/// from fragmentation with a bounded live heap (docs/reliability.md "Soak").
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod auth;
 mod config;
 mod error;
@@ -35,13 +41,10 @@ fn install_signals() {
 /// 50-ms main-loop ticks between two [`trim_heap`] calls (10 s).
 const TRIM_EVERY_TICKS: u64 = 200;
 
-/// Gives free pages in every malloc arena back to the kernel (glibc `malloc_trim(0)` walks all
-/// arenas, not only the main heap).
-///
-/// Why: the 30-minute soak (docs/reliability.md) saw the server's resident anonymous memory
-/// step up and down by about 0.5 MiB at a time between 8.5 and 9.6 MiB, in the per-thread
-/// arenas of the HTTP workers: each request's buffers are freed, but glibc keeps the pages of
-/// an arena's free holes resident until something trims them. The live heap does not grow.
+/// Gives free pages in every glibc malloc arena back to the kernel (`malloc_trim(0)` walks all
+/// arenas). Rust's allocations go to mimalloc (see `ALLOC`); this is for the C libraries'
+/// (GStreamer, GLib, OpenSSL) use of glibc malloc, whose per-thread arenas keep the pages of
+/// freed blocks resident until something trims them.
 fn trim_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists; no pointer is passed.
