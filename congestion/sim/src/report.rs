@@ -37,6 +37,7 @@ pub const METRICS: &[&str] = &[
     "mean_queue_increasing",
     "spread_kbps",
     "retransmit_ratio",
+    "acc_notifications",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
@@ -216,6 +217,16 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                 }
                 _ => f64::from(u8::from(q.windows(2).all(|p| p[1] > p[0]))),
             }
+        }),
+        "acc_notifications" => per(&|mon| {
+            // Of a link probe `queue:FROM-TO`: notifications its ACC router sent (whole run).
+            let link = mon.name.strip_prefix("queue:").unwrap_or(&mon.name);
+            sim.net
+                .links
+                .iter()
+                .position(|l| l.name == link)
+                .and_then(|i| sim.net.acc.get(i).and_then(Option::as_ref))
+                .map_or(0.0, |r| r.notifications as f64)
         }),
         "mean_layers" => per(&|mon| {
             let (a, b) = window(mon);
