@@ -2,6 +2,7 @@
 
 pub mod acc;
 pub mod cbr;
+pub mod dlm_trace;
 pub mod layered;
 pub mod local_controllers;
 pub mod probe;
