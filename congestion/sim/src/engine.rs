@@ -52,6 +52,14 @@ pub enum Body {
     Tfmcc(congestion::wire::tfmcc::TfmccDataFields),
     /// Opaque bytes (a TFMCC receiver report), stored in [`Net::blobs`].
     Blob { idx: u32 },
+    /// An ACC TCP data segment: the sequence number plus the sender's congestion state that
+    /// an active router reads when it drops the segment (`agents::acc`).
+    AccTcp {
+        seq: u64,
+        state: crate::agents::acc::AccState,
+    },
+    /// An active router's notification to an ACC TCP sender (`agents::acc`).
+    AccNotify(crate::agents::acc::AccNotify),
 }
 
 /// A simulated packet.
@@ -170,6 +178,8 @@ pub struct Link {
     pub drops_overflow: u64,
     pub drops_early: u64,
     pub drops_wire: u64,
+    /// Packets an ACC active router's per-flow filter discarded before the queue.
+    pub drops_filter: u64,
 }
 
 impl Link {
@@ -241,8 +251,14 @@ pub struct Net {
     pub unroutable: u64,
     /// Drops per flow id (any link, any reason).
     pub flow_drops: Vec<u64>,
+    /// TCP segments sent and retransmitted per flow id (the specs' packet retransmission
+    /// ratio, PRR); sized by the scenario builder.
+    pub flow_sent: Vec<u64>,
+    pub flow_retx: Vec<u64>,
     /// Payloads of [`Body::Blob`] packets (kept for the run; reports are few).
     pub blobs: Vec<Vec<u8>>,
+    /// ACC active routers, by link (the queue they watch): empty unless a scenario asks.
+    pub acc: Vec<Option<crate::agents::acc::AccRouter>>,
 }
 
 impl Net {
@@ -377,9 +393,20 @@ impl Net {
     fn enqueue(&mut self, l: LinkId, pkt: Packet) {
         let now = self.now;
         let link = &mut self.links[l];
+        let mut acc = self.acc.get_mut(l).and_then(Option::as_mut);
+        if let Some(r) = acc.as_mut() {
+            if !r.admit(&pkt) {
+                link.drops_filter += 1;
+                if let Some(c) = self.flow_drops.get_mut(pkt.flow as usize) {
+                    *c += 1;
+                }
+                return;
+            }
+        }
         let dropped = link
             .queue
             .enqueue(now, Queued::new(pkt, pkt.size, u64::from(pkt.flow)));
+        let mut notes = Vec::new();
         for (d, why) in dropped {
             match why {
                 DropReason::Overflow => link.drops_overflow += 1,
@@ -388,8 +415,16 @@ impl Net {
             if let Some(c) = self.flow_drops.get_mut(d.item.flow as usize) {
                 *c += 1;
             }
+            if let Some(r) = acc.as_mut() {
+                notes.extend(r.on_drop(&d.item, link.from));
+            }
         }
-        if !link.busy {
+        let from = link.from;
+        // The router's notifications leave from the congested router (the link's tail).
+        for n in notes {
+            self.forward(from, n);
+        }
+        if !self.links[l].busy {
             self.start_tx(l);
         }
     }
@@ -494,6 +529,7 @@ impl Sim {
                     drops_overflow: 0,
                     drops_early: 0,
                     drops_wire: 0,
+                    drops_filter: 0,
                 }
             })
             .collect();
@@ -513,7 +549,10 @@ impl Sim {
                 events: 0,
                 unroutable: 0,
                 flow_drops: Vec::new(),
+                flow_sent: Vec::new(),
+                flow_retx: Vec::new(),
                 blobs: Vec::new(),
+                acc: Vec::new(),
             },
             agents: Vec::new(),
             seed,

@@ -33,6 +33,12 @@ pub const METRICS: &[&str] = &[
     "max_rate_kbps",
     "time_to_clr",
     "clr_share",
+    "mean_queue_ratio",
+    "mean_queue_spread",
+    "mean_queue_increasing",
+    "spread_kbps",
+    "retransmit_ratio",
+    "acc_notifications",
     "queue_delay_median_ms",
     "queue_delay_p95_ms",
     "dlm_d1_ms",
@@ -69,6 +75,8 @@ pub const AGGREGATE: &[&str] = &[
     "jain",
     "fairness_i",
     "tcp_friendliness",
+    "spread_kbps",
+    "retransmit_ratio",
     "final_level_spread",
     "convergence_spread",
 ];
@@ -237,6 +245,32 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
         "mean_queue_packets" => per(&|mon| {
             let (a, b) = window(mon);
             mon.mean_queue(iv, a, b)
+        }),
+        "mean_queue_ratio" | "mean_queue_spread" | "mean_queue_increasing" => per(&|mon| {
+            let q: Vec<f64> = m
+                .windows
+                .iter()
+                .map(|w| mon.mean_queue(iv, w[0], w[1].min(end)))
+                .collect();
+            let (first, last) = (q[0], q[q.len() - 1]);
+            match m.metric.as_str() {
+                "mean_queue_ratio" => last / first,
+                "mean_queue_spread" => {
+                    q.iter().copied().fold(f64::MIN, f64::max)
+                        - q.iter().copied().fold(f64::MAX, f64::min)
+                }
+                _ => f64::from(u8::from(q.windows(2).all(|p| p[1] > p[0]))),
+            }
+        }),
+        "acc_notifications" => per(&|mon| {
+            // Of a link probe `queue:FROM-TO`: notifications its ACC router sent (whole run).
+            let link = mon.name.strip_prefix("queue:").unwrap_or(&mon.name);
+            sim.net
+                .links
+                .iter()
+                .position(|l| l.name == link)
+                .and_then(|i| sim.net.acc.get(i).and_then(Option::as_ref))
+                .map_or(0.0, |r| r.notifications as f64)
         }),
         "mean_layers" => per(&|mon| {
             let (a, b) = window(mon);
@@ -457,6 +491,25 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
         let x: Vec<f64> = mons.iter().map(|mon| thr(mon)).collect();
         let v = match m.metric.as_str() {
             "sum_throughput_kbps" => x.iter().sum(),
+            "retransmit_ratio" => {
+                // Whole run: retransmitted / transmitted segments over the TCP flows of `of`.
+                let (mut sent, mut retx) = (0u64, 0u64);
+                for mon in &mons {
+                    if let Some(i) = sc.flows.iter().position(|f| f.name() == mon.flow) {
+                        sent += sim.net.flow_sent.get(i).copied().unwrap_or(0);
+                        retx += sim.net.flow_retx.get(i).copied().unwrap_or(0);
+                    }
+                }
+                if sent > 0 {
+                    retx as f64 / sent as f64
+                } else {
+                    f64::NAN
+                }
+            }
+            "spread_kbps" => {
+                x.iter().copied().fold(f64::MIN, f64::max)
+                    - x.iter().copied().fold(f64::MAX, f64::min)
+            }
             "jain" => jain(&x),
             "fairness_i" => min_max_ratio(&x),
             "final_level_spread" => {

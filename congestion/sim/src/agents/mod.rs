@@ -1,5 +1,6 @@
 //! Traffic sources and sinks.
 
+pub mod acc;
 pub mod alma;
 pub mod cbr;
 pub mod dlm_trace;

@@ -45,7 +45,7 @@ impl QueueProbe {
         let qd_ms = 1e3 * l.waiting_time_s(now);
         let sent = l.sent_packets;
         let bytes = l.sent_bytes;
-        let dropped = l.drops_overflow + l.drops_early + l.drops_wire;
+        let dropped = l.drops_overflow + l.drops_early + l.drops_wire + l.drops_filter;
         let (ds, db, dd) = (
             sent - self.sent.min(sent),
             bytes - self.sent_bytes.min(bytes),
