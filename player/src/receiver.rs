@@ -1222,6 +1222,19 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             }
         }
     }
+    // TFMCC: a last report with the leave flag (RFC 4654 §3.3), so that the sender replaces a
+    // leaving CLR at once instead of after its 10·T timeout (tfrc-tfmcc-pcc.md E13).
+    if let (Some(c), Some((fb, view))) = (ctl.as_mut(), tfmcc.as_mut()) {
+        if let Ok(mut v) = view.lock() {
+            v.leave_requested = true;
+        }
+        c.handle_timeout(Time(net::realtime_ns()));
+        while let Some(act) = c.poll_action() {
+            if let Action::SendFeedback(b) = act {
+                fb.send(&b, info.as_ref());
+            }
+        }
+    }
     // Clean leave: drop every membership before exiting.
     for l in layers.iter_mut() {
         l.sock = None;
