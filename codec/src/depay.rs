@@ -315,8 +315,19 @@ impl Assembler {
         let pid = self.pid.unwrap(pid15 as u64, bits);
         let seq = self.seq[layer].unwrap(packet.sequence_number() as u64, 16);
         if pid < self.done_below {
-            self.stats.late += 1;
-            return Ok(());
+            // Nothing decodable returned yet and a slightly older picture turns up: the first
+            // packet seen was of a later picture. Layers are paced independently, so a higher
+            // layer's packet of picture n+1 can arrive before the base layer's packets of
+            // picture n, the key picture a (restarted) stream begins with; taking the first
+            // packet as the start threw that key picture away as late.
+            let reopen = self.stats.pictures == 0
+                && self.ready.is_empty()
+                && self.done_below - pid <= self.conf.reorder_pictures;
+            if !reopen {
+                self.stats.late += 1;
+                return Ok(());
+            }
+            self.done_below = pid;
         }
         if let Some(ss) = &desc.ss {
             let full = ss.spatial_layers == self.ladder.spatial_layers();
@@ -670,6 +681,42 @@ mod prop {
                 prop_assert_eq!(outs.len(), expected);
             }
         }
+    }
+
+    /// A stream whose first packet to arrive belongs to picture 1 (a higher layer, paced
+    /// separately, overtook the base layer's key picture 0): the assembler still starts at
+    /// picture 0 instead of dropping it as late and waiting for the next key picture.
+    #[test]
+    fn start_at_the_key_picture_when_a_later_picture_arrives_first() {
+        let (ladder, packets, _) = stream(8, 300);
+        let k = 2; // spatial 0, temporal 0..=2: every picture is kept
+        let mut asm = Assembler::new(ladder, Some(k), AssemblerConfig::default());
+        let mut push = |i: usize| {
+            for (layer, v) in packets[i].iter().enumerate().take(k + 1) {
+                for p in v {
+                    asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+                }
+            }
+        };
+        push(1);
+        for i in [0, 2, 3, 4, 5, 6, 7] {
+            push(i);
+        }
+        asm.flush();
+        let mut outs = Vec::new();
+        while let Some(p) = asm.pop() {
+            outs.push(p);
+        }
+        assert!(!outs.is_empty(), "nothing decodable: {:?}", asm.stats());
+        assert!(outs[0].key, "first picture returned is not the key picture");
+        let first = outs[0].picture_id;
+        // Picture 1 came first and was given up (its reference, picture 0, was missing then);
+        // every later picture decodes.
+        assert_eq!(outs.len(), 7, "{:?}", asm.stats());
+        assert!(outs
+            .iter()
+            .all(|p| p.picture_id == first || p.picture_id >= first + 2));
+        assert_eq!(asm.stats().late, 0);
     }
 
     #[test]

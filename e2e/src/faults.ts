@@ -146,9 +146,13 @@ async function senderRestart(o: FaultOptions): Promise<FaultResult> {
       const rise = ls.find((l) => l.t > restartAt && (l.video?.decoded ?? 0) > 0 && l.video?.decoded !== before);
       per[p.name] = first === null ? null : first - restartAt;
       const last = ls[ls.length - 1];
+      // The player holds the new sender's packets that arrive before its announcement is
+      // accepted and feeds them to the new video path (player/src/receiver.rs `Limbo`).
+      const rs = (last as PLine & { restart?: { held: number; replayed: number; flushed: number; dropped: number } } | undefined)?.restart;
       details.push(
         `${p.name}: first frame decoded ${f2(per[p.name])} s after the restart (counter rose by the line at +${f2(rise ? rise.t - restartAt : null)} s); ` +
-          `${fr.length} frames shown since, decoder errors ${last?.video?.decoder_errors ?? '?'}, freezes ${last?.video?.freezes ?? '?'}`,
+          `${fr.length} frames shown since, decoder errors ${last?.video?.decoder_errors ?? '?'}, freezes ${last?.video?.freezes ?? '?'}; ` +
+          `packets held before the new announcement ${rs?.held ?? '?'} (replayed ${rs?.replayed ?? '?'}, flushed ${rs?.flushed ?? '?'}, dropped ${rs?.dropped ?? '?'})`,
       );
     }
     details.push(`server down ${f2(restartAt - killedAt)} s; API answered ${f2(upAt - restartAt)} s after the spawn`);

@@ -21,6 +21,7 @@ export const FULL_CHECKS = [
   'era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-6', 'era/AC-8', 'era/AC-10', 'era/AC-14',
   'plm/E0', 'plm/E2', 'plm/E5', 'plm/E13',
   'delay/DE1', 'delay/DE2', 'delay/DE6',
+  'tfmcc/E6', 'tfmcc/E7', 'tfmcc/E9', 'tfmcc/E10', 'tfmcc/E13', 'tfmcc/E16',
 ];
 
 /** Checks of FULL_CHECKS that the simulator's catalogue records under the same id. */
@@ -57,7 +58,9 @@ export function fullScenarios(all = false, unreadable: string[] = []): { file: s
         continue;
       }
       if (sc.name.startsWith('sim-')) continue;
-      if (sc.flows.some((x) => x.type === 'tfmcc')) continue; // the testbed has no TFMCC sender yet
+      // The catalogue's TFMCC scenarios are simulator experiments (up to 10,000 receivers);
+      // the testbed runs the TFMCC files that name an emulation check (tfmcc/E<n>).
+      if (sc.flows.some((x) => x.type === 'tfmcc') && !sc.measurements.some((m) => checkOf(m.id).startsWith('tfmcc/E'))) continue;
       if (all || sc.measurements.some((m) => FULL_CHECKS.includes(checkOf(m.id)))) out.push({ file, sc });
     }
   }
@@ -88,6 +91,9 @@ export function rowsOf(sc: Scenario, r: RunResult): Row[] {
  *  mean ≥ 0.9 × (300 − PLM rate) / #TCP over the same window (TCP-fairness towards PLM). */
 export function derivedRows(sc: Scenario, r: RunResult): Row[] {
   const out: Row[] = [];
+  for (const d of r.tfmcc_checks ?? []) {
+    out.push({ check: d.check, scenario: sc.name, measurement: d.measurement, value: d.text, band: band(d.min, d.max), verdict: d.pass === null ? 'info' : d.pass ? 'pass' : 'FAIL', note: '' });
+  }
   const plm = r.measurements.find((m) => m.id.startsWith('plm/E5 PLM rate'));
   const tcp = r.measurements.find((m) => m.id.startsWith('plm/E5 TCP rates'));
   if (plm && tcp && tcp.values.length) {

@@ -13,6 +13,19 @@ import { mediaBins, playerArgs, serverArgs, type PlayerLine } from './media.js';
 import type { Snapshot } from './linkemu.js';
 import { writeReport } from './report.js';
 import { analyseRun, appendToReport, qualityHtml, qualitySummary, type PlayerQuality } from './quality.js';
+import {
+  playerExitTime,
+  playerRid,
+  playerSeconds,
+  readSenderLog,
+  senderPollScript,
+  tfmccCeilingKbps,
+  tfmccDerived,
+  tfmccPlayerArgs,
+  tfmccServerArgs,
+  type DerivedRow,
+  type TfmccRecord,
+} from './tfmcc.js';
 
 export interface RunOptions {
   outDir: string;
@@ -23,6 +36,10 @@ export interface RunOptions {
   router?: 'mrouter' | 'igmpproxy';
   /** Multiplies every time in the scenario (a quick look at a long scenario). Default 1. */
   timeScale?: number;
+  /** TFMCC receivers (`flow/receiver`) whose stop is a crash (SIGKILL, no leave report)
+   *  instead of the player's own exit at its `--duration` (tfrc-tfmcc-pcc.md E13). Receivers
+   *  whose name starts with `crash` (and that have a stop_s) are always crashed. */
+  kill?: string[];
   log?: (msg: string) => void;
 }
 
@@ -66,6 +83,10 @@ export interface RunResult {
   notes: string[];
   /** Per-player video quality (players with `frames.csv` and a `reference.y4m` in the run). */
   video?: ReturnType<typeof qualitySummary>[];
+  /** TFMCC sessions: the sender's sampled state, receiver ids and per-second rates. */
+  tfmcc?: TfmccRecord[];
+  /** Checks on TFMCC runs the scenario metrics cannot express (e.g. E13, E16). */
+  tfmcc_checks?: DerivedRow[];
 }
 
 /** mulberry32: seeded start jitter, like the simulator's. */
@@ -109,13 +130,6 @@ interface UdpSegment {
 }
 
 export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<RunResult> {
-  const unsupported = scIn.flows.find((f) => f.type === 'tfmcc');
-  if (unsupported) {
-    throw new Error(
-      `scenario ${scIn.name}: flow ${unsupported.name} is a TFMCC session, which the testbed cannot run yet ` +
-        `(the server has no TFMCC sender); run it with layercast-sim`,
-    );
-  }
   const sc = scaled(scIn, opts.timeScale ?? 1);
   const seed = opts.seed ?? 1;
   const log = opts.log ?? ((m: string) => console.error(`[e2e] ${m}`));
@@ -141,6 +155,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
     mons.set(n, m);
   }
   const linkSamples: LinkSample[] = [];
+  const tfmccRecs: TfmccRecord[] = [];
   const finals = new Map<number, Snapshot>();
   let built: Built | null = null;
   const hardLimitMs = (sc.duration_s + 90) * 1000;
@@ -259,6 +274,70 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
       }
     }
 
+    // ---- TFMCC sessions (layercast-server in TFMCC mode / layercast-player --controller tfmcc)
+    for (const f of sc.flows) {
+      if (f.type !== 'tfmcc') continue;
+      const sk = k++;
+      if (!bins.server || !bins.player) {
+        const why = `layercast-server/layercast-player not built: session ${f.name} not run`;
+        notes.push(why);
+        for (const r of f.receivers) mons.get(`${f.name}/${r.name}`)!.notRun = why;
+        mons.get(`${f.name}/sender`)!.notRun = why;
+        continue;
+      }
+      const app = b.sourceApp.get(f.from)!;
+      const start = f.start_s + rand() * f.start_jitter_s;
+      const stop = Math.min(f.stop_s ?? sc.duration_s, sc.duration_s);
+      mons.get(`${f.name}/sender`)!.start = start;
+      const rec: TfmccRecord = { flow: f.name, packet_size: f.packet_size, ceiling_kbps: tfmccCeilingKbps(sc, f), sender: [], rids: {}, seconds: {}, stops: [] };
+      tfmccRecs.push(rec);
+      const pollFile = path.join(opts.outDir, `tfmcc-sender-${f.name}.jsonl`);
+      later(start, () => {
+        const c = net.procs.spawnIn(app.ns, `server ${f.name}`, bins.server!, tfmccServerArgs(sc, f, sk, app.addr));
+        pipeTo(c, path.join(opts.outDir, `server-${f.name}.log`));
+        const poll = net.procs.spawnIn(app.ns, `poll ${f.name}`, 'sh', senderPollScript(app.addr, sk, f.name));
+        poll.stdout?.pipe(fs.createWriteStream(pollFile));
+      });
+      later(stop, () => {
+        void stopNamed(net, `server ${f.name}`);
+        void stopNamed(net, `poll ${f.name}`);
+      });
+      for (const r of f.receivers) {
+        const mname = `${f.name}/${r.name}`;
+        const mon = mons.get(mname)!;
+        const rs = r.start_s + rand() * r.start_jitter_s;
+        const re = Math.min(r.stop_s ?? stop, stop);
+        // A receiver named `crash...` (a testbed convention, the simulator ignores names) or
+        // listed in opts.kill is ended by SIGKILL at its stop time: no leave report.
+        const crash = (opts.kill ?? []).includes(mname) || (r.name.startsWith('crash') && r.stop_s != null);
+        mon.start = rs;
+        const dir = path.join(opts.outDir, `player-${f.name}-${r.name}`);
+        fs.mkdirSync(dir, { recursive: true });
+        const ifc = b.toward(r.at, f.from);
+        // A crashing player gets a longer --duration so that the SIGKILL, not its own exit,
+        // ends it.
+        const dur = re - rs + (crash ? 30 : 0);
+        pending.push(
+          new Promise<void>((resolve) => {
+            later(rs, async () => {
+              const c = net.procs.spawnIn(b.nodeNs.get(r.at)!, `player ${mname}`, bins.player!, tfmccPlayerArgs(r, sk, ifc.addr, dir, dur));
+              pipeTo(c, path.join(dir, 'stderr.log'));
+              if (crash) {
+                later(re, () => {
+                  rec.stops.push({ receiver: r.name, t: (Date.now() - t0) / 1000, how: 'kill' });
+                  c.kill('SIGKILL');
+                });
+              } else if (r.stop_s != null && r.stop_s < stop) {
+                c.once('exit', () => rec.stops.push({ receiver: r.name, t: (Date.now() - t0) / 1000, how: 'exit' }));
+              }
+              await waitExit(c, (dur + 10) * 1000);
+              resolve();
+            });
+          }),
+        );
+      }
+    }
+
     // ---- link changes
     for (const s of sc.schedule) {
       if (s.link == null) continue;
@@ -321,6 +400,32 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
       if (f.type !== 'layered') continue;
       for (const r of f.receivers) readPlayerLog(path.join(opts.outDir, `player-${f.name}-${r.name}`, 'player.jsonl'), mons.get(`${f.name}/${r.name}`)!, t0, iv, notes);
     }
+    for (const rec of tfmccRecs) {
+      const f = sc.flows.find((x) => x.name === rec.flow);
+      if (f?.type !== 'tfmcc') continue;
+      rec.sender = readSenderLog(path.join(opts.outDir, `tfmcc-sender-${f.name}.jsonl`), t0 / 1000);
+      const smon = mons.get(`${f.name}/sender`)!;
+      if (!rec.sender.length) {
+        smon.notRun = smon.notRun ?? `no samples of the TFMCC sender ${f.name} (server API)`;
+        notes.push(smon.notRun);
+      }
+      // The sender's sent rate as a monitor (`<flow>/sender`, as in the simulator): each
+      // sample holds for the poll period.
+      for (let i = 0; i + 1 < rec.sender.length; i++) {
+        const a = rec.sender[i];
+        const dt = Math.min(rec.sender[i + 1].t - a.t, 2);
+        if (Number.isFinite(a.rate_bps)) smon.add(iv, a.t + dt / 2, (a.rate_bps * dt) / 8, 0, 0);
+      }
+      for (const r of f.receivers) {
+        const file = path.join(opts.outDir, `player-${f.name}-${r.name}`, 'player.jsonl');
+        readPlayerLog(file, mons.get(`${f.name}/${r.name}`)!, t0, iv, notes);
+        rec.rids[r.name] = playerRid(file);
+        rec.seconds[r.name] = playerSeconds(file, t0 / 1000);
+        const exit = rec.stops.find((x) => x.receiver === r.name && x.how === 'exit');
+        const te = exit ? playerExitTime(file, t0 / 1000) : null;
+        if (exit && te !== null) exit.t = te;
+      }
+    }
   } finally {
     clearTimeout(watchdog);
     await net.teardown();
@@ -376,6 +481,11 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
     }),
     notes,
   };
+  if (tfmccRecs.length) {
+    result.tfmcc = tfmccRecs;
+    result.tfmcc_checks = tfmccDerived(sc, tfmccRecs);
+    fs.writeFileSync(path.join(opts.outDir, 'tfmcc.json'), JSON.stringify(tfmccRecs, null, 1));
+  }
   let video: PlayerQuality[] = [];
   try {
     video = await analyseRun(opts.outDir);

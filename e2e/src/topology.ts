@@ -218,7 +218,7 @@ export async function buildTopology(net: Net, sc: Scenario, opts: BuildOptions):
     routerIfs.set(node, cur);
   };
   for (const f of sc.flows) {
-    if (f.type !== 'layered') continue;
+    if (f.type !== 'layered' && f.type !== 'tfmcc') continue;
     if (!sourceApp.has(f.from)) {
       const idx = sourceApp.size;
       if (idx > 250) throw new Error('at most 250 layered sources');

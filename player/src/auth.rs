@@ -117,14 +117,35 @@ pub fn description_url(announcement_url: &str) -> Option<String> {
     d.contains("/api/sessions/").then(|| d.to_string())
 }
 
+/// A fresh secret (32 hex digits, OS RNG) that binds this run's receiver id to this client at
+/// the server: the key API issues an id's report key only to the client that first asked for
+/// it with its binding (docs/security.md §9.7). Kept for the run, so the player can ask
+/// again (a refresh) and get the same key; never sent anywhere else.
+pub fn new_binding() -> Result<String> {
+    let mut b = [0u8; 16];
+    openssl::rand::rand_bytes(&mut b).map_err(|e| {
+        Error::io(
+            "random binding secret".to_string(),
+            std::io::Error::other(e.to_string()),
+        )
+    })?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// The key API query for receiver `rid` with this client's `binding`.
+pub fn keys_query(rid: Option<u32>, binding: &str) -> String {
+    rid.map_or(String::new(), |r| format!("?rid={r}&binding={binding}"))
+}
+
 /// Fetches the session description (and, for an encrypted session, its media key; for a
 /// TFMCC session with `auth_reports` and a player that reports as receiver `rid`, that
-/// receiver's report key: `GET .../keys?rid=N`, derived by the server from the session's
-/// report secret, which never leaves it).
+/// receiver's report key: `GET .../keys?rid=N&binding=B`, derived by the server from the
+/// session's report secret, which never leaves it, and issued only to the holder of `B`).
 pub fn fetch_security(
     description_url: &str,
     timeout: Duration,
     rid: Option<u32>,
+    binding: &str,
 ) -> Result<SessionSecurity> {
     let get = |url: &str| -> Result<Value> {
         match http_client::request("GET", url, None, timeout)? {
@@ -152,7 +173,7 @@ pub fn fetch_security(
     let encrypted = d["encrypted"].as_bool() == Some(true);
     let report_rid = rid.filter(|_| d["auth_reports"].as_bool() == Some(true));
     let keys = if encrypted || report_rid.is_some() {
-        let q = report_rid.map_or(String::new(), |r| format!("?rid={r}"));
+        let q = keys_query(report_rid, binding);
         Some(get(&format!("{description_url}/keys{q}"))?)
     } else {
         None
@@ -304,5 +325,11 @@ mod tests {
             Some("https://h:1/api/sessions/one")
         );
         assert_eq!(description_url("http://h/other"), None);
+        let b = new_binding().unwrap();
+        assert_eq!(b.len(), 32);
+        assert!(b.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(b, new_binding().unwrap(), "a fresh secret per call");
+        assert_eq!(keys_query(Some(7), &b), format!("?rid=7&binding={b}"));
+        assert_eq!(keys_query(None, &b), "");
     }
 }

@@ -21,6 +21,8 @@ struct Layer {
     sock: Option<McastSocket>,
     ext: SeqExtender,
     ssrc: Option<u32>,
+    /// The SSRC before the last change (a restarted sender's predecessor).
+    prev_ssrc: Option<u32>,
     highest: Option<u64>,
     /// First packet of the bunch in progress: (extended seq, kernel time ns).
     bunch_start: Option<(u64, u64)>,
@@ -63,6 +65,104 @@ const QUARANTINE_NS: u64 = 150_000_000;
 /// Held packets more delayed than the least delayed one by this much are dropped as stale.
 const HELD_SLACK_US: i64 = 100_000;
 
+/// Video packets of a new sender instance, held until its announcement is accepted.
+///
+/// Why: a restarted sender (new SSRCs on the same groups) starts sending before the player has
+/// accepted its announcement (the new signing key has to be fetched first, up to about a
+/// second). Its first packets carry the new encoder's first key picture; pushed into the old
+/// session's video path they were thrown away with it when the path was rebuilt for the new
+/// session, and the decoder then waited for the next key picture: 2.5-2.8 s to decode again
+/// instead of 0.2 s (docs/reliability.md, "sender restart"). Held here, they are fed to the new
+/// path as soon as it exists.
+///
+/// Bounded in packets, bytes and time. When full, newer packets are refused (counted), not
+/// older ones: the oldest hold the key picture the new path needs first. Entered only when a
+/// layer the player already receives changes SSRC, so a first join never waits here.
+#[derive(Default)]
+struct Limbo {
+    /// Kernel time the first held packet arrived; `None` when not holding.
+    since: Option<u64>,
+    pkts: Vec<(usize, Vec<u8>, u64)>,
+    bytes: usize,
+    stats: LimboStats,
+}
+
+/// What the restart holding did (in the per-second log as `restart`).
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+struct LimboStats {
+    /// Times a new sender instance was seen and holding began.
+    episodes: u64,
+    /// Packets held.
+    held: u64,
+    /// Held packets fed to a new session's video path.
+    replayed: u64,
+    /// Held packets fed back to the current path because no new announcement came in time.
+    flushed: u64,
+    /// Packets refused because the hold was full, or discarded (new session without video).
+    dropped: u64,
+}
+
+/// Most packets held for a new sender instance (a 2.5-Mbit/s session of 1200-B packets sends
+/// about 260 a second; the announcement normally follows within a second).
+const LIMBO_MAX_PACKETS: usize = 4096;
+/// Most bytes held.
+const LIMBO_MAX_BYTES: usize = 4 << 20;
+/// Longest hold: without a new announcement by then the SSRC change was not a new session
+/// (or a forged packet), and the held packets go to the current path as before.
+const LIMBO_MAX_NS: u64 = 3_000_000_000;
+
+impl Limbo {
+    fn active(&self) -> bool {
+        self.since.is_some()
+    }
+    /// Starts holding (a layer saw a new SSRC at kernel time `ts`); no-op when already holding.
+    fn begin(&mut self, ts: u64) {
+        if self.since.is_none() {
+            self.since = Some(ts);
+            self.stats.episodes += 1;
+        }
+    }
+    fn push(&mut self, layer: usize, data: &[u8], ts: u64) {
+        if self.pkts.len() >= LIMBO_MAX_PACKETS || self.bytes + data.len() > LIMBO_MAX_BYTES {
+            self.stats.dropped += 1;
+            return;
+        }
+        self.bytes += data.len();
+        self.stats.held += 1;
+        self.pkts.push((layer, data.to_vec(), ts));
+    }
+    /// Whether the hold has outlived [`LIMBO_MAX_NS`] at kernel time `now`.
+    fn expired(&self, now: u64) -> bool {
+        self.since
+            .is_some_and(|s| now.saturating_sub(s) >= LIMBO_MAX_NS)
+    }
+    /// Ends holding; the held packets in arrival order.
+    fn take(&mut self) -> Vec<(usize, Vec<u8>, u64)> {
+        self.since = None;
+        self.bytes = 0;
+        std::mem::take(&mut self.pkts)
+    }
+    /// Ends holding and feeds what was held to `v` (counted as `replayed` for a new
+    /// session's path, `flushed` for the current one), or drops it when there is no path.
+    fn release(&mut self, v: Option<&mut crate::video::Video>, new_session: bool) {
+        let pkts = self.take();
+        let n = pkts.len() as u64;
+        match v {
+            Some(v) => {
+                for (k, d, ts) in pkts {
+                    v.push(k, &d, ts);
+                }
+                if new_session {
+                    self.stats.replayed += n;
+                } else {
+                    self.stats.flushed += n;
+                }
+            }
+            None => self.stats.dropped += n,
+        }
+    }
+}
+
 /// Counters and per-second tallies the feed path updates.
 #[derive(Default)]
 struct Tally {
@@ -78,6 +178,9 @@ struct Tally {
     off_cur: Option<i64>,
     off_prev: Option<i64>,
     off_window_start: u64,
+    /// SSRCs that replaced another on a layer since the current session was accepted: a new
+    /// sender instance whose announcement has not been accepted yet (bounded).
+    new_ssrcs: Vec<u32>,
     /// TFMCC: where `feed` puts each packet's extension block for the controller.
     tfmcc_ext: Option<crate::tfmcc::ExtSlot>,
 }
@@ -107,11 +210,23 @@ fn feed(
     l: &mut Layer,
     ctl: Option<&mut Box<dyn LayeredController>>,
     video: Option<&mut crate::video::Video>,
+    limbo: &mut Limbo,
     t: &mut Tally,
     mut p: Pkt,
 ) {
     let ts = p.ts;
     if l.ssrc != Some(p.ssrc) {
+        if l.ssrc.is_some() {
+            // A layer already received changed SSRC: a new sender instance whose
+            // announcement is not accepted yet. Hold its video until it is (`Limbo`).
+            if video.is_some() {
+                limbo.begin(ts);
+            }
+            if t.new_ssrcs.len() < 64 && !t.new_ssrcs.contains(&p.ssrc) {
+                t.new_ssrcs.push(p.ssrc);
+            }
+            l.prev_ssrc = l.ssrc;
+        }
         // New sender instance (restart): new sequence space, not a loss burst.
         l.ext.reset();
         l.highest = None;
@@ -169,7 +284,11 @@ fn feed(
         c.handle_packet(Time(t.last_now), &arr);
     }
     if let Some(v) = video {
-        v.push(p.layer, &p.data, ts);
+        if limbo.active() {
+            limbo.push(p.layer, &p.data, ts);
+        } else {
+            v.push(p.layer, &p.data, ts);
+        }
     }
 }
 
@@ -189,6 +308,10 @@ pub struct Drops {
     pub media_auth_failed: u64,
     /// SAMs from the group ignored because the session description had not arrived yet.
     pub sam_before_description: u64,
+    /// Packets of the previous session (its SSRCs) that arrived after a new session was
+    /// accepted: fed to the new session's video path they would set its assembler's start
+    /// to a foreign picture ID.
+    pub old_session: u64,
 }
 
 /// The SAM verifier's counters as the player reports them.
@@ -238,6 +361,7 @@ fn url_poller(
     stop: Arc<AtomicBool>,
     refresh: Arc<AtomicBool>,
     rid: Option<u32>,
+    binding: String,
 ) {
     let description = crate::auth::description_url(&url);
     let mut need_security = description.clone();
@@ -255,7 +379,7 @@ fn url_poller(
             last_fetch = Instant::now();
         }
         if let Some(d) = &need_security {
-            match crate::auth::fetch_security(d, Duration::from_millis(1500), rid) {
+            match crate::auth::fetch_security(d, Duration::from_millis(1500), rid, &binding) {
                 Ok(sec) => {
                     let _ = tx.send(Event::Security(Box::new(sec)));
                     need_security = None;
@@ -366,6 +490,20 @@ fn decision_json(d: &Decision) -> Value {
            "reason": d.reason, "inputs": inputs})
 }
 
+/// The SSRCs of the session being replaced: what the layers received, or received before a
+/// new sender took over (`prev_ssrc`), except the new sender's own (`new_ssrcs`).
+fn previous_session_ssrcs(layers: &[Layer], new_ssrcs: &[u32]) -> Vec<u32> {
+    let mut v: Vec<u32> = layers
+        .iter()
+        .flat_map(|l| [l.ssrc, l.prev_ssrc])
+        .flatten()
+        .filter(|x| !new_ssrcs.contains(x))
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 fn same_layout(a: &SessionInfo, b: &SessionInfo) -> bool {
     a.layers == b.layers && a.packet_size == b.packet_size && a.bunch_len == b.bunch_len
 }
@@ -402,8 +540,9 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     if let Some(url) = a.session_url.clone() {
         let (tx, st, rf) = (ev_tx.clone(), stop.clone(), refresh_security.clone());
         let every = Duration::from_millis(a.poll_interval_ms.max(50));
+        let binding = crate::auth::new_binding()?;
         threads.push(std::thread::spawn(move || {
-            url_poller(url, every, tx, st, rf, tfmcc_rid)
+            url_poller(url, every, tx, st, rf, tfmcc_rid, binding)
         }));
     }
     // Authentication failures seen when the description was last asked for again.
@@ -490,6 +629,9 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let mut layers: Vec<Layer> = Vec::new();
     let mut drops = Drops::default();
     let mut video: Option<crate::video::Video> = None;
+    let mut limbo = Limbo::default();
+    // SSRCs of the session before the current one (see `Drops::old_session`).
+    let mut retired: Vec<u32> = Vec::new();
     let mut first_join_ns: Option<u64> = None;
     let mut pending_decisions: Vec<Value> = Vec::new();
     let mut fixed_held: u8 = 0;
@@ -695,6 +837,10 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 Some(old) => old.session_id != new.session_id || !same_layout(old, &new),
             };
             if changed {
+                // The previous session's SSRCs: what the layers received, or received before
+                // a new sender took over, except that new sender's own.
+                let old_ssrcs = previous_session_ssrcs(&layers, &tally.new_ssrcs);
+                tally.new_ssrcs.clear();
                 let relayout = info.as_ref().is_none_or(|o| !same_layout(o, &new));
                 if relayout {
                     // Close sockets of layers whose address changed; re-open held ones below.
@@ -720,11 +866,34 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         l.ext.reset();
                         l.highest = None;
                         l.ssrc = None;
+                        l.prev_ssrc = None;
                         l.bunch_start = None;
                     }
                 }
                 tally.reset_offsets();
                 video = crate::video::Video::new(&new, &a, video.take());
+                // Subscribe the new path to the layers held now: it starts with none, and
+                // would ignore this turn's packets (and the held ones) until step 7.
+                if let Some(v) = video.as_mut() {
+                    v.set_layers(layers.iter().filter(|l| l.sock.is_some()).count());
+                }
+                // The new sender's packets that came before its announcement: the new path
+                // gets them first (they hold its first key picture).
+                let new_session = info
+                    .as_ref()
+                    .is_some_and(|o| o.session_id != new.session_id);
+                if new_session {
+                    retired = old_ssrcs;
+                    // A new session instance (a restarted server) has new keys: its media
+                    // key and its report secret are made per session start, and a server
+                    // with a persistent SAM key (`sam_key_file`) gives no other sign of it
+                    // (its SAMs keep verifying). Ask for the description again, so the
+                    // report key (TFMCC `auth_reports`) and the media key follow.
+                    refresh_security.store(true, Ordering::Relaxed);
+                }
+                if limbo.active() {
+                    limbo.release(video.as_mut(), new_session);
+                }
                 eprintln!(
                     "layercast-player: session {} ({} layers, {} B packets, bunch {})",
                     new.session_id,
@@ -745,6 +914,10 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         //    newly joined layer's first packets are held for `QUARANTINE` and filtered.
         let now_ns = net::realtime_ns();
         for p in batch {
+            if retired.contains(&p.ssrc) {
+                drops.old_session += 1;
+                continue;
+            }
             let off = p.offset_us();
             if tally.min_offset().is_some_and(|m| off > m + STALE_US) {
                 drops.stale += 1;
@@ -761,25 +934,32 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 l.held.push(p);
                 continue;
             }
-            feed(l, ctl.as_mut(), video.as_mut(), &mut tally, p);
+            feed(l, ctl.as_mut(), video.as_mut(), &mut limbo, &mut tally, p);
         }
         for l in layers.iter_mut() {
             let Some(first) = l.first_held else { continue };
             if !l.quarantine || now_ns.saturating_sub(first) < QUARANTINE_NS {
                 continue;
             }
-            let held = std::mem::take(&mut l.held);
+            let mut held = std::mem::take(&mut l.held);
+            let before = held.len();
+            held.retain(|p| !retired.contains(&p.ssrc));
+            drops.old_session += (before - held.len()) as u64;
             let m = held.iter().map(|p| p.offset_us()).min().unwrap_or(0);
             let m = tally.min_offset().map_or(m, |g| g.min(m));
             for p in held {
                 if p.offset_us() > m + HELD_SLACK_US {
                     drops.stale += 1;
                 } else {
-                    feed(l, ctl.as_mut(), video.as_mut(), &mut tally, p);
+                    feed(l, ctl.as_mut(), video.as_mut(), &mut limbo, &mut tally, p);
                 }
             }
             l.quarantine = false;
             l.first_held = None;
+        }
+        // No new announcement in time: the SSRC change was not a new session.
+        if limbo.expired(now_ns) {
+            limbo.release(video.as_mut(), false);
         }
         // 6. Timeouts.
         if let Some(c) = ctl.as_mut() {
@@ -944,13 +1124,17 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         .map(|f| f.saturating_sub(jn) as f64 / 1e6)));
                     j
                 }),
+                "restart": {"episodes": limbo.stats.episodes, "held": limbo.stats.held,
+                    "replayed": limbo.stats.replayed, "flushed": limbo.stats.flushed,
+                    "dropped": limbo.stats.dropped},
                 "dropped": {"malformed_rtp": drops.malformed_rtp, "missing_cc": drops.missing_cc,
                     "bad_cc": drops.bad_cc, "wrong_layer": drops.wrong_layer,
                     "truncated": drops.truncated, "malformed_sam": drops.malformed_sam,
                     "stale": drops.stale,
                     "malformed_announcement": drops.malformed_announcement,
                     "media_auth_failed": drops.media_auth_failed,
-                    "sam_before_description": drops.sam_before_description},
+                    "sam_before_description": drops.sam_before_description,
+                    "old_session": drops.old_session},
                 "security": {"sam": sam_json(sam.as_ref()), "encrypted": opener.is_some(),
                     "ssm_source": ssm.map(|s| s.to_string()),
                     "opened": opened, "open_ns_total": open_ns},
@@ -1008,6 +1192,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     ("malformed_sam", drops.malformed_sam),
                     ("malformed_announcement", drops.malformed_announcement),
                     ("media_auth_failed", drops.media_auth_failed),
+                    ("old_session", drops.old_session),
                     (
                         "sam_unsigned",
                         sam.as_ref().map_or(0, |v| v.stats().unsigned),
@@ -1034,6 +1219,19 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 if let Ok(mut t) = metrics_text.lock() {
                     *t = m;
                 }
+            }
+        }
+    }
+    // TFMCC: a last report with the leave flag (RFC 4654 §3.3), so that the sender replaces a
+    // leaving CLR at once instead of after its 10·T timeout (tfrc-tfmcc-pcc.md E13).
+    if let (Some(c), Some((fb, view))) = (ctl.as_mut(), tfmcc.as_mut()) {
+        if let Ok(mut v) = view.lock() {
+            v.leave_requested = true;
+        }
+        c.handle_timeout(Time(net::realtime_ns()));
+        while let Some(act) = c.poll_action() {
+            if let Action::SendFeedback(b) = act {
+                fb.send(&b, info.as_ref());
             }
         }
     }
@@ -1103,6 +1301,113 @@ mod tests {
             reason: "rai",
             inputs,
         }
+    }
+
+    fn pkt(layer: usize, ssrc: u32, seq: u16, ts: u64) -> Pkt {
+        Pkt {
+            ts,
+            layer,
+            cc: CcFields {
+                layer: layer as u8,
+                bunch_pos: 0,
+                bunch_len: 1,
+                send_time_us: ts / 1_000,
+            },
+            seq,
+            ssrc,
+            size: 100,
+            data: vec![0; 100],
+            ext: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn limbo_keeps_the_oldest_packets_within_its_bounds() {
+        let mut l = Limbo::default();
+        assert!(!l.active());
+        l.begin(1_000);
+        l.begin(2_000); // already holding: same episode
+        assert_eq!(l.stats.episodes, 1);
+        for i in 0..LIMBO_MAX_PACKETS + 10 {
+            l.push(i % 3, &[i as u8; 8], 1_000 + i as u64);
+        }
+        assert_eq!(l.stats.held, LIMBO_MAX_PACKETS as u64);
+        assert_eq!(l.stats.dropped, 10);
+        assert!(!l.expired(1_000 + LIMBO_MAX_NS - 1));
+        assert!(l.expired(1_000 + LIMBO_MAX_NS));
+        let got = l.take();
+        assert!(!l.active());
+        assert_eq!(got.len(), LIMBO_MAX_PACKETS);
+        // Arrival order, the first packets (the key picture) kept, the last ones refused.
+        assert_eq!(got[0], (0, vec![0u8; 8], 1_000));
+        assert!(got.windows(2).all(|w| w[0].2 < w[1].2));
+        assert_eq!(got.last().unwrap().2, 1_000 + LIMBO_MAX_PACKETS as u64 - 1);
+        // Byte bound: a few large datagrams fill it before the packet bound.
+        let mut l = Limbo::default();
+        l.begin(0);
+        let big = vec![0u8; 2048];
+        for i in 0..LIMBO_MAX_BYTES / 2048 + 5 {
+            l.push(0, &big, i as u64);
+        }
+        assert_eq!(l.stats.held, (LIMBO_MAX_BYTES / 2048) as u64);
+        assert_eq!(l.stats.dropped, 5);
+        // Nothing to feed them to (the new session has no video): counted as dropped.
+        l.release(None, true);
+        assert_eq!(l.stats.dropped, 5 + (LIMBO_MAX_BYTES / 2048) as u64);
+        assert_eq!(l.stats.replayed, 0);
+        assert!(!l.active() && l.take().is_empty());
+    }
+
+    #[test]
+    fn a_new_ssrc_on_a_received_layer_is_a_new_sender_and_the_old_one_is_retired() {
+        let (mut t, mut limbo) = (Tally::default(), Limbo::default());
+        let mut layers: Vec<Layer> = (0..2).map(|_| Layer::default()).collect();
+        // First session: both layers, SSRCs 10 and 11. A first join is not a restart.
+        for s in 0..5u16 {
+            feed(
+                &mut layers[0],
+                None,
+                None,
+                &mut limbo,
+                &mut t,
+                pkt(0, 10, s, 1_000 + s as u64),
+            );
+            feed(
+                &mut layers[1],
+                None,
+                None,
+                &mut limbo,
+                &mut t,
+                pkt(1, 11, s, 1_000 + s as u64),
+            );
+        }
+        assert!(t.new_ssrcs.is_empty());
+        assert_eq!(t.total.lost, 0);
+        // Restarted sender: layer 0 already gets SSRC 20 (sequence numbers from 0 again, not a
+        // loss burst), layer 1 has not seen the new sender yet.
+        feed(
+            &mut layers[0],
+            None,
+            None,
+            &mut limbo,
+            &mut t,
+            pkt(0, 20, 60_000, 9_000),
+        );
+        feed(
+            &mut layers[0],
+            None,
+            None,
+            &mut limbo,
+            &mut t,
+            pkt(0, 20, 60_001, 9_001),
+        );
+        assert_eq!(t.total.lost, 0);
+        assert_eq!(t.new_ssrcs, vec![20]);
+        assert_eq!((layers[0].ssrc, layers[0].prev_ssrc), (Some(20), Some(10)));
+        // No video path here, so nothing is held.
+        assert!(!limbo.active());
+        // The old session's SSRCs are retired, the new sender's are not.
+        assert_eq!(previous_session_ssrcs(&layers, &t.new_ssrcs), vec![10, 11]);
     }
 
     #[test]

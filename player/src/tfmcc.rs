@@ -41,6 +41,9 @@ pub struct View {
     pub have_rtt: bool,
     pub reports_sent: u64,
     pub bad_extension: u64,
+    /// Set by the host when the player exits cleanly: the next `handle_timeout` sends the
+    /// leave report (RFC 4654 §3.3) instead of running the timers.
+    pub leave_requested: bool,
 }
 
 impl View {
@@ -128,7 +131,12 @@ impl LayeredController for TfmccCtl {
         self.publish(now);
     }
     fn handle_timeout(&mut self, now: Time) {
-        self.rx.handle_timeout(now);
+        let leave = self.view.lock().map(|v| v.leave_requested).unwrap_or(false);
+        if leave {
+            self.rx.leave(now);
+        } else {
+            self.rx.handle_timeout(now);
+        }
         self.publish(now);
     }
     fn poll_action(&mut self) -> Option<Action> {

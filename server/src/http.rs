@@ -15,6 +15,37 @@ use tiny_http::{Header, Method, Request, Response, Server, StatusCode};
 /// Largest request body accepted.
 const MAX_BODY: u64 = 256 * 1024;
 
+/// Most header fields a request may carry. Our clients send fewer than ten (browsers about
+/// twenty); `tiny_http` itself accepts any number.
+pub const MAX_HEADERS: usize = 64;
+/// Most bytes of header fields (names and values, plus 4 per field for `: ` and CRLF).
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// Longest request target (path and query).
+pub const MAX_URL: usize = 8 * 1024;
+
+/// Whether a request's head is within [`MAX_HEADERS`], [`MAX_HEADER_BYTES`] and [`MAX_URL`];
+/// the refusal says which bound was exceeded.
+pub fn check_head(
+    url_len: usize,
+    fields: impl Iterator<Item = (usize, usize)>,
+) -> Result<(), String> {
+    if url_len > MAX_URL {
+        return Err(format!("request target over {MAX_URL} bytes"));
+    }
+    let (mut n, mut bytes) = (0usize, 0usize);
+    for (k, v) in fields {
+        n += 1;
+        bytes += k + v + 4;
+        if n > MAX_HEADERS {
+            return Err(format!("more than {MAX_HEADERS} header fields"));
+        }
+        if bytes > MAX_HEADER_BYTES {
+            return Err(format!("header fields over {MAX_HEADER_BYTES} bytes"));
+        }
+    }
+    Ok(())
+}
+
 type Resp = Response<std::io::Cursor<Vec<u8>>>;
 
 fn header(k: &str, v: &str) -> Header {
@@ -69,6 +100,23 @@ fn read_body(req: &mut Request) -> Result<Vec<u8>, String> {
 }
 
 fn handle(mut req: Request, state: &Arc<State>, stop: &Arc<AtomicBool>) {
+    // The head's size first, before anything else looks at it: 431, counted, connection
+    // closed. (`tiny_http` has already read the head into memory by now: see
+    // docs/security.md §9.5 for what this bounds and what it does not.)
+    if let Err(e) = check_head(
+        req.url().len(),
+        req.headers()
+            .iter()
+            .map(|h| (h.field.as_str().as_str().len(), h.value.as_str().len())),
+    ) {
+        state
+            .drops
+            .api_headers_too_large
+            .fetch_add(1, Ordering::Relaxed);
+        let r = error_resp(431, &e).with_header(header("Connection", "close"));
+        let _ = req.respond(r);
+        return;
+    }
     let url = req.url().to_string();
     let path = url.split('?').next().unwrap_or("").to_string();
     let method = req.method().clone();
@@ -149,7 +197,8 @@ fn handle(mut req: Request, state: &Arc<State>, stop: &Arc<AtomicBool>) {
         (Method::Get, ["api", "sessions", id, "keys"]) => match state.session(id) {
             Some(s) => match state.keys_json(&s, query) {
                 Some(Ok(k)) => json_resp(200, &k),
-                Some(Err(e)) => error_resp(400, &e),
+                Some(Err((400, e))) => bad(state, &e),
+                Some(Err((code, e))) => error_resp(code, &e),
                 None => error_resp(404, "session has no keys (not encrypted, no auth_reports)"),
             },
             None => error_resp(404, "no such session"),
@@ -263,4 +312,27 @@ fn websocket(req: Request, state: Arc<State>, stop: Arc<AtomicBool>) {
         let _ = ws.close(None);
         let _ = ws.flush();
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_heads_are_bounded_in_fields_bytes_and_target() {
+        let small = |n: usize| (0..n).map(|_| (8usize, 20usize));
+        assert!(check_head(20, small(0)).is_ok());
+        assert!(check_head(20, small(MAX_HEADERS)).is_ok());
+        let e = check_head(20, small(MAX_HEADERS + 1)).unwrap_err();
+        assert!(e.contains("header fields"), "{e}");
+        // Few fields, but one huge value.
+        assert!(check_head(20, [(4, MAX_HEADER_BYTES - 8)].into_iter()).is_ok());
+        let e = check_head(20, [(4, MAX_HEADER_BYTES - 7)].into_iter()).unwrap_err();
+        assert!(e.contains("bytes"), "{e}");
+        // Within the count, over the bytes.
+        assert!(check_head(20, (0..10).map(|_| (10usize, 2000usize))).is_err());
+        assert!(check_head(MAX_URL, small(1)).is_ok());
+        let e = check_head(MAX_URL + 1, small(1)).unwrap_err();
+        assert!(e.contains("target"), "{e}");
+    }
 }

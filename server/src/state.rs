@@ -70,6 +70,25 @@ pub struct Session {
     /// The report-MAC session secret of a TFMCC session with `auth_reports` (the key API
     /// hands out per-receiver keys derived from it, never the secret itself).
     pub report_mac: Option<ReportMac>,
+    /// Receiver id -> SHA-256 of the binding secret of the client its report key was first
+    /// issued to (`keys_json`): the key of an id goes to that client only.
+    report_bindings: Mutex<std::collections::HashMap<u32, [u8; 32]>>,
+}
+
+/// Most receiver ids whose report key one session hands out (bindings are kept for the
+/// session's life: 4096 × ~40 bytes). Players pick a new id per run, so a session with more
+/// player starts than this refuses further keys (503, counted) until it is restarted.
+pub const MAX_REPORT_BINDINGS: usize = 4096;
+
+/// The `binding=` parameter of a key request: 32-128 hex digits (a client's own secret).
+fn binding_of(query: &str) -> Option<std::result::Result<[u8; 32], ()>> {
+    let b = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("binding="))?;
+    if !(32..=128).contains(&b.len()) || !b.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return Some(Err(()));
+    }
+    Some(Ok(openssl::sha::sha256(b.to_ascii_lowercase().as_bytes())))
 }
 
 impl Session {
@@ -209,6 +228,13 @@ pub struct Drops {
     /// Requests without a valid token (401) and with a token lacking the right (403).
     pub api_unauthorized: AtomicU64,
     pub api_forbidden: AtomicU64,
+    /// Requests refused with 431: too many header fields, too many header bytes or too long
+    /// a request target (`http::check_head`).
+    pub api_headers_too_large: AtomicU64,
+    /// Report-key requests for a receiver id already issued to another client (403), and
+    /// refused because the session's binding table is full (503).
+    pub api_rid_taken: AtomicU64,
+    pub api_rid_table_full: AtomicU64,
 }
 
 /// Everything the HTTP side and the background threads share.
@@ -439,6 +465,7 @@ impl State {
             tfmcc,
             media_key,
             report_mac,
+            report_bindings: Mutex::new(std::collections::HashMap::new()),
         });
         sessions.insert(r.id.clone(), s.clone());
         Ok(s)
@@ -577,6 +604,7 @@ impl State {
             "sam_key": self.sam_key,
             "encrypted": s.cfg.encrypt,
             "auth_reports": s.cfg.auth_reports,
+            "report_keys_bound": lock(&s.report_bindings).len(),
             "ssm_source": self.cfg.ssm_source.map(|a| a.to_string()),
             "seal_errors": s.stats.seal_errors.load(Ordering::Relaxed),
         })
@@ -585,11 +613,19 @@ impl State {
     /// The key API's answer: the media key of an encrypted session and, for a TFMCC session
     /// with `auth_reports` when the query names `rid=N` (N non-zero, decimal), receiver N's
     /// report key. `None` when the session has neither. A bad `rid` is an `Err` message.
+    ///
+    /// A report key is issued to one client per receiver id: the request must carry
+    /// `binding=<32-128 hex digits>`, a secret the client keeps for its run; the first request
+    /// for an id binds the id to (the SHA-256 of) that secret, and later requests for the id
+    /// get the key only with the same secret (a player asking again after a refresh), else 403.
+    /// Ids travel in clear in reports, but a player fetches its key before its first report,
+    /// so a token holder who learns an honest player's id finds it already bound.
+    /// `Err((status, message))` on refusal.
     pub fn keys_json(
         &self,
         s: &Session,
         query: &str,
-    ) -> Option<std::result::Result<Value, String>> {
+    ) -> Option<std::result::Result<Value, (u16, String)>> {
         if s.media_key.is_none() && s.report_mac.is_none() {
             return None;
         }
@@ -607,10 +643,46 @@ impl State {
                 .map(|r| r.parse::<u32>().ok().filter(|&r| r != 0));
             match rid {
                 Some(Some(rid)) => {
+                    let h =
+                        match binding_of(query) {
+                            Some(Ok(h)) => h,
+                            _ => return Some(Err((
+                                400,
+                                "rid needs binding=<32-128 hex digits>: a receiver id's report \
+                                 key is issued to one client only"
+                                    .into(),
+                            ))),
+                        };
+                    let mut b = lock(&s.report_bindings);
+                    let full = b.len() >= MAX_REPORT_BINDINGS;
+                    match b.get(&rid) {
+                        Some(known) if *known == h => {}
+                        Some(_) => {
+                            self.drops.api_rid_taken.fetch_add(1, Ordering::Relaxed);
+                            return Some(Err((
+                                403,
+                                "this rid's report key was issued to another client".into(),
+                            )));
+                        }
+                        None if full => {
+                            self.drops
+                                .api_rid_table_full
+                                .fetch_add(1, Ordering::Relaxed);
+                            return Some(Err((
+                                503,
+                                format!(
+                                    "{MAX_REPORT_BINDINGS} receiver ids already hold report keys in this session"
+                                ),
+                            )));
+                        }
+                        None => {
+                            b.insert(rid, h);
+                        }
+                    }
                     v.insert("rid".into(), json!(rid));
                     v.insert("report_key".into(), json!(m.receiver_key(rid).key_hex()));
                 }
-                Some(None) => return Some(Err("rid: a non-zero 32-bit decimal".into())),
+                Some(None) => return Some(Err((400, "rid: a non-zero 32-bit decimal".into()))),
                 None => {}
             }
         }
@@ -786,6 +858,9 @@ impl State {
             ),
             ("api", "unauthorized", &d.api_unauthorized),
             ("api", "forbidden", &d.api_forbidden),
+            ("api", "headers_too_large", &d.api_headers_too_large),
+            ("api", "rid_taken", &d.api_rid_taken),
+            ("api", "rid_table_full", &d.api_rid_table_full),
         ] {
             m.push_str(&format!(
                 "layercast_dropped_total{{what=\"{what}\",reason=\"{reason}\"}} {}\n",

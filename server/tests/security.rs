@@ -191,6 +191,20 @@ fn tokens_hostile_http_telemetry_flood_and_signed_sams() {
         }
         huge.extend_from_slice(b"\r\n");
         call("huge-headers", huge);
+        // Just over the field count with a valid token, and just within it.
+        let head = |n: usize| {
+            let mut r = format!("GET /api/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {API}\r\nConnection: close\r\n");
+            for i in 0..n {
+                r.push_str(&format!("X-H{i}: v\r\n"));
+            }
+            r.push_str("\r\n");
+            r.into_bytes()
+        };
+        call("too-many-headers", head(62));
+        call("many-headers", head(61));
+        let mut long = b"GET /api/sessions HTTP/1.1\r\nHost: x\r\n".to_vec();
+        long.extend_from_slice(format!("Authorization: Bearer {API}\r\nX-Big: {}\r\n\r\n", "b".repeat(20_000)).as_bytes());
+        call("long-header", long);
         call("bad-json", req("POST", "/api/sessions", Some(API), "{\"name\":"));
         call("unknown-field", req("POST", "/api/sessions", Some(API), r#"{"name":"x","evil":1}"#));
         call("bad-value", req("POST", "/api/sessions", Some(API), r#"{"name":"y","layers":100000}"#));
@@ -265,6 +279,19 @@ fn tokens_hostile_http_telemetry_flood_and_signed_sams() {
     assert_eq!(code("player-keys-plain"), 404);
     assert_eq!(code("dash-tele"), 403);
     assert_eq!(code("api-create"), 201);
+    // Header bounds (64 fields, 16 KiB), checked before the token: 431 with the reason.
+    assert_eq!(code("huge-headers"), 431, "{}", get("huge-headers").2);
+    assert_eq!(
+        code("too-many-headers"),
+        431,
+        "{}",
+        get("too-many-headers").2
+    );
+    assert!(get("too-many-headers")
+        .2
+        .contains("more than 64 header fields"));
+    assert_eq!(code("many-headers"), 200, "{}", get("many-headers").2);
+    assert_eq!(code("long-header"), 431, "{}", get("long-header").2);
     assert_ne!(code("anon-static"), 401, "dashboard assets need no token");
     // Malformed requests: 4xx (or the connection refused outright), never 2xx or 5xx.
     for n in [
@@ -318,6 +345,7 @@ fn tokens_hostile_http_telemetry_flood_and_signed_sams() {
     };
     assert!(counter("api", "unauthorized") >= 5, "{metrics}");
     assert!(counter("api", "forbidden") >= 5, "{metrics}");
+    assert_eq!(counter("api", "headers_too_large"), 3, "{metrics}");
     // Signed SAMs: the published key verifies both the HTTP and the multicast copies; a
     // flipped byte does not.
     let pk = desc["sam_key"]
@@ -502,8 +530,11 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
 
 /// `auth_reports` TFMCC sessions (docs/security.md §9.7): the key API hands a player the
 /// report key of the receiver id it names, distinct per id and stable per id; a bad id is
-/// 400, no token 401; a key from the API MACs a report the sender accepts, while a report
-/// MACed under another id's key, an unsigned one and a replay are counted drops.
+/// 400, no token 401; the key of an id goes only to the client that first asked for it (its
+/// `binding` secret): the same client gets it again, another token holder gets 403 (counted),
+/// a request without a binding 400; a key from the API MACs a report the sender accepts,
+/// while a report MACed under another id's key, an unsigned one and a replay are counted
+/// drops.
 #[test]
 fn auth_reports_keys_per_receiver() {
     let Some(mut ns) = Ns::new("rk") else { return };
@@ -519,19 +550,52 @@ fn auth_reports_keys_per_receiver() {
         "--session",
         r#"{"id":"tf","protocol":"tfmcc","layer_rates_bps":[500000],"packet_size":1000,"auth_reports":true}"#,
     ]);
-    let (codes, k5, k5b, k6, desc) = ns.run(move || {
+    let (a, b) = ("a1".repeat(16), "b2".repeat(16));
+    let (codes, k5, k5b, k6, desc, metrics) = ns.run(move || {
         wait_port(18192);
         let get = |path: &str, tok: Option<&str>| raw(18192, &req("GET", path, tok, ""));
+        let k = |rid: u32, bind: &str| {
+            get(
+                &format!("/api/sessions/tf/keys?rid={rid}&binding={bind}"),
+                Some(PLAYER),
+            )
+        };
         let codes = [
-            get("/api/sessions/tf/keys?rid=5", None).0,
-            get("/api/sessions/tf/keys?rid=0", Some(PLAYER)).0,
-            get("/api/sessions/tf/keys?rid=x", Some(PLAYER)).0,
+            get(&format!("/api/sessions/tf/keys?rid=5&binding={a}"), None).0,
+            get(
+                &format!("/api/sessions/tf/keys?rid=0&binding={a}"),
+                Some(PLAYER),
+            )
+            .0,
+            get(
+                &format!("/api/sessions/tf/keys?rid=x&binding={a}"),
+                Some(PLAYER),
+            )
+            .0,
+            get("/api/sessions/tf/keys?rid=5", Some(PLAYER)).0,
+            get("/api/sessions/tf/keys?rid=5&binding=abc", Some(PLAYER)).0,
         ];
-        let k = |rid: u32| body(&get(&format!("/api/sessions/tf/keys?rid={rid}"), Some(PLAYER)).1);
         let desc = body(&get("/api/sessions/tf", Some(PLAYER)).1);
-        (codes, k(5), k(5), k(6), desc)
+        let k5 = body(&k(5, &a).1);
+        // Another token holder asking for 5's key (e.g. having read 5 off a report): refused.
+        let taken = k(5, &b);
+        let k5b = body(&k(5, &a).1);
+        let k6 = body(&k(6, &b).1);
+        let metrics = raw(18192, &req("GET", "/metrics", Some(API), "")).1;
+        (
+            [codes.to_vec(), vec![taken.0]].concat(),
+            k5,
+            k5b,
+            k6,
+            desc,
+            metrics,
+        )
     });
-    assert_eq!(codes, [401, 400, 400], "{}", ns.log());
+    assert_eq!(codes, [401, 400, 400, 400, 400, 403], "{}", ns.log());
+    assert!(
+        metrics.contains("layercast_dropped_total{what=\"api\",reason=\"rid_taken\"} 1"),
+        "{metrics}"
+    );
     assert_eq!(desc["auth_reports"], true);
     assert_eq!(k5["rid"], 5);
     let hex5 = k5["report_key"].as_str().expect("report_key").to_string();

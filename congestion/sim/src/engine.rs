@@ -52,6 +52,14 @@ pub enum Body {
     Tfmcc(congestion::wire::tfmcc::TfmccDataFields),
     /// Opaque bytes (a TFMCC receiver report), stored in [`Net::blobs`].
     Blob { idx: u32 },
+    /// An ACC TCP data segment: the sequence number plus the sender's congestion state that
+    /// an active router reads when it drops the segment (`agents::acc`).
+    AccTcp {
+        seq: u64,
+        state: crate::agents::acc::AccState,
+    },
+    /// An active router's notification to an ACC TCP sender (`agents::acc`).
+    AccNotify(crate::agents::acc::AccNotify),
 }
 
 /// A simulated packet.
@@ -158,6 +166,8 @@ pub struct Link {
     last_arrival: Time,
     queue: Box<dyn QueueDiscipline<Packet>>,
     busy: bool,
+    /// When the packet being serialised finishes (valid while `busy`).
+    tx_end: Time,
     /// The packet being serialised (kept here so TxDone events carry no payload).
     tx: Option<Packet>,
     rng: Rng,
@@ -168,12 +178,25 @@ pub struct Link {
     pub drops_overflow: u64,
     pub drops_early: u64,
     pub drops_wire: u64,
+    /// Packets an ACC active router's per-flow filter discarded before the queue.
+    pub drops_filter: u64,
 }
 
 impl Link {
     /// Packets waiting in the queue.
     pub fn queue_len(&self) -> usize {
         self.queue.len_packets()
+    }
+    /// The queueing delay a packet arriving at `now` would see before its own serialisation
+    /// starts (virtual waiting time), seconds: the queued bytes at the link rate plus the rest
+    /// of the packet in service.
+    pub fn waiting_time_s(&self, now: Time) -> f64 {
+        let residual = if self.busy {
+            self.tx_end.0.saturating_sub(now.0) as f64 * 1e-9
+        } else {
+            0.0
+        };
+        self.queue.len_bytes() as f64 * 8.0 / (self.rate_bps.max(1) as f64) + residual
     }
 }
 
@@ -228,8 +251,14 @@ pub struct Net {
     pub unroutable: u64,
     /// Drops per flow id (any link, any reason).
     pub flow_drops: Vec<u64>,
+    /// TCP segments sent and retransmitted per flow id (the specs' packet retransmission
+    /// ratio, PRR); sized by the scenario builder.
+    pub flow_sent: Vec<u64>,
+    pub flow_retx: Vec<u64>,
     /// Payloads of [`Body::Blob`] packets (kept for the run; reports are few).
     pub blobs: Vec<Vec<u8>>,
+    /// ACC active routers, by link (the queue they watch): empty unless a scenario asks.
+    pub acc: Vec<Option<crate::agents::acc::AccRouter>>,
 }
 
 impl Net {
@@ -364,9 +393,20 @@ impl Net {
     fn enqueue(&mut self, l: LinkId, pkt: Packet) {
         let now = self.now;
         let link = &mut self.links[l];
+        let mut acc = self.acc.get_mut(l).and_then(Option::as_mut);
+        if let Some(r) = acc.as_mut() {
+            if !r.admit(&pkt) {
+                link.drops_filter += 1;
+                if let Some(c) = self.flow_drops.get_mut(pkt.flow as usize) {
+                    *c += 1;
+                }
+                return;
+            }
+        }
         let dropped = link
             .queue
             .enqueue(now, Queued::new(pkt, pkt.size, u64::from(pkt.flow)));
+        let mut notes = Vec::new();
         for (d, why) in dropped {
             match why {
                 DropReason::Overflow => link.drops_overflow += 1,
@@ -375,8 +415,16 @@ impl Net {
             if let Some(c) = self.flow_drops.get_mut(d.item.flow as usize) {
                 *c += 1;
             }
+            if let Some(r) = acc.as_mut() {
+                notes.extend(r.on_drop(&d.item, link.from));
+            }
         }
-        if !link.busy {
+        let from = link.from;
+        // The router's notifications leave from the congested router (the link's tail).
+        for n in notes {
+            self.forward(from, n);
+        }
+        if !self.links[l].busy {
             self.start_tx(l);
         }
     }
@@ -390,6 +438,7 @@ impl Net {
             // Serialisation ends at now + tx; the packet rides with the TxDone event.
             link.tx = Some(p.item);
             let at = Time(now.0 + tx);
+            link.tx_end = at;
             self.push(at, Ev::TxDone { link: l });
         } else {
             link.busy = false;
@@ -472,6 +521,7 @@ impl Sim {
                     last_arrival: Time::ZERO,
                     queue: s.queue,
                     busy: false,
+                    tx_end: Time::ZERO,
                     tx: None,
                     rng: Rng::derive(seed, 0x1000 + i as u64),
                     sent_packets: 0,
@@ -479,6 +529,7 @@ impl Sim {
                     drops_overflow: 0,
                     drops_early: 0,
                     drops_wire: 0,
+                    drops_filter: 0,
                 }
             })
             .collect();
@@ -498,7 +549,10 @@ impl Sim {
                 events: 0,
                 unroutable: 0,
                 flow_drops: Vec::new(),
+                flow_sent: Vec::new(),
+                flow_retx: Vec::new(),
                 blobs: Vec::new(),
+                acc: Vec::new(),
             },
             agents: Vec::new(),
             seed,

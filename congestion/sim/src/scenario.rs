@@ -88,6 +88,9 @@ pub struct LinkDef {
     /// Probe the `from → to` direction (`agents::probe`): monitor `queue:FROM-TO`.
     #[serde(default)]
     pub monitor_queue: bool,
+    /// ACC TCP active router on the `from → to` queue (`agents::acc`).
+    #[serde(default)]
+    pub acc: bool,
     #[serde(default = "yes")]
     pub duplex: bool,
     /// Queue of the reverse direction, if different.
@@ -357,6 +360,10 @@ pub struct Measurement {
     /// [t0, t1] in seconds; default: the monitor's start to the end of the run.
     #[serde(default)]
     pub window: Option<[f64; 2]>,
+    /// Regions for `mean_queue_ratio` (last / first), `mean_queue_spread` (max − min) and
+    /// `mean_queue_increasing` (1 if strictly increasing), e.g. the thesis' U1 load regions.
+    #[serde(default)]
+    pub windows: Vec<[f64; 2]>,
     /// Reference time for time_to_level / convergence_time; default: the receiver's start.
     #[serde(default)]
     pub after_s: Option<f64>,
@@ -370,6 +377,9 @@ pub struct Measurement {
     pub max_kbps: Option<f64>,
     #[serde(default)]
     pub hold_s: Option<f64>,
+    /// A metric's threshold where it needs one (e.g. `tfmcc_rounds_to_rmax_above`: R_max, s).
+    #[serde(default)]
+    pub threshold: Option<f64>,
     /// For efficiency: a constant, or pieces `[t0, t1, kbps]`.
     #[serde(default)]
     pub available_kbps: Option<Available>,
@@ -604,8 +614,8 @@ impl Scenario {
                 } => {
                     node(from)?;
                     node(to)?;
-                    if !matches!(variant.as_str(), "reno" | "newreno") {
-                        return Err(invalid("variant", "reno or newreno"));
+                    if !matches!(variant.as_str(), "reno" | "newreno" | "acc-reno") {
+                        return Err(invalid("variant", "reno, newreno or acc-reno"));
                     }
                     if *packet_size == 0 {
                         return Err(invalid("packet_size", "must be positive"));
@@ -667,6 +677,12 @@ impl Scenario {
             }
             self.expand(&m.of)?;
             self.expand(&m.versus)?;
+            if m.metric.starts_with("mean_queue_")
+                && m.metric != "mean_queue_packets"
+                && m.windows.len() < 2
+            {
+                return Err(invalid(&m.metric, "needs at least two windows"));
+            }
             if m.metric == "tcp_friendliness" && m.versus.is_empty() {
                 return Err(invalid("tcp_friendliness", "needs versus"));
             }
@@ -708,10 +724,24 @@ impl Scenario {
                 .unwrap_or(Error::Scenario(p.clone())));
         }
         let nodes = self.node_index();
+        // ALMA sessions make every interface active (agents::alma, the thesis' assumption).
+        let alma_flows: Vec<Option<f64>> = self
+            .flows
+            .iter()
+            .map(|f| match f {
+                Flow::Layered { protocol, .. } => crate::agents::alma::budget_scale(protocol),
+                _ => None,
+            })
+            .collect();
         let mut specs = Vec::new();
         // Probed link directions: (link index, node, monitor name).
         let mut probes = Vec::new();
+        // Links (from → to direction) with an ACC active router.
+        let mut acc_links = Vec::new();
         for l in &self.topology.links {
+            if l.acc {
+                acc_links.push(specs.len());
+            }
             if l.monitor_queue {
                 probes.push((
                     specs.len(),
@@ -733,6 +763,16 @@ impl Scenario {
                 let q = q.clone().or_else(|| l.queue.clone()).unwrap_or_default();
                 let queue = qdisc::build_seeded(&q, rate, seed ^ (0x5100 + specs.len() as u64))
                     .map_err(|e| Error::Scenario(e.to_string()))?;
+                let queue = if alma_flows.iter().any(Option::is_some) {
+                    Box::new(crate::agents::alma::AlmaQueue::new(
+                        queue,
+                        crate::agents::alma::buffer_packets(&q, rate),
+                        alma_flows.clone(),
+                        crate::agents::alma::NodeConfig::default(),
+                    ))
+                } else {
+                    queue
+                };
                 let _ = i;
                 specs.push(LinkSpec {
                     name: format!("{fname}-{tname}"),
@@ -747,6 +787,12 @@ impl Scenario {
             }
         }
         let mut sim = Sim::new(self.topology.nodes.len(), specs, seed);
+        if !acc_links.is_empty() {
+            sim.net.acc = vec![None; sim.net.links.len()];
+            for l in acc_links {
+                sim.net.acc[l] = Some(crate::agents::acc::AccRouter::new());
+            }
+        }
         let mc = &self.topology.multicast;
         let join = Time::from_secs_f64(mc.join_latency_ms / 1000.0);
         sim.net.multicast = MulticastTiming {
@@ -759,6 +805,8 @@ impl Scenario {
         };
         sim.net.monitors.interval = self.interval_s;
         sim.net.flow_drops = vec![0; self.flows.len()];
+        sim.net.flow_sent = vec![0; self.flows.len()];
+        sim.net.flow_retx = vec![0; self.flows.len()];
         let mut rng = Rng::derive(seed, 0x5ce7);
         let at = |s: f64| Time::from_secs_f64(s);
         for (fi, f) in self.flows.iter().enumerate() {
@@ -942,6 +990,12 @@ impl Scenario {
                         v,
                         *max_cwnd,
                     );
+                    // ACC TCP (agents::acc): a Reno sender whose segments carry its state.
+                    let snd = if variant == "acc-reno" {
+                        snd.with_acc()
+                    } else {
+                        snd
+                    };
                     let s_id = sim.add_agent(a, Box::new(snd));
                     let k_id = sim.add_agent(b, Box::new(TcpSink::new(b, mon)));
                     debug_assert_eq!(k_id, sink_id);

@@ -51,6 +51,16 @@ pub struct TcpSender {
     pub sent: u64,
     pub retransmits: u64,
     pub timeouts: u64,
+    /// ACC TCP (`agents::acc`): segments carry the congestion state, router notifications
+    /// set the window.
+    acc: bool,
+    /// Window reductions so far (carried in ACC segments).
+    acc_epoch: u32,
+    /// After a router notification: one past the highest segment sent before it. Duplicate
+    /// ACKs below it belong to the loss the router already answered: no second halving.
+    acc_recover: u64,
+    /// Router notifications adopted.
+    pub acc_notifications: u64,
 }
 
 impl TcpSender {
@@ -87,7 +97,38 @@ impl TcpSender {
             sent: 0,
             retransmits: 0,
             timeouts: 0,
+            acc: false,
+            acc_epoch: 0,
+            acc_recover: 0,
+            acc_notifications: 0,
         }
+    }
+
+    /// Makes this an ACC TCP sender (`active-networks.md` §1.4, `agents::acc`).
+    pub fn with_acc(mut self) -> Self {
+        self.acc = true;
+        self
+    }
+
+    /// A router notification: adopt its window as if this sender had detected the loss now,
+    /// retransmit the lost segment, and resend what the router's filter discards.
+    fn on_acc_notify(&mut self, net: &mut Net, me: AgentId, n: crate::agents::acc::AccNotify) {
+        // Stale (the sender already reacted to this window by itself) or already repaired.
+        if !self.acc || n.epoch != self.acc_epoch || n.seq < self.snd_una {
+            return;
+        }
+        self.acc_notifications += 1;
+        self.acc_epoch += 1;
+        self.acc_recover = self.high_sent;
+        let w = f64::from(n.wnd);
+        self.ssthresh = w;
+        self.cwnd = w;
+        self.in_recovery = false;
+        self.dupacks = 0;
+        self.send_seg(net, me, n.seq);
+        self.snd_nxt = self.snd_nxt.min(n.filter_from).max(self.snd_una);
+        self.arm_rto(net, me);
+        self.send_allowed(net, me);
     }
 
     /// Current congestion window, segments.
@@ -96,8 +137,16 @@ impl TcpSender {
     }
 
     fn send_seg(&mut self, net: &mut Net, me: AgentId, seq: u64) {
-        if seq < self.high_sent {
+        let retx = seq < self.high_sent;
+        if retx {
             self.retransmits += 1;
+        }
+        let f = self.flow as usize;
+        if let Some(c) = net.flow_sent.get_mut(f) {
+            *c += 1;
+        }
+        if let (true, Some(c)) = (retx, net.flow_retx.get_mut(f)) {
+            *c += 1;
         }
         self.high_sent = self.high_sent.max(seq + 1);
         self.sent += 1;
@@ -108,7 +157,17 @@ impl TcpSender {
             size: self.mss,
             flow: self.flow,
             sent_at: net.now(),
-            body: Body::Tcp { seq },
+            body: if self.acc {
+                Body::AccTcp {
+                    seq,
+                    state: crate::agents::acc::AccState {
+                        cwnd: self.cwnd.min(self.max_cwnd) as u32,
+                        epoch: self.acc_epoch,
+                    },
+                }
+            } else {
+                Body::Tcp { seq }
+            },
         });
     }
 
@@ -185,12 +244,19 @@ impl TcpSender {
             }
         } else if ack == self.snd_una && self.snd_nxt > self.snd_una {
             self.dupacks += 1;
-            if self.in_recovery {
+            if self.acc && ack < self.acc_recover {
+                // The router already halved this window: repair further holes of it
+                // without a second cut.
+                if self.dupacks == 3 {
+                    self.send_seg(net, me, ack);
+                }
+            } else if self.in_recovery {
                 self.cwnd += 1.0;
             } else if self.dupacks == 3
                 && (self.variant == Variant::Reno || ack > self.recover || self.recover == 0)
             {
                 self.ssthresh = (self.flight() / 2.0).max(2.0);
+                self.acc_epoch += 1;
                 self.send_seg(net, me, ack);
                 self.cwnd = self.ssthresh + 3.0;
                 self.in_recovery = true;
@@ -206,6 +272,7 @@ impl TcpSender {
             return;
         }
         self.timeouts += 1;
+        self.acc_epoch += 1;
         self.ssthresh = (self.flight() / 2.0).max(2.0);
         self.cwnd = 1.0;
         self.in_recovery = false;
@@ -236,10 +303,10 @@ impl Agent for TcpSender {
     }
 
     fn on_packet(&mut self, net: &mut Net, me: AgentId, pkt: &Packet) {
-        if let Body::Ack { ack, echo } = pkt.body {
-            if self.running {
-                self.on_ack(net, me, ack, echo);
-            }
+        match pkt.body {
+            Body::Ack { ack, echo } if self.running => self.on_ack(net, me, ack, echo),
+            Body::AccNotify(n) if self.running => self.on_acc_notify(net, me, n),
+            _ => {}
         }
     }
 
@@ -279,7 +346,9 @@ impl Agent for TcpSink {
     }
 
     fn on_packet(&mut self, net: &mut Net, me: AgentId, pkt: &Packet) {
-        let Body::Tcp { seq } = pkt.body else { return };
+        let (Body::Tcp { seq } | Body::AccTcp { seq, .. }) = pkt.body else {
+            return;
+        };
         let now = net.now();
         let new = seq >= self.next && !self.ooo.contains(&seq);
         if new {
