@@ -290,10 +290,16 @@ impl TfmccReceiver {
     }
 
     /// Appends an arrival to the receive-rate window, first dropping pruned entries if the
-    /// ring is full (so it grows only with the live window).
+    /// ring is full. The ring then keeps at least as much room as the live window, so the
+    /// (cache-missing) walk from the oldest entry happens at most once per half a ring of
+    /// packets, and the memory stays within four times the live window.
     fn push_arrival(&mut self, now: Time, size: u32) {
         if self.arrivals.len() == self.arrivals.capacity() {
             self.compact();
+            let live = self.arrivals.len();
+            if 2 * live > self.arrivals.capacity() {
+                self.arrivals.reserve(live + 1);
+            }
         }
         self.arrivals.push_back((now, size));
         self.arrivals_bytes += u64::from(size);
