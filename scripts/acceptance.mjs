@@ -23,6 +23,7 @@ const SPEC_PREFIX = {
 
 // Checks that the issues add (benchmarks and behaviours the specs do not list).
 const ISSUE_CHECKS = [
+  ['plm/S10-exp', 'S10 with exponential layers (32..1024 kbit/s): RLM baseline mean loss', 'loss 1.6 % ±0.5 (plm.md S10)'],
   ['issue3/bench-era', 'ERA per-packet cost', '≥ 5 M packets/s per core'],
   ['issue3/bench-plm', 'PLM per-packet cost', '≥ 5 M packets/s per core'],
   ['issue3/bench-tfmcc', 'TFMCC sender per-report cost', 'reported'],
@@ -156,6 +157,17 @@ const verdictOf = (p) => (p === true ? 'pass' : p === false ? '**fail**' : 'repo
 const checks = [...parseSpecChecks(), ...ISSUE_CHECKS.map(([id, what, target]) => ({ id, what, target }))];
 const results = readResults();
 const previous = readPrevious();
+// A check measured both in the simulator and on the testbed: the testbed records `<id>@testbed`
+// (e2e/src/full.ts SIM_ALSO) and gets its own row right after the simulator's.
+{
+  const base = new Set(checks.map((c) => c.id));
+  const extra = [...new Set([...results.keys(), ...previous.keys()])].filter((id) => id.endsWith('@testbed') && base.has(id.slice(0, -'@testbed'.length)));
+  for (const id of extra.sort().reverse()) {
+    const b = id.slice(0, -'@testbed'.length);
+    const i = checks.findIndex((c) => c.id === b);
+    checks.splice(i + 1, 0, { ...checks[i], id, what: `${checks[i].what} (testbed)` });
+  }
+}
 const known = new Set(checks.map((c) => c.id));
 for (const id of results.keys()) if (!known.has(id)) console.error(`acceptance: result for unknown check ${id}`);
 

@@ -246,6 +246,25 @@ impl Assembler {
         top == Some(desc.sid())
     }
 
+    /// The cumulative layer a packet of a *single* RTP stream carrying every layer belongs
+    /// to (a TFMCC session sends the whole SVC encode on one group and one SSRC): its
+    /// payload descriptor's layer indices (SID, TID) looked up in the ladder; a descriptor
+    /// without layer indices is layer 0. `None` for a payload that does not parse or names
+    /// a cell outside the ladder (the caller counts it and may still [`Assembler::push`] it
+    /// as layer 0, which counts it malformed).
+    pub fn layer_of_payload(ladder: &LayerLadder, payload: &[u8]) -> Option<usize> {
+        let (desc, _) = PayloadDescriptor::parse(payload).ok()?;
+        match desc.layer {
+            None => Some(0),
+            Some(l) => ladder.layer_of(l.sid, l.tid),
+        }
+    }
+
+    /// The ladder in use.
+    pub fn ladder(&self) -> &LayerLadder {
+        &self.ladder
+    }
+
     /// Feed one RTP packet received on the stream of cumulative layer `layer`. Malformed
     /// input is an error (and counted); the assembler state stays consistent.
     pub fn push(&mut self, layer: usize, packet: &RtpPacket<'_>) -> Result<()> {

@@ -149,6 +149,60 @@ impl LayerLadder {
     }
 }
 
+/// Per-cell rates `base[s][t]` scaled so that they sum to `total_kbps`, keeping their
+/// proportions (largest-remainder rounding, so the sum is exact and `sum(base)` gives
+/// `base` back), every cell at least 1 kbit/s (libvpx rejects a zero layer target): a cell
+/// rounded to zero gets 1 kbit/s from the largest cell. Used when one total target drives a
+/// whole SVC encode (a TFMCC session follows its X_send, docs/protocols/tfmcc.md "Live
+/// video"). A `total_kbps` below the number of cells gives every cell 1 kbit/s; an empty
+/// or all-zero `base` is returned unchanged.
+pub fn scale_cells(base: &[Vec<u32>], total_kbps: u32) -> Vec<Vec<u32>> {
+    let n: usize = base.iter().map(Vec::len).sum();
+    let sum: u64 = base.iter().flatten().map(|&r| r as u64).sum();
+    if n == 0 || sum == 0 {
+        return base.to_vec();
+    }
+    let total = total_kbps as u64;
+    let mut out: Vec<Vec<u32>> = Vec::with_capacity(base.len());
+    let mut rems: Vec<(u64, usize, usize)> = Vec::with_capacity(n);
+    let mut given = 0u64;
+    for (s, row) in base.iter().enumerate() {
+        let mut r_out = Vec::with_capacity(row.len());
+        for (t, &r) in row.iter().enumerate() {
+            let exact = total * r as u64;
+            given += exact / sum;
+            rems.push((exact % sum, s, t));
+            r_out.push((exact / sum) as u32);
+        }
+        out.push(r_out);
+    }
+    // The rounding remainder goes to the largest fractional parts (ties: lowest cell).
+    rems.sort_by(|a, b| b.0.cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    for &(_, s, t) in rems.iter().take((total - given) as usize) {
+        out[s][t] += 1;
+    }
+    // The 1 kbit/s floor, paid for by the largest cell while it can afford it.
+    for s in 0..out.len() {
+        for t in 0..out[s].len() {
+            if out[s][t] == 0 {
+                out[s][t] = 1;
+                let (mut bs, mut bt) = (s, t);
+                for (s2, row) in out.iter().enumerate() {
+                    for (t2, &r) in row.iter().enumerate() {
+                        if r > out[bs][bt] {
+                            (bs, bt) = (s2, t2);
+                        }
+                    }
+                }
+                if out[bs][bt] > 1 {
+                    out[bs][bt] -= 1;
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +243,30 @@ mod tests {
         assert!(LayerLadder::new(bad, vec![1; 4]).is_err());
         let dup = vec![c(0, 0), c(0, 0)];
         assert!(LayerLadder::new(dup, vec![1; 2]).is_err());
+    }
+
+    #[test]
+    fn scale_cells_keeps_proportions_and_the_exact_total() {
+        let base: Vec<Vec<u32>> = DEFAULT_L3T3_CELL_KBPS.iter().map(|r| r.to_vec()).collect();
+        for total in [9u32, 10, 100, 500, 777, 1550, 3100, 10_000] {
+            let c = scale_cells(&base, total);
+            let got: u32 = c.iter().flatten().sum();
+            assert_eq!(got, total, "total {total}: {c:?}");
+            assert!(c.iter().flatten().all(|&r| r >= 1));
+            // Every cell keeps its share within the rounding and the floor's cost (at most
+            // one kbit/s per cell taken from the largest).
+            for (s, row) in c.iter().enumerate() {
+                for (t, &r) in row.iter().enumerate() {
+                    let want = total as f64 * base[s][t] as f64 / 1550.0;
+                    assert!((r as f64 - want).abs() <= 9.0, "{total} ({s},{t}): {c:?}");
+                }
+            }
+        }
+        // The base total gives the base ladder back; half of it halves every cell.
+        assert_eq!(scale_cells(&base, 1550), base);
+        assert_eq!(scale_cells(&base, 775)[2], vec![300, 100, 100]);
+        // Below one kbit/s per cell: every cell at the floor.
+        assert!(scale_cells(&base, 3).iter().flatten().all(|&r| r == 1));
+        assert_eq!(scale_cells(&[], 100), Vec::<Vec<u32>>::new());
     }
 }

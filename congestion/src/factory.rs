@@ -36,6 +36,18 @@ pub fn controller_by_name(name: &str) -> Result<Box<dyn LayeredController>> {
     }
 }
 
+/// What the live player runs for `name`: the same as [`controller_by_name`] except ERA, which
+/// uses [`EraConfig::live`](crate::era::EraConfig::live) (E13: no decision on a single pair
+/// sample); `era-thesis` is the thesis' ERA. The simulator uses [`controller_by_name`], which
+/// reproduces the papers.
+pub fn live_controller_by_name(name: &str) -> Result<Box<dyn LayeredController>> {
+    match name.to_ascii_lowercase().as_str() {
+        "era" => Ok(Box::new(Era::new(crate::era::EraConfig::live()))),
+        "era-thesis" => Ok(Box::new(Era::default())),
+        _ => controller_by_name(name),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,6 +61,9 @@ mod tests {
         }
         assert_eq!(controller_by_name("ERA").unwrap().name(), "era");
         assert_eq!(controller_by_name("flid-dl").unwrap().name(), "flid");
+        assert_eq!(live_controller_by_name("era-thesis").unwrap().name(), "era");
+        assert_eq!(live_controller_by_name("PLM").unwrap().name(), "plm");
+        assert!(live_controller_by_name("nope").is_err());
         match controller_by_name("nope") {
             Err(Error::UnknownController(n, known)) => {
                 assert_eq!(n, "nope");

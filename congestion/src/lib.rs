@@ -27,6 +27,6 @@ pub mod webrc;
 
 pub use controller::{Action, Decision, LayeredController, PacketArrival, Stats, TimerReason};
 pub use error::{Error, Result};
-pub use factory::{controller_by_name, CONTROLLERS};
+pub use factory::{controller_by_name, live_controller_by_name, CONTROLLERS};
 pub use session::{LayerInfo, SessionInfo};
 pub use time::Time;

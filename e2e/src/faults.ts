@@ -165,6 +165,13 @@ async function senderRestart(o: FaultOptions): Promise<FaultResult> {
   });
 }
 
+/** One lowering decision as `reason from->to (pp_sample / step1_target / r_pp kbit/s)`. */
+function describeCut(d: Record<string, unknown>): string {
+  const inp = (d.inputs ?? {}) as Record<string, unknown>;
+  const k = (x: unknown) => (typeof x === 'number' && x >= 0 ? `${(x / 1e3).toFixed(1)}` : '-');
+  return `${String(d.reason)} ${String(d.from)}->${String(d.to)} (sample ${k(inp.pp_sample)}, r_pp ${k(inp.r_pp)}, plr ${String(inp.plr ?? '-')})`;
+}
+
 async function playerKill(o: FaultOptions): Promise<FaultResult> {
   const players = [
     { name: 'pa', rateKbps: 560 },
@@ -213,6 +220,9 @@ async function playerKill(o: FaultOptions): Promise<FaultResult> {
       m[`${n}_layers_delta`] = la - lb;
       m[`${n}_rate_change`] = dr;
       details.push(`${n}: layers ${f2(lb)} -> ${f2(la)}, rate ${f1(rb / 1e3)} -> ${f1(ra / 1e3)} kbit/s (${f1(dr * 100)} %), lost after ${lost} (${pre.length}/${post.length} s)${same ? '' : '  <- changed'}`);
+      // Why a level changed: the controller's own decisions that lowered it (reason, pair sample).
+      const cuts = post.flatMap((l) => (l.decisions ?? []) as Array<Record<string, unknown>>).filter((d) => Number(d.to) < Number(d.from));
+      if (cuts.length) details.push(`${n}: cuts after the kill: ${cuts.map(describeCut).join('; ')}`);
     }
     const goneAfter = goneAt === null ? null : (goneAt as number) - killedAt;
     details.push(`server: pk ${goneAt === null ? 'never marked gone' : `${how} ${f2(goneAfter)} s after the kill`} (viewer_timeout_s ${timeoutS}, telemetry every 1 s)`);

@@ -111,6 +111,8 @@ export interface Measurement {
   min_kbps?: number | null;
   max_kbps?: number | null;
   hold_s?: number | null;
+  /** A metric's threshold where it needs one (simulator TFMCC metrics, e.g. an R_max bound in s). */
+  threshold?: number | null;
   available_kbps?: number | [number, number, number][] | null;
   min?: number | null;
   max?: number | null;
@@ -308,7 +310,7 @@ export function parseScenario(text: string): Scenario {
     measurements: ((raw.measurements as Record<string, unknown>[]) ?? []).map((m, i) => {
       only(
         m,
-        ['id', 'metric', 'of', 'versus', 'window', 'after_s', 'min_layers', 'max_layers', 'min_kbps', 'max_kbps', 'hold_s', 'available_kbps', 'min', 'max', 'published', 'known_issue'],
+        ['id', 'metric', 'of', 'versus', 'window', 'after_s', 'min_layers', 'max_layers', 'min_kbps', 'max_kbps', 'hold_s', 'threshold', 'available_kbps', 'min', 'max', 'published', 'known_issue'],
         `measurements[${i}]`,
       );
       return { versus: [], published: '', ...m } as unknown as Measurement;

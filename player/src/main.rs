@@ -2,6 +2,14 @@
 //! kernel-timestamped packets, joins and leaves layers with IGMP, and reports (see
 //! `docs/player.md`).
 
+/// mimalloc instead of glibc malloc: under the per-second churn of reports, decisions and
+/// HTTP buffers (small blocks of many lifetimes, several threads) glibc's heap kept growing
+/// from fragmentation with a bounded live heap (docs/reliability.md "Soak"). Not in unit tests,
+/// which count allocations with an allocator of their own.
+#[cfg(not(test))]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod auth;
 mod error;
 mod framelog;
@@ -63,7 +71,8 @@ const HELP: &str = "layercast-player: receive a layered multicast session
 
   --session-url URL      http://SERVER/api/sessions/ID/announcement (polled once a second)
   --announce GROUP:PORT  listen for SAMs on this group instead (e.g. 239.255.76.1:5000)
-  --controller NAME      receiver-driven controller (era, plm, ..., tfmcc) [default: era]
+  --controller NAME      receiver-driven controller (era, era-thesis, plm, ..., tfmcc) [default: era;
+                         era is the thesis' ERA without single-pair decisions, docs/protocols/era.md E13]
   --tfmcc-feedback A:P   TFMCC: send reports here [default: SAM sender, layer 0 port + 1]
   --fixed-layers N       no controller: hold layers 0..N-1 (measurement mode)
   --interface ADDR       IPv4 address of the interface to join on [default: 0.0.0.0]

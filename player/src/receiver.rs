@@ -479,7 +479,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             tfmcc = Some((fb, view));
             Some(Box::new(c))
         }
-        None => Some(congestion::controller_by_name(&a.controller)?),
+        None => Some(congestion::live_controller_by_name(&a.controller)?),
     };
     let protocol = match a.fixed_layers {
         Some(n) => format!("fixed:{n}"),

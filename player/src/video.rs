@@ -42,6 +42,9 @@ pub struct Video {
     /// Frames decoded after their display time (shown at once, the clock does not slip).
     pub late_frames: u64,
     pub decoded: u64,
+    /// Every layer on one stream (TFMCC): the layer of a packet comes from its payload
+    /// descriptor, and holding the stream means holding every layer.
+    single_stream: bool,
 }
 
 /// Display times of decoded pictures: the RTP timestamp on a clock anchored at the first
@@ -124,14 +127,23 @@ impl Video {
     pub fn new(info: &SessionInfo, a: &crate::Args, prev: Option<Video>) -> Option<Video> {
         let (out, delay_ms) = (a.out.as_deref(), a.playout_delay_ms);
         let (ns, nt, fps) = parse_codec(&info.codec)?;
-        if ns * nt != info.layers.len() || ns == 0 || nt == 0 {
+        // One announced layer for an SVC codec: a TFMCC session, every cell on one stream
+        // (docs/protocols/tfmcc.md "Live video"); packets are told apart by their payload
+        // descriptors.
+        let single_stream = info.layers.len() == 1 && ns * nt > 1;
+        if (ns * nt != info.layers.len() && !single_stream) || ns == 0 || nt == 0 {
             return None;
         }
         // The ladder's order is what matters here; rates are informative (kbit/s, ≥ 1).
         let rows: Vec<Vec<u32>> = (0..ns)
             .map(|s| {
                 (0..nt)
-                    .map(|t| ((info.layers[s * nt + t].rate_bps / 1000) as u32).max(1))
+                    .map(|t| {
+                        info.layers
+                            .get(s * nt + t)
+                            .filter(|_| !single_stream)
+                            .map_or(1, |l| ((l.rate_bps / 1000) as u32).max(1))
+                    })
                     .collect()
             })
             .collect();
@@ -199,13 +211,17 @@ impl Video {
             ),
             late_frames: 0,
             decoded: 0,
+            single_stream,
         })
     }
 
     /// The number of layers held changed.
     pub fn set_layers(&mut self, held: usize) {
         self.held = held;
-        let top = held.checked_sub(1);
+        let top = match self.single_stream {
+            true if held > 0 => Some(self.asm.ladder().len() - 1),
+            _ => held.checked_sub(1),
+        };
         if top != self.top {
             self.top = top;
             self.asm.set_top_layer(top);
@@ -221,6 +237,17 @@ impl Video {
         if p.payload().is_empty() {
             return;
         }
+        let k = if self.single_stream {
+            match Assembler::layer_of_payload(self.asm.ladder(), p.payload()) {
+                Some(k) => k,
+                None => {
+                    self.push_errors += 1;
+                    return;
+                }
+            }
+        } else {
+            k
+        };
         // Arrival of a picture = kernel time of its latest packet (on any layer).
         let ts = p.timestamp();
         match self.arrivals.iter_mut().rev().find(|x| x.0 == ts) {

@@ -1,5 +1,11 @@
 //! layercast-server: the sender and control plane (see `docs/server.md`).
 
+/// mimalloc instead of glibc malloc: under the per-second churn of reports, decisions and
+/// HTTP buffers (small blocks of many lifetimes, several threads) glibc's heap kept growing
+/// from fragmentation with a bounded live heap (docs/reliability.md "Soak").
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod auth;
 mod config;
 mod error;
@@ -29,6 +35,21 @@ fn install_signals() {
     unsafe {
         libc::signal(libc::SIGINT, h);
         libc::signal(libc::SIGTERM, h);
+    }
+}
+
+/// 50-ms main-loop ticks between two [`trim_heap`] calls (10 s).
+const TRIM_EVERY_TICKS: u64 = 200;
+
+/// Gives free pages in every glibc malloc arena back to the kernel (`malloc_trim(0)` walks all
+/// arenas). Rust's allocations go to mimalloc (see `ALLOC`); this is for the C libraries'
+/// (GStreamer, GLib, OpenSSL) use of glibc malloc, whose per-thread arenas keep the pages of
+/// freed blocks resident until something trims them.
+fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; no pointer is passed.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
@@ -122,8 +143,13 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
         let (srv, st, sp) = (server.clone(), state.clone(), stop.clone());
         std::thread::spawn(move || http::serve(srv, st, sp, 3))
     };
+    let mut ticks: u64 = 0;
     while !SIGNALLED.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(50));
+        ticks += 1;
+        if ticks.is_multiple_of(TRIM_EVERY_TICKS) {
+            trim_heap();
+        }
     }
     eprintln!("layercast-server: shutting down");
     stop.store(true, Ordering::SeqCst);

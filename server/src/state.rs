@@ -373,7 +373,12 @@ impl State {
                     v,
                     src,
                     child.clone(),
-                    plain_size,
+                    // TFMCC packets carry a second, larger header extension.
+                    if is_tfmcc {
+                        plain_size.saturating_sub(crate::tfmcc::VIDEO_PACKET_RESERVE)
+                    } else {
+                        plain_size
+                    },
                     ssrc_base,
                     q.clone(),
                     stop.clone(),
@@ -411,6 +416,7 @@ impl State {
                 st2,
                 ssrc_base,
                 report_mac.clone(),
+                queues.clone(),
             )?;
             (h, Some(t))
         } else {

@@ -39,7 +39,9 @@ use crate::config::{ResolvedSession, ServerConfig};
 use crate::pacer::{unix_micros, PacerStats};
 use crate::state::lock;
 use crate::state::Session;
+use crate::video::LayerQueues;
 use codec::rtp::RtpHeader;
+use codec::vp9rtp::LayerPacket;
 use congestion::tfmcc::{TfmccConfig, TfmccSender};
 use congestion::wire::auth::{InfluenceConfig, InfluenceLimiter, ReportMac};
 use congestion::wire::cc_ext::{self, CcFields};
@@ -47,7 +49,7 @@ use congestion::wire::tfmcc::{TfmccReport, TFMCC_EXT_ID};
 use congestion::{LayerInfo, Time};
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -57,6 +59,12 @@ use std::time::{Duration, Instant};
 /// Bytes of RTP header a TFMCC data packet needs: 12 fixed + 4 extension header + the
 /// two-byte-form elements (2 + 11 cc, 2 + 32 TFMCC) padded to 48.
 pub const HEADER_LEN: usize = 12 + 4 + 48;
+
+/// Bytes a video TFMCC session's packetizer must leave free beyond what the layered pacer
+/// needs (RTP header + a 16-byte cc extension block): the TFMCC element and the two-byte
+/// form make the header [`HEADER_LEN`] instead of 28. The session's encoder is started with
+/// `packet_size - VIDEO_PACKET_RESERVE` as its MTU.
+pub const VIDEO_PACKET_RESERVE: u16 = (HEADER_LEN - 28) as u16;
 
 /// The feedback port of a session whose layer 0 is on `port0`.
 pub fn feedback_port(port0: u16) -> u16 {
@@ -97,6 +105,181 @@ pub struct Snapshot {
     /// Reports in the last completed round (non-CLR + CLR).
     pub reports_per_round: u32,
     pub receivers_heard: usize,
+    /// Video sessions: the encoder's total target in force (bit/s), the switches made, and
+    /// the media queued for sending (ms at the current rate).
+    pub encoder_target_bps: Option<f64>,
+    pub target_switches: u64,
+    pub queue_ms: Option<f64>,
+}
+
+/// One change of a video session's encoder target (the `encoder.log` of the Session JSON).
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct TargetSwitch {
+    /// Wall-clock time of the switch (unix seconds).
+    pub unix_s: f64,
+    /// New total encoder target, bit/s.
+    pub target_bps: f64,
+    /// The rate it follows, `min(X, ceiling)`, bit/s.
+    pub rate_bps: f64,
+}
+
+/// Target switches kept for the API (oldest forgotten beyond this).
+const MAX_SWITCH_LOG: usize = 256;
+
+/// Hysteresis between the TFMCC rate and the encoder's total target (sans-IO).
+///
+/// The target is `min(X, ceiling)` times the media share of a packet ([`media_share`])
+/// times `headroom`, capped at the configured ladder's total. It changes only when the new
+/// value differs from the one in force by more than `deadband` (relative), and at most once
+/// per `min_interval`: every change makes libvpx re-plan its rate buffer, and the spec
+/// (tfrc-tfmcc-pcc.md §7.3 E17) allows at most one switch per 2 s. The first call always
+/// sets a target.
+#[derive(Clone, Debug)]
+pub struct TargetFollower {
+    pub min_interval: Duration,
+    pub deadband: f64,
+    pub headroom: f64,
+    /// Bytes of media per `packet_size` bytes on the wire.
+    pub media_share: f64,
+    /// Largest target, kbit/s (the configured ladder's total).
+    pub max_kbps: u32,
+    /// Smallest target, kbit/s.
+    pub min_kbps: u32,
+    current: Option<u32>,
+    last_change: Option<Time>,
+    switches: u64,
+}
+
+/// Default [`TargetFollower::headroom`]: the encoder aims 10 % under the media share of the
+/// rate, so its overshoot (libvpx CBR allows +50 % per frame, a few % on average) does not
+/// build a send queue.
+pub const TARGET_HEADROOM: f64 = 0.9;
+/// Default [`TargetFollower::deadband`].
+pub const TARGET_DEADBAND: f64 = 0.1;
+/// Default [`TargetFollower::min_interval`] (E17: at most one switch per 2 s).
+pub const TARGET_MIN_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The media share of a `packet_size`-byte TFMCC data packet: what is left after the RTP
+/// header with both extensions ([`HEADER_LEN`]) and an 8-byte VP9 payload descriptor
+/// (picture ID, layer indices; larger only on key pictures with their SS).
+pub fn media_share(packet_size: u16) -> f64 {
+    let s = f64::from(packet_size.max(1));
+    ((s - HEADER_LEN as f64 - 8.0) / s).clamp(0.05, 1.0)
+}
+
+impl TargetFollower {
+    pub fn new(packet_size: u16, max_kbps: u32) -> TargetFollower {
+        TargetFollower {
+            min_interval: TARGET_MIN_INTERVAL,
+            deadband: TARGET_DEADBAND,
+            headroom: TARGET_HEADROOM,
+            media_share: media_share(packet_size),
+            max_kbps: max_kbps.max(1),
+            // libvpx cannot code 360p L3T3 much below this anyway (key pictures).
+            min_kbps: (max_kbps / 20).max(10),
+            current: None,
+            last_change: None,
+            switches: 0,
+        }
+    }
+
+    /// The target (kbit/s) the rate `rate_bps` asks for, before hysteresis.
+    pub fn desired_kbps(&self, rate_bps: f64) -> u32 {
+        let r = if rate_bps.is_finite() { rate_bps } else { 0.0 };
+        let k = (r * self.media_share * self.headroom / 1e3).round();
+        (k.clamp(0.0, u32::MAX as f64) as u32)
+            .clamp(self.min_kbps.min(self.max_kbps), self.max_kbps)
+    }
+
+    /// Feeds the current rate; returns the new target (kbit/s) when it switches.
+    pub fn update(&mut self, now: Time, rate_bps: f64) -> Option<u32> {
+        let want = self.desired_kbps(rate_bps);
+        let switch = match (self.current, self.last_change) {
+            (Some(cur), Some(last)) => {
+                now.saturating_since(last) >= self.min_interval
+                    && (f64::from(want) - f64::from(cur)).abs() > self.deadband * f64::from(cur)
+            }
+            _ => true,
+        };
+        if !switch {
+            return None;
+        }
+        self.current = Some(want);
+        self.last_change = Some(now);
+        self.switches += 1;
+        Some(want)
+    }
+
+    /// The target in force, kbit/s.
+    pub fn current(&self) -> Option<u32> {
+        self.current
+    }
+
+    /// Switches made (the first setting included).
+    pub fn switches(&self) -> u64 {
+        self.switches
+    }
+}
+
+/// Seconds of media (at the current rate) a video session's send queue may hold; beyond it
+/// [`trim_queues`] drops the oldest pictures. The encoder aims under the rate, so the queue
+/// only fills when the rate falls faster than the target (hysteresis) or below what libvpx
+/// can reach (a few kbit/s at start-up, before the first receiver report).
+pub const QUEUE_CAP_S: f64 = 1.0;
+
+/// Drops the oldest whole pictures (every packet with the oldest RTP timestamp) while the
+/// queued bytes exceed `max_bytes`, keeping the newest picture. Returns the packets dropped.
+/// The receivers lose those pictures and resume at the next switch point (spatial sync or
+/// key picture, at most `keyframe_interval_s` away).
+pub fn trim_queues(queues: &mut [VecDeque<LayerPacket>], max_bytes: usize) -> usize {
+    let len = |p: &LayerPacket| p.payload.len() + HEADER_LEN;
+    let mut total: usize = queues.iter().flatten().map(len).sum();
+    let mut dropped = 0;
+    while total > max_bytes {
+        let Some(oldest) = queues
+            .iter()
+            .filter_map(|q| q.front().map(|p| p.header.timestamp))
+            .reduce(|a, b| if (b.wrapping_sub(a) as i32) < 0 { b } else { a })
+        else {
+            break;
+        };
+        let newer_left = queues
+            .iter()
+            .flatten()
+            .any(|p| p.header.timestamp != oldest);
+        if !newer_left {
+            break;
+        }
+        for q in queues.iter_mut() {
+            while q.front().is_some_and(|p| p.header.timestamp == oldest) {
+                if let Some(p) = q.pop_front() {
+                    total -= len(&p);
+                    dropped += 1;
+                }
+            }
+        }
+    }
+    dropped
+}
+
+/// Takes the next media packet of a video session in send order: the earliest picture
+/// (RTP timestamp, modular), and within a picture the lowest cumulative layer, i.e. spatial
+/// layers bottom up. The encoder queues a whole picture at once, so each layer frame's
+/// packets leave back to back and one sequence space serves every layer.
+pub fn pop_next(queues: &mut [VecDeque<LayerPacket>]) -> Option<LayerPacket> {
+    let mut best: Option<(usize, u32)> = None;
+    for (k, q) in queues.iter().enumerate() {
+        let Some(p) = q.front() else { continue };
+        let ts = p.header.timestamp;
+        let earlier = match best {
+            None => true,
+            Some((_, bts)) => (ts.wrapping_sub(bts) as i32) < 0,
+        };
+        if earlier {
+            best = Some((k, ts));
+        }
+    }
+    best.and_then(|(k, _)| queues[k].pop_front())
 }
 
 /// Shared between the session thread and the HTTP side.
@@ -115,6 +298,10 @@ pub struct TfmccState {
     pub clamped: AtomicU64,
     /// Whether reports must carry a valid MAC.
     pub auth_reports: bool,
+    /// Video sessions: the encoder target switches, newest last (bounded).
+    pub target_log: Mutex<VecDeque<TargetSwitch>>,
+    /// Video sessions: media packets dropped from the send queue ([`trim_queues`]).
+    pub queue_dropped: AtomicU64,
 }
 
 impl TfmccState {
@@ -134,6 +321,8 @@ impl TfmccState {
             dropped_malformed: AtomicU64::new(0),
             dropped_forged: AtomicU64::new(0),
             dropped_auth: AtomicU64::new(0),
+            target_log: Mutex::new(VecDeque::new()),
+            queue_dropped: AtomicU64::new(0),
         }
     }
 
@@ -166,6 +355,13 @@ impl TfmccState {
             "reports_clamped": self.clamped.load(Ordering::Relaxed),
             "auth_reports": self.auth_reports,
             "feedback_addr": self.feedback_addr.to_string(),
+            "encoder": s.encoder_target_bps.map(|t| json!({
+                "target_bps": t,
+                "switches": s.target_switches,
+                "queue_ms": s.queue_ms,
+                "queue_dropped_packets": self.queue_dropped.load(Ordering::Relaxed),
+                "log": lock(&self.target_log).iter().copied().collect::<Vec<_>>(),
+            })),
         })
     }
 }
@@ -291,6 +487,9 @@ pub struct TfmccRun {
     pub packet_size: u16,
     pub ssrc: u32,
     pub payload_type: u8,
+    /// Video sessions: the encoder's packets and the target hook, and the configured
+    /// ladder's total (kbit/s), the largest target.
+    pub video: Option<(Arc<LayerQueues>, u32)>,
 }
 
 /// Opens the feedback socket (non-blocking).
@@ -319,6 +518,54 @@ fn write_packet(out: &mut Vec<u8>, r: &TfmccRun, seq: u16, cc: &CcFields, ext: &
     const ZEROS: [u8; 1500] = [0; 1500];
     // Cannot fail: PT <= 127, no CSRCs, two short elements.
     let _ = hdr.write(&ZEROS[..payload_len.min(ZEROS.len())], out);
+}
+
+/// Appends one packet of a video session: the packetizer's packet on the session's single
+/// SSRC and sequence space with both extensions added, at its natural length (the sender
+/// paces by bytes; padding every small layer frame to `packet_size` cost 45 full packets a
+/// second at 15 fps L3T3, 430 kbit/s, before any picture data). `p == None`: a payload-less
+/// padding packet of exactly `packet_size` bytes (`rtp_out::pad_to`) at timestamp `ts90`
+/// (players skip it for video; it counts for TFMCC's receive rate and loss).
+fn write_media(
+    out: &mut Vec<u8>,
+    r: &TfmccRun,
+    p: Option<LayerPacket>,
+    seq: u16,
+    cc: &CcFields,
+    ext: &[u8],
+    ts90: u32,
+) {
+    let start = out.len();
+    let (mut hdr, payload) = match p {
+        Some(p) => (p.header, p.payload),
+        None => (
+            RtpHeader {
+                marker: false,
+                payload_type: r.payload_type,
+                sequence_number: 0,
+                timestamp: ts90,
+                ssrc: 0,
+                csrcs: Vec::new(),
+                extensions: Vec::new(),
+                padding: 0,
+            },
+            Vec::new(),
+        ),
+    };
+    let padding = payload.is_empty();
+    hdr.ssrc = r.ssrc;
+    hdr.sequence_number = seq;
+    hdr.padding = 0;
+    hdr.extensions
+        .push((cc_ext::DEFAULT_ID, cc.to_bytes().to_vec()));
+    hdr.extensions.push((TFMCC_EXT_ID, ext.to_vec()));
+    if hdr.write(&payload, out).is_err() {
+        out.truncate(start);
+        return;
+    }
+    if padding {
+        crate::rtp_out::pad_to(out, start, r.packet_size as usize);
+    }
 }
 
 /// Waits until `deadline` or until the feedback socket is readable.
@@ -367,6 +614,9 @@ pub fn run(
     // 32-bit µs timestamps wrap after 71 min, which every use handles modularly).
     let clock = |i: Instant| Time(i.saturating_duration_since(t0).as_nanos() as u64);
     let mut last_nominal = t0;
+    // Bits of the packet sent last: the next one is due that many bits later at the rate
+    // (byte pacing: video packets are as long as their media, padding is `packet_size`).
+    let mut last_bits = s_bits;
     let mut first = true;
     let mut seq: u16 = 0;
     let mut buf = Vec::with_capacity(r.packet_size as usize);
@@ -374,6 +624,12 @@ pub fn run(
     let mut heard: BTreeMap<u32, (ReceiverView, Instant)> = BTreeMap::new();
     let mut last_snap = t0;
     let fd = fb.as_raw_fd();
+    let mut follower = r
+        .video
+        .as_ref()
+        .map(|(_, max_kbps)| TargetFollower::new(r.packet_size, *max_kbps));
+    // RTP timestamp of the last media packet: padding packets carry it (a picture's time).
+    let mut last_ts90: u32 = 0;
     while !stop.load(Ordering::Relaxed) {
         // 1. Reports.
         for _ in 0..256 {
@@ -439,7 +695,22 @@ pub fn run(
         }
         // 3. Data: nominal time of the next packet from the previous nominal time.
         let rate = sender.poll_rate().min(st.ceiling_bps).max(1.0);
-        let interval = Duration::from_secs_f64((s_bits / rate).min(64.0));
+        // Video: the encoder's total target follows the rate, with hysteresis.
+        if let (Some(f), Some((q, _))) = (follower.as_mut(), r.video.as_ref()) {
+            if let Some(kbps) = f.update(now, rate) {
+                q.target_kbps.store(u64::from(kbps), Ordering::Relaxed);
+                let mut log = lock(&st.target_log);
+                if log.len() >= MAX_SWITCH_LOG {
+                    log.pop_front();
+                }
+                log.push_back(TargetSwitch {
+                    unix_s: unix_micros() as f64 / 1e6,
+                    target_bps: f64::from(kbps) * 1e3,
+                    rate_bps: rate,
+                });
+            }
+        }
+        let interval = Duration::from_secs_f64((last_bits / rate).min(64.0));
         let mut due = if first {
             now_i
         } else {
@@ -462,9 +733,29 @@ pub fn run(
                 send_time_us: send_us,
             };
             buf.clear();
-            let ts90 = (send_us.wrapping_mul(9) / 100) as u32;
-            write_packet(&mut buf, &r, seq, &cc, &fields.to_bytes(), ts90);
+            match r.video.as_ref() {
+                Some((q, _)) => {
+                    let mut queues = lock(&q.queues);
+                    let max_bytes = (rate * QUEUE_CAP_S / 8.0).max(8.0 * s_bits / 8.0);
+                    let dropped = trim_queues(&mut queues, max_bytes as usize);
+                    if dropped > 0 {
+                        st.queue_dropped
+                            .fetch_add(dropped as u64, Ordering::Relaxed);
+                    }
+                    let media = pop_next(&mut queues);
+                    drop(queues);
+                    if let Some(p) = &media {
+                        last_ts90 = p.header.timestamp;
+                    }
+                    write_media(&mut buf, &r, media, seq, &cc, &fields.to_bytes(), last_ts90);
+                }
+                None => {
+                    let ts90 = (send_us.wrapping_mul(9) / 100) as u32;
+                    write_packet(&mut buf, &r, seq, &cc, &fields.to_bytes(), ts90);
+                }
+            }
             seq = seq.wrapping_add(1);
+            last_bits = 8.0 * buf.len().max(1) as f64;
             match data.send_to(&buf, r.dest) {
                 Ok(n) => {
                     stats.packets.fetch_add(1, Ordering::Relaxed);
@@ -496,6 +787,19 @@ pub fn run(
                 slow_start: s.slow_start,
                 reports_per_round: s.last_round.non_clr_reports + s.last_round.clr_reports,
                 receivers_heard: heard.len(),
+                encoder_target_bps: follower
+                    .as_ref()
+                    .and_then(TargetFollower::current)
+                    .map(|k| f64::from(k) * 1e3),
+                target_switches: follower.as_ref().map_or(0, TargetFollower::switches),
+                queue_ms: r.video.as_ref().map(|(q, _)| {
+                    let bytes: usize = lock(&q.queues)
+                        .iter()
+                        .flatten()
+                        .map(|p| p.payload.len() + HEADER_LEN)
+                        .sum();
+                    8e3 * bytes as f64 / rate
+                }),
             };
         }
         // 5. Sleep until the next packet, the next timer, the next snapshot, or a report.
@@ -549,12 +853,7 @@ pub fn check_session(r: &ResolvedSession, encrypt: bool, ctx: &str) -> crate::er
             "TFMCC sessions do not encrypt media yet",
         ));
     }
-    if r.video.is_some() {
-        return Err(crate::error::Error::config(
-            &format!("{ctx}.source"),
-            "TFMCC sessions run the synthetic source only (video: see docs/server.md)",
-        ));
-    }
+    // Video: the packetizer leaves room for both extensions ([`VIDEO_PACKET_RESERVE`]).
     if (r.packet_size as usize) < HEADER_LEN + 1 {
         return Err(crate::error::Error::config(
             &format!("{ctx}.packet_size"),
@@ -581,6 +880,7 @@ pub fn start(
     stop: Arc<AtomicBool>,
     ssrc: u32,
     report_mac: Option<ReportMac>,
+    queues: Option<Arc<LayerQueues>>,
 ) -> crate::error::Result<(std::thread::JoinHandle<()>, Arc<TfmccState>)> {
     let fb_addr = SocketAddrV4::new(cfg.interface, feedback_port(layer0.port));
     let fb = feedback_socket(fb_addr)
@@ -600,6 +900,13 @@ pub fn start(
         packet_size: r.packet_size,
         ssrc,
         payload_type: 96,
+        video: queues.map(|q| {
+            let max_kbps: u32 = r
+                .video
+                .as_ref()
+                .map_or(0, |v| v.cell_kbps.iter().flatten().sum());
+            (q, max_kbps)
+        }),
     };
     let st2 = st.clone();
     let h = std::thread::Builder::new()
@@ -620,7 +927,7 @@ pub fn metrics(sessions: &[Arc<Session>], m: &mut String) {
         .map(|(id, t)| (*id, lock(&t.snap).clone(), *t))
         .collect();
     type G = fn(&Snapshot) -> Option<f64>;
-    let gauges: [(&str, &str, G); 6] = [
+    let gauges: [(&str, &str, G); 8] = [
         (
             "layercast_tfmcc_rate_bps",
             "rate the session sends at, min(X, ceiling)",
@@ -650,6 +957,16 @@ pub fn metrics(sessions: &[Arc<Session>], m: &mut String) {
             "layercast_tfmcc_reports_per_round",
             "reports in the last completed feedback round",
             |s| Some(s.reports_per_round as f64),
+        ),
+        (
+            "layercast_tfmcc_encoder_target_bps",
+            "video sessions: the encoder's total target, following the rate",
+            |s| s.encoder_target_bps,
+        ),
+        (
+            "layercast_tfmcc_encoder_target_switches",
+            "video sessions: encoder target switches since the session started",
+            |s| s.encoder_target_bps.map(|_| s.target_switches as f64),
         ),
     ];
     for (name, help, f) in gauges {
@@ -816,6 +1133,7 @@ mod tests {
             packet_size: 1000,
             ssrc: 42,
             payload_type: 96,
+            video: None,
         };
         let mut snd = TfmccSender::new(TfmccConfig::default());
         let f = snd.data_header(Time::from_millis(3));
@@ -876,5 +1194,221 @@ mod tests {
         }
         let rep = rep.expect("the receiver reports within 20 s");
         assert_eq!(rep.rid, 5);
+    }
+
+    #[test]
+    fn target_follower_switches_at_most_every_2_s_and_outside_the_deadband() {
+        let mut f = TargetFollower::new(1200, 1550);
+        // 1 Mbit/s on the wire: 1128 of 1200 bytes are media, 90 % of that is the target.
+        assert_eq!(f.desired_kbps(1e6), 846);
+        // Capped at the ladder's total and floored at 5 % of it.
+        assert_eq!(f.desired_kbps(10e6), 1550);
+        assert_eq!(f.desired_kbps(1e3), 77);
+        assert_eq!(f.desired_kbps(f64::NAN), 77);
+        let t = |ms: u64| Time::from_millis(ms);
+        assert_eq!(f.update(t(0), 1e6), Some(846));
+        // Within 2 s nothing moves, however far the rate goes.
+        assert_eq!(f.update(t(100), 0.5e6), None);
+        assert_eq!(f.update(t(1999), 0.2e6), None);
+        // After 2 s: a change beyond 10 % switches ...
+        assert_eq!(f.update(t(2000), 0.5e6), Some(423));
+        // ... one within 10 % of the target in force does not, even later.
+        assert_eq!(f.update(t(9000), 0.53e6), None);
+        assert_eq!(f.current(), Some(423));
+        assert_eq!(f.update(t(9001), 0.6e6), Some(508));
+        assert_eq!(f.switches(), 3);
+        // Driven every millisecond by a rate that swings each step, the switches stay 2 s
+        // apart.
+        let mut g = TargetFollower::new(1200, 1550);
+        let mut last: Option<u64> = None;
+        for ms in 0..20_000u64 {
+            let rate = if (ms / 7) % 2 == 0 { 1e6 } else { 0.3e6 };
+            if g.update(t(ms), rate).is_some() {
+                if let Some(l) = last {
+                    assert!(ms - l >= 2000, "switches at {l} and {ms} ms");
+                }
+                last = Some(ms);
+            }
+        }
+        assert!(g.switches() >= 9, "{} switches in 20 s", g.switches());
+    }
+
+    fn pkt(layer: usize, ts: u32, seq: u16) -> LayerPacket {
+        LayerPacket {
+            layer,
+            header: RtpHeader {
+                marker: false,
+                payload_type: 96,
+                sequence_number: seq,
+                timestamp: ts,
+                ssrc: 1000 + layer as u32,
+                csrcs: Vec::new(),
+                extensions: Vec::new(),
+                padding: 0,
+            },
+            payload: vec![layer as u8; 10],
+        }
+    }
+
+    #[test]
+    fn pop_next_sends_pictures_in_order_and_layers_bottom_up() {
+        let mut q = vec![VecDeque::new(); 4];
+        // Picture at ts 100 on layers 0, 2 and 3 (two packets on 2); ts 200 on 0 and 1;
+        // ts 300 on 0. The copy shifted by -250 puts the last picture past the wrap.
+        q[0].extend([pkt(0, 100, 1), pkt(0, 200, 2), pkt(0, 300, 3)]);
+        q[1].push_back(pkt(1, 200, 1));
+        q[2].extend([pkt(2, 100, 1), pkt(2, 100, 2)]);
+        q[3].push_back(pkt(3, 100, 1));
+        let mut q2: Vec<VecDeque<LayerPacket>> = q.clone();
+        for d in q2.iter_mut() {
+            for p in d.iter_mut() {
+                p.header.timestamp = p.header.timestamp.wrapping_sub(250);
+            }
+        }
+        for queues in [&mut q, &mut q2] {
+            let order: Vec<(usize, u16)> = std::iter::from_fn(|| pop_next(queues))
+                .map(|p| (p.layer, p.header.sequence_number))
+                .collect();
+            assert_eq!(
+                order,
+                vec![(0, 1), (2, 1), (2, 2), (3, 1), (0, 2), (1, 1), (0, 3)]
+            );
+        }
+        assert!(pop_next(&mut []).is_none());
+    }
+
+    #[test]
+    fn trim_queues_drops_oldest_whole_pictures_and_keeps_the_newest() {
+        let mut q = vec![VecDeque::new(); 3];
+        // Three pictures (ts 10, 20, 30), each one packet on every layer: 74 bytes each.
+        for ts in [10u32, 20, 30] {
+            for (k, d) in q.iter_mut().enumerate() {
+                d.push_back(pkt(k, ts, ts as u16));
+            }
+        }
+        let one = 10 + HEADER_LEN;
+        assert_eq!(trim_queues(&mut q, 9 * one), 0);
+        // Room for two pictures minus a byte: the two oldest go, whole.
+        assert_eq!(trim_queues(&mut q, 6 * one - 1), 6);
+        assert!(q.iter().flatten().all(|p| p.header.timestamp == 30));
+        // The newest picture stays, however small the cap.
+        assert_eq!(trim_queues(&mut q, 0), 0);
+        assert_eq!(q.iter().flatten().count(), 3);
+    }
+
+    /// The whole video path of a TFMCC session short of the sockets: the SVC encoder's
+    /// packets (MTU reduced by [`VIDEO_PACKET_RESERVE`]), sent in [`pop_next`] order with
+    /// [`write_media`] and padding between pictures, come out as packets of at most
+    /// `packet_size` bytes (padding exactly that) of one SSRC and one sequence space carrying
+    /// both extensions; demultiplexed by
+    /// their payload descriptors they assemble and decode, every picture, at full size.
+    #[test]
+    fn video_packets_are_one_stream_that_decodes() {
+        use codec::depay::{Assembler, AssemblerConfig};
+        use codec::ladder::LayerLadder;
+        use codec::vp9rtp::{LayerStreams, StreamConfig};
+        use codec::vpx::{Decoder, SvcConfig, SvcEncoder};
+        let size: u16 = 1200;
+        let mut conf = SvcConfig::l3t3_720p();
+        (conf.width, conf.height, conf.fps_num) = (320, 180, 15);
+        let ladder = LayerLadder::spatial_major(&conf.cell_kbps).unwrap();
+        let res = (0..3)
+            .map(|s| {
+                let (w, h) = conf.layer_size(s);
+                (w as u16, h as u16)
+            })
+            .collect();
+        let mut streams = LayerStreams::new(
+            ladder.clone(),
+            res,
+            StreamConfig {
+                ssrcs: (0..9).map(|k| 500 + k).collect(),
+                mtu: (size - VIDEO_PACKET_RESERVE) as usize,
+                ext_reserve: 16,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut enc = SvcEncoder::new(conf).unwrap();
+        enc.set_total_kbps(400).unwrap();
+        let r = TfmccRun {
+            dest: "127.0.0.1:9".parse().unwrap(),
+            packet_size: size,
+            ssrc: 77,
+            payload_type: 96,
+            video: None,
+        };
+        let mut snd = TfmccSender::new(TfmccConfig::default());
+        let mut queues = vec![VecDeque::new(); 9];
+        let mut wire: Vec<Vec<u8>> = Vec::new();
+        let (mut seq, mut last_ts) = (0u16, 0u32);
+        let pictures = 30;
+        for i in 0..pictures {
+            let f = codec::synth::frame(320, 180, i);
+            let pic = enc.encode(&f, i as i64 * 6000).unwrap().unwrap();
+            for (k, pk) in streams.packets(&pic).unwrap().into_iter().enumerate() {
+                queues[k].extend(pk);
+            }
+            // Drain, then two padding packets.
+            loop {
+                let media = pop_next(&mut queues);
+                let more = media.is_some();
+                if let Some(p) = &media {
+                    last_ts = p.header.timestamp;
+                }
+                let cc = CcFields {
+                    layer: 0,
+                    bunch_pos: 0,
+                    bunch_len: 1,
+                    send_time_us: u64::from(i),
+                };
+                let ext = snd.data_header(Time::from_millis(i as u64)).to_bytes();
+                let mut out = Vec::new();
+                write_media(&mut out, &r, media, seq, &cc, &ext, last_ts);
+                seq = seq.wrapping_add(1);
+                wire.push(out);
+                if !more {
+                    break;
+                }
+            }
+        }
+        let mut asm = Assembler::new(ladder.clone(), Some(8), AssemblerConfig::default());
+        let mut dec = Decoder::new(1).unwrap();
+        let (mut decoded, mut padding) = (0, 0);
+        let mut last_size = (0, 0);
+        for (n, b) in wire.iter().enumerate() {
+            let p = codec::rtp::RtpPacket::parse(b).unwrap();
+            // Padding is exactly the packet size, media at most that.
+            if p.payload().is_empty() {
+                assert_eq!(b.len(), size as usize, "packet {n}");
+            } else {
+                assert!(b.len() <= size as usize, "packet {n}: {} bytes", b.len());
+            }
+            assert_eq!((p.ssrc(), p.sequence_number()), (77, n as u16));
+            assert!(p.extension(cc_ext::DEFAULT_ID).is_some());
+            assert!(p.extension(TFMCC_EXT_ID).is_some());
+            if p.payload().is_empty() {
+                padding += 1;
+                continue;
+            }
+            let k = Assembler::layer_of_payload(&ladder, p.payload()).expect("layer");
+            asm.push(k, &p).unwrap();
+            while let Some(pic) = asm.pop() {
+                if let Some(f) = dec.decode(&pic.access_unit().unwrap()).unwrap() {
+                    decoded += 1;
+                    last_size = (f.width, f.height);
+                }
+            }
+        }
+        asm.flush();
+        while let Some(pic) = asm.pop() {
+            if dec.decode(&pic.access_unit().unwrap()).unwrap().is_some() {
+                decoded += 1;
+            }
+        }
+        assert_eq!(padding, pictures as usize);
+        assert_eq!(decoded, pictures as usize);
+        assert_eq!(last_size, (320, 180));
+        assert_eq!(asm.stats().pictures_skipped, 0);
     }
 }

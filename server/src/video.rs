@@ -34,6 +34,10 @@ pub struct LayerQueues {
     pub encode_errors: AtomicU64,
     /// Frames the QR stamper or the reference writer failed on.
     pub stamp_errors: AtomicU64,
+    /// Total encoder target asked for by a TFMCC sender, kbit/s (0: the configured ladder).
+    /// The encoder thread applies a new value before its next picture
+    /// (`SvcEncoder::set_total_kbps`, docs/protocols/tfmcc.md "Live video").
+    pub target_kbps: AtomicU64,
 }
 
 const MAX_QUEUED: usize = 400;
@@ -262,6 +266,7 @@ pub fn start(
             let frame_time = Duration::from_secs_f64(1.0 / fps as f64);
             let t0 = Instant::now();
             let mut i: u64 = 0;
+            let mut applied_kbps = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let due = t0 + frame_time * i as u32;
                 let now = Instant::now();
@@ -296,6 +301,16 @@ pub fn start(
                         // Disk full or gone: stop writing, keep streaming.
                         reference = None;
                         queues.stamp_errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                let want = queues.target_kbps.load(Ordering::Relaxed);
+                if want != 0 && want != applied_kbps {
+                    applied_kbps = want;
+                    if enc
+                        .set_total_kbps(want.min(u32::MAX as u64) as u32)
+                        .is_err()
+                    {
+                        queues.encode_errors.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 let pts = (i * 90_000 / fps as u64) as i64;

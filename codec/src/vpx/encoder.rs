@@ -200,6 +200,9 @@ pub struct SvcEncoder {
     ctx: Box<sys::vpx_codec_ctx_t>,
     cfg: Box<sys::vpx_codec_enc_cfg_t>,
     conf: SvcConfig,
+    /// The per-cell rates the encoder was created with: [`SvcEncoder::set_total_kbps`]
+    /// scales these (not the current ones, so repeated changes never drift by rounding).
+    base_cells: Vec<Vec<u32>>,
     frame_no: u64,
     frames_since_sync: u32,
     frames_since_key: u32,
@@ -295,6 +298,7 @@ impl SvcEncoder {
             let mut enc = SvcEncoder {
                 ctx,
                 cfg,
+                base_cells: conf.cell_kbps.clone(),
                 conf,
                 frame_no: 0,
                 frames_since_sync: 0,
@@ -406,6 +410,19 @@ impl SvcEncoder {
             }
         }
         Ok(())
+    }
+
+    /// One total target (kbit/s) for the whole encode: the configured per-cell rates scaled
+    /// to sum to `total_kbps` ([`crate::ladder::scale_cells`], each cell at least 1 kbit/s),
+    /// applied with [`SvcEncoder::set_bitrates`]. For senders that adapt one rate (TFMCC).
+    pub fn set_total_kbps(&mut self, total_kbps: u32) -> Result<()> {
+        let cells = crate::ladder::scale_cells(&self.base_cells, total_kbps);
+        self.set_bitrates(&cells)
+    }
+
+    /// Sum of the per-cell targets in force, kbit/s.
+    pub fn total_kbps(&self) -> u32 {
+        self.conf.cell_kbps.iter().flatten().sum()
     }
 
     /// Make the next TL0 picture a key picture.

@@ -158,6 +158,8 @@ pub struct Link {
     last_arrival: Time,
     queue: Box<dyn QueueDiscipline<Packet>>,
     busy: bool,
+    /// When the packet being serialised finishes (valid while `busy`).
+    tx_end: Time,
     /// The packet being serialised (kept here so TxDone events carry no payload).
     tx: Option<Packet>,
     rng: Rng,
@@ -174,6 +176,17 @@ impl Link {
     /// Packets waiting in the queue.
     pub fn queue_len(&self) -> usize {
         self.queue.len_packets()
+    }
+    /// The queueing delay a packet arriving at `now` would see before its own serialisation
+    /// starts (virtual waiting time), seconds: the queued bytes at the link rate plus the rest
+    /// of the packet in service.
+    pub fn waiting_time_s(&self, now: Time) -> f64 {
+        let residual = if self.busy {
+            self.tx_end.0.saturating_sub(now.0) as f64 * 1e-9
+        } else {
+            0.0
+        };
+        self.queue.len_bytes() as f64 * 8.0 / (self.rate_bps.max(1) as f64) + residual
     }
 }
 
@@ -390,6 +403,7 @@ impl Net {
             // Serialisation ends at now + tx; the packet rides with the TxDone event.
             link.tx = Some(p.item);
             let at = Time(now.0 + tx);
+            link.tx_end = at;
             self.push(at, Ev::TxDone { link: l });
         } else {
             link.busy = false;
@@ -472,6 +486,7 @@ impl Sim {
                     last_arrival: Time::ZERO,
                     queue: s.queue,
                     busy: false,
+                    tx_end: Time::ZERO,
                     tx: None,
                     rng: Rng::derive(seed, 0x1000 + i as u64),
                     sent_packets: 0,

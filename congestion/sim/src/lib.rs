@@ -9,6 +9,8 @@ pub mod agents;
 pub mod catalogue;
 pub mod engine;
 pub mod metrics;
+pub mod metrics_dlm;
+pub mod metrics_tfmcc;
 pub mod output;
 pub mod report;
 pub mod scenario;

@@ -68,6 +68,20 @@ pub struct Monitor {
     pub queue_sum: Vec<u64>,
     #[serde(skip)]
     pub queue_n: Vec<u64>,
+    /// TFMCC sender: (time s, `R_max` s, slow start, rate X kbit/s), logged whenever one of
+    /// them changes, checked after every report and every timer (so, unlike `rate_trace`,
+    /// changes made by timers are timed exactly, e.g. no-feedback halvings at low rates).
+    #[serde(skip)]
+    pub tfmcc_state: Vec<(f64, f64, bool, f64)>,
+    /// TFMCC sender: time (s) of the first report from each receiver ID.
+    #[serde(skip)]
+    pub first_report: std::collections::BTreeMap<u32, f64>,
+    /// TFMCC receivers: when the receiver first had a measured RTT (S19).
+    #[serde(skip)]
+    pub first_rtt_at: Option<f64>,
+    /// Link probes: every sample's queueing delay (time s, virtual waiting time, ms).
+    #[serde(skip)]
+    pub queue_delay_ms: Vec<(f64, f64)>,
 }
 
 /// All monitors of a run.
@@ -106,9 +120,13 @@ impl Monitors {
             rid: None,
             rounds: Vec::new(),
             clr: Vec::new(),
+            tfmcc_state: Vec::new(),
+            first_report: std::collections::BTreeMap::new(),
+            first_rtt_at: None,
             rate_trace: Vec::new(),
             queue_sum: Vec::new(),
             queue_n: Vec::new(),
+            queue_delay_ms: Vec::new(),
         });
         self.list.len() - 1
     }

@@ -3,6 +3,7 @@
 
 use crate::engine::Sim;
 use crate::metrics::{jain, min_max_ratio, Monitor};
+use crate::metrics_dlm::quantile;
 use crate::scenario::{Available, Measurement, Scenario};
 use crate::Error;
 use serde::Serialize;
@@ -32,6 +33,34 @@ pub const METRICS: &[&str] = &[
     "max_rate_kbps",
     "time_to_clr",
     "clr_share",
+    "queue_delay_median_ms",
+    "queue_delay_p95_ms",
+    "dlm_d1_ms",
+    "dlm_d2_ms",
+    "dlm_d3_ms",
+    "dlm_queue_median_zone",
+    "dlm_queue_p95_over_d3",
+    "dlm_loss_zone3",
+    "dlm_leaves_above_rtcp",
+    "dlm_ss_interval_dev",
+    "dlm_ss_deaf_dev",
+    "dlm_ss_exit_epochs",
+    "final_level_spread",
+    "convergence_spread",
+    "tfmcc_ss_exit_kbps",
+    "tfmcc_time_to_rate",
+    "tfmcc_halving_interval_rmax",
+    "tfmcc_first_halving_interval_rmax",
+    "tfmcc_halving_count",
+    "tfmcc_min_rate_kbps",
+    "tfmcc_max_increase",
+    "tfmcc_rounds_to_rmax_above",
+    "tfmcc_rounds_to_rmax_below",
+    "tfmcc_mean_round_s",
+    "tfmcc_round_in_packet_intervals",
+    "tfmcc_time_to_rtt_count",
+    "tfmcc_rounds_with_new_rtt",
+    "tfmcc_rtt_measured",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
@@ -40,6 +69,8 @@ pub const AGGREGATE: &[&str] = &[
     "jain",
     "fairness_i",
     "tcp_friendliness",
+    "final_level_spread",
+    "convergence_spread",
 ];
 
 /// One measurement's outcome in one run.
@@ -127,6 +158,19 @@ fn available_mean(a: &Available, t0: f64, t1: f64) -> f64 {
                 f64::NAN
             }
         }
+    }
+}
+
+/// max − min (NaN if empty; infinite if one value is infinite and another finite).
+fn spread(v: &[f64]) -> f64 {
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    if v.is_empty() {
+        f64::NAN
+    } else if hi == lo {
+        0.0
+    } else {
+        hi - lo
     }
 }
 
@@ -247,6 +291,162 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
             }
             v
         }
+        "queue_delay_median_ms" | "queue_delay_p95_ms" => per(&|mon| {
+            let (a, b) = window(mon);
+            let q = if m.metric.contains("median") {
+                0.5
+            } else {
+                0.95
+            };
+            quantile(mon.queue_delays_ms(a, b), q)
+        }),
+        "dlm_d1_ms" | "dlm_d2_ms" | "dlm_d3_ms" => per(&|mon| {
+            let (a, b) = window(mon);
+            let k = if m.metric == "dlm_d1_ms" {
+                0
+            } else if m.metric == "dlm_d2_ms" {
+                1
+            } else {
+                2
+            };
+            mon.dlm_threshold_ms(k, a, b)
+        }),
+        "dlm_queue_median_zone" | "dlm_queue_p95_over_d3" => {
+            // The bottleneck's queueing delay (a link probe in `versus`) against each DLM
+            // receiver's own thresholds (time-mean over its epochs in the window).
+            let vs = sc.expand(&m.versus)?;
+            let probe = find(sim, vs.first().map_or("", String::as_str))?;
+            let mut v = Vec::new();
+            for mon in &mons {
+                let (a, b) = window(mon);
+                let x = if m.metric == "dlm_queue_median_zone" {
+                    let med = quantile(probe.queue_delays_ms(a, b), 0.5);
+                    let d1 = mon.dlm_threshold_ms(0, a, b);
+                    let d2 = mon.dlm_threshold_ms(1, a, b);
+                    (med - d1) / (d2 - d1)
+                } else {
+                    quantile(probe.queue_delays_ms(a, b), 0.95) / mon.dlm_threshold_ms(2, a, b)
+                };
+                v.push((mon.name.clone(), x));
+            }
+            v
+        }
+        "dlm_loss_zone3" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.dlm_loss_zone3(a, b)
+        }),
+        "dlm_leaves_above_rtcp" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.dlm_leaves_above_rtcp(a, b)
+        }),
+        "dlm_ss_interval_dev" | "dlm_ss_deaf_dev" | "dlm_ss_exit_epochs" => {
+            let i_s = congestion::delay::Config::default()
+                .slow_start_interval
+                .as_secs_f64();
+            per(&|mon| match m.metric.as_str() {
+                "dlm_ss_interval_dev" => mon.dlm_ss_interval_dev(i_s),
+                "dlm_ss_deaf_dev" => mon.dlm_ss_deaf_dev(i_s),
+                _ => mon.dlm_ss_exit_epochs(i_s),
+            })
+        }
+        "tfmcc_ss_exit_kbps" => per(&|mon| mon.tfmcc_ss_exit_kbps()),
+        "tfmcc_time_to_rate" => {
+            per(&|mon| mon.tfmcc_time_to_rate(after(mon), m.min_kbps.unwrap_or(f64::INFINITY)))
+        }
+        "tfmcc_halving_interval_rmax" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.tfmcc_halving_interval_rmax(a, b)
+        }),
+        "tfmcc_first_halving_interval_rmax" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.tfmcc_first_halving_interval_rmax(a, b)
+        }),
+        "tfmcc_halving_count" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.tfmcc_halving_count(a, b)
+        }),
+        "tfmcc_min_rate_kbps" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.tfmcc_min_rate_kbps(a, b)
+        }),
+        "tfmcc_max_increase" | "tfmcc_round_in_packet_intervals" => per(&|mon| {
+            let (a, b) = window(mon);
+            let size = sc
+                .flows
+                .iter()
+                .find_map(|f| match f {
+                    crate::scenario::Flow::Tfmcc {
+                        name, packet_size, ..
+                    } if *name == mon.flow => Some(f64::from(*packet_size)),
+                    _ => None,
+                })
+                .unwrap_or(f64::NAN);
+            if m.metric == "tfmcc_max_increase" {
+                mon.tfmcc_max_increase(a, b, size)
+            } else {
+                mon.tfmcc_round_in_packet_intervals(a, b, size)
+            }
+        }),
+        "tfmcc_rounds_to_rmax_above" | "tfmcc_rounds_to_rmax_below" => {
+            // Of the sender: from `after_s`. Of a receiver: from that receiver's first report
+            // at the sender (S29), on the sender's rounds and R_max.
+            let mut v = Vec::new();
+            for mon in &mons {
+                let (snd, from) = match mon.rid {
+                    Some(rid) => {
+                        let snd = find(sim, &format!("{}/sender", mon.flow))?;
+                        let t = snd.first_report.get(&rid).copied().unwrap_or(f64::NAN);
+                        (snd, t)
+                    }
+                    None => (*mon, after(mon)),
+                };
+                let x = if from.is_nan() {
+                    f64::INFINITY
+                } else {
+                    snd.tfmcc_rounds_until_rmax(
+                        from,
+                        m.threshold.unwrap_or(f64::NAN),
+                        m.metric.ends_with("above"),
+                    )
+                };
+                v.push((mon.name.clone(), x));
+            }
+            v
+        }
+        "tfmcc_time_to_rtt_count" | "tfmcc_rounds_with_new_rtt" | "tfmcc_rtt_measured" => {
+            // Of the sender: its receivers' first RTT measurements (receiver side).
+            let mut v = Vec::new();
+            for mon in &mons {
+                let rx: Vec<&Monitor> = sim
+                    .net
+                    .monitors
+                    .list
+                    .iter()
+                    .filter(|x| x.flow == mon.flow && x.rid.is_some())
+                    .collect();
+                let mut times: Vec<f64> = rx.iter().filter_map(|x| x.first_rtt_at).collect();
+                times.sort_by(f64::total_cmp);
+                let (a, b) = window(mon);
+                let x = match m.metric.as_str() {
+                    "tfmcc_time_to_rtt_count" => {
+                        let k = m.threshold.unwrap_or(f64::NAN);
+                        if k.is_finite() && k >= 1.0 {
+                            crate::metrics_tfmcc::time_to_rtt_count(&times, after(mon), k as usize)
+                        } else {
+                            f64::NAN
+                        }
+                    }
+                    "tfmcc_rtt_measured" => times.iter().filter(|&&t| t <= b).count() as f64,
+                    _ => mon.tfmcc_rounds_with_new_rtt(a, b, &times, rx.len()),
+                };
+                v.push((mon.name.clone(), x));
+            }
+            v
+        }
+        "tfmcc_mean_round_s" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.tfmcc_mean_round_s(a, b)
+        }),
         _ => Vec::new(),
     };
     let (value, pass) = if !AGGREGATE.contains(&m.metric.as_str()) {
@@ -259,6 +459,20 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
             "sum_throughput_kbps" => x.iter().sum(),
             "jain" => jain(&x),
             "fairness_i" => min_max_ratio(&x),
+            "final_level_spread" => {
+                let l: Vec<f64> = mons
+                    .iter()
+                    .map(|mon| f64::from(mon.level_at(window(mon).1)))
+                    .collect();
+                spread(&l)
+            }
+            "convergence_spread" => {
+                let c: Vec<f64> = mons
+                    .iter()
+                    .map(|mon| mon.convergence_time(after(mon), end, m.hold_s.unwrap_or(5.0)))
+                    .collect();
+                spread(&c)
+            }
             "tcp_friendliness" => {
                 let vs = sc.expand(&m.versus)?;
                 let t: Vec<f64> = vs

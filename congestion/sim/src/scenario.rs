@@ -370,6 +370,9 @@ pub struct Measurement {
     pub max_kbps: Option<f64>,
     #[serde(default)]
     pub hold_s: Option<f64>,
+    /// A metric's threshold where it needs one (e.g. `tfmcc_rounds_to_rmax_above`: R_max, s).
+    #[serde(default)]
+    pub threshold: Option<f64>,
     /// For efficiency: a constant, or pieces `[t0, t1, kbps]`.
     #[serde(default)]
     pub available_kbps: Option<Available>,

@@ -15,6 +15,12 @@ pub fn local_controller(name: &str) -> Option<Box<dyn LayeredController>> {
     if name == "sim-aimd" {
         return Some(Box::new(Aimd::default()));
     }
+    // DLM with a per-epoch log for the delay/DS3, DS5, DS6 checks (`agents::dlm_trace`).
+    if name == "delay-trace" {
+        return Some(Box::new(super::dlm_trace::DlmTrace::new(
+            congestion::delay::Dlm::default(),
+        )));
+    }
     // ERA with another RTT input for Eq. 5-6 (the default is the thesis' fixed 50 ms):
     // `era-rtt-join` = join-to-first-packet (Luby, era.md E8), `era-rttN` = fixed N ms. Used
     // to test why ERA takes ~2.3x TCP's share on drop-tail (era/AC-4, AC-6).

@@ -1,6 +1,7 @@
 //! Traffic sources and sinks.
 
 pub mod cbr;
+pub mod dlm_trace;
 pub mod layered;
 pub mod local_controllers;
 pub mod probe;

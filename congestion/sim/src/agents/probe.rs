@@ -39,6 +39,10 @@ impl QueueProbe {
             return;
         };
         let q = l.queue_len() as u64;
+        // Queueing delay a packet arriving now would wait (queued bytes at the link rate plus
+        // the rest of the packet in service): without the residual, 1000-B packets at
+        // 300 kbit/s quantise the delay in 26.7-ms steps, coarser than DLM's d1..d2.
+        let qd_ms = 1e3 * l.waiting_time_s(now);
         let sent = l.sent_packets;
         let bytes = l.sent_bytes;
         let dropped = l.drops_overflow + l.drops_early + l.drops_wire;
@@ -49,6 +53,9 @@ impl QueueProbe {
         );
         (self.sent, self.sent_bytes, self.dropped) = (sent, bytes, dropped);
         net.monitors.queue_sample(self.mon, now, q);
+        net.monitors.list[self.mon]
+            .queue_delay_ms
+            .push((now.as_secs_f64(), qd_ms));
         net.monitors.link_traffic(self.mon, now, ds, db);
         if dd > 0 {
             net.monitors.lost(self.mon, now, dd);

@@ -66,9 +66,28 @@ impl TfmccSenderAgent {
                     .push((r.start_s, r.duration_s, r.non_clr_reports, r.clr_reports));
             }
         }
-        let clr = self.ctl.stats().clr.unwrap_or(0);
+        let st = self.ctl.stats();
+        let clr = st.clr.unwrap_or(0);
         if m.clr.last().map_or(0, |c| c.1) != clr {
             m.clr.push((now, clr));
+        }
+        self.log_state(net);
+    }
+
+    /// Logs `R_max`, the slow-start flag and X into the sender's monitor when one changed.
+    fn log_state(&self, net: &mut Net) {
+        let now = net.now().as_secs_f64();
+        let m = &mut net.monitors.list[self.mon];
+        let (r_max, ss, kbps) = (
+            self.ctl.r_max(),
+            self.ctl.stats().slow_start,
+            self.ctl.poll_rate() / 1000.0,
+        );
+        if m.tfmcc_state
+            .last()
+            .is_none_or(|x| x.1 != r_max || x.2 != ss || x.3 != kbps)
+        {
+            m.tfmcc_state.push((now, r_max, ss, kbps));
         }
     }
 
@@ -115,6 +134,16 @@ impl Agent for TfmccSenderAgent {
             self.reports += 1;
             if !ok {
                 self.bad_reports += 1;
+            } else if let Some(rep) = net
+                .blobs
+                .get(idx as usize)
+                .and_then(|b| congestion::wire::tfmcc::TfmccReport::parse(b).ok())
+            {
+                // First report per receiver (S29 counts rounds from it).
+                net.monitors.list[self.mon]
+                    .first_report
+                    .entry(rep.rid)
+                    .or_insert(now.as_secs_f64());
             }
             self.log_rounds(net);
             self.rearm(net, me);
@@ -147,6 +176,7 @@ impl Agent for TfmccSenderAgent {
                 body: Body::Tfmcc(f),
             });
             net.monitors.packet(self.mon, now, self.size);
+            self.log_state(net);
             let rate = self.ctl.rate_bytes().max(1e-3);
             let kbps = rate * 8.0 / 1000.0;
             let trace = &mut net.monitors.list[self.mon].rate_trace;
@@ -177,6 +207,8 @@ pub struct TfmccReceiverAgent {
     expected: Option<u32>,
     joined: bool,
     running: bool,
+    /// The first RTT measurement was logged (S19).
+    rtt_logged: bool,
     ctl: TfmccReceiver,
     // --- cold ---
     node: NodeId,
@@ -216,6 +248,7 @@ impl TfmccReceiverAgent {
             fired_at: None,
             running: false,
             acc: None,
+            rtt_logged: false,
         }
     }
 
@@ -329,6 +362,10 @@ impl Agent for TfmccReceiverAgent {
         self.expected = Some(f.seq.wrapping_add(1));
         self.count_packet(net, now, pkt.size);
         self.ctl.handle_data(now, &f, pkt.size);
+        if !self.rtt_logged && self.ctl.have_rtt() {
+            self.rtt_logged = true;
+            net.monitors.list[self.mon].first_rtt_at = Some(now.as_secs_f64());
+        }
         self.drain(net, me);
     }
 
