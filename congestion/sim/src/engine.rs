@@ -699,8 +699,13 @@ pub fn prefetch(p: *const u8, len: usize) {
         if p.is_null() {
             return;
         }
+        // Every line the span touches: from the line holding `p` to the one holding its last
+        // byte (a struct is rarely line-aligned, so stepping 64 from `p` misses the last line).
+        let len = len.min(1024);
         let mut off = 0;
-        while off < len.min(1024) {
+        let end = (p as usize % 64) + len;
+        let p = p.wrapping_sub(p as usize % 64);
+        while off < end {
             // SAFETY: `_mm_prefetch` is a hint that cannot fault, whatever the address
             // (`wrapping_add` keeps the pointer arithmetic defined).
             #[allow(unused_unsafe)]

@@ -928,6 +928,7 @@ impl Scenario {
                         packet_size: (*packet_size).min(65_535) as u16,
                         ..SessionInfo::equal_layers(1, 1, Ipv4Addr::new(239, 2, fi as u8, 0), 6000)
                     };
+                    let (cfg, info) = (std::sync::Arc::new(cfg), std::sync::Arc::new(info));
                     let mut rid = 0u32;
                     for (r, rname) in receivers
                         .iter()
@@ -944,7 +945,7 @@ impl Scenario {
                         let rn = nodes[r.at.as_str()];
                         let agent = TfmccReceiverAgent::new(
                             rn,
-                            cfg,
+                            cfg.clone(),
                             rid,
                             info.clone(),
                             g,

@@ -16,58 +16,81 @@ use crate::time::Time;
 use crate::wire::tfmcc::{TfmccDataFields, TfmccReport, RATE_INFINITE};
 use crate::wire::tfrc::{encode_p, sat_u32};
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The TFMCC receiver.
+///
+/// `repr(C)` with the fields every data packet touches first and the rarely used ones last:
+/// a host with thousands of receivers (the simulator's 10,000-receiver scale run) is bound by
+/// the cache lines each packet touches per receiver, and can prefetch just
+/// [`TfmccReceiver::HOT_BYTES`] ahead of the call. Field order changes no behaviour.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct TfmccReceiver {
-    cfg: TfmccConfig,
-    rid: u32,
-    rng: SplitMix64,
-    s: f64,
-    joined: bool,
-    initialized: bool,
+    // --- hot: read or written on every data packet ---
+    /// Shared by every receiver of a host's session (one cache line for all of them).
+    cfg: Arc<TfmccConfig>,
     history: LossHistory,
-    /// RTT state: initial value, smoothed real samples, and the one-way-adjusted value.
-    rtt_init: f64,
-    have_rtt: bool,
-    rtt_smoothed: f64,
+    /// Receive-rate window: (arrival, bytes), oldest first. Entries at or before
+    /// `pruned_to` are logically gone and dropped lazily (see [`TfmccReceiver::prune`]).
+    arrivals: VecDeque<(Time, u32)>,
+    /// Bytes of every entry still in `arrivals`, the logically pruned ones included.
+    arrivals_bytes: u64,
+    /// Largest window horizon applied so far: entries with time <= this are pruned.
+    pruned_to: Option<Time>,
+    first_arrival: Time,
+    last_arrival: Time,
+    last_hdr: Option<TfmccDataFields>,
+    s: f64,
     rtt_adjusted: f64,
+    r0: f64,
+    timer_rmax: f64,
+    timer: Option<Time>,
+    last_seq: Option<u64>,
+    last_report: Option<Time>,
+    gap_pushed: Duration,
+    actions: VecDeque<Action>,
+    decisions: VecDeque<Decision>,
     /// `D_r` = data ts - echoed report ts at the last real sample (mod 2^32 us).
     d_rs: Option<u32>,
+    rid: u32,
+    last_ts_us: u32,
+    round: Option<u16>,
+    joined: bool,
+    initialized: bool,
+    have_rtt: bool,
+    is_clr: bool,
+    data_since_report: bool,
+    leaving: bool,
+    // --- cold: rounds, echoes, reports, loss events ---
+    rng: SplitMix64,
+    /// RTT state: initial value, smoothed real samples (the adjusted one is above).
+    rtt_init: f64,
+    rtt_smoothed: f64,
+    timer_round_start: Time,
+    timer_delay: f64,
     /// The seeded first interval was computed with the initial RTT and is this many events old.
     seed_with_initial: Option<u32>,
     events_seen: u64,
-    arrivals: VecDeque<(Time, u32)>,
-    arrivals_bytes: u64,
-    first_arrival: Time,
-    last_arrival: Time,
-    last_ts_us: u32,
-    last_seq: Option<u64>,
-    last_hdr: Option<TfmccDataFields>,
-    is_clr: bool,
-    round: Option<u16>,
-    r0: f64,
-    timer: Option<Time>,
-    timer_round_start: Time,
-    timer_delay: f64,
-    timer_rmax: f64,
-    gap_pushed: Duration,
-    last_report: Option<Time>,
-    data_since_report: bool,
-    leaving: bool,
-    actions: VecDeque<Action>,
-    decisions: VecDeque<Decision>,
     reports_sent: u64,
     packets_without_fields: u64,
 }
 
 impl TfmccReceiver {
+    /// Bytes at the start of the struct that a data packet touches (the hot fields): what a
+    /// host walking many receivers should prefetch.
+    pub const HOT_BYTES: usize = std::mem::offset_of!(TfmccReceiver, rng);
+
     /// A receiver with ID `rid` (unique in the session; e.g. derived from its address).
     pub fn new(cfg: TfmccConfig, rid: u32) -> Self {
+        Self::with_shared_config(Arc::new(cfg), rid)
+    }
+
+    /// Like [`TfmccReceiver::new`], sharing one configuration among many receivers.
+    pub fn with_shared_config(cfg: Arc<TfmccConfig>, rid: u32) -> Self {
         let seed = cfg.seed ^ (rid as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         TfmccReceiver {
-            cfg,
             rid,
             rng: SplitMix64::new(seed),
             s: cfg.packet_size.max(1) as f64,
@@ -83,6 +106,7 @@ impl TfmccReceiver {
             events_seen: 0,
             arrivals: VecDeque::new(),
             arrivals_bytes: 0,
+            pruned_to: None,
             first_arrival: Time::ZERO,
             last_arrival: Time::ZERO,
             last_ts_us: 0,
@@ -103,6 +127,7 @@ impl TfmccReceiver {
             decisions: VecDeque::new(),
             reports_sent: 0,
             packets_without_fields: 0,
+            cfg,
         }
     }
 
@@ -157,20 +182,25 @@ impl TfmccReceiver {
         self.timer
     }
 
-    /// Addresses the next data packet will touch outside this struct: both ends of the
-    /// receive-rate window (the oldest arrival, pruned, and the slot after the newest, written).
-    /// Only for hosts that prefetch them (the simulator walks 10,000 receivers per packet and
-    /// is bound by these cache misses); the pointers are never dereferenced here.
+    /// Addresses the next data packet will touch outside this struct: the slot after the
+    /// newest receive-rate entry (written), and the oldest entry when the window is full
+    /// (the lazy prune then reads from there). Only for hosts that prefetch them (the
+    /// simulator walks 10,000 receivers per packet and is bound by these cache misses); the
+    /// pointers are never dereferenced here.
     pub fn hot_memory(&self) -> [*const u8; 2] {
         let (a, b) = self.arrivals.as_slices();
-        let front = a.first().or(b.first());
         let back = b.last().or(a.last());
+        let front = if self.arrivals.len() == self.arrivals.capacity() {
+            a.first().or(b.first())
+        } else {
+            None
+        };
         let addr = |p: Option<&(Time, u32)>, ahead: usize| {
             p.map_or(std::ptr::null(), |p| {
                 (p as *const (Time, u32)).wrapping_add(ahead) as *const u8
             })
         };
-        [addr(front, 0), addr(back, 1)]
+        [addr(back, 1), addr(front, 0)]
     }
 
     /// Sender's packet spacing `s / X_send` from the last data header, seconds (0 before
@@ -193,12 +223,28 @@ impl TfmccReceiver {
 
     /// Receive rate over the last `k` RTTs (at least four packet gaps), bytes/s.
     pub fn x_recv(&self, now: Time) -> f64 {
-        if self.arrivals.is_empty() {
+        let Some(bytes) = self.live_bytes() else {
             return 0.0;
-        }
+        };
         let window = self.recv_window();
         let span = (now - self.first_arrival).as_secs_f64().clamp(1e-3, window);
-        self.arrivals_bytes as f64 / span
+        bytes as f64 / span
+    }
+
+    /// Bytes of the receive-rate entries not yet pruned, `None` if there are none.
+    fn live_bytes(&self) -> Option<u64> {
+        let mut bytes = self.arrivals_bytes;
+        let mut live = self.arrivals.len();
+        if let Some(h) = self.pruned_to {
+            for &(t, b) in self.arrivals.iter() {
+                if t > h {
+                    break;
+                }
+                bytes -= u64::from(b);
+                live -= 1;
+            }
+        }
+        (live > 0).then_some(bytes)
     }
 
     /// The desired rate `R_calc`, bytes/s: the equation rate once a loss was seen, else twice
@@ -211,16 +257,52 @@ impl TfmccReceiver {
         }
     }
 
+    /// Drops receive-rate entries older than the window, `k` RTTs back from `now`.
+    ///
+    /// Lazily: the window's horizon only moves the mark `pruned_to` (the entries are in time
+    /// order and every entry is pushed before the prune of its own arrival, so "at or before
+    /// the largest horizon so far" is exactly the set the eager front-popping removed); the
+    /// entries themselves go when the ring is full ([`TfmccReceiver::push_arrival`]) or when
+    /// the rate is wanted before a loss (every packet then). After a loss the rate is needed
+    /// only for reports, and a population of receivers no longer reads the oldest entry of
+    /// every receiver's ring on every packet.
     fn prune(&mut self, now: Time) {
         let window = self.recv_window();
         let horizon = now - Duration::from_secs_f64(window);
+        if self.pruned_to.is_none_or(|h| horizon > h) {
+            self.pruned_to = Some(horizon);
+        }
+        if !self.history.has_loss() {
+            self.compact();
+        }
+    }
+
+    /// Physically drops the entries at or before `pruned_to`.
+    fn compact(&mut self) {
+        let Some(h) = self.pruned_to else { return };
         while let Some(&(t, b)) = self.arrivals.front() {
-            if t > horizon {
+            if t > h {
                 break;
             }
             self.arrivals.pop_front();
-            self.arrivals_bytes -= b as u64;
+            self.arrivals_bytes -= u64::from(b);
         }
+    }
+
+    /// Appends an arrival to the receive-rate window, first dropping pruned entries if the
+    /// ring is full. The ring then keeps at least as much room as the live window, so the
+    /// (cache-missing) walk from the oldest entry happens at most once per half a ring of
+    /// packets, and the memory stays within four times the live window.
+    fn push_arrival(&mut self, now: Time, size: u32) {
+        if self.arrivals.len() == self.arrivals.capacity() {
+            self.compact();
+            let live = self.arrivals.len();
+            if 2 * live > self.arrivals.capacity() {
+                self.arrivals.reserve(live + 1);
+            }
+        }
+        self.arrivals.push_back((now, size));
+        self.arrivals_bytes += u64::from(size);
     }
 
     /// Parses the RTP header extension block of a data packet and handles the packet. A
@@ -275,8 +357,7 @@ impl TfmccReceiver {
         self.last_arrival = now;
         self.gap_pushed = Duration::ZERO;
         self.data_since_report = true;
-        self.arrivals.push_back((now, size));
-        self.arrivals_bytes += size as u64;
+        self.push_arrival(now, size);
         self.prune(now);
 
         // RTT: own echo -> real sample; otherwise one-way adjustment.
@@ -541,8 +622,7 @@ impl LayeredController for TfmccReceiver {
     /// the receive rate, but cannot drive rounds or RTT.
     fn handle_packet(&mut self, now: Time, pkt: &PacketArrival) {
         self.packets_without_fields += 1;
-        self.arrivals.push_back((now, pkt.size));
-        self.arrivals_bytes += pkt.size as u64;
+        self.push_arrival(now, pkt.size);
         self.prune(now);
         if self.last_hdr.is_none() {
             self.history.on_packet(pkt.seq, now, self.rtt());
@@ -617,5 +697,78 @@ impl LayeredController for TfmccReceiver {
 
     fn layers(&self) -> u8 {
         u8::from(self.joined)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lazily pruned receive-rate window gives exactly the rate the eager one (pop the
+    /// front on every packet) gave, while the window shrinks and grows (R_max and X_send
+    /// change) and after losses (when the lazy path is taken).
+    #[test]
+    fn lazy_window_equals_eager_window() {
+        let mut rx = TfmccReceiver::new(TfmccConfig::default(), 7);
+        let info = SessionInfo::equal_layers(1, 1, std::net::Ipv4Addr::new(239, 2, 0, 0), 6000);
+        rx.handle_announcement(Time::ZERO, &info);
+        let mut eager: VecDeque<(Time, u32)> = VecDeque::new();
+        let mut first = None;
+        let mut t_us: u64 = 1_000;
+        let mut seq: u32 = 0;
+        let mut lazy_steps = 0;
+        let mut max_live = 0;
+        for i in 0..4000u64 {
+            // Phases of R_max and rate: the window is 3 R_max or 4 packet gaps.
+            let max_rtt_us = [40_000u32, 300_000, 5_000, 120_000][(i / 500 % 4) as usize];
+            let x_send = [125_000u32, 20_000, 400_000][(i / 700 % 3) as usize];
+            let size = 500 + (i % 7) as u32 * 100;
+            t_us += 200 + (i * 7919 % 13) * 700;
+            seq += if i % 97 == 50 { 5 } else { 1 }; // a hole now and then: losses
+            let now = Time::from_micros(t_us);
+            let f = TfmccDataFields {
+                seq,
+                ts_us: t_us as u32,
+                round: (i / 300) as u16,
+                slow_start: false,
+                supp_from_loss: false,
+                max_rtt_us,
+                x_supp: RATE_INFINITE,
+                x_send,
+                echo: None,
+            };
+            rx.handle_data(now, &f, size);
+            while rx.poll_action().is_some() {}
+            // Reference: no echo for this receiver, so the RTT in use is R_max.
+            first.get_or_insert(now);
+            eager.push_back((now, size));
+            let window = (3.0 * (max_rtt_us as f64 / 1e6).max(1e-3))
+                .max(4.0 * rx.s / x_send as f64)
+                .clamp(1e-3, 1e4);
+            let horizon = now - Duration::from_secs_f64(window);
+            while eager.front().is_some_and(|e| e.0 <= horizon) {
+                eager.pop_front();
+            }
+            max_live = max_live.max(eager.len());
+            let bytes: u64 = eager.iter().map(|e| u64::from(e.1)).sum();
+            let span = (now - first.unwrap()).as_secs_f64().clamp(1e-3, window);
+            let want = if eager.is_empty() {
+                0.0
+            } else {
+                bytes as f64 / span
+            };
+            assert_eq!(rx.x_recv(now).to_bits(), want.to_bits(), "packet {i}");
+            if rx.have_loss() && rx.arrivals.len() > eager.len() {
+                lazy_steps += 1;
+            }
+        }
+        assert!(rx.have_loss());
+        assert!(lazy_steps > 100, "lazy path exercised {lazy_steps} times");
+        // The ring only grows with the live window: at most four times its peak.
+        assert!(
+            rx.arrivals.capacity() <= 4 * max_live.max(8),
+            "capacity {} for a peak window of {max_live}",
+            rx.arrivals.capacity()
+        );
     }
 }

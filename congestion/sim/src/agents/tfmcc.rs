@@ -8,6 +8,7 @@ use crate::engine::{Agent, AgentId, Body, Command, Dest, GroupId, Net, NodeId, P
 use crate::metrics::MonId;
 use congestion::tfmcc::{TfmccConfig, TfmccReceiver, TfmccSender};
 use congestion::{Action, LayeredController, SessionInfo, Time};
+use std::sync::Arc;
 
 /// IP + UDP header bytes added to a report's payload on the wire.
 const REPORT_OVERHEAD: u32 = 28;
@@ -190,36 +191,44 @@ impl Agent for TfmccSenderAgent {
 }
 
 /// A TFMCC receiver.
+///
+/// `repr(C)`, hot fields first: a data packet touches this agent's first fields and the
+/// controller's hot prefix ([`TfmccReceiver::HOT_BYTES`]), and [`Agent::prefetch`] loads just
+/// that span (10,000 receivers per packet make the run bound by those cache lines).
+#[repr(C)]
 pub struct TfmccReceiverAgent {
-    node: NodeId,
-    ctl: TfmccReceiver,
-    info: SessionInfo,
-    group: GroupId,
-    sender: (NodeId, AgentId),
-    flow: u32,
-    mon: MonId,
-    joined: bool,
-    expected: Option<u32>,
-    armed: Option<Time>,
-    fired_at: Option<Time>,
-    running: bool,
     /// The current monitor interval accumulated here (index, end ns, bytes, packets) and
     /// handed to the monitor when a packet falls in a later interval and at the end of the run:
     /// with thousands of receivers, touching every monitor's vectors per packet cost a fifth
     /// of the run (cache misses); the binned result is identical.
     acc: Option<(usize, u64, u64, u64)>,
+    armed: Option<Time>,
+    fired_at: Option<Time>,
+    expected: Option<u32>,
+    joined: bool,
+    running: bool,
     /// The first RTT measurement was logged (S19).
     rtt_logged: bool,
+    ctl: TfmccReceiver,
+    // --- cold ---
+    node: NodeId,
+    group: GroupId,
+    sender: (NodeId, AgentId),
+    flow: u32,
+    mon: MonId,
+    /// Shared by the session's receivers (used once, at start).
+    info: Arc<SessionInfo>,
 }
 
 impl TfmccReceiverAgent {
-    /// Receiver `rid` on `node`, reporting to the sender agent at `sender`.
+    /// Receiver `rid` on `node`, reporting to the sender agent at `sender`. `cfg` and `info`
+    /// may be shared by all receivers of the session (pass `Arc`s).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         node: NodeId,
-        cfg: TfmccConfig,
+        cfg: impl Into<Arc<TfmccConfig>>,
         rid: u32,
-        info: SessionInfo,
+        info: impl Into<Arc<SessionInfo>>,
         group: GroupId,
         sender: (NodeId, AgentId),
         flow: u32,
@@ -227,8 +236,8 @@ impl TfmccReceiverAgent {
     ) -> Self {
         TfmccReceiverAgent {
             node,
-            ctl: TfmccReceiver::new(cfg, rid),
-            info,
+            ctl: TfmccReceiver::with_shared_config(cfg.into(), rid),
+            info: info.into(),
             group,
             sender,
             flow,
@@ -242,6 +251,10 @@ impl TfmccReceiverAgent {
             rtt_logged: false,
         }
     }
+
+    /// Bytes from the start of the agent that a data packet touches.
+    const HOT_BYTES: usize =
+        std::mem::offset_of!(TfmccReceiverAgent, ctl) + TfmccReceiver::HOT_BYTES;
 
     /// Counts a received packet in the local interval accumulator.
     #[inline]
@@ -376,15 +389,12 @@ impl Agent for TfmccReceiverAgent {
     }
 
     fn prefetch(&self) {
-        crate::engine::prefetch(
-            self as *const Self as *const u8,
-            std::mem::size_of::<Self>(),
-        );
+        crate::engine::prefetch(self as *const Self as *const u8, Self::HOT_BYTES);
     }
 
     fn prefetch_deep(&self) {
         for p in self.ctl.hot_memory() {
-            crate::engine::prefetch(p, 16);
+            crate::engine::prefetch(p, 1);
         }
     }
 }
