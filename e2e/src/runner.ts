@@ -129,7 +129,21 @@ interface UdpSegment {
   rateKbps: number;
 }
 
+/** What in a scenario the testbed cannot emulate (in-network mechanisms of the active-network
+ *  seed), or null. */
+export function simulatorOnly(sc: Scenario): string | null {
+  const acc = sc.topology.links.find((l) => l.acc);
+  if (acc) return `link ${acc.from}-${acc.to} is an ACC TCP active router`;
+  for (const f of sc.flows) {
+    if (f.type === 'tcp' && f.variant === 'acc-reno') return `flow ${f.name} is an ACC TCP sender (acc-reno)`;
+    if (f.type === 'layered' && f.protocol.startsWith('alma')) return `flow ${f.name} uses ALMA active nodes`;
+  }
+  return null;
+}
+
 export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<RunResult> {
+  const simOnly = simulatorOnly(scIn);
+  if (simOnly) throw new Error(`scenario ${scIn.name}: ${simOnly}, which exist only in the simulator; run it with layercast-sim`);
   const sc = scaled(scIn, opts.timeScale ?? 1);
   const seed = opts.seed ?? 1;
   const log = opts.log ?? ((m: string) => console.error(`[e2e] ${m}`));

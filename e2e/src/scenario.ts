@@ -19,6 +19,8 @@ export interface LinkDef {
   reverse_queue?: QdiscConfig | null;
   /** The simulator's queue probe: a monitor `queue:FROM-TO` (metric mean_queue_packets). */
   monitor_queue?: boolean;
+  /** ACC TCP active router on this link's from->to queue (simulator only; the runner refuses it). */
+  acc?: boolean;
 }
 
 export interface MulticastDef {
@@ -282,7 +284,7 @@ export function parseScenario(text: string): Scenario {
         // `monitor_queue`: the simulator's 10 ms queue probe, monitor `queue:FROM-TO`. The name
         // exists here so measurements parse; the testbed does not fill it (it samples every
         // emulated link's queue into links.json instead), so such measurements end in a note.
-        only(l, ['from', 'to', 'rate_kbps', 'delay_ms', 'jitter_ms', 'queue', 'loss', 'duplex', 'reverse_queue', 'monitor_queue'], `links[${i}]`);
+        only(l, ['from', 'to', 'rate_kbps', 'delay_ms', 'jitter_ms', 'queue', 'loss', 'duplex', 'reverse_queue', 'monitor_queue', 'acc'], `links[${i}]`);
         return {
           from: str(l.from, `links[${i}].from`),
           to: str(l.to, `links[${i}].to`),
@@ -294,6 +296,7 @@ export function parseScenario(text: string): Scenario {
           duplex: l.duplex === undefined ? true : Boolean(l.duplex),
           reverse_queue: (l.reverse_queue as QdiscConfig) ?? null,
           monitor_queue: Boolean(l.monitor_queue ?? false),
+          acc: Boolean(l.acc ?? false),
         };
       }),
       multicast: {
@@ -310,7 +313,7 @@ export function parseScenario(text: string): Scenario {
     measurements: ((raw.measurements as Record<string, unknown>[]) ?? []).map((m, i) => {
       only(
         m,
-        ['id', 'metric', 'of', 'versus', 'window', 'after_s', 'min_layers', 'max_layers', 'min_kbps', 'max_kbps', 'hold_s', 'threshold', 'available_kbps', 'min', 'max', 'published', 'known_issue'],
+        ['id', 'metric', 'of', 'versus', 'window', 'windows', 'after_s', 'min_layers', 'max_layers', 'min_kbps', 'max_kbps', 'hold_s', 'threshold', 'available_kbps', 'min', 'max', 'published', 'known_issue'],
         `measurements[${i}]`,
       );
       return { versus: [], published: '', ...m } as unknown as Measurement;
