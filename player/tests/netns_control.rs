@@ -224,6 +224,25 @@ fn run(controller: &str) {
         && !after.is_empty()
         && after.iter().all(|&k| k <= k_lo)
         && reaction.is_some_and(|r| r <= 1.0);
+    // The controllers are judged only on a link that keeps its own timing spec: the emulator
+    // targets release within 50 us of schedule (issue 7); at a p99 ten times that, pairs are
+    // spread by the host, not the link (seen on a VM with hypervisor steal time: p99 2.6 ms,
+    // max 9.7 ms, both controllers shed with no loss). Then the run is reported, not judged,
+    // and the test says so.
+    if rel_p99_us > LINK_P99_SPEC_US {
+        let note = format!(
+            "NOT JUDGED: link emulator release delay p99 {rel_p99_us:.0} us > {LINK_P99_SPEC_US} us \
+             (testbed out of spec, host timing); {summary}"
+        );
+        eprintln!("{note}");
+        testkit::record(
+            &format!("issue6/{controller}-settle"),
+            &note,
+            None,
+            &format!("cargo test --release -p layercast-player --test netns_control {controller}"),
+        );
+        return;
+    }
     testkit::record(
         &format!("issue6/{controller}-settle"),
         &summary,
@@ -239,6 +258,10 @@ fn run(controller: &str) {
     // Spec reaction time: ERA AC-3 (≤ 1 s after the step), PLM (within one C = 1 s).
     assert!(reaction.is_some_and(|r| r <= 1.0), "{summary}");
 }
+
+/// Link-emulator release delay p99 above which a run does not judge the controllers (10× the
+/// emulator's 50-us target).
+const LINK_P99_SPEC_US: f64 = 500.0;
 
 #[test]
 fn era_settles_and_sheds() {

