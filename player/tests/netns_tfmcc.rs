@@ -241,20 +241,13 @@ fn player_rid(dir: &std::path::Path, tag: &str) -> Option<u64> {
         .find_map(|l| l["tfmcc"]["rid"].as_u64())
 }
 
-#[test]
-fn tfmcc_rate_follows_the_slow_receiver() {
-    if !prerequisites() {
-        return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    const SECS: f64 = 60.0;
-    let mut net = Net::new();
-    let server = bin("layercast-server");
-    let player = bin("layercast-player");
+/// Starts the server in namespace 0 with one session, SAMs every 500 ms on the announcement
+/// group (the set-up the rate and video tests share).
+fn spawn_server(net: &mut Net, server: &std::path::Path, session: &str) {
     net.spawn(
         0,
         "server",
-        &server,
+        server,
         &[
             "--http-addr",
             "10.78.0.1:8080",
@@ -267,8 +260,25 @@ fn tfmcc_rate_follows_the_slow_receiver() {
             "--announce-interval-ms",
             "500",
             "--session",
-            r#"{"id":"tf","protocol":"tfmcc","layer_rates_bps":[8000000],"packet_size":1000}"#,
+            session,
         ],
+    );
+}
+
+#[test]
+fn tfmcc_rate_follows_the_slow_receiver() {
+    if !prerequisites() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const SECS: f64 = 60.0;
+    let mut net = Net::new();
+    let server = bin("layercast-server");
+    let player = bin("layercast-player");
+    spawn_server(
+        &mut net,
+        &server,
+        r#"{"id":"tf","protocol":"tfmcc","layer_rates_bps":[8000000],"packet_size":1000}"#,
     );
     std::thread::sleep(Duration::from_millis(500));
     // Players outlive the sampling and the forged-report checks after it (with only 2 s of
@@ -739,24 +749,10 @@ fn tfmcc_video_encoder_follows_x_send_when_tcp_starts() {
     let mut net = Net::new();
     let server = bin("layercast-server");
     let player = bin("layercast-player");
-    net.spawn(
-        0,
-        "server",
+    spawn_server(
+        &mut net,
         &server,
-        &[
-            "--http-addr",
-            "10.78.0.1:8080",
-            "--interface",
-            SERVER,
-            "--loop",
-            "false",
-            "--announce",
-            "239.255.76.1:5000",
-            "--announce-interval-ms",
-            "500",
-            "--session",
-            r#"{"id":"tv","protocol":"tfmcc","source":"testpattern","packet_size":1200,"video":{"width":640,"height":360,"fps":15,"kbps_scale":1.0,"keyframe_interval_s":2}}"#,
-        ],
+        r#"{"id":"tv","protocol":"tfmcc","source":"testpattern","packet_size":1200,"video":{"width":640,"height":360,"fps":15,"kbps_scale":1.0,"keyframe_interval_s":2}}"#,
     );
     net.spawn(
         2,
