@@ -26,6 +26,81 @@ pub fn scan_width(w: u32) -> u32 {
     (w.div_ceil(2).div_ceil(8) * 8).min(w & !7)
 }
 
+/// Pictures narrower than this get the second, sharpened read.
+const SHARPEN_BELOW_WIDTH: u32 = 320;
+
+/// The further reads of a small picture, in order, as `(scale, radius)` for [`sharpen`].
+/// Measured on the lowest layer (160x90, 45/15/15 kbit/s) of the server's default L3T3
+/// 640x360@15 ladder: zbar alone reads 52 of 90 pictures (11 of 45 TL2 pictures), with these
+/// passes 78 of 90; on the 47-picture 160x90 run of a fresh-clone CI failure, 24 alone and 41
+/// with them (docs/player.md, "QR read-back").
+const SHARPEN_PASSES: &[(usize, Option<usize>)] = &[(2, None), (3, Some(4)), (4, Some(6))];
+
+/// A luma plane upscaled `scale` times (bilinear) and, with a `radius` (in source pixels),
+/// binarised against its local mean, for a further read of a small picture. At 2 px per
+/// module the coding blur of a TL2 picture (about 250 bytes at the lowest layer) leaves
+/// modules at mid grey; zbar's scanner looks for edges along scan lines and loses them there.
+/// Upscaling gives it more samples per edge, and a threshold against the mean of the
+/// surrounding area (radius 4-6 px, 2-3 modules) restores black and white modules. The
+/// result's width is a multiple of 8 (GStreamer's default I420 strides).
+pub fn sharpen(
+    luma: &[u8],
+    w: u32,
+    h: u32,
+    scale: usize,
+    radius: Option<usize>,
+) -> (Vec<u8>, u32, u32) {
+    let (w, h) = (w as usize, h as usize);
+    let k = scale;
+    let (bw, bh) = ((w * k) & !7, h * k);
+    let at = |x: usize, y: usize| luma[y.min(h - 1) * w + x.min(w - 1)] as f32;
+    let mut up = vec![0f32; bw * bh];
+    for y in 0..bh {
+        let sy = ((y as f32 + 0.5) / k as f32 - 0.5).max(0.0);
+        let (y0, fy) = (sy as usize, sy.fract());
+        for x in 0..bw {
+            let sx = ((x as f32 + 0.5) / k as f32 - 0.5).max(0.0);
+            let (x0, fx) = (sx as usize, sx.fract());
+            let top = at(x0, y0) * (1.0 - fx) + at(x0 + 1, y0) * fx;
+            let bot = at(x0, y0 + 1) * (1.0 - fx) + at(x0 + 1, y0 + 1) * fx;
+            up[y * bw + x] = top * (1.0 - fy) + bot * fy;
+        }
+    }
+    // Local mean over a (2r+1)^2 window from a summed-area table.
+    let Some(r) = radius else {
+        return (
+            up.iter().map(|v| v.round() as u8).collect(),
+            bw as u32,
+            bh as u32,
+        );
+    };
+    let r = r * k;
+    let mut sat = vec![0f64; (bw + 1) * (bh + 1)];
+    for y in 0..bh {
+        let mut row = 0f64;
+        for x in 0..bw {
+            row += up[y * bw + x] as f64;
+            sat[(y + 1) * (bw + 1) + x + 1] = sat[y * (bw + 1) + x + 1] + row;
+        }
+    }
+    let mut out = vec![0u8; bw * bh];
+    for y in 0..bh {
+        let (y0, y1) = (y.saturating_sub(r), (y + r + 1).min(bh));
+        for x in 0..bw {
+            let (x0, x1) = (x.saturating_sub(r), (x + r + 1).min(bw));
+            let sum = sat[y1 * (bw + 1) + x1] - sat[y0 * (bw + 1) + x1] - sat[y1 * (bw + 1) + x0]
+                + sat[y0 * (bw + 1) + x0];
+            let mean = sum / ((y1 - y0) * (x1 - x0)) as f64;
+            out[y * bw + x] = if (up[y * bw + x] as f64) < mean {
+                0
+            } else {
+                255
+            };
+        }
+    }
+    (out, bw as u32, bh as u32)
+}
+
 /// A zbar pipeline; the caps follow the picture size.
 pub struct QrReader {
     pipeline: gst::Pipeline,
@@ -68,23 +143,46 @@ impl QrReader {
     }
 
     /// The stamp of a tightly packed I420 picture, or `None` if no readable stamp.
+    ///
+    /// Small pictures (the lowest spatial layer) carry the code at about 2 px per module, where
+    /// zbar misses the blurrier pictures of the upper temporal layers; when the plain read
+    /// fails there, the crop is read again upscaled and binarised (see [`sharpen`]).
     pub fn read(&mut self, i420: &[u8], w: u32, h: u32) -> Option<(u64, u64)> {
         let cw = scan_width(w);
         if cw == 0 || h < 2 || i420.len() < (w * h) as usize {
             return None;
         }
-        if self.size != Some((cw, h)) {
-            self.src.set_caps(Some(&codec::gst::i420_caps(cw, h)));
-            self.size = Some((cw, h));
-        }
-        // Luma of the left part, neutral chroma (zbar reads luma only).
+        // Luma of the left part (zbar reads luma only).
         let (wu, cwu, hu) = (w as usize, cw as usize, h as usize);
-        let chroma = (cwu / 2) * hu.div_ceil(2);
-        let mut data = Vec::with_capacity(cwu * hu + 2 * chroma);
+        let mut luma = Vec::with_capacity(cwu * hu);
         for row in 0..hu {
-            data.extend_from_slice(&i420[row * wu..row * wu + cwu]);
+            luma.extend_from_slice(&i420[row * wu..row * wu + cwu]);
         }
-        data.resize(cwu * hu + 2 * chroma, 128);
+        if let Some(found) = self.scan(luma.clone(), cw, h) {
+            return Some(found);
+        }
+        if w >= SHARPEN_BELOW_WIDTH {
+            return None;
+        }
+        for &(scale, radius) in SHARPEN_PASSES {
+            let (big, bw, bh) = sharpen(&luma, cw, h, scale, radius);
+            if let Some(found) = self.scan(big, bw, bh) {
+                return Some(found);
+            }
+        }
+        None
+    }
+
+    /// One zbar pass over a `w` x `h` luma plane.
+    fn scan(&mut self, mut data: Vec<u8>, w: u32, h: u32) -> Option<(u64, u64)> {
+        if self.size != Some((w, h)) {
+            self.src.set_caps(Some(&codec::gst::i420_caps(w, h)));
+            self.size = Some((w, h));
+        }
+        // Neutral chroma.
+        let (wu, hu) = (w as usize, h as usize);
+        let chroma = (wu / 2) * hu.div_ceil(2);
+        data.resize(wu * hu + 2 * chroma, 128);
         let mut buf = gst::Buffer::from_mut_slice(data);
         self.n += 1;
         let pts = gst::ClockTime::from_mseconds(self.n);
@@ -147,6 +245,79 @@ mod tests {
         assert_eq!(scan_width(1280), 640);
         assert_eq!(scan_width(84), 48);
         assert_eq!(scan_width(6), 0);
+    }
+
+    /// Frames of a y4m file: `(width, height, tightly packed I420 frames)`.
+    fn y4m_frames(data: &[u8]) -> (u32, u32, Vec<&[u8]>) {
+        let nl = data.iter().position(|&b| b == b'\n').unwrap();
+        let hdr = std::str::from_utf8(&data[..nl]).unwrap();
+        let num = |c: char| -> u32 {
+            hdr.split_whitespace()
+                .find_map(|t| t.strip_prefix(c)?.parse().ok())
+                .unwrap()
+        };
+        let (w, h) = (num('W'), num('H'));
+        let len = codec::synth::i420_len(w, h);
+        let frames = data[nl + 1..]
+            .chunks_exact(6 + len)
+            .map(|c| &c[6..])
+            .collect();
+        (w, h, frames)
+    }
+
+    /// Reads every picture of the y4m file named by `LC_QR_PROBE` and prints how many read,
+    /// plainly and with the sharpened passes (the numbers in `SHARPEN_PASSES`' doc).
+    #[test]
+    #[ignore = "measurement: LC_QR_PROBE=<file.y4m>"]
+    fn probe_file() {
+        let Ok(p) = std::env::var("LC_QR_PROBE") else {
+            return;
+        };
+        let data = std::fs::read(&p).unwrap();
+        let (w, h, frames) = y4m_frames(&data);
+        let mut r = QrReader::new().unwrap();
+        let (mut plain, mut all, mut fixed) = (0, 0, Vec::new());
+        for (i, f) in frames.iter().enumerate() {
+            let cw = scan_width(w);
+            let luma: Vec<u8> = (0..h as usize)
+                .flat_map(|y| f[y * w as usize..y * w as usize + cw as usize].to_vec())
+                .collect();
+            let p0 = r.scan(luma, cw, h).is_some();
+            let p1 = r.read(f, w, h).is_some();
+            plain += p0 as usize;
+            all += p1 as usize;
+            if p1 && !p0 {
+                fixed.push(i);
+            }
+        }
+        println!(
+            "{p}: {} pictures, zbar alone reads {plain}, with the sharpened passes {all} \
+             (gained: {fixed:?})",
+            frames.len()
+        );
+    }
+
+    /// Four 160x90 TL2 pictures from a fresh-clone CI run (ERA behind 1 Mbit/s, lowest layer
+    /// at 45/15/15 kbit/s) that zbar alone does not read: the sharpened passes read them all.
+    #[test]
+    fn blurred_lowest_layer_pictures_read_when_sharpened() {
+        let data = include_bytes!("testdata/qr-tl2-160x90.y4m");
+        let (w, h, frames) = y4m_frames(data);
+        assert_eq!((w, h, frames.len()), (160, 90, 4));
+        let mut r = QrReader::new().expect("zbar element (gstreamer1.0-plugins-bad)");
+        let cw = scan_width(w);
+        for (i, f) in frames.iter().enumerate() {
+            let luma: Vec<u8> = (0..h as usize)
+                .flat_map(|y| f[y * w as usize..y * w as usize + cw as usize].to_vec())
+                .collect();
+            assert_eq!(
+                r.scan(luma, cw, h),
+                None,
+                "picture {i} read without sharpening"
+            );
+            let got = r.read(f, w, h);
+            assert!(got.is_some(), "picture {i} not read");
+        }
     }
 
     /// A picture without a code reads as `None`, and the reader keeps working across sizes.

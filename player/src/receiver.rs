@@ -1100,21 +1100,14 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 "decisions": pending_decisions,
                 "tfmcc": tf_json,
                 "video": video.as_mut().map(|v| {
-                    let st = v.stats();
-                    let j = json!({"frames": v.frames, "frames_1s": v.frames_1s,
-                        "decoded": v.decoded, "late_frames": v.late_frames,
-                        "width": v.width, "height": v.height, "freezes": v.freezes,
-                        "decoder_errors": v.decoder_errors, "push_errors": v.push_errors,
-                        "pictures": st.pictures, "pictures_skipped": st.pictures_skipped,
-                        "frames_incomplete": st.frames_incomplete, "late": st.late,
-                        "malformed": st.malformed});
+                    let mut j = video_totals(v);
+                    j["frames_1s"] = json!(v.frames_1s);
                     v.frames_1s = 0;
                     v.overlay(&format!(
                         "layers {n_layers}/{max_layers}  {}x{}  {:.1} fps\nrate {:.0} kbit/s  loss {:.2} %\nestimate {}",
                         v.width, v.height, j["frames_1s"].as_f64().unwrap_or(0.0) / dt,
                         rate_bps / 1e3, 100.0 * loss_ratio,
                         est.map_or("-".into(), |e| format!("{:.0} kbit/s", e / 1e3))));
-                    let mut j = j;
                     j["framelog"] = v.framelog_json();
                     j["join_to_first_frame_ms"] = json!(first_join_ns.and_then(|jn| v
                         .first_shown_ns
@@ -1244,7 +1237,8 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             f,
             "{}",
             json!({"event": "exit", "elapsed_s": start_wall.elapsed().as_secs_f64(),
-            "packets_received": tally.total.packets, "packets_lost": tally.total.lost})
+            "packets_received": tally.total.packets, "packets_lost": tally.total.lost,
+            "video": video.as_mut().map(video_totals)})
         );
     }
     stop.store(true, Ordering::Relaxed);
@@ -1253,6 +1247,19 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         let _ = t.join();
     }
     Ok(())
+}
+
+/// The video counters since start. The last per-second line can be up to a second old when
+/// the player stops, so the exit line carries them too: its `frames` is the number of rows of
+/// `frames.csv`.
+fn video_totals(v: &mut crate::video::Video) -> serde_json::Value {
+    let st = v.stats();
+    json!({"frames": v.frames, "decoded": v.decoded, "late_frames": v.late_frames,
+        "width": v.width, "height": v.height, "freezes": v.freezes,
+        "decoder_errors": v.decoder_errors, "push_errors": v.push_errors,
+        "pictures": st.pictures, "pictures_skipped": st.pictures_skipped,
+        "frames_incomplete": st.frames_incomplete, "late": st.late,
+        "malformed": st.malformed})
 }
 
 #[cfg(test)]

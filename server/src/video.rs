@@ -578,7 +578,7 @@ mod stamp_tests {
     use super::*;
 
     /// Reads the QR code of the luma plane with `zbarimg` (zbar-tools, scripts/setup.sh).
-    fn zbar_luma(y: &[u8], w: u32, h: u32, name: &str) -> String {
+    pub(super) fn zbar_luma(y: &[u8], w: u32, h: u32, name: &str) -> String {
         let dir = std::env::temp_dir().join(format!("lc-stamp-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join(format!("{name}.pgm"));
@@ -650,5 +650,67 @@ mod stamp_tests {
         assert!(data.starts_with(header));
         assert_eq!(data.len(), header.len() + 3 * (6 + synth::i420_len(64, 64)));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[cfg(test)]
+mod stamp_probe {
+    use super::*;
+    use codec::vpx::{Decoder, SvcConfig, SvcEncoder};
+
+    /// Measurement: how many spatial-layer-0 pictures of an encoded L3T3 640x360@15 stream
+    /// (the server's default ladder) zbar reads, per stamp pixel size (docs/player.md, "QR
+    /// read-back at the lowest layer"): `cargo test --release -p layercast-server --bin
+    /// layercast-server stamp_probe -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "measurement"]
+    fn stamp_read_rate_at_lowest_layer() {
+        let (w, h) = (640u32, 360u32);
+        for px in [8.0, 9.0, 10.0] {
+            let mut conf = SvcConfig::l3t3_720p();
+            conf.width = w;
+            conf.height = h;
+            conf.fps_num = 15;
+            conf.keyframe_interval = 30;
+            conf.cell_kbps = vec![vec![45, 15, 15], vec![120, 40, 40], vec![300, 100, 100]];
+            let mut enc = SvcEncoder::new(conf).unwrap();
+            let mut dec = Decoder::new(1).unwrap();
+            let mut s = Stamper::new(w, h, 15, px).unwrap();
+            let (mut n, mut ok, mut by_t) = (0, 0, [[0u32; 2]; 3]);
+            // The decoded lowest layer, for the player's reader: LC_QR_PROBE=<this file>.
+            let out = std::env::temp_dir().join(format!("qrprobe-{px}.y4m"));
+            let mut y4m = Y4mWriter::create(&out, 160, 90, 15).unwrap();
+            for i in 0..90u64 {
+                let f = s
+                    .stamp(
+                        &synth::frame(w, h, i as u32),
+                        i,
+                        1_763_776_000_000_000_000 + i,
+                    )
+                    .unwrap();
+                let Some(p) = enc.encode(&f, i as i64 * 6000).unwrap() else {
+                    continue;
+                };
+                let l0: Vec<&[u8]> = p
+                    .frames
+                    .iter()
+                    .filter(|f| f.spatial == 0)
+                    .map(|f| f.data.as_slice())
+                    .collect();
+                let Some(d) = dec.decode_layers(&l0).unwrap() else {
+                    continue;
+                };
+                n += 1;
+                y4m.write(&d.i420).unwrap();
+                let got = super::stamp_tests::zbar_luma(&d.i420, d.width, d.height, "probe");
+                let good = got == qr_payload(i, 1_763_776_000_000_000_000 + i);
+                by_t[p.temporal as usize][0] += 1;
+                if good {
+                    ok += 1;
+                    by_t[p.temporal as usize][1] += 1;
+                }
+            }
+            println!("pixel-size {px}: read {ok} of {n} at layer 0; by temporal layer (n, read) {by_t:?}");
+        }
     }
 }
