@@ -137,6 +137,19 @@ export const rssKiB = (pid: number | undefined) => statusKiB(pid, 'VmRSS');
  *  pages of the binary and its libraries, which the kernel drops and reloads under memory
  *  pressure from other processes (the server's moved by +-0.8 MB within a minute in the soak). */
 export const anonKiB = (pid: number | undefined) => statusKiB(pid, 'RssAnon');
+/** Anonymous memory held in transparent huge pages (`AnonHugePages` of /proc/<pid>/smaps_rollup),
+ *  KiB; null when the process is gone. Part of RssAnon: a sparse 2-MiB range promoted to a
+ *  huge page (at a fault, or later by khugepaged) adds up to 2 MiB at once with no allocation
+ *  behind it, which is why the server and player turn THP off (docs/reliability.md "THP"). */
+export function hugeKiB(pid: number | undefined): number | null {
+  if (!pid) return null;
+  try {
+    const m = /AnonHugePages:\s+(\d+)\s+kB/.exec(fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}
 
 function pipeTo(c: ChildProcess, file: string) {
   const w = fs.createWriteStream(file, { flags: 'a' });

@@ -10,9 +10,12 @@
 //   - no player stuck below the layer its path carries: no 60-s window (after the first minute)
 //     in which a player never held the number of layers its bottleneck carries;
 //   - every player alive and reporting to the server (not `gone`) at the end.
+// Also sampled and reported, not judged: the part of RssAnon in transparent huge pages
+// (AnonHugePages). The server and player turn THP off; a non-zero figure means that did not
+// take, and RssAnon steps of up to 2 MiB are then page promotion, not allocation.
 import fs from 'node:fs';
 import path from 'node:path';
-import { Bed, anonKiB, rssKiB, type BedPlayer, type PLine } from './bed.js';
+import { Bed, anonKiB, hugeKiB, rssKiB, type BedPlayer, type PLine } from './bed.js';
 import { sleep } from './sh.js';
 
 export interface SoakOptions {
@@ -57,6 +60,8 @@ export interface SoakResult {
   mem: ProcMem[];
   /** VmRSS growth (reported). */
   rss: ProcMem[];
+  /** Largest AnonHugePages sample per process, KiB (reported; 0 expected, THP is off). */
+  hugeMaxKiB: Record<string, number>;
   players: PlayerVerdict[];
   maxGrowth: number;
   serverGrowth: number;
@@ -110,6 +115,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
   const bed = await Bed.start({ dir: o.dir, players: soakPlayers(o.players), source: 'synthetic', ladderKbps: SOAK_LADDER, links: 'tbf', log });
   const mem = new Map<string, [number, number][]>();
   const rss = new Map<string, [number, number][]>();
+  const hugeMaxKiB: Record<string, number> = {};
   const add = (m: Map<string, [number, number][]>, k: string, t: number, v: number | null) => {
     if (v === null) return;
     if (!m.has(k)) m.set(k, []);
@@ -125,11 +131,13 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
     while (Date.now() - t0 < o.durationS * 1000) {
       await sleep(Math.min(every * 1000, o.durationS * 1000 - (Date.now() - t0)));
       const t = (Date.now() - t0) / 1000;
-      const row: Record<string, number | null | [number | null, number | null]> = { t };
+      const row: Record<string, number | null | [number | null, number | null, number | null]> = { t };
       for (const [name, pid] of [['server', bed.serverPid()], ...[...bed.players].map(([n, h]) => [n, h.child?.pid])] as [string, number | undefined][]) {
         const a = anonKiB(pid);
         const r = rssKiB(pid);
-        row[name] = [a, r];
+        const h = hugeKiB(pid);
+        row[name] = [a, r, h];
+        if (h !== null) hugeMaxKiB[name] = Math.max(hugeMaxKiB[name] ?? 0, h);
         add(mem, name, t, a);
         add(rss, name, t, r);
       }
@@ -141,7 +149,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       }
       samplesFile.write(JSON.stringify({ ...row, viewers: vs.map((v) => [v.id, v.layers, v.gone]) }) + '\n');
       if (Math.round(t) % 60 < every) {
-        const srv = row.server as [number | null, number | null];
+        const srv = row.server as [number | null, number | null, number | null];
         log(`t=${t.toFixed(0)} s server RssAnon ${srv[0]} KiB, VmRSS ${srv[1]} KiB; viewers ${vs.filter((v) => !v.gone).length}/${o.players}; load ${fsLoad()}`);
       }
       if (t >= o.durationS - every - 1) for (const v of vs) viewersAtEnd.set(v.id, v.gone);
@@ -180,13 +188,15 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
   const serverGrowth = memRes.find((m) => m.name === 'server')?.growth ?? NaN;
   const maxGrowth = Math.max(...memRes.map((m) => m.growth));
   const stuck = players.filter((p) => p.stuckWindows > 0).map((p) => p.name);
+  const huge = Object.entries(hugeMaxKiB).filter(([, v]) => v > 0);
+  if (huge.length) notes.push(`transparent huge pages in ${huge.map(([n, v]) => `${n} (${v} KiB)`).join(', ')}: RssAnon steps of up to 2 MiB there are page promotion, not allocation`);
   const pass =
     Number.isFinite(maxGrowth) &&
     memRes.every((m) => m.growth < 0.05) &&
     memRes.length === o.players + 1 &&
     stuck.length === 0 &&
     players.every((p) => p.aliveAtEnd && !p.goneAtEnd);
-  const res: SoakResult = { durationS: endS, refS, mem: memRes, rss: rssRes, players, maxGrowth, serverGrowth, stuck, pass, notes, loadavg: loadAvg() };
+  const res: SoakResult = { durationS: endS, refS, mem: memRes, rss: rssRes, hugeMaxKiB, players, maxGrowth, serverGrowth, stuck, pass, notes, loadavg: loadAvg() };
   fs.writeFileSync(path.join(o.dir, 'soak.json'), JSON.stringify(res, null, 1));
   return res;
 }
@@ -205,7 +215,7 @@ export function soakSummary(r: SoakResult): string {
   const lines = [
     `soak ${r.durationS.toFixed(0)} s, ${r.players.length} players; memory reference from ${r.refS.toFixed(0)} s; load ${r.loadavg.join(' ')}`,
     `server RssAnon ${r.mem.find((m) => m.name === 'server')?.refKiB.toFixed(0)} -> ${r.mem.find((m) => m.name === 'server')?.endKiB.toFixed(0)} KiB (${pct(r.serverGrowth)}); max RssAnon growth over all processes ${pct(r.maxGrowth)}`,
-    `  (VmRSS, not judged: server ${pct(r.rss.find((m) => m.name === 'server')?.growth ?? NaN)}, max over all ${pct(Math.max(...r.rss.map((m) => m.growth)))})`,
+    `  (VmRSS, not judged: server ${pct(r.rss.find((m) => m.name === 'server')?.growth ?? NaN)}, max over all ${pct(Math.max(...r.rss.map((m) => m.growth)))}; largest AnonHugePages ${Math.max(0, ...Object.values(r.hugeMaxKiB))} KiB)`,
   ];
   for (const p of r.players) {
     const m = r.mem.find((x) => x.name === p.name);

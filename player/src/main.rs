@@ -236,7 +236,29 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
     Ok(Some(a))
 }
 
+/// Turns transparent huge pages off for this process (`PR_SET_THP_DISABLE`), first thing in
+/// `main`.
+///
+/// Why: mimalloc reserves a 1-GiB arena and (without the `no_thp` build feature, which the
+/// workspace sets) advises it `MADV_HUGEPAGE`; a few hundred KiB of live heap spread over
+/// three 2-MiB ranges were then billed as 6 MiB of huge pages, either at the first fault or
+/// whenever khugepaged got round to collapsing them, minutes into a run. That made RssAnon
+/// jump by 2-6 MiB at random times with no allocation behind it (the soak's one-off steps,
+/// docs/reliability.md "THP"). With `no_thp` the arena is no longer advised; this call also
+/// covers hosts whose THP mode is `always`, where any 2-MiB-aligned anonymous range qualifies.
+/// RssAnon then counts the 4-KiB pages the process touched, so a growth after the warm-up is a
+/// growth of memory in use. Failure (old kernel, seccomp) only costs that accuracy: ignored.
+fn disable_thp() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_THP_DISABLE takes integer arguments only and changes a flag of this
+    // process's memory descriptor.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
+}
+
 fn main() {
+    disable_thp();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let a = match parse_args(&args) {
         Ok(Some(a)) => a,
@@ -256,5 +278,23 @@ fn main() {
     if let Err(e) = receiver::run(a, &SIGNALLED) {
         eprintln!("layercast-player: {e}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `disable_thp` must leave the process with THP disabled (the flag the kernel checks at
+    /// every fault and in khugepaged); without it the soak's RssAnon steps come back.
+    #[test]
+    fn disable_thp_turns_transparent_huge_pages_off() {
+        super::disable_thp();
+        // SAFETY: PR_GET_THP_DISABLE takes no pointer and only reads a flag.
+        let flag = unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
+        assert_eq!(flag, 1, "PR_GET_THP_DISABLE after disable_thp");
+        // Linux >= 5.0 also shows the effective state in /proc/<pid>/status.
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        if let Some(l) = status.lines().find(|l| l.starts_with("THP_enabled:")) {
+            assert_eq!(l.split_whitespace().nth(1), Some("0"), "{l}");
+        }
     }
 }

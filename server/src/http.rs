@@ -58,6 +58,13 @@ fn json_resp(code: u16, v: &serde_json::Value) -> Resp {
         .with_header(header("Content-Type", "application/json"))
 }
 
+/// A JSON answer already serialised (see `State::viewers_json`).
+fn json_bytes_resp(code: u16, body: Vec<u8>) -> Resp {
+    Response::from_data(body)
+        .with_status_code(code)
+        .with_header(header("Content-Type", "application/json"))
+}
+
 fn error_resp(code: u16, msg: &str) -> Resp {
     json_resp(code, &json!({"error": msg}))
 }
@@ -203,7 +210,7 @@ fn handle(mut req: Request, state: &Arc<State>, stop: &Arc<AtomicBool>) {
             },
             None => error_resp(404, "no such session"),
         },
-        (Method::Get, ["api", "viewers"]) => json_resp(200, &state.viewers_json()),
+        (Method::Get, ["api", "viewers"]) => json_bytes_resp(200, state.viewers_json()),
         (Method::Post, ["api", "telemetry"]) => match read_body(&mut req) {
             Err(e) => {
                 state
@@ -298,7 +305,9 @@ fn websocket(req: Request, state: Arc<State>, stop: Arc<AtomicBool>) {
             None,
         );
         while !stop.load(Ordering::Relaxed) {
-            let msg = state.snapshot_json().to_string();
+            // serde_json writes UTF-8 only, so the lossy branch never runs (no copy).
+            let msg = String::from_utf8(state.snapshot_json())
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
             if ws.send(tungstenite::Message::text(msg)).is_err() {
                 break;
             }

@@ -53,7 +53,29 @@ fn trim_heap() {
     }
 }
 
+/// Turns transparent huge pages off for this process (`PR_SET_THP_DISABLE`), first thing in
+/// `main`.
+///
+/// Why: mimalloc reserves a 1-GiB arena and (without the `no_thp` build feature, which the
+/// workspace sets) advises it `MADV_HUGEPAGE`; a few hundred KiB of live heap spread over
+/// three 2-MiB ranges were then billed as 6 MiB of huge pages, either at the first fault or
+/// whenever khugepaged got round to collapsing them, minutes into a run. That made RssAnon
+/// jump by 2-6 MiB at random times with no allocation behind it (the soak's one-off steps,
+/// docs/reliability.md "THP"). With `no_thp` the arena is no longer advised; this call also
+/// covers hosts whose THP mode is `always`, where any 2-MiB-aligned anonymous range qualifies.
+/// RssAnon then counts the 4-KiB pages the process touched, so a growth after the warm-up is a
+/// growth of memory in use. Failure (old kernel, seccomp) only costs that accuracy: ignored.
+fn disable_thp() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_THP_DISABLE takes integer arguments only and changes a flag of this
+    // process's memory descriptor.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
+}
+
 fn main() {
+    disable_thp();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let cfg = match config::load(&args, &env) {

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -245,6 +245,8 @@ pub struct State {
     pub drops: Drops,
     next_group: Mutex<u32>,
     counter: AtomicU64,
+    /// Size of the last `/api/viewers` or snapshot answer, bytes: the next one's buffer size.
+    json_len_hint: AtomicUsize,
     /// Signs every SAM (multicast and `?format=sam`).
     pub signer: SamSigner,
     /// `ed25519:<hex>`, published in every session description.
@@ -253,6 +255,68 @@ pub struct State {
     pub telemetry_limiter: Mutex<InfluenceLimiter>,
     /// Time base of the limiter.
     epoch: Instant,
+}
+
+/// One viewer as the API publishes it (the contract's `Viewer`), borrowed from [`Viewer`].
+/// The same members and values as the `json!` object it replaces (a unit test compares them);
+/// the key order inside nested objects may differ, which JSON leaves open.
+#[derive(Serialize)]
+struct ViewerView<'a> {
+    addr: &'a str,
+    decisions: &'a VecDeque<DecisionJson>,
+    estimate_bps: Option<f64>,
+    fps: f64,
+    frames: u64,
+    freezes: u64,
+    gone: bool,
+    height: u32,
+    id: &'a str,
+    last_seen_s: f64,
+    layers: u32,
+    loss_ratio: f64,
+    max_layers: u32,
+    protocol: &'a str,
+    rate_bps: f64,
+    rtt_s: Option<f64>,
+    session_id: &'a str,
+    tfmcc: &'a Option<crate::tfmcc::ViewerTfmcc>,
+    width: u32,
+}
+
+/// The published view of one viewer (`gone` computed by the caller, which knows the timeout).
+fn viewer_view<'a>(id: &'a str, v: &'a Viewer, gone: bool) -> ViewerView<'a> {
+    let t = &v.last;
+    ViewerView {
+        addr: &v.addr,
+        decisions: &v.decisions,
+        estimate_bps: t.estimate_bps,
+        fps: t.fps,
+        frames: t.frames,
+        freezes: t.freezes,
+        gone,
+        height: t.height,
+        id,
+        last_seen_s: v.last_seen,
+        layers: t.layers,
+        loss_ratio: t.loss_ratio,
+        max_layers: t.max_layers,
+        protocol: &t.protocol,
+        rate_bps: t.rate_bps,
+        rtt_s: t.rtt_s,
+        session_id: &t.session_id,
+        tfmcc: &t.tfmcc,
+        width: t.width,
+    }
+}
+
+/// The WebSocket snapshot.
+#[derive(Serialize)]
+struct Snapshot<'a> {
+    sessions: Value,
+    t: f64,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    viewers: Vec<ViewerView<'a>>,
 }
 
 /// Cap on decisions kept per viewer.
@@ -276,6 +340,7 @@ impl State {
             viewers: Mutex::new(BTreeMap::new()),
             drops: Drops::default(),
             counter: AtomicU64::new(0),
+            json_len_hint: AtomicUsize::new(0),
         })
     }
 
@@ -694,31 +759,54 @@ impl State {
         Value::Array(all.iter().map(|s| self.session_json(s)).collect())
     }
 
-    /// The contract's `[Viewer]`.
-    pub fn viewers_json(&self) -> Value {
+    /// The contract's `[Viewer]` (`GET /api/viewers`), serialised straight from the viewer
+    /// table into one buffer of about the previous answer's size.
+    ///
+    /// Why not a `serde_json::Value` first: with 20 viewers of 50 decisions each (about 12
+    /// inputs a decision) the tree is about 2 MB of small maps and strings, built and freed
+    /// on an HTTP thread at every request, and the server's resident memory followed each poll
+    /// up and down by 1-2.5 MiB (the soak polls every 10 s; docs/reliability.md "THP").
+    /// Written directly, the answer costs its own bytes (about 0.3 MB then) and nothing else.
+    pub fn viewers_json(&self) -> Vec<u8> {
         let now = unix_now();
         let v = lock(&self.viewers);
-        Value::Array(
-            v.iter()
-                .map(|(id, v)| {
-                    let t = &v.last;
-                    json!({"id": id, "session_id": t.session_id, "addr": v.addr,
-                        "protocol": t.protocol, "layers": t.layers, "max_layers": t.max_layers,
-                        "rate_bps": t.rate_bps, "estimate_bps": t.estimate_bps,
-                        "loss_ratio": t.loss_ratio, "width": t.width, "height": t.height,
-                        "fps": t.fps, "frames": t.frames, "freezes": t.freezes, "rtt_s": t.rtt_s,
-                        "decisions": v.decisions, "last_seen_s": v.last_seen,
-                        "tfmcc": t.tfmcc,
-                        "gone": self.viewer_gone(v, now)})
-                })
-                .collect(),
-        )
+        let views: Vec<ViewerView<'_>> = v
+            .iter()
+            .map(|(id, v)| viewer_view(id, v, self.viewer_gone(v, now)))
+            .collect();
+        self.to_json_bytes(&views)
     }
 
-    /// The WebSocket snapshot.
-    pub fn snapshot_json(&self) -> Value {
-        json!({"type": "snapshot", "t": unix_now(), "sessions": self.sessions_json(),
-               "viewers": self.viewers_json()})
+    /// The WebSocket snapshot (`{"type": "snapshot", ...}`), written like [`Self::viewers_json`].
+    pub fn snapshot_json(&self) -> Vec<u8> {
+        // Sessions first: `session_json` takes the viewer lock itself.
+        let sessions = self.sessions_json();
+        let now = unix_now();
+        let v = lock(&self.viewers);
+        let snap = Snapshot {
+            sessions,
+            t: now,
+            kind: "snapshot",
+            viewers: v
+                .iter()
+                .map(|(id, v)| viewer_view(id, v, self.viewer_gone(v, now)))
+                .collect(),
+        };
+        self.to_json_bytes(&snap)
+    }
+
+    /// Serialises into a buffer sized from the previous answer (no doubling reallocations of
+    /// a large buffer). Plain structs, string keys and numbers cannot fail to serialise; if
+    /// one ever did, the answer is `null` rather than a panic.
+    fn to_json_bytes(&self, x: &impl Serialize) -> Vec<u8> {
+        let hint = self.json_len_hint.load(Ordering::Relaxed);
+        let mut out = Vec::with_capacity(hint + hint / 8 + 256);
+        if serde_json::to_writer(&mut out, x).is_err() {
+            out.clear();
+            out.extend_from_slice(b"null");
+        }
+        self.json_len_hint.store(out.len(), Ordering::Relaxed);
+        out
     }
 
     /// SDP for layer 0 of a session (RFC 8866).
@@ -915,5 +1003,47 @@ pub fn announcer(state: Arc<State>, stop: Arc<AtomicBool>) {
         while Instant::now() < next && !stop.load(Ordering::Relaxed) {
             std::thread::sleep((next - Instant::now()).min(Duration::from_millis(100)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The direct serialisation publishes exactly what the former `json!` object did: same
+    /// members, same values (decisions with their inputs, the TFMCC part, nulls).
+    #[test]
+    fn viewer_view_publishes_the_same_object_as_before() {
+        let t: Telemetry = serde_json::from_value(json!({
+            "viewer_id": "p01", "session_id": "live", "protocol": "era", "layers": 3,
+            "max_layers": 10, "rate_bps": 300000.0, "estimate_bps": null, "loss_ratio": 0.001,
+            "packets_received": 10, "packets_lost": 1, "width": 320, "height": 180,
+            "fps": 29.5, "frames": 900, "freezes": 2, "rtt_s": 0.05,
+            "decisions": [{"at_s": 12.5, "from": 2, "to": 3, "reason": "rai",
+                           "inputs": {"r_pp": 1.2e6, "plr": 0.0}}],
+            "tfmcc": {"rid": 7, "rate_bps": 1.0e6, "rtt_s": 0.1, "loss_event_rate": 0.01,
+                      "is_clr": true, "have_rtt": true, "reports_sent": 3}
+        }))
+        .unwrap();
+        let v = Viewer {
+            decisions: t.decisions.iter().cloned().collect(),
+            last: t,
+            addr: "10.0.0.2".into(),
+            last_seen: 1234.5,
+            last_post: Instant::now(),
+        };
+        let t = &v.last;
+        let before = json!({"id": "p01", "session_id": t.session_id, "addr": v.addr,
+            "protocol": t.protocol, "layers": t.layers, "max_layers": t.max_layers,
+            "rate_bps": t.rate_bps, "estimate_bps": t.estimate_bps,
+            "loss_ratio": t.loss_ratio, "width": t.width, "height": t.height,
+            "fps": t.fps, "frames": t.frames, "freezes": t.freezes, "rtt_s": t.rtt_s,
+            "decisions": v.decisions, "last_seen_s": v.last_seen,
+            "tfmcc": t.tfmcc,
+            "gone": false});
+        let now: Value =
+            serde_json::from_slice(&serde_json::to_vec(&viewer_view("p01", &v, false)).unwrap())
+                .unwrap();
+        assert_eq!(now, before);
     }
 }
