@@ -58,11 +58,28 @@ fn json_resp(code: u16, v: &serde_json::Value) -> Resp {
         .with_header(header("Content-Type", "application/json"))
 }
 
-/// A JSON answer already serialised (see `State::viewers_json`).
-fn json_bytes_resp(code: u16, body: Vec<u8>) -> Resp {
-    Response::from_data(body)
-        .with_status_code(code)
-        .with_header(header("Content-Type", "application/json"))
+/// A response body whose buffer goes back to the state's pool once the response is sent or
+/// dropped (`State::give_json_buf`, why in `State::viewers_json`).
+struct PooledBody {
+    buf: Vec<u8>,
+    pos: usize,
+    state: Arc<State>,
+}
+
+impl Read for PooledBody {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        let n = rest.len().min(out.len());
+        out[..n].copy_from_slice(&rest[..n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+impl Drop for PooledBody {
+    fn drop(&mut self) {
+        self.state.give_json_buf(std::mem::take(&mut self.buf));
+    }
 }
 
 fn error_resp(code: u16, msg: &str) -> Resp {
@@ -210,7 +227,23 @@ fn handle(mut req: Request, state: &Arc<State>, stop: &Arc<AtomicBool>) {
             },
             None => error_resp(404, "no such session"),
         },
-        (Method::Get, ["api", "viewers"]) => json_bytes_resp(200, state.viewers_json()),
+        (Method::Get, ["api", "viewers"]) => {
+            let body = PooledBody {
+                buf: state.viewers_json(),
+                pos: 0,
+                state: state.clone(),
+            };
+            let len = body.buf.len();
+            let r = Response::new(
+                StatusCode(200),
+                vec![header("Content-Type", "application/json")],
+                body,
+                Some(len),
+                None,
+            );
+            let _ = req.respond(r);
+            return;
+        }
         (Method::Post, ["api", "telemetry"]) => match read_body(&mut req) {
             Err(e) => {
                 state
