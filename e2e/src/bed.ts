@@ -140,7 +140,8 @@ export const anonKiB = (pid: number | undefined) => statusKiB(pid, 'RssAnon');
 /** Anonymous memory held in transparent huge pages (`AnonHugePages` of /proc/<pid>/smaps_rollup),
  *  KiB; null when the process is gone. Part of RssAnon: a sparse 2-MiB range promoted to a
  *  huge page (at a fault, or later by khugepaged) adds up to 2 MiB at once with no allocation
- *  behind it, which is why the server and player turn THP off (docs/reliability.md "THP"). */
+ *  behind it, which is why the server and player turn THP off (docs/reliability.md "The
+ *  steps were huge pages"). */
 export function hugeKiB(pid: number | undefined): number | null {
   if (!pid) return null;
   try {

@@ -244,10 +244,11 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
 /// three 2-MiB ranges were then billed as 6 MiB of huge pages, either at the first fault or
 /// whenever khugepaged got round to collapsing them, minutes into a run. That made RssAnon
 /// jump by 2-6 MiB at random times with no allocation behind it (the soak's one-off steps,
-/// docs/reliability.md "THP"). With `no_thp` the arena is no longer advised; this call also
-/// covers hosts whose THP mode is `always`, where any 2-MiB-aligned anonymous range qualifies.
-/// RssAnon then counts the 4-KiB pages the process touched, so a growth after the warm-up is a
-/// growth of memory in use. Failure (old kernel, seccomp) only costs that accuracy: ignored.
+/// docs/reliability.md "The steps were huge pages"). With `no_thp` the arena is no longer
+/// advised; this call also covers hosts whose THP mode is `always`, where any 2-MiB-aligned
+/// anonymous range qualifies. RssAnon then counts the 4-KiB pages the process touched, so a
+/// growth after the warm-up is a growth of memory in use. Failure (old kernel, seccomp) only
+/// costs that accuracy: ignored.
 fn disable_thp() {
     #[cfg(target_os = "linux")]
     // SAFETY: PR_SET_THP_DISABLE takes integer arguments only and changes a flag of this

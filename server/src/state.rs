@@ -774,7 +774,8 @@ impl State {
     /// Why not a `serde_json::Value` first: with 20 viewers of 50 decisions each (about 12
     /// inputs a decision) the tree is about 2 MB of small maps and strings, built and freed
     /// on an HTTP thread at every request, and the server's resident memory followed each poll
-    /// up and down by 1-2.5 MiB (the soak polls every 10 s; docs/reliability.md "THP").
+    /// up and down by 1-2.5 MiB (the soak polls every 10 s; docs/reliability.md "The steps
+    /// were huge pages").
     /// Written directly, the answer costs its own bytes (about 0.3 MB then), and those go into
     /// a buffer from [`Self::take_json_buf`]: the HTTP layer gives it back once sent, so the
     /// answer's pages are allocated once and reused instead of being freed and purged by the
