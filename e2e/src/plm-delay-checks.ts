@@ -410,7 +410,7 @@ function delaySteps(sc: Scenario, dir: string, t0: number): DerivedRow[] {
   const steps = sc.schedule.filter((x) => x.delay_ms != null).map((x) => x.at_s);
   const pps = ladderRates(fl.layers).reduce((a, b) => a + b, 0) * 1000 / 8 / fl.packet_size;
   const epoch = Math.min(1, Math.max(0.2, 16 / pps));
-  const bound = 2 * epoch + 1;
+  const bound = Math.round((2 * epoch + 1) * 100) / 100;
   const rows: DerivedRow[] = [];
   const players = fl.receivers.map((r) => ({ name: r.name, ...readPlayer(dir, fl.name, r.name, t0) }));
   for (const p of players) {
