@@ -72,6 +72,17 @@ pub struct WebBackground {
 
 const SESSION_START: u64 = 1 << 31;
 
+/// Lomax (Pareto II) object size in whole packets (at least one) for a uniform draw `u` in
+/// [0, 1): inverse CDF `scale·((1 − u)^(−1/shape) − 1)` with `scale = mean·(shape − 1)`, so the
+/// continuous mean is `mean` (plm.md §6.3: 12 packets, shape 1.2, scale 2.4).
+pub fn lomax_packets(u: f64, mean: f64, shape: f64) -> u64 {
+    let scale = mean * (shape - 1.0);
+    let v = (1.0 - u).clamp(1e-300, 1.0);
+    let x = scale * (v.powf(-1.0 / shape) - 1.0);
+    // The clamp only bounds the astronomically unlikely tail, keeping u64 arithmetic sane.
+    x.round().clamp(1.0, 1e9) as u64
+}
+
 impl WebBackground {
     /// A generator recording the goodput of all its transfers into `mon`.
     pub fn new(cfg: WebConfig, mon: MonId, rng: Rng) -> Self {
@@ -89,13 +100,9 @@ impl WebBackground {
         }
     }
 
-    /// Lomax (Pareto II) object size in whole packets, at least one.
     fn object_packets(&mut self) -> u64 {
-        let scale = self.cfg.mean_object_packets * (self.cfg.shape - 1.0);
-        let u = (1.0 - self.rng.f64()).max(1e-300);
-        let x = scale * (u.powf(-1.0 / self.cfg.shape) - 1.0);
-        // Caps only the astronomically unlikely tail (u < 1e-12) to keep u64 arithmetic sane.
-        x.round().clamp(1.0, 1e9) as u64
+        let u = self.rng.f64();
+        lomax_packets(u, self.cfg.mean_object_packets, self.cfg.shape)
     }
 
     fn pair_for(&mut self, me: AgentId, server: u32, client: u32) -> usize {
@@ -220,5 +227,28 @@ impl Agent for WebBackground {
         }
         s.pages_left -= 1;
         self.fetch(net, me, session);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lomax_packets;
+
+    #[test]
+    fn lomax_sizes_follow_the_inverse_cdf() {
+        // Median of Lomax(scale 2.4, shape 1.2) = 2.4·(2^(1/1.2) − 1) = 1.874 → 2 packets.
+        assert_eq!(lomax_packets(0.5, 12.0, 1.2), 2);
+        assert_eq!(lomax_packets(0.0, 12.0, 1.2), 1);
+        // 99th percentile: 2.4·(100^(1/1.2) − 1) = 109.0.
+        assert_eq!(lomax_packets(0.99, 12.0, 1.2), 109);
+        // A light tail (shape 3) so the sample mean converges: ≈ 12 (+ rounding, − the floor
+        // of 1 packet that lifts small draws).
+        let n = 200_000;
+        let m: f64 = (0..n)
+            .map(|i| lomax_packets((i as f64 + 0.5) / n as f64, 12.0, 3.0) as f64)
+            .sum::<f64>()
+            / n as f64;
+        assert!((m - 12.0).abs() < 0.3, "mean {m}");
+        assert_eq!(lomax_packets(1.0, 12.0, 1.2), 1_000_000_000);
     }
 }
