@@ -145,8 +145,12 @@ def dumbbell(tag, bottleneck_kbps, sources, sinks, jitter=None, quantum=None):
     return nodes, links
 
 
-def plm_flow(name, src, dst, layers, rate, start, jitter=0.0, bunch=2, c=1.0, size=500):
+def plm_flow(name, src, dst, layers, rate, start, jitter=0.0, bunch=2, c=1.0, size=500, phase=True):
+    """One PLM session with one receiver. `phase`: the sender starts at U[0, 1) s, so sessions
+    do not share one pair schedule (the paper's sources emit pairs at randomised times; with
+    every sender started at 0 all sessions' pairs leave at the same instants)."""
     j = f", start_jitter_s: {jitter:g}" if jitter else ""
+    ph = "    start_jitter_s: 1\n" if phase else ""
     return f"""  - name: {name}
     type: layered
     protocol: plm
@@ -155,7 +159,7 @@ def plm_flow(name, src, dst, layers, rate, start, jitter=0.0, bunch=2, c=1.0, si
     packet_size: {size}
     bunch: {bunch}
     adapt_interval_s: {c:g}
-    receivers: [{{name: rcv, at: {dst}, start_s: {start:g}{j}}}]"""
+{ph}    receivers: [{{name: rcv, at: {dst}, start_s: {start:g}{j}}}]"""
 
 
 def scenario(name, header, title, source, duration, seeds, fast, nodes, links, flows, meas):
@@ -187,6 +191,18 @@ S3_BACK = ("CBR buffer drain plus the check-period phase, not a PLM fault: each 
            "U[0, C] + C = 1.7-2.7 s; <= 2 s needs a lucky check phase")
 
 
+S3_PHASE = ("independent sender phases (each sender starts at U[0, 1) s, the paper's randomised pair "
+            "times): a pair that does not meet a queued packet of every other flow reads more than "
+            "the 100 kbit/s share (120 = 600/5 with one PLM idle), so when a whole check period's "
+            "minimum exceeds 100 the strict rule adds layer 5 (= the share) and the session drops "
+            "back at the next pair that sees all six flows (the exact share reads 99999.995 bit/s "
+            "after the links' ns rounding, below B[5]): plm/S3 seed 1, plmx-1 4 -> 5 -> 4 every "
+            "~2.5 s (adds on Bhat 120k, drops on 100k), plmx-3 at 5, CBR 113.9 kbit/s; a session "
+            "whose pairs never meet all others holds 5 throughout (S3b M = 5). With every sender "
+            "started at 0 (one shared pair schedule) each pair meets all flows and these rows pass "
+            "(4 layers +-0, CBR 120.2), but then S5 splits unequally (docs/simulator.md)")
+
+
 def s3_parts(tag, m, k, bunch, ids):
     """M PLM + k greedy CBR on 200·M kbit/s (M = 3: the paper's 600), 17 x 20 kbit/s layers,
     PLM receivers start spread over 10-30 s, CBR (500 kbit/s offered each) 40-60 s."""
@@ -207,13 +223,13 @@ def s3_parts(tag, m, k, bunch, ids):
         f"""  - {{id: "{p} PLM1 alone, lowest level 12-{starts[1] if m > 1 else 40:g} s", metric: min_level, of: [plm{tag}-1], window: [12, {round(starts[1], 2) if m > 1 else 40:g}],
      min: {min(17, 9 if m == 1 else 17)}, published: "{'17 layers (340 kbit/s)' if m > 1 else '9 layers (180 kbit/s, 200 kbit/s link)'}"}}""",
         f"""  - {{id: "{p} reaction to the CBR start (s)", metric: time_to_level, of: [{plms}], after_s: 40, max_layers: 4,
-     max: 1.06, published: "<= C + RTT (1.06 s)"}}""",
+     max: 1.06, published: "<= C + RTT (1.06 s)", known_issue: "{S3_PHASE}"}}""",
         f"""  - {{id: "{p} lowest PLM level 41.06-60 s", metric: min_level, of: [{plms}], window: [41.06, 60], min: 4, max: 4,
-     published: "4 layers (80 kbit/s) ±0"}}""",
+     published: "4 layers (80 kbit/s) ±0", known_issue: "{S3_PHASE}"}}""",
         f"""  - {{id: "{p} highest PLM level 41.06-60 s", metric: max_level, of: [{plms}], window: [41.06, 60], min: 4, max: 4,
-     published: "4 layers (80 kbit/s) ±0"}}""",
+     published: "4 layers (80 kbit/s) ±0", known_issue: "{S3_PHASE}"}}""",
         f"""  - {{id: "{p} CBR throughput 41-60 s (kbit/s)", metric: throughput_kbps, of: [{cbrs}], window: [41, 60],
-     min: {share_cbr * 0.95:g}, max: {share_cbr * 1.05:g}, published: "{share_cbr:g} ±5%"}}""",
+     min: {share_cbr * 0.95:g}, max: {share_cbr * 1.05:g}, published: "{share_cbr:g} ±5%", known_issue: "{S3_PHASE}"}}""",
         f"""  - {{id: "{p} back to >= 8 layers after the CBR stops (s)", metric: time_to_level, of: [{plms}], after_s: 60,
      min_layers: 8, max: 2.0, published: "<= 2 s",
      known_issue: "{S3_BACK}"}}""",
@@ -293,8 +309,7 @@ def s5():
             ]
             if m > 1:
                 meas.append(f"""  - {{id: "{p} largest deviation from the mean", metric: max_rel_dev_kbps, of: [{plms}], window: [20, 100],
-     {'max: 0.05, ' if c == 1 else ''}published: "within ±5% of the all-receiver mean",
-     known_issue: "{S5_DEV}"}}""")
+     {'max: 0.05, ' if c == 1 else ''}published: "within ±5% of the all-receiver mean"}}""")
             meas += [
                 f"""  - {{id: "{p} PLM loss ratio", metric: loss_ratio, of: [{plms}], window: [20, 100], max: 0.02,
      published: "< 2%"}}""",
