@@ -368,7 +368,8 @@ S7_B3 = ("DRR round granularity: with a 500-B quantum a 750-B CBR sends on 2 of 
          "visits between the first and last packet of a PLM triple can carry 1500 B of CBR: sample "
          "2x500/(2x500+1500) x 400 = 160 kbit/s, and the strict rule (B_k < 160) gives 7 layers = "
          "140 (seed 1: 750 B -> 139.9, 1500 B -> 139.8 kbit/s). A packet FQ with finish tags has the "
-         "same granularity (1 or 2 CBR tags fall in a 1000-B window); only a fluid share would read "
+         "same granularity (1 or 2 CBR tags fall in a 1000-B window): with the bottleneck on scfq "
+         "1500 B reads 139.9 in seeds 1 and 2, 750 B in seed 2; only a fluid share would read "
          "200. b = 3 still cuts the error against b = 2 at every size > 500 B (b = 2: 140, 120, 100, "
          "88.8, 85.8 kbit/s at 750-1750 B)")
 
@@ -409,7 +410,8 @@ S8_K20 = ("DRR phase alignment of the TCP flows: with a 500-B quantum each 1000-
           "empties), so up to 17 TCP packets can be served between the two packets of a PLM pair: "
           "drops on samples of 56.8, 60 and 72.4 kbit/s (seed 1: 40 pp-drops, mostly to 2 layers) "
           "where an even interleaving gives 500/10500 x 2100 = 100. PLM then sits at 2-3 layers "
-          "(47.5 kbit/s). k = 1 (no alignment possible) meets the paper's 60")
+          "(47.5 kbit/s). Not DRR-specific: on scfq (finish tags) the TCPs' tags are in phase too and "
+          "PLM holds 2 layers (40.0 kbit/s, seeds 1 and 2). k = 1 meets the paper's 60 on both")
 
 
 S8_K1 = ("survivor-biased pairs under PLM's own overload (1 of 5 seeds): seed 5 reaches 8-9 layers "
