@@ -76,6 +76,9 @@ pub struct Monitor {
     /// TFMCC sender: time (s) of the first report from each receiver ID.
     #[serde(skip)]
     pub first_report: std::collections::BTreeMap<u32, f64>,
+    /// TFMCC sender: time (s) of the latest report from each receiver ID (S18).
+    #[serde(skip)]
+    pub last_report: std::collections::BTreeMap<u32, f64>,
     /// TFMCC receivers: when the receiver first had a measured RTT (S19).
     #[serde(skip)]
     pub first_rtt_at: Option<f64>,
@@ -122,6 +125,7 @@ impl Monitors {
             clr: Vec::new(),
             tfmcc_state: Vec::new(),
             first_report: std::collections::BTreeMap::new(),
+            last_report: std::collections::BTreeMap::new(),
             first_rtt_at: None,
             rate_trace: Vec::new(),
             queue_sum: Vec::new(),

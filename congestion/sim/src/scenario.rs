@@ -173,6 +173,9 @@ pub struct ReceiverDef {
     pub start_jitter_s: f64,
     #[serde(default)]
     pub stop_s: Option<f64>,
+    /// TFMCC: the stop at `stop_s` is a crash (no leave report), not an explicit leave.
+    #[serde(default)]
+    pub crash: bool,
     /// Overrides the session's protocol for this receiver.
     #[serde(default)]
     pub protocol: Option<String>,
@@ -683,6 +686,14 @@ impl Scenario {
             {
                 return Err(invalid(&m.metric, "needs at least two windows"));
             }
+            if m.metric == "tfmcc_time_to_clr_rise"
+                && (m.windows.len() < 2 || m.windows.len() != self.expand(&m.of)?.len())
+            {
+                return Err(invalid(
+                    &m.metric,
+                    "needs one window per receiver, at least two",
+                ));
+            }
             if m.metric == "tcp_friendliness" && m.versus.is_empty() {
                 return Err(invalid("tcp_friendliness", "needs versus"));
             }
@@ -952,7 +963,8 @@ impl Scenario {
                             (src, s_id),
                             flow,
                             mon,
-                        );
+                        )
+                        .crash_on_stop(r.crash);
                         let id = sim.add_agent(rn, Box::new(agent));
                         let t = start_of(r.start_s, r.start_jitter_s).max(t0);
                         sim.net.schedule_command(t, id, Command::Start);
