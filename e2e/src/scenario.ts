@@ -42,6 +42,8 @@ export interface ReceiverDef {
   start_jitter_s: number;
   stop_s?: number | null;
   protocol?: string | null;
+  /** TFMCC: the stop is a crash (SIGKILL, no leave report), as the simulator's `crash: true`. */
+  crash?: boolean;
 }
 
 interface FlowCommon {
@@ -90,7 +92,16 @@ export interface TfmccFlow extends FlowCommon {
   from: string;
   receivers: ReceiverDef[];
 }
-export type Flow = LayeredFlow | TcpFlow | CbrFlow | OnoffFlow | TfmccFlow;
+/** A unicast TFRC flow with scripted periodic loss: simulator only (no TFRC sender on the
+ *  testbed); parsed so the testbed reads every catalogue file. */
+export interface TfrcFlow extends FlowCommon {
+  type: 'tfrc';
+  from: string;
+  to: string;
+  periodic_loss: [number, number][];
+  discounting: boolean;
+}
+export type Flow = LayeredFlow | TcpFlow | CbrFlow | OnoffFlow | TfmccFlow | TfrcFlow;
 
 export interface ScheduleItem {
   at_s: number;
@@ -149,7 +160,7 @@ function only(obj: Record<string, unknown>, allowed: string[], where: string) {
 function receiverDefs(recv: Record<string, unknown>[], w: string, withProtocol: boolean): ReceiverDef[] {
   return recv.flatMap((r, j) => {
     const at = `${w}.receivers[${j}]`;
-    only(r, ['name', 'at', 'start_s', 'start_jitter_s', 'stop_s', 'count', ...(withProtocol ? ['protocol'] : [])], at);
+    only(r, ['name', 'at', 'start_s', 'start_jitter_s', 'stop_s', 'count', ...(withProtocol ? ['protocol'] : ['crash'])], at);
     const base: ReceiverDef = {
       name: str(r.name, `${at}.name`),
       at: str(r.at, `${at}.at`),
@@ -157,6 +168,7 @@ function receiverDefs(recv: Record<string, unknown>[], w: string, withProtocol: 
       start_jitter_s: num(r.start_jitter_s, 'start_jitter_s', 0),
       stop_s: r.stop_s == null ? null : num(r.stop_s, 'stop_s'),
       protocol: withProtocol && r.protocol != null ? str(r.protocol, 'protocol') : null,
+      crash: r.crash === true,
     };
     const count = num(r.count, `${at}.count`, 1);
     if (!Number.isInteger(count) || count < 1) throw bad(`${at}.count`, `must be a whole number >= 1, got ${count}`);
@@ -244,6 +256,20 @@ function parseFlow(f: Record<string, unknown>, i: number): Flow {
         receivers: receiverDefs(recv, w, false),
       };
     }
+    case 'tfrc':
+      only(f, [...COMMON, 'from', 'to', 'periodic_loss', 'discounting'], w);
+      return {
+        ...common,
+        packet_size: num(f.packet_size, `${w}.packet_size`, 1000),
+        type: 'tfrc',
+        from: str(f.from, `${w}.from`),
+        to: str(f.to, `${w}.to`),
+        periodic_loss: ((f.periodic_loss as unknown[] | undefined) ?? []).map((p, j) => {
+          if (!Array.isArray(p) || p.length !== 2) throw bad(`${w}.periodic_loss[${j}]`, 'must be [t_s, k]');
+          return [num(p[0], `${w}.periodic_loss[${j}][0]`), num(p[1], `${w}.periodic_loss[${j}][1]`)] as [number, number];
+        }),
+        discounting: f.discounting == null ? true : f.discounting === true,
+      };
     default:
       throw bad(`${w}.type`, `unknown flow type ${JSON.stringify(f.type)}`);
   }

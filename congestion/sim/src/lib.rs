@@ -11,6 +11,7 @@ pub mod engine;
 pub mod metrics;
 pub mod metrics_dlm;
 pub mod metrics_tfmcc;
+pub mod metrics_tfrc;
 pub mod output;
 pub mod report;
 pub mod scenario;

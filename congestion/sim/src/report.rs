@@ -69,6 +69,10 @@ pub const METRICS: &[&str] = &[
     "tfmcc_rtt_measured",
     "tfmcc_clr_timeout_t",
     "tfmcc_time_to_clr_rise",
+    "tfrc_p_cov",
+    "tfrc_halving_rtts",
+    "tfrc_max_rise_pkts",
+    "tfrc_max_slope",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
@@ -496,6 +500,29 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
         "tfmcc_mean_round_s" => per(&|mon| {
             let (a, b) = window(mon);
             mon.tfmcc_mean_round_s(a, b)
+        }),
+        "tfrc_p_cov" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.tfrc_p_cov(a, b)
+        }),
+        "tfrc_halving_rtts" => per(&|mon| mon.tfrc_halving_rtts(after(mon))),
+        "tfrc_max_rise_pkts" | "tfrc_max_slope" => per(&|mon| {
+            let (a, b) = window(mon);
+            let size = sc
+                .flows
+                .iter()
+                .find_map(|f| match f {
+                    crate::scenario::Flow::Tfrc {
+                        name, packet_size, ..
+                    } if *name == mon.flow => Some(f64::from(*packet_size)),
+                    _ => None,
+                })
+                .unwrap_or(f64::NAN);
+            if m.metric == "tfrc_max_slope" {
+                mon.tfrc_max_slope(a, b, size)
+            } else {
+                mon.tfrc_max_rise_pkts(a, b, size)
+            }
         }),
         "tfmcc_clr_timeout_t" => {
             // Of receivers (S18): from the receiver's last report before `after_s` (its crash)

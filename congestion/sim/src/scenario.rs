@@ -8,6 +8,7 @@ use crate::agents::local_controllers::local_controller;
 use crate::agents::probe::QueueProbe;
 use crate::agents::tcp::{TcpSender, TcpSink, Variant};
 use crate::agents::tfmcc::{TfmccReceiverAgent, TfmccSenderAgent};
+use crate::agents::tfrc::{TfrcReceiverAgent, TfrcSenderAgent};
 use crate::engine::{Command, Dest, LinkChange, LinkSpec, MulticastTiming, Sim};
 use crate::metrics::MonKind;
 use crate::Error;
@@ -275,6 +276,26 @@ pub enum Flow {
         stop_s: Option<f64>,
         receivers: Vec<ReceiverDef>,
     },
+    /// A unicast TFRC flow (RFC 5348) with an optional scripted periodic loss.
+    Tfrc {
+        name: String,
+        from: String,
+        to: String,
+        #[serde(default = "d_tfmcc_size")]
+        packet_size: u32,
+        /// `[[t_s, k], ...]`: from t_s on the sender drops every k-th packet (0 = none).
+        #[serde(default)]
+        periodic_loss: Vec<(f64, u64)>,
+        /// Loss-history discounting at the receiver (RFC 5348 §5.5).
+        #[serde(default = "yes")]
+        discounting: bool,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        start_jitter_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+    },
     /// Pareto on/off datagrams (rate while on).
     Onoff {
         name: String,
@@ -323,6 +344,7 @@ impl Flow {
             | Flow::Tcp { name, .. }
             | Flow::Cbr { name, .. }
             | Flow::Tfmcc { name, .. }
+            | Flow::Tfrc { name, .. }
             | Flow::Onoff { name, .. } => name,
         }
     }
@@ -606,6 +628,22 @@ impl Scenario {
                             return Err(invalid("receiver", "duplicate name or 'sender'"));
                         }
                         rn.push(&r.name);
+                    }
+                }
+                Flow::Tfrc {
+                    from,
+                    to,
+                    packet_size,
+                    periodic_loss,
+                    ..
+                } => {
+                    node(from)?;
+                    node(to)?;
+                    if *packet_size == 0 {
+                        return Err(invalid("packet_size", "must be positive"));
+                    }
+                    if periodic_loss.windows(2).any(|w| w[1].0 < w[0].0) {
+                        return Err(invalid("periodic_loss", "times must not decrease"));
                     }
                 }
                 Flow::Tcp {
@@ -971,6 +1009,51 @@ impl Scenario {
                         if let Some(t) = r.stop_s {
                             sim.net.schedule_command(at(t), id, Command::Stop);
                         }
+                    }
+                }
+                Flow::Tfrc {
+                    name,
+                    from,
+                    to,
+                    packet_size,
+                    periodic_loss,
+                    discounting,
+                    start_s,
+                    start_jitter_s,
+                    stop_s,
+                } => {
+                    let (a, b) = (nodes[from.as_str()], nodes[to.as_str()]);
+                    let mon =
+                        sim.net
+                            .monitors
+                            .add(name.clone(), name.clone(), MonKind::Tfrc, Vec::new());
+                    let s_id = sim.agents.len();
+                    let r_id = s_id + 1;
+                    let snd = TfrcSenderAgent::new(
+                        a,
+                        flow,
+                        (b, r_id),
+                        *packet_size,
+                        mon,
+                        periodic_loss.clone(),
+                    );
+                    let s_got = sim.add_agent(a, Box::new(snd));
+                    let r_got = sim.add_agent(
+                        b,
+                        Box::new(TfrcReceiverAgent::new(
+                            b,
+                            flow,
+                            (a, s_id),
+                            mon,
+                            *discounting,
+                        )),
+                    );
+                    debug_assert_eq!((s_got, r_got), (s_id, r_id));
+                    let t0 = start_of(*start_s, *start_jitter_s);
+                    sim.net.schedule_command(t0, r_id, Command::Start);
+                    sim.net.schedule_command(t0, s_id, Command::Start);
+                    if let Some(t) = stop_s {
+                        sim.net.schedule_command(at(*t), s_id, Command::Stop);
                     }
                 }
                 Flow::Tcp {
