@@ -101,7 +101,14 @@ export interface TfrcFlow extends FlowCommon {
   periodic_loss: [number, number][];
   discounting: boolean;
 }
-export type Flow = LayeredFlow | TcpFlow | CbrFlow | OnoffFlow | TfmccFlow | TfrcFlow;
+/** Web-like background traffic (the simulator's `agents/web.rs`, plm.md §6.3): simulator only;
+ *  parsed so the testbed reads every catalogue file. */
+export interface WebFlow extends FlowCommon {
+  type: 'web';
+  servers: string[];
+  clients: string[];
+}
+export type Flow = LayeredFlow | TcpFlow | CbrFlow | OnoffFlow | TfmccFlow | TfrcFlow | WebFlow;
 
 export interface ScheduleItem {
   at_s: number;
@@ -270,6 +277,14 @@ function parseFlow(f: Record<string, unknown>, i: number): Flow {
         }),
         discounting: f.discounting == null ? true : f.discounting === true,
       };
+    case 'web': {
+      only(f, [...COMMON, 'servers', 'clients', 'virtual_servers', 'virtual_clients', 'sessions', 'pages', 'mean_session_gap_s', 'mean_think_s', 'mean_object_packets', 'shape', 'max_cwnd'], w);
+      const list = (v: unknown, field: string) => {
+        if (!Array.isArray(v) || v.length === 0) throw bad(field, 'must be a non-empty list of nodes');
+        return v.map((x, j) => str(x, `${field}[${j}]`));
+      };
+      return { ...common, type: 'web', servers: list(f.servers, `${w}.servers`), clients: list(f.clients, `${w}.clients`) };
+    }
     default:
       throw bad(`${w}.type`, `unknown flow type ${JSON.stringify(f.type)}`);
   }
@@ -373,6 +388,10 @@ export function validate(sc: Scenario): void {
   for (const f of sc.flows) {
     if (names.has(f.name)) throw bad('flows', `duplicate name ${f.name}`);
     names.add(f.name);
+    if (f.type === 'web') {
+      for (const n of [...f.servers, ...f.clients]) node(n);
+      continue;
+    }
     node(f.from);
     if (f.type === 'layered') {
       ladderRates(f.layers);
