@@ -943,4 +943,75 @@ mod tests {
             .to_string()
             .contains("b.group"));
     }
+
+    /// Default video layer rates at 640x360@15 L3T3 (kbps_scale 0.5, 1200-B pairs): the
+    /// budget times 2 on the TL0 layers (key pictures) and 1.3 above, plus one bunch (2 x
+    /// 1200 B) per frame of the layer; and the new keys' errors name them.
+    #[test]
+    fn video_layer_rates_and_pacing_keys() {
+        let g = Ipv4Addr::new(239, 255, 77, 0);
+        let v = SessionConfig {
+            source: Some("testpattern".into()),
+            ..Default::default()
+        }
+        .resolve("s", "s1", g, 5004)
+        .unwrap();
+        // S0: 45/15/15 kbit/s, S1: 120/40/40, S2: 300/100/100; TL0/TL1 at 3.75 fps (36
+        // kbit/s per packet of slot), TL2 at 7.5 fps.
+        assert_eq!(
+            v.rates_bps,
+            vec![
+                90_000 + 72_000,
+                19_500 + 72_000,
+                19_500 + 144_000,
+                240_000 + 72_000,
+                52_000 + 72_000,
+                52_000 + 144_000,
+                600_000 + 72_000,
+                130_000 + 72_000,
+                130_000 + 144_000,
+            ]
+        );
+        let rv = v.video.unwrap();
+        assert_eq!((rv.pacer_peak, rv.pacer_credit.as_millis()), (8.0, 120));
+        assert_eq!((rv.rate_headroom, rv.key_headroom), (1.3, 2.0));
+        // key_headroom below rate_headroom is raised to it.
+        let v = SessionConfig {
+            source: Some("testpattern".into()),
+            video: Some(VideoConfig {
+                rate_headroom: Some(2.5),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .resolve("s", "s1", g, 5004)
+        .unwrap();
+        assert_eq!(v.video.unwrap().key_headroom, 2.5);
+        for (vc, k) in [
+            (
+                VideoConfig {
+                    key_headroom: Some(0.5),
+                    ..Default::default()
+                },
+                "s.video.key_headroom",
+            ),
+            (
+                VideoConfig {
+                    pacer_credit_ms: Some(0),
+                    ..Default::default()
+                },
+                "s.video.pacer_credit_ms",
+            ),
+        ] {
+            let e = SessionConfig {
+                source: Some("testpattern".into()),
+                video: Some(vc),
+                ..Default::default()
+            }
+            .resolve("s", "s1", g, 5004)
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(k), "{e}");
+        }
+    }
 }
