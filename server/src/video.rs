@@ -816,8 +816,17 @@ mod latency_study {
         let mut last: Vec<Option<Instant>> = vec![None; n];
         // queue entries: picture index per packet
         let mut q: Vec<VecDeque<usize>> = vec![VecDeque::new(); n];
-        let encode = Duration::from_millis(10);
         let cap = |i: usize| t0 + Duration::from_secs_f64(i as f64 / fps as f64);
+        // Encode time: 10 ms plus, with S_JIT=J (ms), a pseudo-random stall of up to J ms (a
+        // CPU-starved encoder), never queueing a picture before the one ahead of it.
+        let jit = env("S_JIT", 0.0);
+        let mut ready: Vec<Instant> = Vec::new();
+        for p in 0..pics.len() {
+            let r = ((p as u64).wrapping_mul(2_654_435_761) % 1000) as f64 / 1000.0;
+            let t = cap(p) + Duration::from_secs_f64((10.0 + jit * r) / 1e3);
+            let prev = ready.last().copied().unwrap_or(t);
+            ready.push(t.max(prev));
+        }
         let mut done: Vec<Vec<Option<Instant>>> = vec![vec![None; n]; pics.len()];
         let mut starts: Vec<Vec<Instant>> = vec![Vec::new(); n];
         let mut i = 0;
@@ -825,10 +834,10 @@ mod latency_study {
         let mut max_queue = Duration::ZERO;
         loop {
             let (k, due) = next_bunch(&next, &last, |k| !q[k].is_empty(), &gap, credit).unwrap();
-            if i < pics.len() && cap(i) + encode <= due {
+            if i < pics.len() && ready[i] <= due {
                 for (k, &c) in pics[i].pkts.iter().enumerate() {
                     if c == 0 {
-                        done[i][k] = Some(cap(i) + encode);
+                        done[i][k] = Some(ready[i]);
                     }
                     q[k].extend(std::iter::repeat_n(i, c));
                 }
