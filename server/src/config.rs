@@ -239,8 +239,10 @@ pub struct VideoConfig {
     /// before it can decode the base layer (multicast receivers cannot ask for one). Default 2.
     pub keyframe_interval_s: Option<f64>,
     /// Announced layer rate over the encoder's cell budget (1.0..=5.0) of the layers above
-    /// temporal layer 0; the pacer pads the difference. Default 1.3 (RTP/payload headers and
-    /// encoder overshoot). See docs/server.md "Layer rates and latency".
+    /// temporal layer 0; the pacer pads the difference (RTP/payload headers, encoder
+    /// overshoot, and the time a frame takes to drain). Default 2 (`DEFAULT_RATE_HEADROOM`);
+    /// 1.3 saves a tenth of the rate at a measured cost in latency, see docs/server.md
+    /// "Layer rates and latency".
     pub rate_headroom: Option<f64>,
     /// The same for the temporal-layer-0 layers (S*T0), which carry the key pictures and
     /// which every later picture of their spatial layer needs first (1.0..=5.0; below
@@ -405,7 +407,7 @@ pub const DEFAULT_PACER_CREDIT_MS: u64 = 120;
 pub const DEFAULT_KEY_HEADROOM: f64 = 2.0;
 
 /// Default `video.rate_headroom`.
-pub const DEFAULT_RATE_HEADROOM: f64 = 1.3;
+pub const DEFAULT_RATE_HEADROOM: f64 = 2.0;
 
 /// Announced rate of a video layer: the cell's budget times `headroom` (RTP and payload
 /// headers, encoder overshoot, and for temporal layer 0 the key pictures, see
@@ -945,8 +947,8 @@ mod tests {
     }
 
     /// Default video layer rates at 640x360@15 L3T3 (kbps_scale 0.5, 1200-B pairs): the
-    /// budget times 2 on the TL0 layers (key pictures) and 1.3 above, plus one bunch (2 x
-    /// 1200 B) per frame of the layer; and the new keys' errors name them.
+    /// budget times 2, plus one bunch (2 x 1200 B) per frame of the layer; the TL0 layers
+    /// follow `key_headroom`; and the new keys' errors name them.
     #[test]
     fn video_layer_rates_and_pacing_keys() {
         let g = Ipv4Addr::new(239, 255, 77, 0);
@@ -962,19 +964,34 @@ mod tests {
             v.rates_bps,
             vec![
                 90_000 + 72_000,
-                19_500 + 72_000,
-                19_500 + 144_000,
+                30_000 + 72_000,
+                30_000 + 144_000,
                 240_000 + 72_000,
-                52_000 + 72_000,
-                52_000 + 144_000,
+                80_000 + 72_000,
+                80_000 + 144_000,
                 600_000 + 72_000,
-                130_000 + 72_000,
-                130_000 + 144_000,
+                200_000 + 72_000,
+                200_000 + 144_000,
             ]
+        );
+        // rate_headroom 1.3 keeps the TL0 layers at key_headroom 2.
+        let v13 = SessionConfig {
+            source: Some("testpattern".into()),
+            video: Some(VideoConfig {
+                rate_headroom: Some(1.3),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .resolve("s", "s1", g, 5004)
+        .unwrap();
+        assert_eq!(
+            &v13.rates_bps[..3],
+            &[90_000 + 72_000, 19_500 + 72_000, 19_500 + 144_000]
         );
         let rv = v.video.unwrap();
         assert_eq!((rv.pacer_peak, rv.pacer_credit.as_millis()), (8.0, 120));
-        assert_eq!((rv.rate_headroom, rv.key_headroom), (1.3, 2.0));
+        assert_eq!((rv.rate_headroom, rv.key_headroom), (2.0, 2.0));
         // key_headroom below rate_headroom is raised to it.
         let v = SessionConfig {
             source: Some("testpattern".into()),
