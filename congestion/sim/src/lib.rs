@@ -14,6 +14,7 @@ pub mod metrics_tfmcc;
 pub mod output;
 pub mod report;
 pub mod scenario;
+pub mod suppression;
 
 use congestion::Time;
 
