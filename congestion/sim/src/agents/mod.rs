@@ -10,3 +10,4 @@ pub mod nca;
 pub mod probe;
 pub mod tcp;
 pub mod tfmcc;
+pub mod tfrc;
