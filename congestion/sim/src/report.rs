@@ -37,6 +37,7 @@ pub const METRICS: &[&str] = &[
     "mean_queue_spread",
     "mean_queue_increasing",
     "spread_kbps",
+    "cov_ratio",
     "retransmit_ratio",
     "acc_notifications",
     "queue_delay_median_ms",
@@ -75,6 +76,7 @@ pub const AGGREGATE: &[&str] = &[
     "jain",
     "fairness_i",
     "tcp_friendliness",
+    "cov_ratio",
     "spread_kbps",
     "retransmit_ratio",
     "final_level_spread",
@@ -525,6 +527,29 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                     .map(|mon| mon.convergence_time(after(mon), end, m.hold_s.unwrap_or(5.0)))
                     .collect();
                 spread(&c)
+            }
+            "cov_ratio" => {
+                // Mean per-flow coefficient of variation of the per-interval rate over the
+                // window, `of` over `versus` (TFRC S10: TFRC's CoV(1 s) below TCP's).
+                let cov = |mon: &Monitor| {
+                    let (a, b) = window(mon);
+                    let r: Vec<f64> = ((a / iv).ceil() as usize..(b / iv).floor() as usize)
+                        .map(|i| mon.bytes.get(i).copied().unwrap_or(0) as f64)
+                        .collect();
+                    let n = r.len() as f64;
+                    let mean = r.iter().sum::<f64>() / n;
+                    let var = r.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+                    var.sqrt() / mean
+                };
+                let vs = sc.expand(&m.versus)?;
+                let a: Vec<f64> = mons.iter().map(|mon| cov(mon)).collect();
+                let b: Vec<f64> = vs
+                    .iter()
+                    .map(|n| find(sim, n).map(cov))
+                    .collect::<Result<_, _>>()?;
+                let ma = a.iter().sum::<f64>() / a.len() as f64;
+                let mb = b.iter().sum::<f64>() / b.len() as f64;
+                ma / mb
             }
             "tcp_friendliness" => {
                 let vs = sc.expand(&m.versus)?;

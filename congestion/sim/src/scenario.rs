@@ -756,8 +756,8 @@ impl Scenario {
             {
                 return Err(invalid(&m.metric, "needs at least two windows"));
             }
-            if m.metric == "tcp_friendliness" && m.versus.is_empty() {
-                return Err(invalid("tcp_friendliness", "needs versus"));
+            if (m.metric == "tcp_friendliness" || m.metric == "cov_ratio") && m.versus.is_empty() {
+                return Err(invalid(&m.metric, "needs versus"));
             }
             if m.metric == "efficiency" && m.available_kbps.is_none() {
                 return Err(invalid("efficiency", "needs available_kbps"));
