@@ -10,6 +10,7 @@ pub mod catalogue;
 pub mod engine;
 pub mod metrics;
 pub mod metrics_dlm;
+pub mod metrics_plm;
 pub mod metrics_tfmcc;
 pub mod output;
 pub mod report;

@@ -69,10 +69,20 @@ pub const METRICS: &[&str] = &[
     "tfmcc_time_to_rtt_count",
     "tfmcc_rounds_with_new_rtt",
     "tfmcc_rtt_measured",
+    "pp_samples",
+    "pp_max_rel_err",
+    "pp_fraction_near",
+    "pp_switch_fraction",
+    "layer_events",
+    "max_layer_step",
+    "max_rel_dev_kbps",
+    "time_to_level_spread",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
 pub const AGGREGATE: &[&str] = &[
+    "max_rel_dev_kbps",
+    "time_to_level_spread",
     "sum_throughput_kbps",
     "jain",
     "fairness_i",
@@ -481,6 +491,28 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
             }
             v
         }
+        // plm.md §9.A (metrics_plm): pair samples of `sim-pp-probe-N`, threshold in kbit/s.
+        "pp_samples" | "pp_max_rel_err" | "pp_fraction_near" | "pp_switch_fraction" => {
+            per(&|mon| {
+                let (a, b) = window(mon);
+                let s = crate::metrics_plm::pp_samples_kbps(mon, a, b);
+                let th = m.threshold.unwrap_or(f64::NAN);
+                match m.metric.as_str() {
+                    "pp_samples" => s.len() as f64,
+                    "pp_max_rel_err" => crate::metrics_plm::max_rel_err(&s, th),
+                    "pp_fraction_near" => crate::metrics_plm::fraction_near(&s, th),
+                    _ => crate::metrics_plm::switch_fraction(&s),
+                }
+            })
+        }
+        "layer_events" => per(&|mon| {
+            let (a, b) = window(mon);
+            crate::metrics_plm::layer_events_in(mon, a, b) as f64
+        }),
+        "max_layer_step" => per(&|mon| {
+            let (a, b) = window(mon);
+            crate::metrics_plm::max_layer_step(mon, a, b) as f64
+        }),
         "tfmcc_mean_round_s" => per(&|mon| {
             let (a, b) = window(mon);
             mon.tfmcc_mean_round_s(a, b)
@@ -515,6 +547,21 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                     - x.iter().copied().fold(f64::MAX, f64::min)
             }
             "jain" => jain(&x),
+            "max_rel_dev_kbps" => crate::metrics_plm::max_rel_dev_from_mean(&x),
+            "time_to_level_spread" => {
+                let c: Vec<f64> = mons
+                    .iter()
+                    .map(|mon| {
+                        mon.time_until(after(mon), end, |k, r| {
+                            m.min_layers.is_none_or(|x| k >= x)
+                                && m.max_layers.is_none_or(|x| k <= x)
+                                && m.min_kbps.is_none_or(|x| r >= x)
+                                && m.max_kbps.is_none_or(|x| r <= x)
+                        })
+                    })
+                    .collect();
+                spread(&c)
+            }
             "fairness_i" => min_max_ratio(&x),
             "final_level_spread" => {
                 let l: Vec<f64> = mons

@@ -290,6 +290,37 @@ pub enum Flow {
         #[serde(default)]
         stop_s: Option<f64>,
     },
+    /// Web-like background (`agents::web`, plm.md §6.3): HTTP/1.0 page fetches over TCP
+    /// Reno from `virtual_servers` servers (spread over the `servers` nodes) to
+    /// `virtual_clients` clients (over the `clients` nodes); one monitor for all its goodput.
+    Web {
+        name: String,
+        servers: Vec<String>,
+        clients: Vec<String>,
+        #[serde(default = "d_web_servers")]
+        virtual_servers: u32,
+        #[serde(default = "d_web_clients")]
+        virtual_clients: u32,
+        sessions: u32,
+        #[serde(default = "d_web_pages")]
+        pages: u32,
+        #[serde(default = "one")]
+        mean_session_gap_s: f64,
+        #[serde(default = "d_web_think")]
+        mean_think_s: f64,
+        #[serde(default = "d_web_object")]
+        mean_object_packets: f64,
+        #[serde(default = "d_web_shape")]
+        shape: f64,
+        #[serde(default = "d_web_size")]
+        packet_size: u32,
+        #[serde(default = "d_cwnd")]
+        max_cwnd: u32,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+    },
     /// Pareto on/off datagrams (rate while on).
     Onoff {
         name: String,
@@ -357,6 +388,27 @@ fn d_cwnd() -> u32 {
 fn d_shape() -> f64 {
     1.5
 }
+fn d_web_servers() -> u32 {
+    40
+}
+fn d_web_clients() -> u32 {
+    420
+}
+fn d_web_pages() -> u32 {
+    300
+}
+fn d_web_think() -> f64 {
+    15.0
+}
+fn d_web_object() -> f64 {
+    12.0
+}
+fn d_web_shape() -> f64 {
+    1.2
+}
+fn d_web_size() -> u32 {
+    1000
+}
 
 impl Flow {
     /// The flow's name.
@@ -367,6 +419,7 @@ impl Flow {
             | Flow::Cbr { name, .. }
             | Flow::Tfmcc { name, .. }
             | Flow::Tfrc { name, .. }
+            | Flow::Web { name, .. }
             | Flow::Onoff { name, .. } => name,
         }
     }
@@ -676,6 +729,41 @@ impl Scenario {
                                 "rate_kbps, t_s, protected_s, ali_n positive",
                             ));
                         }
+                    }
+                }
+                Flow::Web {
+                    servers,
+                    clients,
+                    virtual_servers,
+                    virtual_clients,
+                    sessions,
+                    mean_session_gap_s,
+                    mean_think_s,
+                    mean_object_packets,
+                    shape,
+                    packet_size,
+                    ..
+                } => {
+                    for n in servers.iter().chain(clients) {
+                        node(n)?;
+                    }
+                    let ok = !servers.is_empty()
+                        && !clients.is_empty()
+                        && *virtual_servers > 0
+                        && *virtual_clients > 0
+                        && u64::from(*virtual_servers) * u64::from(*virtual_clients) < 1 << 24
+                        && *sessions > 0
+                        && *mean_session_gap_s > 0.0
+                        && *mean_think_s > 0.0
+                        && *mean_object_packets > 0.0
+                        && *shape > 1.0
+                        && *packet_size > 0;
+                    if !ok {
+                        return Err(invalid(
+                            "web",
+                            "server and client nodes, positive counts and means, shape > 1, \
+                             virtual_servers x virtual_clients < 2^24",
+                        ));
                     }
                 }
                 Flow::Tcp {
@@ -1034,6 +1122,55 @@ impl Scenario {
                         }
                     }
                 }
+                Flow::Web {
+                    name,
+                    servers,
+                    clients,
+                    virtual_servers,
+                    virtual_clients,
+                    sessions,
+                    pages,
+                    mean_session_gap_s,
+                    mean_think_s,
+                    mean_object_packets,
+                    shape,
+                    packet_size,
+                    max_cwnd,
+                    start_s,
+                    stop_s,
+                } => {
+                    let mon =
+                        sim.net
+                            .monitors
+                            .add(name.clone(), name.clone(), MonKind::Tcp, Vec::new());
+                    let cfg = crate::agents::web::WebConfig {
+                        server_nodes: servers.iter().map(|n| nodes[n.as_str()]).collect(),
+                        client_nodes: clients.iter().map(|n| nodes[n.as_str()]).collect(),
+                        servers: *virtual_servers,
+                        clients: *virtual_clients,
+                        sessions: *sessions,
+                        pages: *pages,
+                        mean_session_gap_s: *mean_session_gap_s,
+                        mean_think_s: *mean_think_s,
+                        mean_object_packets: *mean_object_packets,
+                        shape: *shape,
+                        packet_size: *packet_size,
+                        max_cwnd: *max_cwnd,
+                        // Above every scenario flow index; one block of 2^24 ids per flow.
+                        flow_base: 0x4000_0000u32.wrapping_add(flow << 24),
+                    };
+                    let node0 = cfg.server_nodes[0];
+                    let agent = crate::agents::web::WebBackground::new(
+                        cfg,
+                        mon,
+                        Rng::derive(seed, 0x5000 + fi as u64),
+                    );
+                    let id = sim.add_agent(node0, Box::new(agent));
+                    sim.net.schedule_command(at(*start_s), id, Command::Start);
+                    if let Some(t) = stop_s {
+                        sim.net.schedule_command(at(*t), id, Command::Stop);
+                    }
+                }
                 Flow::Tcp {
                     name,
                     from,
@@ -1215,6 +1352,7 @@ impl Scenario {
                     Flow::Layered { receivers, .. } | Flow::Tfmcc { receivers, .. } => {
                         1 + count(receivers)
                     }
+                    Flow::Web { .. } => 1,
                     _ => 2,
                 };
             }
