@@ -137,7 +137,7 @@ export function simulatorOnly(sc: Scenario): string | null {
   for (const f of sc.flows) {
     if (f.type === 'tcp' && f.variant === 'acc-reno') return `flow ${f.name} is an ACC TCP sender (acc-reno)`;
     if (f.type === 'layered' && f.protocol.startsWith('alma')) return `flow ${f.name} uses ALMA active nodes`;
-    if (f.type === 'tfrc') return `flow ${f.name} is a TFRC/PCC flow (simulator agents only)`;
+    if (f.type === 'tfrc-pcc') return `flow ${f.name} is a TFRC/PCC flow (simulator agents only)`;
   }
   return null;
 }
@@ -161,7 +161,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
   for (const n of monitorNames(sc)) {
     const f = sc.flows.find((x) => n === x.name || n.startsWith(`${x.name}/`));
     if (!f) continue; // a simulator queue probe (`queue:FROM-TO`): not measured on the testbed
-    const m = new Monitor(n, f.name, f.type === 'tfrc' ? 'cbr' : f.type);
+    const m = new Monitor(n, f.name, f.type === 'tfrc-pcc' ? 'cbr' : f.type);
     if (f.type === 'layered') {
       const rates = ladderRates(f.layers);
       m.ladderKbps = [0];

@@ -90,10 +90,10 @@ export interface TfmccFlow extends FlowCommon {
   from: string;
   receivers: ReceiverDef[];
 }
-/** Unicast TFRC, or with `pcc` a PCC on/off flow: parsed so the testbed reads every catalogue
+/** Unicast TFRC (the TFRC/PCC agent), or with `pcc` a PCC on/off flow: parsed so the testbed reads every catalogue
  *  file; simulator only (`simulatorOnly` in runner.ts refuses it). */
 export interface TfrcFlow extends FlowCommon {
-  type: 'tfrc';
+  type: 'tfrc-pcc';
   from: string;
   to: string;
   pcc: { rate_kbps: number; t_s: number; protected_s: number; ali_n: number } | null;
@@ -252,14 +252,14 @@ function parseFlow(f: Record<string, unknown>, i: number): Flow {
         receivers: receiverDefs(recv, w, false),
       };
     }
-    case 'tfrc': {
+    case 'tfrc-pcc': {
       only(f, [...COMMON, 'from', 'to', 'pcc'], w);
       const p = f.pcc as Record<string, unknown> | undefined | null;
       if (p) only(p, ['rate_kbps', 't_s', 'protected_s', 'ali_n'], `${w}.pcc`);
       return {
         ...common,
         packet_size: num(f.packet_size, `${w}.packet_size`, 1000),
-        type: 'tfrc',
+        type: 'tfrc-pcc',
         from: str(f.from, `${w}.from`),
         to: str(f.to, `${w}.to`),
         pcc: p
@@ -395,10 +395,10 @@ export function monitorNames(sc: Scenario): string[] {
   const v: string[] = [];
   for (const f of sc.flows) {
     if (f.type === 'layered' || f.type === 'tfmcc') for (const r of f.receivers) v.push(`${f.name}/${r.name}`);
-    else if (f.type === 'tfrc') v.push(`${f.name}/receiver`);
+    else if (f.type === 'tfrc-pcc') v.push(`${f.name}/receiver`);
     else v.push(f.name);
     // The simulator monitors a TFMCC or TFRC/PCC sender's own rate as `<flow>/sender`.
-    if (f.type === 'tfmcc' || f.type === 'tfrc') v.push(`${f.name}/sender`);
+    if (f.type === 'tfmcc' || f.type === 'tfrc-pcc') v.push(`${f.name}/sender`);
   }
   for (const l of sc.topology.links) if (l.monitor_queue) v.push(`queue:${l.from}-${l.to}`);
   return v;

@@ -275,7 +275,9 @@ pub enum Flow {
     /// A unicast TFRC flow; with `pcc` a PCC on/off flow at its application rate that takes
     /// `R_TCP` from TFRC's estimators (`agents::tfrc`). Monitors: `NAME/receiver` and
     /// `NAME/sender` (bytes sent: a PCC flow's on-time share is its sending rate / `R_NA`).
-    Tfrc {
+    /// (`tfrc-units` added a separate `tfrc` flow for S8/S9 in parallel; unify later.)
+    #[serde(rename = "tfrc-pcc")]
+    TfrcPcc {
         name: String,
         from: String,
         to: String,
@@ -418,7 +420,7 @@ impl Flow {
             | Flow::Tcp { name, .. }
             | Flow::Cbr { name, .. }
             | Flow::Tfmcc { name, .. }
-            | Flow::Tfrc { name, .. }
+            | Flow::TfrcPcc { name, .. }
             | Flow::Web { name, .. }
             | Flow::Onoff { name, .. } => name,
         }
@@ -561,7 +563,7 @@ impl Scenario {
                         }
                     }
                 }
-                Flow::Tfrc { name, .. } => {
+                Flow::TfrcPcc { name, .. } => {
                     v.push(format!("{name}/receiver"));
                     v.push(format!("{name}/sender"));
                 }
@@ -709,7 +711,7 @@ impl Scenario {
                         rn.push(&r.name);
                     }
                 }
-                Flow::Tfrc {
+                Flow::TfrcPcc {
                     from,
                     to,
                     packet_size,
@@ -719,7 +721,7 @@ impl Scenario {
                     node(from)?;
                     node(to)?;
                     if *packet_size == 0 || *packet_size > 65_535 {
-                        return Err(invalid("tfrc", "packet_size 1..65535"));
+                        return Err(invalid("tfrc-pcc", "packet_size 1..65535"));
                     }
                     if let Some(p) = pcc {
                         let pos = |x: f64| x.is_finite() && x > 0.0;
@@ -1217,7 +1219,7 @@ impl Scenario {
                         sim.net.schedule_command(at(*t), s_id, Command::Stop);
                     }
                 }
-                Flow::Tfrc {
+                Flow::TfrcPcc {
                     name,
                     from,
                     to,
@@ -1253,7 +1255,7 @@ impl Scenario {
                             },
                         )
                     });
-                    let snd = crate::agents::tfrc::TfrcSenderAgent::new(
+                    let snd = crate::agents::tfrc_pcc::TfrcSenderAgent::new(
                         a,
                         Dest::Agent(b, s_id + 1),
                         flow,
@@ -1264,8 +1266,13 @@ impl Scenario {
                     let id = sim.add_agent(a, Box::new(snd));
                     debug_assert_eq!(id, s_id);
                     let ali_n = pcc_def.as_ref().map_or(8, |p| p.ali_n);
-                    let rcv =
-                        crate::agents::tfrc::TfrcReceiverAgent::new(b, (a, s_id), flow, mon, ali_n);
+                    let rcv = crate::agents::tfrc_pcc::TfrcReceiverAgent::new(
+                        b,
+                        (a, s_id),
+                        flow,
+                        mon,
+                        ali_n,
+                    );
                     let k_id = sim.add_agent(b, Box::new(rcv));
                     let t0 = start_of(*start_s, *start_jitter_s);
                     sim.net.schedule_command(t0, k_id, Command::Start);

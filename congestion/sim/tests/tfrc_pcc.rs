@@ -1,4 +1,4 @@
-//! The TFRC and PCC agents (`agents::tfrc`, flow `type: tfrc`) end to end on small paths.
+//! The TFRC and PCC agents (`agents::tfrc`, flow `type: tfrc-pcc`) end to end on small paths.
 
 use sim::scenario::Scenario;
 
@@ -29,7 +29,7 @@ fn tfrc_alone_fills_its_bottleneck_and_sees_few_losses() {
     // One TFRC flow on 1 Mbit/s (RTT 60 ms, 2 x BDP drop-tail): after slow start the
     // equation rate settles around the link rate with a small loss rate.
     let v = run(
-        "  - {name: f, type: tfrc, from: s, to: d}",
+        "  - {name: f, type: tfrc-pcc, from: s, to: d}",
         1000,
         "  - {id: thr, metric: throughput_kbps, of: [f/receiver], window: [30, 120]}\n  - {id: loss, metric: loss_ratio, of: [f/receiver], window: [30, 120]}",
     );
@@ -42,7 +42,7 @@ fn pcc_stays_on_at_its_rate_when_the_path_has_room_and_goes_off_when_it_has_not(
     // 500 kbit/s application rate: on a 10 Mbit/s path nothing is ever lost, R_TCP stays
     // unbounded and the flow is on all the time (sending rate = receive rate = 500).
     let v = run(
-        "  - {name: p, type: tfrc, from: s, to: d, pcc: {rate_kbps: 500}}",
+        "  - {name: p, type: tfrc-pcc, from: s, to: d, pcc: {rate_kbps: 500}}",
         10_000,
         "  - {id: snd, metric: throughput_kbps, of: [p/sender], window: [10, 120]}\n  - {id: rcv, metric: throughput_kbps, of: [p/receiver], window: [10, 120]}",
     );
@@ -51,7 +51,7 @@ fn pcc_stays_on_at_its_rate_when_the_path_has_room_and_goes_off_when_it_has_not(
     // 1500 kbit/s on a 1 Mbit/s path: the equation rate is well below R_NA, so after the
     // protected time experiments switch the flow off for T at a time (never on throughout).
     let v = run(
-        "  - {name: p, type: tfrc, from: s, to: d, pcc: {rate_kbps: 1500, t_s: 20, protected_s: 5}}",
+        "  - {name: p, type: tfrc-pcc, from: s, to: d, pcc: {rate_kbps: 1500, t_s: 20, protected_s: 5}}",
         1000,
         "  - {id: snd, metric: throughput_kbps, of: [p/sender], window: [10, 120]}",
     );

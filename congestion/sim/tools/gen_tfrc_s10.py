@@ -40,7 +40,7 @@ topology:
     - {{from: r1, to: d, rate_kbps: 1000000, delay_ms: 5, queue: {{kind: droptail, limit_packets: 1000}}}}
 flows:""")
       for i in range(1,n+1):
-        L.append(f"  - {{name: tfrc{i}, type: tfrc, from: sf, to: d, start_jitter_s: 5}}")
+        L.append(f"  - {{name: tfrc{i}, type: tfrc-pcc, from: sf, to: d, start_jitter_s: 5}}")
       for i in range(1,n+1):
         L.append(f"  - {{name: tcp{i}, type: tcp, from: st, to: d, variant: newreno, packet_size: 1000, start_jitter_s: 5}}")
       tf=", ".join(f"tfrc{i}/receiver" for i in range(1,n+1))

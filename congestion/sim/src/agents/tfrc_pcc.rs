@@ -5,7 +5,7 @@
 //! carrying the real wire encoding (`TfrcFeedback::to_bytes`, parsed by the sender), as the
 //! TFMCC agents do. The data fields ride in the packet (`Body::Tfrc`).
 //!
-//! A PCC flow (`pcc:` on a `tfrc` flow, dissertation ch. 4) is the same pair with the sender's
+//! A PCC flow (`pcc:` on a `tfrc-pcc` flow, dissertation ch. 4) is the same pair with the sender's
 //! rate replaced by the application rate `R_NA` while `congestion::pcc::Pcc` says "on", and
 //! nothing while it says "off". `R_TCP` is the TFRC sender's equation rate from the receiver's
 //! loss event rate and the measured RTT (`x_calc`); the spec puts that logic at the receiver,
