@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod metrics_dlm;
 pub mod metrics_plm;
 pub mod metrics_tfmcc;
+pub mod metrics_tfrc;
 pub mod output;
 pub mod report;
 pub mod scenario;

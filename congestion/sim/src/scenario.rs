@@ -8,6 +8,7 @@ use crate::agents::local_controllers::local_controller;
 use crate::agents::probe::QueueProbe;
 use crate::agents::tcp::{TcpSender, TcpSink, Variant};
 use crate::agents::tfmcc::{TfmccReceiverAgent, TfmccSenderAgent};
+use crate::agents::tfrc::{TfrcReceiverAgent, TfrcSenderAgent};
 use crate::engine::{Command, Dest, LinkChange, LinkSpec, MulticastTiming, Sim};
 use crate::metrics::MonKind;
 use crate::Error;
@@ -173,6 +174,9 @@ pub struct ReceiverDef {
     pub start_jitter_s: f64,
     #[serde(default)]
     pub stop_s: Option<f64>,
+    /// TFMCC: the stop at `stop_s` is a crash (no leave report), not an explicit leave.
+    #[serde(default)]
+    pub crash: bool,
     /// Overrides the session's protocol for this receiver.
     #[serde(default)]
     pub protocol: Option<String>,
@@ -272,19 +276,19 @@ pub enum Flow {
         stop_s: Option<f64>,
         receivers: Vec<ReceiverDef>,
     },
-    /// A unicast TFRC flow; with `pcc` a PCC on/off flow at its application rate that takes
-    /// `R_TCP` from TFRC's estimators (`agents::tfrc`). Monitors: `NAME/receiver` and
-    /// `NAME/sender` (bytes sent: a PCC flow's on-time share is its sending rate / `R_NA`).
-    /// (`tfrc-units` added a separate `tfrc` flow for S8/S9 in parallel; unify later.)
-    #[serde(rename = "tfrc-pcc")]
-    TfrcPcc {
+    /// A unicast TFRC flow (RFC 5348) with an optional scripted periodic loss.
+    Tfrc {
         name: String,
         from: String,
         to: String,
         #[serde(default = "d_tfmcc_size")]
         packet_size: u32,
+        /// `[[t_s, k], ...]`: from t_s on the sender drops every k-th packet (0 = none).
         #[serde(default)]
-        pcc: Option<PccDef>,
+        periodic_loss: Vec<(f64, u64)>,
+        /// Loss-history discounting at the receiver (RFC 5348 §5.5).
+        #[serde(default = "yes")]
+        discounting: bool,
         #[serde(default)]
         start_s: f64,
         #[serde(default)]
@@ -320,6 +324,26 @@ pub enum Flow {
         max_cwnd: u32,
         #[serde(default)]
         start_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+    },
+    /// A unicast TFRC flow; with `pcc` a PCC on/off flow at its application rate that takes
+    /// `R_TCP` from TFRC's estimators (`agents::tfrc`). Monitors: `NAME/receiver` and
+    /// `NAME/sender` (bytes sent: a PCC flow's on-time share is its sending rate / `R_NA`).
+    /// (`tfrc-units` added a separate `tfrc` flow for S8/S9 in parallel; unify later.)
+    #[serde(rename = "tfrc-pcc")]
+    TfrcPcc {
+        name: String,
+        from: String,
+        to: String,
+        #[serde(default = "d_tfmcc_size")]
+        packet_size: u32,
+        #[serde(default)]
+        pcc: Option<PccDef>,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        start_jitter_s: f64,
         #[serde(default)]
         stop_s: Option<f64>,
     },
@@ -420,6 +444,7 @@ impl Flow {
             | Flow::Tcp { name, .. }
             | Flow::Cbr { name, .. }
             | Flow::Tfmcc { name, .. }
+            | Flow::Tfrc { name, .. }
             | Flow::TfrcPcc { name, .. }
             | Flow::Web { name, .. }
             | Flow::Onoff { name, .. } => name,
@@ -711,26 +736,20 @@ impl Scenario {
                         rn.push(&r.name);
                     }
                 }
-                Flow::TfrcPcc {
+                Flow::Tfrc {
                     from,
                     to,
                     packet_size,
-                    pcc,
+                    periodic_loss,
                     ..
                 } => {
                     node(from)?;
                     node(to)?;
-                    if *packet_size == 0 || *packet_size > 65_535 {
-                        return Err(invalid("tfrc-pcc", "packet_size 1..65535"));
+                    if *packet_size == 0 {
+                        return Err(invalid("packet_size", "must be positive"));
                     }
-                    if let Some(p) = pcc {
-                        let pos = |x: f64| x.is_finite() && x > 0.0;
-                        if !pos(p.rate_kbps) || !pos(p.t_s) || !pos(p.protected_s) || p.ali_n == 0 {
-                            return Err(invalid(
-                                "pcc",
-                                "rate_kbps, t_s, protected_s, ali_n positive",
-                            ));
-                        }
+                    if periodic_loss.windows(2).any(|w| w[1].0 < w[0].0) {
+                        return Err(invalid("periodic_loss", "times must not decrease"));
                     }
                 }
                 Flow::Web {
@@ -766,6 +785,28 @@ impl Scenario {
                             "server and client nodes, positive counts and means, shape > 1, \
                              virtual_servers x virtual_clients < 2^24",
                         ));
+                    }
+                }
+                Flow::TfrcPcc {
+                    from,
+                    to,
+                    packet_size,
+                    pcc,
+                    ..
+                } => {
+                    node(from)?;
+                    node(to)?;
+                    if *packet_size == 0 || *packet_size > 65_535 {
+                        return Err(invalid("tfrc-pcc", "packet_size 1..65535"));
+                    }
+                    if let Some(p) = pcc {
+                        let pos = |x: f64| x.is_finite() && x > 0.0;
+                        if !pos(p.rate_kbps) || !pos(p.t_s) || !pos(p.protected_s) || p.ali_n == 0 {
+                            return Err(invalid(
+                                "pcc",
+                                "rate_kbps, t_s, protected_s, ali_n positive",
+                            ));
+                        }
                     }
                 }
                 Flow::Tcp {
@@ -845,6 +886,14 @@ impl Scenario {
                 && m.windows.len() < 2
             {
                 return Err(invalid(&m.metric, "needs at least two windows"));
+            }
+            if m.metric == "tfmcc_time_to_clr_rise"
+                && (m.windows.len() < 2 || m.windows.len() != self.expand(&m.of)?.len())
+            {
+                return Err(invalid(
+                    &m.metric,
+                    "needs one window per receiver, at least two",
+                ));
             }
             if (m.metric == "tcp_friendliness" || m.metric == "cov_ratio") && m.versus.is_empty() {
                 return Err(invalid(&m.metric, "needs versus"));
@@ -1115,13 +1164,59 @@ impl Scenario {
                             (src, s_id),
                             flow,
                             mon,
-                        );
+                        )
+                        .crash_on_stop(r.crash);
                         let id = sim.add_agent(rn, Box::new(agent));
                         let t = start_of(r.start_s, r.start_jitter_s).max(t0);
                         sim.net.schedule_command(t, id, Command::Start);
                         if let Some(t) = r.stop_s {
                             sim.net.schedule_command(at(t), id, Command::Stop);
                         }
+                    }
+                }
+                Flow::Tfrc {
+                    name,
+                    from,
+                    to,
+                    packet_size,
+                    periodic_loss,
+                    discounting,
+                    start_s,
+                    start_jitter_s,
+                    stop_s,
+                } => {
+                    let (a, b) = (nodes[from.as_str()], nodes[to.as_str()]);
+                    let mon =
+                        sim.net
+                            .monitors
+                            .add(name.clone(), name.clone(), MonKind::Tfrc, Vec::new());
+                    let s_id = sim.agents.len();
+                    let r_id = s_id + 1;
+                    let snd = TfrcSenderAgent::new(
+                        a,
+                        flow,
+                        (b, r_id),
+                        *packet_size,
+                        mon,
+                        periodic_loss.clone(),
+                    );
+                    let s_got = sim.add_agent(a, Box::new(snd));
+                    let r_got = sim.add_agent(
+                        b,
+                        Box::new(TfrcReceiverAgent::new(
+                            b,
+                            flow,
+                            (a, s_id),
+                            mon,
+                            *discounting,
+                        )),
+                    );
+                    debug_assert_eq!((s_got, r_got), (s_id, r_id));
+                    let t0 = start_of(*start_s, *start_jitter_s);
+                    sim.net.schedule_command(t0, r_id, Command::Start);
+                    sim.net.schedule_command(t0, s_id, Command::Start);
+                    if let Some(t) = stop_s {
+                        sim.net.schedule_command(at(*t), s_id, Command::Stop);
                     }
                 }
                 Flow::Web {
