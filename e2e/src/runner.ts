@@ -41,6 +41,9 @@ export interface RunOptions {
    *  whose name starts with `crash` (and that have a stop_s) are always crashed. */
   kill?: string[];
   log?: (msg: string) => void;
+  /** Called once the network is built, with the run's epoch (unix ms): a check's own
+   *  instrumentation (packet captures, timed link-emulator rules; src/plm-delay-checks.ts). */
+  onBuilt?: (net: Net, built: Built, t0Ms: number) => Promise<void> | void;
 }
 
 export interface LinkSample {
@@ -87,6 +90,8 @@ export interface RunResult {
   tfmcc?: TfmccRecord[];
   /** Checks on TFMCC runs the scenario metrics cannot express (e.g. E13, E16). */
   tfmcc_checks?: DerivedRow[];
+  /** The run's epoch (scenario time 0), unix seconds: to place player decisions in it. */
+  t0_unix_s?: number;
 }
 
 /** mulberry32: seeded start jitter, like the simulator's. */
@@ -176,6 +181,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
   const tfmccRecs: TfmccRecord[] = [];
   const finals = new Map<number, Snapshot>();
   let built: Built | null = null;
+  let epochMs: number | undefined;
   const hardLimitMs = (sc.duration_s + 90) * 1000;
   const watchdog = setTimeout(() => {
     log('hard time limit reached: tearing down');
@@ -194,6 +200,8 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
     const b = built;
     const bins = mediaBins();
     const t0 = Date.now() + 1500;
+    epochMs = t0;
+    if (opts.onBuilt) await opts.onBuilt(net, b, t0);
     const at = (s: number) => Math.max(0, t0 + s * 1000 - Date.now());
     const timers: NodeJS.Timeout[] = [];
     const later = (s: number, fn: () => Promise<void> | void) =>
@@ -498,6 +506,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
       });
     }),
     notes,
+    t0_unix_s: epochMs === undefined ? undefined : epochMs / 1000,
   };
   if (tfmccRecs.length) {
     result.tfmcc = tfmccRecs;
