@@ -10,10 +10,13 @@ pub mod catalogue;
 pub mod engine;
 pub mod metrics;
 pub mod metrics_dlm;
+pub mod metrics_plm;
 pub mod metrics_tfmcc;
+pub mod metrics_tfrc;
 pub mod output;
 pub mod report;
 pub mod scenario;
+pub mod suppression;
 
 use congestion::Time;
 

@@ -37,6 +37,8 @@ pub const METRICS: &[&str] = &[
     "mean_queue_spread",
     "mean_queue_increasing",
     "spread_kbps",
+    "cov_ratio",
+    "time_to_recover",
     "retransmit_ratio",
     "acc_notifications",
     "queue_delay_median_ms",
@@ -67,18 +69,37 @@ pub const METRICS: &[&str] = &[
     "tfmcc_time_to_rtt_count",
     "tfmcc_rounds_with_new_rtt",
     "tfmcc_rtt_measured",
+    "tfmcc_clr_timeout_t",
+    "tfmcc_time_to_clr_rise",
+    "tfrc_p_cov",
+    "tfrc_halving_rtts",
+    "tfrc_max_rise_pkts",
+    "tfrc_max_slope",
+    "pp_samples",
+    "pp_max_rel_err",
+    "pp_fraction_near",
+    "pp_switch_fraction",
+    "layer_events",
+    "max_layer_step",
+    "max_rel_dev_kbps",
+    "time_to_level_spread",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
 pub const AGGREGATE: &[&str] = &[
+    "max_rel_dev_kbps",
+    "time_to_level_spread",
     "sum_throughput_kbps",
     "jain",
     "fairness_i",
     "tcp_friendliness",
+    "cov_ratio",
+    "time_to_recover",
     "spread_kbps",
     "retransmit_ratio",
     "final_level_spread",
     "convergence_spread",
+    "tfmcc_time_to_clr_rise",
 ];
 
 /// One measurement's outcome in one run.
@@ -134,6 +155,19 @@ pub struct RunSummary {
     pub measurements: Vec<MeasResult>,
     pub monitors: Vec<MonSummary>,
     pub links: Vec<LinkSummary>,
+}
+
+/// Packet size of the TFMCC flow `flow` (NaN if there is none).
+fn tfmcc_packet_size(sc: &Scenario, flow: &str) -> f64 {
+    sc.flows
+        .iter()
+        .find_map(|f| match f {
+            crate::scenario::Flow::Tfmcc {
+                name, packet_size, ..
+            } if name == flow => Some(f64::from(*packet_size)),
+            _ => None,
+        })
+        .unwrap_or(f64::NAN)
 }
 
 fn find<'a>(sim: &'a Sim, name: &str) -> Result<&'a Monitor, Error> {
@@ -477,10 +511,72 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
             }
             v
         }
+        // plm.md §9.A (metrics_plm): pair samples of `sim-pp-probe-N`, threshold in kbit/s.
+        "pp_samples" | "pp_max_rel_err" | "pp_fraction_near" | "pp_switch_fraction" => {
+            per(&|mon| {
+                let (a, b) = window(mon);
+                let s = crate::metrics_plm::pp_samples_kbps(mon, a, b);
+                let th = m.threshold.unwrap_or(f64::NAN);
+                match m.metric.as_str() {
+                    "pp_samples" => s.len() as f64,
+                    "pp_max_rel_err" => crate::metrics_plm::max_rel_err(&s, th),
+                    "pp_fraction_near" => crate::metrics_plm::fraction_near(&s, th),
+                    _ => crate::metrics_plm::switch_fraction(&s),
+                }
+            })
+        }
+        "layer_events" => per(&|mon| {
+            let (a, b) = window(mon);
+            crate::metrics_plm::layer_events_in(mon, a, b) as f64
+        }),
+        "max_layer_step" => per(&|mon| {
+            let (a, b) = window(mon);
+            crate::metrics_plm::max_layer_step(mon, a, b) as f64
+        }),
         "tfmcc_mean_round_s" => per(&|mon| {
             let (a, b) = window(mon);
             mon.tfmcc_mean_round_s(a, b)
         }),
+        "tfrc_p_cov" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.tfrc_p_cov(a, b)
+        }),
+        "tfrc_halving_rtts" => per(&|mon| mon.tfrc_halving_rtts(after(mon))),
+        "tfrc_max_rise_pkts" | "tfrc_max_slope" => per(&|mon| {
+            let (a, b) = window(mon);
+            let size = sc
+                .flows
+                .iter()
+                .find_map(|f| match f {
+                    crate::scenario::Flow::Tfrc {
+                        name, packet_size, ..
+                    } if *name == mon.flow => Some(f64::from(*packet_size)),
+                    _ => None,
+                })
+                .unwrap_or(f64::NAN);
+            if m.metric == "tfrc_max_slope" {
+                mon.tfrc_max_slope(a, b, size)
+            } else {
+                mon.tfrc_max_rise_pkts(a, b, size)
+            }
+        }),
+        "tfmcc_clr_timeout_t" => {
+            // Of receivers (S18): from the receiver's last report before `after_s` (its crash)
+            // to the sender dropping it as CLR, in feedback rounds T at that report.
+            let mut v = Vec::new();
+            for mon in &mons {
+                let snd = find(sim, &format!("{}/sender", mon.flow))?;
+                let rid = mon.rid.ok_or_else(|| {
+                    Error::Scenario(format!("{}: {} needs TFMCC receivers", m.id, m.metric))
+                })?;
+                let size = tfmcc_packet_size(sc, &mon.flow);
+                v.push((
+                    mon.name.clone(),
+                    snd.tfmcc_clr_timeout_t(rid, after(mon), size),
+                ));
+            }
+            v
+        }
         _ => Vec::new(),
     };
     let (value, pass) = if !AGGREGATE.contains(&m.metric.as_str()) {
@@ -511,6 +607,21 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                     - x.iter().copied().fold(f64::MAX, f64::min)
             }
             "jain" => jain(&x),
+            "max_rel_dev_kbps" => crate::metrics_plm::max_rel_dev_from_mean(&x),
+            "time_to_level_spread" => {
+                let c: Vec<f64> = mons
+                    .iter()
+                    .map(|mon| {
+                        mon.time_until(after(mon), end, |k, r| {
+                            m.min_layers.is_none_or(|x| k >= x)
+                                && m.max_layers.is_none_or(|x| k <= x)
+                                && m.min_kbps.is_none_or(|x| r >= x)
+                                && m.max_kbps.is_none_or(|x| r <= x)
+                        })
+                    })
+                    .collect();
+                spread(&c)
+            }
             "fairness_i" => min_max_ratio(&x),
             "final_level_spread" => {
                 let l: Vec<f64> = mons
@@ -525,6 +636,76 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                     .map(|mon| mon.convergence_time(after(mon), end, m.hold_s.unwrap_or(5.0)))
                     .collect();
                 spread(&c)
+            }
+            "time_to_recover" => {
+                // PCC S14: seconds from `after_s` until the summed rate of `of`, averaged over
+                // `hold_s` (5 s), is back to `threshold` (0.9) of its mean over `windows[0]`
+                // (the reference level); infinite if never.
+                let w = m.windows.first().copied().ok_or_else(|| {
+                    Error::Scenario("time_to_recover needs windows: [reference]".into())
+                })?;
+                let frac = m.threshold.unwrap_or(0.9);
+                let span = ((m.hold_s.unwrap_or(5.0) / iv).round() as usize).max(1);
+                let bins = mons.iter().map(|mon| mon.bytes.len()).max().unwrap_or(0);
+                let sum_kbps = |i: usize| {
+                    mons.iter()
+                        .map(|mon| mon.bytes.get(i).copied().unwrap_or(0) as f64)
+                        .sum::<f64>()
+                        * 8.0
+                        / iv
+                        / 1000.0
+                };
+                let (r0, r1) = ((w[0] / iv).ceil() as usize, (w[1] / iv).floor() as usize);
+                let reference =
+                    (r0..r1).map(sum_kbps).sum::<f64>() / (r1.saturating_sub(r0)).max(1) as f64;
+                let after = m.after_s.unwrap_or(0.0);
+                let first = (after / iv).ceil() as usize;
+                let last = ((end / iv).floor() as usize).min(bins);
+                (first..last.saturating_sub(span - 1))
+                    .find(|&i| {
+                        (i..i + span).map(sum_kbps).sum::<f64>() / span as f64 >= frac * reference
+                    })
+                    .map_or(f64::INFINITY, |i| i as f64 * iv - after)
+            }
+            "cov_ratio" => {
+                // Mean per-flow coefficient of variation of the per-interval rate over the
+                // window, `of` over `versus` (TFRC S10: TFRC's CoV(1 s) below TCP's).
+                let cov = |mon: &Monitor| {
+                    let (a, b) = window(mon);
+                    let r: Vec<f64> = ((a / iv).ceil() as usize..(b / iv).floor() as usize)
+                        .map(|i| mon.bytes.get(i).copied().unwrap_or(0) as f64)
+                        .collect();
+                    let n = r.len() as f64;
+                    let mean = r.iter().sum::<f64>() / n;
+                    let var = r.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+                    var.sqrt() / mean
+                };
+                let vs = sc.expand(&m.versus)?;
+                let a: Vec<f64> = mons.iter().map(|mon| cov(mon)).collect();
+                let b: Vec<f64> = vs
+                    .iter()
+                    .map(|n| find(sim, n).map(cov))
+                    .collect::<Result<_, _>>()?;
+                let ma = a.iter().sum::<f64>() / a.len() as f64;
+                let mb = b.iter().sum::<f64>() / b.len() as f64;
+                ma / mb
+            }
+            "tfmcc_time_to_clr_rise" => {
+                // S20: receiver i of `of` has its RTT step at windows[i][0]; its time to become
+                // CLR (until windows[i][1]) must not grow from one step to the next: the
+                // largest increase between consecutive steps (negative when they all fall).
+                let mut times = Vec::new();
+                for (mon, w) in mons.iter().zip(&m.windows) {
+                    let snd = find(sim, &format!("{}/sender", mon.flow))?;
+                    let rid = mon.rid.ok_or_else(|| {
+                        Error::Scenario(format!("{}: {} needs TFMCC receivers", m.id, m.metric))
+                    })?;
+                    times.push(snd.time_to_clr(rid, w[0], w[1]));
+                }
+                times
+                    .windows(2)
+                    .map(|p| p[1] - p[0])
+                    .fold(f64::NEG_INFINITY, f64::max)
             }
             "tcp_friendliness" => {
                 let vs = sc.expand(&m.versus)?;

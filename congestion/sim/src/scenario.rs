@@ -8,6 +8,7 @@ use crate::agents::local_controllers::local_controller;
 use crate::agents::probe::QueueProbe;
 use crate::agents::tcp::{TcpSender, TcpSink, Variant};
 use crate::agents::tfmcc::{TfmccReceiverAgent, TfmccSenderAgent};
+use crate::agents::tfrc::{TfrcReceiverAgent, TfrcSenderAgent};
 use crate::engine::{Command, Dest, LinkChange, LinkSpec, MulticastTiming, Sim};
 use crate::metrics::MonKind;
 use crate::Error;
@@ -173,6 +174,9 @@ pub struct ReceiverDef {
     pub start_jitter_s: f64,
     #[serde(default)]
     pub stop_s: Option<f64>,
+    /// TFMCC: the stop at `stop_s` is a crash (no leave report), not an explicit leave.
+    #[serde(default)]
+    pub crash: bool,
     /// Overrides the session's protocol for this receiver.
     #[serde(default)]
     pub protocol: Option<String>,
@@ -272,6 +276,77 @@ pub enum Flow {
         stop_s: Option<f64>,
         receivers: Vec<ReceiverDef>,
     },
+    /// A unicast TFRC flow (RFC 5348) with an optional scripted periodic loss.
+    Tfrc {
+        name: String,
+        from: String,
+        to: String,
+        #[serde(default = "d_tfmcc_size")]
+        packet_size: u32,
+        /// `[[t_s, k], ...]`: from t_s on the sender drops every k-th packet (0 = none).
+        #[serde(default)]
+        periodic_loss: Vec<(f64, u64)>,
+        /// Loss-history discounting at the receiver (RFC 5348 §5.5).
+        #[serde(default = "yes")]
+        discounting: bool,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        start_jitter_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+    },
+    /// Web-like background (`agents::web`, plm.md §6.3): HTTP/1.0 page fetches over TCP
+    /// Reno from `virtual_servers` servers (spread over the `servers` nodes) to
+    /// `virtual_clients` clients (over the `clients` nodes); one monitor for all its goodput.
+    Web {
+        name: String,
+        servers: Vec<String>,
+        clients: Vec<String>,
+        #[serde(default = "d_web_servers")]
+        virtual_servers: u32,
+        #[serde(default = "d_web_clients")]
+        virtual_clients: u32,
+        sessions: u32,
+        #[serde(default = "d_web_pages")]
+        pages: u32,
+        #[serde(default = "one")]
+        mean_session_gap_s: f64,
+        #[serde(default = "d_web_think")]
+        mean_think_s: f64,
+        #[serde(default = "d_web_object")]
+        mean_object_packets: f64,
+        #[serde(default = "d_web_shape")]
+        shape: f64,
+        #[serde(default = "d_web_size")]
+        packet_size: u32,
+        #[serde(default = "d_cwnd")]
+        max_cwnd: u32,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+    },
+    /// A unicast TFRC flow; with `pcc` a PCC on/off flow at its application rate that takes
+    /// `R_TCP` from TFRC's estimators (`agents::tfrc`). Monitors: `NAME/receiver` and
+    /// `NAME/sender` (bytes sent: a PCC flow's on-time share is its sending rate / `R_NA`).
+    /// (`tfrc-units` added a separate `tfrc` flow for S8/S9 in parallel; unify later.)
+    #[serde(rename = "tfrc-pcc")]
+    TfrcPcc {
+        name: String,
+        from: String,
+        to: String,
+        #[serde(default = "d_tfmcc_size")]
+        packet_size: u32,
+        #[serde(default)]
+        pcc: Option<PccDef>,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        start_jitter_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+    },
     /// Pareto on/off datagrams (rate while on).
     Onoff {
         name: String,
@@ -293,6 +368,34 @@ pub enum Flow {
     },
 }
 
+/// PCC parameters of a `tfrc` flow (dissertation ch. 4).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PccDef {
+    /// Application rate `R_NA` while on.
+    pub rate_kbps: f64,
+    /// Experiment horizon `T` (randomised ±10 % per flow by the controller).
+    #[serde(default = "d_pcc_t")]
+    pub t_s: f64,
+    /// Protected time `T'` after every (re)start.
+    #[serde(default = "d_pcc_protected")]
+    pub protected_s: f64,
+    /// Closed loss intervals in the receiver's average loss interval (8 in the dissertation;
+    /// larger values are a diagnostic, see `docs/simulator.md`, S11).
+    #[serde(default = "d_ali_n")]
+    pub ali_n: usize,
+}
+
+fn d_ali_n() -> usize {
+    8
+}
+
+fn d_pcc_t() -> f64 {
+    60.0
+}
+fn d_pcc_protected() -> f64 {
+    10.0
+}
 fn d_size() -> u32 {
     512
 }
@@ -311,6 +414,27 @@ fn d_cwnd() -> u32 {
 fn d_shape() -> f64 {
     1.5
 }
+fn d_web_servers() -> u32 {
+    40
+}
+fn d_web_clients() -> u32 {
+    420
+}
+fn d_web_pages() -> u32 {
+    300
+}
+fn d_web_think() -> f64 {
+    15.0
+}
+fn d_web_object() -> f64 {
+    12.0
+}
+fn d_web_shape() -> f64 {
+    1.2
+}
+fn d_web_size() -> u32 {
+    1000
+}
 
 impl Flow {
     /// The flow's name.
@@ -320,6 +444,9 @@ impl Flow {
             | Flow::Tcp { name, .. }
             | Flow::Cbr { name, .. }
             | Flow::Tfmcc { name, .. }
+            | Flow::Tfrc { name, .. }
+            | Flow::TfrcPcc { name, .. }
+            | Flow::Web { name, .. }
             | Flow::Onoff { name, .. } => name,
         }
     }
@@ -460,6 +587,10 @@ impl Scenario {
                             v.push(format!("{name}/{n}"));
                         }
                     }
+                }
+                Flow::TfrcPcc { name, .. } => {
+                    v.push(format!("{name}/receiver"));
+                    v.push(format!("{name}/sender"));
                 }
                 other => v.push(other.name().to_string()),
             }
@@ -605,6 +736,79 @@ impl Scenario {
                         rn.push(&r.name);
                     }
                 }
+                Flow::Tfrc {
+                    from,
+                    to,
+                    packet_size,
+                    periodic_loss,
+                    ..
+                } => {
+                    node(from)?;
+                    node(to)?;
+                    if *packet_size == 0 {
+                        return Err(invalid("packet_size", "must be positive"));
+                    }
+                    if periodic_loss.windows(2).any(|w| w[1].0 < w[0].0) {
+                        return Err(invalid("periodic_loss", "times must not decrease"));
+                    }
+                }
+                Flow::Web {
+                    servers,
+                    clients,
+                    virtual_servers,
+                    virtual_clients,
+                    sessions,
+                    mean_session_gap_s,
+                    mean_think_s,
+                    mean_object_packets,
+                    shape,
+                    packet_size,
+                    ..
+                } => {
+                    for n in servers.iter().chain(clients) {
+                        node(n)?;
+                    }
+                    let ok = !servers.is_empty()
+                        && !clients.is_empty()
+                        && *virtual_servers > 0
+                        && *virtual_clients > 0
+                        && u64::from(*virtual_servers) * u64::from(*virtual_clients) < 1 << 24
+                        && *sessions > 0
+                        && *mean_session_gap_s > 0.0
+                        && *mean_think_s > 0.0
+                        && *mean_object_packets > 0.0
+                        && *shape > 1.0
+                        && *packet_size > 0;
+                    if !ok {
+                        return Err(invalid(
+                            "web",
+                            "server and client nodes, positive counts and means, shape > 1, \
+                             virtual_servers x virtual_clients < 2^24",
+                        ));
+                    }
+                }
+                Flow::TfrcPcc {
+                    from,
+                    to,
+                    packet_size,
+                    pcc,
+                    ..
+                } => {
+                    node(from)?;
+                    node(to)?;
+                    if *packet_size == 0 || *packet_size > 65_535 {
+                        return Err(invalid("tfrc-pcc", "packet_size 1..65535"));
+                    }
+                    if let Some(p) = pcc {
+                        let pos = |x: f64| x.is_finite() && x > 0.0;
+                        if !pos(p.rate_kbps) || !pos(p.t_s) || !pos(p.protected_s) || p.ali_n == 0 {
+                            return Err(invalid(
+                                "pcc",
+                                "rate_kbps, t_s, protected_s, ali_n positive",
+                            ));
+                        }
+                    }
+                }
                 Flow::Tcp {
                     from,
                     to,
@@ -683,8 +887,16 @@ impl Scenario {
             {
                 return Err(invalid(&m.metric, "needs at least two windows"));
             }
-            if m.metric == "tcp_friendliness" && m.versus.is_empty() {
-                return Err(invalid("tcp_friendliness", "needs versus"));
+            if m.metric == "tfmcc_time_to_clr_rise"
+                && (m.windows.len() < 2 || m.windows.len() != self.expand(&m.of)?.len())
+            {
+                return Err(invalid(
+                    &m.metric,
+                    "needs one window per receiver, at least two",
+                ));
+            }
+            if (m.metric == "tcp_friendliness" || m.metric == "cov_ratio") && m.versus.is_empty() {
+                return Err(invalid(&m.metric, "needs versus"));
             }
             if m.metric == "efficiency" && m.available_kbps.is_none() {
                 return Err(invalid("efficiency", "needs available_kbps"));
@@ -952,13 +1164,108 @@ impl Scenario {
                             (src, s_id),
                             flow,
                             mon,
-                        );
+                        )
+                        .crash_on_stop(r.crash);
                         let id = sim.add_agent(rn, Box::new(agent));
                         let t = start_of(r.start_s, r.start_jitter_s).max(t0);
                         sim.net.schedule_command(t, id, Command::Start);
                         if let Some(t) = r.stop_s {
                             sim.net.schedule_command(at(t), id, Command::Stop);
                         }
+                    }
+                }
+                Flow::Tfrc {
+                    name,
+                    from,
+                    to,
+                    packet_size,
+                    periodic_loss,
+                    discounting,
+                    start_s,
+                    start_jitter_s,
+                    stop_s,
+                } => {
+                    let (a, b) = (nodes[from.as_str()], nodes[to.as_str()]);
+                    let mon =
+                        sim.net
+                            .monitors
+                            .add(name.clone(), name.clone(), MonKind::Tfrc, Vec::new());
+                    let s_id = sim.agents.len();
+                    let r_id = s_id + 1;
+                    let snd = TfrcSenderAgent::new(
+                        a,
+                        flow,
+                        (b, r_id),
+                        *packet_size,
+                        mon,
+                        periodic_loss.clone(),
+                    );
+                    let s_got = sim.add_agent(a, Box::new(snd));
+                    let r_got = sim.add_agent(
+                        b,
+                        Box::new(TfrcReceiverAgent::new(
+                            b,
+                            flow,
+                            (a, s_id),
+                            mon,
+                            *discounting,
+                        )),
+                    );
+                    debug_assert_eq!((s_got, r_got), (s_id, r_id));
+                    let t0 = start_of(*start_s, *start_jitter_s);
+                    sim.net.schedule_command(t0, r_id, Command::Start);
+                    sim.net.schedule_command(t0, s_id, Command::Start);
+                    if let Some(t) = stop_s {
+                        sim.net.schedule_command(at(*t), s_id, Command::Stop);
+                    }
+                }
+                Flow::Web {
+                    name,
+                    servers,
+                    clients,
+                    virtual_servers,
+                    virtual_clients,
+                    sessions,
+                    pages,
+                    mean_session_gap_s,
+                    mean_think_s,
+                    mean_object_packets,
+                    shape,
+                    packet_size,
+                    max_cwnd,
+                    start_s,
+                    stop_s,
+                } => {
+                    let mon =
+                        sim.net
+                            .monitors
+                            .add(name.clone(), name.clone(), MonKind::Tcp, Vec::new());
+                    let cfg = crate::agents::web::WebConfig {
+                        server_nodes: servers.iter().map(|n| nodes[n.as_str()]).collect(),
+                        client_nodes: clients.iter().map(|n| nodes[n.as_str()]).collect(),
+                        servers: *virtual_servers,
+                        clients: *virtual_clients,
+                        sessions: *sessions,
+                        pages: *pages,
+                        mean_session_gap_s: *mean_session_gap_s,
+                        mean_think_s: *mean_think_s,
+                        mean_object_packets: *mean_object_packets,
+                        shape: *shape,
+                        packet_size: *packet_size,
+                        max_cwnd: *max_cwnd,
+                        // Above every scenario flow index; one block of 2^24 ids per flow.
+                        flow_base: 0x4000_0000u32.wrapping_add(flow << 24),
+                    };
+                    let node0 = cfg.server_nodes[0];
+                    let agent = crate::agents::web::WebBackground::new(
+                        cfg,
+                        mon,
+                        Rng::derive(seed, 0x5000 + fi as u64),
+                    );
+                    let id = sim.add_agent(node0, Box::new(agent));
+                    sim.net.schedule_command(at(*start_s), id, Command::Start);
+                    if let Some(t) = stop_s {
+                        sim.net.schedule_command(at(*t), id, Command::Stop);
                     }
                 }
                 Flow::Tcp {
@@ -1000,6 +1307,68 @@ impl Scenario {
                     let s_id = sim.add_agent(a, Box::new(snd));
                     let k_id = sim.add_agent(b, Box::new(TcpSink::new(b, mon)));
                     debug_assert_eq!(k_id, sink_id);
+                    let t0 = start_of(*start_s, *start_jitter_s);
+                    sim.net.schedule_command(t0, k_id, Command::Start);
+                    sim.net.schedule_command(t0, s_id, Command::Start);
+                    if let Some(t) = stop_s {
+                        sim.net.schedule_command(at(*t), s_id, Command::Stop);
+                    }
+                }
+                Flow::TfrcPcc {
+                    name,
+                    from,
+                    to,
+                    packet_size,
+                    pcc,
+                    start_s,
+                    start_jitter_s,
+                    stop_s,
+                } => {
+                    let (a, b) = (nodes[from.as_str()], nodes[to.as_str()]);
+                    let mon = sim.net.monitors.add(
+                        format!("{name}/receiver"),
+                        name.clone(),
+                        MonKind::Cbr,
+                        Vec::new(),
+                    );
+                    let smon = sim.net.monitors.add(
+                        format!("{name}/sender"),
+                        name.clone(),
+                        MonKind::Cbr,
+                        Vec::new(),
+                    );
+                    let s_id = sim.agents.len();
+                    let pcc_def = pcc;
+                    let pcc = pcc.as_ref().map(|p| {
+                        (
+                            p.rate_kbps * 1000.0 / 8.0,
+                            congestion::pcc::PccConfig {
+                                t: Duration::from_secs_f64(p.t_s),
+                                t_protected: Duration::from_secs_f64(p.protected_s),
+                                seed: Rng::derive(seed, 0x9cc0 + fi as u64).next_u64(),
+                                ..congestion::pcc::PccConfig::default()
+                            },
+                        )
+                    });
+                    let snd = crate::agents::tfrc_pcc::TfrcSenderAgent::new(
+                        a,
+                        Dest::Agent(b, s_id + 1),
+                        flow,
+                        *packet_size,
+                        pcc,
+                        smon,
+                    );
+                    let id = sim.add_agent(a, Box::new(snd));
+                    debug_assert_eq!(id, s_id);
+                    let ali_n = pcc_def.as_ref().map_or(8, |p| p.ali_n);
+                    let rcv = crate::agents::tfrc_pcc::TfrcReceiverAgent::new(
+                        b,
+                        (a, s_id),
+                        flow,
+                        mon,
+                        ali_n,
+                    );
+                    let k_id = sim.add_agent(b, Box::new(rcv));
                     let t0 = start_of(*start_s, *start_jitter_s);
                     sim.net.schedule_command(t0, k_id, Command::Start);
                     sim.net.schedule_command(t0, s_id, Command::Start);
@@ -1085,6 +1454,7 @@ impl Scenario {
                     Flow::Layered { receivers, .. } | Flow::Tfmcc { receivers, .. } => {
                         1 + count(receivers)
                     }
+                    Flow::Web { .. } => 1,
                     _ => 2,
                 };
             }

@@ -10,3 +10,6 @@ pub mod nca;
 pub mod probe;
 pub mod tcp;
 pub mod tfmcc;
+pub mod tfrc;
+pub mod tfrc_pcc;
+pub mod web;
