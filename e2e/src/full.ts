@@ -21,7 +21,7 @@ export const FULL_CHECKS = [
   'era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-6', 'era/AC-8', 'era/AC-10', 'era/AC-14',
   'plm/E0', 'plm/E2', 'plm/E5', 'plm/E13',
   'delay/DE1', 'delay/DE2', 'delay/DE6',
-  'tfmcc/E6', 'tfmcc/E7', 'tfmcc/E9', 'tfmcc/E10', 'tfmcc/E13', 'tfmcc/E16',
+  'tfmcc/E6', 'tfmcc/E7', 'tfmcc/E9', 'tfmcc/E10', 'tfmcc/E11', 'tfmcc/E12', 'tfmcc/E13', 'tfmcc/E14', 'tfmcc/E15', 'tfmcc/E16',
 ];
 
 /** Checks of FULL_CHECKS that the simulator's catalogue records under the same id. */
