@@ -561,8 +561,9 @@ export function tfmccDerived(sc: Scenario, recs: TfmccRecord[]): DerivedRow[] {
     if (f && ids.has('tfmcc/E11')) out.push(...clrJoinRows(sc, f, rec, 'tfmcc/E11', 3), ...clrPhaseRows(sc, f, rec, 'tfmcc/E11', 5, 0.9));
     if (f && ids.has('tfmcc/E12')) {
       out.push(...clrJoinRows(sc, f, rec, 'tfmcc/E12', 5));
-      const late = f.receivers.map((r) => rec.starts?.[r.name] ?? r.start_s).filter((t) => t >= 1);
-      if (late.length) out.push(minRateRow(rec, 'tfmcc/E12', Math.min(...late), Math.max(...f.receivers.map((r) => r.stop_s ?? sc.duration_s))));
+      // While the late joiners are there (from the first join to the last of their stops).
+      const late = f.receivers.filter((r) => (rec.starts?.[r.name] ?? r.start_s) >= 1);
+      if (late.length) out.push(minRateRow(rec, 'tfmcc/E12', Math.min(...late.map((r) => rec.starts?.[r.name] ?? r.start_s)), Math.max(...late.map((r) => r.stop_s ?? sc.duration_s))));
     }
     if (ids.has('tfmcc/E14')) {
       const [a, b] = win('tfmcc/E14', [30, sc.duration_s]);
