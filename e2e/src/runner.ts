@@ -191,6 +191,11 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
       seed,
     });
     const b = built;
+    // TCP sinks that ACK every segment (`ack_every_segment`): the route attribute `quickack`
+    // on every route of the sink's node turns Linux's delayed ACK off for its connections.
+    for (const node of new Set(sc.flows.filter((f) => f.type === 'tcp' && f.ack_every_segment).map((f) => (f as TcpFlow).to))) {
+      await nsRun(b.nodeNs.get(node)!, 'sh', ['-c', 'ip -4 route show | while read -r r; do ip route change $r quickack 1 || exit 1; done']);
+    }
     const bins = mediaBins();
     const t0 = Date.now() + 1500;
     tfmccT0 = t0;
