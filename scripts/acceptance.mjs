@@ -144,7 +144,8 @@ function readPrevious() {
   for (const line of fs.readFileSync(outFile, 'utf8').split('\n')) {
     const m = line.match(/^\| `([^`]+)` \|/);
     if (!m) continue;
-    const cells = line.split('|').slice(1, -1).map((c) => c.trim());
+    // Split on the table's pipes only: values keep theirs escaped as `\|` (esc below).
+    const cells = line.split(/(?<!\\)\|/).slice(1, -1).map((c) => c.trim());
     if (cells.length >= 7 && cells[3] !== '—') {
       prev.set(m[1], { value: cells[3], verdict: cells[4], command: cells[5].replace(/^`|`$/g, ''), at: cells[6] });
     }

@@ -38,78 +38,11 @@ fn value(d: &Decision, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {key} in {d:?}"))
 }
 
-/// AC-15 on a decision log: R_pp = min(list) or −1 with < 3 entries; target per the §1.1.13
-/// table; after the decision R_i ≤ R_T + tol and R_{i+1} ≥ R_T except at bounds; step-1
-/// drops carry their sample and end at or below it.
+/// AC-15 on a decision log (`congestion::era::check_decision_log`): R_pp = min(list) or −1
+/// with < 3 entries; target per the §1.1.13 table; after the decision R_i ≤ R_T + tol and
+/// R_{i+1} ≥ R_T except at bounds; step-1 drops carry their sample and end at or below it.
 fn check_ac15(trace_decisions: &[Decision], info: &SessionInfo) -> Result<(), String> {
-    let cum: Vec<f64> = (0..info.layers.len())
-        .map(|i| info.cumulative_rate(i))
-        .collect();
-    let rate = |n: u8| if n == 0 { 0.0 } else { cum[n as usize - 1] };
-    for d in trace_decisions {
-        match d.reason {
-            "rai" | "rai-hold" => {
-                let list: Vec<f64> = d
-                    .inputs
-                    .iter()
-                    .filter(|(k, _)| *k == "pp_sample")
-                    .map(|(_, v)| *v)
-                    .collect();
-                let r_pp = value(d, "r_pp");
-                let want_pp = if list.len() >= 3 {
-                    list.iter().copied().fold(f64::INFINITY, f64::min)
-                } else {
-                    -1.0
-                };
-                if r_pp != want_pp {
-                    return Err(format!("R_pp {r_pp} != {want_pp}: {d:?}"));
-                }
-                let plr = value(d, "plr");
-                let r_tcp = value(d, "r_tcp");
-                let target = value(d, "r_target");
-                let want_t = if plr > 0.0 {
-                    if r_pp >= 0.0 {
-                        r_tcp.min(r_pp)
-                    } else {
-                        r_tcp
-                    }
-                } else if r_pp >= 0.0 {
-                    r_pp
-                } else {
-                    -1.0 // E1: hold
-                };
-                if (target - want_t).abs() > 1e-6 * want_t.abs().max(1.0) {
-                    return Err(format!("target {target} != {want_t}: {d:?}"));
-                }
-                if d.reason == "rai-hold" {
-                    if d.from_layers != d.to_layers || !(plr == 0.0 && r_pp < 0.0) {
-                        return Err(format!("bad hold {d:?}"));
-                    }
-                    continue;
-                }
-                let n = d.to_layers;
-                let tol = 0.001 * 20_000.0;
-                if n > 1 && rate(n) > target + tol {
-                    return Err(format!("R_i {} > target {target}: {d:?}", rate(n)));
-                }
-                if (n as usize) < cum.len() && rate(n + 1) < target {
-                    return Err(format!("R_i+1 {} < target {target}: {d:?}", rate(n + 1)));
-                }
-            }
-            "pp-drop" => {
-                let s = value(d, "pp_sample");
-                if d.to_layers >= d.from_layers {
-                    return Err(format!("step-1 drop that does not drop: {d:?}"));
-                }
-                if d.to_layers > 1 && rate(d.to_layers) > s + 20.0 {
-                    return Err(format!("step-1 ends above its sample: {d:?}"));
-                }
-            }
-            "join-base" | "rai-empty" | "rai-exit" => {}
-            other => return Err(format!("unknown reason {other}")),
-        }
-    }
-    Ok(())
+    congestion::era::check_decision_log(trace_decisions, info, 3).map(|_| ())
 }
 
 /// Joins happen only at RAI decisions (or the initial base join after a SAM).

@@ -96,6 +96,8 @@ fn run(discounting: bool, rtt: f64, end: f64, loss: &LossFn) -> Run {
 /// RTT without history discounting and 0.28 with it (+10% measurement slack).
 #[test]
 fn s9_increase_bound_after_loss_stops() {
+    let mut rows = Vec::new();
+    let mut checks = Vec::new();
     for (disc, bound) in [(false, 0.14), (true, 0.28)] {
         let rtt = 0.1;
         let r = run(disc, rtt, 160.0, &|t| (t < 100.0).then_some(100));
@@ -111,6 +113,22 @@ fn s9_increase_bound_after_loss_stops() {
             max_slope = max_slope.max(gain / (dt / rtt));
         }
         eprintln!("discounting={disc}: max increase {max_slope:.3} packets/RTT per RTT");
+        rows.push(format!(
+            "{} discounting: max increase {max_slope:.3} packets/RTT per RTT (bound {bound} \
+             + 10%)",
+            if disc { "with" } else { "without" }
+        ));
+        checks.push((max_slope, bound));
+    }
+    // The recorded S9 measurement comes from the simulator catalogue
+    // (scenarios/tfrc-s9-increase-bound.yaml); this loop is its unit-level twin.
+    let msg = format!(
+        "virtual-time TFRC loop (real sender/receiver, fixed RTT 100 ms, 1% periodic loss \
+             for 100 s, then none): {}",
+        rows.join("; ")
+    );
+    eprintln!("{msg}");
+    for (max_slope, bound) in checks {
         assert!(max_slope <= bound * 1.1, "{max_slope} > {bound}");
         assert!(max_slope > 0.0, "the rate must grow once loss stops");
     }
@@ -138,8 +156,6 @@ fn s8_ali_trace() {
             .collect();
     let mean = ps.iter().sum::<f64>() / ps.len() as f64;
     let sd = (ps.iter().map(|p| (p - mean).powi(2)).sum::<f64>() / ps.len() as f64).sqrt();
-    assert!(sd / mean < 0.01, "CoV {}", sd / mean);
-    assert!((mean - 0.01).abs() < 1e-6, "{mean}");
     let before = r.fb.iter().rev().find(|e| e.0 < 60.0).unwrap().1;
     let t_half =
         r.fb.iter()
@@ -165,11 +181,32 @@ fn s8_ali_trace() {
         }
     }
     eprintln!("... after {events} loss events");
-    assert!(events <= 8, "{events} loss events before halving");
     let after: Vec<_> = r.fb.iter().filter(|e| e.0 > 90.0).collect();
-    for w in after.windows(2) {
-        let gain = (w[1].1 - w[0].1) * rtt / 1000.0;
-        assert!(gain <= 1.0, "jump of {gain} packets/RTT at {}", w[1].0);
-    }
-    assert!(after.last().unwrap().1 > before, "0.5% allows more than 1%");
+    let max_jump = after
+        .windows(2)
+        .map(|w| (w[1].1 - w[0].1) * rtt / 1000.0)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let rtts_after_step = (t_half - 60.0) / rtt;
+    let rtts_after_onset = (t_half - onset) / rtt;
+    let final_rate = after.last().map_or(0.0, |e| e.1);
+    // The recorded S8 measurement comes from the simulator catalogue
+    // (scenarios/tfrc-s8-ali-trace.yaml); this loop is its unit-level twin.
+    let msg = format!(
+            "virtual-time TFRC loop (real sender/receiver, RTT 100 ms, Fig. 3.4 time-scaled x10: \
+             1% periodic loss, 10% from 60 s, 0.5% from 90 s): p in the 1% phase {mean:.6} \
+             (CoV {:.2e}); rate halved {rtts_after_step:.1} RTTs after the step up \
+             ({rtts_after_onset:.1} after the first 10% loss) but after {events} loss events: \
+             periodic 10% loss at 6-11 packets/RTT makes an event only every 1-1.6 RTTs, while \
+             the 4-8 RTTs assume persistent congestion, one event per RTT; after the step down the largest \
+             rate rise between feedbacks {max_jump:.3} packets/RTT (bound 1); rate at 0.5% \
+             {:.0} B/s vs {before:.0} at 1%",
+            sd / mean,
+            final_rate
+        );
+    eprintln!("{msg}");
+    assert!(sd / mean < 0.01, "CoV {}", sd / mean);
+    assert!((mean - 0.01).abs() < 1e-6, "{mean}");
+    assert!(events <= 8, "{events} loss events before halving");
+    assert!(max_jump <= 1.0, "jump of {max_jump} packets/RTT");
+    assert!(final_rate > before, "0.5% allows more than 1%");
 }

@@ -139,6 +139,8 @@ export function simulatorOnly(sc: Scenario): string | null {
   for (const f of sc.flows) {
     if (f.type === 'tcp' && f.variant === 'acc-reno') return `flow ${f.name} is an ACC TCP sender (acc-reno)`;
     if (f.type === 'layered' && f.protocol.startsWith('alma')) return `flow ${f.name} uses ALMA active nodes`;
+    if (f.type === 'tfrc') return `flow ${f.name} is a TFRC flow with scripted loss`;
+    if (f.type === 'web') return `flow ${f.name} is web-like background traffic`;
   }
   return null;
 }
@@ -162,6 +164,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
   for (const n of monitorNames(sc)) {
     const f = sc.flows.find((x) => n === x.name || n.startsWith(`${x.name}/`));
     if (!f) continue; // a simulator queue probe (`queue:FROM-TO`): not measured on the testbed
+    if (f.type === 'tfrc' || f.type === 'web') continue; // simulator only (refused above)
     const m = new Monitor(n, f.name, f.type);
     if (f.type === 'layered') {
       const rates = ladderRates(f.layers);
@@ -332,7 +335,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
         const re = Math.min(r.stop_s ?? stop, stop);
         // A receiver named `crash...` (a testbed convention, the simulator ignores names) or
         // listed in opts.kill is ended by SIGKILL at its stop time: no leave report.
-        const crash = (opts.kill ?? []).includes(mname) || (r.name.startsWith('crash') && r.stop_s != null);
+        const crash = (opts.kill ?? []).includes(mname) || ((r.crash === true || r.name.startsWith('crash')) && r.stop_s != null);
         mon.start = rs;
         rec.starts![r.name] = rs;
         const dir = path.join(opts.outDir, `player-${f.name}-${r.name}`);

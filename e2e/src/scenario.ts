@@ -42,6 +42,8 @@ export interface ReceiverDef {
   start_jitter_s: number;
   stop_s?: number | null;
   protocol?: string | null;
+  /** TFMCC: the stop is a crash (SIGKILL, no leave report), as the simulator's `crash: true`. */
+  crash?: boolean;
 }
 
 interface FlowCommon {
@@ -93,7 +95,23 @@ export interface TfmccFlow extends FlowCommon {
   from: string;
   receivers: ReceiverDef[];
 }
-export type Flow = LayeredFlow | TcpFlow | CbrFlow | OnoffFlow | TfmccFlow;
+/** A unicast TFRC flow with scripted periodic loss: simulator only (no TFRC sender on the
+ *  testbed); parsed so the testbed reads every catalogue file. */
+export interface TfrcFlow extends FlowCommon {
+  type: 'tfrc';
+  from: string;
+  to: string;
+  periodic_loss: [number, number][];
+  discounting: boolean;
+}
+/** Web-like background traffic (the simulator's `agents/web.rs`, plm.md §6.3): simulator only;
+ *  parsed so the testbed reads every catalogue file. */
+export interface WebFlow extends FlowCommon {
+  type: 'web';
+  servers: string[];
+  clients: string[];
+}
+export type Flow = LayeredFlow | TcpFlow | CbrFlow | OnoffFlow | TfmccFlow | TfrcFlow | WebFlow;
 
 export interface ScheduleItem {
   at_s: number;
@@ -152,7 +170,7 @@ function only(obj: Record<string, unknown>, allowed: string[], where: string) {
 function receiverDefs(recv: Record<string, unknown>[], w: string, withProtocol: boolean): ReceiverDef[] {
   return recv.flatMap((r, j) => {
     const at = `${w}.receivers[${j}]`;
-    only(r, ['name', 'at', 'start_s', 'start_jitter_s', 'stop_s', 'count', ...(withProtocol ? ['protocol'] : [])], at);
+    only(r, ['name', 'at', 'start_s', 'start_jitter_s', 'stop_s', 'count', ...(withProtocol ? ['protocol'] : ['crash'])], at);
     const base: ReceiverDef = {
       name: str(r.name, `${at}.name`),
       at: str(r.at, `${at}.at`),
@@ -160,6 +178,7 @@ function receiverDefs(recv: Record<string, unknown>[], w: string, withProtocol: 
       start_jitter_s: num(r.start_jitter_s, 'start_jitter_s', 0),
       stop_s: r.stop_s == null ? null : num(r.stop_s, 'stop_s'),
       protocol: withProtocol && r.protocol != null ? str(r.protocol, 'protocol') : null,
+      crash: r.crash === true,
     };
     const count = num(r.count, `${at}.count`, 1);
     if (!Number.isInteger(count) || count < 1) throw bad(`${at}.count`, `must be a whole number >= 1, got ${count}`);
@@ -247,6 +266,28 @@ function parseFlow(f: Record<string, unknown>, i: number): Flow {
         from: str(f.from, `${w}.from`),
         receivers: receiverDefs(recv, w, false),
       };
+    }
+    case 'tfrc':
+      only(f, [...COMMON, 'from', 'to', 'periodic_loss', 'discounting'], w);
+      return {
+        ...common,
+        packet_size: num(f.packet_size, `${w}.packet_size`, 1000),
+        type: 'tfrc',
+        from: str(f.from, `${w}.from`),
+        to: str(f.to, `${w}.to`),
+        periodic_loss: ((f.periodic_loss as unknown[] | undefined) ?? []).map((p, j) => {
+          if (!Array.isArray(p) || p.length !== 2) throw bad(`${w}.periodic_loss[${j}]`, 'must be [t_s, k]');
+          return [num(p[0], `${w}.periodic_loss[${j}][0]`), num(p[1], `${w}.periodic_loss[${j}][1]`)] as [number, number];
+        }),
+        discounting: f.discounting == null ? true : f.discounting === true,
+      };
+    case 'web': {
+      only(f, [...COMMON, 'servers', 'clients', 'virtual_servers', 'virtual_clients', 'sessions', 'pages', 'mean_session_gap_s', 'mean_think_s', 'mean_object_packets', 'shape', 'max_cwnd'], w);
+      const list = (v: unknown, field: string) => {
+        if (!Array.isArray(v) || v.length === 0) throw bad(field, 'must be a non-empty list of nodes');
+        return v.map((x, j) => str(x, `${field}[${j}]`));
+      };
+      return { ...common, type: 'web', servers: list(f.servers, `${w}.servers`), clients: list(f.clients, `${w}.clients`) };
     }
     default:
       throw bad(`${w}.type`, `unknown flow type ${JSON.stringify(f.type)}`);
@@ -351,6 +392,10 @@ export function validate(sc: Scenario): void {
   for (const f of sc.flows) {
     if (names.has(f.name)) throw bad('flows', `duplicate name ${f.name}`);
     names.add(f.name);
+    if (f.type === 'web') {
+      for (const n of [...f.servers, ...f.clients]) node(n);
+      continue;
+    }
     node(f.from);
     if (f.type === 'layered') {
       ladderRates(f.layers);

@@ -18,11 +18,13 @@ pub mod fq;
 pub mod red;
 pub mod rem;
 pub mod rng;
+pub mod scfq;
 
 pub use droptail::DropTail;
 pub use fq::FairQueue;
 pub use red::{Red, RedParams};
 pub use rem::{Rem, RemParams};
+pub use scfq::Scfq;
 
 use congestion::Time;
 use serde::{Deserialize, Serialize};
@@ -112,6 +114,12 @@ pub enum QdiscConfig {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         quantum_bytes: Option<u32>,
     },
+    /// Self-clocked fair queueing (finish tags, byte-fair, packet by packet; `scfq.rs`).
+    Scfq {
+        /// Packets per flow (PLM: 20).
+        #[serde(default = "default_per_flow")]
+        per_flow_packets: usize,
+    },
 }
 
 fn default_per_flow() -> usize {
@@ -194,6 +202,11 @@ impl QdiscConfig {
                     return bad("fq", "limits and quantum must be positive");
                 }
             }
+            QdiscConfig::Scfq { per_flow_packets } => {
+                if *per_flow_packets == 0 {
+                    return bad("scfq", "per_flow_packets must be positive");
+                }
+            }
         }
         Ok(())
     }
@@ -239,6 +252,7 @@ pub fn build_seeded<P: Send + 'static>(
             *total_bytes,
             *quantum_bytes,
         )),
+        QdiscConfig::Scfq { per_flow_packets } => Box::new(Scfq::new(*per_flow_packets)),
     })
 }
 

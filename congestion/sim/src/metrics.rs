@@ -21,6 +21,8 @@ pub enum MonKind {
     Cbr,
     Onoff,
     Tfmcc,
+    /// A TFRC flow: the receiver's goodput and the sender's feedback log (`tfrc_log`).
+    Tfrc,
     /// A link probe (`agents::probe`): received/lost = packets the link sent/dropped.
     Queue,
 }
@@ -76,6 +78,12 @@ pub struct Monitor {
     /// TFMCC sender: time (s) of the first report from each receiver ID.
     #[serde(skip)]
     pub first_report: std::collections::BTreeMap<u32, f64>,
+    /// TFMCC sender: time (s) of the latest report from each receiver ID (S18).
+    #[serde(skip)]
+    pub last_report: std::collections::BTreeMap<u32, f64>,
+    /// TFRC sender: (time s, allowed rate X B/s, reported p, RTT s) at every feedback.
+    #[serde(skip)]
+    pub tfrc_log: Vec<(f64, f64, f64, f64)>,
     /// TFMCC receivers: when the receiver first had a measured RTT (S19).
     #[serde(skip)]
     pub first_rtt_at: Option<f64>,
@@ -122,6 +130,8 @@ impl Monitors {
             clr: Vec::new(),
             tfmcc_state: Vec::new(),
             first_report: std::collections::BTreeMap::new(),
+            last_report: std::collections::BTreeMap::new(),
+            tfrc_log: Vec::new(),
             first_rtt_at: None,
             rate_trace: Vec::new(),
             queue_sum: Vec::new(),

@@ -23,6 +23,37 @@ impl Monitor {
             .map_or(f64::NAN, |x| x.0)
     }
 
+    /// S18: seconds from receiver `rid`'s last report (sent before `crash`, when it fell
+    /// silent) until this sender's CLR is no longer `rid`, in feedback rounds
+    /// `T = b·max(R_max, (c+1)·s/X)` with the R_max and X in force as that report arrived
+    /// (the sender times the CLR out after 10 T measured then; b and c of the default
+    /// configuration, the scenario's `size`). NaN if `rid` was not the CLR at the crash or
+    /// never reported; infinite if the sender never dropped it.
+    pub fn tfmcc_clr_timeout_t(&self, rid: u32, crash: f64, size: f64) -> f64 {
+        let Some(&last) = self.last_report.get(&rid) else {
+            return f64::NAN;
+        };
+        // Reports sent before the crash may still arrive after it (one reverse trip).
+        if self.clr_at(crash) != rid || last < crash - 60.0 {
+            return f64::NAN;
+        }
+        // The sender takes T as it handles the report, before the report moves X: the state
+        // in force just before `last`.
+        let i = self.tfmcc_state.partition_point(|x| x.0 < last);
+        let Some(&(_, r_max, _, kbps)) = self.tfmcc_state.get(i.saturating_sub(1)) else {
+            return f64::NAN;
+        };
+        let t = congestion::tfmcc::TfmccConfig::default().feedback_round(
+            r_max,
+            kbps * 1000.0 / 8.0,
+            size,
+        );
+        self.clr
+            .iter()
+            .find(|c| c.0 > crash && c.1 != rid)
+            .map_or(f64::INFINITY, |c| (c.0 - last) / t)
+    }
+
     /// S22: the rate X (kbit/s) the sender set when its slow start ended.
     pub fn tfmcc_ss_exit_kbps(&self) -> f64 {
         let t = self.tfmcc_ss_exit();

@@ -67,10 +67,26 @@ pub const METRICS: &[&str] = &[
     "tfmcc_time_to_rtt_count",
     "tfmcc_rounds_with_new_rtt",
     "tfmcc_rtt_measured",
+    "tfmcc_clr_timeout_t",
+    "tfmcc_time_to_clr_rise",
+    "tfrc_p_cov",
+    "tfrc_halving_rtts",
+    "tfrc_max_rise_pkts",
+    "tfrc_max_slope",
+    "pp_samples",
+    "pp_max_rel_err",
+    "pp_fraction_near",
+    "pp_switch_fraction",
+    "layer_events",
+    "max_layer_step",
+    "max_rel_dev_kbps",
+    "time_to_level_spread",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
 pub const AGGREGATE: &[&str] = &[
+    "max_rel_dev_kbps",
+    "time_to_level_spread",
     "sum_throughput_kbps",
     "jain",
     "fairness_i",
@@ -79,6 +95,7 @@ pub const AGGREGATE: &[&str] = &[
     "retransmit_ratio",
     "final_level_spread",
     "convergence_spread",
+    "tfmcc_time_to_clr_rise",
 ];
 
 /// One measurement's outcome in one run.
@@ -134,6 +151,19 @@ pub struct RunSummary {
     pub measurements: Vec<MeasResult>,
     pub monitors: Vec<MonSummary>,
     pub links: Vec<LinkSummary>,
+}
+
+/// Packet size of the TFMCC flow `flow` (NaN if there is none).
+fn tfmcc_packet_size(sc: &Scenario, flow: &str) -> f64 {
+    sc.flows
+        .iter()
+        .find_map(|f| match f {
+            crate::scenario::Flow::Tfmcc {
+                name, packet_size, ..
+            } if name == flow => Some(f64::from(*packet_size)),
+            _ => None,
+        })
+        .unwrap_or(f64::NAN)
 }
 
 fn find<'a>(sim: &'a Sim, name: &str) -> Result<&'a Monitor, Error> {
@@ -477,10 +507,72 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
             }
             v
         }
+        // plm.md §9.A (metrics_plm): pair samples of `sim-pp-probe-N`, threshold in kbit/s.
+        "pp_samples" | "pp_max_rel_err" | "pp_fraction_near" | "pp_switch_fraction" => {
+            per(&|mon| {
+                let (a, b) = window(mon);
+                let s = crate::metrics_plm::pp_samples_kbps(mon, a, b);
+                let th = m.threshold.unwrap_or(f64::NAN);
+                match m.metric.as_str() {
+                    "pp_samples" => s.len() as f64,
+                    "pp_max_rel_err" => crate::metrics_plm::max_rel_err(&s, th),
+                    "pp_fraction_near" => crate::metrics_plm::fraction_near(&s, th),
+                    _ => crate::metrics_plm::switch_fraction(&s),
+                }
+            })
+        }
+        "layer_events" => per(&|mon| {
+            let (a, b) = window(mon);
+            crate::metrics_plm::layer_events_in(mon, a, b) as f64
+        }),
+        "max_layer_step" => per(&|mon| {
+            let (a, b) = window(mon);
+            crate::metrics_plm::max_layer_step(mon, a, b) as f64
+        }),
         "tfmcc_mean_round_s" => per(&|mon| {
             let (a, b) = window(mon);
             mon.tfmcc_mean_round_s(a, b)
         }),
+        "tfrc_p_cov" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.tfrc_p_cov(a, b)
+        }),
+        "tfrc_halving_rtts" => per(&|mon| mon.tfrc_halving_rtts(after(mon))),
+        "tfrc_max_rise_pkts" | "tfrc_max_slope" => per(&|mon| {
+            let (a, b) = window(mon);
+            let size = sc
+                .flows
+                .iter()
+                .find_map(|f| match f {
+                    crate::scenario::Flow::Tfrc {
+                        name, packet_size, ..
+                    } if *name == mon.flow => Some(f64::from(*packet_size)),
+                    _ => None,
+                })
+                .unwrap_or(f64::NAN);
+            if m.metric == "tfrc_max_slope" {
+                mon.tfrc_max_slope(a, b, size)
+            } else {
+                mon.tfrc_max_rise_pkts(a, b, size)
+            }
+        }),
+        "tfmcc_clr_timeout_t" => {
+            // Of receivers (S18): from the receiver's last report before `after_s` (its crash)
+            // to the sender dropping it as CLR, in feedback rounds T at that report.
+            let mut v = Vec::new();
+            for mon in &mons {
+                let snd = find(sim, &format!("{}/sender", mon.flow))?;
+                let rid = mon.rid.ok_or_else(|| {
+                    Error::Scenario(format!("{}: {} needs TFMCC receivers", m.id, m.metric))
+                })?;
+                let size = tfmcc_packet_size(sc, &mon.flow);
+                v.push((
+                    mon.name.clone(),
+                    snd.tfmcc_clr_timeout_t(rid, after(mon), size),
+                ));
+            }
+            v
+        }
         _ => Vec::new(),
     };
     let (value, pass) = if !AGGREGATE.contains(&m.metric.as_str()) {
@@ -511,6 +603,21 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                     - x.iter().copied().fold(f64::MAX, f64::min)
             }
             "jain" => jain(&x),
+            "max_rel_dev_kbps" => crate::metrics_plm::max_rel_dev_from_mean(&x),
+            "time_to_level_spread" => {
+                let c: Vec<f64> = mons
+                    .iter()
+                    .map(|mon| {
+                        mon.time_until(after(mon), end, |k, r| {
+                            m.min_layers.is_none_or(|x| k >= x)
+                                && m.max_layers.is_none_or(|x| k <= x)
+                                && m.min_kbps.is_none_or(|x| r >= x)
+                                && m.max_kbps.is_none_or(|x| r <= x)
+                        })
+                    })
+                    .collect();
+                spread(&c)
+            }
             "fairness_i" => min_max_ratio(&x),
             "final_level_spread" => {
                 let l: Vec<f64> = mons
@@ -525,6 +632,23 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                     .map(|mon| mon.convergence_time(after(mon), end, m.hold_s.unwrap_or(5.0)))
                     .collect();
                 spread(&c)
+            }
+            "tfmcc_time_to_clr_rise" => {
+                // S20: receiver i of `of` has its RTT step at windows[i][0]; its time to become
+                // CLR (until windows[i][1]) must not grow from one step to the next: the
+                // largest increase between consecutive steps (negative when they all fall).
+                let mut times = Vec::new();
+                for (mon, w) in mons.iter().zip(&m.windows) {
+                    let snd = find(sim, &format!("{}/sender", mon.flow))?;
+                    let rid = mon.rid.ok_or_else(|| {
+                        Error::Scenario(format!("{}: {} needs TFMCC receivers", m.id, m.metric))
+                    })?;
+                    times.push(snd.time_to_clr(rid, w[0], w[1]));
+                }
+                times
+                    .windows(2)
+                    .map(|p| p[1] - p[0])
+                    .fold(f64::NEG_INFINITY, f64::max)
             }
             "tcp_friendliness" => {
                 let vs = sc.expand(&m.versus)?;

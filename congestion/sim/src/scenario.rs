@@ -8,6 +8,7 @@ use crate::agents::local_controllers::local_controller;
 use crate::agents::probe::QueueProbe;
 use crate::agents::tcp::{TcpSender, TcpSink, Variant};
 use crate::agents::tfmcc::{TfmccReceiverAgent, TfmccSenderAgent};
+use crate::agents::tfrc::{TfrcReceiverAgent, TfrcSenderAgent};
 use crate::engine::{Command, Dest, LinkChange, LinkSpec, MulticastTiming, Sim};
 use crate::metrics::MonKind;
 use crate::Error;
@@ -173,6 +174,9 @@ pub struct ReceiverDef {
     pub start_jitter_s: f64,
     #[serde(default)]
     pub stop_s: Option<f64>,
+    /// TFMCC: the stop at `stop_s` is a crash (no leave report), not an explicit leave.
+    #[serde(default)]
+    pub crash: bool,
     /// Overrides the session's protocol for this receiver.
     #[serde(default)]
     pub protocol: Option<String>,
@@ -272,6 +276,57 @@ pub enum Flow {
         stop_s: Option<f64>,
         receivers: Vec<ReceiverDef>,
     },
+    /// A unicast TFRC flow (RFC 5348) with an optional scripted periodic loss.
+    Tfrc {
+        name: String,
+        from: String,
+        to: String,
+        #[serde(default = "d_tfmcc_size")]
+        packet_size: u32,
+        /// `[[t_s, k], ...]`: from t_s on the sender drops every k-th packet (0 = none).
+        #[serde(default)]
+        periodic_loss: Vec<(f64, u64)>,
+        /// Loss-history discounting at the receiver (RFC 5348 §5.5).
+        #[serde(default = "yes")]
+        discounting: bool,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        start_jitter_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+    },
+    /// Web-like background (`agents::web`, plm.md §6.3): HTTP/1.0 page fetches over TCP
+    /// Reno from `virtual_servers` servers (spread over the `servers` nodes) to
+    /// `virtual_clients` clients (over the `clients` nodes); one monitor for all its goodput.
+    Web {
+        name: String,
+        servers: Vec<String>,
+        clients: Vec<String>,
+        #[serde(default = "d_web_servers")]
+        virtual_servers: u32,
+        #[serde(default = "d_web_clients")]
+        virtual_clients: u32,
+        sessions: u32,
+        #[serde(default = "d_web_pages")]
+        pages: u32,
+        #[serde(default = "one")]
+        mean_session_gap_s: f64,
+        #[serde(default = "d_web_think")]
+        mean_think_s: f64,
+        #[serde(default = "d_web_object")]
+        mean_object_packets: f64,
+        #[serde(default = "d_web_shape")]
+        shape: f64,
+        #[serde(default = "d_web_size")]
+        packet_size: u32,
+        #[serde(default = "d_cwnd")]
+        max_cwnd: u32,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+    },
     /// Pareto on/off datagrams (rate while on).
     Onoff {
         name: String,
@@ -311,6 +366,27 @@ fn d_cwnd() -> u32 {
 fn d_shape() -> f64 {
     1.5
 }
+fn d_web_servers() -> u32 {
+    40
+}
+fn d_web_clients() -> u32 {
+    420
+}
+fn d_web_pages() -> u32 {
+    300
+}
+fn d_web_think() -> f64 {
+    15.0
+}
+fn d_web_object() -> f64 {
+    12.0
+}
+fn d_web_shape() -> f64 {
+    1.2
+}
+fn d_web_size() -> u32 {
+    1000
+}
 
 impl Flow {
     /// The flow's name.
@@ -320,6 +396,8 @@ impl Flow {
             | Flow::Tcp { name, .. }
             | Flow::Cbr { name, .. }
             | Flow::Tfmcc { name, .. }
+            | Flow::Tfrc { name, .. }
+            | Flow::Web { name, .. }
             | Flow::Onoff { name, .. } => name,
         }
     }
@@ -605,6 +683,57 @@ impl Scenario {
                         rn.push(&r.name);
                     }
                 }
+                Flow::Tfrc {
+                    from,
+                    to,
+                    packet_size,
+                    periodic_loss,
+                    ..
+                } => {
+                    node(from)?;
+                    node(to)?;
+                    if *packet_size == 0 {
+                        return Err(invalid("packet_size", "must be positive"));
+                    }
+                    if periodic_loss.windows(2).any(|w| w[1].0 < w[0].0) {
+                        return Err(invalid("periodic_loss", "times must not decrease"));
+                    }
+                }
+                Flow::Web {
+                    servers,
+                    clients,
+                    virtual_servers,
+                    virtual_clients,
+                    sessions,
+                    mean_session_gap_s,
+                    mean_think_s,
+                    mean_object_packets,
+                    shape,
+                    packet_size,
+                    ..
+                } => {
+                    for n in servers.iter().chain(clients) {
+                        node(n)?;
+                    }
+                    let ok = !servers.is_empty()
+                        && !clients.is_empty()
+                        && *virtual_servers > 0
+                        && *virtual_clients > 0
+                        && u64::from(*virtual_servers) * u64::from(*virtual_clients) < 1 << 24
+                        && *sessions > 0
+                        && *mean_session_gap_s > 0.0
+                        && *mean_think_s > 0.0
+                        && *mean_object_packets > 0.0
+                        && *shape > 1.0
+                        && *packet_size > 0;
+                    if !ok {
+                        return Err(invalid(
+                            "web",
+                            "server and client nodes, positive counts and means, shape > 1, \
+                             virtual_servers x virtual_clients < 2^24",
+                        ));
+                    }
+                }
                 Flow::Tcp {
                     from,
                     to,
@@ -682,6 +811,14 @@ impl Scenario {
                 && m.windows.len() < 2
             {
                 return Err(invalid(&m.metric, "needs at least two windows"));
+            }
+            if m.metric == "tfmcc_time_to_clr_rise"
+                && (m.windows.len() < 2 || m.windows.len() != self.expand(&m.of)?.len())
+            {
+                return Err(invalid(
+                    &m.metric,
+                    "needs one window per receiver, at least two",
+                ));
             }
             if m.metric == "tcp_friendliness" && m.versus.is_empty() {
                 return Err(invalid("tcp_friendliness", "needs versus"));
@@ -952,13 +1089,108 @@ impl Scenario {
                             (src, s_id),
                             flow,
                             mon,
-                        );
+                        )
+                        .crash_on_stop(r.crash);
                         let id = sim.add_agent(rn, Box::new(agent));
                         let t = start_of(r.start_s, r.start_jitter_s).max(t0);
                         sim.net.schedule_command(t, id, Command::Start);
                         if let Some(t) = r.stop_s {
                             sim.net.schedule_command(at(t), id, Command::Stop);
                         }
+                    }
+                }
+                Flow::Tfrc {
+                    name,
+                    from,
+                    to,
+                    packet_size,
+                    periodic_loss,
+                    discounting,
+                    start_s,
+                    start_jitter_s,
+                    stop_s,
+                } => {
+                    let (a, b) = (nodes[from.as_str()], nodes[to.as_str()]);
+                    let mon =
+                        sim.net
+                            .monitors
+                            .add(name.clone(), name.clone(), MonKind::Tfrc, Vec::new());
+                    let s_id = sim.agents.len();
+                    let r_id = s_id + 1;
+                    let snd = TfrcSenderAgent::new(
+                        a,
+                        flow,
+                        (b, r_id),
+                        *packet_size,
+                        mon,
+                        periodic_loss.clone(),
+                    );
+                    let s_got = sim.add_agent(a, Box::new(snd));
+                    let r_got = sim.add_agent(
+                        b,
+                        Box::new(TfrcReceiverAgent::new(
+                            b,
+                            flow,
+                            (a, s_id),
+                            mon,
+                            *discounting,
+                        )),
+                    );
+                    debug_assert_eq!((s_got, r_got), (s_id, r_id));
+                    let t0 = start_of(*start_s, *start_jitter_s);
+                    sim.net.schedule_command(t0, r_id, Command::Start);
+                    sim.net.schedule_command(t0, s_id, Command::Start);
+                    if let Some(t) = stop_s {
+                        sim.net.schedule_command(at(*t), s_id, Command::Stop);
+                    }
+                }
+                Flow::Web {
+                    name,
+                    servers,
+                    clients,
+                    virtual_servers,
+                    virtual_clients,
+                    sessions,
+                    pages,
+                    mean_session_gap_s,
+                    mean_think_s,
+                    mean_object_packets,
+                    shape,
+                    packet_size,
+                    max_cwnd,
+                    start_s,
+                    stop_s,
+                } => {
+                    let mon =
+                        sim.net
+                            .monitors
+                            .add(name.clone(), name.clone(), MonKind::Tcp, Vec::new());
+                    let cfg = crate::agents::web::WebConfig {
+                        server_nodes: servers.iter().map(|n| nodes[n.as_str()]).collect(),
+                        client_nodes: clients.iter().map(|n| nodes[n.as_str()]).collect(),
+                        servers: *virtual_servers,
+                        clients: *virtual_clients,
+                        sessions: *sessions,
+                        pages: *pages,
+                        mean_session_gap_s: *mean_session_gap_s,
+                        mean_think_s: *mean_think_s,
+                        mean_object_packets: *mean_object_packets,
+                        shape: *shape,
+                        packet_size: *packet_size,
+                        max_cwnd: *max_cwnd,
+                        // Above every scenario flow index; one block of 2^24 ids per flow.
+                        flow_base: 0x4000_0000u32.wrapping_add(flow << 24),
+                    };
+                    let node0 = cfg.server_nodes[0];
+                    let agent = crate::agents::web::WebBackground::new(
+                        cfg,
+                        mon,
+                        Rng::derive(seed, 0x5000 + fi as u64),
+                    );
+                    let id = sim.add_agent(node0, Box::new(agent));
+                    sim.net.schedule_command(at(*start_s), id, Command::Start);
+                    if let Some(t) = stop_s {
+                        sim.net.schedule_command(at(*t), id, Command::Stop);
                     }
                 }
                 Flow::Tcp {
@@ -1085,6 +1317,7 @@ impl Scenario {
                     Flow::Layered { receivers, .. } | Flow::Tfmcc { receivers, .. } => {
                         1 + count(receivers)
                     }
+                    Flow::Web { .. } => 1,
                     _ => 2,
                 };
             }

@@ -94,7 +94,6 @@ mod tests {
             .map(|_| feedback_delay(1.0, 1e4, rng.unit_open0(), None))
             .collect();
         let zeros = ts.iter().filter(|&&t| t == 0.0).count() as f64 / n as f64;
-        assert!((zeros - 1e-4).abs() <= 3e-5, "P(t=0) = {zeros}");
         ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
         let mut d: f64 = 0.0;
         for (i, &t) in ts.iter().enumerate() {
@@ -105,8 +104,21 @@ mod tests {
             d = d.max((f - lo).abs()).max((hi - f).abs());
         }
         // Critical value at alpha = 0.01: 1.628 / sqrt(n).
-        assert!(d < 1.628 / (n as f64).sqrt(), "KS D = {d}");
-        assert!(ts.iter().all(|&t| (0.0..=1.0).contains(&t)));
+        let crit = 1.628 / (n as f64).sqrt();
+        let in_range = ts.iter().all(|&t| (0.0..=1.0).contains(&t));
+        testkit::record(
+            "tfmcc/U9",
+            &format!(
+                "10^6 draws, N = 10^4, T = 1: P(t=0) = {zeros:.2e} (want 1e-4 ± 3e-5); \
+                 KS D = {d:.2e} < {crit:.2e} (alpha 0.01) against F(t) = N^(t/T-1); \
+                 all draws in [0, T]: {in_range}"
+            ),
+            Some((zeros - 1e-4).abs() <= 3e-5 && d < crit && in_range),
+            "cargo test --release -p layercast-congestion --lib u9_exponential_timer_distribution",
+        );
+        assert!((zeros - 1e-4).abs() <= 3e-5, "P(t=0) = {zeros}");
+        assert!(d < crit, "KS D = {d}");
+        assert!(in_range);
     }
 
     fn inputs(r_calc: f64, r0: f64, x_supp: f64) -> CancelInputs {
@@ -136,28 +148,56 @@ mod tests {
             (95.0, 85.0, 100.0, true),
             (200.0, 50.0, 100.0, true),
         ];
-        for (rc, r0, xs, want) in rows {
-            assert_eq!(
-                cancel_feedback(&inputs(rc, r0, xs), q),
-                want,
-                "{rc} {r0} {xs}"
-            );
-        }
+        let mut cases: Vec<(String, bool, bool)> = rows
+            .iter()
+            .map(|&(rc, r0, xs, want)| {
+                (
+                    format!("R_calc {rc}, R0 {r0}, X_supp {xs}"),
+                    cancel_feedback(&inputs(rc, r0, xs), q),
+                    want,
+                )
+            })
+            .collect();
         // RTT above R_max: never cancelled.
         let mut i = inputs(500.0, 500.0, 100.0);
         i.rtt = 0.3;
-        assert!(!cancel_feedback(&i, q));
+        cases.push(("rtt > max_RTT".into(), cancel_feedback(&i, q), false));
         // Slow start: a loss-seeing receiver ignores suppression from loss-free reports...
         let mut i = inputs(500.0, 500.0, 100.0);
         i.slow_start = true;
         i.supp_from_loss = false;
-        assert!(!cancel_feedback(&i, q));
+        cases.push((
+            "slow start, loss, X_supp not from loss".into(),
+            cancel_feedback(&i, q),
+            false,
+        ));
         // ...but not from a loss report, and a loss-free receiver is cancelled by either.
         i.supp_from_loss = true;
-        assert!(cancel_feedback(&i, q));
+        cases.push((
+            "slow start, loss, X_supp from loss".into(),
+            cancel_feedback(&i, q),
+            true,
+        ));
         i.supp_from_loss = false;
         i.have_loss = false;
-        assert!(cancel_feedback(&i, q));
+        cases.push((
+            "slow start, no loss, X_supp not from loss".into(),
+            cancel_feedback(&i, q),
+            true,
+        ));
+        let wrong: Vec<&String> = cases.iter().filter(|c| c.1 != c.2).map(|c| &c.0).collect();
+        testkit::record(
+            "tfmcc/U10",
+            &format!(
+                "{} of {} truth-table rows as specified (q = 0.1: cancel iff max(R_calc, R0) > \
+                 0.9 X_supp; rtt > max_RTT never cancelled; slow-start loss rule); wrong: {wrong:?}",
+                cases.len() - wrong.len(),
+                cases.len()
+            ),
+            Some(wrong.is_empty()),
+            "cargo test --release -p layercast-congestion --lib u10_cancellation_truth_table",
+        );
+        assert!(wrong.is_empty(), "{wrong:?}");
     }
 
     #[test]

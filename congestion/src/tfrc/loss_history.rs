@@ -576,7 +576,7 @@ mod tests {
         a
     }
 
-    /// U3: weights and the §1.4 test vectors.
+    /// The inline weights equal the computed ones bit for bit.
     #[test]
     fn inline_weights_equal_computed_bit_for_bit() {
         for n in 2..=20 {
@@ -606,11 +606,38 @@ mod tests {
         assert!(m > 40.0 && m < 150.0, "{m}");
     }
 
+    /// U3: weights and the §1.4 test vectors.
     #[test]
     fn u3_weights_and_vectors() {
-        assert_eq!(ali_weights(8), vec![1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2]);
         let h = [100.0; 8];
         let m = |open, d| ali_with(&h, open, d).mean().unwrap();
+        let got = [
+            m(50.0, true),
+            m(300.0, false),
+            m(300.0, true),
+            m(1000.0, false),
+            m(1000.0, true),
+        ];
+        let want = [100.0, 400.0 / 3.0, 1900.0 / 13.0, 250.0, 2500.0 / 7.0];
+        let worst = got
+            .iter()
+            .zip(want)
+            .map(|(g, w)| (g - w).abs())
+            .fold(0.0f64, f64::max);
+        let w8 = ali_weights(8);
+        let weights_ok = w8 == vec![1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2];
+        testkit::record(
+            "tfmcc/U3",
+            &format!(
+                "weights {w8:?}; vectors {:.4} / {:.4} / {:.4} / {:.4} / {:.4} \
+                 (spec 100 / 133.3 / 146.2 / 250 / 357.1; max error {worst:.1e})",
+                got[0], got[1], got[2], got[3], got[4]
+            ),
+            Some(weights_ok && worst < 1e-9),
+            "cargo test --release -p layercast-congestion --lib u3_weights_and_vectors",
+        );
+        assert_eq!(ali_weights(8), vec![1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2]);
+        assert!(worst < 1e-9, "{got:?}");
         assert!((m(50.0, true) - 100.0).abs() < 1e-9);
         assert!((m(300.0, false) - 133.333).abs() < 1e-3);
         assert!(
@@ -644,6 +671,21 @@ mod tests {
         let d = a.discount();
         a.close(5000.0);
         let h: Vec<f64> = a.closed().map(|e| e.1).collect();
+        let rose = h[1..].iter().zip(g.iter()).filter(|(n, o)| n > o).count();
+        let moved = h[1..]
+            .iter()
+            .zip(g.iter())
+            .all(|(&new, &old)| (new - old * d).abs() < 1e-12);
+        testkit::record(
+            "tfmcc/U6",
+            &format!(
+                "factors after a long interval {f:?}; after a short one {g:?} (shifted with \
+                 their intervals, none rose); after a second long one (discount {d:.4}) {h:?}: \
+                 {rose} rose, each = old x {d:.4}: {moved}"
+            ),
+            Some(rose == 0 && moved && f[0] == 1.0 && g[0..2] == [1.0, 1.0]),
+            "cargo test --release -p layercast-congestion --lib u6_discount_factors_stick",
+        );
         for (i, (&new, &old)) in h[1..].iter().zip(g.iter()).enumerate() {
             assert!(new <= old, "factor {i} rose: {old} -> {new}");
             assert!((new - old * d).abs() < 1e-12);
@@ -692,10 +734,32 @@ mod tests {
                 after.push(h.loss_event_rate());
             }
         }
+        let max_dev = after
+            .iter()
+            .map(|p| (p - 0.01).abs())
+            .fold(0.0f64, f64::max);
+        // Zero variance: every value after the 9th event is the same number, bit for bit.
+        let mut distinct: Vec<u64> = after.iter().map(|p| p.to_bits()).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let mean = after.first().copied().unwrap_or(f64::NAN);
+        testkit::record(
+            "tfmcc/U4",
+            &format!(
+                "1 loss per 100 packets, 5000 packets: after the 9th loss event p = {mean:.10} \
+                 over {} packets, max |p - 0.01| = {max_dev:.1e}, {} distinct value(s), i.e. \
+                 zero variance (seeded with 7 packets, pushed out)",
+                after.len(),
+                distinct.len()
+            ),
+            Some(!after.is_empty() && max_dev < 1e-9 && distinct.len() == 1),
+            "cargo test --release -p layercast-congestion --lib u4_periodic_loss",
+        );
         assert!(!after.is_empty());
         for p in &after {
             assert!((p - 0.01).abs() < 1e-9, "{p}");
         }
+        assert_eq!(distinct.len(), 1);
         // The loss at 4999 has no later packets yet, so 49 are known.
         assert_eq!(h.counters().1, 49);
     }
@@ -716,9 +780,21 @@ mod tests {
             }
         }
         // 61 is 51 ms after 10 -> new event; 200 -> new event.
+        let closed: Vec<f64> = h.intervals().closed().map(|e| e.0).collect();
+        testkit::record(
+            "tfmcc/U5",
+            &format!(
+                "RTT 50 ms, 1 packet/ms, lost 10,11,12,20,40 (within 1 RTT of 10), 61 (51 ms \
+                 after 10), 200: {} losses -> {} loss events (want 7 -> 3); closed intervals \
+                 {closed:?}",
+                h.counters().1,
+                h.counters().2
+            ),
+            Some(h.counters().2 == 3 && h.counters().1 == 7 && closed == [139.0, 51.0, 100.0]),
+            "cargo test --release -p layercast-congestion --lib u5_loss_event_aggregation",
+        );
         assert_eq!(h.counters().2, 3);
         assert_eq!(h.counters().1, 7);
-        let closed: Vec<f64> = h.intervals().closed().map(|e| e.0).collect();
         assert_eq!(closed, vec![139.0, 51.0, 100.0]);
     }
 

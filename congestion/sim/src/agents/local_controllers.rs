@@ -68,6 +68,15 @@ pub fn local_controller(name: &str) -> Option<Box<dyn LayeredController>> {
             },
         )));
     }
+    // Holds N layers and logs every bunch sample as a decision (plm.md S0/S0b: the PLM
+    // estimator's input, checked without PLM's join/drop rules moving the subscription).
+    if let Some(n) = name.strip_prefix("sim-pp-probe-") {
+        let n: u8 = n.parse().ok()?;
+        return Some(Box::new(PpProbe {
+            target: n,
+            ..PpProbe::default()
+        }));
+    }
     let n: u8 = name.strip_prefix("sim-fixed-")?.parse().ok()?;
     Some(Box::new(Fixed {
         target: n,
@@ -199,6 +208,65 @@ impl LayeredController for Aimd {
         Stats {
             protocol: "sim-aimd",
             layers: self.layers,
+            ..Stats::default()
+        }
+    }
+    fn layers(&self) -> u8 {
+        self.layers
+    }
+}
+
+/// `sim-pp-probe-N`: joins layers 0..N at the first announcement, holds them, and logs each
+/// completed bunch sample (`congestion::estimators::bunch::BunchSampler`, the estimator PLM
+/// and ERA use) as a `pp-sample` decision with input `rate_bps` (`metrics_plm`).
+#[derive(Default)]
+struct PpProbe {
+    target: u8,
+    layers: u8,
+    sampler: congestion::estimators::bunch::BunchSampler,
+    actions: VecDeque<Action>,
+    decisions: VecDeque<Decision>,
+    received: u64,
+}
+
+impl LayeredController for PpProbe {
+    fn name(&self) -> &'static str {
+        "sim-pp-probe"
+    }
+    fn handle_announcement(&mut self, _now: Time, info: &SessionInfo) {
+        let top = self.target.min(info.layer_count() as u8);
+        while self.layers < top {
+            self.actions.push_back(Action::Join(self.layers));
+            self.layers += 1;
+        }
+    }
+    fn handle_packet(&mut self, now: Time, pkt: &PacketArrival) {
+        self.received += 1;
+        if let Some(s) = self.sampler.on_packet(pkt) {
+            self.decisions.push_back(Decision {
+                at: now,
+                from_layers: self.layers,
+                to_layers: self.layers,
+                reason: crate::metrics_plm::PP_SAMPLE,
+                inputs: vec![("rate_bps", s.rate_bps), ("layer", f64::from(s.layer))],
+            });
+        }
+    }
+    fn handle_timeout(&mut self, _now: Time) {}
+    fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+    fn poll_timeout(&self) -> Option<(Time, TimerReason)> {
+        None
+    }
+    fn poll_decision(&mut self) -> Option<Decision> {
+        self.decisions.pop_front()
+    }
+    fn stats(&self) -> Stats {
+        Stats {
+            protocol: "sim-pp-probe",
+            layers: self.layers,
+            packets_received: self.received,
             ..Stats::default()
         }
     }

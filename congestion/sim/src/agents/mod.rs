@@ -10,3 +10,5 @@ pub mod nca;
 pub mod probe;
 pub mod tcp;
 pub mod tfmcc;
+pub mod tfrc;
+pub mod web;

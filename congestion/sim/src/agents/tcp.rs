@@ -61,6 +61,10 @@ pub struct TcpSender {
     acc_recover: u64,
     /// Router notifications adopted.
     pub acc_notifications: u64,
+    /// Finite transfers (`agents::web`): no segment at or beyond this is sent (None = bulk).
+    limit: Option<u64>,
+    /// Added to the RTO timer tokens, so several senders can live inside one agent.
+    token_base: u64,
 }
 
 impl TcpSender {
@@ -101,7 +105,43 @@ impl TcpSender {
             acc_epoch: 0,
             acc_recover: 0,
             acc_notifications: 0,
+            limit: None,
+            token_base: 0,
         }
+    }
+
+    /// A sender of finite objects (`agents::web`): nothing to send until
+    /// [`TcpSender::push_object`]; RTO timers carry `token_base + epoch`.
+    pub fn for_objects(mut self, token_base: u64) -> Self {
+        self.limit = Some(0);
+        self.token_base = token_base;
+        self.running = true;
+        self
+    }
+
+    /// Queues `segments` more for sending. If the sender was idle, this is a new HTTP/1.0
+    /// connection: slow start from one segment with the initial RTO of 1 s (RFC 6298) and
+    /// no RTT history.
+    pub fn push_object(&mut self, net: &mut Net, me: AgentId, segments: u64) {
+        let l = self.limit.get_or_insert(0);
+        let idle = self.snd_una >= *l;
+        *l += segments;
+        if idle {
+            self.cwnd = 1.0;
+            self.ssthresh = self.max_cwnd.max(2.0);
+            self.srtt = None;
+            self.rttvar = 0.0;
+            self.rto = 1.0;
+            self.in_recovery = false;
+            self.dupacks = 0;
+            self.recover = self.snd_una;
+        }
+        self.send_allowed(net, me);
+    }
+
+    /// Segments acknowledged so far (the next one the receiver expects).
+    pub fn acked(&self) -> u64 {
+        self.snd_una
     }
 
     /// Makes this an ACC TCP sender (`active-networks.md` §1.4, `agents::acc`).
@@ -174,7 +214,7 @@ impl TcpSender {
     fn arm_rto(&mut self, net: &mut Net, me: AgentId) {
         self.timer_epoch += 1;
         let at = net.now() + std::time::Duration::from_secs_f64(self.rto);
-        net.set_timer(me, at, self.timer_epoch);
+        net.set_timer(me, at, self.token_base + self.timer_epoch);
     }
 
     fn flight(&self) -> f64 {
@@ -184,7 +224,7 @@ impl TcpSender {
     fn send_allowed(&mut self, net: &mut Net, me: AgentId) {
         let wnd = self.cwnd.min(self.max_cwnd).floor().max(1.0) as u64;
         let was_idle = self.snd_nxt == self.snd_una;
-        while self.snd_nxt < self.snd_una + wnd {
+        while self.snd_nxt < self.snd_una + wnd && self.limit.is_none_or(|l| self.snd_nxt < l) {
             let s = self.snd_nxt;
             self.send_seg(net, me, s);
             self.snd_nxt += 1;
@@ -311,7 +351,7 @@ impl Agent for TcpSender {
     }
 
     fn on_timer(&mut self, net: &mut Net, me: AgentId, token: u64) {
-        if self.running && token == self.timer_epoch {
+        if self.running && token == self.token_base + self.timer_epoch {
             self.on_rto(net, me);
         }
     }

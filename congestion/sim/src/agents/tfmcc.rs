@@ -139,11 +139,10 @@ impl Agent for TfmccSenderAgent {
                 .get(idx as usize)
                 .and_then(|b| congestion::wire::tfmcc::TfmccReport::parse(b).ok())
             {
-                // First report per receiver (S29 counts rounds from it).
-                net.monitors.list[self.mon]
-                    .first_report
-                    .entry(rep.rid)
-                    .or_insert(now.as_secs_f64());
+                // First report per receiver (S29 counts rounds from it), and the latest (S18).
+                let m = &mut net.monitors.list[self.mon];
+                m.first_report.entry(rep.rid).or_insert(now.as_secs_f64());
+                m.last_report.insert(rep.rid, now.as_secs_f64());
             }
             self.log_rounds(net);
             self.rearm(net, me);
@@ -218,6 +217,8 @@ pub struct TfmccReceiverAgent {
     mon: MonId,
     /// Shared by the session's receivers (used once, at start).
     info: Arc<SessionInfo>,
+    /// Stop is a crash: the receiver falls silent without a leave report (S18).
+    crash: bool,
 }
 
 impl TfmccReceiverAgent {
@@ -249,7 +250,14 @@ impl TfmccReceiverAgent {
             running: false,
             acc: None,
             rtt_logged: false,
+            crash: false,
         }
+    }
+
+    /// Makes the scheduled stop a crash (no leave report; spec S18, testbed E13 `kill -9`).
+    pub fn crash_on_stop(mut self, crash: bool) -> Self {
+        self.crash = crash;
+        self
     }
 
     /// Bytes from the start of the agent that a data packet touches.
@@ -332,8 +340,9 @@ impl Agent for TfmccReceiverAgent {
             }
             Command::Stop => {
                 // An explicit leave (RFC 4654 §4.5: a report with the leave flag), so the
-                // sender can drop a leaving CLR at once; then the group leave.
-                if self.running {
+                // sender can drop a leaving CLR at once; then the group leave. A crash says
+                // nothing (the kernel of a killed process still drops the membership).
+                if self.running && !self.crash {
                     self.ctl.leave(net.now());
                     self.drain(net, me);
                 }
