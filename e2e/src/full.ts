@@ -14,6 +14,8 @@ import { loadScenario, type Scenario } from './scenario.js';
 import { runScenario, type RunResult } from './runner.js';
 import { measureLeaveLatency } from './leave.js';
 import { recordAcceptance } from './acceptance.js';
+import { checkHook, plmDelayDerived } from './plm-delay-checks.js';
+import type { DerivedRow } from './tfmcc.js';
 
 /** The checks the full set must report (issue 7): ERA §5, PLM §9.B with FQ and the FIFO
  *  comparison, the delay-based scheme's §10.B. */
@@ -21,6 +23,9 @@ export const FULL_CHECKS = [
   'era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-6', 'era/AC-8', 'era/AC-10', 'era/AC-14',
   'plm/E0', 'plm/E2', 'plm/E5', 'plm/E13',
   'delay/DE1', 'delay/DE2', 'delay/DE6',
+  // Derived in src/plm-delay-checks.ts (captures, emulator rules, player decisions).
+  'era/AC-13', 'plm/E1', 'plm/E3', 'plm/E4', 'plm/E6', 'plm/E7', 'plm/E10', 'plm/E11', 'plm/E12',
+  'delay/DE0', 'delay/DE3', 'delay/DE4', 'delay/DE5', 'delay/DE7', 'delay/DE8',
   'tfmcc/E6', 'tfmcc/E7', 'tfmcc/E9', 'tfmcc/E10', 'tfmcc/E11', 'tfmcc/E12', 'tfmcc/E13', 'tfmcc/E14', 'tfmcc/E15', 'tfmcc/E16',
 ];
 
@@ -112,6 +117,11 @@ export function derivedRows(sc: Scenario, r: RunResult): Row[] {
   return out;
 }
 
+/** A row derived outside the scenario metrics (src/tfmcc.ts, src/plm-delay-checks.ts). */
+export function derivedRow(sc: Scenario, d: DerivedRow): Row {
+  return { check: d.check, scenario: sc.name, measurement: d.measurement, value: d.text, band: band(d.min, d.max), verdict: d.pass === null ? 'info' : d.pass ? 'pass' : 'FAIL', note: '' };
+}
+
 /** One aligned text table. */
 export function summaryTable(rows: Row[]): string {
   const head = ['check', 'scenario', 'measurement', 'value', 'band', 'verdict'];
@@ -155,8 +165,9 @@ export async function runFull(opts: { outDir: string; all?: boolean; only?: stri
   for (const { sc } of list) {
     log(`== ${sc.name} (${sc.duration_s} s)`);
     try {
-      const r = await runScenario(sc, { outDir: path.join(opts.outDir, sc.name) });
-      const rs = rowsOf(sc, r);
+      const dir = path.join(opts.outDir, sc.name);
+      const r = await runScenario(sc, { outDir: dir, onBuilt: checkHook(sc, dir) });
+      const rs = [...rowsOf(sc, r), ...(await plmDelayDerived(sc, r, dir)).map((d) => derivedRow(sc, d))];
       for (const x of rs) log(`${x.verdict.padEnd(5)} ${x.check} ${x.measurement}: ${x.value} ${x.band}`);
       rows.push(...rs);
     } catch (e) {

@@ -15,6 +15,10 @@ export interface LinkSettings {
   queue?: Record<string, unknown>;
   overhead_bytes?: number;
   flow?: { mcast_prefix_len?: number; udp_port_block?: number };
+  /** Drop every Layercast data packet at this bunch position (1 = second of a pair); < 0 off. */
+  drop_bunch_pos?: number;
+  /** Added to every Layercast data packet's cc send time, µs (a sender clock offset). */
+  cc_time_shift_us?: number;
 }
 
 export interface DirCounters {

@@ -52,9 +52,12 @@ export function serverArgs(f: LayeredFlow, k: number, ifAddr: string): string[] 
 }
 
 export function playerArgs(f: LayeredFlow, r: ReceiverDef, k: number, ifAddr: string, outDir: string, durationS: number): string[] {
+  // A receiver protocol `fixed-N` holds layers 0..N-1 without a controller (`--fixed-layers`;
+  // plm.md E1 measures the packet-pair estimator on a fixed subscription).
+  const fixed = /^fixed-(\d+)$/.exec(r.protocol ?? f.protocol);
   return [
     '--announce', sessionAddrs(k).announce,
-    '--controller', r.protocol ?? f.protocol,
+    ...(fixed ? ['--fixed-layers', fixed[1]] : ['--controller', r.protocol ?? f.protocol]),
     '--interface', ifAddr,
     '--headless',
     '--out', outDir,

@@ -43,6 +43,9 @@ export interface RunOptions {
    *  whose name starts with `crash` (and that have a stop_s) are always crashed. */
   kill?: string[];
   log?: (msg: string) => void;
+  /** Called once the network is built, with the run's epoch (unix ms): a check's own
+   *  instrumentation (packet captures, timed link-emulator rules; src/plm-delay-checks.ts). */
+  onBuilt?: (net: Net, built: Built, t0Ms: number) => Promise<void> | void;
 }
 
 export interface LinkSample {
@@ -89,6 +92,8 @@ export interface RunResult {
   tfmcc?: TfmccRecord[];
   /** Checks on TFMCC runs the scenario metrics cannot express (e.g. E13, E16). */
   tfmcc_checks?: DerivedRow[];
+  /** The run's epoch (scenario time 0), unix seconds: to place player decisions in it. */
+  t0_unix_s?: number;
 }
 
 /** mulberry32: seeded start jitter, like the simulator's. */
@@ -141,6 +146,7 @@ export function simulatorOnly(sc: Scenario): string | null {
     if (f.type === 'layered' && f.protocol.startsWith('alma')) return `flow ${f.name} uses ALMA active nodes`;
     if (f.type === 'tfrc') return `flow ${f.name} is a TFRC flow with scripted loss`;
     if (f.type === 'web') return `flow ${f.name} is web-like background traffic`;
+    if (f.type === 'tfrc-pcc') return `flow ${f.name} is a TFRC/PCC flow (simulator agents only)`;
   }
   return null;
 }
@@ -164,7 +170,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
   for (const n of monitorNames(sc)) {
     const f = sc.flows.find((x) => n === x.name || n.startsWith(`${x.name}/`));
     if (!f) continue; // a simulator queue probe (`queue:FROM-TO`): not measured on the testbed
-    if (f.type === 'tfrc' || f.type === 'web') continue; // simulator only (refused above)
+    if (f.type === 'tfrc' || f.type === 'web' || f.type === 'tfrc-pcc') continue; // simulator only (refused above)
     const m = new Monitor(n, f.name, f.type);
     if (f.type === 'layered') {
       const rates = ladderRates(f.layers);
@@ -178,6 +184,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
   let tfmccT0 = 0;
   const finals = new Map<number, Snapshot>();
   let built: Built | null = null;
+  let epochMs: number | undefined;
   const hardLimitMs = (sc.duration_s + 90) * 1000;
   const watchdog = setTimeout(() => {
     log('hard time limit reached: tearing down');
@@ -202,6 +209,8 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
     const bins = mediaBins();
     const t0 = Date.now() + 1500;
     tfmccT0 = t0;
+    epochMs = t0;
+    if (opts.onBuilt) await opts.onBuilt(net, b, t0);
     const at = (s: number) => Math.max(0, t0 + s * 1000 - Date.now());
     const timers: NodeJS.Timeout[] = [];
     const later = (s: number, fn: () => Promise<void> | void) =>
@@ -507,6 +516,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
       });
     }),
     notes,
+    t0_unix_s: epochMs === undefined ? undefined : epochMs / 1000,
   };
   if (tfmccRecs.length) {
     result.tfmcc = tfmccRecs;

@@ -111,7 +111,15 @@ export interface WebFlow extends FlowCommon {
   servers: string[];
   clients: string[];
 }
-export type Flow = LayeredFlow | TcpFlow | CbrFlow | OnoffFlow | TfmccFlow | TfrcFlow | WebFlow;
+/** Unicast TFRC (the TFRC/PCC agent), or with `pcc` a PCC on/off flow: parsed so the testbed reads every catalogue
+ *  file; simulator only (`simulatorOnly` in runner.ts refuses it). */
+export interface TfrcPccFlow extends FlowCommon {
+  type: 'tfrc-pcc';
+  from: string;
+  to: string;
+  pcc: { rate_kbps: number; t_s: number; protected_s: number; ali_n: number } | null;
+}
+export type Flow = LayeredFlow | TcpFlow | CbrFlow | OnoffFlow | TfmccFlow | TfrcFlow | WebFlow | TfrcPccFlow;
 
 export interface ScheduleItem {
   at_s: number;
@@ -289,6 +297,26 @@ function parseFlow(f: Record<string, unknown>, i: number): Flow {
       };
       return { ...common, type: 'web', servers: list(f.servers, `${w}.servers`), clients: list(f.clients, `${w}.clients`) };
     }
+    case 'tfrc-pcc': {
+      only(f, [...COMMON, 'from', 'to', 'pcc'], w);
+      const p = f.pcc as Record<string, unknown> | undefined | null;
+      if (p) only(p, ['rate_kbps', 't_s', 'protected_s', 'ali_n'], `${w}.pcc`);
+      return {
+        ...common,
+        packet_size: num(f.packet_size, `${w}.packet_size`, 1000),
+        type: 'tfrc-pcc',
+        from: str(f.from, `${w}.from`),
+        to: str(f.to, `${w}.to`),
+        pcc: p
+          ? {
+              rate_kbps: num(p.rate_kbps, `${w}.pcc.rate_kbps`),
+              t_s: num(p.t_s, `${w}.pcc.t_s`, 60),
+              protected_s: num(p.protected_s, `${w}.pcc.protected_s`, 10),
+              ali_n: num(p.ali_n, `${w}.pcc.ali_n`, 8),
+            }
+          : null,
+      };
+    }
     default:
       throw bad(`${w}.type`, `unknown flow type ${JSON.stringify(f.type)}`);
   }
@@ -416,9 +444,10 @@ export function monitorNames(sc: Scenario): string[] {
   const v: string[] = [];
   for (const f of sc.flows) {
     if (f.type === 'layered' || f.type === 'tfmcc') for (const r of f.receivers) v.push(`${f.name}/${r.name}`);
+    else if (f.type === 'tfrc-pcc') v.push(`${f.name}/receiver`);
     else v.push(f.name);
     // The simulator monitors a TFMCC sender's own rate as `<flow>/sender` (S21's peak).
-    if (f.type === 'tfmcc') v.push(`${f.name}/sender`);
+    if (f.type === 'tfmcc' || f.type === 'tfrc-pcc') v.push(`${f.name}/sender`);
   }
   for (const l of sc.topology.links) if (l.monitor_queue) v.push(`queue:${l.from}-${l.to}`);
   return v;

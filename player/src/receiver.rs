@@ -60,6 +60,9 @@ impl Pkt {
 /// the first packets of a group from before anyone joined and forwards them when the route
 /// is installed, seconds later). Fed to a controller it would read as a burst of loss.
 const STALE_US: i64 = 500_000;
+/// An unbroken run of stale packets this long (arrival time) means the path's delay rose for
+/// good, not a flushed router queue: the delay floor is rebuilt (`Tally::is_stale`).
+const RESTALE_NS: u64 = 1_000_000_000;
 /// How long a newly joined layer's first packets are held so stale ones can be told apart.
 const QUARANTINE_NS: u64 = 150_000_000;
 /// Held packets more delayed than the least delayed one by this much are dropped as stale.
@@ -178,6 +181,12 @@ struct Tally {
     off_cur: Option<i64>,
     off_prev: Option<i64>,
     off_window_start: u64,
+    /// Receive time of the first of an unbroken run of stale packets, and the least delay in
+    /// that run (see `is_stale`).
+    stale_since: Option<u64>,
+    stale_min: i64,
+    /// Times a run of stale packets lasted `RESTALE_NS` and the floor was rebuilt from it.
+    stale_resets: u64,
     /// SSRCs that replaced another on a layer since the current session was accepted: a new
     /// sender instance whose announcement has not been accepted yet (bounded).
     new_ssrcs: Vec<u32>,
@@ -202,6 +211,42 @@ impl Tally {
     fn reset_offsets(&mut self) {
         self.off_cur = None;
         self.off_prev = None;
+    }
+    /// Whether a packet received at `ts` (ns) with delay offset `off` (µs) is stale: more
+    /// than `STALE_US` above the windowed minimum.
+    ///
+    /// Only packets that are fed update the minimum, so if the path's delay rises by more than
+    /// `STALE_US` for good (a deep queue that stays, a route change) every later packet would
+    /// read as stale and the session would be locked out. A router's unresolved-route queue,
+    /// which the filter is for, is flushed in one burst; so when every packet for
+    /// `RESTALE_NS` of arrival time has been stale, the delay has really risen: the floor is
+    /// rebuilt from the least delayed packet of that run (counted in `stale_resets`).
+    fn is_stale(&mut self, ts: u64, off: i64) -> bool {
+        let Some(m) = self.min_offset() else {
+            return false;
+        };
+        if off <= m + STALE_US {
+            self.stale_since = None;
+            return false;
+        }
+        match self.stale_since {
+            None => {
+                self.stale_since = Some(ts);
+                self.stale_min = off;
+            }
+            Some(_) => self.stale_min = self.stale_min.min(off),
+        }
+        let since = self.stale_since.unwrap_or(ts);
+        if ts.saturating_sub(since) < RESTALE_NS {
+            return true;
+        }
+        let floor = self.stale_min;
+        self.reset_offsets();
+        self.off_window_start = ts;
+        self.off_cur = Some(floor);
+        self.stale_since = None;
+        self.stale_resets += 1;
+        off > floor + STALE_US
     }
 }
 
@@ -918,8 +963,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 drops.old_session += 1;
                 continue;
             }
-            let off = p.offset_us();
-            if tally.min_offset().is_some_and(|m| off > m + STALE_US) {
+            if tally.is_stale(p.ts, p.offset_us()) {
                 drops.stale += 1;
                 continue;
             }
@@ -1117,6 +1161,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         .map(|f| f.saturating_sub(jn) as f64 / 1e6)));
                     j
                 }),
+                "stale_resets": tally.stale_resets,
                 "restart": {"episodes": limbo.stats.episodes, "held": limbo.stats.held,
                     "replayed": limbo.stats.replayed, "flushed": limbo.stats.flushed,
                     "dropped": limbo.stats.dropped},
@@ -1260,6 +1305,58 @@ fn video_totals(v: &mut crate::video::Video) -> serde_json::Value {
         "pictures": st.pictures, "pictures_skipped": st.pictures_skipped,
         "frames_incomplete": st.frames_incomplete, "late": st.late,
         "malformed": st.malformed})
+}
+
+#[cfg(test)]
+mod stale_tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// A flushed router queue (a burst of old packets between fresh ones) is dropped and the
+    /// floor stays; a delay rise that lasts rebuilds the floor after `RESTALE_NS` instead of
+    /// locking the session out.
+    #[test]
+    fn stale_burst_dropped_lasting_rise_rebuilds_the_floor() {
+        let mut t = Tally::default();
+        // 2 s of packets at 20 ms delay, one every 10 ms.
+        let mut ts = 0;
+        for _ in 0..200 {
+            ts += 10 * MS;
+            assert!(!t.is_stale(ts, 20_000));
+            t.note_offset(ts, 20_000);
+        }
+        // A flushed queue: 50 packets 3 s old within 5 ms, then fresh packets again.
+        for i in 0..50 {
+            assert!(t.is_stale(ts + i * 100_000, 3_000_000));
+        }
+        ts += 10 * MS;
+        assert!(!t.is_stale(ts, 21_000));
+        assert_eq!(t.stale_resets, 0);
+        // The path's delay rises by 800 ms and stays: stale for just under 1 s, then the floor
+        // moves up to the run's least delay and packets are fed again.
+        let mut dropped = 0;
+        let mut fed_at = None;
+        for _ in 0..300 {
+            ts += 10 * MS;
+            if t.is_stale(ts, 820_000) {
+                dropped += 1;
+            } else {
+                fed_at.get_or_insert(ts);
+                t.note_offset(ts, 820_000);
+            }
+        }
+        assert_eq!(t.stale_resets, 1);
+        assert_eq!(
+            dropped, 100,
+            "stale for RESTALE_NS of arrival time, then fed"
+        );
+        assert_eq!(t.min_offset(), Some(820_000));
+        assert!(fed_at.is_some());
+        // A later fall in delay is simply the new minimum.
+        ts += 10 * MS;
+        assert!(!t.is_stale(ts, 20_000));
+    }
 }
 
 #[cfg(test)]

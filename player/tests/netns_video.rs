@@ -214,7 +214,7 @@ fn cpu_s(pid: u32) -> Option<f64> {
 /// Glass-to-glass latency (capture stamp to display) and join to first frame, open path
 /// (multicast looped back in the server's namespace), 640x360@15 L3T3, every layer held,
 /// playout delay 0 (the playout clock then only slips by the lateness it sees), key pictures
-/// every second.
+/// every second, kbps_scale 1, the server's default pacing and layer rates.
 #[test]
 #[ignore]
 fn bench_latency_and_join() {
@@ -222,22 +222,26 @@ fn bench_latency_and_join() {
         return;
     }
     let mut tb = Testbed::new(100_000_000, 1_000_000, 1514);
-    // The low-latency setting: `video.rate_headroom` 2 (docs/player.md "latency": p50 ~640
-    // ms at the default 1.3, ~230 ms at 2). `LAYERCAST_BENCH_HEADROOM=H` and
-    // `LAYERCAST_BENCH_PACKET=B` override it and the packet size for sweeps.
-    let headroom = std::env::var("LAYERCAST_BENCH_HEADROOM")
-        .ok()
-        .and_then(|h| h.parse::<f64>().ok())
-        .unwrap_or(2.0);
-    let headroom_v = headroom;
-    // The low-latency pacer burst: `video.pacer_peak` 8 (docs/server.md "Pacer burst"; p50
-    // ~290-660 ms at 1, ~150 ms at 8); `LAYERCAST_BENCH_PEAK=P` overrides it.
-    let peak = std::env::var("LAYERCAST_BENCH_PEAK")
-        .ok()
-        .and_then(|p| p.parse::<f64>().ok())
-        .unwrap_or(8.0);
-    let peak_v = peak;
-    let headroom = format!(r#","rate_headroom":{headroom},"pacer_peak":{peak}"#);
+    // The server's default pacing and layer rates (docs/server.md "Layer rates and latency").
+    // For sweeps, `LAYERCAST_BENCH_HEADROOM`, `_KEY_HEADROOM`, `_PEAK` and `_CREDIT_MS` set
+    // `video.rate_headroom`, `key_headroom`, `pacer_peak` and `pacer_credit_ms`.
+    let mut overrides = String::new();
+    for (var, field) in [
+        ("LAYERCAST_BENCH_HEADROOM", "rate_headroom"),
+        ("LAYERCAST_BENCH_KEY_HEADROOM", "key_headroom"),
+        ("LAYERCAST_BENCH_PEAK", "pacer_peak"),
+        ("LAYERCAST_BENCH_CREDIT_MS", "pacer_credit_ms"),
+    ] {
+        if let Some(v) = std::env::var(var).ok().filter(|v| v.parse::<f64>().is_ok()) {
+            overrides.push_str(&format!(r#","{field}":{v}"#));
+        }
+    }
+    let setting = if overrides.is_empty() {
+        "server defaults".to_string()
+    } else {
+        format!("overrides {}", overrides.trim_start_matches(','))
+    };
+    let headroom = overrides;
     let packet = std::env::var("LAYERCAST_BENCH_PACKET").unwrap_or_else(|_| "1200".into());
     tb.start_server(&format!(
         r#"{{"name":"vid","source":"testpattern","protocol":"era","packet_size":{packet},
@@ -301,6 +305,7 @@ fn bench_latency_and_join() {
     }
     let p50 = quantile(&g2g, 0.5);
     let p95 = quantile(&g2g, 0.95);
+    let p99 = quantile(&g2g, 0.99);
     let q = |v: &[f64]| format!("{:.0}/{:.0}", quantile(v, 0.5), quantile(v, 0.95));
     let breakdown = format!(
         "capture->last packet {}, last packet->decoded {}, decoded->shown {} (p50/p95 ms)",
@@ -311,7 +316,7 @@ fn bench_latency_and_join() {
     let j50 = quantile(&joins, 0.5);
     let jmax = quantile(&joins, 1.0);
     eprintln!(
-        "g2g ms p50 {p50:.1} p95 {p95:.1} over {} frames; {breakdown}; join to first frame ms \
+        "g2g ms p50 {p50:.1} p95 {p95:.1} p99 {p99:.1} over {} frames; {breakdown}; join to first frame ms \
          {joins:?} (first decode {decode_joins:?})",
         g2g.len()
     );
@@ -319,7 +324,7 @@ fn bench_latency_and_join() {
         "issue6/bench-latency",
         &format!(
             "glass-to-glass (QR capture stamp to display), open path, VP9 L3T3 640x360@15, all \
-             9 layers, rate_headroom {headroom_v}, pacer_peak {peak_v}, playout delay 0 (quantile 0.5): p50 {p50:.0} ms, p95 {p95:.0} ms over {} frames of 5 \
+             9 layers, kbps_scale 1, key picture every 1 s, pacing and layer rates: {setting}, playout delay 0 (quantile 0.5): p50 {p50:.0} ms, p95 {p95:.0} ms, p99 {p99:.0} ms over {} frames of 5 \
              players; {breakdown}",
             g2g.len()
         ),
@@ -329,8 +334,8 @@ fn bench_latency_and_join() {
     testkit::record(
         "issue6/bench-join",
         &format!(
-            "join (first IGMP join) to first displayed frame, key picture every 1 s, playout \
-             delay 0, 5 joins: median {j50:.0} ms, max {jmax:.0} ms (all {joins:.0?})"
+            "join (first IGMP join) to first displayed frame, key picture every 1 s, {setting}, \
+             playout delay 0, 5 joins: median {j50:.0} ms, max {jmax:.0} ms (all {joins:.0?})"
         ),
         Some(j50 <= 1500.0),
         "cargo test --release -p layercast-player --test netns_video -- --ignored bench_latency_and_join",

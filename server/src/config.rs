@@ -238,20 +238,29 @@ pub struct VideoConfig {
     /// Seconds between key pictures: the longest a receiver that joins mid-stream waits
     /// before it can decode the base layer (multicast receivers cannot ask for one). Default 2.
     pub keyframe_interval_s: Option<f64>,
-    /// Announced layer rate over the encoder's cell budget (1.0..=5.0); the pacer pads the
-    /// difference. Every layer is paced at its constant announced rate and a temporal layer
-    /// carries one frame per layer period (4 pictures for TL0 and TL1 of L*T3), so a frame at
-    /// its budget takes about period / headroom to send: the headroom buys glass-to-glass
-    /// latency with padding. Default 1.3 (covers RTP/payload headers and encoder overshoot);
-    /// see docs/player.md "latency" for the measured trade-off.
+    /// Announced layer rate over the encoder's cell budget (1.0..=5.0) of the layers above
+    /// temporal layer 0; the pacer pads the difference (RTP/payload headers, encoder
+    /// overshoot, and the time a frame takes to drain). Default 2 (`DEFAULT_RATE_HEADROOM`);
+    /// 1.3 saves a tenth of the rate at a measured cost in latency, see docs/server.md
+    /// "Layer rates and latency".
     pub rate_headroom: Option<f64>,
+    /// The same for the temporal-layer-0 layers (S*T0), which carry the key pictures and
+    /// which every later picture of their spatial layer needs first (1.0..=5.0; below
+    /// `rate_headroom` it is raised to it). Default 2 (`DEFAULT_KEY_HEADROOM`): a key picture
+    /// of up to the encoder's intra cap (300 % of a frame budget) then leaves within about one
+    /// frame period plus the burst credit instead of queueing ahead of the next pictures.
+    pub key_headroom: Option<f64>,
     /// Pacer burst (1.0..=16.0): a layer with queued media may send its bunches at up to this
     /// multiple of its announced rate, running ahead of its constant-rate schedule by at most
-    /// one frame period of its temporal layer; the padding slots it ran ahead of are then
+    /// the burst credit (`pacer_credit_ms`); the padding slots it ran ahead of are then
     /// skipped, so the mean rate stays the announced one. 1 = strict constant-rate pacing.
-    /// Default 1 (`DEFAULT_PACER_PEAK`; 8 is the measured low-latency setting, docs/server.md
-    /// "Pacer burst").
+    /// Default 8 (`DEFAULT_PACER_PEAK`, docs/server.md "Pacer burst").
     pub pacer_peak: Option<f64>,
+    /// Largest lead of a layer over its constant-rate schedule, ms (1..=1000), further capped
+    /// at one frame period of the layer's temporal layer. A layer's rate over any window W
+    /// deviates from its announced rate by at most credit / W. Default 120
+    /// (`DEFAULT_PACER_CREDIT_MS`: 2 % over the 6-s window of the per-layer rate check).
+    pub pacer_credit_ms: Option<u64>,
 }
 
 /// A resolved video encode.
@@ -270,10 +279,14 @@ pub struct ResolvedVideo {
     pub qroverlay: bool,
     /// Where to write `reference.y4m`, if anywhere.
     pub reference_dir: Option<std::path::PathBuf>,
-    /// Announced rate / encoder budget per layer.
+    /// Announced rate / encoder budget of the layers above temporal layer 0.
     pub rate_headroom: f64,
+    /// Announced rate / encoder budget of the temporal-layer-0 layers (>= `rate_headroom`).
+    pub key_headroom: f64,
     /// Peak rate / announced rate of a layer's media bunches (1 = constant-rate pacing).
     pub pacer_peak: f64,
+    /// Largest lead over the constant-rate schedule (before the one-frame-period cap).
+    pub pacer_credit: Duration,
 }
 
 /// Default per-cell rates of the 720p L3T3 ladder (kbit/s), as `codec::ladder` has them.
@@ -338,6 +351,20 @@ impl VideoConfig {
                 format!("{pacer_peak} outside 1..=16"),
             ));
         }
+        let key_headroom = self.key_headroom.unwrap_or(DEFAULT_KEY_HEADROOM);
+        if !(1.0..=5.0).contains(&key_headroom) {
+            return Err(Error::config(
+                &key("video.key_headroom"),
+                format!("{key_headroom} outside 1..=5"),
+            ));
+        }
+        let credit_ms = self.pacer_credit_ms.unwrap_or(DEFAULT_PACER_CREDIT_MS);
+        if !(1..=1000).contains(&credit_ms) {
+            return Err(Error::config(
+                &key("video.pacer_credit_ms"),
+                format!("{credit_ms} outside 1..=1000"),
+            ));
+        }
         Ok(ResolvedVideo {
             width: w,
             height: h,
@@ -352,7 +379,9 @@ impl VideoConfig {
                 Some(d) => Some(std::path::PathBuf::from(d)),
             },
             rate_headroom,
+            key_headroom: key_headroom.max(rate_headroom),
             pacer_peak,
+            pacer_credit: Duration::from_millis(credit_ms),
         })
     }
 }
@@ -369,17 +398,32 @@ pub fn temporal_fps(fps: u32, nt: usize, t: usize) -> f64 {
 }
 
 /// Default `video.pacer_peak`.
-pub const DEFAULT_PACER_PEAK: f64 = 1.0;
+pub const DEFAULT_PACER_PEAK: f64 = 8.0;
+
+/// Default `video.pacer_credit_ms`.
+pub const DEFAULT_PACER_CREDIT_MS: u64 = 120;
+
+/// Default `video.key_headroom`.
+pub const DEFAULT_KEY_HEADROOM: f64 = 2.0;
 
 /// Default `video.rate_headroom`.
-pub const DEFAULT_RATE_HEADROOM: f64 = 1.3;
+pub const DEFAULT_RATE_HEADROOM: f64 = 2.0;
 
 /// Announced rate of a video layer: the cell's budget times `headroom` (RTP and payload
-/// headers, encoder overshoot, and the time a frame takes to drain, see
-/// `VideoConfig::rate_headroom`), plus one packet slot per frame (a frame's last packet is
-/// usually short, but the pacer spends a whole packet-size slot on it).
-pub fn video_layer_rate(cell_kbps: u32, layer_fps: f64, packet_size: u16, headroom: f64) -> u64 {
-    (cell_kbps as f64 * 1000.0 * headroom + layer_fps * packet_size as f64 * 8.0).round() as u64
+/// headers, encoder overshoot, and for temporal layer 0 the key pictures, see
+/// `VideoConfig::key_headroom`), plus one bunch of `bunch_len` packets per frame: a frame
+/// occupies whole bunches (its last packet is usually short, and a bunch whose queue runs dry
+/// is filled with padding to `bunch_len` equal packets), so a frame of one or two packets
+/// costs a whole bunch of slots.
+pub fn video_layer_rate(
+    cell_kbps: u32,
+    layer_fps: f64,
+    packet_size: u16,
+    bunch_len: u8,
+    headroom: f64,
+) -> u64 {
+    (cell_kbps as f64 * 1000.0 * headroom + layer_fps * bunch_len as f64 * packet_size as f64 * 8.0)
+        .round() as u64
 }
 
 /// Protocols a session may announce (the contract's list).
@@ -438,6 +482,13 @@ impl SessionConfig {
                 format!("{source:?}: one of synthetic, testpattern, gst-testpattern, file://PATH, http://, rtsp://, srt:// URIs, v4l2:///dev/videoN"),
             ));
         };
+        let bunch_len = self.bunch_len.unwrap_or(2);
+        if bunch_len == 0 || bunch_len > 64 {
+            return Err(Error::config(
+                &key("bunch_len"),
+                format!("{bunch_len} outside 1..=64"),
+            ));
+        }
         let default_packet = if video.is_some() { 1200 } else { 512 };
         let rates = match (&video, &self.layer_rates_bps) {
             (Some(v), _) => {
@@ -449,7 +500,12 @@ impl SessionConfig {
                             c,
                             temporal_fps(v.fps, v.temporal, t),
                             m,
-                            v.rate_headroom,
+                            bunch_len,
+                            if t == 0 {
+                                v.key_headroom
+                            } else {
+                                v.rate_headroom
+                            },
                         ));
                     }
                 }
@@ -494,13 +550,6 @@ impl SessionConfig {
             return Err(Error::config(
                 &key("packet_size"),
                 "encrypted packets need at least 64 bytes (22 go to the AEAD)",
-            ));
-        }
-        let bunch_len = self.bunch_len.unwrap_or(2);
-        if bunch_len == 0 || bunch_len > 64 {
-            return Err(Error::config(
-                &key("bunch_len"),
-                format!("{bunch_len} outside 1..=64"),
             ));
         }
         let rai = self.adapt_interval_ms.unwrap_or(1000);
@@ -895,5 +944,91 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("b.group"));
+    }
+
+    /// Default video layer rates at 640x360@15 L3T3 (kbps_scale 0.5, 1200-B pairs): the
+    /// budget times 2, plus one bunch (2 x 1200 B) per frame of the layer; the TL0 layers
+    /// follow `key_headroom`; and the new keys' errors name them.
+    #[test]
+    fn video_layer_rates_and_pacing_keys() {
+        let g = Ipv4Addr::new(239, 255, 77, 0);
+        let v = SessionConfig {
+            source: Some("testpattern".into()),
+            ..Default::default()
+        }
+        .resolve("s", "s1", g, 5004)
+        .unwrap();
+        // S0: 45/15/15 kbit/s, S1: 120/40/40, S2: 300/100/100; TL0/TL1 at 3.75 fps (36
+        // kbit/s per packet of slot), TL2 at 7.5 fps.
+        assert_eq!(
+            v.rates_bps,
+            vec![
+                90_000 + 72_000,
+                30_000 + 72_000,
+                30_000 + 144_000,
+                240_000 + 72_000,
+                80_000 + 72_000,
+                80_000 + 144_000,
+                600_000 + 72_000,
+                200_000 + 72_000,
+                200_000 + 144_000,
+            ]
+        );
+        // rate_headroom 1.3 keeps the TL0 layers at key_headroom 2.
+        let v13 = SessionConfig {
+            source: Some("testpattern".into()),
+            video: Some(VideoConfig {
+                rate_headroom: Some(1.3),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .resolve("s", "s1", g, 5004)
+        .unwrap();
+        assert_eq!(
+            &v13.rates_bps[..3],
+            &[90_000 + 72_000, 19_500 + 72_000, 19_500 + 144_000]
+        );
+        let rv = v.video.unwrap();
+        assert_eq!((rv.pacer_peak, rv.pacer_credit.as_millis()), (8.0, 120));
+        assert_eq!((rv.rate_headroom, rv.key_headroom), (2.0, 2.0));
+        // key_headroom below rate_headroom is raised to it.
+        let v = SessionConfig {
+            source: Some("testpattern".into()),
+            video: Some(VideoConfig {
+                rate_headroom: Some(2.5),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .resolve("s", "s1", g, 5004)
+        .unwrap();
+        assert_eq!(v.video.unwrap().key_headroom, 2.5);
+        for (vc, k) in [
+            (
+                VideoConfig {
+                    key_headroom: Some(0.5),
+                    ..Default::default()
+                },
+                "s.video.key_headroom",
+            ),
+            (
+                VideoConfig {
+                    pacer_credit_ms: Some(0),
+                    ..Default::default()
+                },
+                "s.video.pacer_credit_ms",
+            ),
+        ] {
+            let e = SessionConfig {
+                source: Some("testpattern".into()),
+                video: Some(vc),
+                ..Default::default()
+            }
+            .resolve("s", "s1", g, 5004)
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(k), "{e}");
+        }
     }
 }

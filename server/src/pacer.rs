@@ -154,7 +154,7 @@ fn wait_until(deadline: Instant, spin: Duration, stop: &AtomicBool) -> bool {
 /// media may go `credit` ahead of its schedule `next`, but no sooner than `gap` after its
 /// previous bunch; a layer without media (padding) goes when its slot is due. Ties go to the
 /// lower layer (the one every receiver holds).
-fn next_bunch(
+pub(crate) fn next_bunch(
     next: &[Instant],
     last_sent: &[Option<Instant>],
     has_media: impl Fn(usize) -> bool,

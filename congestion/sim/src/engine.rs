@@ -50,6 +50,8 @@ pub enum Body {
     Datagram { seq: u64 },
     /// A TFMCC data packet with its header-extension fields.
     Tfmcc(congestion::wire::tfmcc::TfmccDataFields),
+    /// A TFRC (or PCC) data packet with its header fields (`agents::tfrc`).
+    Tfrc(congestion::wire::tfrc::TfrcDataFields),
     /// Opaque bytes (a TFMCC receiver report), stored in [`Net::blobs`].
     Blob { idx: u32 },
     /// An ACC TCP data segment: the sequence number plus the sender's congestion state that

@@ -16,6 +16,7 @@ pub mod metrics_tfrc;
 pub mod output;
 pub mod report;
 pub mod scenario;
+pub mod suppression;
 
 use congestion::Time;
 

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! layercast-sim run <scenario.yaml> [--seed N] [--out DIR]
-//! layercast-sim catalogue [--fast] [--seeds N] [--dir scenarios] [--out FILE]
+//! layercast-sim catalogue [--fast] [--seeds N] [--dir scenarios] [--out FILE] [--no-montecarlo]
 //! layercast-sim report [--in FILE]
 //! ```
 
@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 const USAGE: &str = "usage:
   layercast-sim run <scenario.yaml> [--seed N] [--out DIR]
-  layercast-sim catalogue [--fast] [--seeds N] [--dir DIR] [--out FILE]
+  layercast-sim catalogue [--fast] [--seeds N] [--dir DIR] [--out FILE] [--no-montecarlo]
   layercast-sim report [--in FILE]";
 
 fn default_results() -> PathBuf {
@@ -123,6 +123,17 @@ fn real_main(args: &[String]) -> Result<ExitCode, String> {
                     t0.elapsed().as_secs_f64()
                 );
                 rows.extend(r);
+            }
+            // The feedback-suppression analysis (S1-S7) is a Monte Carlo without a network:
+            // no scenario file, same rows (`sim::suppression`), all runs even with --fast.
+            if !args.iter().any(|a| a == "--no-montecarlo") {
+                eprintln!("catalogue: feedback-suppression Monte Carlo (S1-S7) ...");
+                let t0 = std::time::Instant::now();
+                rows.extend(sim::suppression::catalogue_rows());
+                eprintln!(
+                    "catalogue: Monte Carlo done in {:.1} s",
+                    t0.elapsed().as_secs_f64()
+                );
             }
             if let Some(p) = out.parent() {
                 std::fs::create_dir_all(p).map_err(|e| e.to_string())?;

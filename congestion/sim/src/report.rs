@@ -37,6 +37,8 @@ pub const METRICS: &[&str] = &[
     "mean_queue_spread",
     "mean_queue_increasing",
     "spread_kbps",
+    "cov_ratio",
+    "time_to_recover",
     "retransmit_ratio",
     "acc_notifications",
     "queue_delay_median_ms",
@@ -91,6 +93,8 @@ pub const AGGREGATE: &[&str] = &[
     "jain",
     "fairness_i",
     "tcp_friendliness",
+    "cov_ratio",
+    "time_to_recover",
     "spread_kbps",
     "retransmit_ratio",
     "final_level_spread",
@@ -632,6 +636,59 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                     .map(|mon| mon.convergence_time(after(mon), end, m.hold_s.unwrap_or(5.0)))
                     .collect();
                 spread(&c)
+            }
+            "time_to_recover" => {
+                // PCC S14: seconds from `after_s` until the summed rate of `of`, averaged over
+                // `hold_s` (5 s), is back to `threshold` (0.9) of its mean over `windows[0]`
+                // (the reference level); infinite if never.
+                let w = m.windows.first().copied().ok_or_else(|| {
+                    Error::Scenario("time_to_recover needs windows: [reference]".into())
+                })?;
+                let frac = m.threshold.unwrap_or(0.9);
+                let span = ((m.hold_s.unwrap_or(5.0) / iv).round() as usize).max(1);
+                let bins = mons.iter().map(|mon| mon.bytes.len()).max().unwrap_or(0);
+                let sum_kbps = |i: usize| {
+                    mons.iter()
+                        .map(|mon| mon.bytes.get(i).copied().unwrap_or(0) as f64)
+                        .sum::<f64>()
+                        * 8.0
+                        / iv
+                        / 1000.0
+                };
+                let (r0, r1) = ((w[0] / iv).ceil() as usize, (w[1] / iv).floor() as usize);
+                let reference =
+                    (r0..r1).map(sum_kbps).sum::<f64>() / (r1.saturating_sub(r0)).max(1) as f64;
+                let after = m.after_s.unwrap_or(0.0);
+                let first = (after / iv).ceil() as usize;
+                let last = ((end / iv).floor() as usize).min(bins);
+                (first..last.saturating_sub(span - 1))
+                    .find(|&i| {
+                        (i..i + span).map(sum_kbps).sum::<f64>() / span as f64 >= frac * reference
+                    })
+                    .map_or(f64::INFINITY, |i| i as f64 * iv - after)
+            }
+            "cov_ratio" => {
+                // Mean per-flow coefficient of variation of the per-interval rate over the
+                // window, `of` over `versus` (TFRC S10: TFRC's CoV(1 s) below TCP's).
+                let cov = |mon: &Monitor| {
+                    let (a, b) = window(mon);
+                    let r: Vec<f64> = ((a / iv).ceil() as usize..(b / iv).floor() as usize)
+                        .map(|i| mon.bytes.get(i).copied().unwrap_or(0) as f64)
+                        .collect();
+                    let n = r.len() as f64;
+                    let mean = r.iter().sum::<f64>() / n;
+                    let var = r.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+                    var.sqrt() / mean
+                };
+                let vs = sc.expand(&m.versus)?;
+                let a: Vec<f64> = mons.iter().map(|mon| cov(mon)).collect();
+                let b: Vec<f64> = vs
+                    .iter()
+                    .map(|n| find(sim, n).map(cov))
+                    .collect::<Result<_, _>>()?;
+                let ma = a.iter().sum::<f64>() / a.len() as f64;
+                let mb = b.iter().sum::<f64>() / b.len() as f64;
+                ma / mb
             }
             "tfmcc_time_to_clr_rise" => {
                 // S20: receiver i of `of` has its RTT step at windows[i][0]; its time to become

@@ -327,6 +327,26 @@ pub enum Flow {
         #[serde(default)]
         stop_s: Option<f64>,
     },
+    /// A unicast TFRC flow; with `pcc` a PCC on/off flow at its application rate that takes
+    /// `R_TCP` from TFRC's estimators (`agents::tfrc`). Monitors: `NAME/receiver` and
+    /// `NAME/sender` (bytes sent: a PCC flow's on-time share is its sending rate / `R_NA`).
+    /// (`tfrc-units` added a separate `tfrc` flow for S8/S9 in parallel; unify later.)
+    #[serde(rename = "tfrc-pcc")]
+    TfrcPcc {
+        name: String,
+        from: String,
+        to: String,
+        #[serde(default = "d_tfmcc_size")]
+        packet_size: u32,
+        #[serde(default)]
+        pcc: Option<PccDef>,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        start_jitter_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+    },
     /// Pareto on/off datagrams (rate while on).
     Onoff {
         name: String,
@@ -348,6 +368,34 @@ pub enum Flow {
     },
 }
 
+/// PCC parameters of a `tfrc` flow (dissertation ch. 4).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PccDef {
+    /// Application rate `R_NA` while on.
+    pub rate_kbps: f64,
+    /// Experiment horizon `T` (randomised ±10 % per flow by the controller).
+    #[serde(default = "d_pcc_t")]
+    pub t_s: f64,
+    /// Protected time `T'` after every (re)start.
+    #[serde(default = "d_pcc_protected")]
+    pub protected_s: f64,
+    /// Closed loss intervals in the receiver's average loss interval (8 in the dissertation;
+    /// larger values are a diagnostic, see `docs/simulator.md`, S11).
+    #[serde(default = "d_ali_n")]
+    pub ali_n: usize,
+}
+
+fn d_ali_n() -> usize {
+    8
+}
+
+fn d_pcc_t() -> f64 {
+    60.0
+}
+fn d_pcc_protected() -> f64 {
+    10.0
+}
 fn d_size() -> u32 {
     512
 }
@@ -397,6 +445,7 @@ impl Flow {
             | Flow::Cbr { name, .. }
             | Flow::Tfmcc { name, .. }
             | Flow::Tfrc { name, .. }
+            | Flow::TfrcPcc { name, .. }
             | Flow::Web { name, .. }
             | Flow::Onoff { name, .. } => name,
         }
@@ -538,6 +587,10 @@ impl Scenario {
                             v.push(format!("{name}/{n}"));
                         }
                     }
+                }
+                Flow::TfrcPcc { name, .. } => {
+                    v.push(format!("{name}/receiver"));
+                    v.push(format!("{name}/sender"));
                 }
                 other => v.push(other.name().to_string()),
             }
@@ -734,6 +787,28 @@ impl Scenario {
                         ));
                     }
                 }
+                Flow::TfrcPcc {
+                    from,
+                    to,
+                    packet_size,
+                    pcc,
+                    ..
+                } => {
+                    node(from)?;
+                    node(to)?;
+                    if *packet_size == 0 || *packet_size > 65_535 {
+                        return Err(invalid("tfrc-pcc", "packet_size 1..65535"));
+                    }
+                    if let Some(p) = pcc {
+                        let pos = |x: f64| x.is_finite() && x > 0.0;
+                        if !pos(p.rate_kbps) || !pos(p.t_s) || !pos(p.protected_s) || p.ali_n == 0 {
+                            return Err(invalid(
+                                "pcc",
+                                "rate_kbps, t_s, protected_s, ali_n positive",
+                            ));
+                        }
+                    }
+                }
                 Flow::Tcp {
                     from,
                     to,
@@ -820,8 +895,8 @@ impl Scenario {
                     "needs one window per receiver, at least two",
                 ));
             }
-            if m.metric == "tcp_friendliness" && m.versus.is_empty() {
-                return Err(invalid("tcp_friendliness", "needs versus"));
+            if (m.metric == "tcp_friendliness" || m.metric == "cov_ratio") && m.versus.is_empty() {
+                return Err(invalid(&m.metric, "needs versus"));
             }
             if m.metric == "efficiency" && m.available_kbps.is_none() {
                 return Err(invalid("efficiency", "needs available_kbps"));
@@ -1232,6 +1307,68 @@ impl Scenario {
                     let s_id = sim.add_agent(a, Box::new(snd));
                     let k_id = sim.add_agent(b, Box::new(TcpSink::new(b, mon)));
                     debug_assert_eq!(k_id, sink_id);
+                    let t0 = start_of(*start_s, *start_jitter_s);
+                    sim.net.schedule_command(t0, k_id, Command::Start);
+                    sim.net.schedule_command(t0, s_id, Command::Start);
+                    if let Some(t) = stop_s {
+                        sim.net.schedule_command(at(*t), s_id, Command::Stop);
+                    }
+                }
+                Flow::TfrcPcc {
+                    name,
+                    from,
+                    to,
+                    packet_size,
+                    pcc,
+                    start_s,
+                    start_jitter_s,
+                    stop_s,
+                } => {
+                    let (a, b) = (nodes[from.as_str()], nodes[to.as_str()]);
+                    let mon = sim.net.monitors.add(
+                        format!("{name}/receiver"),
+                        name.clone(),
+                        MonKind::Cbr,
+                        Vec::new(),
+                    );
+                    let smon = sim.net.monitors.add(
+                        format!("{name}/sender"),
+                        name.clone(),
+                        MonKind::Cbr,
+                        Vec::new(),
+                    );
+                    let s_id = sim.agents.len();
+                    let pcc_def = pcc;
+                    let pcc = pcc.as_ref().map(|p| {
+                        (
+                            p.rate_kbps * 1000.0 / 8.0,
+                            congestion::pcc::PccConfig {
+                                t: Duration::from_secs_f64(p.t_s),
+                                t_protected: Duration::from_secs_f64(p.protected_s),
+                                seed: Rng::derive(seed, 0x9cc0 + fi as u64).next_u64(),
+                                ..congestion::pcc::PccConfig::default()
+                            },
+                        )
+                    });
+                    let snd = crate::agents::tfrc_pcc::TfrcSenderAgent::new(
+                        a,
+                        Dest::Agent(b, s_id + 1),
+                        flow,
+                        *packet_size,
+                        pcc,
+                        smon,
+                    );
+                    let id = sim.add_agent(a, Box::new(snd));
+                    debug_assert_eq!(id, s_id);
+                    let ali_n = pcc_def.as_ref().map_or(8, |p| p.ali_n);
+                    let rcv = crate::agents::tfrc_pcc::TfrcReceiverAgent::new(
+                        b,
+                        (a, s_id),
+                        flow,
+                        mon,
+                        ali_n,
+                    );
+                    let k_id = sim.add_agent(b, Box::new(rcv));
                     let t0 = start_of(*start_s, *start_jitter_s);
                     sim.net.schedule_command(t0, k_id, Command::Start);
                     sim.net.schedule_command(t0, s_id, Command::Start);

@@ -15,6 +15,38 @@ fn fast_catalogue_meets_every_band() {
     let mut skipped = Vec::new();
     let mut expected = Vec::new();
     let mut by_check: BTreeMap<String, Vec<Row>> = BTreeMap::new();
+    let mut judge = |r: Row| {
+        let banded = r.min.is_some() || r.max.is_some();
+        eprintln!(
+            "{:<5} {} / {}: {:.4} ± {:.4} (band {:?}..{:?}, published {})",
+            if !banded {
+                "info"
+            } else if r.pass {
+                "PASS"
+            } else {
+                "FAIL"
+            },
+            r.scenario,
+            r.id,
+            r.mean,
+            r.ci95,
+            r.min,
+            r.max,
+            r.published
+        );
+        if banded && !r.pass {
+            if r.note.is_empty() {
+                failures.push(format!("{}: {} = {}", r.scenario, r.id, r.mean));
+            } else {
+                expected.push(format!("{}: {} ({})", r.scenario, r.id, r.note));
+            }
+        }
+        // "era/AC-2 time to ..." → acceptance check "era/AC-2".
+        let check = r.id.split_whitespace().next().unwrap_or("").to_string();
+        if check.contains('/') {
+            by_check.entry(check).or_default().push(r);
+        }
+    };
     for f in scenario_files(&dir).unwrap() {
         let sc = Scenario::load(&f).unwrap();
         let missing = sc.missing_protocols();
@@ -26,39 +58,14 @@ fn fast_catalogue_meets_every_band() {
             skipped.push(format!("{} (full catalogue only)", sc.name));
             continue;
         }
-        let rows = run_scenario(&sc, sc.fast_seeds).unwrap();
-        for r in rows {
-            let banded = r.min.is_some() || r.max.is_some();
-            eprintln!(
-                "{:<5} {} / {}: {:.4} ± {:.4} (band {:?}..{:?}, published {})",
-                if !banded {
-                    "info"
-                } else if r.pass {
-                    "PASS"
-                } else {
-                    "FAIL"
-                },
-                r.scenario,
-                r.id,
-                r.mean,
-                r.ci95,
-                r.min,
-                r.max,
-                r.published
-            );
-            if banded && !r.pass {
-                if r.note.is_empty() {
-                    failures.push(format!("{}: {} = {}", r.scenario, r.id, r.mean));
-                } else {
-                    expected.push(format!("{}: {} ({})", r.scenario, r.id, r.note));
-                }
-            }
-            // "era/AC-2 time to ..." → acceptance check "era/AC-2".
-            let check = r.id.split_whitespace().next().unwrap_or("").to_string();
-            if check.contains('/') {
-                by_check.entry(check).or_default().push(r);
-            }
+        for r in run_scenario(&sc, sc.fast_seeds).unwrap() {
+            judge(r);
         }
+    }
+    // The feedback-suppression Monte Carlo (tfmcc/S1-S7, `sim::suppression`): no scenario
+    // file and no network; every run of the full catalogue (about 3 s of CPU in release).
+    for r in sim::suppression::catalogue_rows() {
+        judge(r);
     }
     for (check, rows) in &by_check {
         let value = rows
@@ -82,9 +89,18 @@ fn fast_catalogue_meets_every_band() {
         } else {
             Some(banded.iter().all(|r| r.pass))
         };
+        // The suppression Monte Carlo runs every run even here (no fast subset).
+        let what = if rows
+            .iter()
+            .all(|r| r.scenario.starts_with("suppression-mc"))
+        {
+            "simulator Monte Carlo, all runs"
+        } else {
+            "simulator, fast seeds"
+        };
         testkit::record(
             check,
-            &format!("simulator, fast seeds: {value}"),
+            &format!("{what}: {value}"),
             pass,
             "cargo test --release -p layercast-sim --test catalogue",
         );

@@ -28,6 +28,14 @@ pub struct LinkParams {
     pub overhead_bytes: i32,
     /// Flow classification for per-flow queuing.
     pub flow: FlowConfig,
+    /// Drop on the wire every RTP packet whose Layercast cc extension says it is at this
+    /// position of its bunch (1 = the second packet of each pair), counted as wire loss. For
+    /// PLM's no-packet-pair fallback check (plm.md E10), which the paper runs with a netem
+    /// filter; our kernel has neither netem nor the gact action a `u32` filter would need.
+    pub drop_bunch_pos: Option<u8>,
+    /// Added to every Layercast data packet's cc send time, µs: a sender clock offset as the
+    /// receiver sees it (delay-based.md DE0; all namespaces share one kernel clock).
+    pub cc_time_shift_us: i64,
 }
 
 impl Default for LinkParams {
@@ -40,6 +48,8 @@ impl Default for LinkParams {
             queue: None,
             overhead_bytes: 0,
             flow: FlowConfig::default(),
+            drop_bunch_pos: None,
+            cc_time_shift_us: 0,
         }
     }
 }
@@ -72,6 +82,10 @@ pub struct LinkUpdate {
     pub overhead_bytes: Option<i32>,
     /// See [`FlowConfig`].
     pub flow: Option<FlowConfig>,
+    /// See [`LinkParams::drop_bunch_pos`]; a negative value turns the rule off.
+    pub drop_bunch_pos: Option<i32>,
+    /// See [`LinkParams::cc_time_shift_us`].
+    pub cc_time_shift_us: Option<i64>,
 }
 
 fn ms_to_ns(what: &str, ms: f64) -> Result<u64, Error> {
@@ -130,6 +144,16 @@ impl LinkUpdate {
             }
             n.flow = f.clone();
         }
+        if let Some(b) = self.drop_bunch_pos {
+            n.drop_bunch_pos = match u8::try_from(b) {
+                Ok(v) => Some(v),
+                Err(_) if b < 0 => None,
+                Err(_) => return Err(Error::Config(format!("drop_bunch_pos {b} out of [0, 255]"))),
+            };
+        }
+        if let Some(us) = self.cc_time_shift_us {
+            n.cc_time_shift_us = us;
+        }
         // Queue limits derived from rate and delay change with them.
         let rebuild = n.queue != p.queue || n.rate_bps != p.rate_bps || n.delay_ns != p.delay_ns;
         *p = n;
@@ -140,6 +164,26 @@ impl LinkUpdate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn drop_bunch_pos_turns_on_and_off() {
+        let mut p = LinkParams::default();
+        LinkUpdate::from_json(r#"{"drop_bunch_pos":1}"#)
+            .unwrap()
+            .apply(&mut p)
+            .unwrap();
+        assert_eq!(p.drop_bunch_pos, Some(1));
+        LinkUpdate::from_json(r#"{"drop_bunch_pos":-1}"#)
+            .unwrap()
+            .apply(&mut p)
+            .unwrap();
+        assert_eq!(p.drop_bunch_pos, None);
+        assert!(LinkUpdate::from_json(r#"{"drop_bunch_pos":300}"#)
+            .unwrap()
+            .apply(&mut p)
+            .is_err());
+        assert_eq!(p.drop_bunch_pos, None);
+    }
 
     #[test]
     fn update_parses_and_applies() {

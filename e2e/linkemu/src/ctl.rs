@@ -31,7 +31,7 @@ pub enum Which {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
     /// Change parameters.
-    Set(Which, LinkUpdate),
+    Set(Which, Box<LinkUpdate>),
     /// Read counters.
     Get,
     /// Exit.
@@ -59,7 +59,7 @@ pub fn parse(line: &str) -> Result<Request, Error> {
                 Some(o) => return Err(Error::Config(format!("unknown dir {o:?}"))),
             };
             let u: LinkUpdate = serde_json::from_value(Value::Object(Map::from_iter(m)))?;
-            Ok(Request::Set(which, u))
+            Ok(Request::Set(which, Box::new(u)))
         }
         o => Err(Error::Config(format!("unknown cmd {o:?}"))),
     }

@@ -166,6 +166,70 @@ fn inspect_ipv4(ip: &[u8], cfg: &FlowConfig, info: &mut FrameInfo) {
     ]);
 }
 
+/// Where the data of the Layercast cc extension element starts in an Ethernet frame (IPv4,
+/// UDP, RTP with the RFC 8285 one-byte extension carrying element ID 1 = `urn:layercast:cc`:
+/// layer, bunch_pos, bunch_len, send time in µs), with the IP header length; None for anything
+/// else.
+fn cc_data(frame: &[u8]) -> Option<(usize, usize)> {
+    if be16(frame, 12)? != 0x0800 {
+        return None;
+    }
+    let ip = frame.get(ETH_HDR..)?;
+    let ihl = ((ip.first()? & 0x0F) as usize) * 4;
+    if ip.first()? >> 4 != 4 || ip.get(9)? != &17 || be16(ip, 6)? & 0x1FFF != 0 || ihl < 20 {
+        return None;
+    }
+    let rtp = ip.get(ihl + 8..)?;
+    let b0 = *rtp.first()?;
+    if b0 >> 6 != 2 || b0 & 0x10 == 0 {
+        return None; // not RTP v2, or no header extension
+    }
+    let ext = 12 + 4 * (b0 & 0x0F) as usize;
+    if be16(rtp, ext)? != 0xBEDE {
+        return None;
+    }
+    let end = (ext + 4 + 4 * be16(rtp, ext + 2)? as usize).min(rtp.len());
+    let mut i = ext + 4;
+    while i < end {
+        let h = rtp[i];
+        if h == 0 {
+            i += 1; // padding
+            continue;
+        }
+        let (id, len) = (h >> 4, (h & 0x0F) as usize + 1);
+        if id == 15 {
+            return None;
+        }
+        if id == 1 {
+            return (len >= 11 && i + 1 + 11 <= rtp.len())
+                .then_some((ETH_HDR + ihl + 8 + i + 1, ihl));
+        }
+        i += 1 + len;
+    }
+    None
+}
+
+/// The `bunch_pos` field of a Layercast data packet, or None for anything else.
+pub fn cc_bunch_pos(frame: &[u8]) -> Option<u8> {
+    cc_data(frame).map(|(d, _)| frame[d + 1])
+}
+
+/// Adds `shift_us` to a Layercast data packet's cc send time (a sender clock offset as the
+/// receiver sees it) and zeroes the UDP checksum (allowed in IPv4; the payload changed).
+/// Returns whether the frame was one.
+pub fn shift_cc_send_time(frame: &mut [u8], shift_us: i64) -> bool {
+    let Some((d, ihl)) = cc_data(frame) else {
+        return false;
+    };
+    let mut t = [0u8; 8];
+    t.copy_from_slice(&frame[d + 3..d + 11]);
+    let v = u64::from_be_bytes(t).wrapping_add_signed(shift_us);
+    frame[d + 3..d + 11].copy_from_slice(&v.to_be_bytes());
+    let ck = ETH_HDR + ihl + 6;
+    frame[ck..ck + 2].copy_from_slice(&[0, 0]);
+    true
+}
+
 /// Parses one IGMP message (`b` starts at the IGMP header) into `out`.
 pub fn parse_igmp(b: &[u8], ip_dst: u32, out: &mut Vec<Igmp>) {
     let Some(&ty) = b.first() else { return };
@@ -256,6 +320,32 @@ pub(crate) mod tests {
         f[14 + 16..14 + 20].copy_from_slice(&[224, 0, 0, 2]);
         f.extend_from_slice(body);
         f
+    }
+
+    #[test]
+    fn cc_bunch_pos_reads_the_extension() {
+        let mut f = udp_frame([10, 0, 0, 1], [239, 255, 100, 1], 5000, 5004, 60);
+        let rtp = 14 + 28;
+        f[rtp] = 0x90; // V=2, X=1, CC=0
+        f[rtp + 12..rtp + 16].copy_from_slice(&[0xBE, 0xDE, 0, 3]);
+        f[rtp + 16] = 0x1A; // ID 1, 11 bytes
+        f[rtp + 17] = 4; // layer
+        f[rtp + 18] = 1; // bunch_pos
+        f[rtp + 19] = 2; // bunch_len
+        assert_eq!(cc_bunch_pos(&f), Some(1));
+        f[rtp + 20..rtp + 28].copy_from_slice(&1_000_000u64.to_be_bytes());
+        f[14 + 26] = 0xAB; // a UDP checksum
+        assert!(shift_cc_send_time(&mut f, -500_000));
+        assert_eq!(&f[rtp + 20..rtp + 28], &500_000u64.to_be_bytes());
+        assert_eq!(&f[14 + 26..14 + 28], &[0, 0]);
+        assert_eq!(cc_bunch_pos(&f), Some(1));
+        f[rtp + 16] = 0x2A; // another element ID
+        assert_eq!(cc_bunch_pos(&f), None);
+        f[rtp] = 0x80; // no extension
+        assert_eq!(cc_bunch_pos(&f), None);
+        for n in 0..f.len() {
+            let _ = cc_bunch_pos(&f[..n]);
+        }
     }
 
     #[test]

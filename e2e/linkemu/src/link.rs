@@ -165,7 +165,10 @@ impl Direction {
     }
 
     /// A frame arrived at `now`.
-    pub fn arrive(&mut self, now: Time, frame: Vec<u8>) {
+    pub fn arrive(&mut self, now: Time, mut frame: Vec<u8>) {
+        if self.params.cc_time_shift_us != 0 {
+            crate::flow::shift_cc_send_time(&mut frame, self.params.cc_time_shift_us);
+        }
         self.counters.rx_packets += 1;
         self.counters.rx_bytes += frame.len() as u64;
         let info = inspect(&frame, &self.params.flow);
@@ -194,6 +197,12 @@ impl Direction {
             let end = start + self.ser(pkt.size);
             self.link_free_at = end;
             if self.loss.lose(&self.params.loss, &mut self.rng) {
+                self.counters.drop_loss += 1;
+                continue;
+            }
+            if self.params.drop_bunch_pos.is_some()
+                && crate::flow::cc_bunch_pos(pkt.item.as_ref()) == self.params.drop_bunch_pos
+            {
                 self.counters.drop_loss += 1;
                 continue;
             }

@@ -241,7 +241,7 @@ fn handle_conn(
                 for t in targets {
                     let (rtx, rrx) = mpsc::channel();
                     let r = t
-                        .send(Msg::Set(u.clone(), rtx))
+                        .send(Msg::Set((*u).clone(), rtx))
                         .map_err(|_| "worker stopped".to_string())
                         .and_then(|_| {
                             rrx.recv_timeout(Duration::from_secs(2))

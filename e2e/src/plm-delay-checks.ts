@@ -1,0 +1,555 @@
+// PLM (plm.md §9.B) and delay-based (delay-based.md §10.B) emulation checks that the scenario
+// metrics cannot express, and the instrumentation some of them need during the run. Used by
+// `layercast-e2e full` (src/full.ts): `checkHook(sc, dir)` is passed to runScenario as
+// `onBuilt`, `plmDelayDerived(sc, result, dir)` adds rows to the summary after the run.
+//
+// Everything here keys on the scenario's name (e2e/scenarios/*.yaml): the scenario format is
+// shared with the simulator and has no field for a packet capture or a per-packet emulator
+// rule, and these checks exist only on the emulated network.
+//
+// Sources: the players' `player.jsonl` (per-second lines: layers, estimate_bps, pp samples,
+// lost packets, and the controller's decisions with their inputs, `at_s` in unix seconds from
+// kernel receive timestamps), the emulators' samples (`links.json`), and pcaps taken with
+// tcpdump inside the namespaces.
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Net } from './netns.js';
+import type { Built } from './topology.js';
+import type { RunResult } from './runner.js';
+import type { DerivedRow } from './tfmcc.js';
+import { findLink, ladderRates, type LayeredFlow, type Scenario } from './scenario.js';
+import { sessionAddrs } from './media.js';
+import { run } from './sh.js';
+
+type Hook = (net: Net, built: Built, t0Ms: number) => Promise<void>;
+
+/** E10: the emulator drops the second packet of every pair on the bottleneck over [on, off). */
+export const E10_PAIR_RULE = { link: 'n1-n2', on_s: 20, off_s: 24 };
+/** DE0: sender clock offsets injected on receivers' access links (µs added to the send time). */
+export const DE0_OFFSETS: Record<string, number> = { 'r1-hp': 500_000, 'r1-hm': -500_000 };
+/** Sender addresses (`10.201.k.2`, docs/testbed.md): everything else a receiver could send. */
+const SENDER_NET = '10.201.0.0/16';
+
+// ---------------------------------------------------------------- instrumentation
+
+export function checkHook(sc: Scenario, outDir: string): Hook | undefined {
+  if (sc.name === 'plm-e12-no-feedback') return (net, b) => captures(sc, outDir, net, b);
+  if (sc.name === 'plm-e10-no-pp') {
+    return async (_net, b, t0) => {
+      const l = findLink(sc, E10_PAIR_RULE.link)!;
+      const emu = b.links[l.index].emu;
+      if (!emu) throw new Error(`E10: link ${E10_PAIR_RULE.link} is not emulated`);
+      const dir = l.reverse ? 'ba' : 'ab';
+      const at = (s: number, fn: () => Promise<void>) => setTimeout(() => void fn().catch(() => undefined), Math.max(0, t0 + s * 1000 - Date.now())).unref();
+      at(E10_PAIR_RULE.on_s, () => emu.set(dir, { drop_bunch_pos: 1 }));
+      at(E10_PAIR_RULE.off_s, () => emu.set(dir, { drop_bunch_pos: -1 }));
+    };
+  }
+  if (sc.name === 'delay-de0-delay-step') {
+    return async (_net, b) => {
+      for (const [name, us] of Object.entries(DE0_OFFSETS)) {
+        const l = findLink(sc, name)!;
+        const emu = b.links[l.index].emu;
+        if (!emu) throw new Error(`DE0: link ${name} is not emulated`);
+        await emu.set(l.reverse ? 'ba' : 'ab', { cc_time_shift_us: us });
+      }
+    };
+  }
+  return undefined;
+}
+
+/** tcpdump in every sender's namespace (everything) and on every receiver node (everything
+ *  but the senders' data), stopped by the run's teardown (SIGTERM flushes the file). */
+async function captures(sc: Scenario, outDir: string, net: Net, b: Built): Promise<void> {
+  const seen = new Set<string>();
+  for (const f of sc.flows) {
+    if (f.type !== 'layered') continue;
+    const app = b.sourceApp.get(f.from)!;
+    net.procs.spawnIn(app.ns, `tcpdump sender ${f.name}`, 'tcpdump', ['-i', 'any', '-nn', '-U', '-s', '128', '-w', path.join(outDir, `pcap-sender-${f.name}.pcap`)]);
+    for (const r of f.receivers) {
+      if (seen.has(r.at)) continue;
+      seen.add(r.at);
+      net.procs.spawnIn(b.nodeNs.get(r.at)!, `tcpdump node ${r.at}`, 'tcpdump', ['-i', 'any', '-nn', '-U', '-s', '128', '-w', path.join(outDir, `pcap-node-${r.at}.pcap`), `not (udp and src net ${SENDER_NET})`]);
+    }
+  }
+  // tcpdump needs a moment to open its sockets; the flows start 1.5 s after the build.
+  await new Promise((r) => setTimeout(r, 300));
+}
+
+// ---------------------------------------------------------------- reading
+
+interface Decision {
+  at_s: number;
+  from: number;
+  to: number;
+  reason: string;
+  inputs: Record<string, number>;
+}
+interface PLine {
+  t: number;
+  layers: number;
+  estimate_bps?: number | null;
+  pp_samples?: number;
+  pp_bps_median_payload?: number | null;
+  lost_1s?: number;
+  decisions?: Decision[];
+}
+
+/** A player's per-second lines with `t` relative to the run's epoch, and its decisions (at_s
+ *  relative too). */
+export function readPlayer(dir: string, flow: string, rcv: string, t0: number): { lines: PLine[]; decisions: Decision[] } {
+  const file = path.join(dir, `player-${flow}-${rcv}`, 'player.jsonl');
+  const lines: PLine[] = [];
+  const decisions: Decision[] = [];
+  if (!fs.existsSync(file)) return { lines, decisions };
+  for (const s of fs.readFileSync(file, 'utf8').split('\n')) {
+    if (!s.trim()) continue;
+    let p: PLine;
+    try {
+      p = JSON.parse(s) as PLine;
+    } catch {
+      continue;
+    }
+    if (typeof p.t !== 'number') continue;
+    p.t -= t0;
+    lines.push(p);
+    for (const d of p.decisions ?? []) decisions.push({ ...d, at_s: d.at_s - t0 });
+  }
+  decisions.sort((a, b) => a.at_s - b.at_s);
+  return { lines, decisions };
+}
+
+interface PcapPkt {
+  t: number;
+  iface: string;
+  dir: string;
+  proto: string;
+  src: string;
+  dst: string;
+  len: number;
+  text: string;
+}
+
+/** Packets of a pcap, via `tcpdump -r` (any-interface captures print the direction). */
+export async function readPcap(file: string): Promise<PcapPkt[]> {
+  if (!fs.existsSync(file)) throw new Error(`no capture ${path.basename(file)}`);
+  const r = await run('tcpdump', ['-r', file, '-nn', '-tt'], { timeoutMs: 60_000, allowFail: true });
+  const out: PcapPkt[] = [];
+  for (const line of r.stdout.split('\n')) {
+    const m = /^(\d+\.\d+)\s+(\S+)\s+(In|Out|M|B|P)\s+(IP6?|ARP|\S+)[, ]\s*(.*)$/.exec(line.trim());
+    if (!m) continue;
+    const [, t, iface, dir, l3, rest] = m;
+    let proto = l3;
+    let src = '';
+    let dst = '';
+    let len = 0;
+    const ip = /^(\S+) > (\S+?):\s*(.*)$/.exec(rest);
+    if (l3 === 'IP' && ip) {
+      src = ip[1];
+      dst = ip[2];
+      const what = ip[3];
+      proto = /^igmp/i.test(what) ? 'igmp' : /^UDP/.test(what) ? 'udp' : /^ICMP/.test(what) ? 'icmp' : /^Flags/.test(what) ? 'tcp' : 'ip-other';
+      const lm = /length (\d+)/.exec(what);
+      len = lm ? Number(lm[1]) : 0;
+    } else if (l3 === 'ARP') proto = 'arp';
+    out.push({ t: Number(t), iface, dir, proto, src, dst, len, text: line.trim() });
+  }
+  return out;
+}
+
+const quantile = (v: number[], q: number) => {
+  if (!v.length) return NaN;
+  const s = [...v].sort((a, b) => a - b);
+  const i = (s.length - 1) * q;
+  const lo = Math.floor(i);
+  return s[lo] + (s[Math.min(lo + 1, s.length - 1)] - s[lo]) * (i - lo);
+};
+const f = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : String(x));
+const row = (check: string, measurement: string, value: number, text: string, min: number | null, max: number | null): DerivedRow => ({
+  check,
+  measurement,
+  value,
+  text,
+  min,
+  max,
+  pass: min == null && max == null ? null : Number.isFinite(value) && (min == null || value >= min) && (max == null || value <= max),
+});
+const layered = (sc: Scenario) => sc.flows.filter((x): x is LayeredFlow => x.type === 'layered');
+
+// ---------------------------------------------------------------- derived checks
+
+/** The rows this module derives for a finished run (empty for other scenarios). Errors become
+ *  a failing row, never an exception. */
+export async function plmDelayDerived(sc: Scenario, r: RunResult, dir: string): Promise<DerivedRow[]> {
+  const t0 = r.t0_unix_s;
+  if (t0 === undefined) return [];
+  const fns: Record<string, () => Promise<DerivedRow[]> | DerivedRow[]> = {
+    'plm-e12-no-feedback': () => noFeedback(sc, dir, t0),
+    'plm-e11-blackhole': () => silence(sc, dir, t0),
+    'plm-e10-no-pp': () => noPp(sc, dir, t0),
+    'plm-e1-pp-fq': () => ppFidelity(sc, dir, t0, [[1, 5, 20], [3, 20, 40], [9, 40, 60]], false),
+    'plm-e1-pp-fifo': () => ppFidelity(sc, dir, t0, [[1, 5, 20]], true),
+    'delay-de0-delay-step': () => delaySteps(sc, dir, t0),
+    'delay-de8-exit': () => exitRule(sc, dir, t0),
+    'delay-de1-convergence': () => queueAndJoins(sc, dir, t0),
+    'delay-de7-many': () => agreement(sc, dir, t0, 'delay/DE7', [30, 70]),
+  };
+  const rows: DerivedRow[] = [];
+  const fn = fns[sc.name];
+  if (fn) {
+    try {
+      rows.push(...(await fn()));
+    } catch (e) {
+      rows.push({ check: sc.measurements[0] ? sc.measurements[0].id.split(/\s+/)[0] : sc.name, measurement: 'derived checks', value: NaN, text: `error: ${(e as Error).message}`, min: 0, max: 0, pass: false });
+    }
+  }
+  // plm.md E7: a change never moves more than one layer, over the measured window (30 s on;
+  // §7.6 measures 30-100 s, after the receivers' start-up climb at 20-25 s).
+  if (sc.name.startsWith('plm-e7')) rows.push(...oneLayerPerChange(sc, dir, t0, 'plm/E7', 30));
+  return rows;
+}
+
+/** plm.md E12 and era.md AC-13. */
+async function noFeedback(sc: Scenario, dir: string, _t0: number): Promise<DerivedRow[]> {
+  const rows: DerivedRow[] = [];
+  const nodes = [...new Set(layered(sc).flatMap((x) => x.receivers.map((r) => r.at)))];
+  let other = 0;
+  let igmp = 0;
+  let arp = 0;
+  const examples: string[] = [];
+  for (const n of nodes) {
+    for (const p of await readPcap(path.join(dir, `pcap-node-${n}.pcap`))) {
+      if (p.dir !== 'Out') continue;
+      if (p.proto === 'igmp') igmp++;
+      else if (p.proto === 'arp') arp++;
+      else {
+        other++;
+        if (examples.length < 3) examples.push(p.text);
+      }
+    }
+  }
+  const nRecv = layered(sc).reduce((a, x) => a + x.receivers.length, 0);
+  const t1 = `${other} (IGMP ${igmp}, ARP ${arp}; ${nRecv} receivers on ${nodes.length} nodes)${examples.length ? ': ' + examples.join(' | ') : ''}`;
+  rows.push(row('plm/E12', 'packets sent by the receiver nodes other than IGMP/ARP (pcap)', other, t1, 0, 0));
+  rows.push(row('era/AC-13', 'packets sent by the receiver nodes other than IGMP/ARP (pcap)', other, t1, 0, 0));
+  // What reached each sender.
+  let toSender = 0;
+  const senderEx: string[] = [];
+  const perSender: Record<string, Map<string, { n: number; lens: Set<number> }>> = {};
+  const t = { lo: Infinity };
+  for (const [k, fl] of layered(sc).entries()) {
+    const pk = await readPcap(path.join(dir, `pcap-sender-${fl.name}.pcap`));
+    const out = new Map<string, { n: number; lens: Set<number> }>();
+    const base = sessionAddrs(k).group.split('.').slice(0, 3).join('.');
+    for (const p of pk) {
+      if (p.dir === 'In') {
+        // `lo`: the sender's HTTP library connecting to its own listener at shutdown (to
+        // wake its accept thread; seen as SYN + RST at teardown), not a receiver's packet.
+        if (p.iface !== 'lo' && p.proto !== 'igmp' && p.proto !== 'arp') {
+          toSender++;
+          if (senderEx.length < 3) senderEx.push(p.text);
+        }
+        continue;
+      }
+      if (p.dir !== 'Out' || p.proto !== 'udp' || !p.dst.startsWith(base + '.')) continue;
+      const layer = p.dst.split('.')[3];
+      t.lo = Math.min(t.lo, p.t);
+      const e = out.get(layer) ?? { n: 0, lens: new Set<number>() };
+      out.set(layer, e);
+      e.lens.add(p.len);
+    }
+    // Counts over a common window: 5-25 s after the first packet of any session.
+    perSender[fl.name] = out;
+    (out as unknown as { pkts: PcapPkt[] }).pkts = pk.filter((p) => p.dir === 'Out' && p.proto === 'udp' && p.dst.startsWith(base + '.'));
+  }
+  const t2 = `${toSender}${toSender ? ': ' + senderEx.join(' | ') : ''}`;
+  rows.push(row('plm/E12', 'packets reaching the senders other than IGMP/ARP (pcap, loopback excluded)', toSender, t2, 0, 0));
+  rows.push(row('era/AC-13', 'packets reaching the senders other than IGMP/ARP (pcap, loopback excluded)', toSender, t2, 0, 0));
+  // AC-13: the ERA senders with 1 and with 20 receivers: per layer (SAM excluded: its text
+  // holds the session name), packets in the same 20-s window and packet sizes.
+  const eras = layered(sc).filter((x) => x.protocol === 'era');
+  if (eras.length === 2) {
+    const [a, b] = eras.map((x) => perSender[x.name] as Map<string, { n: number; lens: Set<number> }> & { pkts: PcapPkt[] });
+    const w0 = t.lo + 5;
+    const w1 = t.lo + 25;
+    let maxDiff = 0;
+    let sizesEqual = true;
+    const parts: string[] = [];
+    const layers = [...new Set([...a.keys(), ...b.keys()])].filter((l) => l !== '255').sort((x, y) => Number(x) - Number(y));
+    for (const l of layers) {
+      const cnt = (m: typeof a) => m.pkts.filter((p) => p.dst.split('.')[3] === l && p.t >= w0 && p.t < w1).length;
+      const ca = cnt(a);
+      const cb = cnt(b);
+      maxDiff = Math.max(maxDiff, Math.abs(ca - cb));
+      const la = [...(a.get(l)?.lens ?? [])].sort().join('/');
+      const lb = [...(b.get(l)?.lens ?? [])].sort().join('/');
+      if (la !== lb) sizesEqual = false;
+      parts.push(`L${l} ${ca}/${cb}`);
+    }
+    const rates = layers.map((l) => a.pkts.filter((p) => p.dst.split('.')[3] === l && p.t >= w0 && p.t < w1).length);
+    rows.push(row('era/AC-13', `sender packets per layer over 20 s, ${eras[0].receivers.length} vs ${eras[1].receivers.length} receivers: max |difference|`, layers.length ? maxDiff : NaN, `${maxDiff} (${parts.join(', ')})`, 0, 2));
+    rows.push(row('era/AC-13', 'sender packet sizes per layer identical (1 = yes)', sizesEqual ? 1 : 0, `${sizesEqual ? 'yes' : 'no'} (UDP payload ${[...(a.get('0')?.lens ?? [])].join('/')} B; ${rates.length} layers)`, 1, 1));
+  }
+  return rows;
+}
+
+/** plm.md E11: one layer per T_nopkt after the blackhole, re-join T_rejoin = 30 s later. */
+function silence(sc: Scenario, dir: string, t0: number): DerivedRow[] {
+  const fl = layered(sc)[0];
+  const rcv = fl.receivers[0];
+  const { decisions, lines } = readPlayer(dir, fl.name, rcv.name, t0);
+  const l0 = ladderRates(fl.layers)[0] * 1000;
+  const tNopkt = Math.max(1, (4 * fl.bunch * 8 * fl.packet_size) / l0);
+  const bh = sc.schedule.find((x) => x.loss === 1)!.at_s;
+  const heal = sc.schedule.find((x) => x.loss === 0 && x.at_s > bh)?.at_s ?? sc.duration_s;
+  const after = decisions.filter((d) => d.at_s >= bh);
+  const rows: DerivedRow[] = [];
+  const first = after[0];
+  rows.push(
+    row(
+      'plm/E11',
+      `first decision after the blackhole at ${bh} s: silence-drop of one layer, delay (s; T_nopkt = ${f(tNopkt)} s)`,
+      first && first.reason === 'silence-drop' && first.from - first.to === 1 ? first.at_s - bh : NaN,
+      first ? `${f(first.at_s - bh)} (${first.reason} ${first.from}->${first.to})` : 'no decision',
+      tNopkt,
+      tNopkt + 0.5,
+    ),
+  );
+  const chain: Decision[] = [];
+  for (const d of after) {
+    if (d.reason !== 'silence-drop') break;
+    chain.push(d);
+    if (d.to === 0) break;
+  }
+  const gaps = chain.slice(1).map((d, i) => d.at_s - chain[i].at_s);
+  const oneEach = chain.every((d) => d.from - d.to === 1);
+  rows.push(
+    row(
+      'plm/E11',
+      'spacing of successive silence-drops (s), worst deviation from T_nopkt',
+      gaps.length && oneEach ? Math.max(...gaps.map((g) => Math.abs(g - tNopkt))) : NaN,
+      `${chain.length} drops ${chain.map((d) => `${d.from}->${d.to}`).join(' ')}, gaps ${gaps.map((g) => f(g)).join(' ')}`,
+      0,
+      0.25,
+    ),
+  );
+  const empty = chain.find((d) => d.to === 0);
+  const rejoin = decisions.find((d) => d.reason === 'rejoin' && empty && d.at_s > empty.at_s);
+  rows.push(
+    row(
+      'plm/E11',
+      'base layer gone -> re-join (s; T_rejoin 30 s)',
+      empty && rejoin ? rejoin.at_s - empty.at_s : NaN,
+      empty ? (rejoin ? `${f(rejoin.at_s - empty.at_s)} (empty at ${f(empty.at_s)} s, healed at ${heal} s)` : `no re-join (empty at ${f(empty.at_s)} s)`) : 'never emptied',
+      29.5,
+      30.5,
+    ),
+  );
+  const end = lines.filter((x) => x.t > sc.duration_s - 3).map((x) => x.layers);
+  rows.push(row('plm/E11', 'level at the end, after the re-join (healed path)', end.length ? Math.max(...end) : NaN, end.length ? String(Math.max(...end)) : 'no log', 1, null));
+  return rows;
+}
+
+/** plm.md E10: loss-drops one layer per >= 0.5 s while loss > 10 %, none when it is < 10 %. */
+function noPp(sc: Scenario, dir: string, t0: number): DerivedRow[] {
+  const fl = layered(sc)[0];
+  const { decisions, lines } = readPlayer(dir, fl.name, fl.receivers[0].name, t0);
+  const { on_s: on, off_s: off } = E10_PAIR_RULE;
+  const a = decisions.filter((d) => d.at_s >= on && d.at_s < off + 0.5);
+  const lossA = a.filter((d) => d.reason === 'loss-drop');
+  const gaps = lossA.slice(1).map((d, i) => d.at_s - lossA[i].at_s);
+  const pp = lines.filter((x) => x.t > on + 1 && x.t <= off).reduce((s, x) => s + (x.pp_samples ?? 0), 0);
+  const rows: DerivedRow[] = [];
+  rows.push(row('plm/E10', `PP samples during ${on + 1}-${off} s (emulator drops every 2nd packet of a pair)`, pp, String(pp), 0, 0));
+  rows.push(
+    row(
+      'plm/E10',
+      `loss-drops during ${on}-${off} s (loss ≈ 60 %)`,
+      lossA.length,
+      `${lossA.length}: ${a.map((d) => `${f(d.at_s, 2)} ${d.reason} ${d.from}->${d.to}${d.inputs.loss_rate != null ? ` (loss ${f(d.inputs.loss_rate)})` : ''}`).join(', ')}`,
+      2,
+      null,
+    ),
+  );
+  rows.push(row('plm/E10', 'shortest spacing between loss-drops (s)', gaps.length ? Math.min(...gaps) : NaN, gaps.map((g) => f(g)).join(' ') || 'fewer than 2 drops', 0.5, null));
+  rows.push(row('plm/E10', 'layers per loss-drop, most', lossA.length ? Math.max(...lossA.map((d) => d.from - d.to)) : NaN, lossA.map((d) => d.from - d.to).join(' '), 1, 1));
+  const b = decisions.filter((d) => d.at_s >= off + 1 && d.reason === 'loss-drop');
+  rows.push(row('plm/E10', `loss-drops after ${off + 1} s (5 % loss, < 10 %)`, b.length, `${b.length}${b.length ? ': ' + b.map((d) => `${f(d.at_s)} ${d.from}->${d.to} loss ${f(d.inputs.loss_rate ?? NaN)}`).join(', ') : ''}`, 0, 0));
+  const endL = lines.filter((x) => x.t > sc.duration_s - 3).map((x) => x.layers);
+  const allB = decisions.filter((d) => d.at_s >= off + 1);
+  rows.push(row('plm/E10', 'level at the end (PP back)', endL.length ? Math.max(...endL) : NaN, `${endL.length ? Math.max(...endL) : 'no log'} (${allB.length} decisions after ${off + 1} s: ${[...new Set(allB.map((d) => d.reason))].join(', ')})`, null, null));
+  return rows;
+}
+
+/** plm.md E1: per-second PP medians of a fixed-subscription player against R/(k+1). */
+function ppFidelity(sc: Scenario, dir: string, t0: number, phases: [number, number, number][], fifo: boolean): DerivedRow[] {
+  const fl = layered(sc)[0];
+  const { lines } = readPlayer(dir, fl.name, fl.receivers[0].name, t0);
+  const link = sc.topology.links.find((l) => l.rate_kbps <= 2000)!;
+  const rKbps = link.rate_kbps;
+  const rows: DerivedRow[] = [];
+  for (const [k, a, b] of phases) {
+    const v = lines.filter((x) => x.t >= a + 3 && x.t <= b - 1 && (x.pp_samples ?? 0) > 0 && x.pp_bps_median_payload).map((x) => x.pp_bps_median_payload! / 1000);
+    const ideal = fifo ? rKbps : rKbps / (k + 1);
+    const med = quantile(v, 0.5);
+    const p10 = quantile(v, 0.1);
+    const txt = `median ${f(med, 1)} kbit/s, p10 ${f(p10, 1)}, ${v.length} one-second medians, ideal ${f(ideal, 1)}`;
+    if (fifo) {
+      rows.push(row('plm/E1', `FIFO, k = ${k}: median PP / R`, med / rKbps, `${f(med / rKbps, 3)} (${txt})`, 0.8, null));
+    } else {
+      rows.push(row('plm/E1', `FQ, k = ${k} (${a + 3}-${b - 1} s): median PP / (R/(k+1))`, med / ideal, `${f(med / ideal, 3)} (${txt})`, 0.95, 1.05));
+      rows.push(row('plm/E1', `FQ, k = ${k}: 10th percentile / (R/(k+1))`, p10 / ideal, f(p10 / ideal, 3), 0.9, null));
+    }
+  }
+  return rows;
+}
+
+/** delay-based.md DE0: each +20 ms step cuts R_TARGET within 2 epochs (+ the log's 1 s); the
+ *  receivers whose packets carry a ±0.5 s sender clock offset decide as the one without. */
+function delaySteps(sc: Scenario, dir: string, t0: number): DerivedRow[] {
+  const fl = layered(sc)[0];
+  const steps = sc.schedule.filter((x) => x.delay_ms != null).map((x) => x.at_s);
+  const pps = ladderRates(fl.layers).reduce((a, b) => a + b, 0) * 1000 / 8 / fl.packet_size;
+  const epoch = Math.min(1, Math.max(0.2, 16 / pps));
+  const bound = Math.round((2 * epoch + 1) * 100) / 100;
+  const rows: DerivedRow[] = [];
+  const players = fl.receivers.map((r) => ({ name: r.name, ...readPlayer(dir, fl.name, r.name, t0) }));
+  for (const p of players) {
+    for (const ts of steps) {
+      const before = p.lines.filter((x) => x.t >= ts - 5 && x.t < ts && x.estimate_bps).map((x) => x.estimate_bps!);
+      const ref = quantile(before, 0.5);
+      const hit = p.lines.find((x) => x.t > ts && x.t <= ts + 5 && x.estimate_bps != null && x.estimate_bps <= 0.8 * ref);
+      const dec = p.decisions.find((d) => d.at_s >= ts && d.at_s <= ts + 5);
+      rows.push(
+        row(
+          'delay/DE0',
+          `${p.name}: +20 ms step at ${ts} s -> R_TARGET cut >= 20 % in the log line of (s; 2 epochs of ${f(epoch)} s + 1 s log)`,
+          hit ? hit.t - ts : NaN,
+          hit ? `${f(hit.t - ts)} (R_TARGET ${f(ref / 1000, 0)} -> ${f(hit.estimate_bps! / 1000, 0)} kbit/s)${dec ? `; first decision ${f(dec.at_s - ts)} s: ${dec.reason} zone ${dec.inputs.zone ?? '?'} trend ${dec.inputs.trend_d ?? '?'}` : ''}` : `no cut (R_TARGET ${f(ref / 1000, 0)} kbit/s before)`,
+          0,
+          bound,
+        ),
+      );
+    }
+  }
+  // Offset receivers against rcv, with a control receiver (no offset) for the agreement two
+  // receivers reach anyway.
+  const atOf = (name: string) => fl.receivers.find((r) => r.name === name)!.at;
+  const offsetOf = (name: string) => DE0_OFFSETS[Object.keys(DE0_OFFSETS).find((l) => l.endsWith(`-${atOf(name)}`)) ?? ''] ?? 0;
+  const [base, control] = players.filter((p) => offsetOf(p.name) === 0);
+  if (base && control) {
+    const levelAt = (p: (typeof players)[0]) => new Map(p.lines.filter((x) => x.t >= 5).map((x) => [Math.round(x.t), x.layers]));
+    const bl = levelAt(base);
+    const agree = (p: (typeof players)[0]) => {
+      const pl = levelAt(p);
+      const common = [...bl.keys()].filter((s) => pl.has(s));
+      return { frac: common.length ? common.filter((s) => pl.get(s) === bl.get(s)).length / common.length : NaN, n: common.length };
+    };
+    const meanLevel = (p: (typeof players)[0]) => {
+      const v = p.lines.filter((x) => x.t >= 5).map((x) => x.layers);
+      return v.reduce((a, b) => a + b, 0) / Math.max(1, v.length);
+    };
+    const c = agree(control);
+    for (const p of players) {
+      if (offsetOf(p.name) === 0) continue;
+      const a = agree(p);
+      rows.push(
+        row(
+          'delay/DE0',
+          `${p.name} (clock offset ${offsetOf(p.name) / 1e6} s): seconds at ${base.name}'s level, minus the control ${control.name}'s (no offset)`,
+          a.frac - c.frac,
+          `${f(a.frac - c.frac, 3)} (${f(a.frac, 3)} vs control ${f(c.frac, 3)} of ${a.n} s; mean level ${f(meanLevel(p))} vs ${base.name} ${f(meanLevel(base))}, ${control.name} ${f(meanLevel(control))}; decisions ${p.decisions.length} vs ${base.decisions.length}, ${control.decisions.length})`,
+          -0.1,
+          null,
+        ),
+      );
+    }
+  }
+  return rows;
+}
+
+/** delay-based.md DE8: the session exits before the 15-s squeeze below B_0 ends. */
+function exitRule(sc: Scenario, dir: string, t0: number): DerivedRow[] {
+  const fl = layered(sc)[0];
+  const { decisions } = readPlayer(dir, fl.name, fl.receivers[0].name, t0);
+  const sq = sc.schedule.filter((x) => x.rate_kbps != null).sort((a, b) => a.at_s - b.at_s);
+  const [s0, s1] = [sq[0].at_s, sq[1]?.at_s ?? sc.duration_s];
+  // An exit is a decision to 0 layers whose reason names it (not `slow-start-exit`, which only
+  // ends the slow start).
+  const isExit = (d: Decision) => d.to === 0 && /exit/.test(d.reason);
+  const ex = decisions.find(isExit);
+  const early = decisions.find((d) => isExit(d) && d.at_s < s0);
+  const lastBefore = [...decisions].filter((d) => ex && d.at_s < ex.at_s).pop();
+  return [
+    row(
+      'delay/DE8',
+      `exit after the squeeze below B_0 at ${s0} s (s; squeeze ${s1 - s0} s)`,
+      ex && !early ? ex.at_s - s0 : NaN,
+      ex ? `${f(ex.at_s - s0)} (${ex.reason}${lastBefore ? `; previous: ${lastBefore.reason} ${lastBefore.from}->${lastBefore.to} at ${f(lastBefore.at_s - s0)} s` : ''}; r_target ${f((ex.inputs.r_target ?? NaN) / 1000, 1)} kbit/s)` : early ? `exit before the squeeze at ${f(early.at_s)} s` : 'no exit',
+      0,
+      s1 - s0,
+    ),
+  ];
+}
+
+/** delay-based.md DE3 (bottleneck queueing delay from the emulator's queue samples) and DE4
+ *  (packets lost right after each join) on the DE1 run. */
+function queueAndJoins(sc: Scenario, dir: string, t0: number): DerivedRow[] {
+  const rows: DerivedRow[] = [];
+  const fl = layered(sc)[0];
+  const bn = sc.topology.links.reduce((a, b) => (b.rate_kbps < a.rate_kbps ? b : a));
+  const name = `${bn.from}-${bn.to}`;
+  const lj = JSON.parse(fs.readFileSync(path.join(dir, 'links.json'), 'utf8')) as { samples: { t: number; link: string; dir: string; queue_packets: number }[] };
+  const pktMs = (fl.packet_size * 8) / bn.rate_kbps;
+  const q = lj.samples.filter((s) => s.link === name && s.dir === 'ab' && s.t >= 10).map((s) => s.queue_packets * pktMs);
+  const players = fl.receivers.map((r) => readPlayer(dir, fl.name, r.name, t0));
+  const thr = players.flatMap((p) => p.decisions).filter((d) => d.inputs.d1 != null).pop();
+  const d1 = thr ? thr.inputs.d1 * 1000 : 10;
+  const d2 = thr ? thr.inputs.d2 * 1000 : 25;
+  const limitMs = Number((bn.queue as { limit_ms?: number } | null)?.limit_ms ?? NaN);
+  const med = quantile(q, 0.5);
+  const p99 = quantile(q, 0.99);
+  rows.push(row('delay/DE3', `bottleneck queueing delay median, 10-${sc.duration_s} s (ms; 1-s samples of queue length x packet time)`, med, `${f(med, 1)} (${q.length} samples; d1 ${f(d1, 1)}, d2 ${f(d2, 1)} ms from the controller's last decision)`, Math.round(d1 * 10) / 10, Math.round(d2 * 10) / 10));
+  rows.push(row('delay/DE3', 'bottleneck queueing delay p99 (ms) < buffer drain time', p99, `${f(p99, 1)} (buffer ${limitMs} ms)`, null, Number.isFinite(limitMs) ? limitMs : null));
+  const perJoin: number[] = [];
+  for (const p of players) {
+    for (const d of p.decisions.filter((x) => x.to > x.from)) {
+      perJoin.push(p.lines.filter((x) => x.t > d.at_s && x.t <= d.at_s + 2).reduce((s, x) => s + (x.lost_1s ?? 0), 0));
+    }
+  }
+  rows.push(row('delay/DE4', 'packets lost within 2 s after a join, worst join', perJoin.length ? Math.max(...perJoin) : NaN, `${perJoin.length ? Math.max(...perJoin) : 'no joins'} (${perJoin.length} joins, ${perJoin.filter((x) => x > 0).length} with loss, ${perJoin.reduce((a, b) => a + b, 0)} packets in all)`, 0, 0));
+  return rows;
+}
+
+/** Receivers on one node share their bottleneck: the share of seconds they all hold one level. */
+function agreement(sc: Scenario, dir: string, t0: number, check: string, [a, b]: [number, number]): DerivedRow[] {
+  const fl = layered(sc)[0];
+  const groups = new Map<string, string[]>();
+  for (const r of fl.receivers) groups.set(r.at, [...(groups.get(r.at) ?? []), r.name]);
+  const rows: DerivedRow[] = [];
+  for (const [node, names] of groups) {
+    if (names.length < 2) continue;
+    const lv = names.map((n) => new Map(readPlayer(dir, fl.name, n, t0).lines.filter((x) => x.t >= a && x.t <= b).map((x) => [Math.round(x.t), x.layers])));
+    const secs = [...lv[0].keys()].filter((s) => lv.every((m) => m.has(s)));
+    const same = secs.filter((s) => lv.every((m) => m.get(s) === lv[0].get(s))).length;
+    const levels = [...new Set(secs.flatMap((s) => lv.map((m) => m.get(s)!)))].sort((x, y) => x - y);
+    rows.push(row(check, `${node} (${names.length} receivers): seconds all at one level, ${a}-${b} s`, secs.length ? same / secs.length : NaN, `${f(secs.length ? same / secs.length : NaN, 3)} of ${secs.length} s (levels seen ${levels.join(',')})`, 0.95, null));
+  }
+  return rows;
+}
+
+/** plm.md E7: no decision after `from_s` moves more than one layer. */
+function oneLayerPerChange(sc: Scenario, dir: string, t0: number, check: string, fromS: number): DerivedRow[] {
+  let worst = 0;
+  let n = 0;
+  for (const fl of layered(sc)) {
+    for (const r of fl.receivers) {
+      for (const d of readPlayer(dir, fl.name, r.name, t0).decisions) {
+        if (d.to === d.from || d.at_s < fromS) continue;
+        n++;
+        worst = Math.max(worst, Math.abs(d.to - d.from));
+      }
+    }
+  }
+  return [row(check, `layers moved by one decision after ${fromS} s, most`, n ? worst : 0, `${worst} (${n} level changes)`, 0, 1)];
+}

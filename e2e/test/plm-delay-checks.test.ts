@@ -1,0 +1,79 @@
+// The derived PLM / delay-based checks (src/plm-delay-checks.ts) on hand-made player logs and
+// emulator samples (no network): what passes, and that a wrong behaviour fails.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadScenario } from '../src/scenario.js';
+import { plmDelayDerived } from '../src/plm-delay-checks.js';
+import type { RunResult } from '../src/runner.js';
+
+const T0 = 1_000_000;
+const scenario = (name: string) => loadScenario(path.join(import.meta.dirname, '..', 'scenarios', `${name}.yaml`));
+const result = (name: string) => ({ scenario: name, t0_unix_s: T0 }) as unknown as RunResult;
+
+/** Writes player-<flow>-<rcv>/player.jsonl: one line per second, decisions at their times. */
+function player(dir: string, flow: string, rcv: string, secs: { t: number; layers: number; extra?: Record<string, unknown> }[], decisions: [number, number, number, string, Record<string, number>?][]) {
+  const d = path.join(dir, `player-${flow}-${rcv}`);
+  fs.mkdirSync(d, { recursive: true });
+  const lines = secs.map((s) => ({
+    t: T0 + s.t,
+    layers: s.layers,
+    ...s.extra,
+    decisions: decisions.filter(([at]) => at > s.t - 1 && at <= s.t).map(([at, from, to, reason, inputs]) => ({ at_s: T0 + at, from, to, reason, inputs: inputs ?? {} })),
+  }));
+  fs.writeFileSync(path.join(d, 'player.jsonl'), lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+}
+const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'lc-pdc-'));
+const secs = (a: number, b: number, layers: (t: number) => number, extra?: (t: number) => Record<string, unknown>) =>
+  Array.from({ length: b - a + 1 }, (_, i) => ({ t: a + i, layers: layers(a + i), extra: extra?.(a + i) }));
+
+test('E11: one layer per T_nopkt after the blackhole and a re-join 30 s later pass; a late first drop fails', async () => {
+  const sc = scenario('plm-e11-blackhole');
+  const good = tmp();
+  const chain: [number, number, number, string][] = [26.05, 27.05, 28.05, 29.05, 30.05].map((t, i) => [t, 5 - i, 4 - i, 'silence-drop']);
+  player(good, 'plm', 'rcv', secs(1, 72, (t) => (t < 26 ? 5 : t < 60 ? 0 : 5)), [[3.2, 0, 1, 'join-base'], ...chain, [60.05, 0, 1, 'rejoin']]);
+  const rows = await plmDelayDerived(sc, result(sc.name), good);
+  assert.equal(rows.length, 4);
+  assert.ok(rows.every((r) => r.pass), JSON.stringify(rows));
+  const late = tmp();
+  player(late, 'plm', 'rcv', secs(1, 72, () => 0), [[28.5, 5, 4, 'silence-drop'], [60.05, 0, 1, 'rejoin']]);
+  const bad = await plmDelayDerived(sc, result(sc.name), late);
+  assert.equal(bad[0].pass, false, 'first drop 3.5 s after the blackhole');
+  assert.equal(bad[2].pass, false, 'never emptied');
+});
+
+test('E10: loss-drops 0.5 s apart while pairs are gone pass; a loss-drop at 5 % loss fails', async () => {
+  const sc = scenario('plm-e10-no-pp');
+  const dir = tmp();
+  const drops: [number, number, number, string, Record<string, number>][] = [20.7, 21.5, 22.4, 23.3].map((t, i) => [t, 14 - i, 13 - i, 'loss-drop', { loss_rate: 0.55 }]);
+  player(dir, 'plm', 'rcv', secs(1, 45, () => 12, (t) => ({ pp_samples: t > 21 && t <= 24 ? 0 : 10 })), [...drops, [30.2, 12, 11, 'loss-drop', { loss_rate: 0.17 }]]);
+  const rows = await plmDelayDerived(sc, result(sc.name), dir);
+  const by = (s: string) => rows.find((r) => r.measurement.includes(s))!;
+  assert.equal(by('PP samples').pass, true);
+  assert.equal(by('loss-drops during').pass, true);
+  assert.ok(Math.abs(by('shortest spacing').value - 0.8) < 1e-6, String(by('shortest spacing').value));
+  assert.equal(by('shortest spacing').pass, true);
+  assert.equal(by('layers per loss-drop').pass, true);
+  assert.equal(by('loss-drops after').pass, false);
+  assert.equal(by('loss-drops after').value, 1);
+});
+
+test('DE3/DE4 on the DE1 run: queue samples to delay, loss after a join', async () => {
+  const sc = scenario('delay-de1-convergence');
+  const dir = tmp();
+  // 300 kbit/s, 1000 B: one packet = 26.67 ms. Queue of 0 or 1 packets: median 13.3 ms.
+  const samples = Array.from({ length: 70 }, (_, i) => ({ t: 10 + i, link: 'r0-r1', dir: 'ab', queue_packets: i % 2, tx_bytes: 0, drops: 0 }));
+  fs.writeFileSync(path.join(dir, 'links.json'), JSON.stringify({ samples }));
+  const dec: [number, number, number, string, Record<string, number>][] = [[3.1, 0, 1, 'start', {}], [10.2, 5, 6, 'join-timer', { d1: 0.01, d2: 0.025 }]];
+  player(dir, 'dlm', 'rcv1', secs(1, 80, () => 6, (t) => ({ lost_1s: t === 11 ? 3 : 0 })), dec);
+  player(dir, 'dlm', 'rcv2', secs(1, 80, () => 6, () => ({ lost_1s: 0 })), [[3.1, 0, 1, 'start', {}]]);
+  const rows = await plmDelayDerived(sc, result(sc.name), dir);
+  const med = rows.find((r) => r.measurement.includes('median'))!;
+  assert.ok(Math.abs(med.value - 13.33) < 0.1, String(med.value));
+  assert.equal(med.pass, true);
+  const joins = rows.find((r) => r.check === 'delay/DE4')!;
+  assert.equal(joins.value, 3);
+  assert.equal(joins.pass, false);
+});
