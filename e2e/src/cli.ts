@@ -54,9 +54,10 @@ async function main(argv: string[]): Promise<number> {
         router: args.includes('--igmpproxy') ? 'igmpproxy' : 'mrouter',
       });
       for (const m of r.measurements) console.log(`${m.pass ? 'pass' : 'FAIL'}  ${m.id}: ${m.metric} = ${m.value}${!m.pass && m.known_issue ? ` (known issue: ${m.known_issue})` : ''}`);
+      for (const d of r.tfmcc_checks ?? []) console.log(`${d.pass === null ? 'info' : d.pass ? 'pass' : 'FAIL'}  ${d.check} ${d.measurement}: ${d.text}`);
       for (const n of r.notes) console.log(`note: ${n}`);
       console.log(`report: ${path.join(out, 'report.html')}`);
-      return r.measurements.every((m) => m.pass) ? 0 : 1;
+      return r.measurements.every((m) => m.pass) && (r.tfmcc_checks ?? []).every((d) => d.pass !== false) ? 0 : 1;
     }
     case 'leave-latency': {
       const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `leave-latency-${stamp}`);

@@ -19,8 +19,10 @@ import {
   playerSeconds,
   readSenderLog,
   senderPollScript,
+  senderPollS,
   tfmccCeilingKbps,
   tfmccDerived,
+  pathEvidenceRows,
   tfmccPlayerArgs,
   tfmccServerArgs,
   type DerivedRow,
@@ -179,6 +181,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
   }
   const linkSamples: LinkSample[] = [];
   const tfmccRecs: TfmccRecord[] = [];
+  let tfmccT0 = 0;
   const finals = new Map<number, Snapshot>();
   let built: Built | null = null;
   let epochMs: number | undefined;
@@ -198,8 +201,14 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
       seed,
     });
     const b = built;
+    // TCP sinks that ACK every segment (`ack_every_segment`): the route attribute `quickack`
+    // on every route of the sink's node turns Linux's delayed ACK off for its connections.
+    for (const node of new Set(sc.flows.filter((f) => f.type === 'tcp' && f.ack_every_segment).map((f) => (f as TcpFlow).to))) {
+      await nsRun(b.nodeNs.get(node)!, 'sh', ['-c', 'ip -4 route show | while read -r r; do ip route change $r quickack 1 || exit 1; done']);
+    }
     const bins = mediaBins();
     const t0 = Date.now() + 1500;
+    tfmccT0 = t0;
     epochMs = t0;
     if (opts.onBuilt) await opts.onBuilt(net, b, t0);
     const at = (s: number) => Math.max(0, t0 + s * 1000 - Date.now());
@@ -221,7 +230,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
       mons.get(f.name) && (mons.get(f.name)!.start = start);
       if (f.type === 'tcp') {
         const p = port++;
-        pending.push(iperfFlow(net, b, f, p, start, stop, null, mons.get(f.name)!, iv, later));
+        pending.push(iperfFlow(net, b, f, p, start, stop, null, mons.get(f.name)!, iv, later, opts.outDir));
       } else if (f.type === 'cbr') {
         // A CBR flow's rate can change on the schedule: one iperf3 run per constant-rate piece.
         const changes = sc.schedule.filter((x) => x.flow === f.name && x.rate_kbps != null).sort((x, y) => x.at_s - y.at_s);
@@ -315,13 +324,13 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
       const start = f.start_s + rand() * f.start_jitter_s;
       const stop = Math.min(f.stop_s ?? sc.duration_s, sc.duration_s);
       mons.get(`${f.name}/sender`)!.start = start;
-      const rec: TfmccRecord = { flow: f.name, packet_size: f.packet_size, ceiling_kbps: tfmccCeilingKbps(sc, f), sender: [], rids: {}, seconds: {}, stops: [] };
+      const rec: TfmccRecord = { flow: f.name, packet_size: f.packet_size, ceiling_kbps: tfmccCeilingKbps(sc, f), poll_s: senderPollS(sc), sender: [], rids: {}, seconds: {}, stops: [], starts: {} };
       tfmccRecs.push(rec);
       const pollFile = path.join(opts.outDir, `tfmcc-sender-${f.name}.jsonl`);
       later(start, () => {
         const c = net.procs.spawnIn(app.ns, `server ${f.name}`, bins.server!, tfmccServerArgs(sc, f, sk, app.addr));
         pipeTo(c, path.join(opts.outDir, `server-${f.name}.log`));
-        const poll = net.procs.spawnIn(app.ns, `poll ${f.name}`, 'sh', senderPollScript(app.addr, sk, f.name));
+        const poll = net.procs.spawnIn(app.ns, `poll ${f.name}`, 'sh', senderPollScript(app.addr, sk, f.name, rec.poll_s));
         poll.stdout?.pipe(fs.createWriteStream(pollFile));
       });
       later(stop, () => {
@@ -337,6 +346,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
         // listed in opts.kill is ended by SIGKILL at its stop time: no leave report.
         const crash = (opts.kill ?? []).includes(mname) || ((r.crash === true || r.name.startsWith('crash')) && r.stop_s != null);
         mon.start = rs;
+        rec.starts![r.name] = rs;
         const dir = path.join(opts.outDir, `player-${f.name}-${r.name}`);
         fs.mkdirSync(dir, { recursive: true });
         const ifc = b.toward(r.at, f.from);
@@ -511,6 +521,11 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
   if (tfmccRecs.length) {
     result.tfmcc = tfmccRecs;
     result.tfmcc_checks = tfmccDerived(sc, tfmccRecs);
+    // E9/E10: what loss and RTT TFMCC's receivers and the TCP flows saw (information rows).
+    for (const id of ['tfmcc/E9', 'tfmcc/E10']) {
+      const m = sc.measurements.find((x) => x.id.startsWith(id));
+      if (m) for (const rec of tfmccRecs) result.tfmcc_checks.push(...pathEvidenceRows(opts.outDir, sc, rec, id, m.window?.[0] ?? 0, m.window?.[1] ?? sc.duration_s, tfmccT0 / 1000));
+    }
     fs.writeFileSync(path.join(opts.outDir, 'tfmcc.json'), JSON.stringify(tfmccRecs, null, 1));
   }
   let video: PlayerQuality[] = [];
@@ -554,6 +569,7 @@ function iperfFlow(
   mon: Monitor,
   iv: number,
   later: (s: number, fn: () => Promise<void> | void) => void,
+  outDir?: string,
 ): Promise<void> {
   const dst = b.toward(f.to, f.from).addr;
   const srvNs = b.nodeNs.get(f.to)!;
@@ -579,7 +595,10 @@ function iperfFlow(
         args.push('-u', '-b', `${Math.round((rateKbps ?? 0) * 1000)}`, '-l', String(Math.max(16, f.packet_size - 28)));
       }
       const c = net.procs.spawnIn(cliNs, `iperf3-c ${f.name}:${port}`, 'iperf3', args);
-      await collect(c);
+      const cliText = await collect(c);
+      // The sender side's JSON (TCP: retransmits, cwnd and the kernel's RTT per interval) is
+      // kept for analysis (e.g. TFMCC E9: the loss and RTT TCP sees against TFMCC's).
+      if (f.type === 'tcp' && outDir) fs.writeFileSync(path.join(outDir, `iperf3-${f.name}-${port}.json`), cliText);
       if (server) await waitExit(server, 5000);
       const text = await serverOut;
       try {

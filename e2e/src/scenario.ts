@@ -69,6 +69,9 @@ export interface TcpFlow extends FlowCommon {
   to: string;
   variant: string;
   max_cwnd: number;
+  /** Testbed only: the sink's node ACKs every segment (no delayed ACK: `quickack 1` on its
+   *  routes), as ns-2's TCPSink and the simulator's sink do. Default false (Linux delays ACKs). */
+  ack_every_segment?: boolean;
 }
 export interface CbrFlow extends FlowCommon {
   type: 'cbr';
@@ -236,7 +239,7 @@ function parseFlow(f: Record<string, unknown>, i: number): Flow {
       };
     }
     case 'tcp':
-      only(f, [...COMMON, 'from', 'to', 'variant', 'max_cwnd'], w);
+      only(f, [...COMMON, 'from', 'to', 'variant', 'max_cwnd', 'ack_every_segment'], w);
       return {
         ...common,
         type: 'tcp',
@@ -244,6 +247,7 @@ function parseFlow(f: Record<string, unknown>, i: number): Flow {
         to: str(f.to, `${w}.to`),
         variant: str(f.variant, `${w}.variant`, 'reno'),
         max_cwnd: num(f.max_cwnd, `${w}.max_cwnd`, 2000),
+        ack_every_segment: f.ack_every_segment === true,
       };
     case 'cbr':
       only(f, [...COMMON, 'from', 'to', 'rate_kbps'], w);

@@ -11,7 +11,8 @@ import path from 'node:path';
 import { parseScenario, loadScenario } from '../src/scenario.js';
 import { runScenario } from '../src/runner.js';
 import { mediaBins } from '../src/media.js';
-import { clrDropRows, pacingRows, roundLength, tfmccCeilingKbps, type SenderSample, type TfmccRecord } from '../src/tfmcc.js';
+import { blackoutRows, clrDropRows, clrJoinRows, clrPhaseRows, feedbackRows, pacingRows, roundLength, tfmccCeilingKbps, type SenderSample, type TfmccRecord } from '../src/tfmcc.js';
+import type { TfmccFlow } from '../src/scenario.js';
 import { aggregate, meanSd } from '../src/tfmcc-checks.js';
 import { repoRoot } from '../src/bins.js';
 
@@ -25,6 +26,8 @@ const sample = (t: number, clr: number | null, rate = 500_000, rMax = 0.1): Send
   round: 1,
   reports_per_round: 1,
   receivers_heard: 2,
+  reports_received: 0,
+  last_round: null,
 });
 
 const record = (sender: SenderSample[], stops: TfmccRecord['stops']): TfmccRecord => ({
@@ -70,6 +73,94 @@ test('E16: share of 1-s bins within ±2 % of the sender rate', () => {
   assert.equal(row.pass, false);
   rec.seconds.rcv = rec.seconds.rcv.map(([t, , dt]) => [t, 4_950_000, dt]);
   assert.equal(pacingRows(rec, 5, 30)[0].pass, true);
+});
+
+const STAR = `
+name: star
+duration_s: 30
+topology:
+  nodes: [s, hub, t1, t2]
+  links:
+    - {from: s, to: hub, rate_kbps: 100000, delay_ms: 5}
+    - {from: hub, to: t1, rate_kbps: 100000, delay_ms: 25, loss: 0.001}
+    - {from: hub, to: t2, rate_kbps: 100000, delay_ms: 25, loss: 0.05}
+flows:
+  - {name: tf, type: tfmcc, from: s, packet_size: 1000, receivers: [{name: good, at: t1, start_s: 0.5}, {name: bad, at: t2, start_s: 10, stop_s: 20}]}
+measurements:
+  - {id: "tfmcc/E11 x", metric: throughput_kbps, of: [tf/sender], window: [5, 30]}
+`;
+
+test('E11/E12: CLR after a join, and the share of each phase with the worst present receiver as CLR', () => {
+  const sc = parseScenario(STAR);
+  const f = sc.flows[0] as TfmccFlow;
+  const s: SenderSample[] = [];
+  // good (7) is CLR until 12.2 s, bad (9) from 12.2 to 20.6 s, then good again; one stray
+  // sample of good at 17 s.
+  for (let i = 0; i <= 150; i++) {
+    const t = i / 5;
+    s.push(sample(t, t >= 12.2 && t < 20.6 && i !== 85 ? 9 : 7));
+  }
+  const rec: TfmccRecord = { ...record(s, []), rids: { good: 7, bad: 9 }, starts: { good: 0.5, bad: 10 } };
+  const [join] = clrJoinRows(sc, f, rec, 'tfmcc/E11', 3);
+  assert.ok(Math.abs(join.value - 2.2) < 1e-9, join.text);
+  assert.equal(join.pass, true);
+  assert.equal(clrJoinRows(sc, f, rec, 'tfmcc/E11', 2)[0].pass, false);
+  const phases = clrPhaseRows(sc, f, rec, 'tfmcc/E11', 5, 0.9);
+  assert.deepEqual(
+    phases.map((r) => r.measurement.split(':')[0]),
+    ['5-10 s', '15-20 s', '25-30 s'],
+  );
+  // 15-20 s: 25 samples, one of them (17 s) names the other receiver
+  assert.ok(Math.abs(phases[1].value - 24 / 25) < 1e-9, phases[1].text);
+  assert.ok(phases[1].measurement.includes('(bad)'));
+  assert.ok(phases.every((r) => r.pass), phases.map((r) => r.text).join('; '));
+  // a sender that never switches fails the phase with the bad receiver
+  const stuck = { ...rec, sender: s.map((x) => ({ ...x, clr_rid: 7 })) };
+  assert.equal(clrPhaseRows(sc, f, stuck, 'tfmcc/E11', 5, 0.9)[1].pass, false);
+  assert.equal(clrJoinRows(sc, f, stuck, 'tfmcc/E11', 3)[0].value, Infinity);
+});
+
+test('E14: non-CLR reports per round from the sender samples, and report bytes against data bytes', () => {
+  const s: SenderSample[] = [];
+  // rounds of 0.5 s, polled every 0.2 s: each round seen in 2-3 samples; round k has k % 7
+  // non-CLR reports; 20 reports a second in all at 1 Mbit/s
+  for (let i = 0; i <= 300; i++) {
+    const t = i / 5;
+    const k = Math.floor(t / 0.5);
+    s.push({ ...sample(t, 7, 1_000_000), reports_received: Math.round(20 * t), last_round: { round: k, non_clr_reports: k % 7, clr_reports: 3, duration_s: 0.5 } });
+  }
+  const rows = feedbackRows(record(s, []), 'tfmcc/E14', 10, 60);
+  // rounds 20..119: (k % 7) averages (100 rounds)
+  let sum = 0;
+  for (let k = 20; k <= 119; k++) sum += k % 7;
+  assert.ok(Math.abs(rows[0].value - sum / 100) < 1e-9, rows[0].text);
+  assert.equal(rows[1].value, 6);
+  // 20 reports/s × 66 B against 125 packets/s × 1028 B
+  assert.ok(Math.abs(rows[2].value - (20 * 66) / (125 * 1028)) < 2e-4, rows[2].text);
+  assert.ok(rows.every((r) => r.pass));
+});
+
+test('E15: halving intervals in R_max, the floor, and the increase bound after the blackout', () => {
+  const s: SenderSample[] = [];
+  // R_max 0.2 s. Blackout 10-30 s: X halves at 10.8 (CLR silence), 12.0, 14.0, 16.2 s;
+  // from 30 s X grows by 0.9 packet/R_max per R_max (bytes/s per s: 0.9 · 1000 / 0.04).
+  let x = 1_000_000;
+  for (let i = 0; i <= 800; i++) {
+    const t = i / 20;
+    if ([10.8, 12.0, 14.0, 16.2].some((h) => Math.abs(t - h) < 1e-9)) x /= 2;
+    if (t > 30) x += (8 * 0.9 * 1000) / 0.04 / 20;
+    s.push({ ...sample(t, 7, x, 0.2), sender_rate_bps: x });
+  }
+  const rows = blackoutRows(record(s, []), 'tfmcc/E15', 10, 30, 10);
+  assert.ok(Math.abs(rows[0].value - 10) < 1e-6, rows[0].text);
+  assert.equal(rows[0].pass, true);
+  assert.ok(Math.abs(rows[1].value - 10.5) < 1e-6, rows[1].text);
+  assert.equal(rows[2].value, 62_500);
+  assert.ok(Math.abs(rows[3].value - 0.9) < 0.02, rows[3].text);
+  assert.equal(rows[3].pass, true);
+  // twice as steep fails
+  const steep = s.map((y, i) => (y.t > 30 ? { ...y, sender_rate_bps: 62_500 + 2 * (y.sender_rate_bps - 62_500) } : y));
+  assert.equal(blackoutRows(record(steep, []), 'tfmcc/E15', 10, 30, 10)[3].pass, false);
 });
 
 test('repetitions: mean ± sd and the verdict on the mean', () => {

@@ -104,6 +104,13 @@ pub struct Snapshot {
     pub slow_start: bool,
     /// Reports in the last completed round (non-CLR + CLR).
     pub reports_per_round: u32,
+    /// The last completed round alone: its number, its non-CLR and CLR reports and its
+    /// length (s). The e2e feedback-volume check (tfrc-tfmcc-pcc.md E14) counts non-CLR
+    /// reports per round, which the sum above cannot separate.
+    pub last_round: u16,
+    pub last_round_non_clr: u32,
+    pub last_round_clr: u32,
+    pub last_round_s: f64,
     pub receivers_heard: usize,
     /// Video sessions: the encoder's total target in force (bit/s), the switches made, and
     /// the media queued for sending (ms at the current rate).
@@ -340,6 +347,8 @@ impl TfmccState {
             "clr_rtt_s": s.clr_report.map(|r| r.rtt_s),
             "clr_loss_event_rate": s.clr_report.map(|r| r.p),
             "reports_per_round": s.reports_per_round,
+            "last_round": {"round": s.last_round, "non_clr_reports": s.last_round_non_clr,
+                           "clr_reports": s.last_round_clr, "duration_s": s.last_round_s},
             "round": s.round,
             "r_max_s": s.r_max_s,
             "slow_start": s.slow_start,
@@ -786,6 +795,10 @@ pub fn run(
                 r_max_s: s.r_max_s,
                 slow_start: s.slow_start,
                 reports_per_round: s.last_round.non_clr_reports + s.last_round.clr_reports,
+                last_round: s.last_round.round,
+                last_round_non_clr: s.last_round.non_clr_reports,
+                last_round_clr: s.last_round.clr_reports,
+                last_round_s: s.last_round.duration_s,
                 receivers_heard: heard.len(),
                 encoder_target_bps: follower
                     .as_ref()
