@@ -18,8 +18,8 @@ catalogue: ## The simulator's full catalogue of published experiments (long)
 e2e-full: ## Every emulated-network acceptance scenario (long)
 	@scripts/setup.sh && npm run -w e2e full
 
-bench: ## Criterion benchmarks of the controllers, simulator engine and codec
-	@scripts/setup.sh && cargo bench --workspace
+bench: ## Criterion benchmarks of the controllers, simulator engine and codec; records the issue figures
+	@scripts/setup.sh && cargo bench --workspace && node scripts/bench-record.mjs && node scripts/acceptance.mjs
 
 soak: ## 30-minute soak, 20 players: memory growth and stuck players (docs/reliability.md)
 	@scripts/setup.sh && npm run -w e2e cli -- soak $(ARGS)

@@ -159,15 +159,21 @@ const verdictOf = (p) => (p === true ? 'pass' : p === false ? '**fail**' : 'repo
 const checks = [...parseSpecChecks(), ...ISSUE_CHECKS.map(([id, what, target]) => ({ id, what, target }))];
 const results = readResults();
 const previous = readPrevious();
-// A check measured both in the simulator and on the testbed: the testbed records `<id>@testbed`
-// (e2e/src/full.ts SIM_ALSO) and gets its own row right after the simulator's.
+// A check measured in more than one setting gets one row per setting, right after the base
+// row: the testbed records `<id>@testbed` (e2e/src/full.ts SIM_ALSO), a protocol-crate harness
+// that runs a narrower version of a simulator experiment records `<id>@harness`, so that the two
+// never overwrite each other's latest value.
 {
   const base = new Set(checks.map((c) => c.id));
-  const extra = [...new Set([...results.keys(), ...previous.keys()])].filter((id) => id.endsWith('@testbed') && base.has(id.slice(0, -'@testbed'.length)));
+  const tagged = (id) => /^(.+)@(testbed|harness)$/.exec(id);
+  const extra = [...new Set([...results.keys(), ...previous.keys()])].filter((id) => {
+    const m = tagged(id);
+    return m !== null && base.has(m[1]);
+  });
   for (const id of extra.sort().reverse()) {
-    const b = id.slice(0, -'@testbed'.length);
+    const [, b, tag] = tagged(id);
     const i = checks.findIndex((c) => c.id === b);
-    checks.splice(i + 1, 0, { ...checks[i], id, what: `${checks[i].what} (testbed)` });
+    checks.splice(i + 1, 0, { ...checks[i], id, what: `${checks[i].what} (${tag})` });
   }
 }
 const known = new Set(checks.map((c) => c.id));

@@ -210,7 +210,7 @@ fn burst_test_only_helps_when_it_overflows_the_queue() {
     let (mid_burst, plr_mb) = run_with(4_000.0, 8);
     let all = [plr_sb, plr_mb, plr_bb];
     testkit::record(
-        "plm/S11",
+        "plm/S11@harness",
         &format!(
             "RLC loss with burst test at buffers 3/8/24 packets: {:.2} / {:.2} / {:.2} % (failed joins {small_burst}/{mid_burst}/{big_burst})",
             100.0 * plr_sb,
