@@ -295,6 +295,31 @@ impl Net {
         self.push(at, Ev::LinkChange { link, change });
     }
 
+    /// Sends opaque bytes (a wire encoding: TFMCC report, TFRC data fields or feedback) from
+    /// agent `src_agent` on `src` to agent `dst` now, as a packet of `size` bytes on the wire;
+    /// the bytes are kept in [`Net::blobs`] and the packet carries their index.
+    pub fn send_blob(
+        &mut self,
+        (src, src_agent): (NodeId, AgentId),
+        dst: (NodeId, AgentId),
+        flow: u32,
+        size: u32,
+        bytes: Vec<u8>,
+    ) {
+        self.blobs.push(bytes);
+        let idx = (self.blobs.len() - 1) as u32;
+        let sent_at = self.now();
+        self.send(Packet {
+            src,
+            src_agent,
+            dst: Dest::Agent(dst.0, dst.1),
+            size,
+            flow,
+            sent_at,
+            body: Body::Blob { idx },
+        });
+    }
+
     /// Sends a packet from its source node now.
     pub fn send(&mut self, pkt: Packet) {
         self.forward(pkt.src, pkt);

@@ -301,17 +301,7 @@ impl TfmccReceiverAgent {
                 }
                 Action::SendFeedback(bytes) => {
                     let size = bytes.len() as u32 + REPORT_OVERHEAD;
-                    net.blobs.push(bytes);
-                    let idx = (net.blobs.len() - 1) as u32;
-                    net.send(Packet {
-                        src: self.node,
-                        src_agent: me,
-                        dst: Dest::Agent(self.sender.0, self.sender.1),
-                        size,
-                        flow: self.flow,
-                        sent_at: net.now(),
-                        body: Body::Blob { idx },
-                    });
+                    net.send_blob((self.node, me), self.sender, self.flow, size, bytes);
                 }
                 _ => {}
             }

@@ -7,7 +7,7 @@
 //! the sender emits is dropped before the wire (k = 0: none), which is the loss pattern of the
 //! dissertation's Fig. 3.4 and of S9; it is counted as sent and never delivered.
 
-use crate::engine::{Agent, AgentId, Body, Command, Dest, Net, NodeId, Packet};
+use crate::engine::{Agent, AgentId, Body, Command, Net, NodeId, Packet};
 use crate::metrics::MonId;
 use congestion::tfrc::{TfrcReceiver, TfrcReceiverConfig, TfrcSender, TfrcSenderConfig};
 use congestion::wire::tfrc::{TfrcDataFields, TfrcFeedback};
@@ -141,17 +141,13 @@ impl Agent for TfrcSenderAgent {
                 self.since_drop = 0;
                 self.scripted_drops += 1;
             } else {
-                net.blobs.push(f.to_bytes());
-                let idx = (net.blobs.len() - 1) as u32;
-                net.send(Packet {
-                    src: self.node,
-                    src_agent: me,
-                    dst: Dest::Agent(self.dest.0, self.dest.1),
-                    size: self.size,
-                    flow: self.flow,
-                    sent_at: now,
-                    body: Body::Blob { idx },
-                });
+                net.send_blob(
+                    (self.node, me),
+                    self.dest,
+                    self.flow,
+                    self.size,
+                    f.to_bytes(),
+                );
             }
             let rate = self.ctl.rate_bytes().max(1e-3);
             let gap = (f64::from(self.size) / rate * 1e9).min(64e9) as u64;
@@ -199,17 +195,7 @@ impl TfrcReceiverAgent {
         while let Some(fb) = self.ctl.poll_feedback() {
             let bytes = fb.to_bytes();
             let size = bytes.len() as u32 + FEEDBACK_OVERHEAD;
-            net.blobs.push(bytes);
-            let idx = (net.blobs.len() - 1) as u32;
-            net.send(Packet {
-                src: self.node,
-                src_agent: me,
-                dst: Dest::Agent(self.sender.0, self.sender.1),
-                size,
-                flow: self.flow,
-                sent_at: net.now(),
-                body: Body::Blob { idx },
-            });
+            net.send_blob((self.node, me), self.sender, self.flow, size, bytes);
         }
         if let Some(at) = self.ctl.poll_timeout() {
             let at = at.max(Time(net.now().0 + 1));

@@ -236,17 +236,7 @@ impl TfrcReceiverAgent {
         while let Some(fb) = self.ctl.poll_feedback() {
             let bytes = fb.to_bytes();
             let size = bytes.len() as u32 + FEEDBACK_OVERHEAD;
-            net.blobs.push(bytes);
-            let idx = (net.blobs.len() - 1) as u32;
-            net.send(Packet {
-                src: self.node,
-                src_agent: me,
-                dst: Dest::Agent(self.sender.0, self.sender.1),
-                size,
-                flow: self.flow,
-                sent_at: net.now(),
-                body: Body::Blob { idx },
-            });
+            net.send_blob((self.node, me), self.sender, self.flow, size, bytes);
         }
         if let Some(at) = self.ctl.poll_timeout() {
             if at != Time::NEVER {
