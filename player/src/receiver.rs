@@ -576,6 +576,11 @@ fn parse_packet(buf: &[u8], ts: u64, drops: &mut Drops) -> Option<(CcFields, u16
 pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let (ev_tx, ev_rx) = mpsc::channel::<Event>();
+    // A description handed over at start is the first announcement: the base layer is joined
+    // in the first turn of the loop, not one announcement interval later (plm/E3).
+    if let Some(i) = a.session_info.clone() {
+        let _ = ev_tx.send(Event::Announcement(i));
+    }
     let mut threads = Vec::new();
     let refresh_security = Arc::new(AtomicBool::new(false));
     // A TFMCC player's receiver id, known before the description is fetched: an
