@@ -1,6 +1,7 @@
 //! Traffic sources and sinks.
 
 pub mod acc;
+pub mod aer;
 pub mod alma;
 pub mod cbr;
 pub mod dlm_trace;
