@@ -776,8 +776,8 @@ impl Scenario {
                     for n in repair_servers {
                         node(n)?;
                     }
-                    if !matches!(protocol.as_str(), "aer-nca") {
-                        return Err(invalid("aer", "protocol aer-nca"));
+                    if !matches!(protocol.as_str(), "aer-nca" | "pgmcc") {
+                        return Err(invalid("aer", "protocol aer-nca or pgmcc"));
                     }
                     if *packet_size == 0 || *packet_size > 65_535 || receivers.is_empty() {
                         return Err(invalid("aer", "packet_size 1..65535, receivers"));
@@ -1277,8 +1277,11 @@ impl Scenario {
                         },
                         seed,
                     };
-                    let _ = protocol;
-                    crate::agents::aer::install(&mut sim, &spec);
+                    if protocol == "pgmcc" {
+                        crate::agents::pgmcc::install(&mut sim, &spec);
+                    } else {
+                        crate::agents::aer::install(&mut sim, &spec);
+                    }
                 }
                 Flow::Tfrc {
                     name,

@@ -107,11 +107,11 @@ impl Default for AerConfig {
     }
 }
 
-fn secs(s: f64) -> Duration {
+pub(crate) fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.0))
 }
 
-fn capsule(
+pub(crate) fn capsule(
     from: (NodeId, AgentId),
     dst: Dest,
     flow: u32,
@@ -658,6 +658,11 @@ pub struct AerReceiver {
     /// Missing packets and NACKs sent for each.
     missing: BTreeMap<u64, u32>,
     lpe: Lpe,
+    /// PGMCC mode (`agents::pgmcc`): the smoothed per-packet loss indicator, reported in NACKs
+    /// and ACKs instead of CSMs and CCMs.
+    pgm: Option<f64>,
+    /// PGMCC: the acker named by the latest data packet (it acknowledges repairs too).
+    last_acker: u32,
     owd: Option<f64>,
     running: bool,
     /// Duplicates, NACKs sent, packets given up.
@@ -697,12 +702,53 @@ impl AerReceiver {
             max_seen: None,
             missing: BTreeMap::new(),
             lpe: Lpe::new(cfg.lpe_intervals),
+            pgm: None,
+            last_acker: 0,
             owd: None,
             running: false,
             duplicates: 0,
             nacks: 0,
             given_up: 0,
         }
+    }
+
+    /// Makes this a PGMCC receiver (`agents::pgmcc`).
+    pub fn pgmcc(mut self) -> Self {
+        self.pgm = Some(0.0);
+        self
+    }
+
+    fn pgm_loss_sample(&mut self, lost: bool) {
+        if let Some(l) = self.pgm.as_mut() {
+            let x = if lost { 1.0 } else { 0.0 };
+            *l += crate::agents::pgmcc::LOSS_GAIN * (x - *l);
+        }
+    }
+
+    /// A PGMCC ACK: highest sequence received and the bitmap of the 32 below it (`just`
+    /// counts as received: it is being processed).
+    fn pgm_ack(&mut self, net: &mut Net, me: AgentId, high: u64, just: u64, echo: Time) {
+        let mut bitmap = 0u32;
+        for i in 0..32u64 {
+            if high > i && (self.have(high - 1 - i) || high - 1 - i == just) {
+                bitmap |= 1 << i;
+            }
+        }
+        let now = net.now();
+        net.send(capsule(
+            (self.node, me),
+            Dest::Agent(self.sender.0, self.sender.1),
+            self.flow,
+            CAPSULE_SIZE,
+            Capsule::PgmAck {
+                rcv: self.rid,
+                high,
+                bitmap,
+                echo,
+                loss: self.pgm.unwrap_or(0.0) as f32,
+            },
+            now,
+        ));
     }
 
     fn have(&self, seq: u64) -> bool {
@@ -793,7 +839,35 @@ impl Agent for AerReceiver {
             Capsule::Data { seq, acker } => {
                 let d = now.0.saturating_sub(pkt.sent_at.0) as f64 * 1e-9;
                 self.owd = Some(self.owd.map_or(d, |o| 0.875 * o + 0.125 * d));
-                if acker == self.rid {
+                if self.pgm.is_some() {
+                    if let Some(m) = self.max_seen {
+                        for _ in m + 1..seq.max(m + 1) {
+                            self.pgm_loss_sample(true);
+                        }
+                    }
+                    self.pgm_loss_sample(false);
+                }
+                self.last_acker = acker;
+                if acker == self.rid && self.pgm.is_some() {
+                    let high = self.max_seen.map_or(seq, |m| m.max(seq));
+                    self.pgm_ack(net, me, high, seq, pkt.sent_at);
+                } else if acker == 0 && self.pgm.is_some() {
+                    // PGMCC without an acker yet: every receiver reports, so the sender can
+                    // elect one (seq u64::MAX = a report, no packet missing).
+                    net.send(capsule(
+                        (self.node, me),
+                        Dest::Agent(self.upstream.0, self.upstream.1),
+                        self.flow,
+                        CAPSULE_SIZE,
+                        Capsule::PgmNack {
+                            rcv: self.rid,
+                            seq: u64::MAX,
+                            high: self.max_seen.map_or(seq, |m| m.max(seq)),
+                            loss: self.pgm.unwrap_or(0.0) as f32,
+                        },
+                        now,
+                    ));
+                } else if acker == self.rid {
                     net.send(capsule(
                         (self.node, me),
                         Dest::Agent(self.sender.0, self.sender.1),
@@ -821,7 +895,14 @@ impl Agent for AerReceiver {
                 self.receive(net, seq);
             }
             Capsule::Repair { seq } if self.max_seen.is_some() => {
-                self.receive(net, seq);
+                let fresh = self.receive(net, seq);
+                if self.pgm.is_some() && self.last_acker == self.rid {
+                    // PGMCC: the acker acknowledges every repair as well, duplicates included
+                    // (each used a token; RDATA is acknowledged like ODATA).
+                    let _ = fresh;
+                    let high = self.max_seen.unwrap_or(seq);
+                    self.pgm_ack(net, me, high, seq, pkt.sent_at);
+                }
             }
             Capsule::Spm { high } => {
                 if let Some(m) = self.max_seen {
@@ -841,6 +922,9 @@ impl Agent for AerReceiver {
             return;
         }
         if token == T_CSM {
+            if self.pgm.is_some() {
+                return; // PGMCC has no CSMs: the loss rate rides in NACKs and ACKs
+            }
             self.send_csm(net, me);
             let at = net.now() + secs(self.cfg.csm_period_s);
             net.set_timer(me, at, T_CSM);
@@ -861,12 +945,21 @@ impl Agent for AerReceiver {
         self.missing.insert(seq, tries + 1);
         self.nacks += 1;
         let now = net.now();
+        let c = match self.pgm {
+            Some(loss) => Capsule::PgmNack {
+                rcv: self.rid,
+                seq,
+                high: self.max_seen.unwrap_or(seq),
+                loss: loss as f32,
+            },
+            None => Capsule::Nack { seq },
+        };
         net.send(capsule(
             (self.node, me),
             Dest::Agent(self.upstream.0, self.upstream.1),
             self.flow,
             CAPSULE_SIZE,
-            Capsule::Nack { seq },
+            c,
             now,
         ));
         // Re-arm: no repair within two round trips to the RS → ask again.

@@ -8,6 +8,7 @@ pub mod dlm_trace;
 pub mod layered;
 pub mod local_controllers;
 pub mod nca;
+pub mod pgmcc;
 pub mod probe;
 pub mod tcp;
 pub mod tfmcc;
