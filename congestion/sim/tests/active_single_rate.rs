@@ -1,5 +1,5 @@
 //! The AER/NCA part of the catalogue (`active-networks.md` §5.2 S1-a…d, S2-a, S3): every
-//! `scenarios/an-s*.yaml` at its full `seeds`, recorded for `docs/acceptance.md` by check id,
+//! `scenarios/an-s*.yaml` at its full `seeds` (S2-b: PGMCC), recorded for `docs/acceptance.md` by check id,
 //! with the checks that span files (S1-b monotone in the receiver count, S1-c increasing in
 //! the loss rate, S1-d with RS below without, S3 RED above drop-tail at every x).
 //!
@@ -141,6 +141,27 @@ fn aer_nca_full_catalogue() {
             fmt(s3000)
         ),
         Some(j300.pass && j3000.pass && s3000.pass),
+        CMD,
+    );
+
+    // S2-b: PGMCC against TCP, 300 s and 3000 s (reference only: Seada & Helmy's 0.94 →
+    // 0.74, PGMCC taking the larger share on the long run, the stall/timeout flaw).
+    let p300 = row("active/S2-b jain(PGMCC, TCP) 300 s");
+    let p3000 = row("active/S2-b jain(PGMCC, TCP) 3000 s");
+    let ps3000 = row("active/S2-b PGMCC rate share 3000 s");
+    let degraded = p3000.mean < 0.94;
+    let pgmcc_ahead = ps3000.mean > 0.5;
+    testkit::record(
+        "active/S2-b",
+        &format!(
+            "{head}: Jain(PGMCC, TCP) 300 s {} / 3000 s {} (reference 0.94 / 0.74); PGMCC share \
+             at 3000 s {} (reference: PGMCC ahead, ratio ~0.26 the other way); degraded below \
+             0.94 {degraded}; PGMCC ahead {pgmcc_ahead}",
+            fmt(p300),
+            fmt(p3000),
+            fmt(ps3000)
+        ),
+        Some(degraded && pgmcc_ahead),
         CMD,
     );
 
