@@ -220,7 +220,9 @@ KNOWN = {
 for T in (300, 3000):
     KNOWN[f"active/S2-a jain(AER/NCA, TCP) {T} s"] = (
         "our AER/NCA takes about 0.59 of the 500 Kbps drop-tail bottleneck against TCP NewReno "
-        "(thesis: TCP ahead); cause not isolated, see docs/protocols/aer-nca.md")
+        "(thesis: TCP ahead); a TCP NewReno in the same MS-MR1 position takes 0.566 against "
+        "the other TCP (drop-tail phase effect), so most of it is position; see "
+        "docs/protocols/aer-nca.md")
 KNOWN["active/S2-a AER/NCA rate share 3000 s"] = KNOWN["active/S2-a jain(AER/NCA, TCP) 3000 s"]
 for x in (20, 40, 60, 100):
     KNOWN[f"active/S3 jain droptail x={x} ms"] = (
