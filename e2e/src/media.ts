@@ -74,4 +74,6 @@ export interface PlayerLine {
   rate_bps: number;
   packets_1s: number;
   lost_1s: number;
+  /** The controller's decisions of that second: time (Unix s) and layers held after it. */
+  decisions?: { at_s: number; to: number }[];
 }
