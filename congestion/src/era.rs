@@ -90,6 +90,10 @@ pub struct EraConfig {
     /// step 1 and the RAI's `R_pp` use it. 0 = exact timestamps (the thesis, the simulator;
     /// default); the live player uses 0.01 ([`EraConfig::live`]).
     pub pp_precision: f64,
+    /// E15: a loss in this RAI or the previous one confirms the pair samples, so E13's
+    /// protections stand down: step 1 cuts to the lone sample (the thesis) and the RAI keeps
+    /// its minimum. Only matters with E13 on. Default false; the live player uses true.
+    pub loss_confirms_samples: bool,
     /// Boundary tolerance as a fraction of the layer's own rate (E5). Default 0.001.
     pub tolerance: f64,
     /// Apply PFTK's `min(1,·)` in Eq. 5-6 (only matters for `l > 8/27`, E7). Default true.
@@ -111,6 +115,7 @@ impl Default for EraConfig {
             step1: Step1Target::Sample,
             pp_outlier_ratio: 0.0,
             pp_precision: 0.0,
+            loss_confirms_samples: false,
             tolerance: 0.001,
             tcp_min1: true,
             max_seq_gap: 3000,
@@ -134,6 +139,12 @@ impl EraConfig {
     /// 5-layer link). A real capacity drop spreads every pair that crosses the bottleneck, so
     /// it shows in the next samples (at 5 layers about 30 pairs per second).
     ///
+    /// E15: except when packets were lost in this RAI or the previous one. A stall loses
+    /// nothing; congestion does, and then the lone low sample is believed as the thesis does.
+    /// Without this, on a drop-tail FIFO where only a few pairs catch a cross-traffic packet
+    /// between them (ERA Exp. II: a 500 kbit/s CBR on the 1 Mbit/s link), the live ERA waited
+    /// 2 s for a second low sample while the queue overflowed (18% loss in one second).
+    ///
     /// E14: samples are taken 1% higher (`pp_precision` 0.01). A real receiver timestamps a
     /// pair with tens of microseconds of noise (the link emulator's release jitter, kernel
     /// scheduling), 0.4% of a 13.7 ms gap at 300 kbit/s, and the minimum of an RAI's 30-60
@@ -147,6 +158,7 @@ impl EraConfig {
             step1: Step1Target::KthLowest { k: 2, of_last: 3 },
             pp_outlier_ratio: 0.9,
             pp_precision: 0.01,
+            loss_confirms_samples: true,
             ..EraConfig::default()
         }
     }
@@ -237,6 +249,9 @@ pub struct Era {
     /// Recent samples for [`Step1Target::KthLowest`].
     pp_recent: VecDeque<f64>,
     rai_packets: u64,
+    /// Packets lost in this RAI and in the previous one (E15).
+    rai_lost: u64,
+    prev_rai_lost: u64,
     rtt_probe: JoinLatencyProbe,
     /// Join-latency samples as (lower, upper) bounds on the RTT.
     rtt_samples: VecDeque<(f64, f64)>,
@@ -273,6 +288,8 @@ impl Era {
             pp_carry: VecDeque::new(),
             pp_recent: VecDeque::new(),
             rai_packets: 0,
+            rai_lost: 0,
+            prev_rai_lost: 0,
             rtt_probe: JoinLatencyProbe::default(),
             rtt_samples: VecDeque::new(),
             actions: VecDeque::new(),
@@ -405,7 +422,12 @@ impl Era {
     /// Step 1: a sample below the subscribed rate cuts the subscription now (floor: base).
     fn on_sample(&mut self, now: Time, layer: u8, sample: f64) {
         self.pp_now.push(sample);
-        let Some(target) = self.step1_target(sample) else {
+        let step1 = self.step1_target(sample);
+        let Some(target) = (if self.loss_confirmed() && self.cfg.step1 != Step1Target::Off {
+            Some(sample) // E15
+        } else {
+            step1
+        }) else {
             return;
         };
         let r = self.rate_of(self.held);
@@ -434,6 +456,12 @@ impl Era {
         });
     }
 
+    /// E15: packets were lost in this RAI or the previous one, and the config lets that
+    /// confirm the pair samples.
+    fn loss_confirmed(&self) -> bool {
+        self.cfg.loss_confirms_samples && self.rai_lost + self.prev_rai_lost > 0
+    }
+
     fn layer_rate(&self, j: usize) -> f64 {
         if j == 0 {
             self.cum.first().copied().unwrap_or(0.0)
@@ -450,6 +478,8 @@ impl Era {
         self.last_plr = plr;
         self.loss.roll();
         let packets = std::mem::take(&mut self.rai_packets);
+        let confirmed = self.loss_confirmed();
+        self.prev_rai_lost = std::mem::take(&mut self.rai_lost);
 
         if packets == 0 {
             // E2: nothing at all arrived: one layer per empty RAI, never below the base.
@@ -481,7 +511,8 @@ impl Era {
             let second = kth_lowest(&list, 2);
             match self.last_r_pp {
                 Some(prev)
-                    if list_min < self.cfg.pp_outlier_ratio * second
+                    if !confirmed
+                        && list_min < self.cfg.pp_outlier_ratio * second
                         && list_min < self.cfg.pp_outlier_ratio * prev =>
                 {
                     outlier = list_min; // E13: a lone stretched pair
@@ -621,6 +652,8 @@ impl LayeredController for Era {
             self.pp_now.clear();
             self.pp_carry.clear();
             self.last_r_pp = None;
+            self.rai_lost = 0;
+            self.prev_rai_lost = 0;
             self.seq.iter_mut().for_each(|s| s.reset());
             self.bunch.reset();
         }
@@ -687,8 +720,10 @@ impl LayeredController for Era {
         self.received += 1;
         if let crate::estimators::SeqEvent::Advance { lost } = ev {
             self.lost = self.lost.saturating_add(lost);
+            self.rai_lost = self.rai_lost.saturating_add(lost);
         } else if ev == crate::estimators::SeqEvent::Recovered {
             self.lost = self.lost.saturating_sub(1);
+            self.rai_lost = self.rai_lost.saturating_sub(1);
         }
         if let Some(s) = self.bunch.on_packet(pkt) {
             // E14: the highest rate the sample is consistent with, given the timing precision.
@@ -1087,6 +1122,51 @@ mod tests {
         let drop = |rai: u64, _i: usize| if rai >= 2 { 300_000.0 } else { 560_000.0 };
         assert_eq!(steady(EraConfig::live(), drop), [5, 3, 3]);
         assert_eq!(steady(EraConfig::default(), drop), [5, 3, 3]);
+    }
+
+    /// As [`steady`], but one packet of layer 0 is lost just before RAI 2's pairs (a
+    /// sequence gap), so RAI 2's samples come with a loss.
+    fn steady_with_loss(cfg: EraConfig, rate: impl Fn(u64, usize) -> f64) -> Vec<u8> {
+        let info = SessionInfo::equal_layers(10, 100_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
+        let mut e = Era::new(cfg);
+        e.handle_announcement(Time::ZERO, &info);
+        let gap = |rate: f64| Duration::from_secs_f64(8.0 * 512.0 / rate);
+        let mut seq = [0u64; 10];
+        let mut held = Vec::new();
+        for rai in 0..4u64 {
+            for i in 0..30usize {
+                let t0 = Time::from_millis(1000 * rai + 10 + 30 * i as u64);
+                let layer = (i % usize::from(e.layers().max(1))) as u8;
+                if rai == 2 && i == 0 {
+                    seq[0] += 1; // one packet of layer 0 never arrives
+                }
+                let r = if rai == 0 { 560_000.0 } else { rate(rai, i) };
+                let s = &mut seq[layer as usize];
+                e.handle_packet(t0, &pkt(layer, *s, 0, 2, t0));
+                let t1 = t0 + gap(r);
+                e.handle_packet(t1, &pkt(layer, *s + 1, 1, 2, t1));
+                *s += 2;
+            }
+            e.handle_timeout(Time::from_millis(1000 * (rai + 1)));
+            held.push(e.layers());
+        }
+        held
+    }
+
+    #[test]
+    fn e15_a_loss_confirms_a_lone_low_sample() {
+        // Without loss the live ERA ignores one low pair (E13) ...
+        assert_eq!(steady(EraConfig::live(), stretched(&[7])), [5, 5, 5]);
+        // ... with a loss in the same RAI it is congestion: cut at once, as the thesis does.
+        let live = steady_with_loss(EraConfig::live(), stretched(&[7]));
+        assert_eq!(live[..2], [5, 5], "live: {live:?}");
+        assert!(live[2] <= 4, "live: {live:?}");
+        let no_e15 = EraConfig {
+            loss_confirms_samples: false,
+            ..EraConfig::live()
+        };
+        let held = steady_with_loss(no_e15, stretched(&[7]));
+        assert_eq!(held[2], 5, "E13 alone ignores it: {held:?}");
     }
 
     #[test]

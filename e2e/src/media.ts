@@ -30,7 +30,9 @@ export function serverArgs(f: LayeredFlow, k: number, ifAddr: string): string[] 
   const equal = rates.every((r) => r === rates[0]);
   const session: Record<string, unknown> = {
     name: f.name,
-    protocol: f.protocol,
+    // The server knows protocol families (era, plm, delay, ...); a variant of a controller
+    // (`era-rtt-join`, `era-thesis`, `delay-printed`) is the receivers' choice.
+    protocol: f.protocol.split('-')[0],
     source: 'synthetic',
     packet_size: f.packet_size,
     bunch_len: f.bunch,
