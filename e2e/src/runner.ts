@@ -616,7 +616,7 @@ function iperfFlow(
   });
 }
 
-function readPlayerLog(file: string, mon: Monitor, t0: number, iv: number, notes: string[]) {
+export function readPlayerLog(file: string, mon: Monitor, t0: number, iv: number, notes: string[]) {
   if (mon.notRun) return;
   if (!fs.existsSync(file)) {
     mon.notRun = `no player log ${file}`;
