@@ -441,7 +441,9 @@ function cbrStop(sc: Scenario, dir: string, t0: number, scheduled: number, level
   for (let i = 1; i < sm.length; i++) {
     if (sm[i].t < scheduled - 1) continue;
     const d = sm[i].tx_bytes - sm[i - 1].tx_bytes;
-    if (d > 0) end = sm[i - 1].t + Math.min(sm[i].t - sm[i - 1].t, d / rate);
+    // CBR intervals only: iperf3's closing control exchange and IGMP/ARP carry a few hundred
+    // bytes later, not a tenth of the CBR's rate.
+    if (d > 0.1 * rate * (sm[i].t - sm[i - 1].t)) end = sm[i - 1].t + Math.min(sm[i].t - sm[i - 1].t, d / rate);
   }
   if (!Number.isFinite(end) || !(rate > 0)) throw new Error(`${name}: no CBR bytes in the emulator samples`);
   const rows: DerivedRow[] = [row('plm/E4', `CBR end on the bottleneck (s into the run; emulator counters on ${name})`, end, `${f(end)} (scheduled ${scheduled}; CBR served ${f((rate * 8) / 1000, 1)} kbit/s in total, samples every ${f((sm[sm.length - 1].t - sm[0].t) / Math.max(1, sm.length - 1))} s)`, null, null)];
