@@ -86,7 +86,8 @@ pub struct Config {
     pub slow_start_interval: Duration,
     /// Exit only after the base layer alone exceeds R_TARGET this long \[U\]: 10 s. The
     /// condition is `R_TARGET < B_0` at any level (not only once the leave timers have walked
-    /// down to the base layer, which took 5-7 s of the 15-s squeeze in DE8).
+    /// down to the base layer, which took 5-7 s of the 15-s squeeze in DE8), and the 10 s
+    /// count from the start of the unbroken zone-3 run that led there.
     pub exit_after: Duration,
     /// An "increasing" OWD trend counts only if the OWD rose by at least this fraction of d1
     /// over the epoch (last group median minus first) \[U\]: 0.5 (= d0). Profile B's PCT/PDT
@@ -94,6 +95,12 @@ pub struct Config {
     /// paced CBR layers, or timer noise on a real host) read as incipient congestion and cut
     /// X_calc by 25 % at 1.4 ms of queueing. 0 restores the profile as written.
     pub trend_min_rise_d1: f64,
+    /// The same floor during slow start \[U\]: 0 (any profile-B "increasing" ends slow start,
+    /// the spec's first sign of congestion). The costs are asymmetric: a false exit on noise
+    /// leaves the rest of the climb to the additive increase, a missed onset overshoots by
+    /// the 2-4 joins of an epoch (DS1 with the floor at d1: 19 layers on 300 kbit/s, a 550-ms
+    /// queue, d1..d3 inflated to 50/127/405 ms for the rest of the run).
+    pub trend_min_rise_d1_slow_start: f64,
     /// An epoch that closes after `epoch_max` with no packet at all while layers are held is
     /// treated as total loss (zone 3, β_max) \[U\]; true by default. The paper has no
     /// silence rule; without one the empty epoch reused the previous daowd, landed in zone 1
@@ -141,6 +148,7 @@ impl Default for Config {
             slow_start_interval: Duration::from_millis(140),
             exit_after: Duration::from_secs(10),
             trend_min_rise_d1: 1.0,
+            trend_min_rise_d1_slow_start: 0.0,
             silence_is_loss: true,
             exit_zone3_epochs: 0,
             decrease_holdoff: Duration::from_secs(1),
@@ -420,6 +428,8 @@ pub struct Dlm {
     base_over_since: Option<Time>,
     /// Consecutive zone-3 epochs with R_TARGET < B_0 (the exit rule's alternative).
     base_over_z3: u32,
+    /// Start of the current run of consecutive zone-3 epochs.
+    zone3_since: Option<Time>,
     /// No further multiplicative decrease before this time (`decrease_holdoff`).
     decrease_until: Time,
     last: Option<EpochReport>,
@@ -456,6 +466,7 @@ impl Dlm {
             leave_holdoff: Time::ZERO,
             base_over_since: None,
             base_over_z3: 0,
+            zone3_since: None,
             decrease_until: Time::ZERO,
             last: None,
             last_packet_at: None,
@@ -582,7 +593,12 @@ impl Dlm {
                 };
                 // [U] A scale-free "increasing" verdict on a rise below the noise floor
                 // (`trend_min_rise_d1`·d1) is not incipient congestion.
-                if td == Trend::Increasing && group_median_rise(&owd) < cfg.trend_min_rise_d1 * d1 {
+                let floor = if self.slow_start {
+                    cfg.trend_min_rise_d1_slow_start
+                } else {
+                    cfg.trend_min_rise_d1
+                };
+                if td == Trend::Increasing && group_median_rise(&owd) < floor * d1 {
                     td = Trend::NonIncreasing;
                 }
                 let ts = if sizes.iter().all(|&s| s == sizes[0]) {
@@ -638,6 +654,11 @@ impl Dlm {
             Some(self.x_calc.min(r_tcp))
         };
         self.r_target = r_target;
+        if zone == 3 {
+            self.zone3_since.get_or_insert(now);
+        } else {
+            self.zone3_since = None;
+        }
         if zone == 3 && r_target.is_some_and(|r| r < self.core.cum_rate(1)) {
             self.base_over_z3 += 1;
         } else {
@@ -711,7 +732,12 @@ impl Dlm {
         // the first epoch with R_TARGET < B_0 at whatever level (§6.2 profile [U]).
         if x < self.core.cum_rate(1) {
             let since = *self.base_over_since.get_or_insert(now);
-            if now.saturating_since(since) >= self.cfg.exit_after
+            // The 10 s count from the start of the zone-3 streak that brought R_TARGET down
+            // (congestion persisting 10 s), not only from the first epoch below B_0: halving
+            // X_calc from a dozen layers takes 4-5 one-second epochs at a squeezed link, so
+            // DE8's 15-s squeeze ended as the 10 s ran out (testbed, session 5).
+            let streak = self.zone3_since.unwrap_or(since).min(since);
+            if now.saturating_since(streak) >= self.cfg.exit_after
                 || (self.cfg.exit_zone3_epochs > 0
                     && self.base_over_z3 >= self.cfg.exit_zone3_epochs)
             {
