@@ -42,6 +42,8 @@ pub struct Video {
     /// Frames decoded after their display time (shown at once, the clock does not slip).
     pub late_frames: u64,
     pub decoded: u64,
+    /// Key pictures asked of the server (join time, `receiver`).
+    pub key_requests: u64,
     /// Every layer on one stream (TFMCC): the layer of a packet comes from its payload
     /// descriptor, and holding the stream means holding every layer.
     single_stream: bool,
@@ -211,6 +213,7 @@ impl Video {
             ),
             late_frames: 0,
             decoded: 0,
+            key_requests: 0,
             single_stream,
         })
     }

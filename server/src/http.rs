@@ -218,6 +218,16 @@ fn handle(mut req: Request, state: &Arc<State>, stop: &Arc<AtomicBool>) {
             }
             None => error_resp(404, "no such session"),
         },
+        (Method::Post, ["api", "sessions", id, "keyframe"]) => match state.session(id) {
+            Some(s) => match &s.queues {
+                Some(q) => {
+                    q.request_key();
+                    Response::from_data(Vec::new()).with_status_code(204)
+                }
+                None => error_resp(404, "session has no video"),
+            },
+            None => error_resp(404, "no such session"),
+        },
         (Method::Get, ["api", "sessions", id, "keys"]) => match state.session(id) {
             Some(s) => match state.keys_json(&s, query) {
                 Some(Ok(k)) => json_resp(200, &k),

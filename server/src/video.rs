@@ -40,6 +40,13 @@ pub struct LayerQueues {
     pub encode_errors: AtomicU64,
     /// Frames the QR stamper or the reference writer failed on.
     pub stamp_errors: AtomicU64,
+    /// A receiver asked for a key picture (`POST /api/sessions/ID/keyframe`, sent by a
+    /// player when it joins): the encoder thread forces one on the next TL0 picture, at most
+    /// one per [`KEY_REQUEST_MIN_INTERVAL`] (a later request waits, it is not lost).
+    pub key_requested: AtomicBool,
+    /// Key-picture requests received, and key pictures forced for them.
+    pub key_requests: AtomicU64,
+    pub keys_forced: AtomicU64,
     /// Total encoder target asked for by a TFMCC sender, kbit/s (0: the configured ladder).
     /// The encoder thread applies a new value before its next picture
     /// (`SvcEncoder::set_total_kbps`, docs/protocols/tfmcc.md "Live video").
@@ -85,7 +92,19 @@ impl Burst {
 
 const MAX_QUEUED: usize = 400;
 
+/// Requested key pictures come at most this often, whatever the number of joining players
+/// (a join storm costs at most one key picture per second, the old periodic rate), and never
+/// sooner than this after any key picture (one that just left serves the joiner too, unless
+/// it joined after it: then it waits for the next, at most this long).
+pub const KEY_REQUEST_MIN_INTERVAL: Duration = Duration::from_millis(1000);
+
 impl LayerQueues {
+    /// Asks the encoder for a key picture (see `key_requested`).
+    pub fn request_key(&self) {
+        self.key_requests.fetch_add(1, Ordering::Relaxed);
+        self.key_requested.store(true, Ordering::Relaxed);
+    }
+
     /// Takes the next packet of layer `k`.
     pub fn pop(&self, k: usize) -> Option<LayerPacket> {
         lock(&self.queues).get_mut(k).and_then(VecDeque::pop_front)
@@ -311,6 +330,7 @@ pub fn start(
             let t0 = Instant::now();
             let mut i: u64 = 0;
             let mut applied_kbps = 0u64;
+            let mut last_key: Option<Instant> = None;
             while !stop.load(Ordering::Relaxed) {
                 let due = t0 + frame_time * i as u32;
                 let now = Instant::now();
@@ -357,26 +377,21 @@ pub fn start(
                         queues.encode_errors.fetch_add(1, Ordering::Relaxed);
                     }
                 }
+                if queues.key_requested.load(Ordering::Relaxed)
+                    && last_key.is_none_or(|t| t.elapsed() >= KEY_REQUEST_MIN_INTERVAL)
+                {
+                    queues.key_requested.store(false, Ordering::Relaxed);
+                    queues.keys_forced.fetch_add(1, Ordering::Relaxed);
+                    enc.request_keyframe();
+                }
                 let pts = (i * 90_000 / fps as u64) as i64;
                 i += 1;
                 match enc.encode(&f, pts) {
-                    Ok(Some(pic)) => match streams.packets(&pic) {
-                        Ok(per_layer) => {
-                            queues.pictures.fetch_add(1, Ordering::Relaxed);
-                            let mut q = lock(&queues.queues);
-                            for (k, pkts) in per_layer.into_iter().enumerate() {
-                                q[k].extend(pkts);
-                                while q[k].len() > MAX_QUEUED {
-                                    q[k].pop_front();
-                                    queues.dropped.fetch_add(1, Ordering::Relaxed);
-                                }
-                            }
-                            queues.pushed.notify_all();
-                        }
-                        Err(_) => {
-                            queues.encode_errors.fetch_add(1, Ordering::Relaxed);
-                        }
-                    },
+                    Ok(Some(pic)) if pic.key => {
+                        last_key = Some(Instant::now());
+                        queue_picture(&queues, &mut streams, &pic);
+                    }
+                    Ok(Some(pic)) => queue_picture(&queues, &mut streams, &pic),
                     Ok(None) => {}
                     Err(_) => {
                         queues.encode_errors.fetch_add(1, Ordering::Relaxed);
@@ -385,6 +400,31 @@ pub fn start(
             }
         })
         .map_err(|e| Error::io("spawning the encoder thread", e))
+}
+
+/// Packetizes one encoded picture into the layers' queues and wakes the pacer.
+fn queue_picture(
+    queues: &LayerQueues,
+    streams: &mut LayerStreams,
+    pic: &codec::vpx::EncodedPicture,
+) {
+    match streams.packets(pic) {
+        Ok(per_layer) => {
+            queues.pictures.fetch_add(1, Ordering::Relaxed);
+            let mut q = lock(&queues.queues);
+            for (k, pkts) in per_layer.into_iter().enumerate() {
+                q[k].extend(pkts);
+                while q[k].len() > MAX_QUEUED {
+                    q[k].pop_front();
+                    queues.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            queues.pushed.notify_all();
+        }
+        Err(_) => {
+            queues.encode_errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 fn unix_ns() -> u64 {
@@ -959,6 +999,8 @@ mod latency_study {
         for intra in intras {
             let pics = trace(&v, m, secs, intra);
             let nk = pics.iter().filter(|p| p.key).count();
+            let kidx: Vec<usize> = (0..pics.len()).filter(|&i| pics[i].key).collect();
+            eprintln!("key pictures at {kidx:?}");
             let tot: Vec<usize> = (0..9)
                 .map(|k| pics.iter().map(|p| p.pkts[k]).sum())
                 .collect();
