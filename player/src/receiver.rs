@@ -1338,7 +1338,8 @@ fn video_totals(v: &mut crate::video::Video) -> serde_json::Value {
         "decoder_errors": v.decoder_errors, "push_errors": v.push_errors,
         "pictures": st.pictures, "pictures_skipped": st.pictures_skipped,
         "frames_incomplete": st.frames_incomplete, "late": st.late,
-        "malformed": st.malformed, "key_requests": v.key_requests})
+        "malformed": st.malformed, "key_requests": v.key_requests,
+        "hidden": v.hidden})
 }
 
 #[cfg(test)]

@@ -55,6 +55,8 @@ struct PlayerResult {
     min_psnr: f64,
     layers_last: u64,
     frames: u64,
+    /// Decoded pictures: shown + hidden (below the steady spatial layer, docs/player.md).
+    decoded: u64,
 }
 
 fn analyse(tb: &Testbed, tag: &str, lines: &[Value], reference: &common::vq::Y4m) -> PlayerResult {
@@ -72,11 +74,11 @@ fn analyse(tb: &Testbed, tag: &str, lines: &[Value], reference: &common::vq::Y4m
     let sizes: std::collections::BTreeSet<(u32, u32)> =
         rows.iter().map(|r| (r.width, r.height)).collect();
     let summary = format!(
-        "{tag}: layers per second {layers:?}; {} frames shown, sizes {sizes:?}, decoder errors {}, \
+        "{tag}: layers per second {layers:?}; {} frames shown ({} decoded, not shown: below the steady spatial layer), sizes {sizes:?}, decoder errors {}, \
          assembler: {} pictures, {} skipped, {} incomplete, {} late; freezes {}; packets lost {}; \
          frames.csv {} rows, QR read on {read}; PSNR vs reference on {} pictures: mean {mean:.2} dB, \
          min {min:.2} dB",
-        v["frames"], v["decoder_errors"], v["pictures"], v["pictures_skipped"],
+        v["frames"], v["hidden"], v["decoder_errors"], v["pictures"], v["pictures_skipped"],
         v["frames_incomplete"], v["late"], v["freezes"], last["packets_lost"], rows.len(),
         vals.len()
     );
@@ -86,6 +88,7 @@ fn analyse(tb: &Testbed, tag: &str, lines: &[Value], reference: &common::vq::Y4m
     PlayerResult {
         summary,
         frames: v["frames"].as_u64().unwrap_or(0),
+        decoded: v["frames"].as_u64().unwrap_or(0) + v["hidden"].as_u64().unwrap_or(0),
         layers_last: layers.last().copied().unwrap_or(0),
         rows,
         mean_psnr: mean,
@@ -144,7 +147,7 @@ fn headless_player_decodes_behind_bottleneck() {
     let ((small_read, small), (large_read, large)) = qr_by_size(&b.rows);
     let qr_ok = meets(small_read, small, QR_READ_LOWEST) && meets(large_read, large, QR_READ_LARGE);
     let pass_b =
-        b.frames >= 60 && b.mean_psnr >= PSNR_FLOOR_DB && b.rows.len() as u64 == b.frames && qr_ok;
+        b.decoded >= 60 && b.mean_psnr >= PSNR_FLOOR_DB && b.rows.len() as u64 == b.frames && qr_ok;
     let pass_o = o.layers_last == 9
         && o.mean_psnr >= PSNR_FLOOR_DB
         && o.rows.iter().any(|r| (r.width, r.height) == (640, 360));
@@ -159,8 +162,9 @@ fn headless_player_decodes_behind_bottleneck() {
         Some(pass_b && pass_o),
         "cargo test -p layercast-player --test netns_video",
     );
-    // 12 s at up to 15 fps: at least 60 frames even at the lower temporal layers.
-    assert!(b.frames >= 60, "{}", b.summary);
+    // 12 s at up to 15 fps: at least 60 pictures decoded even at the lower temporal layers
+    // (holding 5 layers, the 160x90 TL2 pictures are decoded but not shown: half of them).
+    assert!(b.decoded >= 60, "{}", b.summary);
     assert_eq!(b.rows.len() as u64, b.frames, "one row per shown frame");
     assert_eq!(
         frames_log.lines().count() as u64,
