@@ -1111,6 +1111,14 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             } else if !base_held {
                 last_key_request = None;
             }
+            if let (Some(sl), Some(url)) = (v.take_sync_request(), key_url.as_deref()) {
+                v.key_requests += 1;
+                let url = format!("{url}?spatial={sl}");
+                std::thread::spawn(move || {
+                    let _ =
+                        http_client::request("POST", &url, Some(b""), Duration::from_millis(500));
+                });
+            }
             v.tick(net::realtime_ns());
         }
         // 8. Once a second: log, telemetry, metrics.

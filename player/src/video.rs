@@ -46,6 +46,8 @@ pub struct Video {
     pub key_requests: u64,
     /// Decoded pictures not shown: below the steady spatial layer (`ShowFilter`).
     pub hidden: u64,
+    /// An upper spatial layer was newly joined: its re-sync is to be requested.
+    sync_request: Option<u8>,
     show: ShowFilter,
     /// Every layer on one stream (TFMCC): the layer of a packet comes from its payload
     /// descriptor, and holding the stream means holding every layer.
@@ -274,6 +276,7 @@ impl Video {
             decoded: 0,
             key_requests: 0,
             hidden: 0,
+            sync_request: None,
             show: ShowFilter::default(),
             single_stream,
         })
@@ -287,10 +290,25 @@ impl Video {
             _ => held.checked_sub(1),
         };
         if top != self.top {
+            // A newly held upper spatial layer decodes from its next switch point: ask the
+            // server to re-sync it (the periodic re-sync is only at key pictures, docs/server.md
+            // "Join-time key pictures"). Before anything decoded, the key request covers it.
+            let spatial =
+                |k: Option<usize>| k.and_then(|k| self.asm.ladder().cell(k)).map(|c| c.spatial);
+            if let (Some(new), old) = (spatial(top), spatial(self.top)) {
+                if new > 0 && old.is_none_or(|o| new > o) && self.decoded > 0 {
+                    self.sync_request = Some(new);
+                }
+            }
             self.top = top;
             self.asm.set_top_layer(top);
             self.show.set_top(self.asm.ladder(), top);
         }
+    }
+
+    /// The spatial layer to ask the server to re-sync, once (see `set_layers`).
+    pub fn take_sync_request(&mut self) -> Option<u8> {
+        self.sync_request.take()
     }
 
     /// One received packet of layer `k` (payload-less padding packets are skipped).

@@ -263,6 +263,11 @@ fn bench_latency_and_join() {
     let mut by_kind: [Vec<f64>; 3] = Default::default();
     let mut joins = Vec::new();
     let mut decode_joins = Vec::new();
+    // `LAYERCAST_BENCH_QUANTILE` sets the players' `--playout-quantile` (default 0.5).
+    let quantile_arg = std::env::var("LAYERCAST_BENCH_QUANTILE")
+        .ok()
+        .filter(|v| v.parse::<f64>().is_ok())
+        .unwrap_or_else(|| "0.5".into());
     for i in 0..5 {
         let tag = format!("p{i}");
         tb.start_player_in(
@@ -277,6 +282,8 @@ fn bench_latency_and_join() {
                 "9",
                 "--playout-delay-ms",
                 "0",
+                "--playout-quantile",
+                &quantile_arg,
             ],
         );
         let st = tb.wait(&tag, Duration::from_secs(20));
@@ -357,7 +364,7 @@ fn bench_latency_and_join() {
         "issue6/bench-latency",
         &format!(
             "glass-to-glass (QR capture stamp to display), open path, VP9 L3T3 640x360@15, all \
-             9 layers, kbps_scale 1, pacing, layer rates and key interval: {setting}, playout delay 0 (quantile 0.5): p50 {p50:.0} ms, p95 {p95:.0} ms, p99 {p99:.0} ms over {} frames of 5 \
+             9 layers, kbps_scale 1, pacing, layer rates and key interval: {setting}, playout delay 0 (quantile {quantile_arg}): p50 {p50:.0} ms, p95 {p95:.0} ms, p99 {p99:.0} ms over {} frames of 5 \
              players; {breakdown}; load average {load}",
             g2g.len()
         ),

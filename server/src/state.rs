@@ -672,6 +672,7 @@ impl State {
             "video_dropped": s.queues.as_ref().map(|q| q.dropped.load(Ordering::Relaxed)),
             "video_key_requests": s.queues.as_ref().map(|q| q.key_requests.load(Ordering::Relaxed)),
             "video_keys_forced": s.queues.as_ref().map(|q| q.keys_forced.load(Ordering::Relaxed)),
+            "video_syncs_forced": s.queues.as_ref().map(|q| q.syncs_forced.load(Ordering::Relaxed)),
             "viewers_by_layer": by_layer,
             "tfmcc": s.tfmcc.as_ref().map_or(Value::Null, |t| t.json(self.clr_viewer(s, t))),
             "started_at": s.started_at,

@@ -14,7 +14,7 @@ use codec::synth;
 use codec::vp9rtp::{LayerPacket, LayerStreams, StreamConfig};
 use codec::vpx::{SvcConfig, SvcEncoder};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,9 +44,14 @@ pub struct LayerQueues {
     /// player when it joins): the encoder thread forces one on the next TL0 picture, at most
     /// one per [`KEY_REQUEST_MIN_INTERVAL`] (a later request waits, it is not lost).
     pub key_requested: AtomicBool,
-    /// Key-picture requests received, and key pictures forced for them.
+    /// Spatial layers (bit s) a receiver asked to be re-synced (`?spatial=s`, sent by a player
+    /// when it joins a new upper spatial layer): forced on the next TL0 picture, at most one
+    /// re-sync or key picture per [`KEY_REQUEST_MIN_INTERVAL`].
+    pub sync_requested: AtomicU8,
+    /// Key-picture and re-sync requests received, and key pictures / re-syncs forced for them.
     pub key_requests: AtomicU64,
     pub keys_forced: AtomicU64,
+    pub syncs_forced: AtomicU64,
     /// Total encoder target asked for by a TFMCC sender, kbit/s (0: the configured ladder).
     /// The encoder thread applies a new value before its next picture
     /// (`SvcEncoder::set_total_kbps`, docs/protocols/tfmcc.md "Live video").
@@ -105,6 +110,14 @@ impl LayerQueues {
         self.key_requested.store(true, Ordering::Relaxed);
     }
 
+    /// Asks the encoder to re-sync spatial layer `s` (1..=7; see `sync_requested`).
+    pub fn request_sync(&self, s: u8) {
+        if (1..8).contains(&s) {
+            self.key_requests.fetch_add(1, Ordering::Relaxed);
+            self.sync_requested.fetch_or(1 << s, Ordering::Relaxed);
+        }
+    }
+
     /// Takes the next packet of layer `k`.
     pub fn pop(&self, k: usize) -> Option<LayerPacket> {
         lock(&self.queues).get_mut(k).and_then(VecDeque::pop_front)
@@ -157,7 +170,12 @@ fn svc_config(v: &ResolvedVideo) -> SvcConfig {
     c.scales = Vec::new();
     c.cell_kbps = v.cell_kbps.clone();
     c.keyframe_interval = v.keyframe_interval;
-    c.spatial_sync_interval = v.fps;
+    // No periodic re-sync of the upper spatial layers between key pictures: each is an
+    // upper-layer frame of ~2.7x its budget that holds the pictures behind it like a key
+    // picture does (docs/server.md "Join-time key pictures"); with a 15-frame sync interval
+    // and 2-s keys one came between every two keys, so the large frames came every ~1.07 s.
+    // Upper layers re-sync at every key picture and on a joining player's request.
+    c.spatial_sync_interval = 0;
     c
 }
 
@@ -303,6 +321,7 @@ pub fn start(
     *lock(&queues.queues) = vec![VecDeque::new(); n];
     *lock(&queues.burst) = Burst::for_video(v);
     let (w, h, fps) = (v.width, v.height, v.fps);
+    let v_spatial = v.spatial;
     let mut reader = match &source {
         FrameSource::Synthetic => None,
         FrameSource::Gst(src) => Some(GstReader {
@@ -331,6 +350,8 @@ pub fn start(
             let mut i: u64 = 0;
             let mut applied_kbps = 0u64;
             let mut last_key: Option<Instant> = None;
+            // Last key picture or spatial re-sync (the pictures with a large upper-layer frame).
+            let mut last_big: Option<Instant> = None;
             while !stop.load(Ordering::Relaxed) {
                 let due = t0 + frame_time * i as u32;
                 let now = Instant::now();
@@ -384,11 +405,24 @@ pub fn start(
                     queues.keys_forced.fetch_add(1, Ordering::Relaxed);
                     enc.request_keyframe();
                 }
+                let sync = queues.sync_requested.load(Ordering::Relaxed);
+                if sync != 0 && last_big.is_none_or(|t| t.elapsed() >= KEY_REQUEST_MIN_INTERVAL) {
+                    queues.sync_requested.store(0, Ordering::Relaxed);
+                    queues.syncs_forced.fetch_add(1, Ordering::Relaxed);
+                    for sl in 1..v_spatial {
+                        if sync & (1 << sl) != 0 {
+                            enc.request_spatial_sync(sl);
+                        }
+                    }
+                }
                 let pts = (i * 90_000 / fps as u64) as i64;
                 i += 1;
                 match enc.encode(&f, pts) {
-                    Ok(Some(pic)) if pic.key => {
-                        last_key = Some(Instant::now());
+                    Ok(Some(pic)) if pic.key || pic.sync_mask != 0 => {
+                        if pic.key {
+                            last_key = Some(Instant::now());
+                        }
+                        last_big = Some(Instant::now());
                         queue_picture(&queues, &mut streams, &pic);
                     }
                     Ok(Some(pic)) => queue_picture(&queues, &mut streams, &pic),
