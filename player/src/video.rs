@@ -96,7 +96,21 @@ impl PlayoutClock {
         }
         let mut v: Vec<i64> = self.lateness.iter().copied().collect();
         v.sort_unstable();
-        let q = v[((v.len() - 1) as f64 * self.quantile).round() as usize];
+        // The quantile, but never above the largest lateness of the last `RECENT` pictures:
+        // when lateness falls for good (the decoder catching up after a slow start or after
+        // the pictures held behind a key picture), the clock follows within `RECENT`
+        // pictures instead of holding every picture at the window's old median for up to
+        // half the window (measured: up to 0.44 s held after a start-up backlog,
+        // docs/player.md "Session 5"). One isolated slow picture still cannot raise it.
+        let recent = self
+            .lateness
+            .iter()
+            .rev()
+            .take(RECENT)
+            .copied()
+            .max()
+            .unwrap_or(0);
+        let q = v[((v.len() - 1) as f64 * self.quantile).round() as usize].min(recent);
         let target = (nominal + self.delay_ns as i64 + q).max(0) as u64;
         let due = target.max(now_ns).max(self.last_due);
         self.last_due = due;
@@ -159,6 +173,9 @@ fn steady_spatial(ladder: &LayerLadder, k: usize) -> u8 {
         })
         .unwrap_or(0)
 }
+
+/// Pictures whose largest lateness caps the playout clock's quantile (`PlayoutClock::due`).
+const RECENT: usize = 4;
 
 /// A decoded picture waiting for its display time.
 struct Pending {
@@ -499,6 +516,25 @@ mod tests {
         // back at 10 ms (the old rule kept every later one at 500 ms).
         assert_eq!(dues[4], 500 * ms);
         assert!(dues[10..].iter().all(|&d| d == 10 * ms), "{dues:?}");
+    }
+
+    /// A slow start: the first 15 pictures are decoded late by 600 ms falling to 40 ms (the
+    /// decoder catching up), then every picture 40 ms late. Once caught up, pictures are shown
+    /// when decoded; the median of the 2-s window alone held them back by up to ~0.3 s.
+    #[test]
+    fn playout_clock_follows_a_catch_up_within_a_few_pictures() {
+        let ms = 1_000_000u64;
+        let mut c = PlayoutClock::new(0, 30, 0.5);
+        let mut held = Vec::new();
+        for i in 0..40u64 {
+            let capture = 1_000 * ms + i * 67 * ms;
+            let lat = if i < 15 { (600 - 40 * i) * ms } else { 40 * ms };
+            let now = capture + lat;
+            let (due, _) = c.due((i * 6000) as u32, now);
+            held.push((due - now) / ms);
+        }
+        // From 4 pictures after the catch-up on, nothing is held.
+        assert!(held[19..].iter().all(|&h| h == 0), "{held:?}");
     }
 
     #[test]
