@@ -147,6 +147,7 @@ export function simulatorOnly(sc: Scenario): string | null {
     if (f.type === 'tfrc') return `flow ${f.name} is a TFRC flow with scripted loss`;
     if (f.type === 'web') return `flow ${f.name} is web-like background traffic`;
     if (f.type === 'tfrc-pcc') return `flow ${f.name} is a TFRC/PCC flow (simulator agents only)`;
+    if (f.type === 'aer') return `flow ${f.name} is an ${f.protocol} session with active repair servers`;
   }
   return null;
 }
@@ -170,7 +171,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
   for (const n of monitorNames(sc)) {
     const f = sc.flows.find((x) => n === x.name || n.startsWith(`${x.name}/`));
     if (!f) continue; // a simulator queue probe (`queue:FROM-TO`): not measured on the testbed
-    if (f.type === 'tfrc' || f.type === 'web' || f.type === 'tfrc-pcc') continue; // simulator only (refused above)
+    if (f.type === 'tfrc' || f.type === 'web' || f.type === 'tfrc-pcc' || f.type === 'aer') continue; // simulator only (refused above)
     const m = new Monitor(n, f.name, f.type);
     if (f.type === 'layered') {
       const rates = ladderRates(f.layers);
