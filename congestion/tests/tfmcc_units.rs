@@ -729,3 +729,62 @@ fn u14_rtt_across_timestamp_wrap_over_12_minutes() {
     assert!(near_wrap >= 50, "{near_wrap}");
     assert!(phases_ok, "{phase_rows:#?}");
 }
+
+/// S19 (dissertation §7.3.1, §7.6.3): a receiver without an RTT measurement computes its
+/// rate with the initial RTT (the `R_max` of its first data packet), not with the current
+/// `R_max` after it decayed, and says so in the report (`rtt_us`), so the sender can rescale
+/// it. Its loss events are still aggregated over the current `R_max`. Once echoed, it uses
+/// the measured RTT.
+#[test]
+fn unmeasured_receiver_rates_with_the_initial_rtt() {
+    use congestion::tfrc::equation::tcp_throughput;
+    let mut rx = TfmccReceiver::new(TfmccConfig::default(), 9);
+    // First packet: R_max 500 ms; then the sender's R_max decays to 150 ms.
+    let mut seq = 0u32;
+    let mut last = Vec::new();
+    for i in 0..3000u32 {
+        let t = Time::from_micros(i as u64 * 10_000);
+        let rmax = if i == 0 { 500 } else { 150 };
+        // One loss every 50 packets, far apart in time (0.5 s > any RTT here).
+        if i % 50 != 25 {
+            rx.handle_data(t, &hdr(seq, t, (i / 200) as u16, rmax, 100_000), 1000);
+        }
+        seq += 1;
+        rx.handle_timeout(t);
+        last.extend(reports(&mut rx));
+    }
+    assert!(rx.have_loss() && !rx.have_rtt());
+    assert!(
+        (rx.rtt() - 0.150).abs() < 1e-9,
+        "aggregation RTT {}",
+        rx.rtt()
+    );
+    assert!(
+        (rx.rate_rtt() - 0.5).abs() < 1e-9,
+        "rate RTT {}",
+        rx.rate_rtt()
+    );
+    let rep = last.last().expect("timer reports were sent");
+    assert_eq!(rep.rtt_us, 500_000);
+    let p = rx.loss_event_rate();
+    let want = tcp_throughput(1000.0, 0.5, p);
+    assert!(
+        (rep.x_rate as f64 / want - 1.0).abs() < 0.01,
+        "reported {} vs X(0.5 s, p = {p}) = {want}",
+        rep.x_rate
+    );
+    // With the decayed R_max the rate would be 3.3 x higher: the gap to measured peers that
+    // lets unmeasured receivers win suppression.
+    assert!(tcp_throughput(1000.0, 0.15, p) > 3.0 * rep.x_rate as f64);
+    // An echo 80 ms after the report: from then on the measured RTT rates the receiver.
+    let t = Time::from_micros(3000 * 10_000);
+    let mut h = hdr(seq, t, 20, 150, 100_000);
+    h.echo = Some(Echo {
+        rid: 9,
+        ts_us: (t.as_micros() as u32).wrapping_sub(80_000),
+        is_clr: false,
+    });
+    rx.handle_data(t, &h, 1000);
+    assert!(rx.have_rtt());
+    assert!((rx.rate_rtt() - 0.080).abs() < 1e-6, "{}", rx.rate_rtt());
+}

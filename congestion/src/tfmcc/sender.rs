@@ -82,7 +82,11 @@ pub struct TfmccSender {
     x: f64,
     /// Where X is heading (CLR's rate; slow-start target).
     x_target: f64,
+    /// Outside slow start: the capped increase towards `x_target` has been accrued up to this
+    /// time (see [`TfmccSender::advance`]).
     last_increase: Time,
+    /// Feedback was received at least once (the no-feedback period, see `nofb_period`).
+    ever_feedback: bool,
     r_max: f64,
     r_peak: f64,
     saw_higher_rtt: bool,
@@ -115,6 +119,13 @@ pub struct TfmccSender {
     malformed: u64,
 }
 
+/// Outside slow start X climbs at `INCREASE_SLOPE` times the cap of one packet per `R_max`
+/// per `R_max`, in steps at least every `R_max / INCREASE_TICKS`. A window of one `R_max`
+/// that starts just after a step can hold the accrual of `R_max + R_max / INCREASE_TICKS`
+/// of time; running at `INCREASE_TICKS / (INCREASE_TICKS + 1)` of the cap keeps every such
+/// window within the cap (spec S27/S28/E15: "slope <= 1 packet / R_max per R_max").
+const INCREASE_TICKS: f64 = 16.0;
+const INCREASE_SLOPE: f64 = INCREASE_TICKS / (INCREASE_TICKS + 1.0);
 /// Most reports waiting for an echo; beyond it the lowest-priority entry is dropped.
 const MAX_PENDING_ECHOES: usize = 256;
 /// Round summaries kept for [`TfmccSender::round_log`].
@@ -132,6 +143,7 @@ impl TfmccSender {
             x,
             x_target: x,
             last_increase: Time::ZERO,
+            ever_feedback: false,
             r_max,
             r_peak: 0.0,
             saw_higher_rtt: false,
@@ -323,15 +335,29 @@ impl TfmccSender {
         if self.slow_start && self.x < self.x_target {
             next = next.min(self.ramp_tick + Self::secs(self.r_max / 8.0));
         }
+        if self.increasing() {
+            next = next.min(self.ramp_tick + Self::secs(self.r_max / INCREASE_TICKS));
+        }
         Some(next)
     }
 
-    /// Halving period without any feedback: `no_feedback_rtts` R_max, but at least two
-    /// feedback rounds. At low rates the dissertation's `T = b (c+1) s / X` is longer than
-    /// 10 R_max (at the initial rate of one packet per R_max, T = 16 R_max), so a bare
-    /// 10 R_max rule would halve the rate before any receiver's timer could fire.
+    /// Halving period without any feedback: `no_feedback_rtts` R_max (dissertation §7.4,
+    /// RFC 4654 §3.3: "for every 10 consecutive RTTs without feedback").
+    ///
+    /// Before the first report ever arrived it is at least two feedback rounds: at the
+    /// initial rate of one packet per R_max, `T = b (c+1) s / X = 16 R_max`, so a bare
+    /// 10 R_max rule would halve the rate before any receiver's first timer could fire (and
+    /// each halving stretches T further). Once feedback has flowed, silence means the reports
+    /// are not getting through and the spec's 10 R_max applies as it stands (a low-rate
+    /// session whose only reports are timer-driven may then halve once more while it waits:
+    /// the safe direction). Measured by S27 / E15.
     fn nofb_period(&self) -> Duration {
-        Self::secs((self.cfg.no_feedback_rtts * self.r_max).max(2.0 * self.feedback_round_s()))
+        let rule = self.cfg.no_feedback_rtts * self.r_max;
+        Self::secs(if self.ever_feedback {
+            rule
+        } else {
+            rule.max(2.0 * self.feedback_round_s())
+        })
     }
 
     fn clr_halving_due(&self, c: &Clr) -> Time {
@@ -379,14 +405,63 @@ impl TfmccSender {
         self.last_increase = now;
     }
 
-    /// Slow-start ramp towards the target over one `R_max`.
+    /// True while X climbs towards the CLR's rate under the increase cap (a timer ticks
+    /// every `R_max / INCREASE_TICKS` then, so the climb is a fine staircase).
+    fn increasing(&self) -> bool {
+        !self.slow_start
+            && self.x < self.x_target
+            && self
+                .clr
+                .is_some_and(|c| !c.leaving && self.ramp_tick < self.increase_horizon(&c))
+    }
+
+    /// The capped increase runs at most one `R_max` past the CLR's last report: without news
+    /// the sender does not keep climbing (and does not bank the silent time for later).
+    fn increase_horizon(&self, c: &Clr) -> Time {
+        c.last_heard + Self::secs(self.r_max)
+    }
+
+    /// Moves X along the slow-start ramp (towards the target over one `R_max`), or, outside
+    /// slow start, along the capped increase: `INCREASE_SLOPE · s / R_max²` per second of
+    /// time accrued since `last_increase`, accrued only while the increase is allowed (up to
+    /// one `R_max` after the CLR's last report, not during a hold). Every caller runs this
+    /// before it changes X, the target or `R_max`, so each stretch of time is charged at the
+    /// `R_max` in force during it.
+    ///
+    /// Why continuous and not a step per CLR report (RFC 4654 §3.3 case 4): a step per report
+    /// that makes up for the time since the last one makes the rate jump by up to a whole
+    /// packet per `R_max` at once after a gap (the first report after a feedback blackout,
+    /// E15: 2.07 x the cap over one `R_max`), and any window of one `R_max` that holds such a
+    /// step and the following climb sees up to twice the cap.
     fn advance(&mut self, now: Time) {
+        // A host that hands in an older instant (out-of-order calls) must not make time
+        // already accrued count twice.
+        let now = now.max(self.ramp_tick);
         self.ramp_tick = now;
-        if self.slow_start && self.x < self.x_target {
-            let frac = ((now - self.ramp_at).as_secs_f64() / self.r_max).min(1.0);
-            let x = self.ramp_from + (self.x_target - self.ramp_from) * frac;
-            self.x = self.x.max(x.min(self.x_target));
+        if self.slow_start {
+            if self.x < self.x_target {
+                let frac = ((now - self.ramp_at).as_secs_f64() / self.r_max).min(1.0);
+                let x = self.ramp_from + (self.x_target - self.ramp_from) * frac;
+                self.x = self.x.max(x.min(self.x_target));
+            }
+            self.last_increase = now;
+            return;
         }
+        let horizon = match self.clr {
+            Some(c) if !c.leaving && self.x < self.x_target => self.increase_horizon(&c),
+            _ => {
+                self.last_increase = now;
+                return;
+            }
+        };
+        let start = self.last_increase.max(self.hold_increase_until);
+        let until = now.min(horizon);
+        if until > start {
+            let slope = INCREASE_SLOPE * self.s / (self.r_max * self.r_max);
+            self.x = (self.x + slope * (until - start).as_secs_f64()).min(self.x_target);
+        }
+        // Time past the horizon or inside a hold is never accrued later.
+        self.last_increase = now;
     }
 
     fn apply_rmax_floor(&mut self) {
@@ -415,6 +490,7 @@ impl TfmccSender {
         self.start(now);
         self.advance(now);
         self.reports_total += 1;
+        self.ever_feedback = true;
         self.last_any_feedback = now;
         self.nofb_halved_at = now;
         // Sender-side RTT from the echoed (hold-adjusted) data timestamp.
@@ -550,19 +626,12 @@ impl TfmccSender {
             }
             return;
         }
+        // `advance(now)` already ran: X holds what was accrued up to this report, and the
+        // climb towards a higher rate continues from here (see `advance`).
         self.x_target = rate;
         if rate <= self.x {
             self.x = rate;
-            self.last_increase = now;
-            return;
         }
-        if now < self.hold_increase_until {
-            self.last_increase = now;
-            return;
-        }
-        let dt = (now - self.last_increase).as_secs_f64().min(self.r_max);
-        let slope = self.s / (self.r_max * self.r_max);
-        self.x = (self.x + slope * dt).min(rate);
         self.last_increase = now;
     }
 
