@@ -788,3 +788,87 @@ fn unmeasured_receiver_rates_with_the_initial_rtt() {
     assert!(rx.have_rtt());
     assert!((rx.rate_rtt() - 0.080).abs() < 1e-6, "{}", rx.rate_rtt());
 }
+
+/// Halvings of the sender's rate over `secs` of silence after `last` (no report at all),
+/// with data packets paced at the rate and timers served: (time after the silence began,
+/// R_max before).
+fn halvings_in_silence(s: &mut TfmccSender, from: Time, secs: f64) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    let mut next_send = from;
+    let mut t = from;
+    let end = from + std::time::Duration::from_secs_f64(secs);
+    while t < end {
+        let before = (s.rate_bytes(), s.r_max());
+        if t >= next_send {
+            let _ = s.data_header(t);
+            next_send = t + std::time::Duration::from_secs_f64(1000.0 / s.rate_bytes());
+        }
+        if s.poll_timeout().is_some_and(|d| d <= t) {
+            s.handle_timeout(t);
+        }
+        if (s.rate_bytes() - before.0 / 2.0).abs() < 1e-6 * before.0 {
+            out.push(((t - from).as_secs_f64(), before.1));
+        }
+        t += std::time::Duration::from_millis(1);
+    }
+    out
+}
+
+/// A low-rate sender (4 kB/s, so `T = 4 x 4 s/X = 4 s` against `10 R_max = 2.6 s`) whose
+/// last report came from its CLR halves after 10 R_max of silence (S27/E15: the CLR reports
+/// every RTT, silence means the reports are lost; the first cut is the RFC's one-off
+/// CLR-silence halving after 4 R_max). If the last report was the CLR's *leave* report, the
+/// next report can only come from another receiver's feedback timer: no halving for two
+/// feedback rounds (a 10 R_max rule there spiralled the rate to the floor in S17 seed 3), and
+/// no CLR-silence halving for a CLR that left.
+#[test]
+fn no_feedback_period_depends_on_who_reported_last() {
+    let run = |leave_last: bool| {
+        let mut s = TfmccSender::new(TfmccConfig::default());
+        let mut t = 0u64;
+        for _ in 0..200 {
+            let h = s.data_header(Time::from_millis(t));
+            let mut r = rep(1, h.round, 4000, true, true, h.ts_us);
+            r.rtt_us = 60_000;
+            s.handle_parsed_report(Time::from_millis(t + 60), &r);
+            s.handle_timeout(Time::from_millis(t + 60));
+            t += 250;
+        }
+        assert_eq!(s.stats().clr, Some(1));
+        assert!((s.rate_bytes() - 4000.0).abs() < 1.0, "{}", s.rate_bytes());
+        let h = s.data_header(Time::from_millis(t));
+        let mut r = rep(1, h.round, 4000, true, true, h.ts_us);
+        r.leave = leave_last;
+        let last = Time::from_millis(t + 60);
+        s.handle_parsed_report(last, &r);
+        let (t_round, r_max) = (s.feedback_round_s(), s.r_max());
+        (halvings_in_silence(&mut s, last, 30.0), t_round, r_max)
+    };
+    let (clr_last, _, _) = run(false);
+    assert!(clr_last.len() >= 3, "{clr_last:?}");
+    // CLR silence after 4 R_max; the no-feedback halvings 10 R_max after the last report,
+    // then every 10 R_max of the R_max in force (+-1 R_max).
+    assert!(
+        (clr_last[0].0 / clr_last[0].1 - 4.0).abs() < 0.1,
+        "{clr_last:?}"
+    );
+    assert!(
+        (clr_last[1].0 / clr_last[1].1 - 10.0).abs() < 0.1,
+        "{clr_last:?}"
+    );
+    for w in clr_last[1..].windows(2).take(3) {
+        let gap = (w[1].0 - w[0].0) / w[1].1;
+        assert!((gap - 10.0).abs() <= 1.0, "gap {gap} R_max: {clr_last:?}");
+    }
+    let (leave_last, t_round, r_max) = run(true);
+    assert!(
+        2.0 * t_round > 10.0 * r_max + 1.0,
+        "T {t_round}, R_max {r_max}"
+    );
+    assert!(
+        leave_last
+            .first()
+            .is_some_and(|h| h.0 >= 2.0 * t_round - 0.01),
+        "halved before two rounds ({t_round} s) after the leave: {leave_last:?}"
+    );
+}

@@ -85,8 +85,9 @@ pub struct TfmccSender {
     /// Outside slow start: the capped increase towards `x_target` has been accrued up to this
     /// time (see [`TfmccSender::advance`]).
     last_increase: Time,
-    /// Feedback was received at least once (the no-feedback period, see `nofb_period`).
-    ever_feedback: bool,
+    /// The last report came from the CLR (not leaving), which reports every RTT: silence
+    /// then means the reports are not getting through (see `nofb_period`).
+    last_fb_from_clr: bool,
     r_max: f64,
     r_peak: f64,
     saw_higher_rtt: bool,
@@ -143,7 +144,7 @@ impl TfmccSender {
             x,
             x_target: x,
             last_increase: Time::ZERO,
-            ever_feedback: false,
+            last_fb_from_clr: false,
             r_max,
             r_peak: 0.0,
             saw_higher_rtt: false,
@@ -328,7 +329,7 @@ impl TfmccSender {
         next = next.min(self.nofb_halved_at.max(self.last_any_feedback) + self.nofb_period());
         if let Some(c) = self.clr {
             next = next.min(c.last_heard + Self::secs(self.cfg.clr_timeout_t * c.t_at_heard));
-            if self.cfg.clr_silence_halving_rtts > 0.0 && !c.halved_for_silence {
+            if self.cfg.clr_silence_halving_rtts > 0.0 && !c.halved_for_silence && !c.leaving {
                 next = next.min(self.clr_halving_due(&c));
             }
         }
@@ -342,18 +343,22 @@ impl TfmccSender {
     }
 
     /// Halving period without any feedback: `no_feedback_rtts` R_max (dissertation §7.4,
-    /// RFC 4654 §3.3: "for every 10 consecutive RTTs without feedback").
+    /// RFC 4654 §3.3: "for every 10 consecutive RTTs without feedback") when the last report
+    /// came from a CLR that was not leaving: the CLR reports every RTT (<= R_max), so ten
+    /// R_max of silence means the reports are not getting through (S27 / E15).
     ///
-    /// Before the first report ever arrived it is at least two feedback rounds: at the
-    /// initial rate of one packet per R_max, `T = b (c+1) s / X = 16 R_max`, so a bare
-    /// 10 R_max rule would halve the rate before any receiver's first timer could fire (and
-    /// each halving stretches T further). Once feedback has flowed, silence means the reports
-    /// are not getting through and the spec's 10 R_max applies as it stands (a low-rate
-    /// session whose only reports are timer-driven may then halve once more while it waits:
-    /// the safe direction). Measured by S27 / E15.
+    /// Otherwise the next report can only come from a receiver's feedback timer, up to two
+    /// rounds away, and the period is at least two feedback rounds. At low rates the
+    /// dissertation's `T = b (c+1) s / X = 16 s/X` is longer than 10 R_max (R_max >= s/X +
+    /// ts_gran), and a bare 10 R_max rule halves the rate before any timer can fire; each
+    /// halving stretches T and the gap between packets, receivers push their timers back by
+    /// the gap (RFC 4654 §4.5), and the rate spirals to the floor while receivers are alive:
+    /// at the start (one packet per R_max: T = 16 R_max), and after a CLR's leave report at a
+    /// low rate (S17 seed 3: the 12.5 %-loss CLR left at 30 kbit/s, nobody reported again
+    /// and X fell to 1.8 kbit/s).
     fn nofb_period(&self) -> Duration {
         let rule = self.cfg.no_feedback_rtts * self.r_max;
-        Self::secs(if self.ever_feedback {
+        Self::secs(if self.last_fb_from_clr {
             rule
         } else {
             rule.max(2.0 * self.feedback_round_s())
@@ -386,6 +391,8 @@ impl TfmccSender {
                 self.hold_increase_until = now + Self::secs(self.feedback_round_s());
             } else if self.cfg.clr_silence_halving_rtts > 0.0
                 && !c.halved_for_silence
+                // A CLR that said it leaves is silent by design: its limit is gone.
+                && !c.leaving
                 && now >= self.clr_halving_due(&c)
             {
                 c.halved_for_silence = true;
@@ -490,7 +497,6 @@ impl TfmccSender {
         self.start(now);
         self.advance(now);
         self.reports_total += 1;
-        self.ever_feedback = true;
         self.last_any_feedback = now;
         self.nofb_halved_at = now;
         // Sender-side RTT from the echoed (hold-adjusted) data timestamp.
@@ -546,6 +552,8 @@ impl TfmccSender {
             self.supp_from_loss = rep.have_loss;
         }
         self.update_rate(now, rep, rate);
+        self.last_fb_from_clr =
+            !rep.leave && self.clr.is_some_and(|c| c.id == rep.rid && !c.leaving);
         self.queue_echo(now, rep, rate);
         self.check_round_end(now);
         self.apply_rmax_floor();
