@@ -872,3 +872,44 @@ fn no_feedback_period_depends_on_who_reported_last() {
         "halved before two rounds ({t_round} s) after the leave: {leave_last:?}"
     );
 }
+
+/// Outside slow start X climbs towards the CLR's higher rate continuously in time at 16/17 of
+/// one packet per R_max per R_max (docs/protocols/tfmcc.md, choice 6), whenever it is brought
+/// up to date (`advance_to`, any input), and not at all later than one R_max after the CLR's
+/// last report.
+#[test]
+fn increase_is_accrued_in_time_at_16_17_of_the_cap() {
+    let mut s = TfmccSender::new(TfmccConfig::default());
+    let mut t = 0u64;
+    // A CLR at 20 kB/s, 100 ms RTT, for 20 s (ends slow start, R_max settles).
+    for _ in 0..200 {
+        let h = s.data_header(Time::from_millis(t));
+        s.handle_parsed_report(
+            Time::from_millis(t + 100),
+            &rep(1, h.round, 20_000, true, true, h.ts_us),
+        );
+        t += 100;
+    }
+    let h = s.data_header(Time::from_millis(t));
+    let at = Time::from_millis(t + 100);
+    s.handle_parsed_report(at, &rep(1, h.round, 200_000, true, true, h.ts_us));
+    let (x0, r) = (s.rate_bytes(), s.r_max());
+    assert!((x0 - 20_000.0).abs() < 1e-6, "no jump at the report: {x0}");
+    let slope = 16.0 / 17.0 * 1000.0 / (r * r);
+    let dt = r / 3.0;
+    s.advance_to(at + std::time::Duration::from_secs_f64(dt));
+    assert!(
+        (s.rate_bytes() - (x0 + slope * dt)).abs() < 1e-6 * x0,
+        "{} vs {}",
+        s.rate_bytes(),
+        x0 + slope * dt
+    );
+    // No report for 3 R_max: the climb stops one R_max after the CLR's last report.
+    s.advance_to(at + std::time::Duration::from_secs_f64(3.0 * r));
+    assert!(
+        (s.rate_bytes() - (x0 + slope * r)).abs() < 1e-6 * x0,
+        "{} vs {}",
+        s.rate_bytes(),
+        x0 + slope * r
+    );
+}

@@ -786,6 +786,8 @@ pub fn run(
         // 4. Snapshot for the HTTP side, ten times a second.
         if now_i.saturating_duration_since(last_snap) >= Duration::from_millis(100) {
             last_snap = now_i;
+            // X as of this instant (the snapshot is timed: `at_unix_s`).
+            sender.advance_to(clock(now_i));
             let s = sender.stats();
             let clr_report = s.clr.and_then(|id| heard.get(&id).map(|(v, _)| *v));
             *lock(&st.snap) = Snapshot {

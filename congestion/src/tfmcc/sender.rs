@@ -206,6 +206,16 @@ impl TfmccSender {
         self.cfg.feedback_round(self.r_max, self.x, self.s)
     }
 
+    /// Brings X up to `now` (the slow-start ramp or the capped increase) without sending
+    /// anything. Every input already does this; a host that reads [`TfmccSender::stats`] for
+    /// a timed snapshot calls it first, so the rate it shows belongs to that instant (the
+    /// testbed's E15 check times increases over one `R_max` from such snapshots).
+    pub fn advance_to(&mut self, now: Time) {
+        if self.started {
+            self.advance(now);
+        }
+    }
+
     /// Current rate in **bit/s**.
     pub fn poll_rate(&self) -> f64 {
         8.0 * self.x
