@@ -419,9 +419,11 @@ export function feedbackRows(rec: TfmccRecord, check: string, from: number, to: 
  *  time. E15 times rate steps over one R_max (0.1-1 s), where the poll's lag of up to 0.15 s
  *  behind the snapshot would be most of the error. */
 export function bySnapshot(st: SenderSample[]): SenderSample[] {
-  if (!st.length || !st.every((x) => typeof x.snap_t === 'number' && Number.isFinite(x.snap_t))) return st;
+  const timed = (x: SenderSample) => typeof x.snap_t === 'number' && Number.isFinite(x.snap_t);
+  // Polls before the server's first snapshot carry no time: dropped, not a reason to fall back.
+  if (!st.some(timed)) return st;
   const out: SenderSample[] = [];
-  for (const x of st) if (!out.length || x.snap_t! > out[out.length - 1].t) out.push({ ...x, t: x.snap_t! });
+  for (const x of st) if (timed(x) && (!out.length || x.snap_t! > out[out.length - 1].t)) out.push({ ...x, t: x.snap_t! });
   return out;
 }
 
