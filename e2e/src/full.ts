@@ -20,17 +20,17 @@ import type { DerivedRow } from './tfmcc.js';
 /** The checks the full set must report (issue 7): ERA §5, PLM §9.B with FQ and the FIFO
  *  comparison, the delay-based scheme's §10.B. */
 export const FULL_CHECKS = [
-  'era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-6', 'era/AC-8', 'era/AC-10', 'era/AC-14',
+  'era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-5', 'era/AC-6', 'era/AC-8', 'era/AC-9', 'era/AC-10', 'era/AC-12', 'era/AC-14',
   'plm/E0', 'plm/E2', 'plm/E5', 'plm/E13',
   'delay/DE1', 'delay/DE2', 'delay/DE6',
   // Derived in src/plm-delay-checks.ts (captures, emulator rules, player decisions).
-  'era/AC-13', 'plm/E1', 'plm/E3', 'plm/E4', 'plm/E6', 'plm/E7', 'plm/E10', 'plm/E11', 'plm/E12',
+  'era/AC-13', 'plm/E1', 'plm/E3', 'plm/E4', 'plm/E6', 'plm/E7', 'plm/E8', 'plm/E10', 'plm/E11', 'plm/E12',
   'delay/DE0', 'delay/DE3', 'delay/DE4', 'delay/DE5', 'delay/DE7', 'delay/DE8',
   'tfmcc/E6', 'tfmcc/E7', 'tfmcc/E9', 'tfmcc/E10', 'tfmcc/E11', 'tfmcc/E12', 'tfmcc/E13', 'tfmcc/E14', 'tfmcc/E15', 'tfmcc/E16',
 ];
 
 /** Checks of FULL_CHECKS that the simulator's catalogue records under the same id. */
-export const SIM_ALSO = ['era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-6', 'era/AC-8', 'era/AC-10'];
+export const SIM_ALSO = ['era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-6', 'era/AC-8', 'era/AC-9', 'era/AC-10', 'era/AC-12'];
 
 export const SCENARIO_DIRS = [path.join(repoRoot, 'scenarios'), path.join(repoRoot, 'e2e', 'scenarios')];
 

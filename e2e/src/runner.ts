@@ -9,7 +9,7 @@ import { buildTopology, type Built } from './topology.js';
 import { collect, nsRun, sleep, waitExit } from './sh.js';
 import { findLink, ladderRates, monitorNames, type CbrFlow, type OnoffFlow, type Scenario, type TcpFlow } from './scenario.js';
 import { Monitor, measure, timeseriesCsv, type MeasResult } from './metrics.js';
-import { mediaBins, playerArgs, serverArgs, type PlayerLine } from './media.js';
+import { announcementUrl, mediaBins, playerArgs, prefetchesDescription, serverArgs, type PlayerLine } from './media.js';
 import type { Snapshot } from './linkemu.js';
 import { writeReport } from './report.js';
 import { analyseRun, appendToReport, qualityHtml, qualitySummary, type PlayerQuality } from './quality.js';
@@ -288,6 +288,28 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
         pipeTo(c, path.join(opts.outDir, `server-${f.name}.log`));
       });
       later(stop, () => stopNamed(net, `server ${f.name}`));
+      // PLM players start with the description in hand (`prefetchesDescription`): fetched
+      // inside the sender's namespace (no packet crosses the emulated links) 0.5 s after the
+      // server starts, and again by a starting receiver if that failed; without it a player
+      // waits for the multicast SAM as before.
+      const infoFile = path.join(opts.outDir, `session-${f.name}.json`);
+      let infoP: Promise<string | undefined> | undefined;
+      const fetchDescription = async (): Promise<string | undefined> => {
+        const res = await nsRun(srcNs, 'curl', ['-sf', '--max-time', '1', announcementUrl(f, srcIf.addr)], { timeoutMs: 2000, allowFail: true });
+        if (res.code !== 0) {
+          notes.push(`${f.name}: session description not fetched (curl ${res.code}): players wait for the SAM`);
+          infoP = undefined;
+          return undefined;
+        }
+        fs.writeFileSync(infoFile, res.stdout);
+        return infoFile;
+      };
+      const description = (): Promise<string | undefined> => {
+        if (!prefetchesDescription(f)) return Promise.resolve(undefined);
+        infoP ??= fetchDescription();
+        return infoP;
+      };
+      later(start + 0.5, async () => void (await description()));
       for (const r of f.receivers) {
         const mon = mons.get(`${f.name}/${r.name}`)!;
         const rs = r.start_s + rand() * r.start_jitter_s;
@@ -299,7 +321,8 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
         pending.push(
           new Promise<void>((resolve) => {
             later(rs, async () => {
-              const c = net.procs.spawnIn(b.nodeNs.get(r.at)!, `player ${f.name}/${r.name}`, bins.player!, playerArgs(f, r, sk, ifc.addr, dir, re - rs));
+              const info = await description();
+              const c = net.procs.spawnIn(b.nodeNs.get(r.at)!, `player ${f.name}/${r.name}`, bins.player!, playerArgs(f, r, sk, ifc.addr, dir, re - rs, info));
               pipeTo(c, path.join(dir, 'stderr.log'));
               await waitExit(c, (re - rs + 10) * 1000);
               resolve();
@@ -616,7 +639,7 @@ function iperfFlow(
   });
 }
 
-function readPlayerLog(file: string, mon: Monitor, t0: number, iv: number, notes: string[]) {
+export function readPlayerLog(file: string, mon: Monitor, t0: number, iv: number, notes: string[]) {
   if (mon.notRun) return;
   if (!fs.existsSync(file)) {
     mon.notRun = `no player log ${file}`;
@@ -637,6 +660,12 @@ function readPlayerLog(file: string, mon: Monitor, t0: number, iv: number, notes
     const dt = Math.max(0, (p.elapsed_s ?? 0) - prevElapsed) || 1;
     prevElapsed = p.elapsed_s ?? prevElapsed;
     mon.add(iv, t - dt / 2, ((p.rate_bps ?? 0) * dt) / 8, p.packets_1s ?? 0, p.lost_1s ?? 0);
+    // The level changes at the controller's decision times (the line only samples the level
+    // once a second: a time to level read from the lines alone comes out up to 1 s late).
+    for (const d of p.decisions ?? []) {
+      const last = mon.levels[mon.levels.length - 1]?.[0] ?? -Infinity;
+      if (typeof d.at_s === 'number' && typeof d.to === 'number') mon.level(Math.min(t, Math.max(last, d.at_s - t0 / 1000)), d.to);
+    }
     if (typeof p.layers === 'number') mon.level(t, p.layers);
   }
 }
