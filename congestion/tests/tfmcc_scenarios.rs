@@ -94,6 +94,9 @@ struct Sim {
     queue: std::collections::VecDeque<Time>,
     /// (time, rate bytes/s, clr, r_max) after every data packet.
     trace: Vec<(Time, f64, Option<u32>, f64)>,
+    /// (time, rate bytes/s, r_max) after every event that reaches the sender (packets,
+    /// timers, reports): every change of X and R_max, at the instant it happens.
+    fine: Vec<(Time, f64, f64)>,
     info: SessionInfo,
 }
 
@@ -112,6 +115,7 @@ impl Sim {
             bottleneck: None,
             queue: std::collections::VecDeque::new(),
             trace: Vec::new(),
+            fine: Vec::new(),
             info,
         };
         s.push(Time::ZERO, Ev::Send);
@@ -167,6 +171,10 @@ impl Sim {
     fn run_until(&mut self, end: Time) {
         let mut same_instant = 0u32;
         while self.q.peek().is_some_and(|e| e.0 .0 <= end) {
+            let (x, r) = (self.sender.rate_bytes(), self.sender.r_max());
+            if self.fine.last().is_none_or(|f| f.1 != x || f.2 != r) {
+                self.fine.push((self.now, x, r));
+            }
             let Reverse(Item(t, _, ev)) = self.q.pop().expect("peeked");
             same_instant = if t == self.now { same_instant + 1 } else { 0 };
             // A controller whose deadline does not move after handle_timeout would spin here.
@@ -409,6 +417,7 @@ fn clr_switches_to_a_slower_newcomer_and_back_on_leave() {
         .copied()
         .collect();
     check_increase(&after);
+    check_increase_per_window(&sim.fine, 200.0, 300.0);
     assert!((sim.mean_rate(280.0, 300.0) / fair(80, 200) - 1.0).abs() < 0.15);
 }
 
@@ -459,6 +468,48 @@ fn feedback_per_round_with_1000_receivers() {
     assert!(filt <= 40.0, "{filt}");
 }
 
+/// A high-loss CLR leaves (explicit leave report) while the rate is low: the other receiver
+/// takes over and the rate recovers to its fair rate. (The spiral this guards against, seen
+/// in the simulator's S17 seed 3, depends on timer draws; the no-feedback period that caused
+/// it is checked deterministically in `tfmcc_units`
+/// `no_feedback_period_depends_on_who_reported_last`.)
+#[test]
+fn clr_leave_at_low_rate_hands_over_without_a_spiral() {
+    let cfg = TfmccConfig::default();
+    let mut sim = Sim::new(cfg);
+    sim.add(cfg, 1, 60, Loss::Periodic { k: 400, phase: 3 }, Time::ZERO);
+    let c = sim.add(
+        cfg,
+        2,
+        60,
+        Loss::Periodic { k: 4, phase: 1 },
+        Time::from_secs_f64(30.0),
+    );
+    sim.nodes[c].leave_at = Some((Time::from_secs_f64(100.0), true));
+    sim.run_until(Time::from_secs_f64(200.0));
+    let low = sim.mean_rate(80.0, 100.0);
+    assert!(
+        low < 0.1 * fair(60, 400),
+        "the leaving CLR held the rate low: {low}"
+    );
+    let back = sim
+        .trace
+        .iter()
+        .find(|e| e.0.as_secs_f64() >= 100.0 && e.2 == Some(1))
+        .map(|e| e.0.as_secs_f64() - 100.0);
+    let got = sim.mean_rate(170.0, 200.0);
+    eprintln!(
+        "rate before the leave {low:.0} B/s; receiver 1 CLR after {back:?} s; 170-200 s {got:.0} B/s (fair {:.0})",
+        fair(60, 400)
+    );
+    assert!(back.is_some_and(|b| b <= 10.0), "{back:?}");
+    assert!(
+        (got / fair(60, 400) - 1.0).abs() < 0.15,
+        "{got} vs {}",
+        fair(60, 400)
+    );
+}
+
 /// S27: with every report dropped the rate halves every 10 R_max down to 1 packet / 64 s;
 /// when reports return, the increase is at most one packet per R_max per R_max.
 #[test]
@@ -492,16 +543,14 @@ fn no_feedback_halves_then_recovers_linearly() {
             "not a halving: {s:?}"
         );
     }
-    // Spacing between halvings is 10 R_max (+- 1 R_max) of the R_max at the time, or two
-    // feedback rounds once the low-rate stretch makes T longer than 5 R_max.
+    // Spacing between halvings is 10 R_max (+- 1 R_max) of the R_max at the time (feedback
+    // had flowed before the blackout, so the start-up guard of two rounds is off).
     // The first step is the one-off CLR-silence halving (4 R_max after the CLR's last
     // report, RFC 4654 section 3.3); the no-feedback halvings follow.
     for w in steps[1..].windows(2) {
         let gap = w[1].0 - w[0].0;
         let r = w[1].2;
-        let x = w[1].3;
-        let t_fb = 4.0 * r.max(4.0 * 1000.0 / x);
-        let want = (10.0 * r).max(2.0 * t_fb);
+        let want = 10.0 * r;
         assert!(
             (gap - want).abs() <= r + 0.05,
             "gap {gap}, want {want} (R_max {r})"
@@ -526,7 +575,53 @@ fn no_feedback_halves_then_recovers_linearly() {
         .copied()
         .collect();
     check_increase(&after);
+    let worst = check_increase_per_window(&sim.fine, 400.0, 500.0);
+    assert!(worst > 0.8, "the climb runs near the cap ({worst})");
     assert!(after.last().unwrap().1 > min, "rate recovers");
+}
+
+/// The strict form of the cap (S27/E15, S28): for a window of one `R_max` starting at any
+/// instant t in [from, to) (every change point and a 1-ms grid), X(t + R_max(t)) - X(t) is at
+/// most the integral of `s / R_max(u)^2` over the window, with `R_max(u)` as the sender held
+/// it. `fine` holds every change of X and R_max. Returns the largest ratio seen.
+fn check_increase_per_window(fine: &[(Time, f64, f64)], from: f64, to: f64) -> f64 {
+    let at = |t: f64| -> (f64, f64) {
+        let i = fine.partition_point(|f| f.0.as_secs_f64() <= t);
+        let f = fine[i.saturating_sub(1)];
+        (f.1, f.2)
+    };
+    let mut starts: Vec<f64> = fine
+        .iter()
+        .map(|f| f.0.as_secs_f64())
+        .filter(|&t| t >= from && t < to)
+        .collect();
+    starts.extend((0..((to - from) * 1000.0) as usize).map(|k| from + k as f64 * 1e-3));
+    let mut worst: f64 = 0.0;
+    for t in starts {
+        let (x0, r0) = at(t);
+        let end = t + r0;
+        let lo = fine.partition_point(|f| f.0.as_secs_f64() <= t);
+        let mut allowed = 0.0;
+        let mut u = t;
+        let mut r = r0;
+        for f in fine[lo..].iter().take_while(|f| f.0.as_secs_f64() <= end) {
+            allowed += (f.0.as_secs_f64() - u) * 1000.0 / (r * r);
+            u = f.0.as_secs_f64();
+            r = f.2;
+        }
+        allowed += (end - u) * 1000.0 / (r * r);
+        let inc = at(end).0 - x0;
+        if allowed > 0.0 {
+            worst = worst.max(inc / allowed);
+        }
+        assert!(
+            inc <= allowed * (1.0 + 1e-9) + 1e-9,
+            "window at {t:.4} s (R_max {r0:.4} s): X {x0:.1} -> {:.1} B/s, allowed +{allowed:.1}",
+            at(end).0
+        );
+    }
+    eprintln!("largest increase per R_max window / cap, {from}-{to} s: {worst:.4}");
+    worst
 }
 
 /// S27 floor: a sender that never hears anything halves down to one packet per 64 s and

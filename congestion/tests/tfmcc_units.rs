@@ -729,3 +729,187 @@ fn u14_rtt_across_timestamp_wrap_over_12_minutes() {
     assert!(near_wrap >= 50, "{near_wrap}");
     assert!(phases_ok, "{phase_rows:#?}");
 }
+
+/// S19 (dissertation §7.3.1, §7.6.3): a receiver without an RTT measurement computes its
+/// rate with the initial RTT (the `R_max` of its first data packet), not with the current
+/// `R_max` after it decayed, and says so in the report (`rtt_us`), so the sender can rescale
+/// it. Its loss events are still aggregated over the current `R_max`. Once echoed, it uses
+/// the measured RTT.
+#[test]
+fn unmeasured_receiver_rates_with_the_initial_rtt() {
+    use congestion::tfrc::equation::tcp_throughput;
+    let mut rx = TfmccReceiver::new(TfmccConfig::default(), 9);
+    // First packet: R_max 500 ms; then the sender's R_max decays to 150 ms.
+    let mut seq = 0u32;
+    let mut last = Vec::new();
+    for i in 0..3000u32 {
+        let t = Time::from_micros(i as u64 * 10_000);
+        let rmax = if i == 0 { 500 } else { 150 };
+        // One loss every 50 packets, far apart in time (0.5 s > any RTT here).
+        if i % 50 != 25 {
+            rx.handle_data(t, &hdr(seq, t, (i / 200) as u16, rmax, 100_000), 1000);
+        }
+        seq += 1;
+        rx.handle_timeout(t);
+        last.extend(reports(&mut rx));
+    }
+    assert!(rx.have_loss() && !rx.have_rtt());
+    assert!(
+        (rx.rtt() - 0.150).abs() < 1e-9,
+        "aggregation RTT {}",
+        rx.rtt()
+    );
+    assert!(
+        (rx.rate_rtt() - 0.5).abs() < 1e-9,
+        "rate RTT {}",
+        rx.rate_rtt()
+    );
+    let rep = last.last().expect("timer reports were sent");
+    assert_eq!(rep.rtt_us, 500_000);
+    let p = rx.loss_event_rate();
+    let want = tcp_throughput(1000.0, 0.5, p);
+    assert!(
+        (rep.x_rate as f64 / want - 1.0).abs() < 0.01,
+        "reported {} vs X(0.5 s, p = {p}) = {want}",
+        rep.x_rate
+    );
+    // With the decayed R_max the rate would be 3.3 x higher: the gap to measured peers that
+    // lets unmeasured receivers win suppression.
+    assert!(tcp_throughput(1000.0, 0.15, p) > 3.0 * rep.x_rate as f64);
+    // An echo 80 ms after the report: from then on the measured RTT rates the receiver.
+    let t = Time::from_micros(3000 * 10_000);
+    let mut h = hdr(seq, t, 20, 150, 100_000);
+    h.echo = Some(Echo {
+        rid: 9,
+        ts_us: (t.as_micros() as u32).wrapping_sub(80_000),
+        is_clr: false,
+    });
+    rx.handle_data(t, &h, 1000);
+    assert!(rx.have_rtt());
+    assert!((rx.rate_rtt() - 0.080).abs() < 1e-6, "{}", rx.rate_rtt());
+}
+
+/// Halvings of the sender's rate over `secs` of silence after `last` (no report at all),
+/// with data packets paced at the rate and timers served: (time after the silence began,
+/// R_max before).
+fn halvings_in_silence(s: &mut TfmccSender, from: Time, secs: f64) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    let mut next_send = from;
+    let mut t = from;
+    let end = from + std::time::Duration::from_secs_f64(secs);
+    while t < end {
+        let before = (s.rate_bytes(), s.r_max());
+        if t >= next_send {
+            let _ = s.data_header(t);
+            next_send = t + std::time::Duration::from_secs_f64(1000.0 / s.rate_bytes());
+        }
+        if s.poll_timeout().is_some_and(|d| d <= t) {
+            s.handle_timeout(t);
+        }
+        if (s.rate_bytes() - before.0 / 2.0).abs() < 1e-6 * before.0 {
+            out.push(((t - from).as_secs_f64(), before.1));
+        }
+        t += std::time::Duration::from_millis(1);
+    }
+    out
+}
+
+/// A low-rate sender (4 kB/s, so `T = 4 x 4 s/X = 4 s` against `10 R_max = 2.6 s`) whose
+/// last report came from its CLR halves after 10 R_max of silence (S27/E15: the CLR reports
+/// every RTT, silence means the reports are lost; the first cut is the RFC's one-off
+/// CLR-silence halving after 4 R_max). If the last report was the CLR's *leave* report, the
+/// next report can only come from another receiver's feedback timer: no halving for two
+/// feedback rounds (a 10 R_max rule there spiralled the rate to the floor in S17 seed 3), and
+/// no CLR-silence halving for a CLR that left.
+#[test]
+fn no_feedback_period_depends_on_who_reported_last() {
+    let run = |leave_last: bool| {
+        let mut s = TfmccSender::new(TfmccConfig::default());
+        let mut t = 0u64;
+        for _ in 0..200 {
+            let h = s.data_header(Time::from_millis(t));
+            let mut r = rep(1, h.round, 4000, true, true, h.ts_us);
+            r.rtt_us = 60_000;
+            s.handle_parsed_report(Time::from_millis(t + 60), &r);
+            s.handle_timeout(Time::from_millis(t + 60));
+            t += 250;
+        }
+        assert_eq!(s.stats().clr, Some(1));
+        assert!((s.rate_bytes() - 4000.0).abs() < 1.0, "{}", s.rate_bytes());
+        let h = s.data_header(Time::from_millis(t));
+        let mut r = rep(1, h.round, 4000, true, true, h.ts_us);
+        r.leave = leave_last;
+        let last = Time::from_millis(t + 60);
+        s.handle_parsed_report(last, &r);
+        let (t_round, r_max) = (s.feedback_round_s(), s.r_max());
+        (halvings_in_silence(&mut s, last, 30.0), t_round, r_max)
+    };
+    let (clr_last, _, _) = run(false);
+    assert!(clr_last.len() >= 3, "{clr_last:?}");
+    // CLR silence after 4 R_max; the no-feedback halvings 10 R_max after the last report,
+    // then every 10 R_max of the R_max in force (+-1 R_max).
+    assert!(
+        (clr_last[0].0 / clr_last[0].1 - 4.0).abs() < 0.1,
+        "{clr_last:?}"
+    );
+    assert!(
+        (clr_last[1].0 / clr_last[1].1 - 10.0).abs() < 0.1,
+        "{clr_last:?}"
+    );
+    for w in clr_last[1..].windows(2).take(3) {
+        let gap = (w[1].0 - w[0].0) / w[1].1;
+        assert!((gap - 10.0).abs() <= 1.0, "gap {gap} R_max: {clr_last:?}");
+    }
+    let (leave_last, t_round, r_max) = run(true);
+    assert!(
+        2.0 * t_round > 10.0 * r_max + 1.0,
+        "T {t_round}, R_max {r_max}"
+    );
+    assert!(
+        leave_last
+            .first()
+            .is_some_and(|h| h.0 >= 2.0 * t_round - 0.01),
+        "halved before two rounds ({t_round} s) after the leave: {leave_last:?}"
+    );
+}
+
+/// Outside slow start X climbs towards the CLR's higher rate continuously in time at 16/17 of
+/// one packet per R_max per R_max (docs/protocols/tfmcc.md, choice 6), whenever it is brought
+/// up to date (`advance_to`, any input), and not at all later than one R_max after the CLR's
+/// last report.
+#[test]
+fn increase_is_accrued_in_time_at_16_17_of_the_cap() {
+    let mut s = TfmccSender::new(TfmccConfig::default());
+    let mut t = 0u64;
+    // A CLR at 20 kB/s, 100 ms RTT, for 20 s (ends slow start, R_max settles).
+    for _ in 0..200 {
+        let h = s.data_header(Time::from_millis(t));
+        s.handle_parsed_report(
+            Time::from_millis(t + 100),
+            &rep(1, h.round, 20_000, true, true, h.ts_us),
+        );
+        t += 100;
+    }
+    let h = s.data_header(Time::from_millis(t));
+    let at = Time::from_millis(t + 100);
+    s.handle_parsed_report(at, &rep(1, h.round, 200_000, true, true, h.ts_us));
+    let (x0, r) = (s.rate_bytes(), s.r_max());
+    assert!((x0 - 20_000.0).abs() < 1e-6, "no jump at the report: {x0}");
+    let slope = 16.0 / 17.0 * 1000.0 / (r * r);
+    let dt = r / 3.0;
+    s.advance_to(at + std::time::Duration::from_secs_f64(dt));
+    assert!(
+        (s.rate_bytes() - (x0 + slope * dt)).abs() < 1e-6 * x0,
+        "{} vs {}",
+        s.rate_bytes(),
+        x0 + slope * dt
+    );
+    // No report for 3 R_max: the climb stops one R_max after the CLR's last report.
+    s.advance_to(at + std::time::Duration::from_secs_f64(3.0 * r));
+    assert!(
+        (s.rate_bytes() - (x0 + slope * r)).abs() < 1e-6 * x0,
+        "{} vs {}",
+        s.rate_bytes(),
+        x0 + slope * r
+    );
+}

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { parseScenario, loadScenario } from '../src/scenario.js';
 import { runScenario } from '../src/runner.js';
 import { mediaBins } from '../src/media.js';
-import { blackoutRows, clrDropRows, clrJoinRows, clrPhaseRows, feedbackRows, pacingRows, roundLength, tfmccCeilingKbps, type SenderSample, type TfmccRecord } from '../src/tfmcc.js';
+import { blackoutRows, bySnapshot, clrDropRows, clrJoinRows, clrPhaseRows, feedbackRows, pacingRows, roundLength, tfmccCeilingKbps, type SenderSample, type TfmccRecord } from '../src/tfmcc.js';
 import type { TfmccFlow } from '../src/scenario.js';
 import { aggregate, meanSd } from '../src/tfmcc-checks.js';
 import { repoRoot } from '../src/bins.js';
@@ -155,12 +155,39 @@ test('E15: halving intervals in R_max, the floor, and the increase bound after t
   assert.ok(Math.abs(rows[0].value - 10) < 1e-6, rows[0].text);
   assert.equal(rows[0].pass, true);
   assert.ok(Math.abs(rows[1].value - 10.5) < 1e-6, rows[1].text);
+  assert.equal(rows[1].pass, true);
   assert.equal(rows[2].value, 62_500);
   assert.ok(Math.abs(rows[3].value - 0.9) < 0.02, rows[3].text);
   assert.equal(rows[3].pass, true);
   // twice as steep fails
   const steep = s.map((y, i) => (y.t > 30 ? { ...y, sender_rate_bps: 62_500 + 2 * (y.sender_rate_bps - 62_500) } : y));
   assert.equal(blackoutRows(record(steep, []), 'tfmcc/E15', 10, 30, 10)[3].pass, false);
+});
+
+test('E15: samples are timed by the server snapshot they read, one sample per snapshot', () => {
+  const polls = [
+    [1.0, 0.95],
+    [1.05, 0.95],
+    [1.1, 1.05],
+    [1.15, 1.05],
+    [1.2, 1.15],
+  ].map(([t, snap]) => ({ ...sample(t, 7, Math.round(1000 * t)), snap_t: snap }));
+  // a poll before the server's first snapshot (no time) is dropped
+  const st = bySnapshot([{ ...sample(0.9, 7, 900), snap_t: null }, ...polls]);
+  assert.deepEqual(
+    st.map((x) => x.t),
+    [0.95, 1.05, 1.15],
+  );
+  assert.deepEqual(
+    st.map((x) => x.sender_rate_bps),
+    [1000, 1100, 1200],
+  );
+  // a server without snapshot times: the polls as they are
+  const old = polls.map((x) => ({ ...x, snap_t: null }));
+  assert.deepEqual(
+    bySnapshot(old).map((x) => x.t),
+    [1.0, 1.05, 1.1, 1.15, 1.2],
+  );
 });
 
 test('repetitions: mean ± sd and the verdict on the mean', () => {

@@ -117,6 +117,9 @@ pub struct Snapshot {
     pub encoder_target_bps: Option<f64>,
     pub target_switches: u64,
     pub queue_ms: Option<f64>,
+    /// When the snapshot was taken (unix seconds): the e2e E15 check times the sender's
+    /// rate steps with it (a poll sees a snapshot up to 0.1 s old).
+    pub at_unix_s: f64,
 }
 
 /// One change of a video session's encoder target (the `encoder.log` of the Session JSON).
@@ -352,6 +355,7 @@ impl TfmccState {
             "round": s.round,
             "r_max_s": s.r_max_s,
             "slow_start": s.slow_start,
+            "snapshot_unix_s": s.at_unix_s,
             "receivers_heard": s.receivers_heard,
             "reports_received": self.reports.load(Ordering::Relaxed),
             "reports_dropped": {
@@ -782,9 +786,12 @@ pub fn run(
         // 4. Snapshot for the HTTP side, ten times a second.
         if now_i.saturating_duration_since(last_snap) >= Duration::from_millis(100) {
             last_snap = now_i;
+            // X as of this instant (the snapshot is timed: `at_unix_s`).
+            sender.advance_to(clock(now_i));
             let s = sender.stats();
             let clr_report = s.clr.and_then(|id| heard.get(&id).map(|(v, _)| *v));
             *lock(&st.snap) = Snapshot {
+                at_unix_s: unix_micros() as f64 / 1e6,
                 rate_bps: sender.poll_rate().min(st.ceiling_bps),
                 sender_rate_bps: s.rate_bps,
                 ceiling_bps: st.ceiling_bps,

@@ -67,6 +67,9 @@ pub struct TfmccReceiver {
     rng: SplitMix64,
     /// RTT state: initial value, smoothed real samples (the adjusted one is above).
     rtt_init: f64,
+    /// `R_max` of the first data packet: the initial RTT an unmeasured receiver computes its
+    /// rate with (see [`TfmccReceiver::rate_rtt`]).
+    rtt_first: f64,
     rtt_smoothed: f64,
     timer_round_start: Time,
     timer_delay: f64,
@@ -98,6 +101,7 @@ impl TfmccReceiver {
             initialized: false,
             history: LossHistory::new(AliConfig::default(), 3),
             rtt_init: cfg.initial_rtt,
+            rtt_first: cfg.initial_rtt,
             have_rtt: false,
             rtt_smoothed: cfg.initial_rtt,
             rtt_adjusted: cfg.initial_rtt,
@@ -144,6 +148,28 @@ impl TfmccReceiver {
         } else {
             self.last_hdr
                 .map_or(self.rtt_init, |h| (h.max_rtt_us as f64 / 1e6).max(1e-3))
+        }
+    }
+
+    /// RTT the desired rate is computed with: the measured one once there is one; before,
+    /// the initial RTT, i.e. the `R_max` of the first data packet (dissertation §7.3.1: "the
+    /// RTT is set to the maximum RTT value contained in the data packet ... used as the
+    /// receiver's RTT until the first real RTT measurement"), or the current `R_max` if that
+    /// has grown since (RFC 4654 §4.4 uses the current one; the larger stays conservative).
+    ///
+    /// Why not the current `R_max` alone: it decays towards the largest *measured* RTT, so an
+    /// unmeasured receiver's rate ends up barely below its measured peers' and they suppress
+    /// it; with correlated loss whole feedback rounds then pass without a first RTT
+    /// measurement (S19: 10 % of the rounds). With the initial RTT the unmeasured receivers'
+    /// rates stay clearly lower, one of them reports in every round and is echoed first (the
+    /// dissertation's argument for "at least one new measurement per round", §7.6.3). The
+    /// sender rescales such a report by `rtt_used / rtt_S` before it uses it for the rate.
+    /// Loss-event aggregation keeps using [`TfmccReceiver::rtt`].
+    pub fn rate_rtt(&self) -> f64 {
+        if self.have_rtt {
+            self.rtt_adjusted
+        } else {
+            self.rtt_first.max(self.rtt())
         }
     }
 
@@ -251,7 +277,7 @@ impl TfmccReceiver {
     /// the receive rate (RFC 4654 §4.3.4, lets the sender slow-start).
     pub fn r_calc(&self, now: Time) -> f64 {
         if self.history.has_loss() {
-            tcp_throughput(self.s, self.rtt(), self.history.loss_event_rate())
+            tcp_throughput(self.s, self.rate_rtt(), self.history.loss_event_rate())
         } else {
             2.0 * self.x_recv(now)
         }
@@ -340,6 +366,7 @@ impl TfmccReceiver {
             // RFC 4654 §4.1: RTT := R_max from the first packet; p = 0.
             self.initialized = true;
             self.rtt_init = max_rtt;
+            self.rtt_first = max_rtt;
             self.rtt_smoothed = max_rtt;
             self.rtt_adjusted = max_rtt;
             self.first_arrival = now;
@@ -398,12 +425,14 @@ impl TfmccReceiver {
         let out = self.history.on_packet(seq, now, self.rtt());
         if out.first_event {
             // Seed from the receive rate at the time of the loss (spec Appendix B.5).
-            let x_ref = self.x_recv(now).max(self.s / self.rtt());
-            let l0 = simplified_loss_interval(self.s, self.rtt(), x_ref);
+            // With the RTT the rate is computed with, so the seeded rate is X_recv.
+            let rtt = self.rate_rtt();
+            let x_ref = self.x_recv(now).max(self.s / rtt);
+            let l0 = simplified_loss_interval(self.s, rtt, x_ref);
             let idx = self.history.seed_first_interval(l0);
             if !self.have_rtt {
                 self.seed_with_initial = idx.map(|i| i as u32);
-                self.rtt_init = self.rtt();
+                self.rtt_init = rtt;
             }
             self.log(now, "tfmcc-first-loss");
         }
@@ -573,7 +602,7 @@ impl TfmccReceiver {
             echo_ts_us: self.last_ts_us.wrapping_add(hold),
             x_rate: sat_u32(self.r_calc(now)).max(1),
             x_recv: sat_u32(self.x_recv(now)),
-            rtt_us: sat_u32(self.rtt() * 1e6),
+            rtt_us: sat_u32(self.rate_rtt() * 1e6),
             p_fixed: encode_p(self.history.loss_event_rate()),
             auth: Default::default(),
         };

@@ -82,7 +82,12 @@ pub struct TfmccSender {
     x: f64,
     /// Where X is heading (CLR's rate; slow-start target).
     x_target: f64,
+    /// Outside slow start: the capped increase towards `x_target` has been accrued up to this
+    /// time (see [`TfmccSender::advance`]).
     last_increase: Time,
+    /// The last report came from the CLR (not leaving), which reports every RTT: silence
+    /// then means the reports are not getting through (see `nofb_period`).
+    last_fb_from_clr: bool,
     r_max: f64,
     r_peak: f64,
     saw_higher_rtt: bool,
@@ -115,6 +120,13 @@ pub struct TfmccSender {
     malformed: u64,
 }
 
+/// Outside slow start X climbs at `INCREASE_SLOPE` times the cap of one packet per `R_max`
+/// per `R_max`, in steps at least every `R_max / INCREASE_TICKS`. A window of one `R_max`
+/// that starts just after a step can hold the accrual of `R_max + R_max / INCREASE_TICKS`
+/// of time; running at `INCREASE_TICKS / (INCREASE_TICKS + 1)` of the cap keeps every such
+/// window within the cap (spec S27/S28/E15: "slope <= 1 packet / R_max per R_max").
+const INCREASE_TICKS: f64 = 16.0;
+const INCREASE_SLOPE: f64 = INCREASE_TICKS / (INCREASE_TICKS + 1.0);
 /// Most reports waiting for an echo; beyond it the lowest-priority entry is dropped.
 const MAX_PENDING_ECHOES: usize = 256;
 /// Round summaries kept for [`TfmccSender::round_log`].
@@ -132,6 +144,7 @@ impl TfmccSender {
             x,
             x_target: x,
             last_increase: Time::ZERO,
+            last_fb_from_clr: false,
             r_max,
             r_peak: 0.0,
             saw_higher_rtt: false,
@@ -191,6 +204,16 @@ impl TfmccSender {
     /// Feedback round duration `T`, seconds.
     pub fn feedback_round_s(&self) -> f64 {
         self.cfg.feedback_round(self.r_max, self.x, self.s)
+    }
+
+    /// Brings X up to `now` (the slow-start ramp or the capped increase) without sending
+    /// anything. Every input already does this; a host that reads [`TfmccSender::stats`] for
+    /// a timed snapshot calls it first, so the rate it shows belongs to that instant (the
+    /// testbed's E15 check times increases over one `R_max` from such snapshots).
+    pub fn advance_to(&mut self, now: Time) {
+        if self.started {
+            self.advance(now);
+        }
     }
 
     /// Current rate in **bit/s**.
@@ -316,22 +339,40 @@ impl TfmccSender {
         next = next.min(self.nofb_halved_at.max(self.last_any_feedback) + self.nofb_period());
         if let Some(c) = self.clr {
             next = next.min(c.last_heard + Self::secs(self.cfg.clr_timeout_t * c.t_at_heard));
-            if self.cfg.clr_silence_halving_rtts > 0.0 && !c.halved_for_silence {
+            if self.cfg.clr_silence_halving_rtts > 0.0 && !c.halved_for_silence && !c.leaving {
                 next = next.min(self.clr_halving_due(&c));
             }
         }
         if self.slow_start && self.x < self.x_target {
             next = next.min(self.ramp_tick + Self::secs(self.r_max / 8.0));
         }
+        if self.increasing() {
+            next = next.min(self.ramp_tick + Self::secs(self.r_max / INCREASE_TICKS));
+        }
         Some(next)
     }
 
-    /// Halving period without any feedback: `no_feedback_rtts` R_max, but at least two
-    /// feedback rounds. At low rates the dissertation's `T = b (c+1) s / X` is longer than
-    /// 10 R_max (at the initial rate of one packet per R_max, T = 16 R_max), so a bare
-    /// 10 R_max rule would halve the rate before any receiver's timer could fire.
+    /// Halving period without any feedback: `no_feedback_rtts` R_max (dissertation §7.4,
+    /// RFC 4654 §3.3: "for every 10 consecutive RTTs without feedback") when the last report
+    /// came from a CLR that was not leaving: the CLR reports every RTT (<= R_max), so ten
+    /// R_max of silence means the reports are not getting through (S27 / E15).
+    ///
+    /// Otherwise the next report can only come from a receiver's feedback timer, up to two
+    /// rounds away, and the period is at least two feedback rounds. At low rates the
+    /// dissertation's `T = b (c+1) s / X = 16 s/X` is longer than 10 R_max (R_max >= s/X +
+    /// ts_gran), and a bare 10 R_max rule halves the rate before any timer can fire; each
+    /// halving stretches T and the gap between packets, receivers push their timers back by
+    /// the gap (RFC 4654 §4.5), and the rate spirals to the floor while receivers are alive:
+    /// at the start (one packet per R_max: T = 16 R_max), and after a CLR's leave report at a
+    /// low rate (S17 seed 3: the 12.5 %-loss CLR left at 30 kbit/s, nobody reported again
+    /// and X fell to 1.8 kbit/s).
     fn nofb_period(&self) -> Duration {
-        Self::secs((self.cfg.no_feedback_rtts * self.r_max).max(2.0 * self.feedback_round_s()))
+        let rule = self.cfg.no_feedback_rtts * self.r_max;
+        Self::secs(if self.last_fb_from_clr {
+            rule
+        } else {
+            rule.max(2.0 * self.feedback_round_s())
+        })
     }
 
     fn clr_halving_due(&self, c: &Clr) -> Time {
@@ -360,6 +401,8 @@ impl TfmccSender {
                 self.hold_increase_until = now + Self::secs(self.feedback_round_s());
             } else if self.cfg.clr_silence_halving_rtts > 0.0
                 && !c.halved_for_silence
+                // A CLR that said it leaves is silent by design: its limit is gone.
+                && !c.leaving
                 && now >= self.clr_halving_due(&c)
             {
                 c.halved_for_silence = true;
@@ -379,14 +422,63 @@ impl TfmccSender {
         self.last_increase = now;
     }
 
-    /// Slow-start ramp towards the target over one `R_max`.
+    /// True while X climbs towards the CLR's rate under the increase cap (a timer ticks
+    /// every `R_max / INCREASE_TICKS` then, so the climb is a fine staircase).
+    fn increasing(&self) -> bool {
+        !self.slow_start
+            && self.x < self.x_target
+            && self
+                .clr
+                .is_some_and(|c| !c.leaving && self.ramp_tick < self.increase_horizon(&c))
+    }
+
+    /// The capped increase runs at most one `R_max` past the CLR's last report: without news
+    /// the sender does not keep climbing (and does not bank the silent time for later).
+    fn increase_horizon(&self, c: &Clr) -> Time {
+        c.last_heard + Self::secs(self.r_max)
+    }
+
+    /// Moves X along the slow-start ramp (towards the target over one `R_max`), or, outside
+    /// slow start, along the capped increase: `INCREASE_SLOPE · s / R_max²` per second of
+    /// time accrued since `last_increase`, accrued only while the increase is allowed (up to
+    /// one `R_max` after the CLR's last report, not during a hold). Every caller runs this
+    /// before it changes X, the target or `R_max`, so each stretch of time is charged at the
+    /// `R_max` in force during it.
+    ///
+    /// Why continuous and not a step per CLR report (RFC 4654 §3.3 case 4): a step per report
+    /// that makes up for the time since the last one makes the rate jump by up to a whole
+    /// packet per `R_max` at once after a gap (the first report after a feedback blackout,
+    /// E15: 2.07 x the cap over one `R_max`), and any window of one `R_max` that holds such a
+    /// step and the following climb sees up to twice the cap.
     fn advance(&mut self, now: Time) {
+        // A host that hands in an older instant (out-of-order calls) must not make time
+        // already accrued count twice.
+        let now = now.max(self.ramp_tick);
         self.ramp_tick = now;
-        if self.slow_start && self.x < self.x_target {
-            let frac = ((now - self.ramp_at).as_secs_f64() / self.r_max).min(1.0);
-            let x = self.ramp_from + (self.x_target - self.ramp_from) * frac;
-            self.x = self.x.max(x.min(self.x_target));
+        if self.slow_start {
+            if self.x < self.x_target {
+                let frac = ((now - self.ramp_at).as_secs_f64() / self.r_max).min(1.0);
+                let x = self.ramp_from + (self.x_target - self.ramp_from) * frac;
+                self.x = self.x.max(x.min(self.x_target));
+            }
+            self.last_increase = now;
+            return;
         }
+        let horizon = match self.clr {
+            Some(c) if !c.leaving && self.x < self.x_target => self.increase_horizon(&c),
+            _ => {
+                self.last_increase = now;
+                return;
+            }
+        };
+        let start = self.last_increase.max(self.hold_increase_until);
+        let until = now.min(horizon);
+        if until > start {
+            let slope = INCREASE_SLOPE * self.s / (self.r_max * self.r_max);
+            self.x = (self.x + slope * (until - start).as_secs_f64()).min(self.x_target);
+        }
+        // Time past the horizon or inside a hold is never accrued later.
+        self.last_increase = now;
     }
 
     fn apply_rmax_floor(&mut self) {
@@ -470,6 +562,8 @@ impl TfmccSender {
             self.supp_from_loss = rep.have_loss;
         }
         self.update_rate(now, rep, rate);
+        self.last_fb_from_clr =
+            !rep.leave && self.clr.is_some_and(|c| c.id == rep.rid && !c.leaving);
         self.queue_echo(now, rep, rate);
         self.check_round_end(now);
         self.apply_rmax_floor();
@@ -550,19 +644,12 @@ impl TfmccSender {
             }
             return;
         }
+        // `advance(now)` already ran: X holds what was accrued up to this report, and the
+        // climb towards a higher rate continues from here (see `advance`).
         self.x_target = rate;
         if rate <= self.x {
             self.x = rate;
-            self.last_increase = now;
-            return;
         }
-        if now < self.hold_increase_until {
-            self.last_increase = now;
-            return;
-        }
-        let dt = (now - self.last_increase).as_secs_f64().min(self.r_max);
-        let slope = self.s / (self.r_max * self.r_max);
-        self.x = (self.x + slope * dt).min(rate);
         self.last_increase = now;
     }
 
