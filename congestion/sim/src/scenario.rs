@@ -8,7 +8,7 @@ use crate::agents::local_controllers::local_controller;
 use crate::agents::probe::QueueProbe;
 use crate::agents::tcp::{TcpSender, TcpSink, Variant};
 use crate::agents::tfmcc::{TfmccReceiverAgent, TfmccSenderAgent};
-use crate::agents::tfrc::{TfrcReceiverAgent, TfrcSenderAgent};
+use crate::agents::tfrc::{TfrcReceiverAgent, TfrcSenderAgent, TfrcSenderOptions};
 use crate::engine::{Command, Dest, LinkChange, LinkSpec, MulticastTiming, Sim};
 use crate::metrics::MonKind;
 use crate::Error;
@@ -330,7 +330,7 @@ pub enum Flow {
     /// A unicast TFRC flow; with `pcc` a PCC on/off flow at its application rate that takes
     /// `R_TCP` from TFRC's estimators (`agents::tfrc`). Monitors: `NAME/receiver` and
     /// `NAME/sender` (bytes sent: a PCC flow's on-time share is its sending rate / `R_NA`).
-    /// (`tfrc-units` added a separate `tfrc` flow for S8/S9 in parallel; unify later.)
+    /// The same agents as a `tfrc` flow; the two kinds differ in their options and monitors.
     #[serde(rename = "tfrc-pcc")]
     TfrcPcc {
         name: String,
@@ -1194,22 +1194,21 @@ impl Scenario {
                     let r_id = s_id + 1;
                     let snd = TfrcSenderAgent::new(
                         a,
+                        Dest::Agent(b, r_id),
                         flow,
-                        (b, r_id),
                         *packet_size,
-                        mon,
-                        periodic_loss.clone(),
+                        TfrcSenderOptions {
+                            periodic_loss: periodic_loss.clone(),
+                            log: Some(mon),
+                            ..TfrcSenderOptions::default()
+                        },
                     );
                     let s_got = sim.add_agent(a, Box::new(snd));
+                    let mut cfg = congestion::tfrc::TfrcReceiverConfig::default();
+                    cfg.ali.discounting = *discounting;
                     let r_got = sim.add_agent(
                         b,
-                        Box::new(TfrcReceiverAgent::new(
-                            b,
-                            flow,
-                            (a, s_id),
-                            mon,
-                            *discounting,
-                        )),
+                        Box::new(TfrcReceiverAgent::new(b, (a, s_id), flow, mon, cfg)),
                     );
                     debug_assert_eq!((s_got, r_got), (s_id, r_id));
                     let t0 = start_of(*start_s, *start_jitter_s);
@@ -1350,24 +1349,22 @@ impl Scenario {
                             },
                         )
                     });
-                    let snd = crate::agents::tfrc_pcc::TfrcSenderAgent::new(
+                    let snd = TfrcSenderAgent::new(
                         a,
                         Dest::Agent(b, s_id + 1),
                         flow,
                         *packet_size,
-                        pcc,
-                        smon,
+                        TfrcSenderOptions {
+                            pcc,
+                            sent: Some(smon),
+                            ..TfrcSenderOptions::default()
+                        },
                     );
                     let id = sim.add_agent(a, Box::new(snd));
                     debug_assert_eq!(id, s_id);
-                    let ali_n = pcc_def.as_ref().map_or(8, |p| p.ali_n);
-                    let rcv = crate::agents::tfrc_pcc::TfrcReceiverAgent::new(
-                        b,
-                        (a, s_id),
-                        flow,
-                        mon,
-                        ali_n,
-                    );
+                    let mut cfg = congestion::tfrc::TfrcReceiverConfig::default();
+                    cfg.ali.n = pcc_def.as_ref().map_or(8, |p| p.ali_n).max(1);
+                    let rcv = TfrcReceiverAgent::new(b, (a, s_id), flow, mon, cfg);
                     let k_id = sim.add_agent(b, Box::new(rcv));
                     let t0 = start_of(*start_s, *start_jitter_s);
                     sim.net.schedule_command(t0, k_id, Command::Start);

@@ -11,5 +11,4 @@ pub mod probe;
 pub mod tcp;
 pub mod tfmcc;
 pub mod tfrc;
-pub mod tfrc_pcc;
 pub mod web;
