@@ -246,6 +246,41 @@ export function e3Row(s: FlowSeries, w: [number, number], label: string): Row {
   return row('tfmcc/E3', `${label}: TFRC CoV(1 s) / TCP CoV(1 s), ${w[0]}-${w[1]} s`, a / b, `${(a / b).toFixed(3)} (TFRC ${a.toFixed(3)}, TCP ${b.toFixed(3)})`, null, 0.5);
 }
 
+/** E3 evidence (information row): where each TFRC flow's rate variation comes from. Per
+ *  second over the window: CoV of the sender's X, of its loss event rate p and of 1/R (X is
+ *  proportional to 1/R and roughly to 1/sqrt(p)); and the flow's loss intervals in packets
+ *  between the loss events its receiver counted (one-second resolution). */
+export function e3EvidenceRow(runDir: string, c: Check, t0s: number, label: string): Row {
+  const parts: string[] = [];
+  const xs: number[] = [];
+  for (const f of c.tfrc) {
+    const st = readJsonl<SenderLine>(path.join(runDir, `tfrc-sender-${f.name}.jsonl`), t0s).filter((x) => x.ev === undefined && x.rtt_s && x.t > c.window[0] && x.t <= c.window[1]);
+    const bins = new Map<number, SenderLine[]>();
+    for (const x of st) {
+      const k = Math.floor(x.t);
+      if (!bins.has(k)) bins.set(k, []);
+      bins.get(k)!.push(x);
+    }
+    const per = (g: (x: SenderLine) => number) => [...bins.values()].map((v) => mean(v.map(g)));
+    const cx = cov(per((x) => x.x_bps!));
+    const cp = cov(per((x) => x.p ?? NaN));
+    const cr = cov(per((x) => 1 / x.rtt_s!));
+    const rl = readJsonl<{ t: number; packets_1s?: number; tfrc?: { loss_events: number } }>(path.join(runDir, `player-${f.name}`, 'player.jsonl'), t0s).filter((x) => x.tfrc);
+    const at: number[] = [];
+    let pk = 0;
+    let last: number | null = null;
+    for (const x of rl) {
+      pk += x.packets_1s ?? 0;
+      if (last !== null && x.tfrc!.loss_events > last && x.t > c.window[0] && x.t <= c.window[1]) at.push(pk);
+      last = x.tfrc!.loss_events;
+    }
+    const iv = at.slice(1).map((v, i) => v - at[i]);
+    xs.push(cx);
+    parts.push(`${f.name}: CoV X ${cx.toFixed(3)}, p ${cp.toFixed(3)}, 1/R ${cr.toFixed(3)}; ${at.length} loss events, intervals ${iv.length ? `${Math.min(...iv)}-${Math.max(...iv)} packets (mean ${mean(iv).toFixed(0)}, CoV ${cov(iv).toFixed(2)})` : 'none'}`);
+  }
+  return row('tfmcc/E3', `${label}: TFRC rate variation by source (info)`, mean(xs), parts.join('; '), null, null, true);
+}
+
 /** E4: slow start on the empty 10 Mbit/s link: peak send rate (100-ms state lines) over the
  *  bottleneck (≤ 2.2), and the send rate over the second 10 s after slow start ended (the
  *  first feedback with p > 0) against the bottleneck (within ±30 %). */
@@ -362,10 +397,10 @@ export async function runCheck(c: Check, outDir: string, log: (s: string) => voi
   const rows: Row[] = [];
   const s = seriesOf(dir, c, t0s);
   const sender = (n: string) => readJsonl<SenderLine>(path.join(dir, `tfrc-sender-${n}.jsonl`), t0s);
-  if (c.key === 'e1') rows.push(...e1Rows(s, c.window, 10e6), e3Row(s, c.window, 'E1'));
+  if (c.key === 'e1') rows.push(...e1Rows(s, c.window, 10e6), e3Row(s, c.window, 'E1'), e3EvidenceRow(dir, c, t0s, 'E1'));
   if (c.key.startsWith('e2-')) {
     const n = c.tfrc.length;
-    rows.push(...e2Rows(s, c.window, 15e6, n), e3Row(s, c.window, `E2 ${n}+${n}`));
+    rows.push(...e2Rows(s, c.window, 15e6, n), e3Row(s, c.window, `E2 ${n}+${n}`), e3EvidenceRow(dir, c, t0s, `E2 ${n}+${n}`));
   }
   if (c.key === 'e4') rows.push(...e4Rows(sender('tfrc'), 10e6));
   if (c.key === 'e5') rows.push(...e5Rows(sender('tfrc'), c.blackout![0], c.blackout![1]));
