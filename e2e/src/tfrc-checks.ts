@@ -281,6 +281,21 @@ export function e3EvidenceRow(runDir: string, c: Check, t0s: number, label: stri
   return row('tfmcc/E3', `${label}: TFRC rate variation by source (info)`, mean(xs), parts.join('; '), null, null, true);
 }
 
+/** Information row per run with TFRC flows: did each sender keep up with its own X over the
+ *  window (mean send rate / mean X, and the 100-ms state lines below 0.7 X)? A sender starved
+ *  of CPU on the loaded machine sends below X and its receiver sees dips that are not TFRC's. */
+export function keptUpRow(runDir: string, c: Check, t0s: number, check: string): Row {
+  const parts: string[] = [];
+  const ratios: number[] = [];
+  for (const f of c.tfrc) {
+    const st = readJsonl<SenderLine>(path.join(runDir, `tfrc-sender-${f.name}.jsonl`), t0s).filter((x) => x.ev === undefined && typeof x.send_rate_bps === 'number' && x.t > c.window[0] && x.t <= c.window[1]);
+    const r = mean(st.map((x) => x.send_rate_bps!)) / mean(st.map((x) => x.x_bps!));
+    ratios.push(r);
+    parts.push(`${f.name} ${r.toFixed(3)} (${st.filter((x) => x.send_rate_bps! < 0.7 * x.x_bps!).length} of ${st.length} 100-ms lines below 0.7 X)`);
+  }
+  return row(check, `TFRC senders: send rate / X, ${c.window[0]}-${c.window[1]} s (info: < 1 = CPU-starved sender)`, Math.min(...ratios), parts.join(', '), null, null, true);
+}
+
 /** E4: slow start on the empty 10 Mbit/s link: peak send rate (100-ms state lines) over the
  *  bottleneck (≤ 2.2), and the send rate over the second 10 s after slow start ended (the
  *  first feedback with p > 0) against the bottleneck (within ±30 %). */
@@ -397,10 +412,10 @@ export async function runCheck(c: Check, outDir: string, log: (s: string) => voi
   const rows: Row[] = [];
   const s = seriesOf(dir, c, t0s);
   const sender = (n: string) => readJsonl<SenderLine>(path.join(dir, `tfrc-sender-${n}.jsonl`), t0s);
-  if (c.key === 'e1') rows.push(...e1Rows(s, c.window, 10e6), e3Row(s, c.window, 'E1'), e3EvidenceRow(dir, c, t0s, 'E1'));
+  if (c.key === 'e1') rows.push(...e1Rows(s, c.window, 10e6), e3Row(s, c.window, 'E1'), e3EvidenceRow(dir, c, t0s, 'E1'), keptUpRow(dir, c, t0s, 'tfmcc/E1'));
   if (c.key.startsWith('e2-')) {
     const n = c.tfrc.length;
-    rows.push(...e2Rows(s, c.window, 15e6, n), e3Row(s, c.window, `E2 ${n}+${n}`), e3EvidenceRow(dir, c, t0s, `E2 ${n}+${n}`));
+    rows.push(...e2Rows(s, c.window, 15e6, n), e3Row(s, c.window, `E2 ${n}+${n}`), e3EvidenceRow(dir, c, t0s, `E2 ${n}+${n}`), keptUpRow(dir, c, t0s, 'tfmcc/E2'));
   }
   if (c.key === 'e4') rows.push(...e4Rows(sender('tfrc'), 10e6));
   if (c.key === 'e5') rows.push(...e5Rows(sender('tfrc'), c.blackout![0], c.blackout![1]));
