@@ -37,6 +37,7 @@ const ISSUE_CHECKS = [
   ['webrc/steady', 'WEBRC baseline on 320 / 160 kbit/s (sim)', 'recorded (the thesis compares visually)'],
   ['an/U1-plainTCP', 'REM and RED bottleneck queue per load region with plain TCP Reno (U1 without ACC, sim)', 'REM 24.7 ± 3 packets per region; drops ≤ 10 %'],
   ['active/OVH-ACC', 'ACC overhead run, Table 4.10 (sim; the spec id does not fit the table parser)', 'active notifications in 50 s: RED-active 12 ± 4, REM-active 39 ± 10; ACC PLR ≥ 5× plain PLR'],
+  ['active/S2-b', 'PGMCC vs TCP, Jain at 300 s and 3000 s (sim; the spec row "S2-b (PGMCC, if implemented)" does not fit the table parser)', 'expect degradation (Seada & Helmy 0.94 → 0.74, PGMCC ahead on the long run): the stall/timeout flaw'],
   ['issue4/determinism', 'Same scenario and seed give the same output bit for bit', 'identical'],
   ['issue5/prefix-decode', 'Every prefix of the 9-layer ladder decodes, also with 5% loss on upper layers', 'no decoder error'],
   ['issue5/psnr', 'PSNR per prefix against the scaled source', 'rising with spatial layers, above the documented floor'],

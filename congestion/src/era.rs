@@ -85,6 +85,15 @@ pub struct EraConfig {
     /// then the smaller of those two. 0 = off (the thesis' minimum, default); the live player
     /// uses 0.9 ([`EraConfig::live`]).
     pub pp_outlier_ratio: f64,
+    /// E14: timing precision of a pair sample, as a fraction of its rate. Every sample is
+    /// taken as the highest rate it is consistent with, `sample × (1 + pp_precision)`, before
+    /// step 1 and the RAI's `R_pp` use it. 0 = exact timestamps (the thesis, the simulator;
+    /// default); the live player uses 0.01 ([`EraConfig::live`]).
+    pub pp_precision: f64,
+    /// E15: a loss in this RAI or the previous one confirms the pair samples, so E13's
+    /// protections stand down: step 1 cuts to the lone sample (the thesis) and the RAI keeps
+    /// its minimum. Only matters with E13 on. Default false; the live player uses true.
+    pub loss_confirms_samples: bool,
     /// Boundary tolerance as a fraction of the layer's own rate (E5). Default 0.001.
     pub tolerance: f64,
     /// Apply PFTK's `min(1,·)` in Eq. 5-6 (only matters for `l > 8/27`, E7). Default true.
@@ -105,6 +114,8 @@ impl Default for EraConfig {
             exit_below_base: false,
             step1: Step1Target::Sample,
             pp_outlier_ratio: 0.0,
+            pp_precision: 0.0,
+            loss_confirms_samples: false,
             tolerance: 0.001,
             tcp_min1: true,
             max_seq_gap: 3000,
@@ -127,10 +138,27 @@ impl EraConfig {
     /// show the shaped rate, so the 2nd lowest overshoots (measured: climbs to 7 layers on a
     /// 5-layer link). A real capacity drop spreads every pair that crosses the bottleneck, so
     /// it shows in the next samples (at 5 layers about 30 pairs per second).
+    ///
+    /// E15: except when packets were lost in this RAI or the previous one. A stall loses
+    /// nothing; congestion does, and then the lone low sample is believed as the thesis does.
+    /// Without this, on a drop-tail FIFO where only a few pairs catch a cross-traffic packet
+    /// between them (ERA Exp. II: a 500 kbit/s CBR on the 1 Mbit/s link), the live ERA waited
+    /// 2 s for a second low sample while the queue overflowed (18% loss in one second).
+    ///
+    /// E14: samples are taken 1% higher (`pp_precision` 0.01). A real receiver timestamps a
+    /// pair with tens of microseconds of noise (the link emulator's release jitter, kernel
+    /// scheduling), 0.4% of a 13.7 ms gap at 300 kbit/s, and the minimum of an RAI's 30-60
+    /// samples sits 0.5-1% below the true rate. Where the link is an exact multiple of the
+    /// layer rate (era.md AC-2 300 kbit/s = 15 layers, AC-10 400 = 20, AC-8 600 = 2 × 15) the
+    /// top layer then never fits, and single low samples cut it (docs/protocols/era.md, E14).
+    /// Cost: a link up to 1% below a layer boundary admits that layer (≤ 1% overload; its
+    /// loss then lowers Eq. 5-6's target).
     pub fn live() -> EraConfig {
         EraConfig {
             step1: Step1Target::KthLowest { k: 2, of_last: 3 },
             pp_outlier_ratio: 0.9,
+            pp_precision: 0.01,
+            loss_confirms_samples: true,
             ..EraConfig::default()
         }
     }
@@ -221,6 +249,9 @@ pub struct Era {
     /// Recent samples for [`Step1Target::KthLowest`].
     pp_recent: VecDeque<f64>,
     rai_packets: u64,
+    /// Packets lost in this RAI and in the previous one (E15).
+    rai_lost: u64,
+    prev_rai_lost: u64,
     rtt_probe: JoinLatencyProbe,
     /// Join-latency samples as (lower, upper) bounds on the RTT.
     rtt_samples: VecDeque<(f64, f64)>,
@@ -257,6 +288,8 @@ impl Era {
             pp_carry: VecDeque::new(),
             pp_recent: VecDeque::new(),
             rai_packets: 0,
+            rai_lost: 0,
+            prev_rai_lost: 0,
             rtt_probe: JoinLatencyProbe::default(),
             rtt_samples: VecDeque::new(),
             actions: VecDeque::new(),
@@ -389,7 +422,12 @@ impl Era {
     /// Step 1: a sample below the subscribed rate cuts the subscription now (floor: base).
     fn on_sample(&mut self, now: Time, layer: u8, sample: f64) {
         self.pp_now.push(sample);
-        let Some(target) = self.step1_target(sample) else {
+        let step1 = self.step1_target(sample);
+        let Some(target) = (if self.loss_confirmed() && self.cfg.step1 != Step1Target::Off {
+            Some(sample) // E15
+        } else {
+            step1
+        }) else {
             return;
         };
         let r = self.rate_of(self.held);
@@ -418,6 +456,12 @@ impl Era {
         });
     }
 
+    /// E15: packets were lost in this RAI or the previous one, and the config lets that
+    /// confirm the pair samples.
+    fn loss_confirmed(&self) -> bool {
+        self.cfg.loss_confirms_samples && self.rai_lost + self.prev_rai_lost > 0
+    }
+
     fn layer_rate(&self, j: usize) -> f64 {
         if j == 0 {
             self.cum.first().copied().unwrap_or(0.0)
@@ -434,6 +478,8 @@ impl Era {
         self.last_plr = plr;
         self.loss.roll();
         let packets = std::mem::take(&mut self.rai_packets);
+        let confirmed = self.loss_confirmed();
+        self.prev_rai_lost = std::mem::take(&mut self.rai_lost);
 
         if packets == 0 {
             // E2: nothing at all arrived: one layer per empty RAI, never below the base.
@@ -465,7 +511,8 @@ impl Era {
             let second = kth_lowest(&list, 2);
             match self.last_r_pp {
                 Some(prev)
-                    if list_min < self.cfg.pp_outlier_ratio * second
+                    if !confirmed
+                        && list_min < self.cfg.pp_outlier_ratio * second
                         && list_min < self.cfg.pp_outlier_ratio * prev =>
                 {
                     outlier = list_min; // E13: a lone stretched pair
@@ -605,6 +652,8 @@ impl LayeredController for Era {
             self.pp_now.clear();
             self.pp_carry.clear();
             self.last_r_pp = None;
+            self.rai_lost = 0;
+            self.prev_rai_lost = 0;
             self.seq.iter_mut().for_each(|s| s.reset());
             self.bunch.reset();
         }
@@ -671,11 +720,15 @@ impl LayeredController for Era {
         self.received += 1;
         if let crate::estimators::SeqEvent::Advance { lost } = ev {
             self.lost = self.lost.saturating_add(lost);
+            self.rai_lost = self.rai_lost.saturating_add(lost);
         } else if ev == crate::estimators::SeqEvent::Recovered {
             self.lost = self.lost.saturating_sub(1);
+            self.rai_lost = self.rai_lost.saturating_sub(1);
         }
         if let Some(s) = self.bunch.on_packet(pkt) {
-            self.on_sample(now, pkt.layer, s.rate_bps);
+            // E14: the highest rate the sample is consistent with, given the timing precision.
+            let rate = s.rate_bps * (1.0 + self.cfg.pp_precision.max(0.0));
+            self.on_sample(now, pkt.layer, rate);
         }
     }
 
@@ -1071,6 +1124,51 @@ mod tests {
         assert_eq!(steady(EraConfig::default(), drop), [5, 3, 3]);
     }
 
+    /// As [`steady`], but one packet of layer 0 is lost just before RAI 2's pairs (a
+    /// sequence gap), so RAI 2's samples come with a loss.
+    fn steady_with_loss(cfg: EraConfig, rate: impl Fn(u64, usize) -> f64) -> Vec<u8> {
+        let info = SessionInfo::equal_layers(10, 100_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
+        let mut e = Era::new(cfg);
+        e.handle_announcement(Time::ZERO, &info);
+        let gap = |rate: f64| Duration::from_secs_f64(8.0 * 512.0 / rate);
+        let mut seq = [0u64; 10];
+        let mut held = Vec::new();
+        for rai in 0..4u64 {
+            for i in 0..30usize {
+                let t0 = Time::from_millis(1000 * rai + 10 + 30 * i as u64);
+                let layer = (i % usize::from(e.layers().max(1))) as u8;
+                if rai == 2 && i == 0 {
+                    seq[0] += 1; // one packet of layer 0 never arrives
+                }
+                let r = if rai == 0 { 560_000.0 } else { rate(rai, i) };
+                let s = &mut seq[layer as usize];
+                e.handle_packet(t0, &pkt(layer, *s, 0, 2, t0));
+                let t1 = t0 + gap(r);
+                e.handle_packet(t1, &pkt(layer, *s + 1, 1, 2, t1));
+                *s += 2;
+            }
+            e.handle_timeout(Time::from_millis(1000 * (rai + 1)));
+            held.push(e.layers());
+        }
+        held
+    }
+
+    #[test]
+    fn e15_a_loss_confirms_a_lone_low_sample() {
+        // Without loss the live ERA ignores one low pair (E13) ...
+        assert_eq!(steady(EraConfig::live(), stretched(&[7])), [5, 5, 5]);
+        // ... with a loss in the same RAI it is congestion: cut at once, as the thesis does.
+        let live = steady_with_loss(EraConfig::live(), stretched(&[7]));
+        assert_eq!(live[..2], [5, 5], "live: {live:?}");
+        assert!(live[2] <= 4, "live: {live:?}");
+        let no_e15 = EraConfig {
+            loss_confirms_samples: false,
+            ..EraConfig::live()
+        };
+        let held = steady_with_loss(no_e15, stretched(&[7]));
+        assert_eq!(held[2], 5, "E13 alone ignores it: {held:?}");
+    }
+
     #[test]
     fn live_era_does_not_overshoot_behind_a_token_bucket() {
         // Behind a shaper with a bucket most pairs cross at the burst rate; only a few show
@@ -1078,6 +1176,52 @@ mod tests {
         let tbf = |_rai: u64, i: usize| if i == 4 { 560_000.0 } else { 1_390_000.0 };
         assert_eq!(steady(EraConfig::live(), tbf), [5, 5, 5]);
         assert_eq!(steady(EraConfig::default(), tbf), [5, 5, 5]);
+    }
+
+    /// 10 layers of 100 kbit/s; pairs on the held layers, 30 per RAI, pair `i` of RAI `rai`
+    /// at `rate(rai, i)`; RAI 0 has only base-layer pairs. Layers held after each RAI.
+    fn held_over(cfg: EraConfig, rais: u64, rate: impl Fn(u64, usize) -> f64) -> Vec<u8> {
+        let info = SessionInfo::equal_layers(10, 100_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
+        let mut e = Era::new(cfg);
+        e.handle_announcement(Time::ZERO, &info);
+        let mut seq = [0u64; 10];
+        let mut held = Vec::new();
+        for rai in 0..rais {
+            for i in 0..30usize {
+                let t0 = Time::from_millis(1000 * rai + 10 + 30 * i as u64);
+                let layer = (i % usize::from(e.layers().max(1))) as u8;
+                let s = &mut seq[layer as usize];
+                e.handle_packet(t0, &pkt(layer, *s, 0, 2, t0));
+                let t1 = t0 + Duration::from_secs_f64(8.0 * 512.0 / rate(rai, i));
+                e.handle_packet(t1, &pkt(layer, *s + 1, 1, 2, t1));
+                *s += 2;
+            }
+            e.handle_timeout(Time::from_millis(1000 * (rai + 1)));
+            held.push(e.layers());
+        }
+        held
+    }
+
+    /// ±0.6% of timing noise, deterministic: the samples of a real receiver around `c`.
+    fn noisy(c: f64) -> impl Fn(u64, usize) -> f64 {
+        move |rai, i| c * (1.0 + 0.006 * (((rai as usize * 7 + i * 13) % 11) as f64 / 5.0 - 1.0))
+    }
+
+    #[test]
+    fn e14_timing_noise_does_not_cost_the_layer_that_fills_the_link() {
+        // The link is exactly 5 layers (500 kbit/s). The thesis' minimum of noisy samples is
+        // ~0.6% low: the 5th layer never fits.
+        let thesis = held_over(EraConfig::default(), 6, noisy(500_000.0));
+        assert!(thesis[1..].iter().all(|&l| l == 4), "thesis: {thesis:?}");
+        // Live (E14: samples taken 1% higher): the level that fills the link, held.
+        let live = held_over(EraConfig::live(), 6, noisy(500_000.0));
+        assert_eq!(&live[1..], &[5, 5, 5, 5, 5], "live: {live:?}");
+        // No overshoot: a link 1.5% below the boundary (492.5 kbit/s) stays at 4 layers,
+        // and one at 2% above it (510 kbit/s) at 5, never 6.
+        let below = held_over(EraConfig::live(), 6, noisy(492_500.0));
+        assert!(below[1..].iter().all(|&l| l == 4), "below: {below:?}");
+        let above = held_over(EraConfig::live(), 6, noisy(510_000.0));
+        assert!(above[1..].iter().all(|&l| l == 5), "above: {above:?}");
     }
 
     #[test]

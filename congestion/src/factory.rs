@@ -44,6 +44,15 @@ pub fn live_controller_by_name(name: &str) -> Result<Box<dyn LayeredController>>
     match name.to_ascii_lowercase().as_str() {
         "era" => Ok(Box::new(Era::new(crate::era::EraConfig::live()))),
         "era-thesis" => Ok(Box::new(Era::default())),
+        // The live ERA with Eq. 5-6's RTT from the join-to-first-packet latency (E8), as the
+        // simulator's `era-rtt-join`: the testbed's era/AC-4 and AC-6 `*-rttjoin` scenarios.
+        "era-rtt-join" => Ok(Box::new(Era::new(crate::era::EraConfig {
+            rtt: crate::era::RttMode::JoinLatency {
+                initial: 0.05,
+                window: 32,
+            },
+            ..crate::era::EraConfig::live()
+        }))),
         _ => controller_by_name(name),
     }
 }
@@ -62,6 +71,10 @@ mod tests {
         assert_eq!(controller_by_name("ERA").unwrap().name(), "era");
         assert_eq!(controller_by_name("flid-dl").unwrap().name(), "flid");
         assert_eq!(live_controller_by_name("era-thesis").unwrap().name(), "era");
+        assert_eq!(
+            live_controller_by_name("era-rtt-join").unwrap().name(),
+            "era"
+        );
         assert_eq!(live_controller_by_name("PLM").unwrap().name(), "plm");
         assert!(live_controller_by_name("nope").is_err());
         match controller_by_name("nope") {

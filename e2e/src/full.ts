@@ -20,7 +20,7 @@ import type { DerivedRow } from './tfmcc.js';
 /** The checks the full set must report (issue 7): ERA §5, PLM §9.B with FQ and the FIFO
  *  comparison, the delay-based scheme's §10.B. */
 export const FULL_CHECKS = [
-  'era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-6', 'era/AC-8', 'era/AC-10', 'era/AC-14',
+  'era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-5', 'era/AC-6', 'era/AC-8', 'era/AC-9', 'era/AC-10', 'era/AC-12', 'era/AC-14',
   'plm/E0', 'plm/E2', 'plm/E5', 'plm/E13',
   'delay/DE1', 'delay/DE2', 'delay/DE6',
   // Derived in src/plm-delay-checks.ts (captures, emulator rules, player decisions).
@@ -30,7 +30,7 @@ export const FULL_CHECKS = [
 ];
 
 /** Checks of FULL_CHECKS that the simulator's catalogue records under the same id. */
-export const SIM_ALSO = ['era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-6', 'era/AC-8', 'era/AC-10'];
+export const SIM_ALSO = ['era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-6', 'era/AC-8', 'era/AC-9', 'era/AC-10', 'era/AC-12'];
 
 export const SCENARIO_DIRS = [path.join(repoRoot, 'scenarios'), path.join(repoRoot, 'e2e', 'scenarios')];
 

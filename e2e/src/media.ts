@@ -30,7 +30,9 @@ export function serverArgs(f: LayeredFlow, k: number, ifAddr: string): string[] 
   const equal = rates.every((r) => r === rates[0]);
   const session: Record<string, unknown> = {
     name: f.name,
-    protocol: f.protocol,
+    // The server knows protocol families (era, plm, delay, ...); a variant of a controller
+    // (`era-rtt-join`, `era-thesis`, `delay-printed`) is the receivers' choice.
+    protocol: f.protocol.split('-')[0],
     source: 'synthetic',
     packet_size: f.packet_size,
     bunch_len: f.bunch,
@@ -74,4 +76,6 @@ export interface PlayerLine {
   rate_bps: number;
   packets_1s: number;
   lost_1s: number;
+  /** The controller's decisions of that second: time (Unix s) and layers held after it. */
+  decisions?: { at_s: number; to: number }[];
 }

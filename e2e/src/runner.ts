@@ -616,7 +616,7 @@ function iperfFlow(
   });
 }
 
-function readPlayerLog(file: string, mon: Monitor, t0: number, iv: number, notes: string[]) {
+export function readPlayerLog(file: string, mon: Monitor, t0: number, iv: number, notes: string[]) {
   if (mon.notRun) return;
   if (!fs.existsSync(file)) {
     mon.notRun = `no player log ${file}`;
@@ -637,6 +637,12 @@ function readPlayerLog(file: string, mon: Monitor, t0: number, iv: number, notes
     const dt = Math.max(0, (p.elapsed_s ?? 0) - prevElapsed) || 1;
     prevElapsed = p.elapsed_s ?? prevElapsed;
     mon.add(iv, t - dt / 2, ((p.rate_bps ?? 0) * dt) / 8, p.packets_1s ?? 0, p.lost_1s ?? 0);
+    // The level changes at the controller's decision times (the line only samples the level
+    // once a second: a time to level read from the lines alone comes out up to 1 s late).
+    for (const d of p.decisions ?? []) {
+      const last = mon.levels[mon.levels.length - 1]?.[0] ?? -Infinity;
+      if (typeof d.at_s === 'number' && typeof d.to === 'number') mon.level(Math.min(t, Math.max(last, d.at_s - t0 / 1000)), d.to);
+    }
     if (typeof p.layers === 'number') mon.level(t, p.layers);
   }
 }

@@ -21,7 +21,8 @@ test('the full set has a scenario for every check except the leave-latency ones'
     assert.ok(!sc.name.startsWith('sim-'));
   }
   assert.ok(!fullScenarios(true).some((x) => x.sc.name.startsWith('tfmcc-s')), 'TFMCC simulator experiments are not run on the testbed');
-  assert.ok(!list.some((x) => x.sc.name === 'era-intra-sweep-n02'), 'AC-9 is not in the set');
+  assert.ok(list.some((x) => x.sc.name === 'era-intra-sweep-n02') && list.some((x) => x.sc.name === 'era-ac5-mix-90-10'), 'AC-9 and AC-5 are in the set');
+  assert.ok(!list.some((x) => x.sc.name === 'era-webrc-steady-loss'), 'AC-11 (a simulator check) is not in the set');
   assert.ok(fullScenarios(true).length > list.length);
 });
 

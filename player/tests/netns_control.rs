@@ -147,7 +147,15 @@ fn run(controller: &str) {
             t >= hold_from && t < t_change && d["to"].as_u64() < d["from"].as_u64()
         })
         .map(|d| {
-            let sample = d["inputs"]["pp_sample"].as_f64().unwrap_or(f64::NAN);
+            // The rate the drop acted on: ERA's live step 1 cuts to the 2nd lowest of the
+            // last 3 samples (`step1_target`), its RAI to `r_target`; PLM's drop rule acts on
+            // the one sample (`pp_sample`). The last `pp_sample` of an ERA decision need not
+            // be the pair that caused it (an ERA run read "4->3 on a pair 0.01 ms slow").
+            let inputs = &d["inputs"];
+            let sample = ["step1_target", "r_target", "pp_sample"]
+                .iter()
+                .find_map(|k| inputs[*k].as_f64().filter(|v| *v > 0.0))
+                .unwrap_or(f64::NAN);
             let t = at(d);
             Drop1 {
                 at: t,

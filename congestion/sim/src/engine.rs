@@ -62,6 +62,8 @@ pub enum Body {
     },
     /// An active router's notification to an ACC TCP sender (`agents::acc`).
     AccNotify(crate::agents::acc::AccNotify),
+    /// An AER/NCA or PGMCC capsule (`agents::aer`, `agents::pgmcc`).
+    Capsule(crate::agents::aer::Capsule),
 }
 
 /// A simulated packet.
@@ -182,6 +184,9 @@ pub struct Link {
     pub drops_wire: u64,
     /// Packets an ACC active router's per-flow filter discarded before the queue.
     pub drops_filter: u64,
+    /// Packets that finished serialisation per flow id (sized by the scenario builder when a
+    /// metric needs per-link shares, e.g. AER/NCA's bandwidth usage; empty otherwise).
+    pub flow_sent: Vec<u64>,
 }
 
 impl Link {
@@ -361,6 +366,22 @@ impl Net {
                 delta: -1,
             },
         );
+    }
+
+    /// The links of the unicast route from `from` to `to` (empty when equal; `None` when
+    /// unreachable), e.g. for an agent that must know which active nodes its traffic crosses.
+    pub fn route(&self, from: NodeId, to: NodeId) -> Option<Vec<LinkId>> {
+        let mut v = Vec::new();
+        let mut at = from;
+        while at != to {
+            let l = self.next_hop.get(at)?.get(to).copied().flatten()?;
+            v.push(l);
+            at = self.links[l].to;
+            if v.len() > self.links.len() {
+                return None;
+            }
+        }
+        Some(v)
     }
 
     /// Whether the tree currently forwards `group` on `link` (for tests and leave-latency
@@ -557,6 +578,7 @@ impl Sim {
                     drops_early: 0,
                     drops_wire: 0,
                     drops_filter: 0,
+                    flow_sent: Vec::new(),
                 }
             })
             .collect();
@@ -664,6 +686,9 @@ impl Sim {
                     let l = &mut net.links[link];
                     l.sent_packets += 1;
                     l.sent_bytes += u64::from(pkt.size);
+                    if let Some(c) = l.flow_sent.get_mut(pkt.flow as usize) {
+                        *c += 1;
+                    }
                     if l.loss > 0.0 && l.rng.chance(l.loss) {
                         l.drops_wire += 1;
                         if let Some(c) = net.flow_drops.get_mut(pkt.flow as usize) {

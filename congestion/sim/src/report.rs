@@ -83,6 +83,9 @@ pub const METRICS: &[&str] = &[
     "max_layer_step",
     "max_rel_dev_kbps",
     "time_to_level_spread",
+    "an_share",
+    "an_plr",
+    "rate_share",
 ];
 
 /// Metrics computed over the whole `of` list (the others are computed per monitor).
@@ -100,6 +103,9 @@ pub const AGGREGATE: &[&str] = &[
     "final_level_spread",
     "convergence_spread",
     "tfmcc_time_to_clr_rise",
+    "an_share",
+    "an_plr",
+    "rate_share",
 ];
 
 /// One measurement's outcome in one run.
@@ -607,6 +613,42 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
                     - x.iter().copied().fold(f64::MAX, f64::min)
             }
             "jain" => jain(&x),
+            // Active-network single-rate metrics (agents::aer, active-networks.md §2.1).
+            "an_share" | "an_plr" => {
+                let mut flows: Vec<usize> = mons
+                    .iter()
+                    .filter_map(|mon| sc.flows.iter().position(|f| f.name() == mon.flow))
+                    .collect();
+                flows.dedup();
+                if m.metric == "an_plr" {
+                    crate::agents::aer::an_plr(&sim.net, &flows)
+                } else {
+                    // `versus: [queue:A-B]` names the link; both directions count.
+                    let mut links = Vec::new();
+                    for v in &m.versus {
+                        let ab = v.trim_start_matches("queue:");
+                        let ba: String = ab.rsplit('-').collect::<Vec<_>>().join("-");
+                        for (i, l) in sim.net.links.iter().enumerate() {
+                            if l.name == ab || l.name == ba {
+                                links.push(i);
+                            }
+                        }
+                    }
+                    crate::agents::aer::an_share(&sim.net, &links, &flows)
+                }
+            }
+            "rate_share" => {
+                // Σ throughput of `of` over Σ of `of` and `versus` (S1-a's byte share).
+                let vs = sc.expand(&m.versus)?;
+                let b: f64 = vs
+                    .iter()
+                    .map(|n| find(sim, n).map(thr))
+                    .collect::<Result<Vec<_>, _>>()?
+                    .iter()
+                    .sum();
+                let a: f64 = x.iter().sum();
+                a / (a + b)
+            }
             "max_rel_dev_kbps" => crate::metrics_plm::max_rel_dev_from_mean(&x),
             "time_to_level_spread" => {
                 let c: Vec<f64> = mons

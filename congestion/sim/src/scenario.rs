@@ -347,6 +347,27 @@ pub enum Flow {
         #[serde(default)]
         stop_s: Option<f64>,
     },
+    /// A reliable single-rate multicast session of the active-network study
+    /// (`active-networks.md` §1.6-1.7): `protocol` `aer-nca` (`agents::aer`; repair servers on
+    /// the `repair_servers` nodes, none = global recovery) or `pgmcc` (`agents::pgmcc`).
+    /// Monitors: `NAME/RECEIVER` (goodput: each packet counted once, original or repair).
+    Aer {
+        name: String,
+        from: String,
+        #[serde(default = "d_aer_protocol")]
+        protocol: String,
+        #[serde(default = "d_tfmcc_size")]
+        packet_size: u32,
+        #[serde(default)]
+        repair_servers: Vec<String>,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        start_jitter_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+        receivers: Vec<ReceiverDef>,
+    },
     /// Pareto on/off datagrams (rate while on).
     Onoff {
         name: String,
@@ -390,6 +411,9 @@ fn d_ali_n() -> usize {
     8
 }
 
+fn d_aer_protocol() -> String {
+    "aer-nca".into()
+}
 fn d_pcc_t() -> f64 {
     60.0
 }
@@ -447,6 +471,7 @@ impl Flow {
             | Flow::Tfrc { name, .. }
             | Flow::TfrcPcc { name, .. }
             | Flow::Web { name, .. }
+            | Flow::Aer { name, .. }
             | Flow::Onoff { name, .. } => name,
         }
     }
@@ -570,6 +595,9 @@ impl Scenario {
         for f in &self.flows {
             match f {
                 Flow::Layered {
+                    name, receivers, ..
+                }
+                | Flow::Aer {
                     name, receivers, ..
                 } => {
                     for r in receivers {
@@ -736,6 +764,33 @@ impl Scenario {
                         rn.push(&r.name);
                     }
                 }
+                Flow::Aer {
+                    from,
+                    protocol,
+                    packet_size,
+                    repair_servers,
+                    receivers,
+                    ..
+                } => {
+                    node(from)?;
+                    for n in repair_servers {
+                        node(n)?;
+                    }
+                    if !matches!(protocol.as_str(), "aer-nca" | "pgmcc") {
+                        return Err(invalid("aer", "protocol aer-nca or pgmcc"));
+                    }
+                    if *packet_size == 0 || *packet_size > 65_535 || receivers.is_empty() {
+                        return Err(invalid("aer", "packet_size 1..65535, receivers"));
+                    }
+                    let mut rn = Vec::new();
+                    for r in receivers {
+                        node(&r.at)?;
+                        if rn.contains(&&r.name) {
+                            return Err(invalid("receiver", "duplicate name"));
+                        }
+                        rn.push(&r.name);
+                    }
+                }
                 Flow::Tfrc {
                     from,
                     to,
@@ -895,7 +950,11 @@ impl Scenario {
                     "needs one window per receiver, at least two",
                 ));
             }
-            if (m.metric == "tcp_friendliness" || m.metric == "cov_ratio") && m.versus.is_empty() {
+            if matches!(
+                m.metric.as_str(),
+                "tcp_friendliness" | "cov_ratio" | "an_share" | "rate_share"
+            ) && m.versus.is_empty()
+            {
                 return Err(invalid(&m.metric, "needs versus"));
             }
             if m.metric == "efficiency" && m.available_kbps.is_none() {
@@ -1019,6 +1078,12 @@ impl Scenario {
         sim.net.flow_drops = vec![0; self.flows.len()];
         sim.net.flow_sent = vec![0; self.flows.len()];
         sim.net.flow_retx = vec![0; self.flows.len()];
+        if self.flows.iter().any(|f| matches!(f, Flow::Aer { .. })) {
+            // Per-link shares (AN bandwidth usage, trace-style loss ratio: agents::aer).
+            for l in &mut sim.net.links {
+                l.flow_sent = vec![0; self.flows.len()];
+            }
+        }
         let mut rng = Rng::derive(seed, 0x5ce7);
         let at = |s: f64| Time::from_secs_f64(s);
         for (fi, f) in self.flows.iter().enumerate() {
@@ -1172,6 +1237,50 @@ impl Scenario {
                         if let Some(t) = r.stop_s {
                             sim.net.schedule_command(at(t), id, Command::Stop);
                         }
+                    }
+                }
+                Flow::Aer {
+                    name,
+                    from,
+                    protocol,
+                    packet_size,
+                    repair_servers,
+                    start_s,
+                    start_jitter_s,
+                    stop_s,
+                    receivers,
+                } => {
+                    let t0 = start_of(*start_s, *start_jitter_s);
+                    let mut rcv = Vec::new();
+                    for (r, rname) in receivers
+                        .iter()
+                        .flat_map(|r| r.names().into_iter().map(move |n| (r, n)))
+                    {
+                        rcv.push((
+                            rname,
+                            nodes[r.at.as_str()],
+                            start_of(r.start_s, r.start_jitter_s),
+                            r.stop_s.map(at),
+                        ));
+                    }
+                    let spec = crate::agents::aer::SessionSpec {
+                        name,
+                        flow,
+                        source: nodes[from.as_str()],
+                        repair_servers: repair_servers.iter().map(|n| nodes[n.as_str()]).collect(),
+                        receivers: rcv,
+                        start: t0,
+                        stop: stop_s.map(at),
+                        cfg: crate::agents::aer::AerConfig {
+                            packet_size: *packet_size,
+                            ..Default::default()
+                        },
+                        seed,
+                    };
+                    if protocol == "pgmcc" {
+                        crate::agents::pgmcc::install(&mut sim, &spec);
+                    } else {
+                        crate::agents::aer::install(&mut sim, &spec);
                     }
                 }
                 Flow::Tfrc {
@@ -1452,6 +1561,19 @@ impl Scenario {
                         1 + count(receivers)
                     }
                     Flow::Web { .. } => 1,
+                    Flow::Aer {
+                        receivers,
+                        repair_servers,
+                        protocol,
+                        ..
+                    } => {
+                        1 + count(receivers)
+                            + if protocol == "pgmcc" {
+                                0
+                            } else {
+                                repair_servers.len()
+                            }
+                    }
                     _ => 2,
                 };
             }

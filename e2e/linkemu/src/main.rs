@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! layercast-linkemu [run] --a IF --b IF [--both JSON] [--ab JSON] [--ba JSON]
-//!                   [--ctl PATH] [--seed N] [--stats-out FILE] [--rt-prio N]
+//!                   [--ctl PATH] [--seed N] [--stats-out FILE] [--rt-prio N] [--keep-awake]
 //! layercast-linkemu ctl PATH JSON      # send one control request, print the reply
 //! layercast-linkemu mrouter --upstream IF --downstream IF[,IF...]   # fast-leave IGMP router
 //! ```
@@ -23,6 +23,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 const USAGE: &str = "usage:
   layercast-linkemu [run] --a IF --b IF [--both JSON] [--ab JSON] [--ba JSON]
                     [--ctl PATH] [--seed N] [--stats-out FILE] [--rt-prio 1..99]
+                    [--keep-awake]
   layercast-linkemu ctl PATH JSON
   layercast-linkemu mrouter --upstream IF[,IF...] --downstream IF[,IF...] [--leave-delay-ms N]
 JSON link settings: {\"rate_bps\":1000000,\"delay_ms\":10,\"jitter_ms\":0,\"loss\":0.01,
@@ -39,6 +40,7 @@ fn parse_args(args: &[String]) -> Result<Options, Error> {
         seed: 1,
         stats_out: None,
         rt_prio: 0,
+        keep_awake: false,
     };
     let mut both = Vec::new();
     let mut ab = Vec::new();
@@ -63,6 +65,7 @@ fn parse_args(args: &[String]) -> Result<Options, Error> {
                     .parse()
                     .map_err(|_| Error::Config("--rt-prio needs an integer 1..99".into()))?
             }
+            "--keep-awake" => o.keep_awake = true,
             "--seed" => {
                 o.seed = v()?
                     .parse()

@@ -215,6 +215,9 @@ impl Testbed {
                     &ctl_s,
                     "--rt-prio",
                     "10",
+                    // On an idle VM a sleeping wire thread's vCPU halts and wakes
+                    // milliseconds late: keep the CPUs busy at SCHED_IDLE (docs/linkemu.md).
+                    "--keep-awake",
                 ],
             );
             tb.wait_ready("linkemu");

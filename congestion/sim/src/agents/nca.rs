@@ -1,8 +1,8 @@
 //! NCA (Nominee Congestion Avoidance, the congestion-control half of AER/NCA,
-//! `active-networks.md` §1.6): the sans-IO pieces the simulator's AER/NCA agents will use —
-//! nominee selection from congestion status messages (CSMs) and the sender's window driven by
-//! the nominee's per-packet acknowledgements (CCMs). Not yet wired into a scenario (S1–S3 are
-//! not built); tested against the spec's unit vectors (§5.1 items 6 and 7).
+//! `active-networks.md` §1.6): the sans-IO pieces the simulator's AER/NCA agents
+//! (`agents::aer`) use — nominee selection from congestion status messages (CSMs) and the
+//! sender's window driven by the nominee's per-packet acknowledgements (CCMs); tested against
+//! the spec's unit vectors (§5.1 items 6 and 7).
 
 use congestion::Time;
 
