@@ -424,7 +424,43 @@ impl Assembler {
         self.gof.get(idx).map(|e| e.tid)
     }
 
+    /// Whether `p` is a key picture whose every expected frame is here (a switch point for
+    /// every layer held).
+    fn is_complete_key(&self, p: &PendingPicture) -> bool {
+        p.frames.get(&0).is_some_and(|f| {
+            f.parts.values().next().is_some_and(|x| x.start) && !f.desc.inter_picture
+        }) && self.is_complete(p)
+    }
+
     fn advance(&mut self, force: bool) {
+        // Start-up: with no reference state yet (nothing decodable returned), no picture older
+        // than a complete key picture can be decoded, and none can be shown after it, so they
+        // are given up at once instead of after the reorder window. A player joins mid-stream:
+        // the pictures before the first key picture are partial (their first packets went by
+        // before the join) and each waited `reorder_pictures` for packets that never come,
+        // which held the key picture and everything after it back by up to the whole window
+        // (the latency bench: the first 1-2 s of pictures decoded 0.3-0.7 s after their last
+        // packet, `docs/player.md` "Session 5").
+        if self.decoded.is_empty() && !force {
+            let key = self
+                .pending
+                .iter()
+                .find(|(_, p)| self.is_complete_key(p))
+                .map(|(&pid, _)| pid);
+            if let Some(kp) = key {
+                while let Some((&pid, _)) = self.pending.iter().next() {
+                    if pid >= kp {
+                        break;
+                    }
+                    let Some(p) = self.pending.remove(&pid) else {
+                        break;
+                    };
+                    let complete = self.is_complete(&p);
+                    self.emit(pid, p, complete);
+                }
+                self.done_below = self.done_below.max(kp);
+            }
+        }
         while let Some((&pid, _)) = self.pending.iter().next() {
             let p = &self.pending[&pid];
             let complete = self.is_complete(p);
@@ -717,6 +753,48 @@ mod prop {
             .iter()
             .all(|p| p.picture_id == first || p.picture_id >= first + 2));
         assert_eq!(asm.stats().late, 0);
+    }
+
+    /// A player joins mid-stream: picture 10 arrives without its base-layer packets (they
+    /// went by before the join), 11..=15 whole (undecodable: their references are gone),
+    /// then the key picture 16. The key picture is returned as soon as it is complete, not
+    /// once the reorder window has given picture 10 up.
+    #[test]
+    fn key_picture_at_start_does_not_wait_for_older_partial_pictures() {
+        let (ladder, packets, _) = stream(20, 300);
+        let k = 8;
+        let conf = AssemblerConfig {
+            reorder_pictures: 23,
+            max_pending: 45,
+        };
+        let mut asm = Assembler::new(ladder, Some(k), conf);
+        let push = |asm: &mut Assembler, i: usize, from_layer: usize| {
+            for (layer, v) in packets[i].iter().enumerate().skip(from_layer) {
+                for p in v {
+                    asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+                }
+            }
+        };
+        // Layers 3..=8 are spatial layers 1 and 2: picture 10 without its base-layer frame.
+        push(&mut asm, 10, 3);
+        for i in 11..16 {
+            push(&mut asm, i, 0);
+        }
+        assert!(
+            asm.pop().is_none(),
+            "nothing decodable before the key picture"
+        );
+        push(&mut asm, 16, 0);
+        let first = asm.pop().expect("key picture returned when complete");
+        assert!(first.key && first.complete);
+        assert_eq!(first.frames.len(), 3);
+        // The older pictures were given up, not returned.
+        assert!(asm.pop().is_none());
+        assert_eq!(asm.stats().pictures, 1);
+        assert_eq!(asm.stats().pictures_skipped, 6);
+        // The pictures after it flow at once.
+        push(&mut asm, 17, 0);
+        assert_eq!(asm.pop().map(|p| p.frames.len()), Some(3));
     }
 
     #[test]

@@ -84,8 +84,40 @@ pub struct Config {
     pub holdoff: Duration,
     /// Slow-start join interval `I` \[D\]: 0.14 s.
     pub slow_start_interval: Duration,
-    /// Exit only after the base layer alone exceeds R_TARGET this long \[U\]: 10 s.
+    /// Exit only after the base layer alone exceeds R_TARGET this long \[U\]: 10 s. The
+    /// condition is `R_TARGET < B_0` at any level (not only once the leave timers have walked
+    /// down to the base layer, which took 5-7 s of the 15-s squeeze in DE8), and the 10 s
+    /// count from the start of the unbroken zone-3 run that led there.
     pub exit_after: Duration,
+    /// An "increasing" OWD trend counts only if the OWD rose by at least this fraction of d1
+    /// over the epoch (last group median minus first) \[U\]: 0.5 (= d0). Profile B's PCT/PDT
+    /// are scale-free: a monotone drift of a millisecond (the phase walk of independently
+    /// paced CBR layers, or timer noise on a real host) read as incipient congestion and cut
+    /// X_calc by 25 % at 1.4 ms of queueing. 0 restores the profile as written.
+    pub trend_min_rise_d1: f64,
+    /// The same floor during slow start \[U\]: 0 (any profile-B "increasing" ends slow start,
+    /// the spec's first sign of congestion). The costs are asymmetric: a false exit on noise
+    /// leaves the rest of the climb to the additive increase, a missed onset overshoots by
+    /// the 2-4 joins of an epoch (DS1 with the floor at d1: 19 layers on 300 kbit/s, a 550-ms
+    /// queue, d1..d3 inflated to 50/127/405 ms for the rest of the run).
+    pub trend_min_rise_d1_slow_start: f64,
+    /// An epoch that closes after `epoch_max` with no packet at all while layers are held is
+    /// treated as total loss (zone 3, β_max) \[U\]; true by default. The paper has no
+    /// silence rule; without one the empty epoch reused the previous daowd, landed in zone 1
+    /// and added α: DLM joined a layer per second during total silence (testbed DE8).
+    pub silence_is_loss: bool,
+    /// The exit rule's alternative (§6.2 profile: "or 5 consecutive epochs in Zone 3"): exit
+    /// after this many consecutive zone-3 epochs with R_TARGET < B_0; 0 = off \[U\]: off.
+    /// Epochs are as short as 200 ms, so 5 of them ended a session within 3 s of another
+    /// session's slow-start overshoot (DS2 harness: session 1 exited at 10.5 s).
+    pub exit_zone3_epochs: u32,
+    /// At most one multiplicative decrease per this interval \[U\]: 1 s (= the hold-off `l`).
+    /// The receiver lowers its rate only by a leave (timer, then one layer per hold-off), so
+    /// the queue it caused drains seconds later; cutting X_calc in every 200-ms epoch of that
+    /// drain counted one congestion episode five times (X_calc 340 → 11 kbit/s in 1 s at a
+    /// 39-ms standing queue, one layer too many). Epochs with loss above d1, or silent, cut
+    /// regardless. Zero restores a cut every epoch.
+    pub decrease_holdoff: Duration,
     pub seed: u64,
 }
 
@@ -115,6 +147,11 @@ impl Default for Config {
             holdoff: Duration::from_secs(1),
             slow_start_interval: Duration::from_millis(140),
             exit_after: Duration::from_secs(10),
+            trend_min_rise_d1: 1.0,
+            trend_min_rise_d1_slow_start: 0.0,
+            silence_is_loss: true,
+            exit_zone3_epochs: 0,
+            decrease_holdoff: Duration::from_secs(1),
             seed: 0xD1_0000,
         }
     }
@@ -187,6 +224,23 @@ pub fn trend_pathload(samples: &[f64], min_samples: usize) -> Option<Trend> {
     } else {
         None
     }
+}
+
+/// The rise of a sample series as profile B sees it: the median of the last of ⌊√K⌋ groups
+/// minus the median of the first (0 for fewer than 4 samples).
+pub fn group_median_rise(samples: &[f64]) -> f64 {
+    let k = samples.len();
+    if k < 4 {
+        return 0.0;
+    }
+    let g = ((k as f64).sqrt().floor() as usize).max(2);
+    let per = k / g;
+    let median = |i: usize| {
+        let mut v: Vec<f64> = samples[i * per..(i + 1) * per].to_vec();
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    median(g - 1) - median(0)
 }
 
 /// The paper's literal metrics (eq. 11) with p = 2, after its smoothing (eq. 10, as
@@ -352,8 +406,11 @@ pub struct Dlm {
     next_ss_join: Option<Time>,
     epoch_start: Time,
     next_epoch_check: Option<Time>,
-    owd: Vec<f64>,
-    sizes: Vec<f64>,
+    /// This epoch's samples: (sender timestamp µs, raw OWD s, size B). Sorted by sender
+    /// timestamp before the trend tests: the host may feed packets out of arrival order
+    /// (per-layer sockets, a newly joined layer's quarantine), and the trend is a function of
+    /// send order, as in Pathload.
+    samples: Vec<(u64, f64, f64)>,
     loss_in_epoch: u64,
     /// 10-s buckets of the minimum raw OWD (bucket index, minimum).
     dmin: VecDeque<(u64, f64)>,
@@ -369,7 +426,15 @@ pub struct Dlm {
     join_holdoff: Time,
     leave_holdoff: Time,
     base_over_since: Option<Time>,
+    /// Consecutive zone-3 epochs with R_TARGET < B_0 (the exit rule's alternative).
+    base_over_z3: u32,
+    /// Start of the current run of consecutive zone-3 epochs.
+    zone3_since: Option<Time>,
+    /// No further multiplicative decrease before this time (`decrease_holdoff`).
+    decrease_until: Time,
     last: Option<EpochReport>,
+    /// Receive time of the last packet of a held layer (the silence rule needs one).
+    last_packet_at: Option<Time>,
 }
 
 impl Dlm {
@@ -385,8 +450,7 @@ impl Dlm {
             next_ss_join: None,
             epoch_start: Time::ZERO,
             next_epoch_check: None,
-            owd: Vec::new(),
-            sizes: Vec::new(),
+            samples: Vec::new(),
             loss_in_epoch: 0,
             dmin: VecDeque::new(),
             daowd_range: None,
@@ -401,7 +465,11 @@ impl Dlm {
             join_holdoff: Time::ZERO,
             leave_holdoff: Time::ZERO,
             base_over_since: None,
+            base_over_z3: 0,
+            zone3_since: None,
+            decrease_until: Time::ZERO,
             last: None,
+            last_packet_at: None,
         }
     }
 
@@ -442,10 +510,24 @@ impl Dlm {
         ]
     }
 
+    /// X_calc bounds: `[B_0/2, min(1.5·B_top, B_{i+1} + (B_{i+1} − B_i))]` \[U\]. The spec's
+    /// `1.5·B_top` alone let X_calc wind up to 600 kbit/s while the receiver held 400 (a
+    /// path with no queue adds α every epoch); the first congestion then needed five
+    /// halvings before R_TARGET came below anything. The level-relative cap is where
+    /// δ_join reaches 1 (the shortest join timer), so it never delays a join.
     fn clamp_x(&self, x: f64) -> f64 {
         let b0 = self.core.cum_rate(1);
-        let top = self.core.cum_rate(self.core.max_layers());
-        x.clamp(0.5 * b0, (1.5 * top).max(0.5 * b0))
+        let n = self.core.max_layers();
+        let top = self.core.cum_rate(n);
+        let level = self.core.level.max(1);
+        let b_i = self.core.cum_rate(level);
+        let b_next = if level < n {
+            self.core.cum_rate(level + 1)
+        } else {
+            b_i + (b_i - self.core.cum_rate(level - 1))
+        };
+        let hi = (1.5 * top).min(2.0 * b_next - b_i).max(0.5 * b0);
+        x.clamp(0.5 * b0, hi)
     }
 
     fn inputs(&self) -> Vec<(&'static str, f64)> {
@@ -470,43 +552,66 @@ impl Dlm {
 
     fn end_epoch(&mut self, now: Time) {
         let cfg = &self.cfg;
+        // Send order (see `samples`); a stable sort keeps arrival order for equal stamps.
+        self.samples.sort_by_key(|s| s.0);
+        let owd: Vec<f64> = self.samples.iter().map(|s| s.1).collect();
+        let sizes: Vec<f64> = self.samples.iter().map(|s| s.2).collect();
+        // [U] Total silence while layers are held and packets have flowed before: every
+        // packet of the epoch was lost (no sequence gap can show it until one arrives).
+        let silent = owd.is_empty()
+            && cfg.silence_is_loss
+            && self.core.level > 0
+            && self.last_packet_at.is_some();
         let dmin = self.d_min().unwrap_or(0.0);
-        let daowd = if self.owd.is_empty() {
+        let daowd = if owd.is_empty() {
             self.last_daowd
         } else {
-            self.owd.iter().map(|d| (d - dmin).max(0.0)).sum::<f64>() / self.owd.len() as f64
+            owd.iter().map(|d| (d - dmin).max(0.0)).sum::<f64>() / owd.len() as f64
         };
         self.last_daowd = daowd;
         self.first_epoch_at.get_or_insert(now);
-        self.daowd_range = Some(match self.daowd_range {
-            None => (daowd, daowd),
-            Some((lo, hi)) => (lo.min(daowd), hi.max(daowd)),
-        });
+        if !owd.is_empty() {
+            self.daowd_range = Some(match self.daowd_range {
+                None => (daowd, daowd),
+                Some((lo, hi)) => (lo.min(daowd), hi.max(daowd)),
+            });
+        }
         let thr = self.thresholds(now);
         let [d1, d2, _d3] = thr;
         let d0 = 0.5 * d1;
-        let enough = self.owd.len() >= cfg.epoch_packets;
+        let enough = owd.len() >= cfg.epoch_packets;
         let (mut trend_d, trend_s) = match cfg.mode {
             Mode::Rebuilt => {
                 // [U] Too few samples for a trend test (sparse packets at low levels):
                 // classify by daowd and loss alone rather than returning "unknown", which
                 // with no TCP cap yet would freeze R_TARGET at a stale value (observed:
                 // a receiver stuck at the base layer until the exit rule fired).
-                let td = if enough {
-                    trend_pathload(&self.owd, cfg.epoch_packets).unwrap_or(self.prev_trend)
+                let mut td = if enough {
+                    trend_pathload(&owd, cfg.epoch_packets).unwrap_or(self.prev_trend)
                 } else {
                     Trend::NoTrend
                 };
-                let ts = if self.sizes.iter().all(|&s| s == self.sizes[0]) {
+                // [U] A scale-free "increasing" verdict on a rise below the noise floor
+                // (`trend_min_rise_d1`·d1) is not incipient congestion.
+                let floor = if self.slow_start {
+                    cfg.trend_min_rise_d1_slow_start
+                } else {
+                    cfg.trend_min_rise_d1
+                };
+                if td == Trend::Increasing && group_median_rise(&owd) < floor * d1 {
+                    td = Trend::NonIncreasing;
+                }
+                let ts = if sizes.iter().all(|&s| s == sizes[0]) {
                     Trend::NoTrend
                 } else {
-                    trend_pathload(&self.sizes, cfg.epoch_packets).unwrap_or(Trend::NoTrend)
+                    trend_pathload(&sizes, cfg.epoch_packets).unwrap_or(Trend::NoTrend)
                 };
                 (td, ts)
             }
-            Mode::AsPrinted => (trend_literal(&self.owd), size_trend_literal(&self.sizes)),
+            Mode::AsPrinted if silent => (Trend::NoTrend, Trend::NoTrend),
+            Mode::AsPrinted => (trend_literal(&owd), size_trend_literal(&sizes)),
         };
-        if trend_d != Trend::Unknown {
+        if trend_d != Trend::Unknown && enough {
             self.prev_trend = trend_d;
         }
         if trend_d == Trend::Increasing && trend_s == Trend::Increasing {
@@ -514,7 +619,7 @@ impl Dlm {
         }
         let loss = self.loss_in_epoch;
         let increasing = trend_d == Trend::Increasing;
-        let zone = if increasing || daowd > d2 || (loss > 0 && daowd > d1) {
+        let zone = if silent || increasing || daowd > d2 || (loss > 0 && daowd > d1) {
             3
         } else if daowd <= d1 {
             1
@@ -522,8 +627,17 @@ impl Dlm {
             2
         };
         if zone == 3 {
-            let b = beta(&self.cfg, daowd, thr, increasing, loss > 0);
-            self.x_calc *= 1.0 - b;
+            // Loss above d1 and silence are not held off: packets are being lost now.
+            let lossy = silent || (loss > 0 && daowd > d1);
+            if lossy || now >= self.decrease_until {
+                let b = if silent {
+                    self.cfg.beta_max
+                } else {
+                    beta(&self.cfg, daowd, thr, increasing, loss > 0)
+                };
+                self.x_calc *= 1.0 - b;
+                self.decrease_until = now + self.cfg.decrease_holdoff;
+            }
         } else {
             self.x_calc += alpha(&self.cfg, daowd, d0, d1);
         }
@@ -540,6 +654,16 @@ impl Dlm {
             Some(self.x_calc.min(r_tcp))
         };
         self.r_target = r_target;
+        if zone == 3 {
+            self.zone3_since.get_or_insert(now);
+        } else {
+            self.zone3_since = None;
+        }
+        if zone == 3 && r_target.is_some_and(|r| r < self.core.cum_rate(1)) {
+            self.base_over_z3 += 1;
+        } else {
+            self.base_over_z3 = 0;
+        }
         self.last = Some(EpochReport {
             daowd,
             thresholds: thr,
@@ -551,8 +675,7 @@ impl Dlm {
             r_tcp,
             r_target: r_target.unwrap_or(f64::NAN),
         });
-        self.owd.clear();
-        self.sizes.clear();
+        self.samples.clear();
         self.loss_in_epoch = 0;
         self.epoch_start = now;
         self.next_epoch_check = Some(now + self.cfg.epoch_min.max(Duration::from_millis(1)));
@@ -605,10 +728,19 @@ impl Dlm {
         } else {
             self.leave_armed = None;
         }
-        // Exit rule: even the base layer exceeds R_TARGET for a sustained period.
-        if level == 1 && x < b_i {
+        // Exit rule: even the base layer exceeds R_TARGET for a sustained period, counted from
+        // the first epoch with R_TARGET < B_0 at whatever level (§6.2 profile [U]).
+        if x < self.core.cum_rate(1) {
             let since = *self.base_over_since.get_or_insert(now);
-            if now.saturating_since(since) >= self.cfg.exit_after {
+            // The 10 s count from the start of the zone-3 streak that brought R_TARGET down
+            // (congestion persisting 10 s), not only from the first epoch below B_0: halving
+            // X_calc from a dozen layers takes 4-5 one-second epochs at a squeezed link, so
+            // DE8's 15-s squeeze ended as the 10 s ran out (testbed, session 5).
+            let streak = self.zone3_since.unwrap_or(since).min(since);
+            if now.saturating_since(streak) >= self.cfg.exit_after
+                || (self.cfg.exit_zone3_epochs > 0
+                    && self.base_over_z3 >= self.cfg.exit_zone3_epochs)
+            {
                 let inp = self.inputs();
                 self.core.exit(now, "base-over-target-exit", inp);
             }
@@ -675,10 +807,21 @@ impl LayeredController for Dlm {
         let Observed::Held { lost } = self.core.observe(pkt.layer, pkt.seq) else {
             return;
         };
-        let owd = (now.as_micros() as i128 - pkt.send_time_us as i128) as f64 / 1e6;
-        let bucket = now.as_nanos() / 10_000_000_000;
+        // The packet's own receive time, not `now`: a host feeds held packets late (the
+        // player's quarantine of a newly joined layer holds them 150 ms, and it passes the
+        // latest arrival time as `now`), and `now − send` then read as up to 150 ms of
+        // queueing right after every join: a zone-3 leave 0.4-2 s after most testbed joins.
+        // A host that leaves `recv_time` unset (zero) gets `now`.
+        let at = if pkt.recv_time == Time::ZERO {
+            now
+        } else {
+            pkt.recv_time
+        };
+        let owd = (at.as_micros() as i128 - pkt.send_time_us as i128) as f64 / 1e6;
+        let bucket = at.as_nanos() / 10_000_000_000;
         match self.dmin.back_mut() {
-            Some((b, m)) if *b == bucket => *m = m.min(owd),
+            // A late-fed packet of an earlier bucket folds into the newest one.
+            Some((b, m)) if *b >= bucket => *m = m.min(owd),
             _ => self.dmin.push_back((bucket, owd)),
         }
         let keep = self.cfg.dmin_window.as_secs() / 10 + 1;
@@ -689,10 +832,10 @@ impl LayeredController for Dlm {
         {
             self.dmin.pop_front();
         }
-        if self.owd.len() < 100_000 {
-            self.owd.push(owd);
-            self.sizes.push(pkt.size as f64);
+        if self.samples.len() < 100_000 {
+            self.samples.push((pkt.send_time_us, owd, pkt.size as f64));
         }
+        self.last_packet_at = Some(at);
         self.losses.on_packets(1);
         if lost > 0 {
             let rtt = self.cfg.rtt_base.as_secs_f64() + self.last_daowd;
@@ -707,7 +850,7 @@ impl LayeredController for Dlm {
         }
         if self.next_epoch_check.is_some_and(|t| t <= now) {
             let age = now.saturating_since(self.epoch_start);
-            if self.owd.len() >= self.cfg.epoch_packets || age >= self.cfg.epoch_max {
+            if self.samples.len() >= self.cfg.epoch_packets || age >= self.cfg.epoch_max {
                 self.end_epoch(now);
             } else {
                 self.next_epoch_check = Some(now + Duration::from_millis(50));

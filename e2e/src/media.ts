@@ -53,12 +53,27 @@ export function serverArgs(f: LayeredFlow, k: number, ifAddr: string): string[] 
   ];
 }
 
-export function playerArgs(f: LayeredFlow, r: ReceiverDef, k: number, ifAddr: string, outDir: string, durationS: number): string[] {
+/** Whether the runner hands this session's players the description at start
+ *  (`--session-info`, fetched once from the server's HTTP API inside the sender's namespace):
+ *  PLM sessions, whose join-to-full-quality time plm.md E3 bounds at 2 s. Waiting for the
+ *  first multicast SAM cost up to one announcement interval (1 s) plus the announcement
+ *  group's graft before the base join (docs/testbed.md, plm/E3). */
+export function prefetchesDescription(f: LayeredFlow): boolean {
+  return f.protocol === 'plm';
+}
+
+/** The server's announcement of session `f` (the JSON `--session-info` reads). */
+export function announcementUrl(f: LayeredFlow, ifAddr: string): string {
+  return `http://${ifAddr}:8080/api/sessions/${encodeURIComponent(f.name)}/announcement`;
+}
+
+export function playerArgs(f: LayeredFlow, r: ReceiverDef, k: number, ifAddr: string, outDir: string, durationS: number, sessionInfo?: string): string[] {
   // A receiver protocol `fixed-N` holds layers 0..N-1 without a controller (`--fixed-layers`;
   // plm.md E1 measures the packet-pair estimator on a fixed subscription).
   const fixed = /^fixed-(\d+)$/.exec(r.protocol ?? f.protocol);
   return [
     '--announce', sessionAddrs(k).announce,
+    ...(sessionInfo ? ['--session-info', sessionInfo] : []),
     ...(fixed ? ['--fixed-layers', fixed[1]] : ['--controller', r.protocol ?? f.protocol]),
     '--interface', ifAddr,
     '--headless',

@@ -9,7 +9,7 @@ import { buildTopology, type Built } from './topology.js';
 import { collect, nsRun, sleep, waitExit } from './sh.js';
 import { findLink, ladderRates, monitorNames, type CbrFlow, type OnoffFlow, type Scenario, type TcpFlow } from './scenario.js';
 import { Monitor, measure, timeseriesCsv, type MeasResult } from './metrics.js';
-import { mediaBins, playerArgs, serverArgs, type PlayerLine } from './media.js';
+import { announcementUrl, mediaBins, playerArgs, prefetchesDescription, serverArgs, type PlayerLine } from './media.js';
 import type { Snapshot } from './linkemu.js';
 import { writeReport } from './report.js';
 import { analyseRun, appendToReport, qualityHtml, qualitySummary, type PlayerQuality } from './quality.js';
@@ -147,6 +147,7 @@ export function simulatorOnly(sc: Scenario): string | null {
     if (f.type === 'tfrc') return `flow ${f.name} is a TFRC flow with scripted loss`;
     if (f.type === 'web') return `flow ${f.name} is web-like background traffic`;
     if (f.type === 'tfrc-pcc') return `flow ${f.name} is a TFRC/PCC flow (simulator agents only)`;
+    if (f.type === 'aer') return `flow ${f.name} is an ${f.protocol} session with active repair servers`;
   }
   return null;
 }
@@ -170,7 +171,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
   for (const n of monitorNames(sc)) {
     const f = sc.flows.find((x) => n === x.name || n.startsWith(`${x.name}/`));
     if (!f) continue; // a simulator queue probe (`queue:FROM-TO`): not measured on the testbed
-    if (f.type === 'tfrc' || f.type === 'web' || f.type === 'tfrc-pcc') continue; // simulator only (refused above)
+    if (f.type === 'tfrc' || f.type === 'web' || f.type === 'tfrc-pcc' || f.type === 'aer') continue; // simulator only (refused above)
     const m = new Monitor(n, f.name, f.type);
     if (f.type === 'layered') {
       const rates = ladderRates(f.layers);
@@ -288,6 +289,28 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
         pipeTo(c, path.join(opts.outDir, `server-${f.name}.log`));
       });
       later(stop, () => stopNamed(net, `server ${f.name}`));
+      // PLM players start with the description in hand (`prefetchesDescription`): fetched
+      // inside the sender's namespace (no packet crosses the emulated links) 0.5 s after the
+      // server starts, and again by a starting receiver if that failed; without it a player
+      // waits for the multicast SAM as before.
+      const infoFile = path.join(opts.outDir, `session-${f.name}.json`);
+      let infoP: Promise<string | undefined> | undefined;
+      const fetchDescription = async (): Promise<string | undefined> => {
+        const res = await nsRun(srcNs, 'curl', ['-sf', '--max-time', '1', announcementUrl(f, srcIf.addr)], { timeoutMs: 2000, allowFail: true });
+        if (res.code !== 0) {
+          notes.push(`${f.name}: session description not fetched (curl ${res.code}): players wait for the SAM`);
+          infoP = undefined;
+          return undefined;
+        }
+        fs.writeFileSync(infoFile, res.stdout);
+        return infoFile;
+      };
+      const description = (): Promise<string | undefined> => {
+        if (!prefetchesDescription(f)) return Promise.resolve(undefined);
+        infoP ??= fetchDescription();
+        return infoP;
+      };
+      later(start + 0.5, async () => void (await description()));
       for (const r of f.receivers) {
         const mon = mons.get(`${f.name}/${r.name}`)!;
         const rs = r.start_s + rand() * r.start_jitter_s;
@@ -299,7 +322,8 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
         pending.push(
           new Promise<void>((resolve) => {
             later(rs, async () => {
-              const c = net.procs.spawnIn(b.nodeNs.get(r.at)!, `player ${f.name}/${r.name}`, bins.player!, playerArgs(f, r, sk, ifc.addr, dir, re - rs));
+              const info = await description();
+              const c = net.procs.spawnIn(b.nodeNs.get(r.at)!, `player ${f.name}/${r.name}`, bins.player!, playerArgs(f, r, sk, ifc.addr, dir, re - rs, info));
               pipeTo(c, path.join(dir, 'stderr.log'));
               await waitExit(c, (re - rs + 10) * 1000);
               resolve();

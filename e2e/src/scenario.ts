@@ -119,7 +119,16 @@ export interface TfrcPccFlow extends FlowCommon {
   to: string;
   pcc: { rate_kbps: number; t_s: number; protected_s: number; ali_n: number } | null;
 }
-export type Flow = LayeredFlow | TcpFlow | CbrFlow | OnoffFlow | TfmccFlow | TfrcFlow | WebFlow | TfrcPccFlow;
+/** A single-rate active-network session (the simulator's `agents/aer.rs`: AER/NCA with repair
+ *  servers, or PGMCC): simulator only; parsed so the testbed reads every catalogue file. */
+export interface AerFlow extends FlowCommon {
+  type: 'aer';
+  from: string;
+  protocol: string;
+  repair_servers: string[];
+  receivers: ReceiverDef[];
+}
+export type Flow = LayeredFlow | TcpFlow | CbrFlow | OnoffFlow | TfmccFlow | TfrcFlow | WebFlow | TfrcPccFlow | AerFlow;
 
 export interface ScheduleItem {
   at_s: number;
@@ -317,6 +326,20 @@ function parseFlow(f: Record<string, unknown>, i: number): Flow {
           : null,
       };
     }
+    case 'aer': {
+      only(f, [...COMMON, 'from', 'protocol', 'repair_servers', 'receivers'], w);
+      const rs = (f.repair_servers as unknown[] | undefined) ?? [];
+      if (!Array.isArray(rs)) throw bad(`${w}.repair_servers`, 'must be a list of nodes');
+      return {
+        ...common,
+        packet_size: num(f.packet_size, `${w}.packet_size`, 1000),
+        type: 'aer',
+        from: str(f.from, `${w}.from`),
+        protocol: f.protocol == null ? 'aer-nca' : str(f.protocol, `${w}.protocol`),
+        repair_servers: rs.map((x, j) => str(x, `${w}.repair_servers[${j}]`)),
+        receivers: receiverDefs((f.receivers as Record<string, unknown>[] | undefined) ?? [], w, false),
+      };
+    }
     default:
       throw bad(`${w}.type`, `unknown flow type ${JSON.stringify(f.type)}`);
   }
@@ -430,6 +453,8 @@ export function validate(sc: Scenario): void {
       for (const r of f.receivers) node(r.at);
     } else if (f.type === 'tfmcc') {
       for (const r of f.receivers) node(r.at);
+    } else if (f.type === 'aer') {
+      for (const n of [...f.receivers.map((r) => r.at), ...f.repair_servers]) node(n);
     } else node(f.to);
   }
   for (const s of sc.schedule) {
@@ -443,7 +468,7 @@ export function validate(sc: Scenario): void {
 export function monitorNames(sc: Scenario): string[] {
   const v: string[] = [];
   for (const f of sc.flows) {
-    if (f.type === 'layered' || f.type === 'tfmcc') for (const r of f.receivers) v.push(`${f.name}/${r.name}`);
+    if (f.type === 'layered' || f.type === 'tfmcc' || f.type === 'aer') for (const r of f.receivers) v.push(`${f.name}/${r.name}`);
     else if (f.type === 'tfrc-pcc') v.push(`${f.name}/receiver`);
     else v.push(f.name);
     // The simulator monitors a TFMCC sender's own rate as `<flow>/sender` (S21's peak).

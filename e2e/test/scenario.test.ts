@@ -72,5 +72,6 @@ test('the runner names what only the simulator can run (ACC routers, ALMA nodes)
   assert.match(simulatorOnly(loadScenario(path.join(dir, 'an-acc-fast.yaml'))) ?? '', /ACC TCP/);
   assert.match(simulatorOnly(loadScenario(path.join(dir, 'alma-m1-heterogeneous-tree.yaml'))) ?? '', /ALMA/);
   assert.match(simulatorOnly(loadScenario(path.join(dir, 'pcc-s11-tcp-friendliness.yaml'))) ?? '', /TFRC\/PCC/);
+  assert.match(simulatorOnly(loadScenario(path.join(dir, 'an-s1a-jain.yaml'))) ?? '', /aer-nca session with active repair servers/);
   assert.equal(simulatorOnly(loadScenario(path.join(dir, 'era-exp1-convergence.yaml'))), null);
 });

@@ -37,6 +37,9 @@ extern "C" fn on_signal(_: libc::c_int) {
 #[derive(Clone, Debug)]
 pub struct Args {
     pub session_url: Option<String>,
+    /// The session description handed over at start (`--session-info FILE`): the player joins
+    /// the base layer at once instead of waiting for the first announcement.
+    pub session_info: Option<congestion::SessionInfo>,
     pub announce: Option<SocketAddrV4>,
     pub controller: String,
     pub fixed_layers: Option<u8>,
@@ -72,6 +75,9 @@ const HELP: &str = "layercast-player: receive a layered multicast session
 
   --session-url URL      http://SERVER/api/sessions/ID/announcement (polled once a second)
   --announce GROUP:PORT  listen for SAMs on this group instead (e.g. 239.255.76.1:5000)
+  --session-info FILE    start from this session description (the JSON the server serves at
+                         /api/sessions/ID/announcement): join the base layer at once instead
+                         of waiting up to one announcement interval; later SAMs replace it
   --controller NAME      receiver-driven controller (era, era-thesis, plm, ..., tfmcc) [default: era;
                          era is the thesis' ERA without single-pair decisions, docs/protocols/era.md E13];
                          tfrc: receive a unicast TFRC flow instead (--controller tfrc --help)
@@ -98,9 +104,21 @@ const HELP: &str = "layercast-player: receive a layered multicast session
                          any: any-source joins regardless
 ";
 
+/// Reads and checks a session description file (`--session-info`): the same JSON and the same
+/// validation as an HTTP announcement, so a bad file is a clear error at start, never a panic.
+fn read_session_info(path: &str) -> Result<congestion::SessionInfo> {
+    let body = std::fs::read(path).map_err(|e| Error::io(format!("reading {path:?}"), e))?;
+    let info: congestion::SessionInfo = serde_json::from_slice(&body)
+        .map_err(|e| Error::arg("session-info", format!("{path:?}: {e}")))?;
+    congestion::wire::sam::validate(&info)
+        .map_err(|e| Error::arg("session-info", format!("{path:?}: {e}")))?;
+    Ok(info)
+}
+
 fn parse_args(args: &[String]) -> Result<Option<Args>> {
     let mut a = Args {
         session_url: None,
+        session_info: None,
         announce: None,
         controller: "era".into(),
         fixed_layers: None,
@@ -169,6 +187,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
                 }
                 a.announce = Some(s)
             }
+            "session-info" => a.session_info = Some(read_session_info(&val)?),
             "controller" => a.controller = val.clone(),
             "fixed-layers" => a.fixed_layers = Some(val.parse().map_err(|e| bad(&e))?),
             "interface" => a.interface = val.parse().map_err(|e| bad(&e))?,
@@ -210,10 +229,10 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         }
         i += 1;
     }
-    if a.session_url.is_none() && a.announce.is_none() {
+    if a.session_url.is_none() && a.announce.is_none() && a.session_info.is_none() {
         return Err(Error::arg(
             "session-url",
-            "give --session-url URL or --announce GROUP:PORT",
+            "give --session-url URL, --announce GROUP:PORT or --session-info FILE",
         ));
     }
     if !a.headless {
@@ -295,6 +314,47 @@ fn main() {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Result<Option<Args>> {
+        parse_args(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    /// `--session-info` takes the server's announcement JSON; a bad or missing file is an
+    /// argument error at start.
+    #[test]
+    fn session_info_file_is_read_and_checked() {
+        let dir = std::env::temp_dir().join(format!("lc-player-si-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut info = congestion::SessionInfo::equal_layers(
+            10,
+            50_000,
+            Ipv4Addr::new(239, 255, 100, 0),
+            5004,
+        );
+        info.session_id = 77;
+        let good = dir.join("good.json");
+        std::fs::write(&good, serde_json::to_vec(&info).unwrap()).unwrap();
+        let a = args(&["--session-info", good.to_str().unwrap(), "--headless"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.session_info.as_ref(), Some(&info));
+        let bad = dir.join("bad.json");
+        std::fs::write(&bad, b"{\"session_id\": 1}").unwrap();
+        let e = args(&["--session-info", bad.to_str().unwrap()]).unwrap_err();
+        assert!(
+            matches!(e, Error::Arg { ref key, .. } if key == "session-info"),
+            "{e}"
+        );
+        let mut empty = info.clone();
+        empty.layers.clear();
+        std::fs::write(&bad, serde_json::to_vec(&empty).unwrap()).unwrap();
+        assert!(args(&["--session-info", bad.to_str().unwrap()]).is_err());
+        let missing = dir.join("missing.json");
+        assert!(args(&["--session-info", missing.to_str().unwrap()]).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// `disable_thp` must leave the process with THP disabled (the flag the kernel checks at
     /// every fault and in khugepaged); without it the soak's RssAnon steps come back.
     #[test]

@@ -492,6 +492,10 @@ fn telemetry_poster(url: String, rx: Receiver<Value>) {
     }
 }
 
+/// A joining player that has decoded nothing asks for a key picture again after this long
+/// (a lost request, or a server that was rate-limiting requests).
+const KEY_REQUEST_RETRY: Duration = Duration::from_millis(1500);
+
 /// Per-second ticks between two [`trim_heap`] calls.
 const TRIM_EVERY_TICKS: u64 = 10;
 
@@ -576,6 +580,11 @@ fn parse_packet(buf: &[u8], ts: u64, drops: &mut Drops) -> Option<(CcFields, u16
 pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let (ev_tx, ev_rx) = mpsc::channel::<Event>();
+    // A description handed over at start is the first announcement: the base layer is joined
+    // in the first turn of the loop, not one announcement interval later (plm/E3).
+    if let Some(i) = a.session_info.clone() {
+        let _ = ev_tx.send(Event::Announcement(i));
+    }
     let mut threads = Vec::new();
     let refresh_security = Arc::new(AtomicBool::new(false));
     // A TFMCC player's receiver id, known before the description is fetched: an
@@ -678,6 +687,13 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     // SSRCs of the session before the current one (see `Drops::old_session`).
     let mut retired: Vec<u32> = Vec::new();
     let mut first_join_ns: Option<u64> = None;
+    // `POST .../api/sessions/ID/keyframe` (docs/player.md "Join-time key picture").
+    let key_url = a
+        .session_url
+        .as_deref()
+        .and_then(crate::auth::description_url)
+        .map(|d| format!("{d}/keyframe"));
+    let mut last_key_request: Option<Instant> = None;
     let mut pending_decisions: Vec<Value> = Vec::new();
     let mut fixed_held: u8 = 0;
     let mut buf = vec![0u8; 2048];
@@ -1077,6 +1093,37 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         }
         if let Some(v) = video.as_mut() {
             v.set_layers(layers.iter().filter(|l| l.sock.is_some()).count());
+            // Join-time key picture: while layer 0 is held and nothing has been decoded yet,
+            // ask the server for a key picture (again every KEY_REQUEST_RETRY), so a joining
+            // player does not wait up to a whole periodic key interval.
+            let base_held = layers.first().is_some_and(|l| l.sock.is_some());
+            if base_held && v.decoded == 0 {
+                if let Some(url) = key_url.as_deref() {
+                    if last_key_request.is_none_or(|t: Instant| t.elapsed() >= KEY_REQUEST_RETRY) {
+                        last_key_request = Some(Instant::now());
+                        v.key_requests += 1;
+                        let url = url.to_string();
+                        std::thread::spawn(move || {
+                            let _ = http_client::request(
+                                "POST",
+                                &url,
+                                Some(b""),
+                                Duration::from_millis(500),
+                            );
+                        });
+                    }
+                }
+            } else if !base_held {
+                last_key_request = None;
+            }
+            if let (Some(sl), Some(url)) = (v.take_sync_request(), key_url.as_deref()) {
+                v.key_requests += 1;
+                let url = format!("{url}?spatial={sl}");
+                std::thread::spawn(move || {
+                    let _ =
+                        http_client::request("POST", &url, Some(b""), Duration::from_millis(500));
+                });
+            }
             v.tick(net::realtime_ns());
         }
         // 8. Once a second: log, telemetry, metrics.
@@ -1304,7 +1351,8 @@ fn video_totals(v: &mut crate::video::Video) -> serde_json::Value {
         "decoder_errors": v.decoder_errors, "push_errors": v.push_errors,
         "pictures": st.pictures, "pictures_skipped": st.pictures_skipped,
         "frames_incomplete": st.frames_incomplete, "late": st.late,
-        "malformed": st.malformed})
+        "malformed": st.malformed, "key_requests": v.key_requests,
+        "hidden": v.hidden})
 }
 
 #[cfg(test)]

@@ -42,6 +42,13 @@ pub struct Video {
     /// Frames decoded after their display time (shown at once, the clock does not slip).
     pub late_frames: u64,
     pub decoded: u64,
+    /// Key pictures asked of the server (join time, `receiver`).
+    pub key_requests: u64,
+    /// Decoded pictures not shown: below the steady spatial layer (`ShowFilter`).
+    pub hidden: u64,
+    /// An upper spatial layer was newly joined: its re-sync is to be requested.
+    sync_request: Option<u8>,
+    show: ShowFilter,
     /// Every layer on one stream (TFMCC): the layer of a packet comes from its payload
     /// descriptor, and holding the stream means holding every layer.
     single_stream: bool,
@@ -89,13 +96,86 @@ impl PlayoutClock {
         }
         let mut v: Vec<i64> = self.lateness.iter().copied().collect();
         v.sort_unstable();
-        let q = v[((v.len() - 1) as f64 * self.quantile).round() as usize];
+        // The quantile, but never above the largest lateness of the last `RECENT` pictures:
+        // when lateness falls for good (the decoder catching up after a slow start or after
+        // the pictures held behind a key picture), the clock follows within `RECENT`
+        // pictures instead of holding every picture at the window's old median for up to
+        // half the window (measured: up to 0.44 s held after a start-up backlog,
+        // docs/player.md "Session 5"). One isolated slow picture still cannot raise it.
+        let recent = self
+            .lateness
+            .iter()
+            .rev()
+            .take(RECENT)
+            .copied()
+            .max()
+            .unwrap_or(0);
+        let q = v[((v.len() - 1) as f64 * self.quantile).round() as usize].min(recent);
         let target = (nominal + self.delay_ns as i64 + q).max(0) as u64;
         let due = target.max(now_ns).max(self.last_due);
         self.last_due = due;
         (due, target < now_ns)
     }
 }
+
+/// Which decoded pictures are shown. A holder of 5 layers of L3T3 ((0,0..2), (1,0), (1,1))
+/// gets 320x180 TL0/TL1 pictures and 160x90 TL2 pictures between them: shown as they come,
+/// the resolution flickers every other picture (and so did the y4m segments of the frame
+/// log). So only pictures that reach the *steady* spatial layer are shown: the highest
+/// spatial layer whose held temporal layers give at least half the full frame rate (5
+/// layers: spatial 1 at 7.5 of 15 fps). The others are still decoded (the decoder's
+/// reference state needs them) but not shown (`hidden`). Below half the rate (4 layers:
+/// spatial 1 at TL0 only, 3.75 fps) the lower layer is steady and everything is shown, as a
+/// 3.75-fps picture would count as a freeze. If no picture has reached the steady layer for
+/// [`STEADY_LAYER_STALE_NS`] (the layer was just joined and waits for its switch point, or
+/// its packets are lost), lower pictures are shown rather than nothing.
+#[derive(Debug, Clone, Default)]
+struct ShowFilter {
+    /// Pictures whose top spatial layer is below this are decoded, not shown.
+    min_spatial: u8,
+    /// Decode time of the last picture at `min_spatial` or above (ns).
+    last_steady_ns: Option<u64>,
+}
+
+/// See [`ShowFilter`]: two steady-layer picture intervals at the lowest shown rate (7.5 fps)
+/// plus margin.
+const STEADY_LAYER_STALE_NS: u64 = 500_000_000;
+
+impl ShowFilter {
+    /// The subscription is layers 0..=`top` of `ladder`.
+    fn set_top(&mut self, ladder: &LayerLadder, top: Option<usize>) {
+        self.min_spatial = top.map_or(0, |k| steady_spatial(ladder, k));
+    }
+
+    /// Whether a picture whose top spatial layer is `top_spatial`, decoded at `now_ns`, is
+    /// shown.
+    fn show(&mut self, top_spatial: u8, now_ns: u64) -> bool {
+        if top_spatial >= self.min_spatial {
+            self.last_steady_ns = Some(now_ns);
+            return true;
+        }
+        self.last_steady_ns
+            .is_none_or(|t| now_ns.saturating_sub(t) > STEADY_LAYER_STALE_NS)
+    }
+}
+
+/// The highest spatial layer a holder of layers 0..=`k` gets at least half the full frame
+/// rate of (the 0212 / 01 temporal patterns are dyadic: TL0..=t carries 2^(t+1-T) of the
+/// pictures).
+fn steady_spatial(ladder: &LayerLadder, k: usize) -> u8 {
+    let nt = ladder.temporal_layers().max(1);
+    (0..ladder.spatial_layers())
+        .rev()
+        .find(|&s| {
+            ladder
+                .max_temporal(k, s)
+                .is_some_and(|t| t.min(nt - 1) + 2 >= nt)
+        })
+        .unwrap_or(0)
+}
+
+/// Pictures whose largest lateness caps the playout clock's quantile (`PlayoutClock::due`).
+const RECENT: usize = 4;
 
 /// A decoded picture waiting for its display time.
 struct Pending {
@@ -211,6 +291,10 @@ impl Video {
             ),
             late_frames: 0,
             decoded: 0,
+            key_requests: 0,
+            hidden: 0,
+            sync_request: None,
+            show: ShowFilter::default(),
             single_stream,
         })
     }
@@ -223,9 +307,25 @@ impl Video {
             _ => held.checked_sub(1),
         };
         if top != self.top {
+            // A newly held upper spatial layer decodes from its next switch point: ask the
+            // server to re-sync it (the periodic re-sync is only at key pictures, docs/server.md
+            // "Join-time key pictures"). Before anything decoded, the key request covers it.
+            let spatial =
+                |k: Option<usize>| k.and_then(|k| self.asm.ladder().cell(k)).map(|c| c.spatial);
+            if let (Some(new), old) = (spatial(top), spatial(self.top)) {
+                if new > 0 && old.is_none_or(|o| new > o) && self.decoded > 0 {
+                    self.sync_request = Some(new);
+                }
+            }
             self.top = top;
             self.asm.set_top_layer(top);
+            self.show.set_top(self.asm.ladder(), top);
         }
+    }
+
+    /// The spatial layer to ask the server to re-sync, once (see `set_layers`).
+    pub fn take_sync_request(&mut self) -> Option<u8> {
+        self.sync_request.take()
     }
 
     /// One received packet of layer `k` (payload-less padding packets are skipped).
@@ -275,6 +375,10 @@ impl Video {
                     self.decoded += 1;
                     let decoded_ns = crate::net::realtime_ns();
                     self.first_decoded_ns.get_or_insert(decoded_ns);
+                    if !self.show.show(pic.top_spatial(), decoded_ns) {
+                        self.hidden += 1;
+                        continue;
+                    }
                     let arrival_ns = self
                         .arrivals
                         .iter()
@@ -414,6 +518,25 @@ mod tests {
         assert!(dues[10..].iter().all(|&d| d == 10 * ms), "{dues:?}");
     }
 
+    /// A slow start: the first 15 pictures are decoded late by 600 ms falling to 40 ms (the
+    /// decoder catching up), then every picture 40 ms late. Once caught up, pictures are shown
+    /// when decoded; the median of the 2-s window alone held them back by up to ~0.3 s.
+    #[test]
+    fn playout_clock_follows_a_catch_up_within_a_few_pictures() {
+        let ms = 1_000_000u64;
+        let mut c = PlayoutClock::new(0, 30, 0.5);
+        let mut held = Vec::new();
+        for i in 0..40u64 {
+            let capture = 1_000 * ms + i * 67 * ms;
+            let lat = if i < 15 { (600 - 40 * i) * ms } else { 40 * ms };
+            let now = capture + lat;
+            let (due, _) = c.due((i * 6000) as u32, now);
+            held.push((due - now) / ms);
+        }
+        // From 4 pictures after the catch-up on, nothing is held.
+        assert!(held[19..].iter().all(|&h| h == 0), "{held:?}");
+    }
+
     #[test]
     fn playout_clock_follows_lateness_up_and_down_with_delay() {
         let ms = 1_000_000u64;
@@ -435,6 +558,61 @@ mod tests {
                 assert_eq!(due - capture, 120 * ms, "picture {i}");
             }
         }
+    }
+
+    /// Steady spatial layer per subscription of L3T3 (layers in spatial-major order).
+    #[test]
+    fn steady_spatial_layer_per_subscription() {
+        let ladder =
+            LayerLadder::spatial_major(&[vec![45, 15, 15], vec![120, 40, 40], vec![300, 100, 100]])
+                .unwrap();
+        // k: 0..=2 spatial 0; 3 = (1,0) only TL0 at spatial 1 (1/4 of the pictures): 0;
+        // 4 = (1,1): half: 1; 5 = (1,2): 1; 6 = (2,0): 1; 7, 8: 2.
+        let got: Vec<u8> = (0..9).map(|k| steady_spatial(&ladder, k)).collect();
+        assert_eq!(got, vec![0, 0, 0, 0, 1, 1, 1, 2, 2]);
+        let l1t2 = LayerLadder::spatial_major(&[vec![100, 50]]).unwrap();
+        assert_eq!(steady_spatial(&l1t2, 0), 0);
+        let l2t2 = LayerLadder::spatial_major(&[vec![100, 50], vec![200, 100]]).unwrap();
+        // (1,0) alone is half the pictures at spatial 1.
+        assert_eq!(steady_spatial(&l2t2, 2), 1);
+    }
+
+    /// Five layers of L3T3: the 0212 pattern gives 320x180 (top spatial 1) TL0/TL1
+    /// pictures and 160x90 TL2 pictures; only the 320x180 ones are shown once they flow,
+    /// lower ones when the upper layer stalls.
+    #[test]
+    fn only_steady_layer_pictures_are_shown() {
+        let ladder =
+            LayerLadder::spatial_major(&[vec![45, 15, 15], vec![120, 40, 40], vec![300, 100, 100]])
+                .unwrap();
+        let ms = 1_000_000u64;
+        let mut f = ShowFilter::default();
+        f.set_top(&ladder, Some(4));
+        // Just joined spatial 1 (waiting for its sync): spatial-0 pictures are shown.
+        assert!(f.show(0, 0));
+        assert!(f.show(0, 67 * ms));
+        // Spatial 1 flows: TL2 pictures (spatial 0 only) are hidden.
+        let mut t = 134 * ms;
+        let mut shown = Vec::new();
+        for i in 0..16 {
+            let top = if i % 2 == 1 { 0 } else { 1 };
+            shown.push(f.show(top, t));
+            t += 67 * ms;
+        }
+        assert_eq!(shown, (0..16).map(|i| i % 2 == 0).collect::<Vec<_>>());
+        // Spatial 1 stops (packets lost) after the picture at `last`: for 0.5 s spatial-0
+        // pictures stay hidden, then they are shown again.
+        let last = t - 2 * 67 * ms;
+        while t <= last + 480 * ms {
+            assert!(!f.show(0, t));
+            t += 20 * ms;
+        }
+        t = last + 520 * ms;
+        assert!(f.show(0, t));
+        // Down to 4 layers: spatial 1 at 1/4 of the rate is not steady, everything shows.
+        f.set_top(&ladder, Some(3));
+        assert!(f.show(1, t + 67 * ms));
+        assert!(f.show(0, t + 134 * ms));
     }
 
     #[test]

@@ -186,6 +186,8 @@ pub fn need_of(method: &str, parts: &[&str]) -> Need {
     match (method, parts) {
         ("GET", ["api", "sessions", _, "keys"]) => Need::Keys,
         ("POST", ["api", "telemetry"]) => Need::Telemetry,
+        // A joining player's key-picture request: the player token, like its telemetry.
+        ("POST", ["api", "sessions", _, "keyframe"]) => Need::Telemetry,
         ("GET", ["api", ..]) | ("GET", ["metrics"]) => Need::Read,
         ("GET", _) => Need::Public,
         _ => Need::Control,
@@ -302,6 +304,10 @@ mod tests {
         assert_eq!(need_of("GET", &["metrics"]), Need::Read);
         assert_eq!(need_of("GET", &["assets", "x.js"]), Need::Public);
         assert_eq!(need_of("POST", &["api", "telemetry"]), Need::Telemetry);
+        assert_eq!(
+            need_of("POST", &["api", "sessions", "s", "keyframe"]),
+            Need::Telemetry
+        );
         assert_eq!(need_of("POST", &["api", "sessions"]), Need::Control);
         assert_eq!(need_of("DELETE", &["api", "sessions", "a"]), Need::Control);
         assert_eq!(need_of("PUT", &["anything"]), Need::Control);

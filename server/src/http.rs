@@ -218,6 +218,28 @@ fn handle(mut req: Request, state: &Arc<State>, stop: &Arc<AtomicBool>) {
             }
             None => error_resp(404, "no such session"),
         },
+        (Method::Post, ["api", "sessions", id, "keyframe"]) => match state.session(id) {
+            Some(s) => {
+                // `?spatial=N`: re-sync spatial layer N (1..=7) instead of a key picture.
+                let spatial = query
+                    .split('&')
+                    .find_map(|kv| kv.strip_prefix("spatial="))
+                    .map(|v| v.parse::<u8>().ok().filter(|n| (1..8).contains(n)));
+                match (&s.queues, spatial) {
+                    (None, _) => error_resp(404, "session has no video"),
+                    (Some(_), Some(None)) => bad(state, "keyframe: spatial must be 1..=7"),
+                    (Some(q), Some(Some(n))) => {
+                        q.request_sync(n);
+                        Response::from_data(Vec::new()).with_status_code(204)
+                    }
+                    (Some(q), None) => {
+                        q.request_key();
+                        Response::from_data(Vec::new()).with_status_code(204)
+                    }
+                }
+            }
+            None => error_resp(404, "no such session"),
+        },
         (Method::Get, ["api", "sessions", id, "keys"]) => match state.session(id) {
             Some(s) => match state.keys_json(&s, query) {
                 Some(Ok(k)) => json_resp(200, &k),

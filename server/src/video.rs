@@ -14,7 +14,7 @@ use codec::synth;
 use codec::vp9rtp::{LayerPacket, LayerStreams, StreamConfig};
 use codec::vpx::{SvcConfig, SvcEncoder};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,18 @@ pub struct LayerQueues {
     pub encode_errors: AtomicU64,
     /// Frames the QR stamper or the reference writer failed on.
     pub stamp_errors: AtomicU64,
+    /// A receiver asked for a key picture (`POST /api/sessions/ID/keyframe`, sent by a
+    /// player when it joins): the encoder thread forces one on the next TL0 picture, at most
+    /// one per [`KEY_REQUEST_MIN_INTERVAL`] (a later request waits, it is not lost).
+    pub key_requested: AtomicBool,
+    /// Spatial layers (bit s) a receiver asked to be re-synced (`?spatial=s`, sent by a player
+    /// when it joins a new upper spatial layer): forced on the next TL0 picture, at most one
+    /// re-sync or key picture per [`KEY_REQUEST_MIN_INTERVAL`].
+    pub sync_requested: AtomicU8,
+    /// Key-picture and re-sync requests received, and key pictures / re-syncs forced for them.
+    pub key_requests: AtomicU64,
+    pub keys_forced: AtomicU64,
+    pub syncs_forced: AtomicU64,
     /// Total encoder target asked for by a TFMCC sender, kbit/s (0: the configured ladder).
     /// The encoder thread applies a new value before its next picture
     /// (`SvcEncoder::set_total_kbps`, docs/protocols/tfmcc.md "Live video").
@@ -85,7 +97,29 @@ impl Burst {
 
 const MAX_QUEUED: usize = 400;
 
+/// Requested key pictures come no sooner than this after any key picture (periodic or
+/// requested), whatever the number of joining players: a join storm costs at most two key
+/// pictures per second, and a joiner waits at most this long on top of the next TL0 picture.
+/// With 1 s, 3 of 5 bench joins waited 0.85-0.9 s for their key picture (a periodic or the
+/// previous player's key had just gone), and join to first frame rose to 1.3-1.4 s at load
+/// 11-15; a request that arrives within it is kept, not lost.
+pub const KEY_REQUEST_MIN_INTERVAL: Duration = Duration::from_millis(500);
+
 impl LayerQueues {
+    /// Asks the encoder for a key picture (see `key_requested`).
+    pub fn request_key(&self) {
+        self.key_requests.fetch_add(1, Ordering::Relaxed);
+        self.key_requested.store(true, Ordering::Relaxed);
+    }
+
+    /// Asks the encoder to re-sync spatial layer `s` (1..=7; see `sync_requested`).
+    pub fn request_sync(&self, s: u8) {
+        if (1..8).contains(&s) {
+            self.key_requests.fetch_add(1, Ordering::Relaxed);
+            self.sync_requested.fetch_or(1 << s, Ordering::Relaxed);
+        }
+    }
+
     /// Takes the next packet of layer `k`.
     pub fn pop(&self, k: usize) -> Option<LayerPacket> {
         lock(&self.queues).get_mut(k).and_then(VecDeque::pop_front)
@@ -138,7 +172,12 @@ fn svc_config(v: &ResolvedVideo) -> SvcConfig {
     c.scales = Vec::new();
     c.cell_kbps = v.cell_kbps.clone();
     c.keyframe_interval = v.keyframe_interval;
-    c.spatial_sync_interval = v.fps;
+    // No periodic re-sync of the upper spatial layers between key pictures: each is an
+    // upper-layer frame of ~2.7x its budget that holds the pictures behind it like a key
+    // picture does (docs/server.md "Join-time key pictures"); with a 15-frame sync interval
+    // and 2-s keys one came between every two keys, so the large frames came every ~1.07 s.
+    // Upper layers re-sync at every key picture and on a joining player's request.
+    c.spatial_sync_interval = 0;
     c
 }
 
@@ -284,6 +323,7 @@ pub fn start(
     *lock(&queues.queues) = vec![VecDeque::new(); n];
     *lock(&queues.burst) = Burst::for_video(v);
     let (w, h, fps) = (v.width, v.height, v.fps);
+    let v_spatial = v.spatial;
     let mut reader = match &source {
         FrameSource::Synthetic => None,
         FrameSource::Gst(src) => Some(GstReader {
@@ -311,6 +351,9 @@ pub fn start(
             let t0 = Instant::now();
             let mut i: u64 = 0;
             let mut applied_kbps = 0u64;
+            let mut last_key: Option<Instant> = None;
+            // Last key picture or spatial re-sync (the pictures with a large upper-layer frame).
+            let mut last_big: Option<Instant> = None;
             while !stop.load(Ordering::Relaxed) {
                 let due = t0 + frame_time * i as u32;
                 let now = Instant::now();
@@ -357,26 +400,34 @@ pub fn start(
                         queues.encode_errors.fetch_add(1, Ordering::Relaxed);
                     }
                 }
+                if queues.key_requested.load(Ordering::Relaxed)
+                    && last_key.is_none_or(|t| t.elapsed() >= KEY_REQUEST_MIN_INTERVAL)
+                {
+                    queues.key_requested.store(false, Ordering::Relaxed);
+                    queues.keys_forced.fetch_add(1, Ordering::Relaxed);
+                    enc.request_keyframe();
+                }
+                let sync = queues.sync_requested.load(Ordering::Relaxed);
+                if sync != 0 && last_big.is_none_or(|t| t.elapsed() >= KEY_REQUEST_MIN_INTERVAL) {
+                    queues.sync_requested.store(0, Ordering::Relaxed);
+                    queues.syncs_forced.fetch_add(1, Ordering::Relaxed);
+                    for sl in 1..v_spatial {
+                        if sync & (1 << sl) != 0 {
+                            enc.request_spatial_sync(sl);
+                        }
+                    }
+                }
                 let pts = (i * 90_000 / fps as u64) as i64;
                 i += 1;
                 match enc.encode(&f, pts) {
-                    Ok(Some(pic)) => match streams.packets(&pic) {
-                        Ok(per_layer) => {
-                            queues.pictures.fetch_add(1, Ordering::Relaxed);
-                            let mut q = lock(&queues.queues);
-                            for (k, pkts) in per_layer.into_iter().enumerate() {
-                                q[k].extend(pkts);
-                                while q[k].len() > MAX_QUEUED {
-                                    q[k].pop_front();
-                                    queues.dropped.fetch_add(1, Ordering::Relaxed);
-                                }
-                            }
-                            queues.pushed.notify_all();
+                    Ok(Some(pic)) if pic.key || pic.sync_mask != 0 => {
+                        if pic.key {
+                            last_key = Some(Instant::now());
                         }
-                        Err(_) => {
-                            queues.encode_errors.fetch_add(1, Ordering::Relaxed);
-                        }
-                    },
+                        last_big = Some(Instant::now());
+                        queue_picture(&queues, &mut streams, &pic);
+                    }
+                    Ok(Some(pic)) => queue_picture(&queues, &mut streams, &pic),
                     Ok(None) => {}
                     Err(_) => {
                         queues.encode_errors.fetch_add(1, Ordering::Relaxed);
@@ -385,6 +436,31 @@ pub fn start(
             }
         })
         .map_err(|e| Error::io("spawning the encoder thread", e))
+}
+
+/// Packetizes one encoded picture into the layers' queues and wakes the pacer.
+fn queue_picture(
+    queues: &LayerQueues,
+    streams: &mut LayerStreams,
+    pic: &codec::vpx::EncodedPicture,
+) {
+    match streams.packets(pic) {
+        Ok(per_layer) => {
+            queues.pictures.fetch_add(1, Ordering::Relaxed);
+            let mut q = lock(&queues.queues);
+            for (k, pkts) in per_layer.into_iter().enumerate() {
+                q[k].extend(pkts);
+                while q[k].len() > MAX_QUEUED {
+                    q[k].pop_front();
+                    queues.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            queues.pushed.notify_all();
+        }
+        Err(_) => {
+            queues.encode_errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 fn unix_ns() -> u64 {
@@ -959,6 +1035,8 @@ mod latency_study {
         for intra in intras {
             let pics = trace(&v, m, secs, intra);
             let nk = pics.iter().filter(|p| p.key).count();
+            let kidx: Vec<usize> = (0..pics.len()).filter(|&i| pics[i].key).collect();
+            eprintln!("key pictures at {kidx:?}");
             let tot: Vec<usize> = (0..9)
                 .map(|k| pics.iter().map(|p| p.pkts[k]).sum())
                 .collect();

@@ -250,14 +250,16 @@ impl SvcEncoder {
             cfg.rc_buf_initial_sz = conf.rc_buf_initial_ms;
             cfg.rc_buf_optimal_sz = conf.rc_buf_optimal_ms;
             cfg.rc_buf_sz = conf.rc_buf_ms;
-            cfg.kf_mode = sys::vpx_kf_mode_VPX_KF_AUTO;
+            // Periodic keys are ours (`encode` forces them on TL0 pictures); libvpx's own are
+            // off. With `VPX_KF_AUTO` and `kf_max_dist` = interval + 8 (meant to push its key
+            // past ours), libvpx 1.12 in SVC mode still put a key on every multiple of
+            // `kf_max_dist` frames, whatever keys were forced in between: at a 15-frame
+            // interval keys came at 0, 16, 23, 40, 46, 64, 69, ... (twice the configured
+            // rate, and off the TL0 grid our sync prediction assumes). Forced keys
+            // (`VPX_EFLAG_FORCE_KF`) and the first frame are keys with auto keys disabled.
+            cfg.kf_mode = sys::vpx_kf_mode_VPX_KF_DISABLED;
             cfg.kf_min_dist = 0;
-            // libvpx's own periodic key is pushed past ours (see `encode`).
-            cfg.kf_max_dist = if conf.keyframe_interval == 0 {
-                u32::MAX / 2
-            } else {
-                conf.keyframe_interval + 8
-            };
+            cfg.kf_max_dist = u32::MAX / 2;
             cfg.ss_number_layers = ns as c_uint;
             cfg.ts_number_layers = nt as c_uint;
             let (ids, mode): (&[u32], c_int) = match nt {

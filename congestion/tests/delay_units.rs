@@ -1,0 +1,416 @@
+//! DLM (delay-based) receiver driven in virtual time by a tiny deterministic path model: the
+//! regression tests for the testbed failures of `docs/testbed.md` (DLM oscillating on an idle
+//! path, joining layers during total silence, the exit rule starting only at the base layer).
+//!
+//! The path: every held layer is CBR with evenly spaced packets (its own phase), one FIFO
+//! bottleneck (rate, buffer in packets, drop-tail), a fixed one-way delay plus an optional
+//! deterministic jitter, an optional blackhole window, and optionally the player's quarantine
+//! of a newly joined layer (its first 150 ms of packets are fed together, late, with `now` =
+//! the latest arrival and `recv_time` = their own kernel time, as `player/src/receiver.rs`).
+
+use congestion::delay::{group_median_rise, trend_pathload, Config, Dlm, Trend};
+use congestion::{Action, LayeredController, PacketArrival, SessionInfo, Time};
+use std::net::Ipv4Addr;
+
+#[derive(Clone)]
+struct Path {
+    layers: usize,
+    layer_bps: f64,
+    pkt: u32,
+    cap_bps: f64,
+    buffer_pkts: usize,
+    delay_s: f64,
+    jitter_s: f64,
+    /// (from, to): nothing arrives.
+    blackhole: Option<(f64, f64)>,
+    /// (from, rate): the bottleneck rate changes at `from`.
+    squeeze: Option<(f64, f64, f64)>,
+    quarantine_s: f64,
+    clock_offset_us: i64,
+    secs: f64,
+}
+
+impl Default for Path {
+    fn default() -> Self {
+        Path {
+            layers: 20,
+            layer_bps: 20_000.0,
+            pkt: 1000,
+            cap_bps: 10_000_000.0,
+            buffer_pkts: 50,
+            delay_s: 0.03,
+            jitter_s: 0.0,
+            blackhole: None,
+            squeeze: None,
+            quarantine_s: 0.0,
+            clock_offset_us: 0,
+            secs: 60.0,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Run {
+    /// (time s, action, zone of the last epoch).
+    actions: Vec<(f64, Action)>,
+    /// (time s, level) at every change.
+    levels: Vec<(f64, u8)>,
+    zone3_epochs_after: Vec<f64>,
+}
+
+impl Run {
+    fn joins_in(&self, a: f64, b: f64) -> usize {
+        self.actions
+            .iter()
+            .filter(|(t, x)| *t >= a && *t < b && matches!(x, Action::Join(_)))
+            .count()
+    }
+    fn changes_in(&self, a: f64, b: f64) -> usize {
+        self.actions
+            .iter()
+            .filter(|(t, x)| *t >= a && *t < b && matches!(x, Action::Join(_) | Action::Leave(_)))
+            .count()
+    }
+    fn exit_at(&self) -> Option<f64> {
+        self.actions
+            .iter()
+            .find(|(_, x)| *x == Action::Exit)
+            .map(|(t, _)| *t)
+    }
+    fn level_at(&self, t: f64) -> u8 {
+        self.levels
+            .iter()
+            .take_while(|(at, _)| *at <= t)
+            .last()
+            .map_or(0, |x| x.1)
+    }
+}
+
+fn xorshift(x: &mut u64) -> f64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    (*x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn drive(cfg: Config, p: &Path) -> (Run, Dlm) {
+    let mut info = SessionInfo::equal_layers(
+        p.layers,
+        p.layer_bps as u64,
+        Ipv4Addr::new(239, 5, 0, 0),
+        5000,
+    );
+    info.packet_size = p.pkt as u16;
+    let mut c = Dlm::new(cfg);
+    let step = 1e-3;
+    let interval = p.pkt as f64 * 8.0 / p.layer_bps;
+    let mut level: usize = 0;
+    let mut next_send = vec![f64::INFINITY; p.layers];
+    let mut joined_at = vec![0.0f64; p.layers];
+    let mut seq = vec![0u64; p.layers];
+    // Bottleneck FIFO: departure times of the packets in it.
+    let mut queue: std::collections::VecDeque<f64> = Default::default();
+    let mut last_depart = 0.0f64;
+    // In flight past the bottleneck: (arrival at the receiver, layer, seq, send time).
+    let mut flight: Vec<(f64, usize, u64, f64)> = Vec::new();
+    // Quarantined: (arrival, layer, seq, send time).
+    let mut held: Vec<(f64, usize, u64, f64)> = Vec::new();
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut run = Run::default();
+    let mut last_zone3: Option<f64> = None;
+    c.handle_announcement(Time::ZERO, &info);
+    let mut t = 0.0f64;
+    while t < p.secs {
+        let now = Time::from_secs_f64(t);
+        // Actions.
+        while let Some(a) = c.poll_action() {
+            match a {
+                Action::Join(k) => {
+                    let k = k as usize;
+                    level = level.max(k + 1);
+                    joined_at[k] = t;
+                    // Each layer has its own phase.
+                    let phase = (k as f64 * 0.37).fract() * interval;
+                    next_send[k] = t + phase;
+                }
+                Action::Leave(k) => {
+                    level = level.min(k as usize);
+                    next_send[k as usize] = f64::INFINITY;
+                }
+                Action::Exit => {
+                    level = 0;
+                    next_send.iter_mut().for_each(|x| *x = f64::INFINITY);
+                }
+                _ => {}
+            }
+            run.actions.push((t, a));
+            run.levels.push((t, level as u8));
+        }
+        while c.poll_decision().is_some() {}
+        // Sends in (t − step, t], through the bottleneck in send order.
+        let mut sends: Vec<(f64, usize)> = Vec::new();
+        for (k, next) in next_send.iter_mut().enumerate() {
+            while *next <= t {
+                sends.push((*next, k));
+                *next += interval;
+            }
+        }
+        sends.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let cap = match p.squeeze {
+            Some((a, b, r)) if t >= a && t < b => r,
+            _ => p.cap_bps,
+        };
+        for (st, k) in sends {
+            while queue.front().is_some_and(|&d| d <= st) {
+                queue.pop_front();
+            }
+            let s = seq[k];
+            seq[k] += 1;
+            if queue.len() >= p.buffer_pkts {
+                if std::env::var_os("DLM_TRACE").is_some() && t > 24.0 && t < 25.0 {
+                    eprintln!("drop {t:.3} layer {k}");
+                }
+                continue; // drop-tail
+            }
+            let depart = last_depart.max(st) + p.pkt as f64 * 8.0 / cap;
+            last_depart = depart;
+            queue.push_back(depart);
+            let arrive = depart + p.delay_s + p.jitter_s * xorshift(&mut rng);
+            if p.blackhole.is_some_and(|(a, b)| arrive >= a && arrive < b) {
+                continue;
+            }
+            flight.push((arrive, k, s, st));
+        }
+        // Arrivals.
+        flight.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let due: Vec<_> = flight.iter().copied().filter(|f| f.0 <= t).collect();
+        flight.retain(|f| f.0 > t);
+        let feed = |c: &mut Dlm, f: (f64, usize, u64, f64), now: Time| {
+            let send_us = (f.3 * 1e6) as i64 + p.clock_offset_us + 1_000_000;
+            c.handle_packet(
+                now,
+                &PacketArrival {
+                    layer: f.1 as u8,
+                    seq: f.2,
+                    bunch_pos: 0,
+                    bunch_len: 1,
+                    size: p.pkt,
+                    send_time_us: send_us as u64,
+                    recv_time: Time::from_secs_f64(f.0),
+                },
+            );
+        };
+        for f in due {
+            if f.1 >= level {
+                continue; // left meanwhile
+            }
+            if p.quarantine_s > 0.0 && f.0 < joined_at[f.1] + p.quarantine_s {
+                held.push(f);
+            } else {
+                feed(&mut c, f, now);
+            }
+        }
+        // Quarantine over: held packets fed now, late.
+        let release: Vec<_> = held
+            .iter()
+            .copied()
+            .filter(|f| t >= joined_at[f.1] + p.quarantine_s)
+            .collect();
+        held.retain(|f| t < joined_at[f.1] + p.quarantine_s);
+        for f in release {
+            if f.1 < level {
+                feed(&mut c, f, now);
+            }
+        }
+        // Timers.
+        while let Some((at, _)) = c.poll_timeout() {
+            if at > now {
+                break;
+            }
+            let before = c.last_epoch();
+            c.handle_timeout(now);
+            if let Some(r) = c.last_epoch() {
+                if before != Some(r) && std::env::var_os("DLM_TRACE").is_some() {
+                    eprintln!(
+                        "{t:7.3} L{level:2} z{} tr{:?} daowd {:5.1} ms d1 {:4.1} x {:6.1} rt {:6.1} loss {}",
+                        r.zone,
+                        r.trend_d,
+                        r.daowd * 1e3,
+                        r.thresholds[0] * 1e3,
+                        r.x_calc / 1e3,
+                        r.r_target / 1e3,
+                        r.loss
+                    );
+                }
+                if before != Some(r) && r.zone == 3 && last_zone3 != Some(t) {
+                    run.zone3_epochs_after.push(t);
+                    last_zone3 = Some(t);
+                }
+            }
+        }
+        t += step;
+    }
+    (run, c)
+}
+
+/// Regression (testbed DE8 first runs): with no packet at all the epoch closed after 1 s with
+/// the previous daowd and no loss, i.e. zone 1, and the join timer added a layer every second
+/// through total silence. Now an empty epoch is total loss: no join, the level falls and the
+/// exit rule ends the session 10 s after R_TARGET fell below B_0.
+#[test]
+fn total_silence_never_joins_and_ends_in_exit() {
+    let p = Path {
+        cap_bps: 300_000.0,
+        blackhole: Some((20.0, 60.0)),
+        secs: 60.0,
+        ..Path::default()
+    };
+    let (run, _) = drive(Config::default(), &p);
+    let before = run.level_at(19.9);
+    assert!(before >= 8, "level before the silence {before}");
+    assert_eq!(run.joins_in(20.0, 60.0), 0, "{:?}", run.actions);
+    let exit = run.exit_at().expect("exit during 40 s of silence");
+    assert!(exit > 24.0 && exit < 35.0, "exit at {exit}");
+}
+
+/// A silence shorter than the exit delay costs layers (treated as loss) but not the session,
+/// and the receiver climbs back when packets flow again.
+#[test]
+fn short_silence_costs_layers_then_recovers() {
+    let p = Path {
+        cap_bps: 300_000.0,
+        blackhole: Some((20.0, 23.0)),
+        secs: 60.0,
+        ..Path::default()
+    };
+    let (run, _) = drive(Config::default(), &p);
+    assert_eq!(run.joins_in(20.0, 23.0), 0);
+    assert!(run.exit_at().is_none(), "{:?}", run.actions);
+    assert!(run.level_at(59.0) >= 10, "level {}", run.level_at(59.0));
+}
+
+/// Regression (testbed DE0, DE1, DE5, DE7: about one decision per second on an idle path). The
+/// player feeds a newly joined layer's first 150 ms of packets late, with `now` = the latest
+/// arrival; DLM used `now − send` as the one-way delay, so every join read as up to 150 ms of
+/// queueing with an increasing trend, and a zone-3 leave followed. With the packet's own
+/// receive time (and samples in send order) an idle path holds every layer, no leave.
+#[test]
+fn late_fed_packets_of_a_new_layer_are_not_queueing() {
+    let p = Path {
+        quarantine_s: 0.15,
+        jitter_s: 0.001,
+        secs: 60.0,
+        ..Path::default()
+    };
+    let (run, c) = drive(Config::default(), &p);
+    assert_eq!(c.layers(), 20, "{:?}", run.actions);
+    // Slow start may end on the first (sub-ms) trend it sees (`trend_min_rise_d1_slow_start`
+    // = 0, one leave); after it, nothing: before the fix a zone-3 leave followed most joins.
+    let t_ss = run
+        .actions
+        .iter()
+        .filter(|(_, a)| matches!(a, Action::Leave(_)))
+        .map(|x| x.0)
+        .next()
+        .unwrap_or(0.0);
+    assert!(t_ss < 3.0, "first leave at {t_ss}");
+    let leaves = run
+        .actions
+        .iter()
+        .filter(|(t, a)| *t > t_ss && matches!(a, Action::Leave(_)))
+        .count();
+    assert_eq!(leaves, 0, "{:?}", run.actions);
+    assert!(
+        run.zone3_epochs_after.iter().all(|&t| t <= t_ss + 1e-9),
+        "{:?}",
+        run.zone3_epochs_after
+    );
+}
+
+/// On a 300 kbit/s bottleneck (k* = 14 of 20 × 20 kbit/s) the receiver settles: few level
+/// changes once converged, and the level stays near k*. Before the fix the scale-free trend test
+/// read the phase walk of the CBR layers (≈ 1 ms) as "increasing" and cut X_calc by 25 % at
+/// 1.4 ms of queueing, walking down to 4-5 layers and back.
+#[test]
+fn settles_near_the_bottleneck_share() {
+    let p = Path {
+        cap_bps: 300_000.0,
+        jitter_s: 0.0005,
+        secs: 80.0,
+        ..Path::default()
+    };
+    let (run, _) = drive(Config::default(), &p);
+    let changes = run.changes_in(20.0, 80.0);
+    let lvl: Vec<u8> = (20..80).map(|s| run.level_at(s as f64)).collect();
+    let mean = lvl.iter().map(|&l| l as f64).sum::<f64>() / lvl.len() as f64;
+    eprintln!("settle: {changes} changes in 20-80 s, mean level {mean:.2}, levels {lvl:?}");
+    // Before the fixes: 36 changes, levels 9-13 (one decision every 1.7 s); now 0 at 13.
+    assert!(
+        changes <= 4,
+        "{changes} changes in 20-80 s: {:?}",
+        run.actions
+    );
+    assert!(mean >= 12.5, "mean level {mean}");
+    assert!(
+        lvl.iter().all(|&l| (10..=15).contains(&l)),
+        "levels {lvl:?}"
+    );
+}
+
+/// DE8's rule: R_TARGET below B_0 for 10 s ends the session, counted from the first such
+/// epoch at any level (it counted only from the base layer, which the leave timers reach
+/// one layer per second: no exit within a 15-s squeeze).
+#[test]
+fn exit_counts_from_the_first_epoch_below_b0_at_any_level() {
+    let p = Path {
+        cap_bps: 300_000.0,
+        squeeze: Some((25.0, 40.0, 10_000.0)),
+        buffer_pkts: 8,
+        pkt: 250,
+        secs: 50.0,
+        ..Path::default()
+    };
+    let (run, _) = drive(Config::default(), &p);
+    assert!(run.level_at(24.9) >= 8, "level {}", run.level_at(24.9));
+    let exit = run.exit_at().expect("exit within the 15-s squeeze");
+    assert!(exit > 30.0 && exit < 40.0, "exit at {exit}");
+    assert_eq!(run.joins_in(25.0, 50.0), 0);
+}
+
+/// A constant sender clock offset changes nothing (DE0's second half).
+#[test]
+fn clock_offset_changes_no_decision_with_late_feeding() {
+    let base = Path {
+        cap_bps: 300_000.0,
+        quarantine_s: 0.15,
+        secs: 40.0,
+        ..Path::default()
+    };
+    let (a, _) = drive(Config::default(), &base);
+    for off in [500_000i64, -500_000] {
+        let (b, _) = drive(
+            Config::default(),
+            &Path {
+                clock_offset_us: off,
+                ..base.clone()
+            },
+        );
+        assert_eq!(a.actions, b.actions, "offset {off}");
+    }
+}
+
+/// A +20 ms delay step is still read as incipient congestion (DE0's first half): the
+/// significance floor (d0 = 5 ms with the default thresholds) is below it.
+#[test]
+fn a_20ms_step_is_still_increasing() {
+    let mut v: Vec<f64> = (0..32).map(|i| 0.030 + 0.0003 * (i % 3) as f64).collect();
+    for x in v.iter_mut().skip(16) {
+        *x += 0.020;
+    }
+    assert_eq!(trend_pathload(&v, 16), Some(Trend::Increasing));
+    assert!(group_median_rise(&v) >= 0.019);
+    // A 1-ms monotone drift is "increasing" to PCT/PDT but its rise is below d0.
+    let drift: Vec<f64> = (0..32).map(|i| 0.030 + 0.001 * i as f64 / 32.0).collect();
+    assert_eq!(trend_pathload(&drift, 16), Some(Trend::Increasing));
+    assert!(group_median_rise(&drift) < 0.005);
+}
