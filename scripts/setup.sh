@@ -27,6 +27,8 @@ APT_PACKAGES=(
   gstreamer1.0-x xvfb x11-utils
   # emulated network: cross traffic, multicast routers, offload switches, captures
   iperf3 igmpproxy smcroute ethtool iproute2 iputils-ping tcpdump
+  # the TFRC feedback blackout (e2e/src/tfrc-checks.ts E5): iptables DROP in a namespace
+  iptables
   # monitoring and browser tests
   prometheus chromium
   # build basics

@@ -11,6 +11,7 @@ import { runFull } from './full.js';
 import { compareScenario } from './compare.js';
 import { analyseRun, qualitySummary } from './quality.js';
 import { reliabilityCommand, RELIABILITY_USAGE } from './reliability-cli.js';
+import { tfrcChecksCommand } from './tfrc-checks.js';
 
 const USAGE = `usage:
   layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
@@ -24,6 +25,8 @@ const USAGE = `usage:
                                         the scenario in layercast-sim and on the testbed, one table
   layercast-e2e quality RUN_DIR [--reference FILE]
                                         PSNR/SSIM, freezes, frame rate, latency of each player-*/
+  layercast-e2e tfrc-checks [--only e1,e2,e3,e4,e5,e8] [--duration-scale K] [--out DIR]
+                                        live TFRC flows: the TFRC checks E1-E5, E8 (tfrc-checks.ts)
   layercast-e2e cleanup [--all]         remove lc- namespaces left by dead runs (--all: every lc- namespace)
   layercast-e2e demo [--duration SECS] [--source auto|synthetic|NAME] [--scenario FILE]
                      [--status-every SECS] [--out DIR] [--port P]
@@ -114,6 +117,8 @@ async function main(argv: string[]): Promise<number> {
       console.log(removed.length ? `removed ${removed.join(' ')}` : 'nothing to remove');
       return 0;
     }
+    case 'tfrc-checks':
+      return tfrcChecksCommand(args);
     case 'soak':
     case 'faults':
     case 'capacity':

@@ -18,6 +18,7 @@ mod net;
 mod qr;
 mod receiver;
 mod tfmcc;
+mod tfrc;
 mod video;
 mod window;
 
@@ -78,7 +79,8 @@ const HELP: &str = "layercast-player: receive a layered multicast session
                          /api/sessions/ID/announcement): join the base layer at once instead
                          of waiting up to one announcement interval; later SAMs replace it
   --controller NAME      receiver-driven controller (era, era-thesis, plm, ..., tfmcc) [default: era;
-                         era is the thesis' ERA without single-pair decisions, docs/protocols/era.md E13]
+                         era is the thesis' ERA without single-pair decisions, docs/protocols/era.md E13];
+                         tfrc: receive a unicast TFRC flow instead (--controller tfrc --help)
   --tfmcc-feedback A:P   TFMCC: send reports here [default: SAM sender, layer 0 port + 1]
   --fixed-layers N       no controller: hold layers 0..N-1 (measurement mode)
   --interface ADDR       IPv4 address of the interface to join on [default: 0.0.0.0]
@@ -280,6 +282,16 @@ fn disable_thp() {
 fn main() {
     disable_thp();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let h = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    if tfrc::wanted(&args) {
+        // A live unicast TFRC flow (src/tfrc.rs): its own loop, no SAM or layers.
+        // SAFETY: the handler only stores to an atomic.
+        unsafe {
+            libc::signal(libc::SIGINT, h);
+            libc::signal(libc::SIGTERM, h);
+        }
+        std::process::exit(tfrc::main(&args, &SIGNALLED));
+    }
     let a = match parse_args(&args) {
         Ok(Some(a)) => a,
         Ok(None) => return,
@@ -288,7 +300,6 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let h = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, h);

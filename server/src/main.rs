@@ -15,6 +15,7 @@ mod rtp_out;
 mod sock;
 mod state;
 mod tfmcc;
+mod tfrc;
 mod tls;
 mod video;
 
@@ -78,6 +79,11 @@ fn disable_thp() {
 fn main() {
     disable_thp();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("tfrc") {
+        // A live unicast TFRC flow (src/tfrc.rs), not a multicast session.
+        install_signals();
+        std::process::exit(tfrc::main(&args[1..], &SIGNALLED));
+    }
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let cfg = match config::load(&args, &env) {
         Ok(config::Cli::Run(c)) => *c,
