@@ -61,6 +61,7 @@ const ISSUE_CHECKS = [
   ['issue6/bench-bunch-timing', 'Bunch timing error on the wire, p99', '≤ 50 µs'],
   ['issue6/bench-latency', 'Glass-to-glass latency on loopback, p50', '≤ 100 ms'],
   ['issue6/bench-join', 'Join to first frame', '≤ 1.5 s'],
+  ['issue6/join-first-packet', 'Join (IGMP report) to first packet, synthetic layers (no decoder)', 'reported'],
   ['issue6/bench-player-cpu', 'Player CPU at 720p L3T3 (% of one core)', 'reported (< 100 % at 30 fps)'],
   ['issue6/player-window', 'Player window under Xvfb shows the video with the stats overlay', 'window exists, non-black'],
   ['issue7/linkemu-timing', 'Link emulator release timing error at 10 Mbit/s', '≤ 50 µs'],

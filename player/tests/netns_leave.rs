@@ -66,7 +66,7 @@ fn join_and_leave_latency() {
         tb.router_state()
     );
     testkit::record(
-        "issue6/bench-join",
+        "issue6/join-first-packet",
         &format!(
             "join (IGMP report) to first packet: {:.1} ms (synthetic layers, no decoder)",
             join.unwrap_or(f64::NAN)
