@@ -158,7 +158,7 @@ pub struct AerSender {
     backoff: u32,
     epoch: u64,
     running: bool,
-    last_repair: BTreeMap<u64, Time>,
+    repairs_sent: RepairGate,
     /// Data packets, repairs, nominee changes, timeouts, window halvings.
     pub sent: u64,
     pub repairs: u64,
@@ -195,7 +195,7 @@ impl AerSender {
             backoff: 1,
             epoch: 0,
             running: false,
-            last_repair: BTreeMap::new(),
+            repairs_sent: RepairGate::default(),
             sent: 0,
             repairs: 0,
             nominee_changes: 0,
@@ -290,18 +290,11 @@ impl AerSender {
         if seq >= self.snd_nxt {
             return;
         }
-        // One repair per packet per RTT: NACKs for the same packet inside that time were
-        // answered by the repair already on its way.
-        let hold = secs(self.srtt.unwrap_or(0.1));
-        if let Some(&t) = self.last_repair.get(&seq) {
-            if now < t + hold {
-                return;
-            }
-        }
-        self.last_repair.insert(seq, now);
-        if self.last_repair.len() > 4096 {
-            let first = *self.last_repair.keys().next().unwrap_or(&0);
-            self.last_repair.remove(&first);
+        if !self
+            .repairs_sent
+            .admit(seq, now, secs(self.srtt.unwrap_or(0.1)))
+        {
+            return;
         }
         net.send(capsule(
             (self.node, me),
@@ -399,6 +392,30 @@ impl Agent for AerSender {
     }
 }
 
+/// One repair per packet per hold time (about an RTT): NACKs for the same packet inside that
+/// time are answered by the repair already on its way. Shared by the AER/NCA sender, the
+/// repair servers and the PGMCC sender; remembers the last 4096 packets repaired.
+#[derive(Default)]
+pub struct RepairGate {
+    last: BTreeMap<u64, Time>,
+}
+
+impl RepairGate {
+    const KEEP: usize = 4096;
+
+    /// Whether a repair of `seq` may go out now; if so, it is recorded as sent.
+    pub fn admit(&mut self, seq: u64, now: Time, hold: Duration) -> bool {
+        if self.last.get(&seq).is_some_and(|&t| now < t + hold) {
+            return false;
+        }
+        self.last.insert(seq, now);
+        if self.last.len() > Self::KEEP {
+            self.last.pop_first();
+        }
+        true
+    }
+}
+
 /// A repair server on an active node.
 pub struct RepairServer {
     node: NodeId,
@@ -418,7 +435,7 @@ pub struct RepairServer {
     cached: BTreeSet<u64>,
     /// Packets a downstream node asked for that are not cached: (asked at upstream at).
     waiting: BTreeMap<u64, Time>,
-    last_repair: BTreeMap<u64, Time>,
+    repairs_sent: RepairGate,
     worst: Option<Csm>,
     running: bool,
     /// Repairs sent from the cache, NACKs forwarded upstream, NACKs absorbed.
@@ -453,7 +470,7 @@ impl RepairServer {
             cache: VecDeque::new(),
             cached: BTreeSet::new(),
             waiting: BTreeMap::new(),
-            last_repair: BTreeMap::new(),
+            repairs_sent: RepairGate::default(),
             worst: None,
             running: false,
             local_repairs: 0,
@@ -475,17 +492,12 @@ impl RepairServer {
 
     fn repair(&mut self, net: &mut Net, me: AgentId, seq: u64) {
         let now = net.now();
-        let hold = secs(self.rtt_down.max(0.01));
-        if let Some(&t) = self.last_repair.get(&seq) {
-            if now < t + hold {
-                self.nacks_absorbed += 1;
-                return;
-            }
-        }
-        self.last_repair.insert(seq, now);
-        if self.last_repair.len() > 4096 {
-            let first = *self.last_repair.keys().next().unwrap_or(&0);
-            self.last_repair.remove(&first);
+        if !self
+            .repairs_sent
+            .admit(seq, now, secs(self.rtt_down.max(0.01)))
+        {
+            self.nacks_absorbed += 1;
+            return;
         }
         self.local_repairs += 1;
         net.send(capsule(

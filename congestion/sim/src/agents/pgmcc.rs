@@ -17,7 +17,7 @@
 //!   [U]]; the loss-rate filter gain is [`LOSS_GAIN`] [U];
 //! * repairs are multicast by the sender on its repair group and, as in PGM, consume tokens.
 
-use crate::agents::aer::{capsule, secs, AerConfig, AerReceiver, Capsule, SessionSpec};
+use crate::agents::aer::{capsule, secs, AerConfig, AerReceiver, Capsule, RepairGate, SessionSpec};
 use crate::engine::{Agent, AgentId, Body, Command, Dest, GroupId, Net, NodeId, Packet, Sim};
 use crate::metrics::MonKind;
 use congestion::Time;
@@ -61,7 +61,7 @@ pub struct PgmSender {
     epoch: u64,
     running: bool,
     repairs: VecDeque<u64>,
-    last_repair: BTreeMap<u64, Time>,
+    repairs_sent: RepairGate,
     /// Data packets, repairs, acker switches, stalls, halvings.
     pub sent: u64,
     pub repaired: u64,
@@ -99,7 +99,7 @@ impl PgmSender {
             epoch: 0,
             running: false,
             repairs: VecDeque::new(),
-            last_repair: BTreeMap::new(),
+            repairs_sent: RepairGate::default(),
             sent: 0,
             repaired: 0,
             switches: 0,
@@ -247,16 +247,11 @@ impl PgmSender {
         if seq >= self.snd_nxt {
             return;
         }
-        let hold = secs(self.srtt.unwrap_or(0.1));
-        if let Some(&t) = self.last_repair.get(&seq) {
-            if now < t + hold {
-                return;
-            }
-        }
-        self.last_repair.insert(seq, now);
-        if self.last_repair.len() > 4096 {
-            let first = *self.last_repair.keys().next().unwrap_or(&0);
-            self.last_repair.remove(&first);
+        if !self
+            .repairs_sent
+            .admit(seq, now, secs(self.srtt.unwrap_or(0.1)))
+        {
+            return;
         }
         self.repairs.push_back(seq);
         self.pump(net, me);
