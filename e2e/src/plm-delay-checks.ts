@@ -352,6 +352,30 @@ function silence(sc: Scenario, dir: string, t0: number): DerivedRow[] {
   return rows;
 }
 
+/** PP samples the player counted in the per-second lines whose whole interval lies in
+ *  [a, b]. A line holds the samples since the previous line (about 1 s, longer when the
+ *  player's tick runs late), so selecting lines by their stamp alone (`a < t <= b`) counts
+ *  samples from up to a second before `a`: that is how plm/E10 read 2 samples "during 21-24 s"
+ *  (the 21.04-s line covered 20.02-21.04 s, i.e. the pairs completed before the emulator's pair
+ *  rule took effect at 20 s). Lines that reach back before `a` are returned apart. */
+export function ppSamplesWithin(lines: { t: number; pp_samples?: number }[], a: number, b: number): { samples: number; lines: number; straddling: { from: number; t: number; n: number }[] } {
+  let samples = 0;
+  let n = 0;
+  const straddling: { from: number; t: number; n: number }[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const x = lines[i];
+    const from = i > 0 ? lines[i - 1].t : x.t - 1;
+    if (x.t > b || x.t <= a) continue;
+    if (from < a) {
+      straddling.push({ from, t: x.t, n: x.pp_samples ?? 0 });
+      continue;
+    }
+    samples += x.pp_samples ?? 0;
+    n++;
+  }
+  return { samples, lines: n, straddling };
+}
+
 /** plm.md E10: loss-drops one layer per >= 0.5 s while loss > 10 %, none when it is < 10 %. */
 function noPp(sc: Scenario, dir: string, t0: number): DerivedRow[] {
   const fl = layered(sc)[0];
@@ -360,9 +384,22 @@ function noPp(sc: Scenario, dir: string, t0: number): DerivedRow[] {
   const a = decisions.filter((d) => d.at_s >= on && d.at_s < off + 0.5);
   const lossA = a.filter((d) => d.reason === 'loss-drop');
   const gaps = lossA.slice(1).map((d, i) => d.at_s - lossA[i].at_s);
-  const pp = lines.filter((x) => x.t > on + 1 && x.t <= off).reduce((s, x) => s + (x.pp_samples ?? 0), 0);
+  // A released pair needs the rule link's propagation delay to reach the receiver: samples
+  // taken up to that long after the rule goes off were still cut by it.
+  const ruleLink = findLink(sc, E10_PAIR_RULE.link);
+  const lag = ruleLink ? (sc.topology.links[ruleLink.index].delay_ms ?? 0) / 1000 : 0;
+  const pp = ppSamplesWithin(lines, on + 1, off + lag);
   const rows: DerivedRow[] = [];
-  rows.push(row('plm/E10', `PP samples during ${on + 1}-${off} s (emulator drops every 2nd packet of a pair)`, pp, String(pp), 0, 0));
+  rows.push(
+    row(
+      'plm/E10',
+      `PP samples during ${on + 1}-${off} s (emulator drops every 2nd packet of a pair; per-second lines wholly inside)`,
+      pp.samples,
+      `${pp.samples} (${pp.lines} lines${pp.straddling.length ? `; not counted, lines reaching back before ${on + 1} s: ${pp.straddling.map((x) => `${f(x.from)}-${f(x.t)} s ${x.n}`).join(', ')}` : ''})`,
+      0,
+      0,
+    ),
+  );
   rows.push(
     row(
       'plm/E10',

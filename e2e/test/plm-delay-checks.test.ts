@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadScenario } from '../src/scenario.js';
-import { plmDelayDerived } from '../src/plm-delay-checks.js';
+import { plmDelayDerived, ppSamplesWithin } from '../src/plm-delay-checks.js';
 import type { RunResult } from '../src/runner.js';
 
 const T0 = 1_000_000;
@@ -58,6 +58,39 @@ test('E10: loss-drops 0.5 s apart while pairs are gone pass; a loss-drop at 5 % 
   assert.equal(by('layers per loss-drop').pass, true);
   assert.equal(by('loss-drops after').pass, false);
   assert.equal(by('loss-drops after').value, 1);
+});
+
+test('E10: PP samples count only lines wholly inside the window (the 2 samples of the 21.04-s line were taken before 21 s)', async () => {
+  // The testbed run that read "2": lines at 20.017 (34 samples) and 21.043 (2 samples, taken
+  // while the emulator's pair rule was being set at 20 s), then none until the rule went off.
+  const lines = [
+    { t: 19.02, pp_samples: 35 },
+    { t: 20.017, pp_samples: 34 },
+    { t: 21.043, pp_samples: 2 },
+    { t: 22.022, pp_samples: 0 },
+    { t: 23.113, pp_samples: 0 },
+    { t: 24.018, pp_samples: 0 },
+    { t: 25.02, pp_samples: 21 },
+  ];
+  const w = ppSamplesWithin(lines, 21, 24.02);
+  assert.equal(w.samples, 0);
+  assert.equal(w.lines, 3);
+  assert.deepEqual(w.straddling, [{ from: 20.017, t: 21.043, n: 2 }]);
+  // A sample inside the window still counts (and fails the check below).
+  const leak = lines.map((x) => (x.t === 23.113 ? { ...x, pp_samples: 1 } : x));
+  assert.equal(ppSamplesWithin(leak, 21, 24.02).samples, 1);
+  // Through the derived check: the same log passes, the leaking one fails.
+  const sc = scenario('plm-e10-no-pp');
+  for (const [ls, pass] of [[lines, true], [leak, false]] as const) {
+    const dir = tmp();
+    const d = path.join(dir, 'player-plm-rcv');
+    fs.mkdirSync(d, { recursive: true });
+    const all = [...Array.from({ length: 18 }, (_, i) => ({ t: i + 1, pp_samples: 30 })), ...ls, ...Array.from({ length: 20 }, (_, i) => ({ t: 26 + i, pp_samples: 30 }))];
+    fs.writeFileSync(path.join(d, 'player.jsonl'), all.map((x) => JSON.stringify({ ...x, t: T0 + x.t, layers: 12, decisions: [] })).join('\n') + '\n');
+    const rows = await plmDelayDerived(sc, result(sc.name), dir);
+    const r = rows.find((x) => x.measurement.includes('PP samples'))!;
+    assert.equal(r.pass, pass, r.text);
+  }
 });
 
 test('DE3/DE4 on the DE1 run: queue samples to delay, loss after a join', async () => {
