@@ -124,6 +124,10 @@ pub struct Plm {
     /// Layers held (n).
     n: usize,
     t_c: Option<Time>,
+    /// The first PP sample since the base join (T_c's first setting). Logged with every add
+    /// decision as `first_pp_age_s`: plm.md E2 bounds the convergence time from the first PP,
+    /// which the host cannot see otherwise.
+    first_pp: Option<Time>,
     w_min: f64,
     w_count: usize,
     seq: Vec<SeqTracker>,
@@ -160,6 +164,7 @@ impl Plm {
             t_nopkt: Duration::from_secs(1),
             n: 0,
             t_c: None,
+            first_pp: None,
             w_min: f64::INFINITY,
             w_count: 0,
             seq: Vec::new(),
@@ -252,6 +257,7 @@ impl Plm {
     fn join_base(&mut self, now: Time, reason: &'static str) {
         self.join_next();
         self.t_c = None;
+        self.first_pp = None;
         self.reset_window();
         self.cycle = None;
         self.last_packet = Some(now);
@@ -298,6 +304,7 @@ impl Plm {
         if self.t_c.is_none() {
             self.t_c = Some(t + self.c);
         }
+        let first_pp = *self.first_pp.get_or_insert(t);
         let bn = self.b(self.n);
         if x < bn {
             // DROP on a single sample.
@@ -350,6 +357,7 @@ impl Plm {
                     ("b_before", bn),
                     ("b_after", b_after),
                     ("lossy", if lossy { 1.0 } else { 0.0 }),
+                    ("first_pp_age_s", t.saturating_since(first_pp).as_secs_f64()),
                 ],
             );
         }
@@ -650,6 +658,38 @@ mod tests {
         let adds: Vec<&Decision> = d.iter().filter(|d| d.reason == "pp-add").collect();
         assert_eq!(adds.len(), 1);
         assert!(adds[0].at > Time::from_millis(1100) && adds[0].at < Time::from_millis(1300));
+    }
+
+    /// plm.md E2 measures convergence from the first PP: every add decision carries the age
+    /// of the first sample since the base join, and a re-join starts it afresh.
+    #[test]
+    fn add_decisions_carry_the_first_pp_age() {
+        let mut p = Plm::default();
+        p.handle_announcement(Time::ZERO, &info());
+        let mut s = 0;
+        let rate = 95_000.0;
+        let gap = Duration::from_secs_f64(8.0 * 500.0 / rate);
+        // The first pair starts at 0.3 s (a receiver waits for the layer's next pair).
+        for i in 0..25u64 {
+            pair(&mut p, 0, &mut s, Time::from_millis(300 + 100 * i), rate);
+        }
+        let d: Vec<Decision> = std::iter::from_fn(|| p.poll_decision()).collect();
+        let adds: Vec<&Decision> = d.iter().filter(|d| d.reason == "pp-add").collect();
+        assert_eq!(adds.len(), 2, "{d:?}");
+        let first_sample = Time::from_millis(300) + gap;
+        for a in &adds {
+            let age = a
+                .inputs
+                .iter()
+                .find(|(k, _)| *k == "first_pp_age_s")
+                .map(|(_, v)| *v)
+                .unwrap();
+            let want = (a.at - first_sample).as_secs_f64();
+            assert!((age - want).abs() < 1e-9, "{age} vs {want}");
+        }
+        // The first add comes one C after the first sample (1.1 s: the first sample after T_c).
+        assert!((adds[0].at - first_sample) > Duration::from_secs(1));
+        assert!((adds[0].at - first_sample) < Duration::from_millis(1150));
     }
 
     #[test]
