@@ -190,6 +190,9 @@ export async function plmDelayDerived(sc: Scenario, r: RunResult, dir: string): 
     'plm-e1-pp-fq': () => ppFidelity(sc, dir, t0, [[1, 5, 20], [3, 20, 40], [9, 40, 60]], false),
     'plm-e1-pp-fifo': () => ppFidelity(sc, dir, t0, [[1, 5, 20]], true),
     'plm-e3-top2-late-joins': () => startTimes(sc, dir, t0, 'plm/E3', 5, 2.17),
+    'plm-e9-bursty-c1': () => versusTcpB(r, dir, 1, 0.45),
+    'plm-e9-bursty-c5': () => versusTcpB(r, dir, 5, 0.35),
+    'plm-e2-top1-fq': () => fromFirstPp(sc, dir, t0, 'plm/E2', E2_KSTAR, 2.0 + (sc.topology.multicast?.join_latency_ms ?? 0) / 1000),
     'plm-e4-cbr-fq': () => cbrStop(sc, dir, t0, 60, 8, 1.7),
     'delay-de0-delay-step': () => delaySteps(sc, dir, t0),
     'delay-de8-exit': () => exitRule(sc, dir, t0),
@@ -449,6 +452,64 @@ function startTimes(sc: Scenario, dir: string, t0: number, check: string, level:
     const worst = full.some((x) => !Number.isFinite(x)) ? NaN : Math.max(...full);
     rows.push(row(check, `${label}: at ${level} layers, from the decision log (s after start), worst`, worst, `${full.map((x) => f(x)).join(' ')} (base join at ${base.join(' ')}; process start ${spawn.length ? f(Math.min(...spawn)) + '..' + f(Math.max(...spawn)) : '?'} s after schedule)`, null, max));
   }
+  return rows;
+}
+
+/** The TCP_b benchmark run of plm.md E9 (same background, TCP_b in place of PLM). */
+export const E9_TCPB_RUN = 'plm-e9-bursty-a-tcpb';
+
+/** plm.md E9: PLM's mean rate over TCP_b's, measured under the same background (the TCP_b
+ *  run of the same set, `../plm-e9-bursty-a-tcpb/summary.json`, same seed and so the same
+ *  on/off schedule). */
+function versusTcpB(r: RunResult, dir: string, c: number, min: number): DerivedRow[] {
+  const file = path.join(dir, '..', E9_TCPB_RUN, 'summary.json');
+  const plm = r.measurements.find((m) => m.id.startsWith(`plm/E9 C = ${c}: PLM rate`));
+  const bg = r.measurements.find((m) => m.id.startsWith(`plm/E9 C = ${c}: background rate`));
+  let tcpb = NaN;
+  let bgT = NaN;
+  if (fs.existsSync(file)) {
+    const t = JSON.parse(fs.readFileSync(file, 'utf8')) as RunResult;
+    tcpb = t.measurements.find((m) => m.id.startsWith('plm/E9 TCP_b rate'))?.value ?? NaN;
+    bgT = t.measurements.find((m) => m.id.startsWith('plm/E9 background rate'))?.value ?? NaN;
+  }
+  const ratio = (plm?.value ?? NaN) / tcpb;
+  const text = Number.isFinite(tcpb)
+    ? `${f(ratio, 3)} (PLM ${f(plm?.value ?? NaN, 1)} / TCP_b ${f(tcpb, 1)} kbit/s; background ${f(bg?.value ?? NaN, 0)} with PLM, ${f(bgT, 0)} with TCP_b)`
+    : `no TCP_b run in this set (${E9_TCPB_RUN})`;
+  return [row('plm/E9', `C = ${c}: PLM mean / TCP_b mean, 30-150 s`, ratio, text, min, null)];
+}
+
+/** plm.md E2: each receiver's optimal level k* (Top_1 with the ns-2 example values). */
+export const E2_KSTAR: Record<string, number> = { r1: 25, r2: 12, r3a: 6, r3b: 6 };
+
+/** plm.md E2: time from each receiver's first PP sample to its first decision at k*, against
+ *  "<= 2.0 s + graft latency after its first PP", with where the time from the receiver's
+ *  start went: start -> base join (the announcement: with `--session-info` the join is at
+ *  once), base join -> first PP (the next pair of the 10 kbit/s base layer: one pair of 500-B
+ *  packets every 0.8 s, jittered +-50 %), first PP -> the add decision (C = 1 s and at least
+ *  3 samples in the window), then the graft. The first PP's time is the add decision's time
+ *  minus its `first_pp_age_s` input (the controller logs it; kernel receive timestamps). */
+function fromFirstPp(sc: Scenario, dir: string, t0: number, check: string, kstar: Record<string, number>, max: number): DerivedRow[] {
+  const fl = layered(sc)[0];
+  const rows: DerivedRow[] = [];
+  const parts: string[] = [];
+  let worst = 0;
+  for (const r of fl.receivers) {
+    const k = kstar[r.name];
+    if (k == null) continue;
+    const { decisions } = readPlayer(dir, fl.name, r.name, t0);
+    const jb = decisions.find((d) => d.reason === 'join-base');
+    const up = decisions.find((d) => d.to === k);
+    const firstAdd = decisions.find((d) => d.reason === 'pp-add' && d.inputs.first_pp_age_s != null);
+    const firstPp = firstAdd ? firstAdd.at_s - firstAdd.inputs.first_pp_age_s : NaN;
+    const dt = up && Number.isFinite(firstPp) ? up.at_s - firstPp : NaN;
+    worst = Number.isFinite(worst) && Number.isFinite(dt) ? Math.max(worst, dt) : NaN;
+    const adds = decisions.filter((d) => d.reason === 'pp-add' && up && d.at_s <= up.at_s).length;
+    parts.push(
+      `${r.name}=${f(dt)} (start->base join ${jb ? f(jb.at_s - r.start_s) : '?'}, ->first PP ${jb ? f(firstPp - jb.at_s) : '?'}, ->k*=${k} ${f(dt)} in ${adds} add${adds === 1 ? '' : 's'}${firstAdd ? ` on ${firstAdd.inputs.pp_count} samples` : ''}; start->k* ${up ? f(up.at_s - r.start_s) : 'never'})`,
+    );
+  }
+  rows.push(row(check, `first PP -> k*, from the decision log (s), worst`, worst, parts.join(' '), null, Math.round(max * 1000) / 1000));
   return rows;
 }
 

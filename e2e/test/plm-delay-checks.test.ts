@@ -93,6 +93,52 @@ test('E10: PP samples count only lines wholly inside the window (the 2 samples o
   }
 });
 
+test('E2: first PP -> k* from the add decision and its first_pp_age_s; a second add past 2 s fails', async () => {
+  const sc = scenario('plm-e2-top1-fq');
+  const kstar: Record<string, number> = { r1: 25, r2: 12, r3a: 6, r3b: 6 };
+  const write = (dir: string, secondAdd: boolean) => {
+    for (const [name, k] of Object.entries(kstar)) {
+      const adds: [number, number, number, string, Record<string, number>][] = secondAdd
+        ? [[7.1, 1, k - 2, 'pp-add', { first_pp_age_s: 1.6, pp_count: 3 }], [8.2, k - 2, k, 'pp-add', { first_pp_age_s: 2.7, pp_count: 12 }]]
+        : [[7.1, 1, k, 'pp-add', { first_pp_age_s: 1.6, pp_count: 3 }], [8.2, k, k, 'pp-add', { first_pp_age_s: 2.7, pp_count: 30 }]];
+      player(dir, 'plm', name, secs(1, 20, (t) => (t < 5 ? 0 : k)), [[5.02, 0, 1, 'join-base'], ...adds]);
+    }
+  };
+  const good = tmp();
+  write(good, false);
+  const rows = await plmDelayDerived(sc, result(sc.name), good);
+  const r = rows.find((x) => x.measurement.startsWith('first PP -> k*'))!;
+  assert.ok(Math.abs(r.value - 1.6) < 1e-9, r.text);
+  assert.equal(r.pass, true, r.text);
+  assert.match(r.text, /r1=1\.60 \(start->base join 0\.02, ->first PP 0\.48/);
+  const bad = tmp();
+  write(bad, true);
+  const rb = (await plmDelayDerived(sc, result(sc.name), bad)).find((x) => x.measurement.startsWith('first PP -> k*'))!;
+  assert.ok(Math.abs(rb.value - 2.7) < 1e-9, rb.text);
+  assert.equal(rb.pass, false);
+});
+
+test('E9: PLM / TCP_b from the TCP_b run of the same set; a missing benchmark run fails', async () => {
+  const set = tmp();
+  const tcpDir = path.join(set, 'plm-e9-bursty-a-tcpb');
+  fs.mkdirSync(tcpDir);
+  fs.writeFileSync(path.join(tcpDir, 'summary.json'), JSON.stringify({ scenario: 'plm-e9-bursty-a-tcpb', measurements: [{ id: 'plm/E9 TCP_b rate 30-150 s (kbit/s)', value: 2000 }, { id: 'plm/E9 background rate 30-150 s with TCP_b (kbit/s)', value: 600 }] }));
+  const dir = path.join(set, 'plm-e9-bursty-c1');
+  fs.mkdirSync(dir);
+  const run = (plmKbps: number) => ({ scenario: 'plm-e9-bursty-c1', t0_unix_s: T0, measurements: [{ id: 'plm/E9 C = 1: PLM rate 30-150 s (kbit/s)', value: plmKbps }, { id: 'plm/E9 C = 1: background rate 30-150 s (kbit/s)', value: 610 }] }) as unknown as RunResult;
+  const sc = scenario('plm-e9-bursty-c1');
+  const [ok] = await plmDelayDerived(sc, run(1000), dir);
+  assert.equal(ok.value, 0.5);
+  assert.equal(ok.pass, true, ok.text);
+  const [low] = await plmDelayDerived(sc, run(800), dir);
+  assert.equal(low.pass, false, 'PLM at 0.40 x TCP_b');
+  const lone = path.join(tmp(), 'plm-e9-bursty-c1');
+  fs.mkdirSync(lone);
+  const [none] = await plmDelayDerived(sc, run(1000), lone);
+  assert.equal(none.pass, false);
+  assert.match(none.text, /no TCP_b run/);
+});
+
 test('DE3/DE4 on the DE1 run: queue samples to delay, loss after a join', async () => {
   const sc = scenario('delay-de1-convergence');
   const dir = tmp();
