@@ -552,7 +552,23 @@ function cbrStop(sc: Scenario, dir: string, t0: number, scheduled: number, level
     const up = decisions.find((d) => d.at_s > scheduled - 1 && d.to >= level && d.from < level);
     const dt = up ? up.at_s - end : NaN;
     worst = Number.isFinite(dt) && Number.isFinite(worst) ? Math.max(worst, dt) : NaN;
-    delays.push(`${fl.name}=${f(dt)}`);
+    // Where the time goes: the add decision that reached `level` took the minimum over the
+    // samples since the previous decision (plm.md §3.3: W restarts at every decision); a
+    // window that began before the end still held samples of the CBR-phase share, so its
+    // decision added nothing (or one layer) and the next one came C later.
+    const before = up ? decisions.filter((d) => d.at_s > end && d.at_s < up.at_s) : [];
+    const prev = up ? [...decisions].filter((d) => d.at_s < up.at_s).pop() : undefined;
+    const why = up
+      ? `; window of the add from ${prev ? f(prev.at_s - end) : '?'} s after the end, bhat ${f((up.inputs.bhat_e ?? NaN) / 1000, 0)} kbit/s, ${up.from}->${up.to}` +
+        (before.length ? `; earlier checks after the end: ${before.map((d) => `${f(d.at_s - end)} ${d.reason} ${d.from}->${d.to}${d.inputs.bhat_e != null ? ` bhat ${f(d.inputs.bhat_e / 1000, 1)}` : ''}`).join(', ')}` : '')
+      : '';
+    // When the pairs first showed the freed capacity: the first per-second line (1-s steps)
+    // whose PP median is at least 1.5 x the CBR-phase share.
+    const { lines } = readPlayer(dir, fl.name, fl.receivers[0].name, t0);
+    const shareLines = lines.filter((x) => x.t > scheduled - 10 && x.t <= scheduled && x.pp_bps_median_payload);
+    const share = quantile(shareLines.map((x) => x.pp_bps_median_payload!), 0.5);
+    const seen = lines.find((x) => x.t > end - 1 && (x.pp_bps_median_payload ?? 0) >= 1.5 * share);
+    delays.push(`${fl.name}=${f(dt)} (PP median >= 1.5 x share in the line of ${seen ? f(seen.t - end) : '?'} s${why})`);
   }
   rows.push(row('plm/E4', `CBR end on the bottleneck -> >= ${level} layers, from the decision log (s), worst`, worst, delays.join(' '), null, max));
   return rows;
