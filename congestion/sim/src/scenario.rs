@@ -1012,6 +1012,24 @@ impl Scenario {
                 _ => None,
             })
             .collect();
+        // Their cumulative layer rates (bit/s): an active interface never forwards layers its
+        // link cannot carry (agents::alma::AlmaQueue::with_capacity).
+        let alma_cum_bps: Vec<Option<Vec<f64>>> = self
+            .flows
+            .iter()
+            .zip(&alma_flows)
+            .map(|(f, k)| match (f, k) {
+                (Flow::Layered { layers, .. }, Some(_)) => layers.rates().ok().map(|r| {
+                    r.iter()
+                        .scan(0.0, |acc, x| {
+                            *acc += x * 1000.0;
+                            Some(*acc)
+                        })
+                        .collect()
+                }),
+                _ => None,
+            })
+            .collect();
         let mut specs = Vec::new();
         // Probed link directions: (link index, node, monitor name).
         let mut probes = Vec::new();
@@ -1043,12 +1061,15 @@ impl Scenario {
                 let queue = qdisc::build_seeded(&q, rate, seed ^ (0x5100 + specs.len() as u64))
                     .map_err(|e| Error::Scenario(e.to_string()))?;
                 let queue = if alma_flows.iter().any(Option::is_some) {
-                    Box::new(crate::agents::alma::AlmaQueue::new(
-                        queue,
-                        crate::agents::alma::buffer_packets(&q, rate),
-                        alma_flows.clone(),
-                        crate::agents::alma::NodeConfig::default(),
-                    ))
+                    Box::new(
+                        crate::agents::alma::AlmaQueue::new(
+                            queue,
+                            crate::agents::alma::buffer_packets(&q, rate),
+                            alma_flows.clone(),
+                            crate::agents::alma::NodeConfig::default(),
+                        )
+                        .with_capacity(rate as f64, alma_cum_bps.clone()),
+                    )
                 } else {
                     queue
                 };
@@ -1169,7 +1190,10 @@ impl Scenario {
                         let rn = nodes[r.at.as_str()];
                         let rcv =
                             LayeredReceiver::new(rn, ctl, info.clone(), groups.clone(), mon, t0)
-                                .with_layering(layering.clone());
+                                .with_layering(layering.clone())
+                                .with_delivered_level(
+                                    crate::agents::alma::budget_scale(protocol).is_some(),
+                                );
                         let id = sim.add_agent(rn, Box::new(rcv));
                         let t = start_of(r.start_s, r.start_jitter_s).max(t0);
                         sim.net.schedule_command(t, id, Command::Start);
