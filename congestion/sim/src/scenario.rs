@@ -240,6 +240,14 @@ pub enum Flow {
         packet_size: u32,
         #[serde(default = "d_cwnd")]
         max_cwnd: u32,
+        /// TCP/IP header bytes on top of `packet_size` on the wire (ns-2 `Agent/TCP`: 40;
+        /// default 0, the packet is `packet_size`). Goodput counts `packet_size` per segment.
+        #[serde(default)]
+        header_bytes: u32,
+        /// ns-2's `bugFix_` (Reno: no second fast retransmit for one window; `TcpSender::
+        /// with_bug_fix`). Default false.
+        #[serde(default)]
+        bug_fix: bool,
         #[serde(default)]
         start_s: f64,
         #[serde(default)]
@@ -1407,6 +1415,8 @@ impl Scenario {
                     variant,
                     packet_size,
                     max_cwnd,
+                    header_bytes,
+                    bug_fix,
                     start_s,
                     start_jitter_s,
                     stop_s,
@@ -1429,7 +1439,9 @@ impl Scenario {
                         *packet_size,
                         v,
                         *max_cwnd,
-                    );
+                    )
+                    .with_header(*header_bytes)
+                    .with_bug_fix(*bug_fix);
                     // ACC TCP (agents::acc): a Reno sender whose segments carry its state.
                     let snd = if variant == "acc-reno" {
                         snd.with_acc()
@@ -1437,7 +1449,8 @@ impl Scenario {
                         snd
                     };
                     let s_id = sim.add_agent(a, Box::new(snd));
-                    let k_id = sim.add_agent(b, Box::new(TcpSink::new(b, mon)));
+                    let k_id =
+                        sim.add_agent(b, Box::new(TcpSink::new(b, mon).with_header(*header_bytes)));
                     debug_assert_eq!(k_id, sink_id);
                     let t0 = start_of(*start_s, *start_jitter_s);
                     sim.net.schedule_command(t0, k_id, Command::Start);
