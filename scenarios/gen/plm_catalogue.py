@@ -199,11 +199,15 @@ S3_PHASE = ("independent sender phases (each sender starts at U[0, 1) s, the pap
             "the 100 kbit/s share (120 = 600/5 with one PLM idle), so when a whole check period's "
             "minimum exceeds 100 the strict rule adds layer 5 (= the share) and the session drops "
             "back at the next pair that sees all six flows (the exact share reads 99999.995 bit/s "
-            "after the links' ns rounding, below B[5]): plm/S3 seed 1, plmx-1 4 -> 5 -> 4 every "
+            "after the links' ns rounding, below B[5]): plm/S3 with fixed phases, seed 1, plmx-1 4 -> 5 -> 4 every "
             "~2.5 s (adds on Bhat 120k, drops on 100k), plmx-3 at 5, CBR 113.9 kbit/s; a session "
             "whose pairs never meet all others holds 5 throughout (S3b M = 5). With every sender "
             "started at 0 (one shared pair schedule) each pair meets all flows and these rows pass "
-            "(4 layers +-0, CBR 120.2), but then S5 splits unequally (docs/simulator.md)")
+            "(4 layers +-0, CBR 120.2), but then S5 splits unequally (docs/simulator.md). ns-2's "
+            "sender jitter (burst_jitter 0.5, which fixes S3) does not fix M = 5, 10: a pair reads the "
+            "share only if all 9-19 other flows have a packet queued, and PLM flows below their share "
+            "are queued only part of the time, so many periods' minimum still exceeds B[5] (sessions "
+            "at 4-5, CBR 103-107 kbit/s, 3 seeds) and some sessions lose a few packets (b = 3; M = 10, b = 2) (docs/protocols/plm.md §8)")
 
 
 S3_JIT = ("ns-2 sender jitter (burst_jitter 0.5, Legout's CBR_PP random_ 1): the sessions' pairs meet "
