@@ -296,7 +296,12 @@ impl TcpSender {
                     self.cwnd = self.ssthresh;
                 }
             } else if self.cwnd < self.ssthresh {
-                self.cwnd += newly;
+                // One segment per ACK, however many segments it covers: ns-2's
+                // `TcpAgent::opencwnd` (the papers' TCP) and RFC 5681 §3.1. After a timeout's
+                // go-back-N, one cumulative ACK covers everything the receiver had buffered
+                // behind the hole; growing cwnd by all of it sent a line-rate burst of
+                // hundreds of packets (tests/tcp.rs).
+                self.cwnd += newly.min(1.0);
             } else {
                 self.cwnd += newly / self.cwnd;
             }
