@@ -47,6 +47,8 @@ export interface BedOptions {
   packetSize?: number;
   /** Start players at once (default true); else call startPlayer. */
   startPlayers?: boolean;
+  /** Extra player flags (e.g. capacity's `--no-pictures --qr-every 15`). */
+  playerArgs?: string[];
   /** Emulator real-time priority (default 10, 0 off). */
   rtPrio?: number;
   /** Extra environment for the server (e.g. MALLOC_ARENA_MAX for a memory diagnosis). */
@@ -345,7 +347,7 @@ export class Bed {
     // restarted sender's first multicast announcement reaches the player at once, where the URL
     // is polled once a second. The player restarts its video pipeline on the new session, so the
     // sooner it learns of it, the more of the new encode's first key picture it keeps.
-    const args = ['--session-url', annUrl, '--announce', '239.255.76.1:5000', '--controller', this.opts.controller ?? 'era', '--interface', ifc.addr, '--out', dir, '--viewer-id', name, '--headless'];
+    const args = ['--session-url', annUrl, '--announce', '239.255.76.1:5000', '--controller', this.opts.controller ?? 'era', '--interface', ifc.addr, '--out', dir, '--viewer-id', name, '--headless', ...(this.opts.playerArgs ?? [])];
     const c = this.net.procs.spawnIn(this.b.nodeNs.get(name)!, `player ${name}`, requireBinary('layercast-player'), args);
     pipeTo(c, path.join(dir, 'stderr.log'));
     const h = { name, dir, node: name, child: c, startedAt: Date.now() / 1000 };
