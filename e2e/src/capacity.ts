@@ -8,10 +8,13 @@
 //   - has no telemetry gap: a per-second log line at least every 2.5 s, and the server's
 //     /api/viewers lists it, not gone, at the end of the step,
 //   - (video) shows at least 90 % of the frame rate the sender encoded over the same seconds
-//     (the server's `video_pictures` counter), with no decoder error. Judging against the
-//     sender's own rate, not the nominal 15 fps, separates the players' decoding from the
-//     sender's encoding: on the shared machine the one encoder fell to 11.4 fps at times, and
-//     every player then showed 11.4 fps.
+//     (the server's `video_pictures` counter; capped at the nominal rate, see `judge`), with no
+//     decoder error. Judging against the sender's own rate, not the nominal 15 fps, separates
+//     the players' decoding from the sender's encoding: on the shared machine the one encoder
+//     fell to 11.4 fps at times, and every player then showed 11.4 fps. But a step whose sender
+//     encoded less than 90 % of the nominal rate fails as not valid (a starved 6-fps encode
+//     passed the relative check at load 21), and in video runs the sender's threads run at
+//     nice -5 (`prioritiseSender`).
 // The capacity is the largest player count whose step passed; the ramp stops at the first step
 // that fails. Synthetic players sit behind the soak's four bottleneck classes (tbf, 3, 5, 8 and
 // 10 of 10 x 100 kbit/s layers). Video players sit behind `VIDEO_PATH_KBPS` each: the demo's VP9
@@ -28,6 +31,7 @@
 // picture in 75 (every 5 s; zbar was 56 % of a player's CPU when it read every picture, and one
 // read a second still 18 %: about 16 ms per 640x360 picture).
 import fs from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { Bed, type BedPlayer, type PLine } from './bed.js';
 import { sleep } from './sh.js';
@@ -116,6 +120,8 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
     log,
   });
   if (video) {
+    const pr = prioritiseSender(bed.serverPid());
+    log(`sender (server) threads at nice ${SENDER_NICE}: ${pr}`);
     const k = bed.carries(players[0].name);
     if (k < bed.ladderBps.length) log(`WARNING: a ${VIDEO_PATH_KBPS} kbit/s path carries only ${k} of ${bed.ladderBps.length} layers`);
   }
@@ -140,6 +146,14 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
       void stepStart;
       const r = await judge(bed, players.slice(0, running), from, to, video, senderFps);
       r.serverCpu = srv0 !== null && srv1 !== null ? (100 * (srv1 - srv0)) / (to - from) : null;
+      // A step only counts when the one encoder kept (nearly) its nominal rate: players that
+      // decode a starved 6-fps encode (measured at load 21) pass the relative fps check while
+      // decoding less than half the pictures the benchmark is about.
+      const nominal = Number(DEMO_VIDEO.fps);
+      if (video && senderFps !== null && senderFps < 0.9 * nominal) {
+        r.pass = false;
+        r.why.unshift(`sender encoded ${senderFps.toFixed(1)} of ${nominal} fps (step not valid)`);
+      }
       steps.push(r);
       log(`${running} players: ${r.pass ? 'pass' : 'FAIL'} (min at-level ${(r.minAtLevel * 100).toFixed(0)} %, max loss ${(r.maxLoss * 100).toFixed(2)} %, max log gap ${r.maxLineGapS.toFixed(1)} s, missing ${r.missing}${r.minFpsRatio !== null ? `, min fps ${(r.minFpsRatio * 100).toFixed(0)} % of the sender's ${r.senderFps?.toFixed(1)} fps` : ''}${cpuText(r)}, load ${r.load.toFixed(1)})${r.why.length ? ` ${r.why.slice(0, 4).join('; ')}` : ''}`);
       if (!r.pass) break;
@@ -176,6 +190,33 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
     );
   }
   return res;
+}
+
+/** Nice value of the sender's threads in video capacity runs (`prioritiseSender`). */
+const SENDER_NICE = -5;
+
+/** In a deployment the sender is its own machine; here the one encoder shares two cores with
+ *  the players and everyone else's jobs, and at load 20 it fell to 6 fps. Its threads (every
+ *  task of the process: `setpriority` on a pid moves only that thread; threads started later
+ *  inherit from their creator) get a higher priority, so a step judges the players at the
+ *  full encode rate. Returns what was done, for the log. */
+function prioritiseSender(pid: number | undefined): string {
+  if (pid === undefined) return 'no server pid';
+  try {
+    const tids = fs.readdirSync(`/proc/${pid}/task`);
+    let ok = 0;
+    for (const t of tids) {
+      try {
+        execFileSync('renice', ['-n', String(SENDER_NICE), '-p', t], { stdio: 'ignore' });
+        ok++;
+      } catch {
+        /* a thread that just ended */
+      }
+    }
+    return `${ok} of ${tids.length} threads`;
+  } catch (e) {
+    return `not changed (${(e as Error).message})`;
+  }
 }
 
 /** CPU seconds (user + system) a process has used, from /proc/PID/stat; null if unknown. */
@@ -220,8 +261,12 @@ async function judge(bed: Bed, players: BedPlayer[], from: number, to: number, v
     why.push(`/api/viewers: ${(e as Error).message}`);
   }
   let missing = 0;
-  // Against the sender's own rate when the server reports it, else the nominal rate.
-  const fps = senderFps !== null && senderFps > 0 ? senderFps : Number(DEMO_VIDEO.fps);
+  // Against the sender's own rate when the server reports it, but never above the nominal
+  // rate: pictures are shown on their RTP timestamps' clock (1/15 s apart), so an encoder
+  // catching up after a slow stretch (18.2 fps over a judged window, measured) raises the
+  // decode rate, not the shown rate (15.9 fps shown, 17.7 decoded in that window).
+  const nominalFps = Number(DEMO_VIDEO.fps);
+  const fps = senderFps !== null && senderFps > 0 ? Math.min(senderFps, nominalFps) : nominalFps;
   for (const p of players) {
     const all = bed.lines(p.name);
     const ls = all.filter((l) => l.t >= from && l.t < to + 1) as (PLine & { cpu_s?: number })[];
@@ -277,4 +322,134 @@ export function capacitySummary(r: CapacityResult): string {
     );
   }
   return lines.join('\n');
+}
+
+export interface PlayerCostOptions {
+  dir: string;
+  /** The session's `video` object (default the demo's 640x360@15 L3T3). */
+  video?: Record<string, unknown>;
+  /** Player flags on top of `--headless --out DIR` (default the capacity players'). */
+  playerArgs?: string[];
+  /** Seconds before the measured window (start-up, first key picture), and of the window. */
+  warmS?: number;
+  windowS?: number;
+  log?: (m: string) => void;
+}
+
+export interface PlayerCost {
+  video: Record<string, unknown>;
+  playerArgs: string[];
+  /** Player CPU over the window, % of one core; ms of CPU per decoded picture. */
+  playerCpu: number;
+  msPerPicture: number;
+  decodedFps: number;
+  shownFps: number;
+  senderFps: number | null;
+  serverCpu: number | null;
+  layers: number;
+  width: number;
+  height: number;
+  load: number;
+}
+
+/** One player's CPU per second of video: one player holding every layer (`--fixed-layers`, no
+ *  controller dynamics) behind a path far above the ladder, its `cpu_s` and `decoded` counters
+ *  over `windowS` seconds after `warmS`. */
+export async function runPlayerCost(o: PlayerCostOptions): Promise<PlayerCost> {
+  const log = o.log ?? ((m: string) => console.error(`[player-cost] ${m}`));
+  const video = o.video ?? DEMO_VIDEO;
+  const nLayers = Number(video.spatial ?? 1) * Number(video.temporal ?? 1);
+  const playerArgs = [...(o.playerArgs ?? VIDEO_PLAYER_ARGS), '--fixed-layers', String(nLayers)];
+  const warmS = o.warmS ?? 15;
+  const windowS = o.windowS ?? 30;
+  fs.mkdirSync(o.dir, { recursive: true });
+  const bed = await Bed.start({
+    dir: o.dir,
+    players: [{ name: 'c001', rateKbps: 100_000 }],
+    source: 'video',
+    video,
+    packetSize: 1400,
+    links: 'tbf',
+    playerArgs,
+    log,
+  });
+  try {
+    await sleep(warmS * 1000);
+    const from = Date.now() / 1000;
+    const pics0 = await senderPictures(bed);
+    const srv0 = procCpuS(bed.serverPid());
+    await sleep(windowS * 1000);
+    const to = Date.now() / 1000;
+    const pics1 = await senderPictures(bed);
+    const srv1 = procCpuS(bed.serverPid());
+    const ls = bed.lines('c001').filter((l) => l.t >= from && l.t < to + 1) as (PLine & { cpu_s?: number })[];
+    if (ls.length < 2) throw new Error('player-cost: fewer than 2 log lines in the window');
+    const [a, b] = [ls[0], ls[ls.length - 1]];
+    const dt = b.t - a.t;
+    const cpu = (b.cpu_s ?? NaN) - (a.cpu_s ?? NaN);
+    const decoded = (b.video?.decoded ?? 0) - (a.video?.decoded ?? 0);
+    const r: PlayerCost = {
+      video,
+      playerArgs,
+      playerCpu: (100 * cpu) / dt,
+      msPerPicture: decoded > 0 ? (1000 * cpu) / decoded : NaN,
+      decodedFps: decoded / dt,
+      shownFps: ((b.video?.frames ?? 0) - (a.video?.frames ?? 0)) / dt,
+      senderFps: pics0 !== null && pics1 !== null ? (pics1 - pics0) / (to - from) : null,
+      serverCpu: srv0 !== null && srv1 !== null ? (100 * (srv1 - srv0)) / (to - from) : null,
+      layers: b.layers,
+      width: b.video?.width ?? 0,
+      height: b.video?.height ?? 0,
+      load: load1(),
+    };
+    fs.writeFileSync(path.join(o.dir, 'player-cost.json'), JSON.stringify(r, null, 1));
+    return r;
+  } finally {
+    await bed.teardown();
+  }
+}
+
+export const playerCostSummary = (r: PlayerCost) =>
+  `player cost, ${JSON.stringify(r.video)} with ${r.playerArgs.join(' ')}: ${r.layers} layers, ${r.width}x${r.height}, ` +
+  `decoded ${r.decodedFps.toFixed(1)} fps (sender ${r.senderFps?.toFixed(1) ?? '?'}), shown ${r.shownFps.toFixed(1)} fps; ` +
+  `player CPU ${r.playerCpu.toFixed(1)} % of one core = ${r.msPerPicture.toFixed(2)} ms per picture; server CPU ${r.serverCpu?.toFixed(1) ?? '?'} %; load ${r.load.toFixed(1)}`;
+
+// Direct run: `node --import tsx e2e/src/capacity.ts --video|--synthetic [--max N] [--step N]
+// [--hold S] [--out DIR]` (the ramp, recorded like `layercast-e2e capacity`), or
+// `... capacity.ts --player-cost [--size WxH@FPS] [--full-log] [--out DIR]` (one player's CPU;
+// `--full-log`: the default player flags, every picture written and QR-read).
+if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
+  const args = process.argv.slice(2);
+  const flag = (n: string) => {
+    const i = args.indexOf(n);
+    return i >= 0 ? args[i + 1] : undefined;
+  };
+  const num = (n: string) => (flag(n) !== undefined ? Number(flag(n)) : undefined);
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const out = flag('--out') ?? path.join('e2e', 'runs', `capacity-${stamp}`);
+  const main = async (): Promise<number> => {
+    if (args.includes('--player-cost')) {
+      const size = flag('--size');
+      let video: Record<string, unknown> = DEMO_VIDEO;
+      if (size) {
+        const m = /^(\d+)x(\d+)@(\d+)$/.exec(size);
+        if (!m) throw new Error('--size WxH@FPS');
+        video = { ...DEMO_VIDEO, width: Number(m[1]), height: Number(m[2]), fps: Number(m[3]) };
+      }
+      const r = await runPlayerCost({ dir: out, video, playerArgs: args.includes('--full-log') ? [] : undefined });
+      console.log(playerCostSummary(r));
+      return 0;
+    }
+    const mode = args.includes('--synthetic') ? 'synthetic' : 'video';
+    const r = await runCapacity({ mode, dir: path.join(out, mode), max: num('--max'), step: num('--step'), holdS: num('--hold'), record: true });
+    console.log(capacitySummary(r));
+    return r.pass ? 0 : 1;
+  };
+  main().then(
+    (c) => process.exit(c),
+    (e: Error) => {
+      console.error(`capacity: ${e.message}`);
+      process.exit(1);
+    },
+  );
 }
