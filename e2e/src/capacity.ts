@@ -69,6 +69,8 @@ export interface StepResult {
   playerCpuMax: number | null;
   /** The server's CPU over the judged seconds, % of one core. */
   serverCpu: number | null;
+  /** video: layer frames the sender's queues dropped over the judged seconds. */
+  senderDropped?: number | null;
   decoderErrors: number;
   load: number;
   why: string[];
@@ -136,16 +138,22 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
       const stepStart = Date.now() / 1000;
       await sleep(Math.max(0, holdS - 20) * 1000);
       const from = Date.now() / 1000;
-      const pics0 = video ? await senderPictures(bed) : null;
+      const sv0 = video ? await senderVideo(bed) : null;
+      const pics0 = sv0?.pictures ?? null;
       const srv0 = procCpuS(bed.serverPid());
       await sleep(Math.min(20, holdS) * 1000);
       const to = Date.now() / 1000;
-      const pics1 = video ? await senderPictures(bed) : null;
+      const sv1 = video ? await senderVideo(bed) : null;
+      const pics1 = sv1?.pictures ?? null;
       const srv1 = procCpuS(bed.serverPid());
       const senderFps = pics0 !== null && pics1 !== null ? (pics1 - pics0) / (to - from) : null;
       void stepStart;
       const r = await judge(bed, players.slice(0, running), from, to, video, senderFps);
       r.serverCpu = srv0 !== null && srv1 !== null ? (100 * (srv1 - srv0)) / (to - from) : null;
+      // Layer frames the sender's queues dropped in the judged seconds: a picture that lost its
+      // top spatial frame is decoded but hidden (`video.hidden`), so it costs shown fps.
+      r.senderDropped = sv0 && sv1 ? sv1.dropped - sv0.dropped : null;
+      if (r.senderDropped) r.why.push(`sender dropped ${r.senderDropped} layer frames`);
       // A step only counts when the one encoder kept (nearly) its nominal rate: players that
       // decode a starved 6-fps encode (measured at load 21) pass the relative fps check while
       // decoding less than half the pictures the benchmark is about.
@@ -237,10 +245,15 @@ const cpuText = (s: StepResult) =>
 
 /** The server's count of encoded pictures of the session (null if unknown). */
 async function senderPictures(bed: Bed): Promise<number | null> {
+  return (await senderVideo(bed))?.pictures ?? null;
+}
+
+/** The server's encoded pictures and layer frames its queues dropped (null if unknown). */
+async function senderVideo(bed: Bed): Promise<{ pictures: number; dropped: number } | null> {
   try {
-    const ss = (await bed.api('/api/sessions')) as { id?: string; video_pictures?: number | null }[];
-    const v = ss.find((x) => x.id === 'live')?.video_pictures;
-    return typeof v === 'number' ? v : null;
+    const ss = (await bed.api('/api/sessions')) as { id?: string; video_pictures?: number | null; video_dropped?: number | null }[];
+    const s = ss.find((x) => x.id === 'live');
+    return typeof s?.video_pictures === 'number' ? { pictures: s.video_pictures, dropped: Number(s.video_dropped ?? 0) } : null;
   } catch {
     return null;
   }
@@ -373,6 +386,7 @@ export async function runPlayerCost(o: PlayerCostOptions): Promise<PlayerCost> {
     playerArgs,
     log,
   });
+  log(`sender (server) threads at nice ${SENDER_NICE}: ${prioritiseSender(bed.serverPid())}`);
   try {
     await sleep(warmS * 1000);
     const from = Date.now() / 1000;
