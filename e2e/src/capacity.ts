@@ -49,6 +49,11 @@ export interface CapacityOptions {
   /** Seconds per step (default 30 synthetic, 40 video); the last 20 s are judged. */
   holdS?: number;
   record?: boolean;
+  /** Server and players each in a session (scheduling autogroup) of its own (`Bed`
+   *  `ownSessions`), the sender's autogroup at nice -5: on the shared machine the one
+   *  default autogroup gets a fixed share of the two cores whatever the bed needs. The
+   *  record says so. */
+  ownSessions?: boolean;
   log?: (m: string) => void;
 }
 
@@ -119,10 +124,12 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
     links: 'tbf',
     startPlayers: false,
     playerArgs: video ? VIDEO_PLAYER_ARGS : undefined,
+    ownSessions: o.ownSessions,
     log,
   });
+  if (o.ownSessions) log('server and players each in a scheduling autogroup of its own');
   if (video) {
-    const pr = prioritiseSender(bed.serverPid());
+    const pr = prioritiseSender(bed.serverPid(), o.ownSessions ?? false);
     log(`sender (server) threads at nice ${SENDER_NICE}: ${pr}`);
     const k = bed.carries(players[0].name);
     if (k < bed.ladderBps.length) log(`WARNING: a ${VIDEO_PATH_KBPS} kbit/s path carries only ${k} of ${bed.ladderBps.length} layers`);
@@ -192,9 +199,11 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
     recordAcceptance(
       video ? 'issue7/players-video' : 'issue7/players-synthetic',
       `${capacity}${res.reachedMax ? '+ (ramp stopped at --max)' : ''} players (${video ? `VP9 L3T3 640x360@15, every path ${VIDEO_PATH_KBPS / 1000} Mbit/s = all ${bed.ladderBps.length} layers, 640x360 decoded on every picture; headless ${VIDEO_PLAYER_ARGS.join(' ')}` : '10 × 100 kbit/s, bottlenecks 350/560/880/1250 kbit/s'}); criterion: ≥ 90 % of seconds at the path's level, loss < 1 %, no telemetry gap${video ? ", ≥ 90 % of the sender's encoded frame rate shown (sender " + steps.map((s) => s.senderFps?.toFixed(1) ?? '?').join('/') + ' fps)' : ''}` +
-        `${last ? `; ${last.players} failed: ${last.why.slice(0, 2).join('; ')}` : ''}; CPU per step (players n: player mean/max, server, % of one core) ${steps.map((s) => `${s.players}: ${s.playerCpuMean?.toFixed(1) ?? '?'}/${s.playerCpuMax?.toFixed(1) ?? '?'}, ${s.serverCpu?.toFixed(1) ?? '?'}`).join('; ')}; shared machine, load ${steps.map((s) => s.load.toFixed(0)).join('/')}`,
+        `${last ? `; ${last.players} failed: ${last.why.slice(0, 2).join('; ')}` : ''}; CPU per step (players n: player mean/max, server, % of one core) ${steps.map((s) => `${s.players}: ${s.playerCpuMean?.toFixed(1) ?? '?'}/${s.playerCpuMax?.toFixed(1) ?? '?'}, ${s.serverCpu?.toFixed(1) ?? '?'}`).join('; ')}; shared machine, load ${steps.map((s) => s.load.toFixed(0)).join('/')}${o.ownSessions ? `; scheduling: server and each player in an autogroup of its own (--own-sessions), the sender's at nice ${SENDER_NICE} (in the one default autogroup the other sessions on the shared machine starve the sender, docs/testbed.md "Players per machine")` : ''}`,
       res.pass,
-      `layercast-e2e capacity --mode ${o.mode}${o.max !== undefined ? ` --max ${o.max}` : ''}${o.step !== undefined ? ` --step ${o.step}` : ''}${o.holdS !== undefined ? ` --hold ${o.holdS}` : ''}`,
+      o.ownSessions
+        ? `node --import tsx e2e/src/capacity.ts --${o.mode}${o.max !== undefined ? ` --max ${o.max}` : ''}${o.step !== undefined ? ` --step ${o.step}` : ''}${o.holdS !== undefined ? ` --hold ${o.holdS}` : ''} --own-sessions`
+        : `layercast-e2e capacity --mode ${o.mode}${o.max !== undefined ? ` --max ${o.max}` : ''}${o.step !== undefined ? ` --step ${o.step}` : ''}${o.holdS !== undefined ? ` --hold ${o.holdS}` : ''}`,
     );
   }
   return res;
@@ -208,8 +217,19 @@ const SENDER_NICE = -5;
  *  task of the process: `setpriority` on a pid moves only that thread; threads started later
  *  inherit from their creator) get a higher priority, so a step judges the players at the
  *  full encode rate. Returns what was done, for the log. */
-function prioritiseSender(pid: number | undefined): string {
+function prioritiseSender(pid: number | undefined, ownGroup = false): string {
   if (pid === undefined) return 'no server pid';
+  // In its own autogroup (`--own-sessions`) a thread's nice only ranks it against its own
+  // process's threads; the group's weight is the autogroup's nice.
+  let group = '';
+  if (ownGroup) {
+    try {
+      fs.writeFileSync(`/proc/${pid}/autogroup`, String(SENDER_NICE));
+      group = `; its autogroup at nice ${SENDER_NICE}`;
+    } catch (e) {
+      group = `; autogroup nice not set (${(e as Error).message})`;
+    }
+  }
   try {
     const tids = fs.readdirSync(`/proc/${pid}/task`);
     let ok = 0;
@@ -221,7 +241,7 @@ function prioritiseSender(pid: number | undefined): string {
         /* a thread that just ended */
       }
     }
-    return `${ok} of ${tids.length} threads`;
+    return `${ok} of ${tids.length} threads${group}`;
   } catch (e) {
     return `not changed (${(e as Error).message})`;
   }
@@ -429,7 +449,8 @@ export const playerCostSummary = (r: PlayerCost) =>
   `player CPU ${r.playerCpu.toFixed(1)} % of one core = ${r.msPerPicture.toFixed(2)} ms per picture; server CPU ${r.serverCpu?.toFixed(1) ?? '?'} %; load ${r.load.toFixed(1)}`;
 
 // Direct run: `node --import tsx e2e/src/capacity.ts --video|--synthetic [--max N] [--step N]
-// [--hold S] [--out DIR]` (the ramp, recorded like `layercast-e2e capacity`), or
+// [--hold S] [--out DIR] [--own-sessions]` (the ramp, recorded like `layercast-e2e capacity`;
+// `--own-sessions`: each process in a scheduling autogroup of its own, said in the record), or
 // `... capacity.ts --player-cost [--size WxH@FPS] [--full-log] [--out DIR]` (one player's CPU;
 // `--full-log`: the default player flags, every picture written and QR-read).
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
@@ -455,7 +476,15 @@ if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(im
       return 0;
     }
     const mode = args.includes('--synthetic') ? 'synthetic' : 'video';
-    const r = await runCapacity({ mode, dir: path.join(out, mode), max: num('--max'), step: num('--step'), holdS: num('--hold'), record: true });
+    const r = await runCapacity({
+      mode,
+      dir: path.join(out, mode),
+      max: num('--max'),
+      step: num('--step'),
+      holdS: num('--hold'),
+      record: true,
+      ownSessions: args.includes('--own-sessions'),
+    });
     console.log(capacitySummary(r));
     return r.pass ? 0 : 1;
   };
