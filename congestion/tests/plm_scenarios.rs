@@ -255,7 +255,9 @@ proptest! {
         for d in rx.decisions.iter().filter(|d| d.reason == "pp-add") {
             let bhat = d.inputs.iter().find(|x| x.0 == "bhat_e").unwrap().1;
             let b = |k: u8| k as f64 * 20_000.0;
-            let below = |a: f64, e: f64| if permissive { a <= e } else { a < e };
+            // The comparisons of §3.3 with the controller's relative tolerance (PlmConfig).
+            let tol = PlmConfig::default().tolerance;
+            let below = |a: f64, e: f64| if permissive { a <= e * (1.0 + tol) } else { a < e * (1.0 - tol) };
             if d.to_layers > d.from_layers {
                 prop_assert!(below(b(d.to_layers), bhat));
                 prop_assert!(d.to_layers == 40 || !below(b(d.to_layers + 1), bhat));

@@ -24,7 +24,7 @@ export const FULL_CHECKS = [
   'plm/E0', 'plm/E2', 'plm/E5', 'plm/E13',
   'delay/DE1', 'delay/DE2', 'delay/DE6',
   // Derived in src/plm-delay-checks.ts (captures, emulator rules, player decisions).
-  'era/AC-13', 'plm/E1', 'plm/E3', 'plm/E4', 'plm/E6', 'plm/E7', 'plm/E8', 'plm/E10', 'plm/E11', 'plm/E12',
+  'era/AC-13', 'plm/E1', 'plm/E3', 'plm/E4', 'plm/E6', 'plm/E7', 'plm/E8', 'plm/E9', 'plm/E10', 'plm/E11', 'plm/E12',
   'delay/DE0', 'delay/DE3', 'delay/DE4', 'delay/DE5', 'delay/DE7', 'delay/DE8',
   'tfmcc/E6', 'tfmcc/E7', 'tfmcc/E9', 'tfmcc/E10', 'tfmcc/E11', 'tfmcc/E12', 'tfmcc/E13', 'tfmcc/E14', 'tfmcc/E15', 'tfmcc/E16',
 ];

@@ -190,6 +190,9 @@ export async function plmDelayDerived(sc: Scenario, r: RunResult, dir: string): 
     'plm-e1-pp-fq': () => ppFidelity(sc, dir, t0, [[1, 5, 20], [3, 20, 40], [9, 40, 60]], false),
     'plm-e1-pp-fifo': () => ppFidelity(sc, dir, t0, [[1, 5, 20]], true),
     'plm-e3-top2-late-joins': () => startTimes(sc, dir, t0, 'plm/E3', 5, 2.17),
+    'plm-e9-bursty-c1': () => versusTcpB(r, dir, 1, 0.45),
+    'plm-e9-bursty-c5': () => versusTcpB(r, dir, 5, 0.35),
+    'plm-e2-top1-fq': () => fromFirstPp(sc, dir, t0, 'plm/E2', E2_KSTAR, 2.0 + (sc.topology.multicast?.join_latency_ms ?? 0) / 1000),
     'plm-e4-cbr-fq': () => cbrStop(sc, dir, t0, 60, 8, 1.7),
     'delay-de0-delay-step': () => delaySteps(sc, dir, t0),
     'delay-de8-exit': () => exitRule(sc, dir, t0),
@@ -352,6 +355,30 @@ function silence(sc: Scenario, dir: string, t0: number): DerivedRow[] {
   return rows;
 }
 
+/** PP samples the player counted in the per-second lines whose whole interval lies in
+ *  [a, b]. A line holds the samples since the previous line (about 1 s, longer when the
+ *  player's tick runs late), so selecting lines by their stamp alone (`a < t <= b`) counts
+ *  samples from up to a second before `a`: that is how plm/E10 read 2 samples "during 21-24 s"
+ *  (the 21.04-s line covered 20.02-21.04 s, i.e. the pairs completed before the emulator's pair
+ *  rule took effect at 20 s). Lines that reach back before `a` are returned apart. */
+export function ppSamplesWithin(lines: { t: number; pp_samples?: number }[], a: number, b: number): { samples: number; lines: number; straddling: { from: number; t: number; n: number }[] } {
+  let samples = 0;
+  let n = 0;
+  const straddling: { from: number; t: number; n: number }[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const x = lines[i];
+    const from = i > 0 ? lines[i - 1].t : x.t - 1;
+    if (x.t > b || x.t <= a) continue;
+    if (from < a) {
+      straddling.push({ from, t: x.t, n: x.pp_samples ?? 0 });
+      continue;
+    }
+    samples += x.pp_samples ?? 0;
+    n++;
+  }
+  return { samples, lines: n, straddling };
+}
+
 /** plm.md E10: loss-drops one layer per >= 0.5 s while loss > 10 %, none when it is < 10 %. */
 function noPp(sc: Scenario, dir: string, t0: number): DerivedRow[] {
   const fl = layered(sc)[0];
@@ -360,9 +387,22 @@ function noPp(sc: Scenario, dir: string, t0: number): DerivedRow[] {
   const a = decisions.filter((d) => d.at_s >= on && d.at_s < off + 0.5);
   const lossA = a.filter((d) => d.reason === 'loss-drop');
   const gaps = lossA.slice(1).map((d, i) => d.at_s - lossA[i].at_s);
-  const pp = lines.filter((x) => x.t > on + 1 && x.t <= off).reduce((s, x) => s + (x.pp_samples ?? 0), 0);
+  // A released pair needs the rule link's propagation delay to reach the receiver: samples
+  // taken up to that long after the rule goes off were still cut by it.
+  const ruleLink = findLink(sc, E10_PAIR_RULE.link);
+  const lag = ruleLink ? (sc.topology.links[ruleLink.index].delay_ms ?? 0) / 1000 : 0;
+  const pp = ppSamplesWithin(lines, on + 1, off + lag);
   const rows: DerivedRow[] = [];
-  rows.push(row('plm/E10', `PP samples during ${on + 1}-${off} s (emulator drops every 2nd packet of a pair)`, pp, String(pp), 0, 0));
+  rows.push(
+    row(
+      'plm/E10',
+      `PP samples during ${on + 1}-${off} s (emulator drops every 2nd packet of a pair; per-second lines wholly inside)`,
+      pp.samples,
+      `${pp.samples} (${pp.lines} lines${pp.straddling.length ? `; not counted, lines reaching back before ${on + 1} s: ${pp.straddling.map((x) => `${f(x.from)}-${f(x.t)} s ${x.n}`).join(', ')}` : ''})`,
+      0,
+      0,
+    ),
+  );
   rows.push(
     row(
       'plm/E10',
@@ -415,6 +455,64 @@ function startTimes(sc: Scenario, dir: string, t0: number, check: string, level:
   return rows;
 }
 
+/** The TCP_b benchmark run of plm.md E9 (same background, TCP_b in place of PLM). */
+export const E9_TCPB_RUN = 'plm-e9-bursty-a-tcpb';
+
+/** plm.md E9: PLM's mean rate over TCP_b's, measured under the same background (the TCP_b
+ *  run of the same set, `../plm-e9-bursty-a-tcpb/summary.json`, same seed and so the same
+ *  on/off schedule). */
+function versusTcpB(r: RunResult, dir: string, c: number, min: number): DerivedRow[] {
+  const file = path.join(dir, '..', E9_TCPB_RUN, 'summary.json');
+  const plm = r.measurements.find((m) => m.id.startsWith(`plm/E9 C = ${c}: PLM rate`));
+  const bg = r.measurements.find((m) => m.id.startsWith(`plm/E9 C = ${c}: background rate`));
+  let tcpb = NaN;
+  let bgT = NaN;
+  if (fs.existsSync(file)) {
+    const t = JSON.parse(fs.readFileSync(file, 'utf8')) as RunResult;
+    tcpb = t.measurements.find((m) => m.id.startsWith('plm/E9 TCP_b rate'))?.value ?? NaN;
+    bgT = t.measurements.find((m) => m.id.startsWith('plm/E9 background rate'))?.value ?? NaN;
+  }
+  const ratio = (plm?.value ?? NaN) / tcpb;
+  const text = Number.isFinite(tcpb)
+    ? `${f(ratio, 3)} (PLM ${f(plm?.value ?? NaN, 1)} / TCP_b ${f(tcpb, 1)} kbit/s; background ${f(bg?.value ?? NaN, 0)} with PLM, ${f(bgT, 0)} with TCP_b)`
+    : `no TCP_b run in this set (${E9_TCPB_RUN})`;
+  return [row('plm/E9', `C = ${c}: PLM mean / TCP_b mean, 30-150 s`, ratio, text, min, null)];
+}
+
+/** plm.md E2: each receiver's optimal level k* (Top_1 with the ns-2 example values). */
+export const E2_KSTAR: Record<string, number> = { r1: 25, r2: 12, r3a: 6, r3b: 6 };
+
+/** plm.md E2: time from each receiver's first PP sample to its first decision at k*, against
+ *  "<= 2.0 s + graft latency after its first PP", with where the time from the receiver's
+ *  start went: start -> base join (the announcement: with `--session-info` the join is at
+ *  once), base join -> first PP (the next pair of the 10 kbit/s base layer: one pair of 500-B
+ *  packets every 0.8 s, jittered +-50 %), first PP -> the add decision (C = 1 s and at least
+ *  3 samples in the window), then the graft. The first PP's time is the add decision's time
+ *  minus its `first_pp_age_s` input (the controller logs it; kernel receive timestamps). */
+function fromFirstPp(sc: Scenario, dir: string, t0: number, check: string, kstar: Record<string, number>, max: number): DerivedRow[] {
+  const fl = layered(sc)[0];
+  const rows: DerivedRow[] = [];
+  const parts: string[] = [];
+  let worst = 0;
+  for (const r of fl.receivers) {
+    const k = kstar[r.name];
+    if (k == null) continue;
+    const { decisions } = readPlayer(dir, fl.name, r.name, t0);
+    const jb = decisions.find((d) => d.reason === 'join-base');
+    const up = decisions.find((d) => d.to === k);
+    const firstAdd = decisions.find((d) => d.reason === 'pp-add' && d.inputs.first_pp_age_s != null);
+    const firstPp = firstAdd ? firstAdd.at_s - firstAdd.inputs.first_pp_age_s : NaN;
+    const dt = up && Number.isFinite(firstPp) ? up.at_s - firstPp : NaN;
+    worst = Number.isFinite(worst) && Number.isFinite(dt) ? Math.max(worst, dt) : NaN;
+    const adds = decisions.filter((d) => d.reason === 'pp-add' && up && d.at_s <= up.at_s).length;
+    parts.push(
+      `${r.name}=${f(dt)} (start->base join ${jb ? f(jb.at_s - r.start_s) : '?'}, ->first PP ${jb ? f(firstPp - jb.at_s) : '?'}, ->k*=${k} ${f(dt)} in ${adds} add${adds === 1 ? '' : 's'}${firstAdd ? ` on ${firstAdd.inputs.pp_count} samples` : ''}; start->k* ${up ? f(up.at_s - r.start_s) : 'never'})`,
+    );
+  }
+  rows.push(row(check, `first PP -> k*, from the decision log (s), worst`, worst, parts.join(' '), null, Math.round(max * 1000) / 1000));
+  return rows;
+}
+
 /** plm.md E4: time from the end of the CBR traffic *on the bottleneck* to each PLM session's
  *  first decision at `level` or more layers. The end comes from the emulator's counters on the
  *  CBR receiver's access link (`links.json`, cumulative tx bytes sampled about once a second):
@@ -454,7 +552,23 @@ function cbrStop(sc: Scenario, dir: string, t0: number, scheduled: number, level
     const up = decisions.find((d) => d.at_s > scheduled - 1 && d.to >= level && d.from < level);
     const dt = up ? up.at_s - end : NaN;
     worst = Number.isFinite(dt) && Number.isFinite(worst) ? Math.max(worst, dt) : NaN;
-    delays.push(`${fl.name}=${f(dt)}`);
+    // Where the time goes: the add decision that reached `level` took the minimum over the
+    // samples since the previous decision (plm.md §3.3: W restarts at every decision); a
+    // window that began before the end still held samples of the CBR-phase share, so its
+    // decision added nothing (or one layer) and the next one came C later.
+    const before = up ? decisions.filter((d) => d.at_s > end && d.at_s < up.at_s) : [];
+    const prev = up ? [...decisions].filter((d) => d.at_s < up.at_s).pop() : undefined;
+    const why = up
+      ? `; window of the add from ${prev ? f(prev.at_s - end) : '?'} s after the end, bhat ${f((up.inputs.bhat_e ?? NaN) / 1000, 0)} kbit/s, ${up.from}->${up.to}` +
+        (before.length ? `; earlier checks after the end: ${before.map((d) => `${f(d.at_s - end)} ${d.reason} ${d.from}->${d.to}${d.inputs.bhat_e != null ? ` bhat ${f(d.inputs.bhat_e / 1000, 1)}` : ''}`).join(', ')}` : '')
+      : '';
+    // When the pairs first showed the freed capacity: the first per-second line (1-s steps)
+    // whose PP median is at least 1.5 x the CBR-phase share.
+    const { lines } = readPlayer(dir, fl.name, fl.receivers[0].name, t0);
+    const shareLines = lines.filter((x) => x.t > scheduled - 10 && x.t <= scheduled && x.pp_bps_median_payload);
+    const share = quantile(shareLines.map((x) => x.pp_bps_median_payload!), 0.5);
+    const seen = lines.find((x) => x.t > end - 1 && (x.pp_bps_median_payload ?? 0) >= 1.5 * share);
+    delays.push(`${fl.name}=${f(dt)} (PP median >= 1.5 x share in the line of ${seen ? f(seen.t - end) : '?'} s${why})`);
   }
   rows.push(row('plm/E4', `CBR end on the bottleneck -> >= ${level} layers, from the decision log (s), worst`, worst, delays.join(' '), null, max));
   return rows;

@@ -609,7 +609,10 @@ function iperfFlow(
       serverOut = collect(server);
     });
     later(start, async () => {
-      const args = ['-c', dst, '-p', String(port), '-t', String(dur), '-J', '-i', String(iv)];
+      // An on/off flow's "on" is a volume (rate x on time; iperf3's -t takes whole seconds,
+      // which made every "on" last at least 1 s: plm/E9's 0.2-0.4-s bursts read 1 s).
+      const span = f.type === 'onoff' && rateKbps ? ['-n', String(Math.max(1, Math.round((rateKbps * 1000 * (stop - start)) / 8)))] : ['-t', String(dur)];
+      const args = ['-c', dst, '-p', String(port), ...span, '-J', '-i', String(iv)];
       if (f.type === 'tcp') {
         args.push('-C', f.variant === 'newreno' ? 'reno' : f.variant);
         // segments sized so that IP packets are packet_size bytes (40 B of headers + 12 of

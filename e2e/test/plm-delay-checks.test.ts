@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadScenario } from '../src/scenario.js';
-import { plmDelayDerived } from '../src/plm-delay-checks.js';
+import { plmDelayDerived, ppSamplesWithin } from '../src/plm-delay-checks.js';
 import type { RunResult } from '../src/runner.js';
 
 const T0 = 1_000_000;
@@ -58,6 +58,85 @@ test('E10: loss-drops 0.5 s apart while pairs are gone pass; a loss-drop at 5 % 
   assert.equal(by('layers per loss-drop').pass, true);
   assert.equal(by('loss-drops after').pass, false);
   assert.equal(by('loss-drops after').value, 1);
+});
+
+test('E10: PP samples count only lines wholly inside the window (the 2 samples of the 21.04-s line were taken before 21 s)', async () => {
+  // The testbed run that read "2": lines at 20.017 (34 samples) and 21.043 (2 samples, taken
+  // while the emulator's pair rule was being set at 20 s), then none until the rule went off.
+  const lines = [
+    { t: 19.02, pp_samples: 35 },
+    { t: 20.017, pp_samples: 34 },
+    { t: 21.043, pp_samples: 2 },
+    { t: 22.022, pp_samples: 0 },
+    { t: 23.113, pp_samples: 0 },
+    { t: 24.018, pp_samples: 0 },
+    { t: 25.02, pp_samples: 21 },
+  ];
+  const w = ppSamplesWithin(lines, 21, 24.02);
+  assert.equal(w.samples, 0);
+  assert.equal(w.lines, 3);
+  assert.deepEqual(w.straddling, [{ from: 20.017, t: 21.043, n: 2 }]);
+  // A sample inside the window still counts (and fails the check below).
+  const leak = lines.map((x) => (x.t === 23.113 ? { ...x, pp_samples: 1 } : x));
+  assert.equal(ppSamplesWithin(leak, 21, 24.02).samples, 1);
+  // Through the derived check: the same log passes, the leaking one fails.
+  const sc = scenario('plm-e10-no-pp');
+  for (const [ls, pass] of [[lines, true], [leak, false]] as const) {
+    const dir = tmp();
+    const d = path.join(dir, 'player-plm-rcv');
+    fs.mkdirSync(d, { recursive: true });
+    const all = [...Array.from({ length: 18 }, (_, i) => ({ t: i + 1, pp_samples: 30 })), ...ls, ...Array.from({ length: 20 }, (_, i) => ({ t: 26 + i, pp_samples: 30 }))];
+    fs.writeFileSync(path.join(d, 'player.jsonl'), all.map((x) => JSON.stringify({ ...x, t: T0 + x.t, layers: 12, decisions: [] })).join('\n') + '\n');
+    const rows = await plmDelayDerived(sc, result(sc.name), dir);
+    const r = rows.find((x) => x.measurement.includes('PP samples'))!;
+    assert.equal(r.pass, pass, r.text);
+  }
+});
+
+test('E2: first PP -> k* from the add decision and its first_pp_age_s; a second add past 2 s fails', async () => {
+  const sc = scenario('plm-e2-top1-fq');
+  const kstar: Record<string, number> = { r1: 25, r2: 12, r3a: 6, r3b: 6 };
+  const write = (dir: string, secondAdd: boolean) => {
+    for (const [name, k] of Object.entries(kstar)) {
+      const adds: [number, number, number, string, Record<string, number>][] = secondAdd
+        ? [[7.1, 1, k - 2, 'pp-add', { first_pp_age_s: 1.6, pp_count: 3 }], [8.2, k - 2, k, 'pp-add', { first_pp_age_s: 2.7, pp_count: 12 }]]
+        : [[7.1, 1, k, 'pp-add', { first_pp_age_s: 1.6, pp_count: 3 }], [8.2, k, k, 'pp-add', { first_pp_age_s: 2.7, pp_count: 30 }]];
+      player(dir, 'plm', name, secs(1, 20, (t) => (t < 5 ? 0 : k)), [[5.02, 0, 1, 'join-base'], ...adds]);
+    }
+  };
+  const good = tmp();
+  write(good, false);
+  const rows = await plmDelayDerived(sc, result(sc.name), good);
+  const r = rows.find((x) => x.measurement.startsWith('first PP -> k*'))!;
+  assert.ok(Math.abs(r.value - 1.6) < 1e-9, r.text);
+  assert.equal(r.pass, true, r.text);
+  assert.match(r.text, /r1=1\.60 \(start->base join 0\.02, ->first PP 0\.48/);
+  const bad = tmp();
+  write(bad, true);
+  const rb = (await plmDelayDerived(sc, result(sc.name), bad)).find((x) => x.measurement.startsWith('first PP -> k*'))!;
+  assert.ok(Math.abs(rb.value - 2.7) < 1e-9, rb.text);
+  assert.equal(rb.pass, false);
+});
+
+test('E9: PLM / TCP_b from the TCP_b run of the same set; a missing benchmark run fails', async () => {
+  const set = tmp();
+  const tcpDir = path.join(set, 'plm-e9-bursty-a-tcpb');
+  fs.mkdirSync(tcpDir);
+  fs.writeFileSync(path.join(tcpDir, 'summary.json'), JSON.stringify({ scenario: 'plm-e9-bursty-a-tcpb', measurements: [{ id: 'plm/E9 TCP_b rate 30-150 s (kbit/s)', value: 2000 }, { id: 'plm/E9 background rate 30-150 s with TCP_b (kbit/s)', value: 600 }] }));
+  const dir = path.join(set, 'plm-e9-bursty-c1');
+  fs.mkdirSync(dir);
+  const run = (plmKbps: number) => ({ scenario: 'plm-e9-bursty-c1', t0_unix_s: T0, measurements: [{ id: 'plm/E9 C = 1: PLM rate 30-150 s (kbit/s)', value: plmKbps }, { id: 'plm/E9 C = 1: background rate 30-150 s (kbit/s)', value: 610 }] }) as unknown as RunResult;
+  const sc = scenario('plm-e9-bursty-c1');
+  const [ok] = await plmDelayDerived(sc, run(1000), dir);
+  assert.equal(ok.value, 0.5);
+  assert.equal(ok.pass, true, ok.text);
+  const [low] = await plmDelayDerived(sc, run(800), dir);
+  assert.equal(low.pass, false, 'PLM at 0.40 x TCP_b');
+  const lone = path.join(tmp(), 'plm-e9-bursty-c1');
+  fs.mkdirSync(lone);
+  const [none] = await plmDelayDerived(sc, run(1000), lone);
+  assert.equal(none.pass, false);
+  assert.match(none.text, /no TCP_b run/);
 });
 
 test('DE3/DE4 on the DE1 run: queue samples to delay, loss after a join', async () => {
