@@ -10,7 +10,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
 
@@ -54,6 +54,8 @@ pub struct FrameLog {
     qr_every: u64,
     /// Rows queued so far (the writer's `index`, known on this side).
     pushed: u64,
+    /// Set on drop: the writer stops reading QR stamps and drains the queue.
+    closing: Arc<AtomicBool>,
 }
 
 impl FrameLog {
@@ -67,7 +69,13 @@ impl FrameLog {
         let (tx, rx) = channel::<(FrameMsg, u64)>();
         let pending = Arc::new(AtomicUsize::new(0));
         let stats = Arc::new(FrameLogStats::default());
-        let (p2, s2, dir) = (pending.clone(), stats.clone(), dir.to_path_buf());
+        let closing = Arc::new(AtomicBool::new(false));
+        let (p2, s2, c2, dir) = (
+            pending.clone(),
+            stats.clone(),
+            closing.clone(),
+            dir.to_path_buf(),
+        );
         let thread = std::thread::Builder::new()
             .name("frame-log".into())
             .spawn(move || {
@@ -95,6 +103,11 @@ impl FrameLog {
                     if m.i420.is_some() {
                         p2.fetch_sub(1, Ordering::Relaxed);
                     }
+                    if c2.load(Ordering::Relaxed) {
+                        // Closing: the rows still queued are written without reading their
+                        // stamps (see `Drop`).
+                        w.qr = None;
+                    }
                     if w.row(&m, shown_ns, &s2).is_err() {
                         s2.write_errors.fetch_add(1, Ordering::Relaxed);
                     }
@@ -109,6 +122,7 @@ impl FrameLog {
             pictures,
             qr_every,
             pushed: 0,
+            closing,
         })
     }
 
@@ -141,7 +155,12 @@ impl FrameLog {
 }
 
 impl Drop for FrameLog {
+    /// Drains the queue and joins the writer. Rows still queued are written without their QR
+    /// stamps: a 720p player reading every stamp fell behind by up to 90 pictures (zbar about
+    /// 30 ms each, up to 2 s when the reader is behind), and its exit waited for all of them
+    /// (`bench_player_cpu_720p` saw the player still running 18 s after its exit line).
     fn drop(&mut self) {
+        self.closing.store(true, Ordering::Relaxed);
         self.tx = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
