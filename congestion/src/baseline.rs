@@ -22,7 +22,7 @@ pub(crate) const MAX_SEQ_GAP: u64 = 10_000;
 /// restart).
 type SeqTracker = crate::estimators::SeqTracker;
 
-fn new_tracker() -> SeqTracker {
+pub(crate) fn new_tracker() -> SeqTracker {
     SeqTracker::new(MAX_SEQ_GAP)
 }
 
@@ -207,15 +207,29 @@ impl Core {
 
     /// Loss detection for one packet; counts it.
     pub(crate) fn observe(&mut self, layer: u8, seq: u64) -> Observed {
+        self.observe_on(layer, seq, None)
+    }
+
+    /// [`Core::observe`] with the caller's sequence tracker instead of the per-layer one
+    /// (FLID-DL tracks per physical channel: a logical layer changes channel every slot).
+    pub(crate) fn observe_on(
+        &mut self,
+        layer: u8,
+        seq: u64,
+        tracker: Option<&mut SeqTracker>,
+    ) -> Observed {
         if self.exited || layer >= self.level {
             self.stray += 1;
             return Observed::Stray;
         }
         use crate::estimators::SeqEvent;
-        let ev = self
-            .trackers
-            .get_mut(layer as usize)
-            .map_or(SeqEvent::Baseline, |t| t.on_seq(seq));
+        let ev = match tracker {
+            Some(t) => t.on_seq(seq),
+            None => self
+                .trackers
+                .get_mut(layer as usize)
+                .map_or(SeqEvent::Baseline, |t| t.on_seq(seq)),
+        };
         let lost = match ev {
             SeqEvent::Advance { lost } => lost,
             SeqEvent::Recovered => {

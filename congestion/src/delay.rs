@@ -118,6 +118,47 @@ pub struct Config {
     /// 39-ms standing queue, one layer too many). Epochs with loss above d1, or silent, cut
     /// regardless. Zero restores a cut every epoch.
     pub decrease_holdoff: Duration,
+    /// Cut from the rate actually received, `min(X_calc, B_i)`, not from X_calc alone \[U\].
+    /// Off by default: measured worse (DS2 Jain 60-80 s 0.86 with it, 0.94 without, 6
+    /// seeds, with the other session-6 changes on). The idea: X_calc winds up above B_i while the join hold-off paces the climb,
+    /// and the spec's multiplicative decrease is AIMD's only fairness force only if it is
+    /// proportional to what each receiver takes from the shared queue (DS2: two sessions at
+    /// 8 and 5 layers each cut three layers per episode: additive decrease, no convergence).
+    pub anchor_decrease: bool,
+    /// One multiplicative decrease per congestion episode \[U\]; off by default (measured
+    /// worse: DS2 Jain 20-50 s 0.90 with it, 0.92 without; DS9 n = 10 level spread 4.8 vs
+    /// 3.8, 6 seeds). After a
+    /// cut, further (lossless) zone-3 cuts wait while the leaves that cut called for are
+    /// still pending (R_TARGET below the current level's passive zone) or while the queue
+    /// drains (daowd below the previous epoch's): the queue then reflects the load before
+    /// our own leaves took effect, and cutting again on it counted one episode twice or
+    /// three times (DS2 session 5: 490 → 334 → 189 kbit/s on one overshoot).
+    pub one_cut_per_episode: bool,
+    /// Leave hold-off \[U\]: 1 s (the spec's single `l`). A cut of 25-50 % is several layers
+    /// on a fine ladder, and one leave per second lets the queue grow for seconds after the
+    /// decision (DS2: 300-ms queues); 0.5 s helped the shared-bottleneck rows (with the two
+    /// options below: DS9 n = 10 level spread 7.8 → 3.8 layers) but settled the single
+    /// receiver of `delay_units::settles_near_the_bottleneck_share` at 12 layers instead of
+    /// 13, so the default stays at `l`.
+    pub leave_holdoff: Duration,
+    /// α is per nominal epoch (`epoch_min`): an epoch of length T adds α·T/epoch_min \[U\]
+    /// (see `alpha_epoch_weight`). Off by default: it removes the per-epoch bias against
+    /// low-rate receivers (DS2), but a single receiver whose epochs last 0.5 s then gains
+    /// 2.5x the α it had, and the harness receiver of `settles_near_the_bottleneck_share`
+    /// changed level 9 times in 60 s instead of 0.
+    pub alpha_per_time: bool,
+    /// Queueing delay of a packet against the sliding minimum OWD of its own layer (never
+    /// below the all-layer minimum) \[U\]. Off by default: a layer joined while a queue
+    /// stands takes that queue as its baseline and under-reads every later queue, which made
+    /// the single receiver of `settles_near_the_bottleneck_share` oscillate (36-42 level
+    /// changes in 60 s instead of 0) and cost DS1 throughput (6 seeds, 263 → 228 kbit/s
+    /// with the session-6 options), though it halved the DS9 spread. Equal-rate CBR layers of
+    /// sessions sharing a FIFO keep fixed relative phases, so some layers always queue
+    /// behind another session's packet: a receiver holding two such layers read one
+    /// serialisation time (13 ms at 600 kbit/s) of "queueing" that never drains, sat
+    /// between d0 and d1 where α is near zero, and stayed at 2 layers beside a session at
+    /// 9-12 (DS2, seed-dependent: the start times set the phases).
+    pub per_layer_dmin: bool,
     pub seed: u64,
 }
 
@@ -152,6 +193,11 @@ impl Default for Config {
             silence_is_loss: true,
             exit_zone3_epochs: 0,
             decrease_holdoff: Duration::from_secs(1),
+            anchor_decrease: false,
+            one_cut_per_episode: false,
+            leave_holdoff: Duration::from_secs(1),
+            alpha_per_time: false,
+            per_layer_dmin: false,
             seed: 0xD1_0000,
         }
     }
@@ -353,6 +399,18 @@ pub fn alpha(cfg: &Config, daowd: f64, d0: f64, d1: f64) -> f64 {
     amin * amax * (d1 - daowd) / den
 }
 
+/// The weight of α for an epoch of length `len` \[U\]: `len / epoch_min`, at most
+/// `epoch_max / epoch_min` (and 1 when `epoch_min` is zero), so that the additive increase
+/// per second does not depend on how fast a receiver's packets close its epochs.
+pub fn alpha_epoch_weight(len: Duration, epoch_min: Duration, epoch_max: Duration) -> f64 {
+    let nominal = epoch_min.as_secs_f64();
+    if nominal <= 0.0 {
+        return 1.0;
+    }
+    let cap = (epoch_max.as_secs_f64() / nominal).max(1.0);
+    (len.as_secs_f64() / nominal).clamp(0.0, cap)
+}
+
 /// The multiplicative decrease β of §4.2 (continuous reconstruction).
 pub fn beta(cfg: &Config, daowd: f64, thr: [f64; 3], increasing: bool, loss: bool) -> f64 {
     let [d1, d2, d3] = thr;
@@ -410,10 +468,12 @@ pub struct Dlm {
     /// timestamp before the trend tests: the host may feed packets out of arrival order
     /// (per-layer sockets, a newly joined layer's quarantine), and the trend is a function of
     /// send order, as in Pathload.
-    samples: Vec<(u64, f64, f64)>,
+    samples: Vec<(u64, f64, f64, u8)>,
     loss_in_epoch: u64,
     /// 10-s buckets of the minimum raw OWD (bucket index, minimum).
     dmin: VecDeque<(u64, f64)>,
+    /// The same per layer (`per_layer_dmin`), indexed by layer.
+    dmin_layer: Vec<VecDeque<(u64, f64)>>,
     daowd_range: Option<(f64, f64)>,
     first_epoch_at: Option<Time>,
     last_daowd: f64,
@@ -453,6 +513,7 @@ impl Dlm {
             samples: Vec::new(),
             loss_in_epoch: 0,
             dmin: VecDeque::new(),
+            dmin_layer: Vec::new(),
             daowd_range: None,
             first_epoch_at: None,
             last_daowd: 0.0,
@@ -488,6 +549,34 @@ impl Dlm {
 
     fn d_min(&self) -> Option<f64> {
         self.dmin.iter().map(|b| b.1).reduce(f64::min)
+    }
+
+    /// The OWD baseline of a sample of `layer`: that layer's sliding minimum with
+    /// `per_layer_dmin`, else the minimum over all layers.
+    fn baseline(&self, layer: u8) -> f64 {
+        let global = self.d_min().unwrap_or(0.0);
+        if !self.cfg.per_layer_dmin {
+            return global;
+        }
+        self.dmin_layer
+            .get(layer as usize)
+            .and_then(|q| q.iter().map(|b| b.1).reduce(f64::min))
+            .map_or(global, |m| m.max(global))
+    }
+
+    /// Folds one OWD sample into a bucketed sliding minimum.
+    fn push_min(q: &mut VecDeque<(u64, f64)>, bucket: u64, owd: f64, keep: u64) {
+        match q.back_mut() {
+            // A late-fed packet of an earlier bucket folds into the newest one.
+            Some((b, m)) if *b >= bucket => *m = m.min(owd),
+            _ => q.push_back((bucket, owd)),
+        }
+        while q
+            .front()
+            .is_some_and(|(b, _)| bucket.saturating_sub(*b) >= keep)
+        {
+            q.pop_front();
+        }
     }
 
     fn thresholds(&self, now: Time) -> [f64; 3] {
@@ -554,7 +643,12 @@ impl Dlm {
         let cfg = &self.cfg;
         // Send order (see `samples`); a stable sort keeps arrival order for equal stamps.
         self.samples.sort_by_key(|s| s.0);
-        let owd: Vec<f64> = self.samples.iter().map(|s| s.1).collect();
+        // Queueing delay per sample, each against its layer's baseline (`per_layer_dmin`).
+        let owd: Vec<f64> = self
+            .samples
+            .iter()
+            .map(|s| s.1 - self.baseline(s.3))
+            .collect();
         let sizes: Vec<f64> = self.samples.iter().map(|s| s.2).collect();
         // [U] Total silence while layers are held and packets have flowed before: every
         // packet of the epoch was lost (no sequence gap can show it until one arrives).
@@ -562,11 +656,11 @@ impl Dlm {
             && cfg.silence_is_loss
             && self.core.level > 0
             && self.last_packet_at.is_some();
-        let dmin = self.d_min().unwrap_or(0.0);
+        let prev_daowd = self.last_daowd;
         let daowd = if owd.is_empty() {
             self.last_daowd
         } else {
-            owd.iter().map(|d| (d - dmin).max(0.0)).sum::<f64>() / owd.len() as f64
+            owd.iter().map(|d| d.max(0.0)).sum::<f64>() / owd.len() as f64
         };
         self.last_daowd = daowd;
         self.first_epoch_at.get_or_insert(now);
@@ -629,17 +723,26 @@ impl Dlm {
         if zone == 3 {
             // Loss above d1 and silence are not held off: packets are being lost now.
             let lossy = silent || (loss > 0 && daowd > d1);
-            if lossy || now >= self.decrease_until {
+            let episode_open = self.cfg.one_cut_per_episode
+                && !self.slow_start
+                && (self.leave_pending() || daowd < prev_daowd);
+            if lossy || (now >= self.decrease_until && !episode_open) {
                 let b = if silent {
                     self.cfg.beta_max
                 } else {
                     beta(&self.cfg, daowd, thr, increasing, loss > 0)
                 };
-                self.x_calc *= 1.0 - b;
+                let level = self.core.level;
+                let from = if self.cfg.anchor_decrease && level > 0 {
+                    self.x_calc.min(self.core.cum_rate(level))
+                } else {
+                    self.x_calc
+                };
+                self.x_calc = from * (1.0 - b);
                 self.decrease_until = now + self.cfg.decrease_holdoff;
             }
         } else {
-            self.x_calc += alpha(&self.cfg, daowd, d0, d1);
+            self.x_calc += alpha(&self.cfg, daowd, d0, d1) * self.epoch_weight(now);
         }
         self.x_calc = self.clamp_x(self.x_calc);
         let rtt = self.cfg.rtt_base.as_secs_f64() + daowd;
@@ -698,6 +801,37 @@ impl Dlm {
             return;
         }
         self.update_timers(now);
+    }
+
+    /// The additive increase's weight for the epoch closing at `now` \[U\]: its length over
+    /// `epoch_min` (1 for a nominal epoch), when `alpha_per_time`. The paper gives α per
+    /// epoch, and an epoch lasts until 16 packets arrived: a receiver at 100 kbit/s
+    /// closes one epoch a second, one at 400 kbit/s five, so per epoch the low-rate
+    /// receiver gained a fifth of the rate per second and never caught up on a shared queue
+    /// (DS2: a session held 2 layers for 30 s beside one at 9-12).
+    fn epoch_weight(&self, now: Time) -> f64 {
+        if !self.cfg.alpha_per_time {
+            return 1.0;
+        }
+        alpha_epoch_weight(
+            now.saturating_since(self.epoch_start),
+            self.cfg.epoch_min,
+            self.cfg.epoch_max,
+        )
+    }
+
+    /// Whether R_TARGET lies below the current level's passive zone (a leave is due).
+    fn leave_pending(&self) -> bool {
+        let level = self.core.level;
+        if level <= 1 {
+            return false;
+        }
+        let Some(x) = self.r_target else {
+            return false;
+        };
+        let b_i = self.core.cum_rate(level);
+        let b_prev = self.core.cum_rate(level - 1);
+        x.min(self.x_calc) < b_i - self.cfg.passive_eps * (b_i - b_prev)
     }
 
     /// Arms, re-times or cancels the passive-zone timers from R_TARGET (§6.1).
@@ -764,7 +898,7 @@ impl Dlm {
             if self.core.level > 1 {
                 let inp = self.inputs();
                 self.core.leave_top(now, "leave-timer", inp);
-                self.leave_holdoff = now + self.cfg.holdoff;
+                self.leave_holdoff = now + self.cfg.leave_holdoff;
                 self.join_armed = None;
             }
             self.leave_armed = None;
@@ -819,21 +953,18 @@ impl LayeredController for Dlm {
         };
         let owd = (at.as_micros() as i128 - pkt.send_time_us as i128) as f64 / 1e6;
         let bucket = at.as_nanos() / 10_000_000_000;
-        match self.dmin.back_mut() {
-            // A late-fed packet of an earlier bucket folds into the newest one.
-            Some((b, m)) if *b >= bucket => *m = m.min(owd),
-            _ => self.dmin.push_back((bucket, owd)),
-        }
         let keep = self.cfg.dmin_window.as_secs() / 10 + 1;
-        while self
-            .dmin
-            .front()
-            .is_some_and(|(b, _)| bucket.saturating_sub(*b) >= keep)
-        {
-            self.dmin.pop_front();
+        Self::push_min(&mut self.dmin, bucket, owd, keep);
+        if self.cfg.per_layer_dmin {
+            let k = pkt.layer as usize;
+            if self.dmin_layer.len() <= k {
+                self.dmin_layer.resize_with(k + 1, VecDeque::new);
+            }
+            Self::push_min(&mut self.dmin_layer[k], bucket, owd, keep);
         }
         if self.samples.len() < 100_000 {
-            self.samples.push((pkt.send_time_us, owd, pkt.size as f64));
+            self.samples
+                .push((pkt.send_time_us, owd, pkt.size as f64, pkt.layer));
         }
         self.last_packet_at = Some(at);
         self.losses.on_packets(1);

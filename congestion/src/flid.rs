@@ -24,11 +24,15 @@
 //! * Increase signals are a pure function of `(session_id, slot, level)` hashed against the
 //!   per-level probability ([`IncreaseSignals`]), so every receiver sees the same signals,
 //!   which is the synchronisation FLID's sender-set signals provide.
-//! * Channels change at a slot change, so sequence tracking restarts and only packets sent
-//!   in the current slot feed loss detection.
+//! * Channels change at a slot change, so by default sequence tracking restarts and only
+//!   packets sent in the current slot feed loss detection. Sequence numbers run per physical
+//!   channel (one RTP stream per group), so with [`Config::loss_per_channel`] loss is tracked
+//!   per channel (`channel_for(layer, slot of the send time)`) across slot boundaries, and a
+//!   channel's tracker restarts only when the receiver newly joins it.
 
-use crate::baseline::{mix64, Core, Observed};
+use crate::baseline::{mix64, new_tracker, Core, Observed};
 use crate::controller::{Action, Decision, LayeredController, PacketArrival, Stats, TimerReason};
+use crate::estimators::SeqTracker;
 use crate::session::SessionInfo;
 use crate::time::Time;
 use std::time::Duration;
@@ -143,6 +147,13 @@ pub struct Config {
     /// A slot is declared over by timer if no packet of the next slot arrived this long after
     /// the boundary (estimated from the smallest one-way offset seen).
     pub slot_grace: Duration,
+    /// Track sequence gaps per physical channel across slot boundaries (true) instead of per
+    /// logical layer within the slot (false, the default). True sees every loss (the low
+    /// layers carry < 1 packet per slot, so per-slot tracking misses most of theirs) but,
+    /// with our increase probabilities p_k = 1, turns FLID into a multiplicative
+    /// increase/decrease that is unfair between sessions (docs/protocols/flid-dl.md,
+    /// "Per-channel loss tracking"); off until the increase signals are settled.
+    pub loss_per_channel: bool,
 }
 
 impl Default for Config {
@@ -153,6 +164,7 @@ impl Default for Config {
             quiescent_slots: 4,
             exit_on_base_loss: true,
             slot_grace: Duration::from_millis(200),
+            loss_per_channel: false,
         }
     }
 }
@@ -173,6 +185,10 @@ pub struct Flid {
     pkts_in_slot: u64,
     /// Smallest `recv − send` seen, microseconds (maps the sender's slot grid to our clock).
     offset_us: Option<i128>,
+    /// Sequence trackers per physical channel: index 0 the base, `1 + g` dynamic channel `g`.
+    chan_trackers: Vec<SeqTracker>,
+    /// Dynamic channels held in the current slot (their trackers carry over to the next).
+    held_chans: Vec<u32>,
 }
 
 impl Flid {
@@ -186,7 +202,45 @@ impl Flid {
             loss_in_slot: 0,
             pkts_in_slot: 0,
             offset_us: None,
+            chan_trackers: Vec::new(),
+            held_chans: Vec::new(),
         }
+    }
+
+    /// Tracker index of logical `layer` in a packet sent in `slot`.
+    fn channel_key(&self, layer: u8, slot: u64) -> usize {
+        if layer == 0 {
+            return 0;
+        }
+        match self
+            .schedule
+            .as_ref()
+            .and_then(|d| d.channel_for(layer, slot))
+        {
+            Some(g) => 1 + g as usize,
+            None => 1 + usize::from(layer),
+        }
+    }
+
+    /// After a slot change or level change: channels held now that were not held before get a
+    /// fresh tracker (their sequence moved on while we were away).
+    fn sync_channels(&mut self) {
+        let (Some(d), Some(s)) = (self.schedule.as_ref(), self.slot) else {
+            return;
+        };
+        let now_held = d.channels_for_level(self.core.level, s);
+        let need = 1 + d.channels() as usize;
+        if self.chan_trackers.len() < need {
+            self.chan_trackers.resize_with(need, new_tracker);
+        }
+        for &g in &now_held {
+            if !self.held_chans.contains(&g) {
+                if let Some(t) = self.chan_trackers.get_mut(1 + g as usize) {
+                    t.reset();
+                }
+            }
+        }
+        self.held_chans = now_held;
     }
     /// Current slot index (None before the first packet).
     pub fn current_slot(&self) -> Option<u64> {
@@ -289,7 +343,11 @@ impl Flid {
         self.slot = Some(new_slot);
         self.loss_in_slot = 0;
         self.pkts_in_slot = 0;
-        self.core.reset_trackers();
+        if self.cfg.loss_per_channel {
+            self.sync_channels();
+        } else {
+            self.core.reset_trackers();
+        }
     }
 }
 
@@ -324,20 +382,49 @@ impl LayeredController for Flid {
         let off = now.as_micros() as i128 - pkt.send_time_us as i128;
         self.offset_us = Some(self.offset_us.map_or(off, |o| o.min(off)));
         let pslot = pkt.send_time_us / self.slot_us();
-        match self.slot {
-            Some(s) if pslot < s => {
-                // Sent in an earlier slot: the channel mapping differs; count, don't track.
-                if pkt.layer < self.core.level {
-                    self.core.received += 1;
+        if !self.cfg.loss_per_channel {
+            match self.slot {
+                Some(s) if pslot < s => {
+                    // Sent in an earlier slot: the channel mapping differs; count, don't track.
+                    if pkt.layer < self.core.level {
+                        self.core.received += 1;
+                    }
+                    return;
                 }
-                return;
+                Some(s) if pslot > s => self.advance_to(now, pslot),
+                None => self.slot = Some(pslot),
+                _ => {}
             }
-            Some(s) if pslot > s => self.advance_to(now, pslot),
-            None => self.slot = Some(pslot),
-            _ => {}
+            if let Observed::Held { lost } = self.core.observe(pkt.layer, pkt.seq) {
+                self.pkts_in_slot += 1;
+                self.loss_in_slot += lost;
+            }
+            return;
         }
-        if let Observed::Held { lost } = self.core.observe(pkt.layer, pkt.seq) {
-            self.pkts_in_slot += 1;
+        let late = match self.slot {
+            Some(s) if pslot < s => true,
+            Some(s) if pslot > s => {
+                self.advance_to(now, pslot);
+                false
+            }
+            None => {
+                self.slot = Some(pslot);
+                self.sync_channels();
+                false
+            }
+            _ => false,
+        };
+        // Track on the packet's physical channel (its send slot maps it), also for a packet
+        // sent in an earlier slot: a gap it reveals is a loss detected now.
+        let key = self.channel_key(pkt.layer, pslot);
+        if self.chan_trackers.len() <= key {
+            self.chan_trackers.resize_with(key + 1, new_tracker);
+        }
+        let tracker = &mut self.chan_trackers[key];
+        if let Observed::Held { lost } = self.core.observe_on(pkt.layer, pkt.seq, Some(tracker)) {
+            if !late {
+                self.pkts_in_slot += 1;
+            }
             self.loss_in_slot += lost;
         }
     }

@@ -414,3 +414,152 @@ fn a_20ms_step_is_still_increasing() {
     assert_eq!(trend_pathload(&drift, 16), Some(Trend::Increasing));
     assert!(group_median_rise(&drift) < 0.005);
 }
+
+/// Feeds layers 0 and 1 for `secs`, one packet per layer every 20 ms, layer 1 always
+/// `offset_s` later than layer 0 (a fixed phase behind another session's packet at a shared
+/// FIFO), no queue otherwise. Returns the largest daowd of the epochs that closed after 1 s.
+fn two_layers_with_offset(cfg: Config, offset_s: f64, secs: f64) -> f64 {
+    let mut info = SessionInfo::equal_layers(12, 50_000, Ipv4Addr::new(239, 5, 0, 0), 5000);
+    info.packet_size = 1000;
+    let mut c = Dlm::new(Config {
+        // Stay at two layers: slow start joins layer 1 at 0.14 s and no more before the end.
+        slow_start_interval: std::time::Duration::from_millis(140),
+        ..cfg
+    });
+    c.handle_announcement(Time::ZERO, &info);
+    let mut worst: f64 = 0.0;
+    let mut seq = [0u64; 2];
+    let mut t = 0.0;
+    let mut last_report = None;
+    while t < secs {
+        let now = Time::from_secs_f64(t);
+        if c.poll_timeout().is_some_and(|(at, _)| at <= now) {
+            c.handle_timeout(now);
+        }
+        while c.poll_action().is_some() {}
+        for (k, off) in [(0u8, 0.0), (1u8, offset_s)] {
+            if k == 1 && t < 0.2 {
+                continue;
+            }
+            let send = t - 0.03 - off;
+            c.handle_packet(
+                now,
+                &PacketArrival {
+                    layer: k,
+                    seq: seq[k as usize],
+                    bunch_pos: 0,
+                    bunch_len: 1,
+                    size: 1000,
+                    send_time_us: (send * 1e6 + 1e6) as u64,
+                    recv_time: now,
+                },
+            );
+            seq[k as usize] += 1;
+        }
+        if let Some(r) = c.last_epoch() {
+            if last_report != Some(r) && t > 1.0 {
+                worst = worst.max(r.daowd);
+            }
+            last_report = Some(r);
+        }
+        t += 0.02;
+    }
+    worst
+}
+
+/// DS2 root cause (session 6): a receiver whose layer sits at a fixed phase behind another
+/// session's packet read one serialisation time of "queueing" forever (all-layer minimum),
+/// which put it between d0 and d1 where α is near zero. Against each layer's own minimum
+/// that constant offset is not queueing; without the per-layer baseline it is.
+#[test]
+fn per_layer_baseline_ignores_a_fixed_phase_offset() {
+    let with = two_layers_with_offset(
+        Config {
+            per_layer_dmin: true,
+            ..Config::default()
+        },
+        0.0133,
+        4.0,
+    );
+    let without = two_layers_with_offset(
+        Config {
+            per_layer_dmin: false,
+            ..Config::default()
+        },
+        0.0133,
+        4.0,
+    );
+    assert!(with < 0.001, "per-layer baseline: daowd {with}");
+    assert!(
+        (0.005..0.0134).contains(&without),
+        "all-layer baseline: daowd {without}"
+    );
+}
+
+/// A real queue still shows against per-layer baselines: every packet of both layers 20 ms
+/// late after 2 s reads about 20 ms.
+#[test]
+fn per_layer_baseline_still_sees_a_common_queue() {
+    let mut info = SessionInfo::equal_layers(12, 50_000, Ipv4Addr::new(239, 5, 0, 0), 5000);
+    info.packet_size = 1000;
+    let mut c = Dlm::new(Config {
+        per_layer_dmin: true,
+        ..Config::default()
+    });
+    c.handle_announcement(Time::ZERO, &info);
+    let mut seq = [0u64; 2];
+    let mut t = 0.0;
+    let mut seen = 0.0f64;
+    while t < 4.0 {
+        let now = Time::from_secs_f64(t);
+        if c.poll_timeout().is_some_and(|(at, _)| at <= now) {
+            c.handle_timeout(now);
+        }
+        while c.poll_action().is_some() {}
+        let q = if t >= 2.0 { 0.02 } else { 0.0 };
+        for k in 0..2u8 {
+            if k == 1 && t < 0.2 {
+                continue;
+            }
+            let send = t - 0.03 - q - 0.005 * f64::from(k);
+            c.handle_packet(
+                now,
+                &PacketArrival {
+                    layer: k,
+                    seq: seq[k as usize],
+                    bunch_pos: 0,
+                    bunch_len: 1,
+                    size: 1000,
+                    send_time_us: (send * 1e6 + 1e6) as u64,
+                    recv_time: now,
+                },
+            );
+            seq[k as usize] += 1;
+        }
+        if t > 2.5 {
+            if let Some(r) = c.last_epoch() {
+                seen = seen.max(r.daowd);
+            }
+        }
+        t += 0.02;
+    }
+    assert!((0.019..0.021).contains(&seen), "daowd {seen}");
+}
+
+/// DS2 root cause (session 6): α is per epoch and an epoch needs 16 packets, so a receiver
+/// at 100 kbit/s (one epoch a second) gained a fifth of the rate per second of one at
+/// 400 kbit/s. Weighted by the epoch's length, both gain the same per second.
+#[test]
+fn alpha_weight_follows_epoch_length() {
+    use congestion::delay::alpha_epoch_weight;
+    use std::time::Duration;
+    let (min, max) = (Duration::from_millis(200), Duration::from_secs(1));
+    let w = |ms| alpha_epoch_weight(Duration::from_millis(ms), min, max);
+    assert!((w(200) - 1.0).abs() < 1e-12);
+    // One 1-s epoch = five nominal ones: the same α per second.
+    assert!((w(1000) - 5.0).abs() < 1e-12);
+    assert!((5.0 * w(200) - w(1000)).abs() < 1e-12);
+    // Capped at epoch_max / epoch_min (a late host call does not add a burst of α).
+    assert!((w(3000) - 5.0).abs() < 1e-12);
+    assert_eq!(alpha_epoch_weight(min, Duration::ZERO, max), 1.0);
+}

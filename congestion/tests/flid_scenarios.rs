@@ -148,6 +148,20 @@ fn per_slot_rule_keep_increase_drop_exit() {
     assert_eq!(c.layers(), 0);
 }
 
+/// Sequence numbers per physical channel, as on the wire (one RTP stream per group): the
+/// harness otherwise numbers each logical layer, which a dynamic layer is not.
+fn channel_seq(cfg: &Config, layers: usize) -> Box<dyn Fn(u8, u64) -> usize> {
+    let d = DynamicLayerSchedule {
+        layers: layers.min(255) as u8,
+        quiescent_slots: cfg.quiescent_slots,
+        slot: cfg.slot,
+    };
+    Box::new(move |k, send_us| {
+        d.channel_for(k, d.slot_at(send_us))
+            .map_or(0, |g| 1 + g as usize)
+    })
+}
+
 /// Thesis Ch.4 Exp. I: 1 Mbit/s bottleneck; CBR leaves 500 kbit/s at 20 s and 750 kbit/s
 /// at 40 s; receiver at 3 s; 80 s; 512-byte packets; FLID ladder 12·1.3^(n−1) kbit/s.
 #[test]
@@ -159,10 +173,12 @@ fn scenario_thesis_exp1_oscillates_between_straddling_levels() {
     sc.start = Time::from_secs_f64(3.0);
     sc.prop = Duration::from_millis(30);
     sc.buffer_bytes = 2.0 * 1_000_000.0 / 8.0 * 0.06;
-    let mut c = Flid::new(Config {
+    let cfg = Config {
         sim_rtt: Duration::from_millis(60), // 2 × propagation delay
         ..Config::default()
-    });
+    };
+    sc.seq_key = Some(channel_seq(&cfg, sc.session.layers.len()));
+    let mut c = Flid::new(cfg);
     let tr = run(&mut c, &sc);
     assert!(tr.violations.is_empty(), "{:?}", tr.violations);
     // Converges to ~1 Mbit/s (17-18 layers) within ~11 s of the receiver start.
@@ -208,7 +224,7 @@ proptest! {
     /// Degenerate configurations (zero durations and factors) must not panic or spin.
     #[test]
     fn degenerate_config_is_harmless(seq in inputs()) {
-        let mut c = Flid::new(Config { slot: std::time::Duration::ZERO, sim_rtt: std::time::Duration::ZERO, quiescent_slots: 0, exit_on_base_loss: false, slot_grace: std::time::Duration::ZERO });
+        let mut c = Flid::new(Config { slot: std::time::Duration::ZERO, sim_rtt: std::time::Duration::ZERO, quiescent_slots: 0, exit_on_base_loss: false, slot_grace: std::time::Duration::ZERO, loss_per_channel: false });
         prop_assert_eq!(check_contract(&mut c, &seq), Ok(()));
     }
 }
@@ -242,14 +258,12 @@ fn scenario_thesis_exp4_intra_protocol_fairness() {
         let mut sc = Scenario::new(multiplicative_session(20, 12_000.0, 1.3, 512), cap, 100.0);
         sc.prop = Duration::from_millis(50);
         sc.buffer_bytes = 2.0 * cap / 8.0 * 0.1;
-        let mut ctls: Vec<Flid> = (0..n)
-            .map(|_| {
-                Flid::new(Config {
-                    sim_rtt: Duration::from_millis(100),
-                    ..Config::default()
-                })
-            })
-            .collect();
+        let cfg = Config {
+            sim_rtt: Duration::from_millis(100),
+            ..Config::default()
+        };
+        sc.seq_key = Some(channel_seq(&cfg, sc.session.layers.len()));
+        let mut ctls: Vec<Flid> = (0..n).map(|_| Flid::new(cfg.clone())).collect();
         let starts: Vec<f64> = (0..n)
             .map(|i| 10.0 * ((i as f64 + 0.37) * 0.618).fract())
             .collect();
@@ -285,4 +299,56 @@ fn scenario_thesis_exp4_intra_protocol_fairness() {
             assert!((12.0..=15.5).contains(&l), "level {l}");
         }
     }
+}
+
+/// A gap on a dynamic channel that straddles a slot boundary: per-slot tracking per logical
+/// layer cannot see it (the layer moved to another channel, its tracker restarted); per-channel
+/// tracking does, and drops a layer at the end of the slot where it was detected.
+#[test]
+fn per_channel_tracking_sees_a_gap_across_the_slot_boundary() {
+    let s = multiplicative_session(10, 12_000.0, 1.3, 512);
+    let run = |per_channel: bool| -> Vec<Action> {
+        let cfg = Config {
+            sim_rtt: Duration::from_millis(10), // every probability 1: a signal every slot
+            loss_per_channel: per_channel,
+            ..Config::default()
+        };
+        let d = DynamicLayerSchedule {
+            layers: 10,
+            quiescent_slots: cfg.quiescent_slots,
+            slot: cfg.slot,
+        };
+        let mut c = Flid::new(cfg);
+        c.handle_announcement(Time::ZERO, &s);
+        let t = |ms: u64| Time::from_millis(ms + 40);
+        // Climb to 3 layers: slots 0 and 1 clean (base seq 0, 1, 2, ...).
+        c.handle_packet(t(10), &pkt(0, 0, 10, t(10)));
+        c.handle_packet(t(510), &pkt(0, 1, 510, t(510)));
+        c.handle_packet(t(550), &pkt(1, 0, 550, t(550)));
+        c.handle_packet(t(1010), &pkt(0, 2, 1010, t(1010)));
+        assert_eq!(c.layers(), 3);
+        actions(&mut c);
+        // Slot 2: logical 2 rides channel g2 = channel_for(2, 2) with seq 7.
+        let g2 = d.channel_for(2, 2).unwrap();
+        assert_eq!(
+            d.channel_for(1, 3),
+            Some(g2),
+            "next slot g2 carries logical 1"
+        );
+        c.handle_packet(t(1100), &pkt(2, 7, 1100, t(1100)));
+        c.handle_packet(t(1400), &pkt(1, 3, 1400, t(1400)));
+        // Slot 3: g2 now carries logical 1; its seq jumps 7 -> 9 (seq 8 lost at the boundary).
+        c.handle_packet(t(1510), &pkt(0, 3, 1510, t(1510)));
+        actions(&mut c);
+        c.handle_packet(t(1600), &pkt(1, 9, 1600, t(1600)));
+        c.handle_packet(t(2010), &pkt(0, 4, 2010, t(2010)));
+        actions(&mut c)
+    };
+    // Per logical layer within the slot: the gap is invisible, the slot ends clean.
+    assert_eq!(
+        run(false),
+        vec![Action::Leave(3), Action::Join(3), Action::Join(4)]
+    );
+    // Per channel: the lost seq 8 is seen and the slot ends with a loss-drop.
+    assert_eq!(run(true), vec![Action::Leave(3)]);
 }

@@ -73,6 +73,8 @@ pub const METRICS: &[&str] = &[
     "tfmcc_time_to_clr_rise",
     "tfrc_p_cov",
     "tfrc_halving_rtts",
+    "tfrc_halving_events",
+    "tfrc_first_report_rtts",
     "tfrc_max_rise_pkts",
     "tfrc_max_slope",
     "pp_samples",
@@ -548,6 +550,8 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
             mon.tfrc_p_cov(a, b)
         }),
         "tfrc_halving_rtts" => per(&|mon| mon.tfrc_halving_rtts(after(mon))),
+        "tfrc_halving_events" => per(&|mon| mon.tfrc_halving_events(after(mon))),
+        "tfrc_first_report_rtts" => per(&|mon| mon.tfrc_first_report_rtts(after(mon))),
         "tfrc_max_rise_pkts" | "tfrc_max_slope" => per(&|mon| {
             let (a, b) = window(mon);
             let size = sc

@@ -240,6 +240,14 @@ pub enum Flow {
         packet_size: u32,
         #[serde(default = "d_cwnd")]
         max_cwnd: u32,
+        /// TCP/IP header bytes on top of `packet_size` on the wire (ns-2 `Agent/TCP`: 40;
+        /// default 0, the packet is `packet_size`). Goodput counts `packet_size` per segment.
+        #[serde(default)]
+        header_bytes: u32,
+        /// ns-2's `bugFix_` (Reno: no second fast retransmit for one window; `TcpSender::
+        /// with_bug_fix`). Default false.
+        #[serde(default)]
+        bug_fix: bool,
         #[serde(default)]
         start_s: f64,
         #[serde(default)]
@@ -1004,6 +1012,24 @@ impl Scenario {
                 _ => None,
             })
             .collect();
+        // Their cumulative layer rates (bit/s): an active interface never forwards layers its
+        // link cannot carry (agents::alma::AlmaQueue::with_capacity).
+        let alma_cum_bps: Vec<Option<Vec<f64>>> = self
+            .flows
+            .iter()
+            .zip(&alma_flows)
+            .map(|(f, k)| match (f, k) {
+                (Flow::Layered { layers, .. }, Some(_)) => layers.rates().ok().map(|r| {
+                    r.iter()
+                        .scan(0.0, |acc, x| {
+                            *acc += x * 1000.0;
+                            Some(*acc)
+                        })
+                        .collect()
+                }),
+                _ => None,
+            })
+            .collect();
         let mut specs = Vec::new();
         // Probed link directions: (link index, node, monitor name).
         let mut probes = Vec::new();
@@ -1035,12 +1061,15 @@ impl Scenario {
                 let queue = qdisc::build_seeded(&q, rate, seed ^ (0x5100 + specs.len() as u64))
                     .map_err(|e| Error::Scenario(e.to_string()))?;
                 let queue = if alma_flows.iter().any(Option::is_some) {
-                    Box::new(crate::agents::alma::AlmaQueue::new(
-                        queue,
-                        crate::agents::alma::buffer_packets(&q, rate),
-                        alma_flows.clone(),
-                        crate::agents::alma::NodeConfig::default(),
-                    ))
+                    Box::new(
+                        crate::agents::alma::AlmaQueue::new(
+                            queue,
+                            crate::agents::alma::buffer_packets(&q, rate),
+                            alma_flows.clone(),
+                            crate::agents::alma::NodeConfig::default(),
+                        )
+                        .with_capacity(rate as f64, alma_cum_bps.clone()),
+                    )
                 } else {
                     queue
                 };
@@ -1161,7 +1190,10 @@ impl Scenario {
                         let rn = nodes[r.at.as_str()];
                         let rcv =
                             LayeredReceiver::new(rn, ctl, info.clone(), groups.clone(), mon, t0)
-                                .with_layering(layering.clone());
+                                .with_layering(layering.clone())
+                                .with_delivered_level(
+                                    crate::agents::alma::budget_scale(protocol).is_some(),
+                                );
                         let id = sim.add_agent(rn, Box::new(rcv));
                         let t = start_of(r.start_s, r.start_jitter_s).max(t0);
                         sim.net.schedule_command(t, id, Command::Start);
@@ -1383,6 +1415,8 @@ impl Scenario {
                     variant,
                     packet_size,
                     max_cwnd,
+                    header_bytes,
+                    bug_fix,
                     start_s,
                     start_jitter_s,
                     stop_s,
@@ -1405,7 +1439,9 @@ impl Scenario {
                         *packet_size,
                         v,
                         *max_cwnd,
-                    );
+                    )
+                    .with_header(*header_bytes)
+                    .with_bug_fix(*bug_fix);
                     // ACC TCP (agents::acc): a Reno sender whose segments carry its state.
                     let snd = if variant == "acc-reno" {
                         snd.with_acc()
@@ -1413,7 +1449,8 @@ impl Scenario {
                         snd
                     };
                     let s_id = sim.add_agent(a, Box::new(snd));
-                    let k_id = sim.add_agent(b, Box::new(TcpSink::new(b, mon)));
+                    let k_id =
+                        sim.add_agent(b, Box::new(TcpSink::new(b, mon).with_header(*header_bytes)));
                     debug_assert_eq!(k_id, sink_id);
                     let t0 = start_of(*start_s, *start_jitter_s);
                     sim.net.schedule_command(t0, k_id, Command::Start);

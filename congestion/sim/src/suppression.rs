@@ -302,6 +302,25 @@ pub fn uniform_exact_m(n: u64, tau_over_t: f64) -> f64 {
     1.0 + (nf - 1.0) * s
 }
 
+/// Closed form of [`uniform_exact_m`] (T = 1, `a = tau/T` in (0, 1], n ≥ 1):
+/// `E[M] = 1 + n·a − a^n`.
+///
+/// Derivation: with `D` of density `n(1 − x)^(n−1)`, the integral `E[min(a, 1 − D)/(1 − D)]`
+/// splits at `x = 1 − a`: `n·a ∫_0^(1−a) (1 − x)^(n−2) dx = n·a(1 − a^(n−1))/(n − 1)` plus
+/// `∫_(1−a)^1 n(1 − x)^(n−1) dx = a^n`. Times `n − 1`, plus the first response:
+/// `1 + n·a − n·a^n + (n − 1)·a^n = 1 + n·a − a^n`. Eq. 6.2 (`n·a`) drops the first
+/// response, so it is low by `1 − a^n`, i.e. by a factor `1/(1 + 1/(n·a))` roughly: 33 % at
+/// `n·a = 2`, and within 10 % only for `n·a ≥ 9` (the dissertation's "responses are
+/// distributed equally over T" counts responses in a window of length tau anywhere in T, not
+/// the window that starts at the first response).
+pub fn uniform_exact_m_closed(n: u64, tau_over_t: f64) -> f64 {
+    let a = tau_over_t.clamp(0.0, 1.0);
+    if n == 0 {
+        return 0.0;
+    }
+    1.0 + n as f64 * a - a.powi(n.min(i32::MAX as u64) as i32)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Catalogue rows.
 
@@ -510,10 +529,12 @@ fn s2(rows: &mut Vec<Row>) {
         let exact = uniform_exact_m(n, 0.2);
         let note = if n == 10 {
             format!(
-                "eq. 6.2 (n tau/T) is the large-n form: it leaves out the first response. \
-                 Exact E[M] = 1 + (n-1) E[min(tau, T-D)/(T-D)] = {exact:.3} at n = 10 \
-                 (see the ratio row); at n tau/T = 2 eq. 6.2 is 33 % low, so the band cannot \
-                 hold there for any correct simulation"
+                "paper error (dissertation eq. 6.2, spec S2): E[M] = n tau/T leaves out the \
+                 first response. Exact: E[M] = 1 + (n-1) E[min(tau, T-D)/(T-D)] = \
+                 1 + n tau/T - (tau/T)^n (closed form, docs/protocols/tfmcc.md) = {exact:.3} \
+                 at n = 10, tau/T = 0.2, and the simulation gives that (ratio row); eq. 6.2 is \
+                 low by 1/(1 + n tau/T) = 33 % at n tau/T = 2 and within 10 % only for \
+                 n tau/T >= 9, so the band cannot hold at n = 10 for any correct simulation"
             )
         } else {
             String::new()
@@ -1061,5 +1082,38 @@ mod tests {
         assert!((ed - 0.582).abs() < 0.001 && (em - 1.582).abs() < 0.001);
         // Large n: the exact uniform count approaches 1 + n tau/T.
         assert!((uniform_exact_m(1000, 0.2) - 201.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn uniform_timers_closed_form_matches_integral_and_simulation() {
+        // The closed form 1 + n a - a^n against the numeric integral, over n and a.
+        for &n in &[1u64, 2, 3, 10, 30, 100, 1000] {
+            for &a in &[0.05, 0.2, 0.5, 0.9, 1.0] {
+                let (c, i) = (uniform_exact_m_closed(n, a), uniform_exact_m(n, a));
+                assert!((c - i).abs() < 1e-4 * c, "n={n} a={a}: {c} vs {i}");
+            }
+        }
+        // n = 1 responds once; a = 1 (tau >= T) means nobody is ever cancelled.
+        assert_eq!(uniform_exact_m_closed(1, 0.2), 1.0);
+        assert_eq!(uniform_exact_m_closed(7, 1.0), 7.0);
+        // S2's failing point: n = 10, tau/T = 0.2 gives 3.0, not eq. 6.2's 2.0, and the
+        // Monte Carlo (independent of both formulas) agrees with the exact value.
+        assert!((uniform_exact_m_closed(10, 0.2) - 3.0).abs() < 1e-6);
+        let setup = SuppressionSetup {
+            n: 10,
+            timer: TimerKind::Uniform,
+            t_max: 10.0,
+            one_way: 1.0,
+            spread: 0.0,
+            slot: None,
+        };
+        let r = setup.runs(0x52_0000, 20_000);
+        let m = responses(&r);
+        let mean = m.iter().sum::<f64>() / m.len() as f64;
+        assert!((mean - 3.0).abs() < 0.05, "simulated E[M] {mean}");
+        assert!(mean > 1.4 * 2.0, "eq. 6.2 would give 2.0");
+        // Eq. 6.2 comes within 10 % only from n tau/T = 9 on.
+        let rel = |n: u64| 1.0 - (n as f64 * 0.2) / uniform_exact_m_closed(n, 0.2);
+        assert!(rel(45) <= 0.1 && rel(44) > 0.1, "{} {}", rel(45), rel(44));
     }
 }

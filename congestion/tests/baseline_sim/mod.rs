@@ -40,6 +40,10 @@ pub struct Scenario {
     pub clock_offset_us: u64,
     /// Bernoulli loss on the bottleneck (wireless-like, not congestion), 0..1.
     pub random_loss: f64,
+    /// Sequence space of a packet of logical layer k sent at sender timestamp `send_us`:
+    /// None = one per layer. FLID-DL sets the physical channel (`DynamicLayerSchedule`):
+    /// on the wire every group is one RTP stream, and a logical layer changes group per slot.
+    pub seq_key: Option<Box<dyn Fn(u8, u64) -> usize>>,
 }
 
 impl Scenario {
@@ -58,6 +62,7 @@ impl Scenario {
             leave_latency: Duration::from_millis(20),
             rate: Box::new(move |k, _| rates.get(k as usize).copied().unwrap_or(0.0)),
             spacing: Box::new(|_, _| 1.0),
+            seq_key: None,
             clock_offset_us: 0,
             random_loss: 0.0,
         }
@@ -298,8 +303,15 @@ pub fn run_many(
                     continue;
                 }
                 let fl = &mut flows[f];
-                let s = fl.seq[ku];
-                fl.seq[ku] += 1;
+                let sk = sc
+                    .seq_key
+                    .as_ref()
+                    .map_or(ku, |key| key(k, now.as_micros() + sc.clock_offset_us));
+                if fl.seq.len() <= sk {
+                    fl.seq.resize(sk + 1, 0);
+                }
+                let s = fl.seq[sk];
+                fl.seq[sk] += 1;
                 if fl.fwd[ku] {
                     let cap = sc.cap(now);
                     let backlog = free_at.saturating_since(now).as_secs_f64() * cap / 8.0;

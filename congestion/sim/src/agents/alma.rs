@@ -121,6 +121,13 @@ pub struct AlmaQueue {
     pub pruned_drops: u64,
     /// Prune events.
     pub prunes: u64,
+    /// The link's rate (bit/s) and, per flow id, the session's cumulative layer rates (bit/s):
+    /// layers whose cumulative rate exceeds the link are never forwarded (see
+    /// [`AlmaQueue::with_capacity`]). Empty: no capacity rule.
+    link_bps: f64,
+    cum_bps: Vec<Option<Vec<f64>>>,
+    /// Capsules of layers above the link's capacity dropped (never forwarded).
+    pub capacity_drops: u64,
 }
 
 /// The buffer size in packets of `cfg` at `rate_bps` (ALMA's load is occupancy / buffer).
@@ -163,6 +170,30 @@ impl AlmaQueue {
             self_discards: 0,
             pruned_drops: 0,
             prunes: 0,
+            link_bps: f64::INFINITY,
+            cum_bps: Vec::new(),
+            capacity_drops: 0,
+        }
+    }
+
+    /// The interface's "link characteristics" part of the price (thesis §3: "outgoing
+    /// interfaces export a price as a function of link characteristics and load"): a layer
+    /// whose cumulative session rate `cum_bps[f][ℓ]` exceeds the link rate `link_bps` has an
+    /// infinite price here, so its capsules never enter the queue and a subscribe to it is never
+    /// granted on this interface. Without it an occupancy-only price lets a layer that
+    /// overloads the link by a few per cent (M1: 6 × 10 kbit/s on 56 kbit/s, 13 on 128) in for
+    /// the 5–10 s the drop-tail queue takes to fill, so the receivers sat one layer too high.
+    pub fn with_capacity(mut self, link_bps: f64, cum_bps: Vec<Option<Vec<f64>>>) -> AlmaQueue {
+        self.link_bps = link_bps;
+        self.cum_bps = cum_bps;
+        self
+    }
+
+    /// Whether layer index `layer` of flow `flow` fits the link at all.
+    fn fits(&self, flow: usize, layer: u8) -> bool {
+        match self.cum_bps.get(flow).and_then(Option::as_ref) {
+            Some(c) => c.get(layer as usize).is_none_or(|&r| r <= self.link_bps),
+            None => true,
         }
     }
 
@@ -186,6 +217,10 @@ impl AlmaQueue {
 
     /// Whether this capsule of layer index `layer` (0-based) in flow `flow` may be enqueued.
     fn admit(&mut self, now: Time, flow: usize, layer: u8, k: f64) -> Result<(), ()> {
+        if !self.fits(flow, layer) {
+            self.capacity_drops += 1;
+            return Err(());
+        }
         let cfg = self.cfg;
         let price = self.price;
         let st = &mut self.flows[flow];
@@ -670,6 +705,44 @@ mod tests {
         );
         assert!(q.pruned_drops > 0);
         assert_eq!(q.flows[0].cap, Some(9));
+    }
+
+    #[test]
+    fn layers_above_the_link_capacity_never_enter_the_queue() {
+        // M1's 56 kbit/s tail with 10 kbit/s layers: 5 layers (50 kbit/s) fit, the 6th (60)
+        // does not. Without the capacity rule the 6th passes while the queue is short.
+        let cum: Vec<f64> = (1..=30).map(|k| f64::from(k) * 10_000.0).collect();
+        let mut q = AlmaQueue::new(
+            droptail(20),
+            20.0,
+            vec![Some(BUDGET_K), None],
+            NodeConfig::default(),
+        )
+        .with_capacity(56_000.0, vec![Some(cum), None]);
+        let t = Time::from_millis(100);
+        for l in 0..5 {
+            assert!(q.enqueue(t, capsule(l, 0)).is_empty(), "layer {l} fits");
+        }
+        for l in 5..30 {
+            let d = q.enqueue(t, capsule(l, 0));
+            assert_eq!(d.len(), 1, "layer {l} exceeds 56 kbit/s");
+            assert!(matches!(d[0].1, DropReason::Early));
+        }
+        assert_eq!(q.capacity_drops, 25);
+        assert_eq!(q.self_discards, 0, "an empty queue has price 0");
+        // Another flow's packets are not subject to the rule.
+        assert!(q.enqueue(t, capsule(29, 1)).is_empty());
+        // The boundary is inclusive: 25 layers on 250 kbit/s fit exactly.
+        let cum: Vec<f64> = (1..=30).map(|k| f64::from(k) * 10_000.0).collect();
+        let mut q = AlmaQueue::new(
+            droptail(20),
+            20.0,
+            vec![Some(BUDGET_K)],
+            NodeConfig::default(),
+        )
+        .with_capacity(250_000.0, vec![Some(cum)]);
+        assert!(q.enqueue(t, capsule(24, 0)).is_empty());
+        assert_eq!(q.enqueue(t, capsule(25, 0)).len(), 1);
     }
 
     #[test]

@@ -401,6 +401,10 @@ pub struct LayeredReceiver {
     /// layered protocols here send none; counted to check AC-13).
     pub decisions: u64,
     pub feedback: u64,
+    /// Record as the level only the held layers that have delivered a packet since their join
+    /// (ALMA: the thesis traced its subscription level from the data packets reaching the
+    /// receiver, so a subscribe the network never grants is not a level; `docs/protocols/alma.md`).
+    delivered_level: bool,
 }
 
 impl LayeredReceiver {
@@ -431,7 +435,15 @@ impl LayeredReceiver {
             min_owd: None,
             decisions: 0,
             feedback: 0,
+            delivered_level: false,
         }
+    }
+
+    /// Records as the level the held prefix whose layers have each delivered a packet since
+    /// their join (static layerings only), instead of the held prefix.
+    pub fn with_delivered_level(mut self, on: bool) -> Self {
+        self.delivered_level = on;
+        self
     }
 
     /// Hosts the controller on `layering`'s groups (must match the sender's).
@@ -472,6 +484,14 @@ impl LayeredReceiver {
     fn level(&self) -> u8 {
         if self.layering.dynamic() {
             return self.logical;
+        }
+        if self.delivered_level {
+            return self
+                .held
+                .iter()
+                .zip(&self.expected)
+                .take_while(|(h, e)| **h && e.is_some())
+                .count() as u8;
         }
         self.held.iter().take_while(|h| **h).count() as u8
     }
