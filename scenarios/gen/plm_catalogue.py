@@ -145,16 +145,19 @@ def dumbbell(tag, bottleneck_kbps, sources, sinks, jitter=None, quantum=None):
     return nodes, links
 
 
-def plm_flow(name, src, dst, layers, rate, start, jitter=0.0, bunch=2, c=1.0, size=500, phase=True):
+def plm_flow(name, src, dst, layers, rate, start, jitter=0.0, bunch=2, c=1.0, size=500, phase=True,
+             burst_jitter=0.0):
     """One PLM session with one receiver. `phase`: the sender starts at U[0, 1) s, so sessions
     do not share one pair schedule (the paper's sources emit pairs at randomised times; with
-    every sender started at 0 all sessions' pairs leave at the same instants)."""
+    every sender started at 0 all sessions' pairs leave at the same instants). `burst_jitter`:
+    every pair gap is I·(1 + U(-j, j)), ns-2 CBR_PP `random_ 1` (Legout's plm-topo.tcl) is 0.5."""
     j = f", start_jitter_s: {jitter:g}" if jitter else ""
     ph = "    start_jitter_s: 1\n" if phase else ""
+    bj = f"    burst_jitter: {burst_jitter:g}\n" if burst_jitter else ""
     return f"""  - name: {name}
     type: layered
     protocol: plm
-    from: {src}
+{bj}    from: {src}
     layers: {{count: {layers}, rate_kbps: {rate:g}}}
     packet_size: {size}
     bunch: {bunch}
@@ -196,14 +199,26 @@ S3_PHASE = ("independent sender phases (each sender starts at U[0, 1) s, the pap
             "the 100 kbit/s share (120 = 600/5 with one PLM idle), so when a whole check period's "
             "minimum exceeds 100 the strict rule adds layer 5 (= the share) and the session drops "
             "back at the next pair that sees all six flows (the exact share reads 99999.995 bit/s "
-            "after the links' ns rounding, below B[5]): plm/S3 seed 1, plmx-1 4 -> 5 -> 4 every "
+            "after the links' ns rounding, below B[5]): plm/S3 with fixed phases, seed 1, plmx-1 4 -> 5 -> 4 every "
             "~2.5 s (adds on Bhat 120k, drops on 100k), plmx-3 at 5, CBR 113.9 kbit/s; a session "
             "whose pairs never meet all others holds 5 throughout (S3b M = 5). With every sender "
             "started at 0 (one shared pair schedule) each pair meets all flows and these rows pass "
-            "(4 layers +-0, CBR 120.2), but then S5 splits unequally (docs/simulator.md)")
+            "(4 layers +-0, CBR 120.2), but then S5 splits unequally (docs/simulator.md). ns-2's "
+            "sender jitter (burst_jitter 0.5, which fixes S3) does not fix M = 5, 10: a pair reads the "
+            "share only if all 9-19 other flows have a packet queued, and PLM flows below their share "
+            "are queued only part of the time, so many periods' minimum still exceeds B[5] (sessions "
+            "at 4-5, CBR 103-107 kbit/s, 3 seeds) and some sessions lose a few packets (b = 3; M = 10, b = 2) (docs/protocols/plm.md §8)")
 
 
-def s3_parts(tag, m, k, bunch, ids):
+S3_JIT = ("ns-2 sender jitter (burst_jitter 0.5, Legout's CBR_PP random_ 1): the sessions' pairs meet "
+          "in new combinations every period, so a check period's minimum nearly always reads the "
+          "100 kbit/s share (all six flows queued) and each session holds 4 layers; 19 of 20 seeds "
+          "hold 4 +-0, seed 14 has one session at 5 for one period (a period with no pair meeting "
+          "all five other flows). Without the jitter (independent but fixed pair phases) 7 of 20 "
+          "seeds held a session at 5, some for the whole CBR phase")
+
+
+def s3_parts(tag, m, k, bunch, ids, burst_jitter=0.0):
     """M PLM + k greedy CBR on 200·M kbit/s (M = 3: the paper's 600), 17 x 20 kbit/s layers,
     PLM receivers start spread over 10-30 s, CBR (500 kbit/s offered each) 40-60 s."""
     srcs = [f"p{tag}s{i}" for i in range(m)] + [f"c{tag}s{i}" for i in range(k)]
@@ -212,24 +227,26 @@ def s3_parts(tag, m, k, bunch, ids):
     flows = []
     starts = [10.0] if m == 1 else [10 + 20 * i / (m - 1) for i in range(m)]
     for i in range(m):
-        flows.append(plm_flow(f"plm{tag}-{i + 1}", f"p{tag}s{i}", f"p{tag}d{i}", 17, 20, round(starts[i], 2), bunch=bunch))
+        flows.append(plm_flow(f"plm{tag}-{i + 1}", f"p{tag}s{i}", f"p{tag}d{i}", 17, 20, round(starts[i], 2), bunch=bunch,
+                              burst_jitter=burst_jitter))
     for i in range(k):
         flows.append(f"  - {{name: cbr{tag}-{i + 1}, type: cbr, from: c{tag}s{i}, to: c{tag}d{i}, rate_kbps: 500, packet_size: 500, start_s: 40, stop_s: 60}}")
     plms = ", ".join(f"plm{tag}-{i + 1}" for i in range(m))
     cbrs = ", ".join(f"cbr{tag}-{i + 1}" for i in range(k))
     share_cbr = (200 * m - 80 * m) / k
     p = ids
+    phase_issue = S3_JIT if burst_jitter else S3_PHASE
     meas = [
         f"""  - {{id: "{p} PLM1 alone, lowest level 12-{starts[1] if m > 1 else 40:g} s", metric: min_level, of: [plm{tag}-1], window: [12, {round(starts[1], 2) if m > 1 else 40:g}],
      min: {min(17, 9 if m == 1 else 17)}, published: "{'17 layers (340 kbit/s)' if m > 1 else '9 layers (180 kbit/s, 200 kbit/s link)'}"}}""",
         f"""  - {{id: "{p} reaction to the CBR start (s)", metric: time_to_level, of: [{plms}], after_s: 40, max_layers: 4,
-     max: 1.06, published: "<= C + RTT (1.06 s)", known_issue: "{S3_PHASE}"}}""",
+     max: 1.06, published: "<= C + RTT (1.06 s)", known_issue: "{phase_issue}"}}""",
         f"""  - {{id: "{p} lowest PLM level 41.06-60 s", metric: min_level, of: [{plms}], window: [41.06, 60], min: 4, max: 4,
-     published: "4 layers (80 kbit/s) ±0", known_issue: "{S3_PHASE}"}}""",
+     published: "4 layers (80 kbit/s) ±0", known_issue: "{phase_issue}"}}""",
         f"""  - {{id: "{p} highest PLM level 41.06-60 s", metric: max_level, of: [{plms}], window: [41.06, 60], min: 4, max: 4,
-     published: "4 layers (80 kbit/s) ±0", known_issue: "{S3_PHASE}"}}""",
+     published: "4 layers (80 kbit/s) ±0", known_issue: "{phase_issue}"}}""",
         f"""  - {{id: "{p} CBR throughput 41-60 s (kbit/s)", metric: throughput_kbps, of: [{cbrs}], window: [41, 60],
-     min: {share_cbr * 0.95:g}, max: {share_cbr * 1.05:g}, published: "{share_cbr:g} ±5%", known_issue: "{S3_PHASE}"}}""",
+     min: {share_cbr * 0.95:g}, max: {share_cbr * 1.05:g}, published: "{share_cbr:g} ±5%", known_issue: "{phase_issue}"}}""",
         f"""  - {{id: "{p} back to >= 8 layers after the CBR stops (s)", metric: time_to_level, of: [{plms}], after_s: 60,
      min_layers: 8, max: 2.0, published: "<= 2 s",
      known_issue: "{S3_BACK}"}}""",
@@ -239,7 +256,8 @@ def s3_parts(tag, m, k, bunch, ids):
 
 
 def s3():
-    n, l, f, meas = s3_parts("x", 3, 3, 2, "plm/S3")
+    # ns-2's sender jitter (burst_jitter 0.5): see S3_JIT and docs/protocols/plm.md §6.
+    n, l, f, meas = s3_parts("x", 3, 3, 2, "plm/S3", burst_jitter=0.5)
     # The phase levels the paper shows (17 -> 14 -> 9), reported.
     meas.insert(1, """  - {id: "plm/S3 mean PLM level with 2 sessions, 22-30 s", metric: mean_layers, of: [plmx-1, plmx-2], window: [22, 30],
      published: "14 (280 kbit/s)"}""")

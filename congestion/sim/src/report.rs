@@ -24,6 +24,7 @@ pub const METRICS: &[&str] = &[
     "max_level",
     "layer_changes",
     "layer_changes_per_min",
+    "layer_changes_after_level",
     "jain",
     "fairness_i",
     "tcp_friendliness",
@@ -329,6 +330,23 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
         "layer_changes" => per(&|mon| {
             let (a, b) = window(mon);
             mon.changes_in(a, b) as f64
+        }),
+        // Change events after the receiver first holds a level in [min_layers, max_layers]
+        // (from `after_s`, as `time_to_level`), up to the window's end; infinite if it never
+        // gets there. plm.md S1's "0 layer changes afterwards" is about the time after
+        // convergence: a fixed window from 7 s counted the converging add itself whenever
+        // convergence came after 7 s, repeating the time rows' verdict.
+        "layer_changes_after_level" => per(&|mon| {
+            let from = after(mon);
+            let reached = mon.time_until(from, end, |k, _| {
+                m.min_layers.is_none_or(|x| k >= x) && m.max_layers.is_none_or(|x| k <= x)
+            });
+            if reached.is_finite() {
+                let (a, b) = window(mon);
+                mon.changes_in((from + reached).max(a), b) as f64
+            } else {
+                f64::INFINITY
+            }
         }),
         "layer_changes_per_min" => per(&|mon| {
             let (a, b) = window(mon);

@@ -227,6 +227,10 @@ pub enum Flow {
         start_jitter_s: f64,
         #[serde(default)]
         stop_s: Option<f64>,
+        /// Each bunch gap is `interval · (1 + U(−j, j))` (ns-2 `CBR_PP` `random_ 1` is
+        /// j = 0.5; 0 = the deterministic schedule of `congestion::schedule`).
+        #[serde(default)]
+        burst_jitter: f64,
         receivers: Vec<ReceiverDef>,
     },
     /// A bulk TCP transfer.
@@ -1131,6 +1135,7 @@ impl Scenario {
                     start_s,
                     start_jitter_s,
                     stop_s,
+                    burst_jitter,
                     receivers,
                 } => {
                     let src = nodes[from.as_str()];
@@ -1162,9 +1167,16 @@ impl Scenario {
                     // No link rate for the schedule: the simulated access link serialises what the
                     // tree actually forwards (pruned layers never occupy it).
                     let link_bps = 0.0;
-                    let sender =
+                    let mut sender =
                         LayeredSender::new(src, flow, groups.clone(), info.clone(), link_bps)?
                             .with_layering(layering.clone())?;
+                    if *burst_jitter != 0.0 {
+                        // Its own stream: files without jitter draw exactly as before.
+                        sender = sender.with_burst_jitter(
+                            *burst_jitter,
+                            Rng::derive(seed, 0xb_0000 + fi as u64),
+                        )?;
+                    }
                     let s_id = sim.add_agent(src, Box::new(sender));
                     let t0 = start_of(*start_s, *start_jitter_s);
                     sim.net.schedule_command(t0, s_id, Command::Start);

@@ -42,10 +42,11 @@ pub enum Layering {
 impl Layering {
     /// The layering the controller named `protocol` expects for the session `info`, with the
     /// controllers' default parameters (the ones `congestion::controller_by_name` uses; a
-    /// `flid-rttN` variant only changes the simulated RTT, not the channel schedule).
+    /// `flid-rttN` variant only changes the simulated RTT, and an `rlc-deafN` variant only
+    /// the receiver's deaf period, not the channel schedule).
     pub fn for_protocol(protocol: &str, info: &SessionInfo) -> Layering {
         let p = protocol.to_ascii_lowercase();
-        if p == "rlc" {
+        if p == "rlc" || p.starts_with("rlc-deaf") {
             let c = congestion::rlc::Config::default();
             Layering::Rlc(SyncPoints::new(info, c.sp_cycle, c.burst_packets))
         } else if p.starts_with("flid") {
@@ -162,8 +163,12 @@ pub struct LayeredSender {
     epoch: u64,
     running: bool,
     layering: Layering,
-    /// Per-group next send time (packet-paced kinds).
+    /// Per-group next send time (packet-paced kinds, and jittered bunches).
     next: Vec<Time>,
+    /// ns-2 `CBR_PP` `random_ 1`: each layer's gap to its next bunch is
+    /// `I_k · (1 + U(−j, j))` with `j` = this (0 = the deterministic schedule).
+    burst_jitter: f64,
+    rng: Option<qdisc::rng::Rng>,
     /// Packets sent, for tests.
     pub sent: u64,
 }
@@ -193,8 +198,80 @@ impl LayeredSender {
             epoch: 0,
             running: false,
             layering: Layering::Bunches,
+            burst_jitter: 0.0,
+            rng: None,
             sent: 0,
         })
+    }
+
+    /// Jitters every bunch gap by a uniform fraction in `[−jitter, jitter]` of the layer's
+    /// bunch interval, drawing from `rng`, as Legout's ns-2 PLM sources do (`plm-topo.tcl`
+    /// sets `random_ 1` on every layer's `CBR_PP` source, whose `next_interval` adds
+    /// `interval · U(−0.5, 0.5)`). Layers then keep their mean rate but no fixed phase to one
+    /// another or to other sessions. Why it matters: with a fixed schedule the same pairs of
+    /// two sessions meet (or miss) each other at a fair queue period after period, so a pair
+    /// sample's bias against the fair share is frozen per session (`docs/protocols/plm.md`
+    /// §6). Only for bunch-paced kinds; `jitter` must be in `[0, 1)`.
+    pub fn with_burst_jitter(
+        mut self,
+        jitter: f64,
+        rng: qdisc::rng::Rng,
+    ) -> Result<Self, crate::Error> {
+        if !(0.0..1.0).contains(&jitter) {
+            return Err(crate::Error::Scenario(format!(
+                "burst_jitter must be in [0, 1), got {jitter}"
+            )));
+        }
+        if jitter > 0.0 && !matches!(self.layering, Layering::Bunches) {
+            return Err(crate::Error::Scenario(
+                "burst_jitter needs a bunch-paced protocol (not rlc, flid, webrc)".into(),
+            ));
+        }
+        self.burst_jitter = jitter;
+        self.rng = Some(rng);
+        Ok(self)
+    }
+
+    /// Bunch interval of layer `k` in seconds.
+    fn bunch_interval(&self, k: usize) -> f64 {
+        let rate = self.info.layers.get(k).map_or(0.0, |l| l.rate_bps as f64);
+        if rate <= 0.0 {
+            return f64::INFINITY;
+        }
+        f64::from(self.info.bunch_len.max(1)) * f64::from(self.info.packet_size) * 8.0 / rate
+    }
+
+    fn jittered_gap(&mut self, k: usize) -> std::time::Duration {
+        let i = self.bunch_interval(k);
+        let j = self.burst_jitter;
+        let u = self.rng.as_mut().map_or(0.0, |r| r.uniform(-j, j));
+        std::time::Duration::from_secs_f64((i * (1.0 + u)).clamp(1e-6, 1e6))
+    }
+
+    /// Jittered bunches: sends every bunch that is due, re-arms one timer at the earliest next.
+    fn jittered_tick(&mut self, net: &mut Net, me: AgentId) {
+        let now = net.now();
+        for k in 0..self.groups.len() {
+            while self.next[k] <= now {
+                self.send_bunch(
+                    net,
+                    me,
+                    Bunch {
+                        at: self.next[k],
+                        nominal: self.next[k],
+                        layer: k as u8,
+                        count: self.info.bunch_len.max(1),
+                    },
+                );
+                let gap = self.jittered_gap(k);
+                self.next[k] += gap;
+            }
+        }
+        if let Some(&t) = self.next.iter().min() {
+            if t != Time::NEVER {
+                net.set_timer(me, t, self.epoch);
+            }
+        }
     }
 
     /// Uses `layering` instead of the bunch schedule (`groups` must have
@@ -327,6 +404,22 @@ impl Agent for LayeredSender {
                 }
                 self.paced_tick(net, me);
             }
+            Command::Start if !self.running && self.burst_jitter > 0.0 => {
+                self.running = true;
+                self.epoch += 1;
+                let now = net.now();
+                // First bunch at the schedule's golden-ratio phase of one interval.
+                for k in 0..self.groups.len() {
+                    let frac = (k as f64 * 0.618_033_988_75).fract();
+                    let i = self.bunch_interval(k);
+                    self.next[k] = if i.is_finite() {
+                        now + std::time::Duration::from_secs_f64(frac * i)
+                    } else {
+                        Time::NEVER
+                    };
+                }
+                self.jittered_tick(net, me);
+            }
             Command::Start if !self.running => {
                 let Ok(mut sched) = Schedule::new(&self.info, net.now()) else {
                     return;
@@ -357,6 +450,10 @@ impl Agent for LayeredSender {
         }
         if !matches!(self.layering, Layering::Bunches) {
             self.paced_tick(net, me);
+            return;
+        }
+        if self.burst_jitter > 0.0 {
+            self.jittered_tick(net, me);
             return;
         }
         let now = net.now();
@@ -706,6 +803,67 @@ mod tests {
                 assert_eq!(got, want, "slot {slot} level {level} groups {held:?}");
             }
         }
+    }
+
+    fn sender(info: SessionInfo) -> LayeredSender {
+        let groups = (0..info.layers.len()).collect();
+        LayeredSender::new(0, 0, groups, info, 0.0).expect("valid session")
+    }
+
+    #[test]
+    fn burst_jitter_gaps_stay_within_the_band_and_keep_the_mean_interval() {
+        // 20 kbit/s layers of 500-B pairs: I = 0.4 s. ns-2 `random_ 1` draws every gap in
+        // I·[0.5, 1.5] with mean I; the same seed gives the same gaps.
+        let mk = |seed| {
+            sender(session(3, 20))
+                .with_burst_jitter(0.5, qdisc::rng::Rng::new(seed))
+                .expect("jitter 0.5 is valid")
+        };
+        let (mut a, mut b) = (mk(7), mk(7));
+        let i = a.bunch_interval(1);
+        assert!((i - 0.4).abs() < 1e-12, "interval {i}");
+        let n = 20_000;
+        let mut sum = 0.0;
+        let (mut lo, mut hi) = (f64::MAX, 0.0f64);
+        for _ in 0..n {
+            let g = a.jittered_gap(1).as_secs_f64();
+            assert_eq!(g, b.jittered_gap(1).as_secs_f64(), "same seed, same gaps");
+            sum += g;
+            lo = lo.min(g);
+            hi = hi.max(g);
+        }
+        let mean = sum / n as f64;
+        assert!((mean / i - 1.0).abs() < 0.01, "mean gap {mean} vs {i}");
+        assert!(
+            lo >= 0.5 * i - 1e-9 && hi <= 1.5 * i + 1e-9,
+            "gaps {lo}..{hi}"
+        );
+        // The gaps really vary (not the deterministic schedule).
+        assert!(lo < 0.55 * i && hi > 1.45 * i, "gaps {lo}..{hi}");
+        // Without jitter the gap is the interval itself.
+        let mut d = sender(session(3, 20));
+        assert_eq!(d.jittered_gap(0).as_secs_f64(), 0.4);
+    }
+
+    #[test]
+    fn burst_jitter_is_rejected_outside_0_1_and_for_packet_paced_kinds() {
+        let rng = || qdisc::rng::Rng::new(1);
+        assert!(sender(session(3, 20))
+            .with_burst_jitter(1.0, rng())
+            .is_err());
+        assert!(sender(session(3, 20))
+            .with_burst_jitter(-0.1, rng())
+            .is_err());
+        assert!(sender(session(3, 20))
+            .with_burst_jitter(f64::NAN, rng())
+            .is_err());
+        let info = session(4, 20);
+        let lay = Layering::for_protocol("rlc", &info);
+        let groups = (0..lay.groups(4)).collect();
+        let rlc = LayeredSender::new(0, 0, groups, info, 0.0)
+            .and_then(|s| s.with_layering(lay))
+            .expect("rlc sender");
+        assert!(rlc.with_burst_jitter(0.5, rng()).is_err());
     }
 
     #[test]

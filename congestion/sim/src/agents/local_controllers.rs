@@ -15,6 +15,17 @@ pub fn local_controller(name: &str) -> Option<Box<dyn LayeredController>> {
     if let Some(c) = super::alma::controller(name) {
         return Some(c);
     }
+    // RLC with an N-ms deaf period (default 2 s, `docs/protocols/rlc.md`): `rlc-deaf1100` is
+    // the 1.1 s of the RLC the PLM paper compared against (plm.md §7.9, plm/S11).
+    if let Some(ms) = name.strip_prefix("rlc-deaf") {
+        let ms: u64 = ms.parse().ok().filter(|ms| (1..=60_000).contains(ms))?;
+        return Some(Box::new(congestion::rlc::Rlc::new(
+            congestion::rlc::Config {
+                deaf_period: std::time::Duration::from_millis(ms),
+                ..congestion::rlc::Config::default()
+            },
+        )));
+    }
     if name == "sim-aimd" {
         return Some(Box::new(Aimd::default()));
     }
@@ -272,5 +283,31 @@ impl LayeredController for PpProbe {
     }
     fn layers(&self) -> u8 {
         self.layers
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::layered::Layering;
+
+    #[test]
+    fn rlc_deaf_variant_parses_and_keeps_the_rlc_sender() {
+        // plm/S11 runs RLC with the PLM paper's 1.1-s deaf period.
+        let c = local_controller("rlc-deaf1100").expect("rlc-deaf1100");
+        assert_eq!(c.name(), "rlc");
+        for bad in ["rlc-deaf", "rlc-deaf0", "rlc-deafx", "rlc-deaf60001"] {
+            assert!(local_controller(bad).is_none(), "{bad}");
+        }
+        let info = congestion::SessionInfo::equal_layers(
+            4,
+            20_000,
+            std::net::Ipv4Addr::new(239, 9, 0, 0),
+            5000,
+        );
+        assert!(matches!(
+            Layering::for_protocol("rlc-deaf1100", &info),
+            Layering::Rlc(_)
+        ));
     }
 }
