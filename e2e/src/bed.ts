@@ -47,6 +47,12 @@ export interface BedOptions {
   packetSize?: number;
   /** Start players at once (default true); else call startPlayer. */
   startPlayers?: boolean;
+  /** Extra player flags (e.g. capacity's `--no-pictures --qr-every 75`). */
+  playerArgs?: string[];
+  /** Start the server and each player in a session of its own (setsid), hence, with the
+   *  kernel's session autogrouping, a scheduling group of its own: a diagnosis of the capacity
+   *  benchmark on the shared machine (docs/testbed.md "Players per machine"). Default off. */
+  ownSessions?: boolean;
   /** Emulator real-time priority (default 10, 0 off). */
   rtPrio?: number;
   /** Extra environment for the server (e.g. MALLOC_ARENA_MAX for a memory diagnosis). */
@@ -308,7 +314,7 @@ export class Bed {
     const bin = requireBinary('layercast-server');
     const t = Date.now() / 1000;
     const env = this.opts.serverEnv ? { ...process.env, ...this.opts.serverEnv } : undefined;
-    const c = this.net.procs.spawnIn(this.appNs, 'server', bin, this.serverArgs, env ? { env } : {});
+    const c = this.net.procs.spawnIn(this.appNs, 'server', bin, this.serverArgs, { ...(env ? { env } : {}), ...(this.opts.ownSessions ? { detached: true } : {}) });
     pipeTo(c, path.join(this.opts.dir, 'server.log'));
     this.server = c;
     this.serverStartedAt = t;
@@ -345,8 +351,8 @@ export class Bed {
     // restarted sender's first multicast announcement reaches the player at once, where the URL
     // is polled once a second. The player restarts its video pipeline on the new session, so the
     // sooner it learns of it, the more of the new encode's first key picture it keeps.
-    const args = ['--session-url', annUrl, '--announce', '239.255.76.1:5000', '--controller', this.opts.controller ?? 'era', '--interface', ifc.addr, '--out', dir, '--viewer-id', name, '--headless'];
-    const c = this.net.procs.spawnIn(this.b.nodeNs.get(name)!, `player ${name}`, requireBinary('layercast-player'), args);
+    const args = ['--session-url', annUrl, '--announce', '239.255.76.1:5000', '--controller', this.opts.controller ?? 'era', '--interface', ifc.addr, '--out', dir, '--viewer-id', name, '--headless', ...(this.opts.playerArgs ?? [])];
+    const c = this.net.procs.spawnIn(this.b.nodeNs.get(name)!, `player ${name}`, requireBinary('layercast-player'), args, this.opts.ownSessions ? { detached: true } : {});
     pipeTo(c, path.join(dir, 'stderr.log'));
     const h = { name, dir, node: name, child: c, startedAt: Date.now() / 1000 };
     this.players.set(name, h);

@@ -10,7 +10,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
 
@@ -50,11 +50,18 @@ pub struct FrameLog {
     pending: Arc<AtomicUsize>,
     pub stats: Arc<FrameLogStats>,
     thread: Option<std::thread::JoinHandle<()>>,
+    pictures: bool,
+    qr_every: u64,
+    /// Rows queued so far (the writer's `index`, known on this side).
+    pushed: u64,
+    /// Set on drop: the writer stops reading QR stamps and drains the queue.
+    closing: Arc<AtomicBool>,
 }
 
 impl FrameLog {
-    /// Starts the writer for `dir`; `pictures = false` writes the log only.
-    pub fn start(dir: &Path, pictures: bool, fps: f64) -> std::io::Result<FrameLog> {
+    /// Starts the writer for `dir`; `pictures = false` writes the log only. The QR stamp is
+    /// read on every `qr_every`-th row (0: never; see [`FrameLog::wants_pixels`]).
+    pub fn start(dir: &Path, pictures: bool, fps: f64, qr_every: u64) -> std::io::Result<FrameLog> {
         std::fs::create_dir_all(dir)?;
         let mut csv = std::io::BufWriter::new(std::fs::File::create(dir.join("frames.csv"))?);
         writeln!(csv, "{CSV_HEADER}")?;
@@ -62,7 +69,13 @@ impl FrameLog {
         let (tx, rx) = channel::<(FrameMsg, u64)>();
         let pending = Arc::new(AtomicUsize::new(0));
         let stats = Arc::new(FrameLogStats::default());
-        let (p2, s2, dir) = (pending.clone(), stats.clone(), dir.to_path_buf());
+        let closing = Arc::new(AtomicBool::new(false));
+        let (p2, s2, c2, dir) = (
+            pending.clone(),
+            stats.clone(),
+            closing.clone(),
+            dir.to_path_buf(),
+        );
         let thread = std::thread::Builder::new()
             .name("frame-log".into())
             .spawn(move || {
@@ -74,17 +87,26 @@ impl FrameLog {
                     seg: None,
                     seq: 0,
                     index: 0,
-                    qr: match crate::qr::QrReader::new() {
-                        Ok(q) => Some(q),
-                        Err(e) => {
-                            eprintln!("layercast-player: no QR reading: {e}");
-                            None
-                        }
+                    qr: match qr_every {
+                        0 => None,
+                        _ => match crate::qr::QrReader::new() {
+                            Ok(q) => Some(q),
+                            Err(e) => {
+                                eprintln!("layercast-player: no QR reading: {e}");
+                                None
+                            }
+                        },
                     },
+                    qr_every,
                 };
                 for (m, shown_ns) in rx {
                     if m.i420.is_some() {
                         p2.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    if c2.load(Ordering::Relaxed) {
+                        // Closing: the rows still queued are written without reading their
+                        // stamps (see `Drop`).
+                        w.qr = None;
                     }
                     if w.row(&m, shown_ns, &s2).is_err() {
                         s2.write_errors.fetch_add(1, Ordering::Relaxed);
@@ -97,11 +119,27 @@ impl FrameLog {
             pending,
             stats,
             thread: Some(thread),
+            pictures,
+            qr_every,
+            pushed: 0,
+            closing,
         })
     }
 
+    /// Whether the next pushed picture's pixels are used (written to a y4m segment or read for
+    /// its QR stamp). When not, the receive loop drops them before queueing: a headless
+    /// capacity player (`--no-pictures --qr-every 75`) then moves no pixels to this thread
+    /// for 74 of 75 pictures.
+    pub fn wants_pixels(&self) -> bool {
+        self.pictures || (self.qr_every > 0 && self.pushed.is_multiple_of(self.qr_every))
+    }
+
     /// Queues one displayed picture (shown at `shown_ns`); never blocks.
-    pub fn push(&self, mut m: FrameMsg, shown_ns: u64) {
+    pub fn push(&mut self, mut m: FrameMsg, shown_ns: u64) {
+        if !self.wants_pixels() {
+            m.i420 = None;
+        }
+        self.pushed += 1;
         if m.i420.is_some() {
             if self.pending.load(Ordering::Relaxed) >= MAX_PENDING {
                 m.i420 = None;
@@ -117,7 +155,12 @@ impl FrameLog {
 }
 
 impl Drop for FrameLog {
+    /// Drains the queue and joins the writer. Rows still queued are written without their QR
+    /// stamps: a 720p player reading every stamp fell behind by up to 90 pictures (zbar about
+    /// 30 ms each, up to 2 s when the reader is behind), and its exit waited for all of them
+    /// (`bench_player_cpu_720p` saw the player still running 18 s after its exit line).
     fn drop(&mut self) {
+        self.closing.store(true, Ordering::Relaxed);
         self.tx = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -141,12 +184,15 @@ struct Writer {
     seq: u64,
     index: u64,
     qr: Option<crate::qr::QrReader>,
+    /// Read the stamp of every `qr_every`-th row (`--qr-every`; 0: never).
+    qr_every: u64,
 }
 
 impl Writer {
     fn row(&mut self, m: &FrameMsg, shown_ns: u64, st: &FrameLogStats) -> std::io::Result<()> {
+        let due = self.qr_every > 0 && self.index.is_multiple_of(self.qr_every);
         let stamp = match (&m.i420, self.qr.as_mut()) {
-            (Some(p), Some(q)) => q.read(p, m.width, m.height),
+            (Some(p), Some(q)) if due => q.read(p, m.width, m.height),
             _ => None,
         };
         if let Some((_, cap)) = stamp {
@@ -215,7 +261,7 @@ mod tests {
     fn rows_and_segments() {
         let dir = std::env::temp_dir().join(format!("lc-framelog-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let log = FrameLog::start(&dir, true, 15.0).unwrap();
+        let mut log = FrameLog::start(&dir, true, 15.0, 1).unwrap();
         let sizes = [(160u32, 90u32), (160, 90), (320, 180), (160, 90)];
         for (i, &(w, h)) in sizes.iter().enumerate() {
             let m = FrameMsg {
@@ -264,6 +310,49 @@ mod tests {
             &seg0[off..off + codec::synth::i420_len(160, 90)],
             &codec::synth::frame(160, 90, 1)[..]
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `--qr-every N` without pictures: only every N-th picture's pixels go to the writer
+    /// thread (the others are dropped on the receive side); every picture still gets its row.
+    #[test]
+    fn pixels_only_for_the_pictures_read() {
+        let dir = std::env::temp_dir().join(format!("lc-framelog-qr-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut wanted = Vec::new();
+        let mut log = FrameLog::start(&dir, false, 15.0, 3).unwrap();
+        for i in 0..7u64 {
+            wanted.push(log.wants_pixels());
+            let m = FrameMsg {
+                arrival_ns: i,
+                decoded_ns: i,
+                layers_held: 9,
+                width: 64,
+                height: 36,
+                i420: Some(codec::synth::frame(64, 36, i as u32)),
+            };
+            log.push(m, i);
+        }
+        assert_eq!(wanted, [true, false, false, true, false, false, true]);
+        let stats = log.stats.clone();
+        drop(log);
+        assert_eq!(stats.rows.load(Ordering::Relaxed), 7);
+        assert_eq!(stats.stripped.load(Ordering::Relaxed), 0);
+        // No y4m segment without pictures.
+        let segs = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".y4m"))
+            })
+            .count();
+        assert_eq!(segs, 0);
+        // Never with 0 and no pictures; always with pictures.
+        let off = FrameLog::start(&dir.join("off"), false, 15.0, 0).unwrap();
+        assert!(!off.wants_pixels());
+        let pics = FrameLog::start(&dir.join("pics"), true, 15.0, 0).unwrap();
+        assert!(pics.wants_pixels());
+        drop((off, pics));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -59,6 +59,10 @@ pub struct Args {
     pub tfmcc_feedback: Option<SocketAddrV4>,
     /// With `--out`: frames.csv only, no y4m pictures.
     pub no_pictures: bool,
+    /// With `--out`: read the QR stamp of every N-th shown picture (0: never). zbar is the
+    /// largest cost of a headless player (56 % of its CPU at 640x360@15, docs/player.md
+    /// "Cost per player").
+    pub qr_every: u64,
     /// Show the video in a window (not headless and a display is set).
     pub window: bool,
     /// Pinned SAM key (`ed25519:<hex>`) for `--announce` without a session URL.
@@ -88,6 +92,8 @@ const HELP: &str = "layercast-player: receive a layered multicast session
   --out DIR              write DIR/player.jsonl (one JSON line per second), DIR/frames.csv
                          and the decoded pictures DIR/video-<seq>-<W>x<H>.y4m
   --no-pictures          with --out: write frames.csv but no pictures
+  --qr-every N           with --out: read the QR stamp (frame number, capture time) of every
+                         N-th shown picture only, 0 = never [default: 1, every picture]
   --duration SECS        stop after this long
   --metrics-addr ADDR    serve Prometheus metrics (layercast_player_*) on ADDR
   --telemetry-url URL    where to POST telemetry [default: from --session-url]
@@ -135,6 +141,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         playout_quantile: 0.5,
         tfmcc_feedback: None,
         no_pictures: false,
+        qr_every: 1,
         window: false,
         sam_key: None,
         ssm: None,
@@ -207,6 +214,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
             "session-name" => a.session_name = Some(val.clone()),
             "viewer-id" => a.viewer_id = val.clone(),
             "poll-interval-ms" => a.poll_interval_ms = val.parse().map_err(|e| bad(&e))?,
+            "qr-every" => a.qr_every = val.parse().map_err(|e| bad(&e))?,
             "playout-delay-ms" => a.playout_delay_ms = val.parse().map_err(|e| bad(&e))?,
             "playout-quantile" => {
                 let q: f64 = val.parse().map_err(|e| bad(&e))?;

@@ -23,6 +23,20 @@ pub fn realtime_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CPU time (user + system, every thread) this process has used, seconds. Logged once a
+/// second (`cpu_s`) so a benchmark can read a player's cost per second of video from its own
+/// log (e2e capacity) instead of sampling `/proc`.
+pub fn process_cpu_s() -> f64 {
+    // SAFETY: all-zero is a valid rusage; getrusage only writes it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
 fn check(r: libc::c_int, what: &str) -> Result<()> {
     if r < 0 {
         return Err(Error::io(what.to_string(), std::io::Error::last_os_error()));

@@ -1174,6 +1174,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             let line = json!({
                 "t": net::realtime_ns() as f64 / 1e9,
                 "elapsed_s": start_wall.elapsed().as_secs_f64(),
+                "cpu_s": net::process_cpu_s(),
                 "session_id": info.as_ref().map(|i| i.session_id),
                 "protocol": protocol,
                 "layers": n_layers, "sockets": held, "max_layers": max_layers,

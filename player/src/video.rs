@@ -241,7 +241,7 @@ impl Video {
         }
         if framelog.is_none() {
             if let Some(d) = out {
-                match crate::framelog::FrameLog::start(d, !a.no_pictures, fps) {
+                match crate::framelog::FrameLog::start(d, !a.no_pictures, fps, a.qr_every) {
                     Ok(f) => framelog = Some(f),
                     Err(e) => eprintln!("layercast-player: frame log in {}: {e}", d.display()),
                 }
@@ -445,7 +445,7 @@ impl Video {
             if let (Some(win), Some(p)) = (self.window.as_mut(), frame.i420.as_ref()) {
                 win.show(p, w, h);
             }
-            if let Some(fl) = &self.framelog {
+            if let Some(fl) = &mut self.framelog {
                 fl.push(frame, now_ns);
             }
         }
