@@ -53,6 +53,11 @@ export interface BedOptions {
    *  kernel's session autogrouping, a scheduling group of its own: a diagnosis of the capacity
    *  benchmark on the shared machine (docs/testbed.md "Players per machine"). Default off. */
   ownSessions?: boolean;
+  /** Run `layercast-linkemu keep-awake` (one SCHED_IDLE spinner per CPU) for the bed's life:
+   *  on this VM an idle vCPU halts and the hypervisor takes milliseconds to wake it for a
+   *  tbf timer, which splits packet pairs on an *idle* machine (docs/testbed.md "Players per
+   *  machine"). The spinners only use time the CPUs would idle. Default off. */
+  keepAwake?: boolean;
   /** Emulator real-time priority (default 10, 0 off). */
   rtPrio?: number;
   /** Extra environment for the server (e.g. MALLOC_ARENA_MAX for a memory diagnosis). */
@@ -249,6 +254,10 @@ export class Bed {
       ],
     };
     const sc = parseScenario(YAML.stringify(doc));
+    if (o.keepAwake) {
+      this.net.procs.spawnIn(null, 'keep-awake', requireBinary('layercast-linkemu'), ['keep-awake']);
+      this.log('keep-awake: one SCHED_IDLE spinner per CPU');
+    }
     this.log(`building: ${o.players.length} players, ${emulated ? 'emulated' : 'tbf'} links`);
     this.b = await buildTopology(this.net, sc, { dir: o.dir, linkMode: emulated ? 'linkemu' : 'auto', rtPrio: o.rtPrio });
     if (!emulated && this.b.links.some((l) => l.kind !== 'tbf')) throw new Error('tbf links need delay 0');

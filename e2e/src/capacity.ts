@@ -54,6 +54,9 @@ export interface CapacityOptions {
    *  default autogroup gets a fixed share of the two cores whatever the bed needs. The
    *  record says so. */
   ownSessions?: boolean;
+  /** `Bed` `keepAwake`: SCHED_IDLE spinners keep the vCPUs from halting, so tbf releases
+   *  pairs on time on an idle machine. The record says so. */
+  keepAwake?: boolean;
   log?: (m: string) => void;
 }
 
@@ -125,6 +128,7 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
     startPlayers: false,
     playerArgs: video ? VIDEO_PLAYER_ARGS : undefined,
     ownSessions: o.ownSessions,
+    keepAwake: o.keepAwake,
     log,
   });
   if (o.ownSessions) log('server and players each in a scheduling autogroup of its own');
@@ -199,10 +203,10 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
     recordAcceptance(
       video ? 'issue7/players-video' : 'issue7/players-synthetic',
       `${capacity}${res.reachedMax ? '+ (ramp stopped at --max)' : ''} players (${video ? `VP9 L3T3 640x360@15, every path ${VIDEO_PATH_KBPS / 1000} Mbit/s = all ${bed.ladderBps.length} layers, 640x360 decoded on every picture; headless ${VIDEO_PLAYER_ARGS.join(' ')}` : '10 × 100 kbit/s, bottlenecks 350/560/880/1250 kbit/s'}); criterion: ≥ 90 % of seconds at the path's level, loss < 1 %, no telemetry gap${video ? ", ≥ 90 % of the sender's encoded frame rate shown (sender " + steps.map((s) => s.senderFps?.toFixed(1) ?? '?').join('/') + ' fps)' : ''}` +
-        `${last ? `; ${last.players} failed: ${last.why.slice(0, 2).join('; ')}` : ''}; CPU per step (players n: player mean/max, server, % of one core) ${steps.map((s) => `${s.players}: ${s.playerCpuMean?.toFixed(1) ?? '?'}/${s.playerCpuMax?.toFixed(1) ?? '?'}, ${s.serverCpu?.toFixed(1) ?? '?'}`).join('; ')}; shared machine, load ${steps.map((s) => s.load.toFixed(0)).join('/')}${o.ownSessions ? `; scheduling: server and each player in an autogroup of its own (--own-sessions), the sender's at nice ${SENDER_NICE} (in the one default autogroup the other sessions on the shared machine starve the sender, docs/testbed.md "Players per machine")` : ''}`,
+        `${last ? `; ${last.players} failed: ${last.why.slice(0, 2).join('; ')}` : ''}; CPU per step (players n: player mean/max, server, % of one core) ${steps.map((s) => `${s.players}: ${s.playerCpuMean?.toFixed(1) ?? '?'}/${s.playerCpuMax?.toFixed(1) ?? '?'}, ${s.serverCpu?.toFixed(1) ?? '?'}`).join('; ')}; shared machine, load ${steps.map((s) => s.load.toFixed(0)).join('/')}${o.ownSessions ? `; scheduling: server and each player in an autogroup of its own (--own-sessions), the sender's at nice ${SENDER_NICE} (in the one default autogroup the other sessions on the shared machine starve the sender, docs/testbed.md "Players per machine")` : ''}}${o.keepAwake ? '; keep-awake: one SCHED_IDLE spinner per CPU (an idle vCPU halts and wakes late for tbf timers)' : ''}`,
       res.pass,
       o.ownSessions
-        ? `node --import tsx e2e/src/capacity.ts --${o.mode}${o.max !== undefined ? ` --max ${o.max}` : ''}${o.step !== undefined ? ` --step ${o.step}` : ''}${o.holdS !== undefined ? ` --hold ${o.holdS}` : ''} --own-sessions`
+        ? `node --import tsx e2e/src/capacity.ts --${o.mode}${o.max !== undefined ? ` --max ${o.max}` : ''}${o.step !== undefined ? ` --step ${o.step}` : ''}${o.holdS !== undefined ? ` --hold ${o.holdS}` : ''} --own-sessions${o.keepAwake ? ' --keep-awake' : ''}`
         : `layercast-e2e capacity --mode ${o.mode}${o.max !== undefined ? ` --max ${o.max}` : ''}${o.step !== undefined ? ` --step ${o.step}` : ''}${o.holdS !== undefined ? ` --hold ${o.holdS}` : ''}`,
     );
   }
@@ -449,7 +453,7 @@ export const playerCostSummary = (r: PlayerCost) =>
   `player CPU ${r.playerCpu.toFixed(1)} % of one core = ${r.msPerPicture.toFixed(2)} ms per picture; server CPU ${r.serverCpu?.toFixed(1) ?? '?'} %; load ${r.load.toFixed(1)}`;
 
 // Direct run: `node --import tsx e2e/src/capacity.ts --video|--synthetic [--max N] [--step N]
-// [--hold S] [--out DIR] [--own-sessions]` (the ramp, recorded like `layercast-e2e capacity`;
+// [--hold S] [--out DIR] [--own-sessions] [--keep-awake]` (the ramp, recorded like `layercast-e2e capacity`;
 // `--own-sessions`: each process in a scheduling autogroup of its own, said in the record), or
 // `... capacity.ts --player-cost [--size WxH@FPS] [--full-log] [--out DIR]` (one player's CPU;
 // `--full-log`: the default player flags, every picture written and QR-read).
@@ -484,6 +488,7 @@ if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(im
       holdS: num('--hold'),
       record: true,
       ownSessions: args.includes('--own-sessions'),
+      keepAwake: args.includes('--keep-awake'),
     });
     console.log(capacitySummary(r));
     return r.pass ? 0 : 1;

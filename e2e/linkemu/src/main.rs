@@ -5,6 +5,7 @@
 //!                   [--ctl PATH] [--seed N] [--stats-out FILE] [--rt-prio N] [--keep-awake]
 //! layercast-linkemu ctl PATH JSON      # send one control request, print the reply
 //! layercast-linkemu mrouter --upstream IF --downstream IF[,IF...]   # fast-leave IGMP router
+//! layercast-linkemu keep-awake         # only the --keep-awake spinners, until SIGINT/SIGTERM
 //! ```
 
 use linkemu::config::{LinkParams, LinkUpdate};
@@ -26,6 +27,7 @@ const USAGE: &str = "usage:
                     [--keep-awake]
   layercast-linkemu ctl PATH JSON
   layercast-linkemu mrouter --upstream IF[,IF...] --downstream IF[,IF...] [--leave-delay-ms N]
+  layercast-linkemu keep-awake     (one SCHED_IDLE spinner per CPU until SIGINT/SIGTERM)
 JSON link settings: {\"rate_bps\":1000000,\"delay_ms\":10,\"jitter_ms\":0,\"loss\":0.01,
   \"queue\":{\"kind\":\"droptail\",\"limit_packets\":50},\"overhead_bytes\":0,
   \"flow\":{\"mcast_prefix_len\":24,\"udp_port_block\":0}}";
@@ -106,6 +108,7 @@ fn main() {
         },
         Some("run") => parse_args(&args[1..]).and_then(start),
         Some("mrouter") => mrouter(&args[1..]),
+        Some("keep-awake") => keep_awake(),
         Some(_) => parse_args(&args).and_then(start),
     };
     if let Err(e) = result {
@@ -117,6 +120,16 @@ fn main() {
 fn start(o: Options) -> Result<(), Error> {
     let stop = install_signals();
     run(o, stop).map(|_| ())
+}
+
+/// `keep-awake`: the spinners of `--keep-awake` without a wire, until a signal.
+fn keep_awake() -> Result<(), Error> {
+    let stop = install_signals();
+    linkemu::run::spawn_keep_awake(&stop)?;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Ok(())
 }
 
 fn install_signals() -> Arc<AtomicBool> {

@@ -111,6 +111,25 @@ fn keep_awake_spinner(stop: Arc<AtomicBool>) {
     }
 }
 
+/// Starts one SCHED_IDLE spinner per CPU ([`Options::keep_awake`]) that runs until `stop`.
+/// Also used alone by `layercast-linkemu keep-awake`, for beds whose timing-critical part is
+/// a kernel qdisc (tbf) rather than this emulator: on a VM an idle vCPU halts and the
+/// hypervisor takes milliseconds to wake it for the qdisc's timer, which splits packet pairs.
+pub fn spawn_keep_awake(stop: &Arc<AtomicBool>) -> Result<(), Error> {
+    let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+    for i in 0..cpus {
+        let st = stop.clone();
+        thread::Builder::new()
+            .name(format!("awake{i}"))
+            .spawn(move || keep_awake_spinner(st))
+            .map_err(|e| Error::Sys {
+                what: "spawn".into(),
+                source: e,
+            })?;
+    }
+    Ok(())
+}
+
 fn set_rt(prio: i32) -> Result<(), Error> {
     if prio <= 0 {
         return Ok(());
@@ -329,17 +348,7 @@ pub fn run(opts: Options, stop: Arc<AtomicBool>) -> Result<(DirSnapshot, DirSnap
 
     let rt_prio = opts.rt_prio;
     if opts.keep_awake {
-        let cpus = thread::available_parallelism().map_or(1, |n| n.get());
-        for i in 0..cpus {
-            let st = stop.clone();
-            thread::Builder::new()
-                .name(format!("awake{i}"))
-                .spawn(move || keep_awake_spinner(st))
-                .map_err(|e| Error::Sys {
-                    what: "spawn".into(),
-                    source: e,
-                })?;
-        }
+        spawn_keep_awake(&stop)?;
     }
     let spawn = |name: &str, d: Direction, rx, tx, inbox, st: Arc<AtomicBool>| {
         thread::Builder::new()
