@@ -70,10 +70,29 @@ settle() {
   cargo test --workspace --release --test netns_control
 }
 step settle-tests settle
+# The e2e suite's timing tests (ping through the emulator, the scripted quality test whose ERA
+# players read packet pairs) run with `layercast-linkemu keep-awake`: one SCHED_IDLE spinner
+# per CPU, so an idle VM's vCPUs do not halt and wake milliseconds late for the emulator's and
+# tbf's timers (docs/linkemu.md "Keep awake"). Measured on 2026-11-22 on the idle machine: the
+# quality test's fast player never reached 640x360 without it (ERA split pairs), and did with
+# it. The spinners only take time the CPUs would idle.
+npm_tests() {
+  local ka="" rc=0
+  if [ -x "$LAYERCAST_BIN_DIR/layercast-linkemu" ]; then
+    "$LAYERCAST_BIN_DIR/layercast-linkemu" keep-awake &
+    ka=$!
+  fi
+  npm run --workspaces --if-present test || rc=$?
+  if [ -n "$ka" ]; then
+    kill -TERM "$ka" 2>/dev/null
+    wait "$ka" 2>/dev/null
+  fi
+  return "$rc"
+}
 if [ -f package-lock.json ]; then
   step ts-typecheck npm run --workspaces --if-present typecheck
   step ts-lint npm run --workspaces --if-present lint
-  step npm-test npm run --workspaces --if-present test
+  step npm-test npm_tests
   # Real Prometheus scraping a real server (ERA + TFMCC sessions) and players (~1.5 min).
   step live-prometheus npm run test:live -w server/dashboard
 fi

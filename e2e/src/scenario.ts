@@ -234,7 +234,9 @@ function parseFlow(f: Record<string, unknown>, i: number): Flow {
   };
   switch (f.type) {
     case 'layered': {
-      only(f, [...COMMON, 'protocol', 'from', 'layers', 'bunch', 'adapt_interval_s', 'receivers'], w);
+      // burst_jitter: the simulator's ns-2 sender jitter (`random_ 1`); the testbed's server
+      // paces with its own schedule, so it is read and not used here.
+      only(f, [...COMMON, 'protocol', 'from', 'layers', 'bunch', 'adapt_interval_s', 'receivers', 'burst_jitter'], w);
       const recv = (f.receivers as Record<string, unknown>[] | undefined) ?? [];
       return {
         ...common,
@@ -248,7 +250,9 @@ function parseFlow(f: Record<string, unknown>, i: number): Flow {
       };
     }
     case 'tcp':
-      only(f, [...COMMON, 'from', 'to', 'variant', 'max_cwnd', 'ack_every_segment'], w);
+      // header_bytes, bug_fix: options of the simulator's ns-2 TCP model (40-B headers on the
+      // wire, Reno's bugFix_); the testbed runs the kernel's TCP, whose headers are real.
+      only(f, [...COMMON, 'from', 'to', 'variant', 'max_cwnd', 'ack_every_segment', 'header_bytes', 'bug_fix'], w);
       return {
         ...common,
         type: 'tcp',
