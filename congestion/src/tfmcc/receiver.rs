@@ -6,7 +6,7 @@
 //! with class-based cancellation; the CLR reports once per RTT and at once on a new loss
 //! event.
 
-use super::feedback::{cancel_feedback, feedback_delay, CancelInputs, SplitMix64};
+use super::feedback::{cancel_feedback_lazy, feedback_delay, CancelInputs, SplitMix64};
 use super::{ts_diff_s, TfmccConfig};
 use crate::controller::{Action, Decision, LayeredController, PacketArrival, Stats, TimerReason};
 use crate::session::SessionInfo;
@@ -63,6 +63,10 @@ pub struct TfmccReceiver {
     is_clr: bool,
     data_since_report: bool,
     leaving: bool,
+    /// `Duration` of the receive-rate window and of the 10-RTT quiet limit, memoised: both
+    /// are converted from seconds on every packet and their inputs rarely change.
+    window_memo: SecsMemo,
+    quiet_memo: SecsMemo,
     // --- cold: rounds, echoes, reports, loss events ---
     rng: SplitMix64,
     /// RTT state: initial value, smoothed real samples (the adjusted one is above).
@@ -78,6 +82,35 @@ pub struct TfmccReceiver {
     events_seen: u64,
     reports_sent: u64,
     packets_without_fields: u64,
+}
+
+/// `Duration::from_secs_f64(x)` for the last `x` (keyed by its bits, so the memoised value is
+/// exactly what the conversion returns: results are unchanged). Starts as the true pair
+/// (0.0, 0 ns), so it needs no "empty" sentinel; an `x` whose duration does not fit 2^64 ns
+/// is converted every time and never stored.
+#[derive(Clone, Copy, Debug)]
+struct SecsMemo {
+    bits: u64,
+    nanos: u64,
+}
+
+impl SecsMemo {
+    const ZERO: SecsMemo = SecsMemo { bits: 0, nanos: 0 };
+
+    #[inline]
+    fn get(&mut self, x: f64) -> Duration {
+        if x.to_bits() != self.bits {
+            let d = Duration::from_secs_f64(x);
+            let Ok(nanos) = u64::try_from(d.as_nanos()) else {
+                return d;
+            };
+            *self = SecsMemo {
+                bits: x.to_bits(),
+                nanos,
+            };
+        }
+        Duration::from_nanos(self.nanos)
+    }
 }
 
 impl TfmccReceiver {
@@ -127,6 +160,8 @@ impl TfmccReceiver {
             last_report: None,
             data_since_report: false,
             leaving: false,
+            window_memo: SecsMemo::ZERO,
+            quiet_memo: SecsMemo::ZERO,
             actions: VecDeque::new(),
             decisions: VecDeque::new(),
             reports_sent: 0,
@@ -294,7 +329,7 @@ impl TfmccReceiver {
     /// every receiver's ring on every packet.
     fn prune(&mut self, now: Time) {
         let window = self.recv_window();
-        let horizon = now - Duration::from_secs_f64(window);
+        let horizon = now - self.window_memo.get(window);
         if self.pruned_to.is_none_or(|h| horizon > h) {
             self.pruned_to = Some(horizon);
         }
@@ -376,7 +411,9 @@ impl TfmccReceiver {
         // have_loss is cleared after 10 RTTs without data so the sender may slow-start.
         if self.history.has_loss()
             && now - self.last_arrival
-                > Duration::from_secs_f64(10.0 * self.rtt().max(self.packet_gap()).min(1e6))
+                > self
+                    .quiet_memo
+                    .get(10.0 * self.rtt().max(self.packet_gap()).min(1e6))
         {
             self.history.reset();
             self.last_seq = None;
@@ -474,11 +511,10 @@ impl TfmccReceiver {
             }
         }
 
-        // Cancellation.
+        // Cancellation. `R_calc` only if the rule needs it (see `cancel_feedback_lazy`).
         if self.timer.is_some() {
-            let r_calc = *r_calc_cache.get_or_insert_with(|| self.r_calc(now));
             let inp = CancelInputs {
-                r_calc,
+                r_calc: f64::NAN, // not read: the closure below supplies it
                 r0: self.r0,
                 x_supp: if f.x_supp == RATE_INFINITE {
                     f64::INFINITY
@@ -493,7 +529,10 @@ impl TfmccReceiver {
                 have_loss: self.history.has_loss(),
                 supp_from_loss: f.supp_from_loss,
             };
-            if cancel_feedback(&inp, self.cfg.q) {
+            let cancel = cancel_feedback_lazy(&inp, self.cfg.q, || {
+                r_calc_cache.unwrap_or_else(|| self.r_calc(now))
+            });
+            if cancel {
                 self.timer = None;
             }
         }
@@ -774,7 +813,7 @@ mod tests {
             let window = (3.0 * (max_rtt_us as f64 / 1e6).max(1e-3))
                 .max(4.0 * rx.s / x_send as f64)
                 .clamp(1e-3, 1e4);
-            let horizon = now - Duration::from_secs_f64(window);
+            let horizon = now - self.window_memo.get(window);
             while eager.front().is_some_and(|e| e.0 <= horizon) {
                 eager.pop_front();
             }
