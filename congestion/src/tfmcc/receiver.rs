@@ -28,30 +28,32 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 #[repr(C)]
 pub struct TfmccReceiver {
-    // --- hot: read or written on every data packet ---
+    // --- hot: read or written on every data packet (the loss history's hot prefix last) ---
     /// Shared by every receiver of a host's session (one cache line for all of them).
     cfg: Arc<TfmccConfig>,
-    history: LossHistory,
-    /// Receive-rate window: (arrival, bytes), oldest first. Entries at or before
-    /// `pruned_to` are logically gone and dropped lazily (see [`TfmccReceiver::prune`]).
-    arrivals: VecDeque<(Time, u32)>,
+    s: f64,
+    rtt_adjusted: f64,
+    last_arrival: Time,
     /// Bytes of every entry still in `arrivals`, the logically pruned ones included.
     arrivals_bytes: u64,
     /// Largest window horizon applied so far: entries with time <= this are pruned.
     pruned_to: Option<Time>,
-    first_arrival: Time,
-    last_arrival: Time,
-    last_hdr: Option<TfmccDataFields>,
-    s: f64,
-    rtt_adjusted: f64,
-    r0: f64,
-    timer_rmax: f64,
-    timer: Option<Time>,
-    last_seq: Option<u64>,
-    last_report: Option<Time>,
-    gap_pushed: Duration,
+    /// `Duration` of the receive-rate window and of the 10-RTT quiet limit, memoised: both
+    /// are converted from seconds on every packet and their inputs rarely change.
+    window_memo: SecsMemo,
+    quiet_memo: SecsMemo,
+    /// Receive-rate window: (arrival, bytes), oldest first. Entries at or before
+    /// `pruned_to` are logically gone and dropped lazily (see [`TfmccReceiver::prune`]).
+    arrivals: VecDeque<(Time, u32)>,
     actions: VecDeque<Action>,
     decisions: VecDeque<Decision>,
+    last_hdr: Option<TfmccDataFields>,
+    timer: Option<Time>,
+    /// Read on every packet while a feedback timer is pending (a fifth of them at scale).
+    timer_rmax: f64,
+    r0: f64,
+    last_seq: Option<u64>,
+    gap_pushed: Duration,
     /// `D_r` = data ts - echoed report ts at the last real sample (mod 2^32 us).
     d_rs: Option<u32>,
     rid: u32,
@@ -63,11 +65,12 @@ pub struct TfmccReceiver {
     is_clr: bool,
     data_since_report: bool,
     leaving: bool,
-    /// `Duration` of the receive-rate window and of the 10-RTT quiet limit, memoised: both
-    /// are converted from seconds on every packet and their inputs rarely change.
-    window_memo: SecsMemo,
-    quiet_memo: SecsMemo,
+    /// Its first [`LossHistory::HOT_BYTES`] are hot; the closed intervals after them are
+    /// read only on loss events and rate computations.
+    history: LossHistory,
     // --- cold: rounds, echoes, reports, loss events ---
+    first_arrival: Time,
+    last_report: Option<Time>,
     rng: SplitMix64,
     /// RTT state: initial value, smoothed real samples (the adjusted one is above).
     rtt_init: f64,
@@ -116,7 +119,8 @@ impl SecsMemo {
 impl TfmccReceiver {
     /// Bytes at the start of the struct that a data packet touches (the hot fields): what a
     /// host walking many receivers should prefetch.
-    pub const HOT_BYTES: usize = std::mem::offset_of!(TfmccReceiver, rng);
+    pub const HOT_BYTES: usize =
+        std::mem::offset_of!(TfmccReceiver, history) + LossHistory::HOT_BYTES;
 
     /// A receiver with ID `rid` (unique in the session; e.g. derived from its address).
     pub fn new(cfg: TfmccConfig, rid: u32) -> Self {

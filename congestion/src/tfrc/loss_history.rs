@@ -136,11 +136,13 @@ impl Closed {
 }
 
 /// The ALI filter. Interval lengths are in packets.
+///
+/// `repr(C)`, the fields every arrival touches (`set_open`) first and the closed intervals
+/// last: an owner embedding it can keep the closed list out of its per-packet cache lines
+/// ([`LossIntervals::HOT_BYTES`]). Field order changes no behaviour.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct LossIntervals {
-    cfg: AliConfig,
-    /// Closed intervals `I_1..I_k`, newest first, each with its stored discount factor `DF_i`.
-    closed: Closed,
     /// The open interval `I_0` (packets since the start of the newest loss event).
     open: f64,
     /// The general discount factor `DF` for the current `I_0`.
@@ -149,9 +151,16 @@ pub struct LossIntervals {
     /// every arrival (every `set_open`), and the closed intervals change only on loss events
     /// (a simulated TFMCC receiver population spent ~15% of its time recomputing it).
     mean_closed: Option<f64>,
+    cfg: AliConfig,
+    /// Closed intervals `I_1..I_k`, newest first, each with its stored discount factor `DF_i`.
+    closed: Closed,
 }
 
 impl LossIntervals {
+    /// Bytes at the start of the struct that an arrival touches (everything before the
+    /// closed intervals).
+    pub const HOT_BYTES: usize = std::mem::offset_of!(LossIntervals, closed);
+
     /// An empty history (no loss event yet).
     pub fn new(cfg: AliConfig) -> Self {
         let n = cfg.n.max(2);
@@ -322,27 +331,37 @@ pub struct ArrivalOutcome {
 pub const MAX_SEQ_GAP: u64 = 1 << 16;
 
 /// Packet record plus loss-event detection plus ALI.
+///
+/// `repr(C)`, the fields an in-order arrival touches first and the ALI filter (hot prefix,
+/// then its closed intervals) after them, the counters only diagnostics read last:
+/// [`LossHistory::HOT_BYTES`] is what a host walking many histories per packet prefetches.
+/// Field order changes no behaviour.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct LossHistory {
-    ndupack: usize,
-    ali: LossIntervals,
+    events: u64,
+    received: u64,
+    /// Packets before the first loss (for diagnostics; its length is replaced by the seed).
+    pre_loss: u64,
     /// Lowest sequence number not yet resolved (received or declared lost).
     resolved: Option<u64>,
     /// Last resolved *received* packet (`S_before`, `T_before`).
     before: Option<(u64, Time)>,
-    /// Received packets above a hole.
-    pending: BTreeMap<u64, Time>,
     /// First packet and nominal time of the newest loss event.
     event: Option<(u64, Time)>,
-    received: u64,
+    /// Received packets above a hole.
+    pending: BTreeMap<u64, Time>,
+    ndupack: usize,
+    ali: LossIntervals,
     lost: u64,
-    events: u64,
-    /// Packets before the first loss (for diagnostics; its length is replaced by the seed).
-    pre_loss: u64,
     seeded: bool,
 }
 
 impl LossHistory {
+    /// Bytes at the start of the struct that an in-order arrival touches (up to the end of
+    /// the ALI filter's hot prefix).
+    pub const HOT_BYTES: usize = std::mem::offset_of!(LossHistory, ali) + LossIntervals::HOT_BYTES;
+
     /// A fresh history; `ndupack` is the reordering threshold (3).
     pub fn new(cfg: AliConfig, ndupack: usize) -> Self {
         LossHistory {
