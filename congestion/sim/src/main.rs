@@ -21,6 +21,8 @@ fn default_results() -> PathBuf {
 }
 
 fn main() -> ExitCode {
+    // Big receiver populations are TLB-bound: ask malloc for huge pages (see the function).
+    sim::reexec_with_huge_pages();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match real_main(&args) {
         Ok(code) => code,

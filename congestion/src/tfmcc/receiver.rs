@@ -181,6 +181,7 @@ impl TfmccReceiver {
 
     /// RTT in use (seconds): the one-way-adjusted estimate once measured, else the current
     /// `R_max` from the data header (RFC 4654 §4.4: "the maximum RTT is used instead").
+    #[inline]
     pub fn rtt(&self) -> f64 {
         if self.have_rtt {
             self.rtt_adjusted
@@ -213,6 +214,7 @@ impl TfmccReceiver {
     }
 
     /// True once an echo-based RTT sample was taken.
+    #[inline]
     pub fn have_rtt(&self) -> bool {
         self.have_rtt
     }
@@ -252,6 +254,7 @@ impl TfmccReceiver {
     /// (the lazy prune then reads from there). Only for hosts that prefetch them (the
     /// simulator walks 10,000 receivers per packet and is bound by these cache misses); the
     /// pointers are never dereferenced here.
+    #[inline]
     pub fn hot_memory(&self) -> [*const u8; 2] {
         let (a, b) = self.arrivals.as_slices();
         let back = b.last().or(a.last());
@@ -726,10 +729,12 @@ impl LayeredController for TfmccReceiver {
         }
     }
 
+    #[inline]
     fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
     }
 
+    #[inline]
     fn poll_timeout(&self) -> Option<(Time, TimerReason)> {
         let mut best = self.timer.map(|t| (t, TimerReason::Feedback));
         if self.is_clr && self.data_since_report {
@@ -743,6 +748,7 @@ impl LayeredController for TfmccReceiver {
         best
     }
 
+    #[inline]
     fn poll_decision(&mut self) -> Option<Decision> {
         self.decisions.pop_front()
     }

@@ -395,6 +395,7 @@ impl LossHistory {
     }
 
     /// True once a loss event has been seen.
+    #[inline]
     pub fn has_loss(&self) -> bool {
         self.events > 0
     }
