@@ -94,6 +94,49 @@ pub fn cancel_feedback_lazy(i: &CancelInputs, q: f64, r_calc: impl FnOnce() -> f
 mod tests {
     use super::*;
 
+    /// The lazy rule gives the eager rule's answer on a grid of inputs (NaN and infinite
+    /// rates included), and reads `R_calc` only when the answer depends on it.
+    #[test]
+    fn lazy_cancellation_equals_eager() {
+        let rates = [0.0, 50.0, 89.0, 90.0, 91.0, 100.0, 1e9, f64::INFINITY, f64::NAN];
+        let mut calls = 0;
+        let mut cases = 0;
+        for &r_calc in &rates {
+            for &r0 in &rates {
+                for &x_supp in &rates {
+                    for (rtt, max_rtt) in [(0.0, 0.1), (0.2, 0.1), (0.1, 0.1)] {
+                        for bits in 0..8u8 {
+                            let i = CancelInputs {
+                                r_calc,
+                                r0,
+                                x_supp,
+                                rtt,
+                                max_rtt,
+                                slow_start: bits & 1 != 0,
+                                have_loss: bits & 2 != 0,
+                                supp_from_loss: bits & 4 != 0,
+                            };
+                            let mut called = false;
+                            let lazy = cancel_feedback_lazy(&i, 0.1, || {
+                                called = true;
+                                r_calc
+                            });
+                            assert_eq!(lazy, cancel_feedback(&i, 0.1), "{i:?}");
+                            // Not read when x_supp is none, R0 alone cancels, or an early
+                            // rule decides.
+                            if !x_supp.is_finite() || r0 > 0.9 * x_supp || rtt > max_rtt {
+                                assert!(!called, "{i:?}");
+                            }
+                            calls += usize::from(called);
+                            cases += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(calls > 0 && calls < cases, "{calls} of {cases}");
+    }
+
     /// U9: 10^6 draws, N = 10^4, T = 1: point mass 1e-4 at 0 and a KS test against
     /// F(t) = N^(t/T - 1) on (0, T].
     #[test]

@@ -782,6 +782,25 @@ impl LayeredController for TfmccReceiver {
 mod tests {
     use super::*;
 
+    /// The memo returns exactly `Duration::from_secs_f64` for repeated, changing and
+    /// out-of-range (not stored) inputs.
+    #[test]
+    fn secs_memo_equals_conversion() {
+        let mut m = SecsMemo::ZERO;
+        let xs = [
+            0.0, 0.0, 1e-3, 1e-3, 0.3, 0.30000000000000004, 0.3, 1e4, 1e-9, 5e-10, 1e10, 2e10,
+            2e10, 1.5, 0.0,
+        ];
+        for (k, &x) in xs.iter().enumerate() {
+            assert_eq!(m.get(x), Duration::from_secs_f64(x), "step {k}: {x}");
+        }
+        // 2^64 ns is ~584 years: beyond it the value is returned but not memoised.
+        let big = 1e11;
+        assert_eq!(m.get(big), Duration::from_secs_f64(big));
+        assert_eq!(m.get(big), Duration::from_secs_f64(big));
+        assert_eq!(m.get(0.5), Duration::from_millis(500));
+    }
+
     /// The lazily pruned receive-rate window gives exactly the rate the eager one (pop the
     /// front on every packet) gave, while the window shrinks and grows (R_max and X_send
     /// change) and after losses (when the lazy path is taken).
@@ -823,7 +842,7 @@ mod tests {
             let window = (3.0 * (max_rtt_us as f64 / 1e6).max(1e-3))
                 .max(4.0 * rx.s / x_send as f64)
                 .clamp(1e-3, 1e4);
-            let horizon = now - self.window_memo.get(window);
+            let horizon = now - Duration::from_secs_f64(window);
             while eager.front().is_some_and(|e| e.0 <= horizon) {
                 eager.pop_front();
             }
