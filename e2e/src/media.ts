@@ -55,11 +55,17 @@ export function serverArgs(f: LayeredFlow, k: number, ifAddr: string): string[] 
 
 /** Whether the runner hands this session's players the description at start
  *  (`--session-info`, fetched once from the server's HTTP API inside the sender's namespace):
- *  PLM sessions, whose join-to-full-quality time plm.md E3 bounds at 2 s. Waiting for the
- *  first multicast SAM cost up to one announcement interval (1 s) plus the announcement
- *  group's graft before the base join (docs/testbed.md, plm/E3). */
+ *  PLM sessions, whose join-to-full-quality time plm.md E3 bounds at 2 s, and ERA sessions
+ *  (every `era*` receiver variant), whose convergence checks (era/AC-2, AC-3, AC-10's late
+ *  joiners) count from the receiver's start as the simulator does, which hands a starting
+ *  receiver the SAM at once. Waiting for the first multicast SAM cost up to one announcement
+ *  interval (1 s) plus the announcement group's graft before the base join: on the testbed
+ *  the receivers of ERA Exp. I start at 3.0 s, just as the sender's SAM of 3.0x s passes, and
+ *  joined at 4.10 s on the next one (docs/testbed.md, "ERA checks, fourth pass"; plm/E3).
+ *  A player started by a user with `--session-url` gets the description the same way. The
+ *  multicast SAMs still arrive and re-phase the RAI grid (era.md §1.1.14). */
 export function prefetchesDescription(f: LayeredFlow): boolean {
-  return f.protocol === 'plm';
+  return f.protocol === 'plm' || f.protocol === 'era' || f.protocol.startsWith('era-');
 }
 
 /** The server's announcement of session `f` (the JSON `--session-info` reads). */
