@@ -83,6 +83,12 @@ measurements:
     let (_, s) = sim::run(&sc, 1).unwrap();
     let (r, only) = (s.measurements[0].value, s.measurements[1].value);
     assert!(r.is_finite(), "ratio with an empty flow: {r}");
-    assert!((r - only).abs() < 1e-12, "{r} vs {only} without the empty flow");
-    assert!((r - 0.577).abs() < 0.06, "CoV(a)/CoV(c) = {r}, want about 0.577");
+    assert!(
+        (r - only).abs() < 1e-12,
+        "{r} vs {only} without the empty flow"
+    );
+    assert!(
+        (r - 0.577).abs() < 0.06,
+        "CoV(a)/CoV(c) = {r}, want about 0.577"
+    );
 }
