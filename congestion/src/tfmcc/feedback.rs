@@ -98,7 +98,17 @@ mod tests {
     /// rates included), and reads `R_calc` only when the answer depends on it.
     #[test]
     fn lazy_cancellation_equals_eager() {
-        let rates = [0.0, 50.0, 89.0, 90.0, 91.0, 100.0, 1e9, f64::INFINITY, f64::NAN];
+        let rates = [
+            0.0,
+            50.0,
+            89.0,
+            90.0,
+            91.0,
+            100.0,
+            1e9,
+            f64::INFINITY,
+            f64::NAN,
+        ];
         let mut calls = 0;
         let mut cases = 0;
         for &r_calc in &rates {

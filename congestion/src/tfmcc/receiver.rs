@@ -788,8 +788,21 @@ mod tests {
     fn secs_memo_equals_conversion() {
         let mut m = SecsMemo::ZERO;
         let xs = [
-            0.0, 0.0, 1e-3, 1e-3, 0.3, 0.30000000000000004, 0.3, 1e4, 1e-9, 5e-10, 1e10, 2e10,
-            2e10, 1.5, 0.0,
+            0.0,
+            0.0,
+            1e-3,
+            1e-3,
+            0.3,
+            0.30000000000000004,
+            0.3,
+            1e4,
+            1e-9,
+            5e-10,
+            1e10,
+            2e10,
+            2e10,
+            1.5,
+            0.0,
         ];
         for (k, &x) in xs.iter().enumerate() {
             assert_eq!(m.get(x), Duration::from_secs_f64(x), "step {k}: {x}");
