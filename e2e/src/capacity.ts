@@ -81,6 +81,10 @@ export interface StepResult {
   senderDropped?: number | null;
   decoderErrors: number;
   load: number;
+  /** Hypervisor steal over the judged seconds, % of each vCPU's time (`/proc/stat`): the VM's
+   *  vCPUs taken away by the host, which stretches packet pairs (docs/testbed.md "Players per
+   *  machine", E16). Null if unreadable. */
+  stealPct?: number[] | null;
   why: string[];
 }
 
@@ -103,6 +107,32 @@ export const VIDEO_PATH_KBPS = 5500;
 export const VIDEO_PLAYER_ARGS = ['--no-pictures', '--qr-every', '75'];
 
 const load1 = () => Number(fs.readFileSync('/proc/loadavg', 'utf8').split(' ')[0]);
+
+/** Per-CPU (steal, total) jiffies from /proc/stat; null if unreadable. */
+function cpuSteal(): { steal: number; total: number }[] | null {
+  try {
+    return fs
+      .readFileSync('/proc/stat', 'utf8')
+      .split('\n')
+      .filter((l) => /^cpu\d+ /.test(l))
+      .map((l) => {
+        const v = l.trim().split(/\s+/).slice(1).map(Number);
+        // user nice system idle iowait irq softirq steal (guest time is inside user)
+        return { steal: v[7] ?? 0, total: v.slice(0, 8).reduce((a, b) => a + b, 0) };
+      });
+  } catch {
+    return null;
+  }
+}
+
+/** Steal between two `cpuSteal` readings, % of each CPU's time. */
+function stealBetween(a: ReturnType<typeof cpuSteal>, b: ReturnType<typeof cpuSteal>): number[] | null {
+  if (!a || !b || a.length !== b.length) return null;
+  return a.map((x, i) => {
+    const dt = b[i].total - x.total;
+    return dt > 0 ? (100 * (b[i].steal - x.steal)) / dt : 0;
+  });
+}
 
 export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
   const log = o.log ?? ((m: string) => console.error(`[capacity ${o.mode}] ${m}`));
@@ -152,15 +182,18 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
       const sv0 = video ? await senderVideo(bed) : null;
       const pics0 = sv0?.pictures ?? null;
       const srv0 = procCpuS(bed.serverPid());
+      const st0 = cpuSteal();
       await sleep(Math.min(20, holdS) * 1000);
       const to = Date.now() / 1000;
       const sv1 = video ? await senderVideo(bed) : null;
       const pics1 = sv1?.pictures ?? null;
       const srv1 = procCpuS(bed.serverPid());
+      const steal = stealBetween(st0, cpuSteal());
       const senderFps = pics0 !== null && pics1 !== null ? (pics1 - pics0) / (to - from) : null;
       void stepStart;
       const r = await judge(bed, players.slice(0, running), from, to, video, senderFps);
       r.serverCpu = srv0 !== null && srv1 !== null ? (100 * (srv1 - srv0)) / (to - from) : null;
+      r.stealPct = steal;
       // Layer frames the sender's queues dropped in the judged seconds: a picture that lost its
       // top spatial frame is decoded but hidden (`video.hidden`), so it costs shown fps.
       r.senderDropped = sv0 && sv1 ? sv1.dropped - sv0.dropped : null;
@@ -203,7 +236,7 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
     recordAcceptance(
       video ? 'issue7/players-video' : 'issue7/players-synthetic',
       `${capacity}${res.reachedMax ? '+ (ramp stopped at --max)' : ''} players (${video ? `VP9 L3T3 640x360@15, every path ${VIDEO_PATH_KBPS / 1000} Mbit/s = all ${bed.ladderBps.length} layers, 640x360 decoded on every picture; headless ${VIDEO_PLAYER_ARGS.join(' ')}` : '10 × 100 kbit/s, bottlenecks 350/560/880/1250 kbit/s'}); criterion: ≥ 90 % of seconds at the path's level, loss < 1 %, no telemetry gap${video ? ", ≥ 90 % of the sender's encoded frame rate shown (sender " + steps.map((s) => s.senderFps?.toFixed(1) ?? '?').join('/') + ' fps)' : ''}` +
-        `${last ? `; ${last.players} failed: ${last.why.slice(0, 2).join('; ')}` : ''}; CPU per step (players n: player mean/max, server, % of one core) ${steps.map((s) => `${s.players}: ${s.playerCpuMean?.toFixed(1) ?? '?'}/${s.playerCpuMax?.toFixed(1) ?? '?'}, ${s.serverCpu?.toFixed(1) ?? '?'}`).join('; ')}; shared machine, load ${steps.map((s) => s.load.toFixed(0)).join('/')}${o.ownSessions ? `; scheduling: server and each player in an autogroup of its own (--own-sessions), the sender's at nice ${SENDER_NICE} (in the one default autogroup the other sessions on the shared machine starve the sender, docs/testbed.md "Players per machine")` : ''}}${o.keepAwake ? '; keep-awake: one SCHED_IDLE spinner per CPU (an idle vCPU halts and wakes late for tbf timers)' : ''}`,
+        `${last ? `; ${last.players} failed: ${last.why.slice(0, 2).join('; ')}` : ''}; CPU per step (players n: player mean/max, server, % of one core) ${steps.map((s) => `${s.players}: ${s.playerCpuMean?.toFixed(1) ?? '?'}/${s.playerCpuMax?.toFixed(1) ?? '?'}, ${s.serverCpu?.toFixed(1) ?? '?'}`).join('; ')}; shared machine, load ${steps.map((s) => s.load.toFixed(0)).join('/')}${o.ownSessions ? `; scheduling: server and each player in an autogroup of its own (--own-sessions), the sender's at nice ${SENDER_NICE} (in the one default autogroup the other sessions on the shared machine starve the sender, docs/testbed.md "Players per machine")` : ''}${o.keepAwake ? '; keep-awake: one SCHED_IDLE spinner per CPU (an idle vCPU halts and wakes late for tbf timers)' : ''}; hypervisor steal per step (% of each vCPU) ${steps.map((s) => s.stealPct?.map((x) => x.toFixed(1)).join('/') ?? '?').join('; ')}; players run the live ERA (E16: pair samples stretched by vCPU stalls shorter than 0.2 s set aside, docs/protocols/era.md)`,
       res.pass,
       o.ownSessions
         ? `node --import tsx e2e/src/capacity.ts --${o.mode}${o.max !== undefined ? ` --max ${o.max}` : ''}${o.step !== undefined ? ` --step ${o.step}` : ''}${o.holdS !== undefined ? ` --hold ${o.holdS}` : ''} --own-sessions${o.keepAwake ? ' --keep-awake' : ''}`
@@ -265,7 +298,7 @@ function procCpuS(pid: number | undefined): number | null {
 }
 
 const cpuText = (s: StepResult) =>
-  `${s.playerCpuMean !== null ? `, player CPU mean ${s.playerCpuMean.toFixed(1)} % / max ${s.playerCpuMax?.toFixed(1)} %` : ''}${s.serverCpu !== null ? `, server CPU ${s.serverCpu.toFixed(1)} %` : ''}`;
+  `${s.playerCpuMean !== null ? `, player CPU mean ${s.playerCpuMean.toFixed(1)} % / max ${s.playerCpuMax?.toFixed(1)} %` : ''}${s.serverCpu !== null ? `, server CPU ${s.serverCpu.toFixed(1)} %` : ''}${s.stealPct ? `, steal ${s.stealPct.map((x) => x.toFixed(1)).join('/')} %` : ''}`;
 
 /** The server's count of encoded pictures of the session (null if unknown). */
 async function senderPictures(bed: Bed): Promise<number | null> {
