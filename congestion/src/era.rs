@@ -94,13 +94,15 @@ pub struct EraConfig {
     /// protections stand down: step 1 cuts to the lone sample (the thesis) and the RAI keeps
     /// its minimum. Only matters with E13 on. Default false; the live player uses true.
     pub loss_confirms_samples: bool,
-    /// E16: stall horizon, seconds. A pair sample below `pp_outlier_ratio` × the reference
-    /// (the lowest `R_pp` of the last [`STALL_REF_RAIS`] RAIs) is *low*; consecutive low
-    /// samples form an episode, which lasts from the last sample at the reference before it.
-    /// An episode is believed (its samples go to step 1 and the RAI's list) once it has lasted
-    /// this long; one that ends sooner (a sample at the reference arrives) is a stall of the
-    /// host or of the emulated link, and its samples are set aside. A loss confirms at once
-    /// (E15). 0 = off (the thesis, default); the live player uses 0.2 s ([`EraConfig::live`]).
+    /// E16: stall horizon, seconds. A pair sample below the reference (the lowest `R_pp` of
+    /// the last [`STALL_REF_RAIS`] RAIs) is *low*; consecutive low samples form an episode,
+    /// which lasts from the last sample at the reference before it. An episode is believed
+    /// (its samples go to step 1 and the RAI's list) once it has lasted this long; one that
+    /// ends sooner (a sample at the reference arrives) is a stall of the host or of the
+    /// emulated link, and its samples are set aside; an RAI that set samples aside keeps its
+    /// `R_pp` at or below the reference (setting aside never raises it). A loss confirms at
+    /// once (E15). 0 = off (the thesis, default); the live player uses 0.2 s
+    /// ([`EraConfig::live`]).
     pub pp_stall_horizon: f64,
     /// Boundary tolerance as a fraction of the layer's own rate (E5). Default 0.001.
     pub tolerance: f64,
@@ -465,9 +467,9 @@ impl Era {
     }
 
     /// E16's reference: the lowest `R_pp` of the last [`STALL_REF_RAIS`] RAIs (none before the
-    /// first `R_pp`, or when E16 or E13's ratio is off).
+    /// first `R_pp`, or when E16 is off).
     fn stall_reference(&self) -> Option<f64> {
-        if self.cfg.pp_stall_horizon <= 0.0 || self.cfg.pp_outlier_ratio <= 0.0 {
+        if self.cfg.pp_stall_horizon <= 0.0 {
             return None;
         }
         self.r_pp_hist.iter().copied().reduce(f64::min)
@@ -501,7 +503,7 @@ impl Era {
                 self.stall_flush(now);
             }
         } else if let Some(reference) = self.stall_reference() {
-            if sample < self.cfg.pp_outlier_ratio * reference {
+            if sample < reference {
                 if !self.stall_believed {
                     let start = *self
                         .stall_start
@@ -594,6 +596,7 @@ impl Era {
             }
         }
         let stalled = std::mem::take(&mut self.rai_stalled);
+        let stall_ref = self.stall_reference();
         let stalled_min = std::mem::replace(&mut self.rai_stalled_min, f64::INFINITY);
         let from = self.held;
         let r_before = self.rate_of(from);
@@ -646,6 +649,12 @@ impl Era {
         } else {
             -1.0
         };
+        // E16: samples set aside as a stall never raise R_pp above the reference (else an RAI
+        // whose only low samples were set aside would measure only the faster pairs).
+        let r_pp = match stall_ref {
+            Some(rf) if r_pp >= 0.0 && stalled > 0 && !confirmed => r_pp.min(rf),
+            _ => r_pp,
+        };
         if r_pp >= 0.0 {
             self.last_r_pp = Some(r_pp);
             if self.r_pp_hist.len() >= STALL_REF_RAIS {
@@ -674,7 +683,7 @@ impl Era {
             (false, true, _) => Some(r_pp),
             (false, false, _) => None, // E1: hold
         };
-        let mut inputs = Vec::with_capacity(12 + list.len());
+        let mut inputs = Vec::with_capacity(13 + list.len());
         inputs.extend([
             (
                 "r_pp_list_min",
@@ -684,6 +693,7 @@ impl Era {
             ("r_pp", r_pp),
             ("pp_outlier", outlier),
             ("pp_stalled", stalled as f64),
+            ("pp_stall_ref", stall_ref.unwrap_or(-1.0)),
             (
                 "pp_stalled_min",
                 if stalled > 0 { stalled_min } else { -1.0 },
@@ -953,7 +963,9 @@ impl DecisionLogCheck {
 /// neither); after the decision `R_i ≤ R_TARGET + tol` (unless at the base layer) and
 /// `R_{i+1} ≥ R_TARGET` (unless at the top), with the E5 tolerance `tol` = the logged
 /// fraction × the layer's own rate; a hold keeps the level; an exit happens only when the
-/// target is below the base layer. Step-1 drops must carry the sample that triggered them
+/// target is below the base layer. E16: an RAI that set stalled samples aside (`pp_stalled`
+/// > 0) may instead have `R_pp` = its logged reference `pp_stall_ref`, when that is below
+/// the list's minimum. Step-1 drops must carry the sample that triggered them
 /// and end at or below their step-1 target (plus tolerance). Returns the counts, or the
 /// first violation.
 pub fn check_decision_log(
@@ -1003,6 +1015,15 @@ pub fn check_decision_log(
                     } else {
                         r_pp == sorted[0]
                     };
+                    // E16: an RAI that set stalled samples aside keeps R_pp at the reference
+                    // when its own minimum is above it.
+                    let stalled = get(d, "pp_stalled").unwrap_or(0.0);
+                    let stall_ref = get(d, "pp_stall_ref").unwrap_or(-1.0);
+                    let ok = ok
+                        || (stalled > 0.0
+                            && stall_ref >= 0.0
+                            && r_pp == stall_ref
+                            && stall_ref < sorted[0]);
                     if !ok {
                         return Err(format!("R_pp {r_pp} != min {}: {d:?}", sorted[0]));
                     }
@@ -1364,10 +1385,16 @@ mod tests {
             e.handle_timeout(Time::from_millis(1000 * (rai + 1)));
             held.push(e.layers());
         }
+        let mut log = Vec::new();
         while let Some(d) = e.poll_decision() {
             if d.reason == "pp-drop" {
                 drops.push(d.at.as_secs_f64());
             }
+            log.push(d);
+        }
+        // Every decision, E16's set-aside RAIs included, passes the AC-15 check.
+        if let Err(v) = check_decision_log(&log, &info, 3) {
+            panic!("decision log: {v}");
         }
         (held, drops)
     }
