@@ -96,12 +96,10 @@ pub struct EraConfig {
     pub loss_confirms_samples: bool,
     /// E16: stall horizon, seconds. A pair sample below the reference (the lowest `R_pp` of
     /// the last [`STALL_REF_RAIS`] RAIs) is *low*; consecutive low samples form an episode,
-    /// which lasts from the last sample at the reference before it. An episode is believed
-    /// (its samples go to step 1 and the RAI's list) once it has lasted this long; one that
-    /// ends sooner (a sample at the reference arrives) is a stall of the host or of the
-    /// emulated link, and its samples are set aside; an RAI that set samples aside keeps its
-    /// `R_pp` at or below the reference (setting aside never raises it). A loss confirms at
-    /// once (E15). 0 = off (the thesis, default); the live player uses 0.2 s
+    /// which spans from its first low sample. An episode is believed (its samples go to step 1
+    /// and the RAI's list) once it has spanned this long; one that ends sooner (a sample at
+    /// the reference arrives) is a stall of the host or of the emulated link, and its samples
+    /// are set aside. A loss confirms at once (E15). 0 = off (the thesis, default); the live player uses 0.2 s
     /// ([`EraConfig::live`]).
     pub pp_stall_horizon: f64,
     /// Boundary tolerance as a fraction of the layer's own rate (E5). Default 0.001.
@@ -292,12 +290,10 @@ pub struct Era {
     r_pp_hist: VecDeque<f64>,
     /// E16: the open episode of low samples (sample, layer), not yet believed.
     stall_pending: Vec<(f64, u8)>,
-    /// E16: when the open episode began (the last sample at the reference before it).
+    /// E16: when the open episode began (its first low sample).
     stall_start: Option<Time>,
     /// E16: the open episode has lasted the horizon; its further low samples are believed.
     stall_believed: bool,
-    /// E16: the last sample at the reference.
-    last_ok_at: Option<Time>,
     /// E16: samples set aside in this RAI, and the lowest of them.
     rai_stalled: u64,
     rai_stalled_min: f64,
@@ -341,7 +337,6 @@ impl Era {
             stall_pending: Vec::new(),
             stall_start: None,
             stall_believed: false,
-            last_ok_at: None,
             rai_stalled: 0,
             rai_stalled_min: f64::INFINITY,
             last_plr: 0.0,
@@ -480,7 +475,6 @@ impl Era {
         self.stall_pending.clear();
         self.stall_start = None;
         self.stall_believed = false;
-        self.last_ok_at = None;
         self.r_pp_hist.clear();
     }
 
@@ -505,9 +499,10 @@ impl Era {
         } else if let Some(reference) = self.stall_reference() {
             if sample < reference {
                 if !self.stall_believed {
-                    let start = *self
-                        .stall_start
-                        .get_or_insert(self.last_ok_at.unwrap_or(now));
+                    // The episode's span runs from its first low sample: a host that received
+                    // nothing for a while (a frozen VM) must not make its first late sample
+                    // look like a long episode.
+                    let start = *self.stall_start.get_or_insert(now);
                     self.stall_pending.push((sample, layer));
                     if now.saturating_since(start).as_secs_f64() >= self.cfg.pp_stall_horizon {
                         self.stall_believed = true;
@@ -527,7 +522,6 @@ impl Era {
                 self.stall_pending.clear();
                 self.stall_start = None;
                 self.stall_believed = false;
-                self.last_ok_at = Some(now);
             }
         }
         self.believe_sample(now, layer, sample);
@@ -648,12 +642,6 @@ impl Era {
             }
         } else {
             -1.0
-        };
-        // E16: samples set aside as a stall never raise R_pp above the reference (else an RAI
-        // whose only low samples were set aside would measure only the faster pairs).
-        let r_pp = match stall_ref {
-            Some(rf) if r_pp >= 0.0 && stalled > 0 && !confirmed => r_pp.min(rf),
-            _ => r_pp,
         };
         if r_pp >= 0.0 {
             self.last_r_pp = Some(r_pp);
@@ -963,9 +951,7 @@ impl DecisionLogCheck {
 /// neither); after the decision `R_i ≤ R_TARGET + tol` (unless at the base layer) and
 /// `R_{i+1} ≥ R_TARGET` (unless at the top), with the E5 tolerance `tol` = the logged
 /// fraction × the layer's own rate; a hold keeps the level; an exit happens only when the
-/// target is below the base layer. E16: an RAI that set stalled samples aside (`pp_stalled`
-/// > 0) may instead have `R_pp` = its logged reference `pp_stall_ref`, when that is below
-/// the list's minimum. Step-1 drops must carry the sample that triggered them
+/// target is below the base layer. Step-1 drops must carry the sample that triggered them
 /// and end at or below their step-1 target (plus tolerance). Returns the counts, or the
 /// first violation.
 pub fn check_decision_log(
@@ -1015,15 +1001,6 @@ pub fn check_decision_log(
                     } else {
                         r_pp == sorted[0]
                     };
-                    // E16: an RAI that set stalled samples aside keeps R_pp at the reference
-                    // when its own minimum is above it.
-                    let stalled = get(d, "pp_stalled").unwrap_or(0.0);
-                    let stall_ref = get(d, "pp_stall_ref").unwrap_or(-1.0);
-                    let ok = ok
-                        || (stalled > 0.0
-                            && stall_ref >= 0.0
-                            && r_pp == stall_ref
-                            && stall_ref < sorted[0]);
                     if !ok {
                         return Err(format!("R_pp {r_pp} != min {}: {d:?}", sorted[0]));
                     }
@@ -1446,7 +1423,7 @@ mod tests {
         assert_eq!(held, [5, 3, 3]);
         assert_eq!(drops.len(), 1, "{drops:?}");
         let t = drops[0];
-        // The last pair at the reference ended at 2.395 s + one gap.
+        // The first low pair ended at 2.419 s; believed 0.2 s later.
         assert!((2.59..2.65).contains(&t), "step-1 drop at {t}");
         // An episode longer than the horizon (30 pairs, 0.3 s) is believed even though the
         // samples come back afterwards.
