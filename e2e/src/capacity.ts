@@ -57,14 +57,15 @@ export interface CapacityOptions {
   /** `Bed` `keepAwake`: SCHED_IDLE spinners keep the vCPUs from halting, so tbf releases
    *  pairs on time on an idle machine. The record says so. */
   keepAwake?: boolean;
-  /** The players' bottlenecks: `tbf` (kernel token bucket) or `linkemu` (our emulator, 10 ms
-   *  delay). Default: linkemu for video, tbf for synthetic. Why video runs on the emulator:
-   *  on this VM the hypervisor takes a vCPU away for milliseconds (steal), and tbf's watchdog
-   *  timer on it fires that much late; the one-packet bucket cannot make up the time, so the
-   *  path loses capacity with every stall (at 12 % steal the 5.5 Mbit/s paths overflowed:
-   *  0.4 % loss at 4 players). The emulator schedules from its own link clock and releases
-   *  what fell due during a stall at once, so a stall delays packets but costs no capacity
-   *  (docs/testbed.md "Players per machine", session 7). */
+  /** The players' bottlenecks: `tbf` (kernel token bucket, default) or `linkemu` (our
+   *  emulator, 10 ms delay). On this VM the hypervisor takes a vCPU away for milliseconds
+   *  (steal), and tbf's watchdog timer on it fires that much late; the one-packet bucket
+   *  cannot make up the time, so a tbf path loses capacity with every stall (at 12 % steal
+   *  the 5.5 Mbit/s paths overflowed: 0.4 % loss at 4 players). The emulator schedules from
+   *  its own link clock and releases what fell due during a stall at once, so a stall costs
+   *  it no capacity (0 loss at 14-32 % steal), but it costs about 3.5 % of a core per path:
+   *  at 10 players a third of a core, which starved the 10-player step at load 22, where tbf
+   *  paths passed it at load 14 (docs/testbed.md "Players per machine", session 7). */
   links?: 'tbf' | 'linkemu';
   log?: (m: string) => void;
 }
@@ -153,7 +154,7 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
   const step = o.step ?? (video ? 2 : 10);
   const holdS = o.holdS ?? (video ? 40 : 30);
   const target = video ? 10 : 50;
-  const links = o.links ?? (video ? 'linkemu' : 'tbf');
+  const links = o.links ?? 'tbf';
   const players: BedPlayer[] = Array.from({ length: max }, (_, i) => ({
     name: `c${String(i + 1).padStart(3, '0')}`,
     rateKbps: video ? VIDEO_PATH_KBPS : SOAK_CLASSES[i % SOAK_CLASSES.length],
@@ -515,7 +516,7 @@ export const playerCostSummary = (r: PlayerCost) =>
 // Direct run: `node --import tsx e2e/src/capacity.ts --video|--synthetic [--max N] [--step N]
 // [--hold S] [--out DIR] [--own-sessions] [--keep-awake] [--links tbf|linkemu]` (the ramp, recorded
 // like `layercast-e2e capacity`; `--own-sessions`: each process in a scheduling autogroup of its
-// own, said in the record; `--links`: the players' bottlenecks, default linkemu for video), or
+// own, said in the record; `--links`: the players' bottlenecks, default tbf), or
 // `... capacity.ts --player-cost [--size WxH@FPS] [--full-log] [--out DIR]` (one player's CPU;
 // `--full-log`: the default player flags, every picture written and QR-read).
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
