@@ -289,7 +289,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
         pipeTo(c, path.join(opts.outDir, `server-${f.name}.log`));
       });
       later(stop, () => stopNamed(net, `server ${f.name}`));
-      // PLM players start with the description in hand (`prefetchesDescription`): fetched
+      // PLM and ERA players start with the description in hand (`prefetchesDescription`): fetched
       // inside the sender's namespace (no packet crosses the emulated links) 0.5 s after the
       // server starts, and again by a starting receiver if that failed; without it a player
       // waits for the multicast SAM as before.

@@ -32,6 +32,12 @@ pub struct RedParams {
     /// Mean packet size in bytes, for the idle-time decay of the average.
     #[serde(default = "default_mean_size")]
     pub mean_packet_size: u32,
+    /// ns-2's `wait_` (default `true` in ns-2's `ns-default.tcl`, off here so that existing
+    /// scenarios keep their results): no early drop until `count·p_b ≥ 1`, then
+    /// `p_b / (2 − count·p_b)`, so the gaps between early drops are uniform on
+    /// `[1/p_b, 2/p_b]` instead of `[1, 1/p_b]` (`REDQueue::modify_p`).
+    #[serde(default)]
+    pub wait: bool,
 }
 
 fn default_max_p() -> f64 {
@@ -57,11 +63,22 @@ pub fn base_probability(p: &RedParams, avg: f64) -> f64 {
     }
 }
 
-/// Final drop probability `p_a = p_b / (1 − count·p_b)`, 1 when the denominator reaches 0.
+/// Final drop probability `p_a = p_b / (1 − count·p_b)`, 1 when the denominator reaches 0;
+/// with [`RedParams::wait`], 0 while `count·p_b < 1`, then `p_b / (2 − count·p_b)`.
 pub fn drop_probability(p: &RedParams, avg: f64, count: u64) -> f64 {
     let pb = base_probability(p, avg);
     if pb >= 1.0 {
         return 1.0;
+    }
+    if p.wait {
+        let c = count as f64 * pb;
+        return if c < 1.0 {
+            0.0
+        } else if c < 2.0 {
+            (pb / (2.0 - c)).min(1.0)
+        } else {
+            1.0
+        };
     }
     let den = 1.0 - count as f64 * pb;
     if den <= 0.0 {
@@ -168,7 +185,57 @@ mod tests {
             limit_packets: 30,
             gentle,
             mean_packet_size: 500,
+            wait: false,
         }
+    }
+
+    /// Gaps (packets between early drops) at a held average queue with base probability
+    /// `pb = 0.05` (avg 10 between 5 and 15, max_p 0.1), drawn as `Red::enqueue` does.
+    fn gaps(wait: bool) -> Vec<u64> {
+        let p = RedParams {
+            wait,
+            ..params(false)
+        };
+        let mut rng = Rng::new(7);
+        let (mut count, mut gap, mut out) = (0u64, 0u64, Vec::new());
+        while out.len() < 20_000 {
+            gap += 1;
+            if rng.chance(drop_probability(&p, 10.0, count)) {
+                count = 0;
+                out.push(gap);
+                gap = 0;
+            } else {
+                count += 1;
+            }
+        }
+        out
+    }
+
+    /// ns-2's `wait_` (its default): no early drop until count·pb reaches 1, so the gaps
+    /// between drops lie in [1/pb, 2/pb] (20..=40 packets at pb = 0.05, mean 1.5/pb),
+    /// against [1, 1/pb] (mean about 1/(2 pb)) without it.
+    #[test]
+    fn wait_mode_spaces_early_drops_as_ns2() {
+        let p = RedParams {
+            wait: true,
+            ..params(false)
+        };
+        assert_eq!(drop_probability(&p, 10.0, 19), 0.0);
+        assert!((drop_probability(&p, 10.0, 20) - 0.05).abs() < 1e-12);
+        assert!((drop_probability(&p, 10.0, 30) - 0.1).abs() < 1e-12);
+        assert_eq!(drop_probability(&p, 10.0, 40), 1.0);
+        assert_eq!(drop_probability(&p, 15.0, 0), 1.0);
+        let mean = |g: &[u64]| g.iter().sum::<u64>() as f64 / g.len() as f64;
+        let w = gaps(true);
+        assert!(
+            w.iter().all(|&g| (21..=41).contains(&g)),
+            "{:?}",
+            w.iter().min()
+        );
+        assert!((mean(&w) - 30.0).abs() < 1.0, "wait: mean gap {}", mean(&w));
+        let u = gaps(false);
+        assert!(u.iter().all(|&g| g <= 21));
+        assert!(mean(&u) < 15.0, "no wait: mean gap {}", mean(&u));
     }
 
     #[test]

@@ -142,3 +142,142 @@ fn slow_start_after_a_timeout_grows_one_segment_per_ack() {
         );
     }
 }
+
+/// A receiver for Karn's rule: it loses the first `hole_copies` copies of segment `hole`,
+/// then the first copy of the first new segment that arrives after the hole is repaired;
+/// it ACKs every segment cumulatively and records (arrival time, segment, dropped).
+struct KarnSink {
+    hole: u64,
+    hole_copies: u32,
+    seen_hole: u32,
+    healed: bool,
+    dropped_fresh: Option<u64>,
+    next: u64,
+    buffered: std::collections::BTreeSet<u64>,
+    log: Rc<RefCell<Vec<(Time, u64, bool)>>>,
+}
+
+impl Agent for KarnSink {
+    fn command(&mut self, _: &mut Net, _: AgentId, _: Command) {}
+    fn on_packet(&mut self, net: &mut Net, me: AgentId, p: &Packet) {
+        let Body::Tcp { seq } = p.body else { return };
+        let now = net.now();
+        let drop = if seq == self.hole && !self.healed {
+            self.seen_hole += 1;
+            self.seen_hole <= self.hole_copies
+        } else {
+            self.healed && self.dropped_fresh.is_none() && seq >= self.next
+        };
+        if drop && seq != self.hole {
+            self.dropped_fresh = Some(seq);
+        }
+        self.log.borrow_mut().push((now, seq, drop));
+        if drop {
+            return;
+        }
+        if seq == self.hole {
+            self.healed = true;
+        }
+        if seq == self.next {
+            self.next += 1;
+            while self.buffered.remove(&self.next) {
+                self.next += 1;
+            }
+        } else if seq > self.next {
+            self.buffered.insert(seq);
+        }
+        net.send(Packet {
+            src: 1,
+            src_agent: me,
+            dst: Dest::Agent(p.src, p.src_agent),
+            size: 40,
+            flow: p.flow,
+            sent_at: now,
+            body: Body::Ack {
+                ack: self.next,
+                echo: p.sent_at,
+            },
+        });
+    }
+    fn on_timer(&mut self, _: &mut Net, _: AgentId, _: u64) {}
+}
+
+/// Karn's rule (RFC 6298 §3 and §5; ns-2 clears `t_backoff_` only when a timed segment is
+/// acknowledged): segment 40 is lost in its original transmission, its fast retransmit and
+/// the retransmission of the first timeout, so the sender times out twice and its RTO doubles
+/// from the 200 ms floor to 0.8 s. The retransmission of the second timeout gets through and
+/// its cumulative ACK covers only segments sent before the timeout: that ACK must not reset
+/// the RTO. The first new segment after it is lost (the window is 2: no fast retransmit), and
+/// its retransmission must wait for the backed-off RTO, not the 200 ms an RTT sample from the
+/// ambiguous ACK would give. Returns (arrival of its first copy, arrival of its second copy).
+fn retry_after_backoff(variant: Variant, bug_fix: bool) -> (f64, f64) {
+    let mut sim = Sim::new(2, vec![link(0, 1), link(1, 0)], 1);
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let sink = sim.add_agent(
+        1,
+        Box::new(KarnSink {
+            hole: 40,
+            hole_copies: 3,
+            seen_hole: 0,
+            healed: false,
+            dropped_fresh: None,
+            next: 0,
+            buffered: Default::default(),
+            log: log.clone(),
+        }),
+    );
+    let tcp = sim.add_agent(
+        0,
+        Box::new(
+            TcpSender::new(0, Dest::Agent(1, sink), 1, 1000, variant, 200).with_bug_fix(bug_fix),
+        ),
+    );
+    sim.net.schedule_command(Time::ZERO, tcp, Command::Start);
+    sim.run_until(Time::from_secs_f64(8.0));
+    let log = log.borrow();
+    let holes: Vec<f64> = log
+        .iter()
+        .filter(|e| e.1 == 40)
+        .map(|e| e.0.as_secs_f64())
+        .collect();
+    assert_eq!(
+        holes.len(),
+        4,
+        "{variant:?}: copies of segment 40 at {holes:?}"
+    );
+    // The third and fourth copies are the retransmissions of two timeouts: the second
+    // interval is the doubled RTO.
+    let backoff = holes[3] - holes[2];
+    assert!(
+        (0.35..0.5).contains(&backoff),
+        "{variant:?}: the second timeout came {backoff:.3} s after the first (RTO 0.4 s)"
+    );
+    let (fresh_seq, first) = log
+        .iter()
+        .find(|e| e.2 && e.1 != 40)
+        .map(|e| (e.1, e.0.as_secs_f64()))
+        .expect("a new segment after the repair was dropped");
+    let second = log
+        .iter()
+        .find(|e| e.1 == fresh_seq && !e.2)
+        .map(|e| e.0.as_secs_f64())
+        .expect("the dropped new segment was retransmitted");
+    (first, second)
+}
+
+#[test]
+fn timeout_backoff_stays_until_a_new_segment_is_acked() {
+    // Reno without ns-2's `bugFix_` fast-retransmits again on the duplicate ACKs still
+    // arriving after the timeout, which is not the case under test.
+    for variant in [Variant::Reno, Variant::NewReno] {
+        let (first, second) = retry_after_backoff(variant, true);
+        let wait = second - first;
+        // RTO 0.8 s after two timeouts, armed when the ACK of the healed hole arrived (one
+        // RTT before the new segment's first copy reached the receiver); with the RTO reset
+        // by that ACK the retransmission came after about 0.2 s.
+        assert!(
+            wait > 0.7,
+            "{variant:?}: the lost new segment was retransmitted {wait:.3} s after its first copy (backed-off RTO 0.8 s)"
+        );
+    }
+}

@@ -57,3 +57,38 @@ fn pcc_stays_on_at_its_rate_when_the_path_has_room_and_goes_off_when_it_has_not(
     );
     assert!(v[0] > 0.0 && v[0] < 0.8 * 1500.0, "sending {}", v[0]);
 }
+
+/// `cov_ratio` (S10): a flow that delivered nothing in the window has no CoV (0/0) and is left
+/// out of its side's mean instead of turning the whole ratio into NaN (1.5 Mbit/s, 32 + 32
+/// flows: a TCP can spend the whole minute in RTO backoff). Flow `a` runs for 15 of the 20
+/// 1-s bins (CoV sqrt(0.25 / 0.75) = 0.577), `c` for 10 (CoV 1), `b` starts after the window.
+#[test]
+fn cov_ratio_leaves_out_flows_without_data() {
+    let y = r#"
+name: t
+duration_s: 40
+topology:
+  nodes: [s, d]
+  links:
+    - {from: s, to: d, rate_kbps: 10000, delay_ms: 5, queue: {kind: droptail, limit_packets: 100}}
+flows:
+  - {name: a, type: cbr, from: s, to: d, rate_kbps: 100, packet_size: 500, stop_s: 15}
+  - {name: b, type: cbr, from: s, to: d, rate_kbps: 100, packet_size: 500, start_s: 30}
+  - {name: c, type: cbr, from: s, to: d, rate_kbps: 100, packet_size: 500, stop_s: 10}
+measurements:
+  - {id: r, metric: cov_ratio, of: [a], versus: [b, c], window: [0, 20]}
+  - {id: only, metric: cov_ratio, of: [a], versus: [c], window: [0, 20]}
+"#;
+    let sc = Scenario::from_yaml(y).expect("test scenario");
+    let (_, s) = sim::run(&sc, 1).unwrap();
+    let (r, only) = (s.measurements[0].value, s.measurements[1].value);
+    assert!(r.is_finite(), "ratio with an empty flow: {r}");
+    assert!(
+        (r - only).abs() < 1e-12,
+        "{r} vs {only} without the empty flow"
+    );
+    assert!(
+        (r - 0.577).abs() < 0.06,
+        "CoV(a)/CoV(c) = {r}, want about 0.577"
+    );
+}

@@ -7,8 +7,10 @@
 //! stays in recovery on partial ACKs and retransmits the next hole. Timeout: ssthresh =
 //! max(flight/2, 2), cwnd = 1, go-back-N from the first unacknowledged segment, RTO doubled.
 //! RTO per RFC 6298 with a 200 ms floor (ns-2 of the papers' era used a coarser tick; the floor
-//! is the choice recorded in docs/simulator.md). The sink ACKs every segment (no delayed ACK,
-//! as ns-2's `TCPSink`) and buffers out-of-order data.
+//! is the choice recorded in docs/simulator.md). Karn's rule (RFC 6298 §3 and §5, ns-2's
+//! `rtt_active_`/`t_backoff_`): after a timeout no RTT sample is taken, and the doubled RTO
+//! stays, until an ACK covers a segment first sent after that timeout. The sink ACKs every
+//! segment (no delayed ACK, as ns-2's `TCPSink`) and buffers out-of-order data.
 
 use crate::engine::{Agent, AgentId, Body, Command, Dest, Net, NodeId, Packet};
 use crate::metrics::MonId;
@@ -46,6 +48,10 @@ pub struct TcpSender {
     rto: f64,
     min_rto: f64,
     timer_epoch: u64,
+    /// Karn's rule: one past the highest segment sent before the last timeout. ACKs that do
+    /// not pass it may answer a retransmission of something sent before the timeout: they
+    /// give no RTT sample and leave the backed-off RTO in force.
+    karn_until: u64,
     running: bool,
     /// Segments sent (including retransmissions) and retransmitted, timeouts.
     pub sent: u64,
@@ -102,6 +108,7 @@ impl TcpSender {
             rto: 1.0,
             min_rto: 0.2,
             timer_epoch: 0,
+            karn_until: 0,
             running: false,
             sent: 0,
             retransmits: 0,
@@ -281,7 +288,14 @@ impl TcpSender {
     fn on_ack(&mut self, net: &mut Net, me: AgentId, ack: u64, echo: Time) {
         let r = net.now().saturating_since(echo).as_secs_f64();
         if ack > self.snd_una {
-            self.rtt_sample(r);
+            // Karn (RFC 6298 §3, §5; ns-2 `newack` resets `t_backoff_` only when the timed
+            // segment is acked): until the cumulative ACK passes what was sent before the last
+            // timeout, it may be the answer to a go-back-N retransmission. Sampling it reset
+            // the RTO to srtt + 4 rttvar at once, so a sender that timed out repeatedly
+            // retried every 200 ms instead of backing off (tests/tcp.rs).
+            if ack > self.karn_until {
+                self.rtt_sample(r);
+            }
             let newly = (ack - self.snd_una) as f64;
             if self.in_recovery {
                 if ack > self.recover {
@@ -354,6 +368,7 @@ impl TcpSender {
         self.in_recovery = false;
         self.dupacks = 0;
         self.recover = self.snd_nxt.saturating_sub(1);
+        self.karn_until = self.high_sent;
         self.snd_nxt = self.snd_una;
         self.rto = (self.rto * 2.0).min(60.0);
         let s = self.snd_nxt;
