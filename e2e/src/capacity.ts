@@ -57,6 +57,16 @@ export interface CapacityOptions {
   /** `Bed` `keepAwake`: SCHED_IDLE spinners keep the vCPUs from halting, so tbf releases
    *  pairs on time on an idle machine. The record says so. */
   keepAwake?: boolean;
+  /** The players' bottlenecks: `tbf` (kernel token bucket, default) or `linkemu` (our
+   *  emulator, 10 ms delay). On this VM the hypervisor takes a vCPU away for milliseconds
+   *  (steal), and tbf's watchdog timer on it fires that much late; the one-packet bucket
+   *  cannot make up the time, so a tbf path loses capacity with every stall (at 12 % steal
+   *  the 5.5 Mbit/s paths overflowed: 0.4 % loss at 4 players). The emulator schedules from
+   *  its own link clock and releases what fell due during a stall at once, so a stall costs
+   *  it no capacity (0 loss at 14-32 % steal), but it costs about 3.5 % of a core per path:
+   *  at 10 players a third of a core, which starved the 10-player step at load 22, where tbf
+   *  paths passed it at load 14 (docs/testbed.md "Players per machine", session 7). */
+  links?: 'tbf' | 'linkemu';
   log?: (m: string) => void;
 }
 
@@ -81,6 +91,13 @@ export interface StepResult {
   senderDropped?: number | null;
   decoderErrors: number;
   load: number;
+  /** Hypervisor steal over the judged seconds, % of each vCPU's time (`/proc/stat`): the VM's
+   *  vCPUs taken away by the host, which stretches packet pairs (docs/testbed.md "Players per
+   *  machine", E16). Null if unreadable. */
+  stealPct?: number[] | null;
+  /** The players' link emulators' CPU over the judged seconds, % of one core, summed over
+   *  the running players' links (null with tbf links). */
+  linkCpu?: number | null;
   why: string[];
 }
 
@@ -104,6 +121,32 @@ export const VIDEO_PLAYER_ARGS = ['--no-pictures', '--qr-every', '75'];
 
 const load1 = () => Number(fs.readFileSync('/proc/loadavg', 'utf8').split(' ')[0]);
 
+/** Per-CPU (steal, total) jiffies from /proc/stat; null if unreadable. */
+function cpuSteal(): { steal: number; total: number }[] | null {
+  try {
+    return fs
+      .readFileSync('/proc/stat', 'utf8')
+      .split('\n')
+      .filter((l) => /^cpu\d+ /.test(l))
+      .map((l) => {
+        const v = l.trim().split(/\s+/).slice(1).map(Number);
+        // user nice system idle iowait irq softirq steal (guest time is inside user)
+        return { steal: v[7] ?? 0, total: v.slice(0, 8).reduce((a, b) => a + b, 0) };
+      });
+  } catch {
+    return null;
+  }
+}
+
+/** Steal between two `cpuSteal` readings, % of each CPU's time. */
+function stealBetween(a: ReturnType<typeof cpuSteal>, b: ReturnType<typeof cpuSteal>): number[] | null {
+  if (!a || !b || a.length !== b.length) return null;
+  return a.map((x, i) => {
+    const dt = b[i].total - x.total;
+    return dt > 0 ? (100 * (b[i].steal - x.steal)) / dt : 0;
+  });
+}
+
 export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
   const log = o.log ?? ((m: string) => console.error(`[capacity ${o.mode}] ${m}`));
   const video = o.mode === 'video';
@@ -111,6 +154,7 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
   const step = o.step ?? (video ? 2 : 10);
   const holdS = o.holdS ?? (video ? 40 : 30);
   const target = video ? 10 : 50;
+  const links = o.links ?? 'tbf';
   const players: BedPlayer[] = Array.from({ length: max }, (_, i) => ({
     name: `c${String(i + 1).padStart(3, '0')}`,
     rateKbps: video ? VIDEO_PATH_KBPS : SOAK_CLASSES[i % SOAK_CLASSES.length],
@@ -124,7 +168,7 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
     ladderKbps: SOAK_LADDER,
     video: video ? DEMO_VIDEO : undefined,
     packetSize: video ? 1400 : 1000,
-    links: 'tbf',
+    links,
     startPlayers: false,
     playerArgs: video ? VIDEO_PLAYER_ARGS : undefined,
     ownSessions: o.ownSessions,
@@ -138,7 +182,18 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
     const k = bed.carries(players[0].name);
     if (k < bed.ladderBps.length) log(`WARNING: a ${VIDEO_PATH_KBPS} kbit/s path carries only ${k} of ${bed.ladderBps.length} layers`);
   }
-  log(`network for ${max} players built in ${((Date.now() - t0) / 1000).toFixed(0)} s; ladder ${bed.ladderBps.map((r) => Math.round(r / 1000)).join(',')} kbit/s`);
+  // One emulator process per player's link (`linkemu <ns>`, named after its namespace L<i>;
+  // link i leads to player i).
+  const emuPids = (n: number) =>
+    bed.net.procs.procs
+      .filter((p) => p.name.startsWith('linkemu '))
+      .slice(0, n)
+      .map((p) => p.child.pid);
+  const emuCpuS = (n: number) => {
+    const v = emuPids(n).map(procCpuS);
+    return v.length && v.every((x) => x !== null) ? (v as number[]).reduce((a, b) => a + b, 0) : null;
+  };
+  log(`${links} links; network for ${max} players built in ${((Date.now() - t0) / 1000).toFixed(0)} s; ladder ${bed.ladderBps.map((r) => Math.round(r / 1000)).join(',')} kbit/s`);
   const steps: StepResult[] = [];
   try {
     let running = 0;
@@ -152,15 +207,21 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
       const sv0 = video ? await senderVideo(bed) : null;
       const pics0 = sv0?.pictures ?? null;
       const srv0 = procCpuS(bed.serverPid());
+      const st0 = cpuSteal();
+      const emu0 = links === 'linkemu' ? emuCpuS(running) : null;
       await sleep(Math.min(20, holdS) * 1000);
       const to = Date.now() / 1000;
       const sv1 = video ? await senderVideo(bed) : null;
       const pics1 = sv1?.pictures ?? null;
       const srv1 = procCpuS(bed.serverPid());
+      const steal = stealBetween(st0, cpuSteal());
+      const emu1 = links === 'linkemu' ? emuCpuS(running) : null;
       const senderFps = pics0 !== null && pics1 !== null ? (pics1 - pics0) / (to - from) : null;
       void stepStart;
       const r = await judge(bed, players.slice(0, running), from, to, video, senderFps);
       r.serverCpu = srv0 !== null && srv1 !== null ? (100 * (srv1 - srv0)) / (to - from) : null;
+      r.stealPct = steal;
+      r.linkCpu = emu0 !== null && emu1 !== null ? (100 * (emu1 - emu0)) / (to - from) : null;
       // Layer frames the sender's queues dropped in the judged seconds: a picture that lost its
       // top spatial frame is decoded but hidden (`video.hidden`), so it costs shown fps.
       r.senderDropped = sv0 && sv1 ? sv1.dropped - sv0.dropped : null;
@@ -202,11 +263,11 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
     const last = steps.find((s) => !s.pass);
     recordAcceptance(
       video ? 'issue7/players-video' : 'issue7/players-synthetic',
-      `${capacity}${res.reachedMax ? '+ (ramp stopped at --max)' : ''} players (${video ? `VP9 L3T3 640x360@15, every path ${VIDEO_PATH_KBPS / 1000} Mbit/s = all ${bed.ladderBps.length} layers, 640x360 decoded on every picture; headless ${VIDEO_PLAYER_ARGS.join(' ')}` : '10 × 100 kbit/s, bottlenecks 350/560/880/1250 kbit/s'}); criterion: ≥ 90 % of seconds at the path's level, loss < 1 %, no telemetry gap${video ? ", ≥ 90 % of the sender's encoded frame rate shown (sender " + steps.map((s) => s.senderFps?.toFixed(1) ?? '?').join('/') + ' fps)' : ''}` +
-        `${last ? `; ${last.players} failed: ${last.why.slice(0, 2).join('; ')}` : ''}; CPU per step (players n: player mean/max, server, % of one core) ${steps.map((s) => `${s.players}: ${s.playerCpuMean?.toFixed(1) ?? '?'}/${s.playerCpuMax?.toFixed(1) ?? '?'}, ${s.serverCpu?.toFixed(1) ?? '?'}`).join('; ')}; shared machine, load ${steps.map((s) => s.load.toFixed(0)).join('/')}${o.ownSessions ? `; scheduling: server and each player in an autogroup of its own (--own-sessions), the sender's at nice ${SENDER_NICE} (in the one default autogroup the other sessions on the shared machine starve the sender, docs/testbed.md "Players per machine")` : ''}}${o.keepAwake ? '; keep-awake: one SCHED_IDLE spinner per CPU (an idle vCPU halts and wakes late for tbf timers)' : ''}`,
+      `${capacity}${res.reachedMax ? '+ (ramp stopped at --max)' : ''} players (${video ? `VP9 L3T3 640x360@15, every path ${VIDEO_PATH_KBPS / 1000} Mbit/s (${links === 'linkemu' ? 'layercast-linkemu, 10 ms' : 'tbf'}) = all ${bed.ladderBps.length} layers, 640x360 decoded on every picture; headless ${VIDEO_PLAYER_ARGS.join(' ')}` : '10 × 100 kbit/s, bottlenecks 350/560/880/1250 kbit/s'}); criterion: ≥ 90 % of seconds at the path's level, loss < 1 %, no telemetry gap${video ? ", ≥ 90 % of the sender's encoded frame rate shown (sender " + steps.map((s) => s.senderFps?.toFixed(1) ?? '?').join('/') + ' fps)' : ''}` +
+        `${last ? `; ${last.players} failed: ${last.why.slice(0, 2).join('; ')}` : ''}; CPU per step (players n: player mean/max, server, % of one core) ${steps.map((s) => `${s.players}: ${s.playerCpuMean?.toFixed(1) ?? '?'}/${s.playerCpuMax?.toFixed(1) ?? '?'}, ${s.serverCpu?.toFixed(1) ?? '?'}${s.linkCpu != null ? `, links ${s.linkCpu.toFixed(1)}` : ''}`).join('; ')}; shared machine, load ${steps.map((s) => s.load.toFixed(0)).join('/')}${o.ownSessions ? `; scheduling: server and each player in an autogroup of its own (--own-sessions), the sender's at nice ${SENDER_NICE} (in the one default autogroup the other sessions on the shared machine starve the sender, docs/testbed.md "Players per machine")` : ''}${o.keepAwake ? '; keep-awake: one SCHED_IDLE spinner per CPU (an idle vCPU halts and wakes late for tbf timers)' : ''}; hypervisor steal per step (% of each vCPU) ${steps.map((s) => s.stealPct?.map((x) => x.toFixed(1)).join('/') ?? '?').join('; ')}; players run the live ERA (E16: pair samples stretched by vCPU stalls shorter than 0.2 s set aside, docs/protocols/era.md)`,
       res.pass,
       o.ownSessions
-        ? `node --import tsx e2e/src/capacity.ts --${o.mode}${o.max !== undefined ? ` --max ${o.max}` : ''}${o.step !== undefined ? ` --step ${o.step}` : ''}${o.holdS !== undefined ? ` --hold ${o.holdS}` : ''} --own-sessions${o.keepAwake ? ' --keep-awake' : ''}`
+        ? `node --import tsx e2e/src/capacity.ts --${o.mode}${o.max !== undefined ? ` --max ${o.max}` : ''}${o.step !== undefined ? ` --step ${o.step}` : ''}${o.holdS !== undefined ? ` --hold ${o.holdS}` : ''} --own-sessions${o.keepAwake ? ' --keep-awake' : ''}${o.links ? ` --links ${o.links}` : ''}`
         : `layercast-e2e capacity --mode ${o.mode}${o.max !== undefined ? ` --max ${o.max}` : ''}${o.step !== undefined ? ` --step ${o.step}` : ''}${o.holdS !== undefined ? ` --hold ${o.holdS}` : ''}`,
     );
   }
@@ -265,7 +326,7 @@ function procCpuS(pid: number | undefined): number | null {
 }
 
 const cpuText = (s: StepResult) =>
-  `${s.playerCpuMean !== null ? `, player CPU mean ${s.playerCpuMean.toFixed(1)} % / max ${s.playerCpuMax?.toFixed(1)} %` : ''}${s.serverCpu !== null ? `, server CPU ${s.serverCpu.toFixed(1)} %` : ''}`;
+  `${s.playerCpuMean !== null ? `, player CPU mean ${s.playerCpuMean.toFixed(1)} % / max ${s.playerCpuMax?.toFixed(1)} %` : ''}${s.serverCpu !== null ? `, server CPU ${s.serverCpu.toFixed(1)} %` : ''}${s.linkCpu != null ? `, link emulators ${s.linkCpu.toFixed(1)} %` : ''}${s.stealPct ? `, steal ${s.stealPct.map((x) => x.toFixed(1)).join('/')} %` : ''}`;
 
 /** The server's count of encoded pictures of the session (null if unknown). */
 async function senderPictures(bed: Bed): Promise<number | null> {
@@ -453,8 +514,9 @@ export const playerCostSummary = (r: PlayerCost) =>
   `player CPU ${r.playerCpu.toFixed(1)} % of one core = ${r.msPerPicture.toFixed(2)} ms per picture; server CPU ${r.serverCpu?.toFixed(1) ?? '?'} %; load ${r.load.toFixed(1)}`;
 
 // Direct run: `node --import tsx e2e/src/capacity.ts --video|--synthetic [--max N] [--step N]
-// [--hold S] [--out DIR] [--own-sessions] [--keep-awake]` (the ramp, recorded like `layercast-e2e capacity`;
-// `--own-sessions`: each process in a scheduling autogroup of its own, said in the record), or
+// [--hold S] [--out DIR] [--own-sessions] [--keep-awake] [--links tbf|linkemu]` (the ramp, recorded
+// like `layercast-e2e capacity`; `--own-sessions`: each process in a scheduling autogroup of its
+// own, said in the record; `--links`: the players' bottlenecks, default tbf), or
 // `... capacity.ts --player-cost [--size WxH@FPS] [--full-log] [--out DIR]` (one player's CPU;
 // `--full-log`: the default player flags, every picture written and QR-read).
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
@@ -489,6 +551,7 @@ if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(im
       record: true,
       ownSessions: args.includes('--own-sessions'),
       keepAwake: args.includes('--keep-awake'),
+      links: flag('--links') === 'tbf' ? 'tbf' : flag('--links') === 'linkemu' ? 'linkemu' : undefined,
     });
     console.log(capacitySummary(r));
     return r.pass ? 0 : 1;
