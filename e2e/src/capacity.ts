@@ -35,6 +35,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { Bed, type BedPlayer, type PLine } from './bed.js';
 import { sleep } from './sh.js';
+import { cpuSteal, stealBetween } from './steal.js';
 import { recordAcceptance } from './acceptance.js';
 import { SOAK_CLASSES, SOAK_LADDER } from './soak.js';
 import { DEMO_VIDEO } from './demo.js';
@@ -120,32 +121,6 @@ export const VIDEO_PATH_KBPS = 5500;
 export const VIDEO_PLAYER_ARGS = ['--no-pictures', '--qr-every', '75'];
 
 const load1 = () => Number(fs.readFileSync('/proc/loadavg', 'utf8').split(' ')[0]);
-
-/** Per-CPU (steal, total) jiffies from /proc/stat; null if unreadable. */
-function cpuSteal(): { steal: number; total: number }[] | null {
-  try {
-    return fs
-      .readFileSync('/proc/stat', 'utf8')
-      .split('\n')
-      .filter((l) => /^cpu\d+ /.test(l))
-      .map((l) => {
-        const v = l.trim().split(/\s+/).slice(1).map(Number);
-        // user nice system idle iowait irq softirq steal (guest time is inside user)
-        return { steal: v[7] ?? 0, total: v.slice(0, 8).reduce((a, b) => a + b, 0) };
-      });
-  } catch {
-    return null;
-  }
-}
-
-/** Steal between two `cpuSteal` readings, % of each CPU's time. */
-function stealBetween(a: ReturnType<typeof cpuSteal>, b: ReturnType<typeof cpuSteal>): number[] | null {
-  if (!a || !b || a.length !== b.length) return null;
-  return a.map((x, i) => {
-    const dt = b[i].total - x.total;
-    return dt > 0 ? (100 * (b[i].steal - x.steal)) / dt : 0;
-  });
-}
 
 export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
   const log = o.log ?? ((m: string) => console.error(`[capacity ${o.mode}] ${m}`));

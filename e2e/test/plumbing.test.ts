@@ -13,6 +13,7 @@ import { runScenario } from '../src/runner.js';
 import { measureGroupReach, measureLeaveLatency } from '../src/leave.js';
 import { nsRun, run } from '../src/sh.js';
 import { recordAcceptance } from '../src/acceptance.js';
+import { cpuSteal, stealBetween } from '../src/steal.js';
 
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'lc-e2e-'));
 const ours = async () => (await listNamespaces()).filter((n) => n.startsWith(ownerPrefix()));
@@ -31,7 +32,7 @@ measurements:
   - {id: "plumbing tcp rate", metric: throughput_kbps, of: [bulk], window: [3, 9], min: 1800, max: 2000}
 `;
 
-test('ping across a built topology: RTT is twice the emulated delay, tbf and emulator links both carry it', async () => {
+test('ping across a built topology: RTT is twice the emulated delay, tbf and emulator links both carry it', async (t) => {
   const sc = parseScenario(LINE);
   const net = new Net();
   try {
@@ -39,16 +40,29 @@ test('ping across a built topology: RTT is twice the emulated delay, tbf and emu
     assert.equal(b.links[0].kind, 'tbf');
     assert.equal(b.links[1].kind, 'linkemu');
     const dst = b.toward('b', 'a').addr;
-    const out = await nsRun(b.nodeNs.get('a')!, 'ping', ['-c', '25', '-i', '0.05', '-W', '2', dst], { timeoutMs: 20_000 });
-    const rtts = out.stdout
-      .split('\n')
-      .map((l) => /time=([\d.]+)/.exec(l)?.[1])
-      .filter((x): x is string => !!x)
-      .map(Number)
-      .sort((x, y) => x - y);
-    assert.ok(rtts.length >= 20, out.stdout);
-    const med = rtts[Math.floor(rtts.length / 2)];
-    assert.ok(Math.abs(med - 20) < 1, `median RTT ${med} ms for 2 x 10 ms`);
+    // The median of 25 pings over 1.25 s. A window in which the host took a vCPU away (steal)
+    // delays every release on it and measures the host, not the emulator (CI once read 22.8 ms
+    // here; idle runs read 20.5-20.7). Such an attempt is reported and measured again, at most
+    // three times; an attempt that misses without steal fails at once.
+    let med = NaN;
+    let last = '';
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const s0 = cpuSteal();
+      const out = await nsRun(b.nodeNs.get('a')!, 'ping', ['-c', '25', '-i', '0.05', '-W', '2', dst], { timeoutMs: 20_000 });
+      const steal = Math.max(0, ...(stealBetween(s0, cpuSteal()) ?? [0]));
+      const rtts = out.stdout
+        .split('\n')
+        .map((l) => /time=([\d.]+)/.exec(l)?.[1])
+        .filter((x): x is string => !!x)
+        .map(Number)
+        .sort((x, y) => x - y);
+      assert.ok(rtts.length >= 20, out.stdout);
+      med = rtts[Math.floor(rtts.length / 2)];
+      last = `median RTT ${med} ms for 2 x 10 ms (attempt ${attempt}, hypervisor steal up to ${steal.toFixed(1)} % of a vCPU; RTTs ${rtts.join(' ')})`;
+      if (Math.abs(med - 20) < 1 || steal < 5) break;
+      t.diagnostic(`host steal during the measurement, measuring again: ${last}`);
+    }
+    assert.ok(Math.abs(med - 20) < 1, last);
     const snap = await b.links[1].emu!.get();
     assert.ok(snap.ab.counters.tx_packets >= 25 && snap.ba.counters.tx_packets >= 25);
   } finally {

@@ -13,6 +13,42 @@ use sim::engine::{Agent, AgentId, Body, Command, Dest, LinkSpec, Net, Packet, Si
 use std::cell::RefCell;
 use std::rc::Rc;
 
+/// A TCP receiver's in-order delivery: the next expected segment after `seq` arrives, with
+/// out-of-order segments kept in `buffered` until the hole before them fills.
+fn receive_in_order(
+    mut next: u64,
+    buffered: &mut std::collections::BTreeSet<u64>,
+    seq: u64,
+) -> u64 {
+    if seq == next {
+        next += 1;
+        while buffered.remove(&next) {
+            next += 1;
+        }
+    } else if seq > next {
+        buffered.insert(seq);
+    }
+    next
+}
+
+/// Sends the cumulative ACK for `next` back to the sender of `p` (40-B ACK, echoing its send
+/// time for the sender's RTT sample).
+fn send_ack(net: &mut Net, me: AgentId, p: &Packet, next: u64) {
+    let now = net.now();
+    net.send(Packet {
+        src: 1,
+        src_agent: me,
+        dst: Dest::Agent(p.src, p.src_agent),
+        size: 40,
+        flow: p.flow,
+        sent_at: now,
+        body: Body::Ack {
+            ack: next,
+            echo: p.sent_at,
+        },
+    });
+}
+
 /// A TCP receiver that loses every copy of segment `hole` sent before `heal_at`, buffers
 /// what comes after it, ACKs every segment cumulatively, and records (arrival time,
 /// segment, cumulative ACK it sent).
@@ -32,27 +68,9 @@ impl Agent for HoleSink {
         if seq == self.hole && now < self.heal_at {
             return;
         }
-        if seq == self.next {
-            self.next += 1;
-            while self.buffered.remove(&self.next) {
-                self.next += 1;
-            }
-        } else if seq > self.next {
-            self.buffered.insert(seq);
-        }
+        self.next = receive_in_order(self.next, &mut self.buffered, seq);
         self.log.borrow_mut().push((now, seq, self.next));
-        net.send(Packet {
-            src: 1,
-            src_agent: me,
-            dst: Dest::Agent(p.src, p.src_agent),
-            size: 40,
-            flow: p.flow,
-            sent_at: now,
-            body: Body::Ack {
-                ack: self.next,
-                echo: p.sent_at,
-            },
-        });
+        send_ack(net, me, p, self.next);
     }
     fn on_timer(&mut self, _: &mut Net, _: AgentId, _: u64) {}
 }
@@ -178,26 +196,8 @@ impl Agent for KarnSink {
         if seq == self.hole {
             self.healed = true;
         }
-        if seq == self.next {
-            self.next += 1;
-            while self.buffered.remove(&self.next) {
-                self.next += 1;
-            }
-        } else if seq > self.next {
-            self.buffered.insert(seq);
-        }
-        net.send(Packet {
-            src: 1,
-            src_agent: me,
-            dst: Dest::Agent(p.src, p.src_agent),
-            size: 40,
-            flow: p.flow,
-            sent_at: now,
-            body: Body::Ack {
-                ack: self.next,
-                echo: p.sent_at,
-            },
-        });
+        self.next = receive_in_order(self.next, &mut self.buffered, seq);
+        send_ack(net, me, p, self.next);
     }
     fn on_timer(&mut self, _: &mut Net, _: AgentId, _: u64) {}
 }
