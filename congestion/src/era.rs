@@ -1194,13 +1194,20 @@ mod tests {
         assert_eq!(e.poll_timeout().unwrap().0, Time::from_millis(2070));
     }
 
+    /// An ERA that has taken the announcement of 10 layers of 100 kbit/s at t = 0 (the
+    /// session the E13-E16 tests below run), with that announcement.
+    fn ten_layers(cfg: EraConfig) -> (Era, SessionInfo) {
+        let info = SessionInfo::equal_layers(10, 100_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
+        let mut e = Era::new(cfg);
+        e.handle_announcement(Time::ZERO, &info);
+        (e, info)
+    }
+
     /// Steady state at 5 of 10 layers (100 kbit/s each) behind 560 kbit/s: 30 pairs per RAI
     /// on the held layers; `rate(rai, i)` gives the rate pair `i` of RAI `rai` (1..=3) shows.
     /// Returns the layers held after each of the 3 RAIs.
     fn steady(cfg: EraConfig, rate: impl Fn(u64, usize) -> f64) -> Vec<u8> {
-        let info = SessionInfo::equal_layers(10, 100_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
-        let mut e = Era::new(cfg);
-        e.handle_announcement(Time::ZERO, &info);
+        let (mut e, _) = ten_layers(cfg);
         let gap = |rate: f64| Duration::from_secs_f64(8.0 * 512.0 / rate);
         let mut seq = [0u64; 10];
         let mut feed = |e: &mut Era, t0: Time, layer: u8, rate: f64| {
@@ -1265,9 +1272,7 @@ mod tests {
     /// As [`steady`], but one packet of layer 0 is lost just before RAI 2's pairs (a
     /// sequence gap), so RAI 2's samples come with a loss.
     fn steady_with_loss(cfg: EraConfig, rate: impl Fn(u64, usize) -> f64) -> Vec<u8> {
-        let info = SessionInfo::equal_layers(10, 100_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
-        let mut e = Era::new(cfg);
-        e.handle_announcement(Time::ZERO, &info);
+        let (mut e, _) = ten_layers(cfg);
         let gap = |rate: f64| Duration::from_secs_f64(8.0 * 512.0 / rate);
         let mut seq = [0u64; 10];
         let mut held = Vec::new();
@@ -1325,9 +1330,7 @@ mod tests {
         lose_in: Option<u64>,
         rate: impl Fn(u64, usize) -> f64,
     ) -> (Vec<u8>, Vec<f64>) {
-        let info = SessionInfo::equal_layers(10, 100_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
-        let mut e = Era::new(cfg);
-        e.handle_announcement(Time::ZERO, &info);
+        let (mut e, info) = ten_layers(cfg);
         let gap = |rate: f64| Duration::from_secs_f64(8.0 * 512.0 / rate);
         let mut seq = [0u64; 10];
         let mut drops = Vec::new();
@@ -1402,10 +1405,10 @@ mod tests {
         let (held, drops) = dense(EraConfig::live(), None, stall());
         assert_eq!(held, [5, 5, 5]);
         assert!(drops.is_empty(), "{drops:?}");
-        let mut e = Era::new(EraConfig::live());
-        let info = SessionInfo::equal_layers(10, 100_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
-        e.handle_announcement(Time::ZERO, &info);
-        assert_eq!(e.config().pp_stall_horizon, 0.2);
+        assert_eq!(
+            ten_layers(EraConfig::live()).0.config().pp_stall_horizon,
+            0.2
+        );
     }
 
     #[test]
@@ -1462,9 +1465,7 @@ mod tests {
     /// 10 layers of 100 kbit/s; pairs on the held layers, 30 per RAI, pair `i` of RAI `rai`
     /// at `rate(rai, i)`; RAI 0 has only base-layer pairs. Layers held after each RAI.
     fn held_over(cfg: EraConfig, rais: u64, rate: impl Fn(u64, usize) -> f64) -> Vec<u8> {
-        let info = SessionInfo::equal_layers(10, 100_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
-        let mut e = Era::new(cfg);
-        e.handle_announcement(Time::ZERO, &info);
+        let (mut e, _) = ten_layers(cfg);
         let mut seq = [0u64; 10];
         let mut held = Vec::new();
         for rai in 0..rais {
