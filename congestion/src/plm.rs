@@ -60,6 +60,16 @@ pub struct PlmConfig {
     /// served back to back, every one reads the link rate, and each add undid the loss rule's
     /// drop for the rest of the run (simulator plm/S8, k = 1; `docs/protocols/plm.md` §6).
     pub no_add_while_lossy: bool,
+    /// After a check that added nothing, keep checking at every sample on the minimum of the
+    /// last C of samples instead of waiting for the next check (ours, default on; `false` =
+    /// the paper's and ns-2's rule, where every check restarts W and T_c). Why: W restarts at
+    /// every check, so when the share rises just after a check, the next check's minimum
+    /// still holds a sample of the old share and the add waits one more C: the add came
+    /// between C and 2C after the last low sample (plm/S3 2.2-2.6 s and plm/E4 1.93-2.01 s
+    /// after the CBR left the bottleneck, bands 2 s and C + T_leave + 0.5 s). With this rule
+    /// it comes C after the last low sample. An add still needs every sample of a full C
+    /// above the next cumulative rate, and adds stay at least C apart.
+    pub sliding_check: bool,
     /// Blind period after a loss-triggered drop (500 ms).
     pub blind: Duration,
     /// Packets received in a loss cycle before its rate is evaluated (ns-2: 10).
@@ -90,6 +100,7 @@ impl Default for PlmConfig {
             loss_threshold: 0.10,
             loss_confidence_z: 2.0,
             no_add_while_lossy: true,
+            sliding_check: true,
             blind: Duration::from_millis(500),
             loss_min_pkts: 10,
             loss_cycle_max: Duration::from_secs(5),
@@ -141,6 +152,15 @@ pub struct Plm {
     first_pp: Option<Time>,
     w_min: f64,
     w_count: usize,
+    /// Samples of the last C since the last drop or add (`sliding_check`): a deque of
+    /// increasing values for the sliding minimum, and the sample times for the count.
+    slide_min: VecDeque<(Time, f64)>,
+    slide_times: VecDeque<Time>,
+    /// Time of the last drop or add (or the first sample since the base join): the sliding
+    /// rule needs samples over a full C after it.
+    slide_since: Option<Time>,
+    /// The last check added nothing: evaluate the sliding minimum at every sample.
+    sliding: bool,
     seq: Vec<SeqTracker>,
     bunch: BunchSampler,
     cycle: Option<LossCycle>,
@@ -178,6 +198,10 @@ impl Plm {
             first_pp: None,
             w_min: f64::INFINITY,
             w_count: 0,
+            slide_min: VecDeque::new(),
+            slide_times: VecDeque::new(),
+            slide_since: None,
+            sliding: false,
             seq: Vec::new(),
             bunch: BunchSampler::new(),
             cycle: None,
@@ -270,6 +294,7 @@ impl Plm {
         self.t_c = None;
         self.first_pp = None;
         self.reset_window();
+        self.reset_slide(None);
         self.cycle = None;
         self.last_packet = Some(now);
         self.got_packet = false;
@@ -285,6 +310,7 @@ impl Plm {
         }
         self.t_c = None;
         self.reset_window();
+        self.reset_slide(None);
         self.cycle = None;
         if self.cfg.exit_on_empty {
             self.actions.push_back(Action::Exit);
@@ -298,6 +324,35 @@ impl Plm {
     fn reset_window(&mut self) {
         self.w_min = f64::INFINITY;
         self.w_count = 0;
+    }
+
+    /// Forgets the sliding window's samples; `since` = the decision that restarts it.
+    fn reset_slide(&mut self, since: Option<Time>) {
+        self.slide_min.clear();
+        self.slide_times.clear();
+        self.slide_since = since;
+        self.sliding = false;
+    }
+
+    /// Adds sample `x` at `t` to the sliding window and forgets samples older than C.
+    fn push_slide(&mut self, t: Time, x: f64) {
+        self.slide_since.get_or_insert(t);
+        while self.slide_min.back().is_some_and(|&(_, v)| v >= x) {
+            self.slide_min.pop_back();
+        }
+        self.slide_min.push_back((t, x));
+        self.slide_times.push_back(t);
+        let keep_after = t - self.c;
+        while self
+            .slide_min
+            .front()
+            .is_some_and(|&(at, _)| at <= keep_after)
+        {
+            self.slide_min.pop_front();
+        }
+        while self.slide_times.front().is_some_and(|&at| at <= keep_after) {
+            self.slide_times.pop_front();
+        }
     }
 
     /// `a < b` (strict) or `a <= b` (permissive), for the two loops of §3.3, with `b` (the
@@ -322,59 +377,100 @@ impl Plm {
         let bn = self.b(self.n);
         if x < bn {
             // DROP on a single sample.
-            let from = self.n;
-            self.t_c = Some(t + self.c);
-            while self.n >= 1 && !self.below(self.b(self.n), x) {
-                self.leave_top();
-            }
-            self.reset_window();
-            self.cycle = None; // a fresh PP beats stale loss history (ns-2)
-            let b_after = self.b(self.n);
-            self.log(
-                t,
-                from,
-                "pp-drop",
-                vec![("pp_sample", x), ("b_before", bn), ("b_after", b_after)],
-            );
-            self.emptied(t);
+            self.pp_drop(t, x);
             return;
         }
         self.w_min = self.w_min.min(x);
         self.w_count += 1;
+        if self.cfg.sliding_check {
+            self.push_slide(t, x);
+        }
         let due = self.t_c.is_some_and(|tc| t > tc);
         if due && self.w_count >= self.cfg.min_pp {
             // ADD, at most once per C.
-            let bhat = self.w_min;
-            let count = self.w_count;
-            self.last_estimate = Some(bhat);
-            self.t_c = Some(t + self.c);
-            self.reset_window();
-            let from = self.n;
-            let lossy = self.cfg.no_add_while_lossy
-                && (std::mem::take(&mut self.loss_dropped_in_period) || self.cycle_lossy());
-            if !lossy {
-                self.cycle = None; // the fresh estimate is trusted over loss history (ns-2)
+            let (bhat, count) = (self.w_min, self.w_count);
+            self.add_decision(t, bhat, count, first_pp, false);
+        } else if self.sliding
+            && self.slide_since.is_some_and(|s| t > s + self.c)
+            && self.slide_times.len() >= self.cfg.min_pp
+        {
+            // The last check added nothing: add as soon as a full C of samples allows it.
+            let bhat = self.slide_min.front().map_or(f64::INFINITY, |&(_, v)| v);
+            let lossy =
+                self.cfg.no_add_while_lossy && (self.loss_dropped_in_period || self.cycle_lossy());
+            if !lossy
+                && bhat >= bn
+                && self.n < self.cum.len()
+                && self.below(self.b(self.n + 1), bhat)
+            {
+                let count = self.slide_times.len();
+                self.add_decision(t, bhat, count, first_pp, true);
             }
-            if bhat >= bn && !lossy {
-                while self.n < self.cum.len() && self.below(self.b(self.n + 1), bhat) {
-                    self.join_next();
-                }
-            }
-            let b_after = self.b(self.n);
-            self.log(
-                t,
-                from,
-                "pp-add",
-                vec![
-                    ("bhat_e", bhat),
-                    ("pp_count", count as f64),
-                    ("b_before", bn),
-                    ("b_after", b_after),
-                    ("lossy", if lossy { 1.0 } else { 0.0 }),
-                    ("first_pp_age_s", t.saturating_since(first_pp).as_secs_f64()),
-                ],
-            );
         }
+    }
+
+    /// §3.3 DROP on the sample `x` at `t`: leave layers while `!(B[n] < x)`.
+    fn pp_drop(&mut self, t: Time, x: f64) {
+        let from = self.n;
+        let bn = self.b(self.n);
+        self.t_c = Some(t + self.c);
+        while self.n >= 1 && !self.below(self.b(self.n), x) {
+            self.leave_top();
+        }
+        self.reset_window();
+        self.reset_slide(Some(t));
+        self.cycle = None; // a fresh PP beats stale loss history (ns-2)
+        let b_after = self.b(self.n);
+        self.log(
+            t,
+            from,
+            "pp-drop",
+            vec![("pp_sample", x), ("b_before", bn), ("b_after", b_after)],
+        );
+        self.emptied(t);
+    }
+
+    /// An add decision on the estimate `bhat` from `count` samples (§3.3): the periodic check
+    /// at the first sample after T_c, or (`sliding`) the sliding rule of
+    /// [`PlmConfig::sliding_check`].
+    fn add_decision(&mut self, t: Time, bhat: f64, count: usize, first_pp: Time, sliding: bool) {
+        let bn = self.b(self.n);
+        self.last_estimate = Some(bhat);
+        self.t_c = Some(t + self.c);
+        self.reset_window();
+        let from = self.n;
+        let lossy = self.cfg.no_add_while_lossy
+            && (std::mem::take(&mut self.loss_dropped_in_period) || self.cycle_lossy());
+        if !lossy {
+            self.cycle = None; // the fresh estimate is trusted over loss history (ns-2)
+        }
+        if bhat >= bn && !lossy {
+            while self.n < self.cum.len() && self.below(self.b(self.n + 1), bhat) {
+                self.join_next();
+            }
+        }
+        if self.n > from {
+            self.reset_slide(Some(t));
+        } else {
+            // Not after a check held back by the loss rule (`no_add_while_lossy`): the pairs
+            // that survive an overloaded queue whole read high (plm/S8).
+            self.sliding = self.cfg.sliding_check && !lossy;
+        }
+        let b_after = self.b(self.n);
+        self.log(
+            t,
+            from,
+            "pp-add",
+            vec![
+                ("bhat_e", bhat),
+                ("pp_count", count as f64),
+                ("b_before", bn),
+                ("b_after", b_after),
+                ("lossy", if lossy { 1.0 } else { 0.0 }),
+                ("first_pp_age_s", t.saturating_since(first_pp).as_secs_f64()),
+                ("sliding", if sliding { 1.0 } else { 0.0 }),
+            ],
+        );
     }
 
     /// Whether the current loss cycle is above the threshold by the loss rule's test (a cycle
@@ -434,6 +530,7 @@ impl Plm {
             self.cycle = None;
             self.blind_until = now + self.cfg.blind;
             self.loss_dropped_in_period = true;
+            self.reset_slide(Some(now));
             let b_after = self.b(self.n);
             self.log(
                 now,
@@ -672,6 +769,93 @@ mod tests {
         let adds: Vec<&Decision> = d.iter().filter(|d| d.reason == "pp-add").collect();
         assert_eq!(adds.len(), 1);
         assert!(adds[0].at > Time::from_millis(1100) && adds[0].at < Time::from_millis(1300));
+    }
+
+    /// plm/S3, plm/E4: the share rises just after a check (the CBR flows leave the fair
+    /// queue). The paper's rule restarts W at every check, so the next check's minimum still
+    /// holds a sample of the old share and the add waits one more C; the sliding rule adds C
+    /// after the last low sample.
+    #[test]
+    fn sliding_check_adds_one_c_after_the_share_rises() {
+        let mut info = SessionInfo::equal_layers(17, 20_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
+        info.packet_size = 500;
+        // Samples every 50 ms: 100 kbit/s (4 layers) until `rise`, then 200 kbit/s.
+        let run = |sliding_check: bool, rise_ms: u64| {
+            let mut p = Plm::new(PlmConfig {
+                sliding_check,
+                ..PlmConfig::default()
+            });
+            p.handle_announcement(Time::ZERO, &info);
+            let mut s = 0;
+            let mut up_at = None;
+            let mut checks = Vec::new();
+            for i in 0..120u64 {
+                let t = Time::from_millis(100 + 50 * i);
+                let rate = if t.as_nanos() < rise_ms * 1_000_000 {
+                    100_000.0
+                } else {
+                    200_000.0
+                };
+                // Hold every layer the controller wants, so each held layer's pairs count.
+                pair(&mut p, 0, &mut s, t, rate);
+                while let Some(d) = p.poll_decision() {
+                    if d.reason == "pp-add" {
+                        checks.push(d.at);
+                    }
+                }
+                if up_at.is_none() && p.layers() >= 9 {
+                    up_at = Some(t);
+                }
+            }
+            (up_at, checks)
+        };
+        // The first check (at the first sample after 0.15 + 1 s) adds 1 -> 4; the next check
+        // comes at ~2.2 s. The share rises 0.05 s after it.
+        let (_, checks) = run(false, 10_000);
+        assert!(checks.len() >= 2, "{checks:?}");
+        let rise = checks[1].as_nanos() / 1_000_000 + 50;
+        let (paper, _) = run(false, rise);
+        let (sliding, _) = run(true, rise);
+        let rise_t = Time::from_millis(rise);
+        let paper = paper.expect("paper rule adds eventually") - rise_t;
+        let sliding = sliding.expect("sliding rule adds") - rise_t;
+        // Paper: the check at rise + C - 0.05 s still sees the old share, the add comes 2C
+        // after the previous check. Sliding: C after the last 100 kbit/s sample.
+        assert!(paper > Duration::from_millis(1800), "paper rule {paper:?}");
+        assert!(
+            sliding <= Duration::from_millis(1050),
+            "sliding rule {sliding:?}"
+        );
+        assert!(
+            sliding >= Duration::from_millis(950),
+            "sliding rule {sliding:?}"
+        );
+    }
+
+    /// The sliding rule never adds on less than a full C of samples, nor twice within C, nor
+    /// while a sample of the last C is below the next cumulative rate.
+    #[test]
+    fn sliding_check_keeps_adds_c_apart_and_on_a_full_c() {
+        let mut info = SessionInfo::equal_layers(30, 10_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
+        info.packet_size = 500;
+        let mut p = Plm::default();
+        p.handle_announcement(Time::ZERO, &info);
+        let mut s = 0;
+        let mut adds = Vec::new();
+        // 95 kbit/s with a 152 kbit/s sample every 0.3 s (9 layers; the minimum of any C is
+        // 95k, so nothing is ever added after the first add).
+        for i in 0..200u64 {
+            let t = Time::from_millis(100 + 50 * i);
+            let rate = if i % 6 == 0 { 152_000.0 } else { 95_000.0 };
+            pair(&mut p, 0, &mut s, t, rate);
+            while let Some(d) = p.poll_decision() {
+                if d.reason == "pp-add" && d.to_layers > d.from_layers {
+                    adds.push(d.at);
+                }
+            }
+        }
+        assert_eq!(adds.len(), 1, "{adds:?}");
+        assert_eq!(p.layers(), 9);
     }
 
     /// plm.md E2 measures convergence from the first PP: every add decision carries the age
