@@ -61,14 +61,18 @@ pub struct PlmConfig {
     /// drop for the rest of the run (simulator plm/S8, k = 1; `docs/protocols/plm.md` §6).
     pub no_add_while_lossy: bool,
     /// After a check that added nothing, keep checking at every sample on the minimum of the
-    /// last C of samples instead of waiting for the next check (ours, default on; `false` =
-    /// the paper's and ns-2's rule, where every check restarts W and T_c). Why: W restarts at
-    /// every check, so when the share rises just after a check, the next check's minimum
-    /// still holds a sample of the old share and the add waits one more C: the add came
-    /// between C and 2C after the last low sample (plm/S3 2.2-2.6 s and plm/E4 1.93-2.01 s
-    /// after the CBR left the bottleneck, bands 2 s and C + T_leave + 0.5 s). With this rule
-    /// it comes C after the last low sample. An add still needs every sample of a full C
-    /// above the next cumulative rate, and adds stay at least C apart.
+    /// last C of samples instead of waiting for the next check (ours; default off = the
+    /// paper's and ns-2's rule, where every check restarts W and T_c). W restarts at every
+    /// check, so when the share rises just after a check, the next check's minimum still
+    /// holds a sample of the old share and the add waits one more C: the add comes between C
+    /// and 2C after the last low sample (plm/S3 2.2-2.6 s and plm/E4 1.93-2.01 s after the
+    /// CBR left the bottleneck, bands 2 s and C + T_leave + 0.5 s). With this rule it comes C
+    /// after the last low sample (S3 1.60-1.84 s); an add still needs every sample of a full
+    /// C above the next cumulative rate, and adds stay at least C apart. Why it is off: it
+    /// also adds during every lull of a competing flow that lasts C, e.g. a Reno flow sitting
+    /// out a retransmission timeout after TCP2 starts in S4 (PLM 4 -> 7 -> 4 three times in
+    /// 60-70 s, band 4 +- 1), which the check phase of the paper's rule mostly filters.
+    /// `docs/protocols/plm.md` §9.
     pub sliding_check: bool,
     /// Hold a PP sample below `B[n]` until the next sample confirms it (ours; `None` = the
     /// paper's drop on a single sample, what the simulator runs; [`PlmConfig::live`] uses
@@ -112,7 +116,7 @@ impl Default for PlmConfig {
             loss_threshold: 0.10,
             loss_confidence_z: 2.0,
             no_add_while_lossy: true,
-            sliding_check: true,
+            sliding_check: false,
             confirm_drop: None,
             blind: Duration::from_millis(500),
             loss_min_pkts: 10,
@@ -920,7 +924,10 @@ mod tests {
     fn sliding_check_keeps_adds_c_apart_and_on_a_full_c() {
         let mut info = SessionInfo::equal_layers(30, 10_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
         info.packet_size = 500;
-        let mut p = Plm::default();
+        let mut p = Plm::new(PlmConfig {
+            sliding_check: true,
+            ..PlmConfig::default()
+        });
         p.handle_announcement(Time::ZERO, &info);
         let mut s = 0;
         let mut adds = Vec::new();
