@@ -156,3 +156,23 @@ test('DE3/DE4 on the DE1 run: queue samples to delay, loss after a join', async 
   assert.equal(joins.value, 3);
   assert.equal(joins.pass, false);
 });
+
+test('E2: the set-aside row counts pp-set-aside decisions per receiver and lists the emulator release error', async () => {
+  const sc = scenario('plm-e2-top1-fq');
+  const dir = tmp();
+  const conv: [number, number, number, string, Record<string, number>?][] = [[5.05, 0, 1, 'join-base']];
+  player(dir, 'plm', 'r1', secs(1, 60, (t) => (t < 8 ? 1 : 25)), [
+    ...conv,
+    [7.4, 1, 25, 'pp-add', { bhat_e: 255_900, first_pp_age_s: 1.6 }],
+    [20.5, 25, 25, 'pp-set-aside', { pp_sample: 241_000, next_sample: 255_800 }],
+    [31.2, 25, 25, 'pp-set-aside', { pp_sample: 249_600, next_sample: 256_000 }],
+  ]);
+  for (const r of ['r2', 'r3a', 'r3b']) player(dir, 'plm', r, secs(1, 60, (t) => (t < 8 ? 1 : 6)), [...conv]);
+  fs.writeFileSync(path.join(dir, 'linkemu-1.json'), JSON.stringify({ ab: { release_error: { n: 3000, p99_us: 76, p999_us: 366, max_us: 1931 } } }));
+  const rows = await plmDelayDerived(sc, result(sc.name), dir);
+  const r = rows.find((x) => x.measurement.startsWith('pair samples set aside'))!;
+  assert.equal(r.value, 2);
+  assert.equal(r.pass, null, 'evidence only, no band');
+  assert.match(r.text, /r1: 2 set aside \(241-249\.6 kbit\/s\), 0 pp-drop/);
+  assert.match(r.text, /n1-r1 76\/366\/1931/);
+});
