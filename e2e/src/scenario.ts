@@ -423,8 +423,9 @@ export function parseScenario(text: string): Scenario {
   return sc;
 }
 
-/** TCP variants of the scenario format (the simulator's `agents::tcp`). */
-export const TCP_VARIANTS = ['reno', 'newreno', 'sack', 'acc-reno'] as const;
+/** TCP variants of the scenario format: the simulator's (`agents::tcp`), plus `cubic`, which
+ *  only the testbed runs (the kernel's CUBIC, the modern robustness case of DESIGN.md). */
+export const TCP_VARIANTS = ['reno', 'newreno', 'sack', 'acc-reno', 'cubic'] as const;
 
 /**
  * The kernel congestion control (`iperf3 -C`) that runs a scenario's TCP variant on the

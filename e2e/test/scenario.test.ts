@@ -63,7 +63,7 @@ test('rejects what the simulator rejects', () => {
     [ERA.replace('of: [era]', 'of: [nope]'), /unknown flow/],
     [ERA.replace('{count: 100, rate_kbps: 20}', '{count: 100}'), /layers/],
     [ERA.replace('type: tcp', 'type: quic'), /unknown flow type/],
-    [ERA.replace('type: tcp,', 'type: tcp, variant: cubic,'), /variant/],
+    [ERA.replace('type: tcp,', 'type: tcp, variant: vegas,'), /variant/],
   ];
   for (const [text, re] of cases) assert.throws(() => parseScenario(text), (e: Error) => e instanceof ScenarioError && re.test(e.message), String(re));
 });
