@@ -335,6 +335,16 @@ impl Agent for LossySink {
 /// One bulk transfer over the 10 Mbit/s, 2 x 10 ms path with the losses `drop`
 /// ((segment, copies lost)); returns the receiver's log.
 fn lossy_run(variant: Variant, drop: &[(u64, u32)], secs: f64) -> Vec<(Time, u64, bool)> {
+    lossy_run_with(variant, variant == Variant::Sack, drop, secs)
+}
+
+/// [`lossy_run`] with the receiver's SACK blocks on or off whatever the sender's variant.
+fn lossy_run_with(
+    variant: Variant,
+    sack_sink: bool,
+    drop: &[(u64, u32)],
+    secs: f64,
+) -> Vec<(Time, u64, bool)> {
     let mut sim = Sim::new(2, vec![link(0, 1), link(1, 0)], 1);
     let log = Rc::new(RefCell::new(Vec::new()));
     let sink = sim.add_agent(
@@ -342,7 +352,7 @@ fn lossy_run(variant: Variant, drop: &[(u64, u32)], secs: f64) -> Vec<(Time, u64
         Box::new(LossySink {
             drop: drop.to_vec(),
             seen: Default::default(),
-            sack: variant == Variant::Sack,
+            sack: sack_sink,
             next: 0,
             buf: RecvBuffer::default(),
             log: log.clone(),
@@ -550,4 +560,26 @@ fn sack_scenario_is_deterministic_and_fills_the_link() {
     // An unknown variant is refused.
     let bad = std::panic::catch_unwind(|| sack_dumbbell("cubic"));
     assert!(bad.is_err(), "variant cubic was accepted");
+}
+
+#[test]
+fn sack_blocks_change_nothing_for_reno_and_newreno_and_a_plain_sink_still_works_for_sack() {
+    let drop = [(100, 1), (105, 1), (110, 1), (400, 1)];
+    // Reno and NewReno read only the cumulative ACK of a SACK receiver's ACKs.
+    for v in [Variant::Reno, Variant::NewReno] {
+        assert_eq!(
+            lossy_run_with(v, true, &drop, 3.0),
+            lossy_run_with(v, false, &drop, 3.0),
+            "{v:?}"
+        );
+    }
+    // A SACK sender whose receiver sends no blocks: recovery starts on three duplicate ACKs
+    // and the lost segments are still all repaired (by partial ACKs or the RTO); the transfer
+    // goes on and nothing delivered is resent.
+    let log = lossy_run_with(Variant::Sack, false, &drop, 3.0);
+    for &(s, _) in &drop {
+        assert_eq!(delivered(&log, s).len(), 1, "segment {s}");
+    }
+    let top = log.iter().filter(|e| !e.2).map(|e| e.1).max().unwrap();
+    assert!(top > 1000, "only up to segment {top} in 3 s");
 }
