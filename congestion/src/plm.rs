@@ -79,8 +79,8 @@ pub struct PlmConfig {
     /// 200 ms). A run of low samples that a sample above `B[n]` (by the comparisons'
     /// tolerance) ends within this time is set aside (decision `pp-set-aside`); one that
     /// lasts it drops, on the largest low sample of the run, and so does a loss during the
-    /// run. Only at a level held for at least C: a low sample right after an add is the add
-    /// overshooting and drops at once. Why: on the testbed the link emulator's
+    /// run. Only from C after the last add: a low sample right after an add is the add
+    /// overshooting and drops at once (after a drop the run rule applies at once). Why: on the testbed the link emulator's
     /// wire thread is now and then descheduled by the hypervisor (release error p99 0.1-1.2
     /// ms, p99.9 0.4-4 ms, max 1.9-13 ms), which stretches a pair's gap, now and then two in
     /// a row; with B[25] = 250 kbit/s 2.4 % under R1's 256 kbit/s share, a second packet
@@ -195,8 +195,9 @@ pub struct Plm {
     pending_low: Option<(Time, f64)>,
     /// Low samples set aside because the next sample was at or above `B[n]`.
     set_aside: u64,
-    /// When the level last changed: `confirm_drop` holds low samples only at a level held for
-    /// at least C (right after an add, a low sample is the add overshooting, not a stall).
+    /// When layers were last added (or the base joined): `confirm_drop` holds low samples only
+    /// at least C after that (right after an add, a low sample is the add overshooting, not a
+    /// stall; after a drop the lower level needs no such grace).
     level_since: Time,
     seq: Vec<SeqTracker>,
     bunch: BunchSampler,
@@ -299,7 +300,7 @@ impl Plm {
         reason: &'static str,
         inputs: Vec<(&'static str, f64)>,
     ) {
-        if from != self.n {
+        if self.n > from {
             self.level_since = at;
         }
         if self.decisions.len() >= self.cfg.max_pending_decisions {
@@ -1104,6 +1105,32 @@ mod tests {
         assert_eq!(p.layers(), 17); // 340 kbit/s on a 600-kbit/s reading
         pair(&mut p, 0, &mut s, t + Duration::from_millis(50), 300_000.0);
         assert_eq!(p.layers(), 14);
+        // A drop does not restart that grace: 17 held for C, the share falls to 300 kbit/s
+        // (a 200-ms run, then 14), and a lone stretched pair 0.3 s later is set aside (E4 run
+        // 4: 15 -> 14 -> 12 on one 258-kbit/s pair 0.4 s after a drop, when a drop still
+        // restarted the grace period).
+        let mut p = Plm::new(PlmConfig::live());
+        p.handle_announcement(Time::ZERO, &i20);
+        let mut s = 0;
+        let mut dropped = None;
+        for i in 0..120u64 {
+            let t = Time::from_millis(100 + 30 * i);
+            let rate = match i {
+                0..=79 => 600_000.0, // 17 layers from the first check (1.2 s)
+                95 => 258_000.0,     // 0.3 s after the drop
+                _ => 300_000.0,      // from 2.5 s
+            };
+            pair(&mut p, 0, &mut s, t, rate);
+            if dropped.is_none() && i >= 80 && p.layers() < 17 {
+                dropped = Some(t);
+            }
+        }
+        assert!(
+            dropped.is_some_and(|d| d >= Time::from_millis(2600)),
+            "{dropped:?}"
+        );
+        assert_eq!(p.layers(), 14);
+        assert_eq!(p.set_aside(), 1);
     }
 
     /// plm.md E2 measures convergence from the first PP: every add decision carries the age
