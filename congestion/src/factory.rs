@@ -38,17 +38,16 @@ pub fn controller_by_name(name: &str) -> Result<Box<dyn LayeredController>> {
 
 /// What the live player runs for `name`: the same as [`controller_by_name`] except ERA, which
 /// uses [`EraConfig::live`](crate::era::EraConfig::live) (E13: no decision on a single pair
-/// sample; `era-thesis` is the thesis' ERA), and PLM, which uses
-/// [`PlmConfig::live`](crate::plm::PlmConfig::live) (`plm-paper` is the paper's). The simulator uses [`controller_by_name`], which
+/// sample; `era-thesis` is the thesis' ERA); `plm-confirm` is PLM with
+/// [`PlmConfig::confirming`](crate::plm::PlmConfig::confirming). The simulator uses [`controller_by_name`], which
 /// reproduces the papers.
 pub fn live_controller_by_name(name: &str) -> Result<Box<dyn LayeredController>> {
     match name.to_ascii_lowercase().as_str() {
         "era" => Ok(Box::new(Era::new(crate::era::EraConfig::live()))),
         "era-thesis" => Ok(Box::new(Era::default())),
-        // PLM with a low pair sample confirmed by the next one (PlmConfig::live: a single pair
-        // stretched by a descheduled vCPU drops nothing); `plm-paper` drops on one sample.
-        "plm" => Ok(Box::new(Plm::new(crate::plm::PlmConfig::live()))),
-        "plm-paper" => Ok(Box::new(Plm::default())),
+        // PLM holding low pair samples for 200 ms (PlmConfig::confirming, opt-in: a pair
+        // stretched by a descheduled vCPU drops nothing; docs/protocols/plm.md section 9).
+        "plm-confirm" => Ok(Box::new(Plm::new(crate::plm::PlmConfig::confirming()))),
         // The live ERA with Eq. 5-6's RTT from the join-to-first-packet latency (E8), as the
         // simulator's `era-rtt-join`: the testbed's era/AC-4 and AC-6 `*-rttjoin` scenarios.
         "era-rtt-join" => Ok(Box::new(Era::new(crate::era::EraConfig {
@@ -81,6 +80,7 @@ mod tests {
             "era"
         );
         assert_eq!(live_controller_by_name("PLM").unwrap().name(), "plm");
+        assert_eq!(live_controller_by_name("plm-confirm").unwrap().name(), "plm");
         assert!(live_controller_by_name("nope").is_err());
         match controller_by_name("nope") {
             Err(Error::UnknownController(n, known)) => {
