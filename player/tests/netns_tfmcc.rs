@@ -882,6 +882,18 @@ fn tfmcc_video_encoder_follows_x_send_when_tcp_starts() {
         .last()
         .map(|l| (l["video"]["width"].clone(), l["video"]["height"].clone()));
     eprintln!("switch log (unix s, target bit/s, rate bit/s): {log:?}");
+    // The rate trace around the TCP start (s from TCP start, kbit/s): what the follower saw.
+    let trace: Vec<(f64, f64)> = samples
+        .iter()
+        .filter(|s| s.0 >= tcp_start - 10.0 && s.1.is_finite())
+        .map(|s| {
+            (
+                ((s.0 - tcp_start) * 100.0).round() / 100.0,
+                (s.1 / 1e3).round(),
+            )
+        })
+        .collect();
+    eprintln!("rate trace (s from TCP start, kbit/s): {trace:?}");
     eprintln!(
         "rate before TCP {before:.0} ({n_before} samples), with TCP {with_tcp:.0} ({n_tcp}); target before {target_before:.0}; reaction: target {reaction:?} s, X {x_reaction:?} s; min switch gap {min_gap:.2} s; decoded in the last 10 s {decoded_tcp}, decoder errors {decoder_errors}, size {size:?}; queue {} ms",
         enc["queue_ms"]
