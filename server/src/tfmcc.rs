@@ -154,8 +154,9 @@ const MAX_SWITCH_LOG: usize = 256;
 /// and 730 kbit/s at 2-s steps while X averaged 590, and only the fifth switch (9.3 s after
 /// TCP started) landed within ±25 % of it. What the encoder must match is what the pacer
 /// will send over the next seconds, which the recent mean predicts and one sample does not.
-/// A step in X still reaches the target within `min_interval + window` (the first switch
-/// fires once the mean has moved by `deadband`, the next carries the new level).
+/// A step in X of more than the dead band still reaches the target within about
+/// `min_interval + window / 4` (the first switch fires once the mean has moved by
+/// `deadband`, the next carries mostly the new level).
 #[derive(Clone, Debug)]
 pub struct TargetFollower {
     pub min_interval: Duration,
@@ -184,9 +185,11 @@ pub const TARGET_HEADROOM: f64 = 0.9;
 pub const TARGET_DEADBAND: f64 = 0.1;
 /// Default [`TargetFollower::min_interval`] (E17: at most one switch per 2 s).
 pub const TARGET_MIN_INTERVAL: Duration = Duration::from_secs(2);
-/// Default [`TargetFollower::window`]: one switch interval, so each switch carries the mean
-/// rate since the previous one.
-pub const TARGET_WINDOW: Duration = Duration::from_secs(2);
+/// Default [`TargetFollower::window`]: 1.5 switch intervals, so a swing of X with a period
+/// up to about the window averages out while a step is still followed within ~2.75 s.
+/// Chosen on replays of seven E17 runs' rate traces and of sine swings (docs/protocols/
+/// tfmcc.md, "Live video"): 2 s left the runs' worst reaction at 7.8 s, 3 s at 4.5 s.
+pub const TARGET_WINDOW: Duration = Duration::from_secs(3);
 /// Rate updates closer together than this share one history entry (the sender calls
 /// [`TargetFollower::update`] per packet; this bounds the history to `window / 5 ms`).
 const TARGET_HISTORY_STEP: Duration = Duration::from_millis(5);
@@ -1311,14 +1314,15 @@ mod tests {
         }
         assert_eq!(f.current(), Some(444));
         // 0.6 Mbit/s (508) from 9 s: the mean leaves the band (> 488) once about two thirds
-        // of the window are at the new rate; the 4 % left is inside the dead band.
+        // of the 3-s window are at the new rate (2.04 s); the 4 % left is inside the dead
+        // band.
         let mut at = Vec::new();
         for ms in (9000..14_000).step_by(10) {
             if let Some(k) = f.update(t(ms), 0.6e6) {
                 at.push((ms, k));
             }
         }
-        assert_eq!(at, vec![(10_360, 489)]);
+        assert_eq!(at, vec![(11_040, 489)]);
         assert_eq!(f.switches(), 3);
         // Driven every millisecond by a rate that swings each step, the switches stay 2 s
         // apart; a swing the 2-s mean averages out makes no switch at all.
@@ -1354,7 +1358,7 @@ mod tests {
         for us in (0..10_000_000u64).step_by(100) {
             h.update(Time::from_micros(us), 1e6 + (us % 7) as f64);
         }
-        assert!(h.history.len() <= 402, "{}", h.history.len());
+        assert!(h.history.len() <= 602, "{}", h.history.len());
     }
 
     /// Replays a rate trace (ms from the TCP start, kbit/s; `interpolate`: linear between
@@ -1495,11 +1499,81 @@ mod tests {
         .map(|(cs, k): (i64, f64)| (cs * 10, k));
         let r = e17_reaction(&passing, false, 672.0);
         assert!(r.is_some_and(|r| r <= 5.0), "reaction {r:?} s");
-        // A clean step 1000 -> 600 kbit/s: the mean crosses the dead band 0.5 s in, and
-        // the next allowed switch (2 s later) carries the new level.
+        // An undershoot (this session, 21:02 UTC, failed at 7.6 s with a 2-s window): X fell
+        // from 1199 to 305 kbit/s 1.4 s after the TCP start and climbed back at ~20 kbit/s
+        // per second (mean 530 over 10-30 s, band 398-663 entered by X itself at 6 s).
+        // Every 2-s mean after the drop lay under the band until 7.6 s; the 3-s mean still
+        // holds some of the level before the drop.
+        let undershoot = [
+            (-387, 863.0),
+            (-360, 896.0),
+            (-334, 945.0),
+            (-305, 977.0),
+            (-278, 1026.0),
+            (-250, 1076.0),
+            (-222, 1109.0),
+            (-193, 1160.0),
+            (-167, 881.0),
+            (-140, 775.0),
+            (-111, 839.0),
+            (-82, 901.0),
+            (-54, 942.0),
+            (-26, 1004.0),
+            (0, 1055.0),
+            (31, 1134.0),
+            (58, 1199.0),
+            (86, 1199.0),
+            (113, 568.0),
+            (143, 305.0),
+            (171, 312.0),
+            (198, 316.0),
+            (226, 323.0),
+            (255, 329.0),
+            (282, 334.0),
+            (312, 340.0),
+            (340, 344.0),
+            (368, 351.0),
+            (394, 357.0),
+            (420, 361.0),
+            (447, 366.0),
+            (472, 372.0),
+            (500, 376.0),
+            (525, 382.0),
+            (550, 386.0),
+            (575, 392.0),
+            (600, 397.0),
+            (627, 401.0),
+            (653, 408.0),
+            (679, 412.0),
+            (705, 416.0),
+            (730, 423.0),
+            (757, 427.0),
+            (782, 433.0),
+            (809, 437.0),
+            (835, 441.0),
+            (860, 448.0),
+            (887, 452.0),
+            (912, 458.0),
+            (937, 462.0),
+            (963, 469.0),
+            (991, 473.0),
+            (1018, 479.0),
+            (1045, 483.0),
+            (1070, 488.0),
+            (1096, 496.0),
+            (1121, 501.0),
+            (1146, 507.0),
+            (1173, 514.0),
+            (1199, 520.0),
+        ]
+        .map(|(cs, k): (i64, f64)| (cs * 10, k));
+        let r = e17_reaction(&undershoot, false, 530.1);
+        assert!(r.is_some_and(|r| r <= 5.0), "reaction {r:?} s");
+        // A clean step 1000 -> 600 kbit/s: the 3-s mean crosses the dead band 0.75 s in,
+        // and the next allowed switch (2 s later) carries mostly the new level.
         let step = [(-10_000, 1000.0), (0, 600.0), (20_000, 600.0)];
         let r = e17_reaction(&step, false, 600.0).unwrap();
-        assert!((2.4..=2.6).contains(&r), "step reaction {r} s");
+        assert!((2.7..=2.8).contains(&r), "step reaction {r} s");
     }
 
     fn pkt(layer: usize, ts: u32, seq: u16) -> LayerPacket {
