@@ -1301,8 +1301,8 @@ mod tests {
         // Within 2 s nothing moves, however far the rate goes.
         assert_eq!(f.update(t(100), 0.5e6), None);
         assert_eq!(f.update(t(1999), 0.5e6), None);
-        // After 2 s the target carries the mean rate of the last 2 s: 0.1 s at 1 Mbit/s
-        // and 1.9 s at 0.5 Mbit/s = 525 kbit/s.
+        // After 2 s the target carries the mean rate over what the window holds so far
+        // (2 s of its 3): 0.1 s at 1 Mbit/s and 1.9 s at 0.5 Mbit/s = 525 kbit/s.
         let m = f.mean_rate(t(2000)).unwrap();
         assert!((m - 0.525e6).abs() < 1.0, "{m}");
         assert_eq!(f.update(t(2000), 0.5e6), Some(444));
@@ -1324,8 +1324,8 @@ mod tests {
         }
         assert_eq!(at, vec![(11_040, 489)]);
         assert_eq!(f.switches(), 3);
-        // Driven every millisecond by a rate that swings each step, the switches stay 2 s
-        // apart; a swing the 2-s mean averages out makes no switch at all.
+        // Driven every millisecond by a rate that swings, the switches stay 2 s apart; a
+        // swing the mean averages out makes one switch (to the mean) and no more.
         for period_ms in [14u64, 4000] {
             let mut g = TargetFollower::new(1200, 1550);
             let mut last: Option<u64> = None;
@@ -1343,7 +1343,7 @@ mod tests {
                 }
             }
             // 14 ms: the first setting, then one switch to the mean (650 kbit/s).
-            // 4 s: every 2-s window holds a different mix of the two rates.
+            // 4 s: each 3-s window holds a different mix of the two rates.
             if period_ms == 14 {
                 assert_eq!(g.switches(), 2);
                 let c = f64::from(g.current().unwrap());
