@@ -172,8 +172,13 @@ pub struct Config {
     /// `settles_near_the_bottleneck_share` into a phase-locked 12 ↔ 13 cycle.
     pub zone1_floor: bool,
     /// The exit rule counts only epochs whose loss-based evidence also says the base layer
-    /// does not get through: R_TCP < B_0 (the TCP equation on the measured loss event rate)
-    /// or total silence \[U\]; true by default. The spec's §6.2 exits when R_TARGET =
+    /// does not get through: loss in the epoch, R_TCP < B_0 (the TCP equation on the
+    /// measured loss event rate) or total silence \[U\]; true by default. The 10 s of the
+    /// rule must then be 10 s of such epochs without a break. Loss in the epoch, not R_TCP
+    /// alone: a burst of sequence gaps (layers that got no packet through a squeeze show
+    /// their losses at once, 88-304 packets) is one loss event in a long loss interval, so
+    /// R_TCP jumped above B_0 for a few epochs and restarted the 10 s (testbed DE8 with
+    /// R_TCP alone: no exit). The spec's §6.2 exits when R_TARGET =
     /// min(X_calc, R_TCP) < B_0; its §9.4 predicts that DLM yields to loss-based TCP on a
     /// drop-tail queue, whose standing queue keeps the delay signal in zone 3 whatever DLM
     /// does: X_calc then falls below B_0 with the base layer's packets arriving, and the rule
@@ -518,7 +523,7 @@ pub struct Dlm {
     /// No further multiplicative decrease before this time (`decrease_holdoff`).
     decrease_until: Time,
     /// The last epoch's loss-based evidence that the base layer does not get through
-    /// (R_TCP < B_0 or silence), for `Config::exit_needs_loss`.
+    /// (loss, R_TCP < B_0 or silence), for `Config::exit_needs_loss`.
     base_lost: bool,
     last: Option<EpochReport>,
     /// Receive time of the last packet of a held layer (the silence rule needs one).
@@ -793,7 +798,7 @@ impl Dlm {
             Some(self.x_calc.min(r_tcp))
         };
         self.r_target = r_target;
-        self.base_lost = silent || r_tcp < self.core.cum_rate(1);
+        self.base_lost = silent || loss > 0 || r_tcp < self.core.cum_rate(1);
         if zone == 3 {
             self.zone3_since.get_or_insert(now);
         } else {
