@@ -733,7 +733,14 @@ function exitRule(sc: Scenario, dir: string, t0: number): DerivedRow[] {
   // An exit is a decision to 0 layers whose reason names it (not `slow-start-exit`, which only
   // ends the slow start).
   const isExit = (d: Decision) => d.to === 0 && /exit/.test(d.reason);
-  const ex = decisions.find(isExit);
+  // The player stops on the controller's Exit at once and writes an `exit` event line, but the
+  // decisions it had not yet written with a per-second line go with it (player/src/receiver.rs
+  // breaks out of its loop before the next line): an exit inside the run without its decision
+  // in the log is taken from that event (reason unknown; a run's own end stops every player at
+  // the run's duration, later than any squeeze).
+  const evAt = playerExitAt(dir, fl.name, fl.receivers[0].name, t0);
+  const fromEvent: Decision | undefined = evAt !== undefined && evAt < sc.duration_s - 2 ? { at_s: evAt, from: NaN, to: 0, reason: 'player exit event (decision not logged)', inputs: {} } : undefined;
+  const ex = decisions.find(isExit) ?? fromEvent;
   const early = decisions.find((d) => isExit(d) && d.at_s < s0);
   const lastBefore = [...decisions].filter((d) => ex && d.at_s < ex.at_s).pop();
   return [
@@ -746,6 +753,28 @@ function exitRule(sc: Scenario, dir: string, t0: number): DerivedRow[] {
       s1 - s0,
     ),
   ];
+}
+
+/** When the player's process ended on its own (`{"event":"exit"}` line), in run seconds: its
+ *  `elapsed_s` on the clock of the per-second lines (`t` − `elapsed_s` = the player's start). */
+export function playerExitAt(dir: string, flow: string, rcv: string, t0: number): number | undefined {
+  const file = path.join(dir, `player-${flow}-${rcv}`, 'player.jsonl');
+  if (!fs.existsSync(file)) return undefined;
+  let start: number | undefined;
+  let exitElapsed: number | undefined;
+  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    if (!line.trim()) continue;
+    let j: { t?: number; elapsed_s?: number; event?: string };
+    try {
+      j = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (typeof j.elapsed_s !== 'number') continue;
+    if (typeof j.t === 'number') start ??= j.t - j.elapsed_s;
+    else if (j.event === 'exit') exitElapsed = j.elapsed_s;
+  }
+  return start !== undefined && exitElapsed !== undefined ? start + exitElapsed - t0 : undefined;
 }
 
 /** delay-based.md DE3 (bottleneck queueing delay from the emulator's queue samples) and DE4
