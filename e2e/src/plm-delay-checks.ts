@@ -743,7 +743,15 @@ function exitRule(sc: Scenario, dir: string, t0: number): DerivedRow[] {
   const ex = decisions.find(isExit) ?? fromEvent;
   const early = decisions.find((d) => isExit(d) && d.at_s < s0);
   const lastBefore = [...decisions].filter((d) => ex && d.at_s < ex.at_s).pop();
+  // Layers held after the squeeze: the per-second lines' levels in [end + 2 s, duration], none
+  // once the player has exited (it writes no more lines; with an exit decision logged its
+  // level is 0 from then on).
+  const [h0, h1] = [s1 + 2, sc.duration_s];
+  const { lines } = readPlayer(dir, fl.name, fl.receivers[0].name, t0);
+  const held = lines.filter((x) => x.t >= h0 && x.t <= h1 && (evAt === undefined || x.t < evAt)).map((x) => x.layers);
+  const heldMax = held.length ? Math.max(...held) : 0;
   return [
+    row('delay/DE8', `layers held ${h0}-${h1} s (after the exit, squeeze over)`, heldMax, `${heldMax} (${held.length} per-second lines in the window${evAt !== undefined ? `; player exited at ${f(evAt, 1)} s` : ''})`, null, 0),
     row(
       'delay/DE8',
       `exit after the squeeze below B_0 at ${s0} s (s; squeeze ${s1 - s0} s)`,

@@ -219,18 +219,22 @@ test('DE3 from captures on both ends of the bottleneck: per-packet sojourn, the 
 test('DE8: an exit whose decision the player could not log is taken from its exit event line', async () => {
   const sc = scenario('delay-de8-exit');
   const dir = tmp();
-  // Player started at T0 + 1 (elapsed 0); lines to 33 s, then the exit event at elapsed 35.
+  // Player started at T0 + 1 (elapsed 0); lines to 34 s, then the exit event at elapsed 35.
   player(dir, 'dlm', 'rcv', secs(2, 34, (t) => (t < 26 ? 10 : 1), (t) => ({ elapsed_s: t - 1 })), [[25.5, 10, 9, 'leave-timer', {}]]);
   const file = path.join(dir, 'player-dlm-rcv', 'player.jsonl');
   fs.appendFileSync(file, JSON.stringify({ event: 'exit', elapsed_s: 35, packets_received: 1, packets_lost: 1 }) + '\n');
   const rows = await plmDelayDerived(sc, result(sc.name), dir);
-  const ex = rows.find((r) => r.check === 'delay/DE8')!;
+  const ex = rows.find((r) => r.measurement.startsWith('exit after'))!;
   assert.ok(Math.abs(ex.value - (36 - 25)) < 1e-6, String(ex.value));
   assert.equal(ex.pass, true);
   assert.match(ex.text, /exit event/);
+  // The last line (34 s, 1 layer) is before the window: nothing held after the exit.
+  const held = rows.find((r) => r.measurement.startsWith('layers held'))!;
+  assert.equal(held.value, 0);
+  assert.equal(held.pass, true);
   // Without the event line: no exit.
   fs.writeFileSync(file, fs.readFileSync(file, 'utf8').split('\n').filter((l) => !l.includes('"event"')).join('\n'));
-  const none = (await plmDelayDerived(sc, result(sc.name), dir)).find((r) => r.check === 'delay/DE8')!;
+  const none = (await plmDelayDerived(sc, result(sc.name), dir)).find((r) => r.measurement.startsWith('exit after'))!;
   assert.equal(none.pass, false);
   assert.match(none.text, /no exit/);
 });
