@@ -13,7 +13,7 @@ import type { ChildProcess } from 'node:child_process';
 import { Net, listNamespaces } from './netns.js';
 import { buildTopology, type Built } from './topology.js';
 import { run, sleep, waitExit } from './sh.js';
-import { loadScenario, ladderRates, type LayeredFlow, type TcpFlow } from './scenario.js';
+import { kernelCongestionControl, loadScenario, ladderRates, type LayeredFlow, type TcpFlow } from './scenario.js';
 import { repoRoot, requireBinary } from './bins.js';
 
 export interface DemoOptions {
@@ -322,7 +322,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       // -t: the run's length (plus slack), or a day when it runs until Ctrl-C.
       const secs = duration !== null ? Math.ceil(duration) + 5 : 86_400;
       const args = ['-c', dst, '-p', String(p), '-t', String(secs), '-i', '1', '--forceflush'];
-      args.push('-C', f.variant === 'newreno' ? 'reno' : f.variant, '-M', String(Math.max(88, f.packet_size - 40)));
+      args.push('-C', kernelCongestionControl(f.variant), '-M', String(Math.max(88, f.packet_size - 40)));
       const c = net.procs.spawnIn(b.nodeNs.get(f.from)!, `iperf3-c ${f.name}`, 'iperf3', args);
       pipeTo(c, path.join(outDir, `iperf3-c-${f.name}.log`), (l) => {
         const r = iperfRateBps(l);

@@ -7,7 +7,7 @@ import type { ChildProcess } from 'node:child_process';
 import { Net, cleanup } from './netns.js';
 import { buildTopology, type Built } from './topology.js';
 import { collect, nsRun, sleep, waitExit } from './sh.js';
-import { findLink, ladderRates, monitorNames, type CbrFlow, type OnoffFlow, type Scenario, type TcpFlow } from './scenario.js';
+import { findLink, kernelCongestionControl, ladderRates, monitorNames, type CbrFlow, type OnoffFlow, type Scenario, type TcpFlow } from './scenario.js';
 import { Monitor, measure, timeseriesCsv, type MeasResult } from './metrics.js';
 import { announcementUrl, mediaBins, playerArgs, prefetchesDescription, serverArgs, type PlayerLine } from './media.js';
 import type { Snapshot } from './linkemu.js';
@@ -614,7 +614,7 @@ function iperfFlow(
       const span = f.type === 'onoff' && rateKbps ? ['-n', String(Math.max(1, Math.round((rateKbps * 1000 * (stop - start)) / 8)))] : ['-t', String(dur)];
       const args = ['-c', dst, '-p', String(port), ...span, '-J', '-i', String(iv)];
       if (f.type === 'tcp') {
-        args.push('-C', f.variant === 'newreno' ? 'reno' : f.variant);
+        args.push('-C', kernelCongestionControl(f.variant));
         // segments sized so that IP packets are packet_size bytes (40 B of headers + 12 of
         // timestamps are taken from MSS by the kernel)
         args.push('-M', String(Math.max(88, f.packet_size - 40)));

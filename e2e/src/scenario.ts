@@ -423,6 +423,21 @@ export function parseScenario(text: string): Scenario {
   return sc;
 }
 
+/** TCP variants of the scenario format: the simulator's (`agents::tcp`), plus `cubic`, which
+ *  only the testbed runs (the kernel's CUBIC, the modern robustness case of DESIGN.md). */
+export const TCP_VARIANTS = ['reno', 'newreno', 'sack', 'acc-reno', 'cubic'] as const;
+
+/**
+ * The kernel congestion control (`iperf3 -C`) that runs a scenario's TCP variant on the
+ * testbed. Linux has no separate NewReno or SACK module: its `reno` is NewReno-style
+ * recovery, and SACK is on by default (`net.ipv4.tcp_sack = 1`, negotiated in the SYN), so
+ * the kernel's reno with SACK-based loss recovery stands for `reno`, `newreno` and `sack`
+ * alike. `acc-reno` needs active routers and is refused by the runner.
+ */
+export function kernelCongestionControl(variant: string): string {
+  return variant === 'newreno' || variant === 'sack' ? 'reno' : variant;
+}
+
 export function loadScenario(path: string): Scenario {
   return parseScenario(fs.readFileSync(path, 'utf8'));
 }
@@ -460,6 +475,9 @@ export function validate(sc: Scenario): void {
     } else if (f.type === 'aer') {
       for (const n of [...f.receivers.map((r) => r.at), ...f.repair_servers]) node(n);
     } else node(f.to);
+    if (f.type === 'tcp' && !(TCP_VARIANTS as readonly string[]).includes(f.variant)) {
+      throw bad('variant', `must be one of ${TCP_VARIANTS.join(', ')}`);
+    }
   }
   for (const s of sc.schedule) {
     if ((s.link == null) === (s.flow == null)) throw bad('schedule', 'give exactly one of link and flow');

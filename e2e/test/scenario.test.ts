@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseScenario, loadScenario, expand, findLink, ScenarioError } from '../src/scenario.js';
+import { parseScenario, loadScenario, expand, findLink, kernelCongestionControl, ScenarioError } from '../src/scenario.js';
 import { repoRoot } from '../src/bins.js';
 
 const ERA = `
@@ -47,6 +47,13 @@ test('parses the simulator format with its defaults', () => {
   assert.deepEqual(findLink(sc, 'r2-r1'), { index: 1, reverse: true });
 });
 
+test('TCP variant sack parses and runs as the kernel reno (SACK is on in Linux)', () => {
+  const sc = parseScenario(ERA.replace('type: tcp,', 'type: tcp, variant: sack,'));
+  const tcp = sc.flows[1];
+  assert.equal(tcp.type === 'tcp' && tcp.variant, 'sack');
+  assert.deepEqual(['reno', 'newreno', 'sack'].map(kernelCongestionControl), ['reno', 'reno', 'reno']);
+});
+
 test('rejects what the simulator rejects', () => {
   const cases: [string, RegExp][] = [
     [ERA.replace('duration_s: 20', 'duration_s: -1'), /duration_s/],
@@ -56,6 +63,7 @@ test('rejects what the simulator rejects', () => {
     [ERA.replace('of: [era]', 'of: [nope]'), /unknown flow/],
     [ERA.replace('{count: 100, rate_kbps: 20}', '{count: 100}'), /layers/],
     [ERA.replace('type: tcp', 'type: quic'), /unknown flow type/],
+    [ERA.replace('type: tcp,', 'type: tcp, variant: vegas,'), /variant/],
   ];
   for (const [text, re] of cases) assert.throws(() => parseScenario(text), (e: Error) => e instanceof ScenarioError && re.test(e.message), String(re));
 });

@@ -46,6 +46,12 @@ pub enum Body {
     /// A TCP acknowledgement: next expected segment, and the echoed send time of the segment
     /// that triggered it (for RTT samples).
     Ack { ack: u64, echo: Time },
+    /// A TCP acknowledgement with a SACK option (`agents::sack`, RFC 2018).
+    SackAck {
+        ack: u64,
+        echo: Time,
+        blocks: crate::agents::sack::SackBlocks,
+    },
     /// A CBR / on-off datagram.
     Datagram { seq: u64 },
     /// A TFMCC data packet with its header-extension fields.

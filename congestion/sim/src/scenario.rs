@@ -238,6 +238,8 @@ pub enum Flow {
         name: String,
         from: String,
         to: String,
+        /// `reno` (default), `newreno`, `sack` (RFC 6675 recovery with an RFC 2018 SACK
+        /// sink, `agents::sack`) or `acc-reno` (`agents::acc`).
         #[serde(default = "d_variant")]
         variant: String,
         #[serde(default = "d_size")]
@@ -885,8 +887,8 @@ impl Scenario {
                 } => {
                     node(from)?;
                     node(to)?;
-                    if !matches!(variant.as_str(), "reno" | "newreno" | "acc-reno") {
-                        return Err(invalid("variant", "reno, newreno or acc-reno"));
+                    if !matches!(variant.as_str(), "reno" | "newreno" | "sack" | "acc-reno") {
+                        return Err(invalid("variant", "reno, newreno, sack or acc-reno"));
                     }
                     if *packet_size == 0 {
                         return Err(invalid("packet_size", "must be positive"));
@@ -1439,10 +1441,10 @@ impl Scenario {
                             .monitors
                             .add(name.clone(), name.clone(), MonKind::Tcp, Vec::new());
                     let sink_id = sim.agents.len() + 1;
-                    let v = if variant == "newreno" {
-                        Variant::NewReno
-                    } else {
-                        Variant::Reno
+                    let v = match variant.as_str() {
+                        "newreno" => Variant::NewReno,
+                        "sack" => Variant::Sack,
+                        _ => Variant::Reno,
                     };
                     let snd = TcpSender::new(
                         a,
@@ -1461,8 +1463,14 @@ impl Scenario {
                         snd
                     };
                     let s_id = sim.add_agent(a, Box::new(snd));
-                    let k_id =
-                        sim.add_agent(b, Box::new(TcpSink::new(b, mon).with_header(*header_bytes)));
+                    let k_id = sim.add_agent(
+                        b,
+                        Box::new(
+                            TcpSink::new(b, mon)
+                                .with_header(*header_bytes)
+                                .with_sack(v == Variant::Sack),
+                        ),
+                    );
                     debug_assert_eq!(k_id, sink_id);
                     let t0 = start_of(*start_s, *start_jitter_s);
                     sim.net.schedule_command(t0, k_id, Command::Start);

@@ -10,6 +10,7 @@ pub mod local_controllers;
 pub mod nca;
 pub mod pgmcc;
 pub mod probe;
+pub mod sack;
 pub mod tcp;
 pub mod tfmcc;
 pub mod tfrc;

@@ -11,17 +11,28 @@
 //! `rtt_active_`/`t_backoff_`): after a timeout no RTT sample is taken, and the doubled RTO
 //! stays, until an ACK covers a segment first sent after that timeout. The sink ACKs every
 //! segment (no delayed ACK, as ns-2's `TCPSink`) and buffers out-of-order data.
+//!
+//! SACK (`Variant::Sack`, `agents::sack`): the sink adds RFC 2018 blocks to every ACK and the
+//! sender runs RFC 6675 loss recovery over a scoreboard: recovery starts at DupThresh (3)
+//! duplicate ACKs or when `IsLost(snd_una)`; ssthresh = cwnd = max(flight/2, 2); the sender
+//! then keeps `pipe` (RFC 6675 `SetPipe`) below cwnd by sending, in `NextSeg` order, lost
+//! segments, then new data, then unSACKed segments above the last retransmission; recovery
+//! ends when the cumulative ACK passes the highest segment sent when it began. No cwnd
+//! inflation. A timeout clears the scoreboard (RFC 2018 §8: the receiver may have reneged)
+//! and goes back N from `snd_una`, skipping what SACKs received after the timeout cover.
 
+use crate::agents::sack::{RecvBuffer, SackBlocks, Scoreboard, DUP_THRESH};
 use crate::engine::{Agent, AgentId, Body, Command, Dest, Net, NodeId, Packet};
 use crate::metrics::MonId;
 use congestion::Time;
-use std::collections::BTreeSet;
 
-/// Reno or NewReno.
+/// Reno, NewReno, or SACK (RFC 6675 recovery; its sink must send SACK blocks,
+/// [`TcpSink::with_sack`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     Reno,
     NewReno,
+    Sack,
 }
 
 /// Size of a TCP ACK on the wire, bytes.
@@ -76,6 +87,10 @@ pub struct TcpSender {
     /// ns-2's `bugFix_` for Reno: no fast retransmit for duplicate ACKs of data sent before
     /// the last window cut (only a timeout repairs a second loss of that window).
     bug_fix: bool,
+    /// SACK: what the receiver reported above `snd_una` (`Variant::Sack` only).
+    board: Scoreboard,
+    /// SACK: highest segment retransmitted in the current recovery (RFC 6675 `HighRxt`).
+    high_rxt: Option<u64>,
 }
 
 impl TcpSender {
@@ -121,6 +136,8 @@ impl TcpSender {
             token_base: 0,
             header: 0,
             bug_fix: false,
+            board: Scoreboard::default(),
+            high_rxt: None,
         }
     }
 
@@ -262,7 +279,10 @@ impl TcpSender {
         let was_idle = self.snd_nxt == self.snd_una;
         while self.snd_nxt < self.snd_una + wnd && self.limit.is_none_or(|l| self.snd_nxt < l) {
             let s = self.snd_nxt;
-            self.send_seg(net, me, s);
+            // SACK after a timeout's go-back-N: what the receiver SACKed since is not resent.
+            if !(self.variant == Variant::Sack && self.board.is_sacked(s)) {
+                self.send_seg(net, me, s);
+            }
             self.snd_nxt += 1;
         }
         if was_idle && self.snd_nxt > self.snd_una {
@@ -286,6 +306,9 @@ impl TcpSender {
     }
 
     fn on_ack(&mut self, net: &mut Net, me: AgentId, ack: u64, echo: Time) {
+        if self.variant == Variant::Sack {
+            return self.on_sack_ack(net, me, ack, echo, &SackBlocks::default());
+        }
         let r = net.now().saturating_since(echo).as_secs_f64();
         if ack > self.snd_una {
             // Karn (RFC 6298 §3, §5; ns-2 `newack` resets `t_backoff_` only when the timed
@@ -357,10 +380,126 @@ impl TcpSender {
         self.send_allowed(net, me);
     }
 
+    /// An ACK for `Variant::Sack` (RFC 6675). `blocks` is empty for a plain ACK.
+    fn on_sack_ack(
+        &mut self,
+        net: &mut Net,
+        me: AgentId,
+        ack: u64,
+        echo: Time,
+        blocks: &SackBlocks,
+    ) {
+        let r = net.now().saturating_since(echo).as_secs_f64();
+        if ack > self.high_sent {
+            // Acknowledges what was never sent: not from our receiver.
+            return;
+        }
+        if ack > self.snd_una {
+            if ack > self.karn_until {
+                self.rtt_sample(r);
+            }
+            let newly = (ack - self.snd_una) as f64;
+            self.board.advance(ack);
+            self.snd_una = ack;
+            self.snd_nxt = self.snd_nxt.max(ack);
+            if self.in_recovery {
+                // Recovery ends once everything outstanding at its start is acknowledged
+                // (RFC 6675 `RecoveryPoint`); a partial ACK keeps it going, cwnd unchanged.
+                if ack > self.recover {
+                    self.in_recovery = false;
+                    self.high_rxt = None;
+                    self.dupacks = 0;
+                }
+            } else {
+                // The same growth as Reno (one segment per ACK in slow start).
+                if self.cwnd < self.ssthresh {
+                    self.cwnd += newly.min(1.0);
+                } else {
+                    self.cwnd += newly / self.cwnd;
+                }
+                self.cwnd = self.cwnd.min(self.max_cwnd);
+                self.dupacks = 0;
+            }
+            if self.snd_nxt > self.snd_una {
+                self.arm_rto(net, me);
+            } else {
+                self.timer_epoch += 1;
+            }
+        }
+        let newly_sacked = self.board.mark(ack, blocks, self.high_sent);
+        // RFC 6675 §2: a duplicate ACK is one at `snd_una` whose SACK blocks say something
+        // new (a plain duplicate ACK, without SACK, counts too: the sink may not send SACK).
+        if ack == self.snd_una
+            && self.snd_nxt > self.snd_una
+            && !self.in_recovery
+            && (newly_sacked > 0 || blocks.is_empty())
+        {
+            self.dupacks += 1;
+        }
+        if !self.in_recovery
+            && self.snd_nxt > self.snd_una
+            && (ack > self.recover || self.recover == 0)
+            && (self.dupacks >= DUP_THRESH || self.board.is_lost(self.snd_una))
+        {
+            // RFC 6675 §5 step (4): RecoveryPoint = HighData, halve, retransmit the first hole.
+            self.in_recovery = true;
+            self.recover = self.snd_nxt - 1;
+            self.ssthresh = (self.flight() / 2.0).max(2.0);
+            self.cwnd = self.ssthresh;
+            let s = self.snd_una;
+            self.send_seg(net, me, s);
+            self.high_rxt = Some(s);
+            self.arm_rto(net, me);
+        }
+        if self.in_recovery {
+            self.send_in_recovery(net, me);
+        } else {
+            self.send_allowed(net, me);
+        }
+    }
+
+    /// RFC 6675 §5 step (C): while `cwnd - pipe >= 1`, send `NextSeg`: (1) the lowest lost
+    /// segment not yet retransmitted, (2) new data (within the receiver window `max_cwnd`),
+    /// (3) the lowest unSACKed segment above the last retransmission. Rule (4), the rescue
+    /// retransmission, is left out: it only matters when the application runs out of data,
+    /// and a bulk sender never does.
+    fn send_in_recovery(&mut self, net: &mut Net, me: AgentId) {
+        let mut pipe = self.board.pipe(self.snd_nxt, self.high_rxt) as f64;
+        while self.cwnd - pipe >= 1.0 {
+            let high = self.snd_nxt;
+            let new_ok = self.snd_nxt < self.snd_una + self.max_cwnd as u64
+                && self.limit.is_none_or(|l| self.snd_nxt < l);
+            let seg = match self.board.next_lost(high, self.high_rxt) {
+                Some(s) => Some(s),
+                None if new_ok => None,
+                None => match self.board.next_unsacked(high, self.high_rxt) {
+                    Some(s) => Some(s),
+                    None => break,
+                },
+            };
+            match seg {
+                Some(s) => {
+                    self.send_seg(net, me, s);
+                    self.high_rxt = Some(s);
+                }
+                None => {
+                    let s = self.snd_nxt;
+                    self.send_seg(net, me, s);
+                    self.snd_nxt += 1;
+                }
+            }
+            pipe += 1.0;
+        }
+    }
+
     fn on_rto(&mut self, net: &mut Net, me: AgentId) {
         if self.snd_nxt == self.snd_una {
             return;
         }
+        // RFC 2018 §8 / RFC 6675 §5.1: a timeout may mean the receiver reneged; forget
+        // what it SACKed and end recovery (RecoveryPoint = HighData, below).
+        self.board.clear();
+        self.high_rxt = None;
         self.timeouts += 1;
         self.acc_epoch += 1;
         self.ssthresh = (self.flight() / 2.0).max(2.0);
@@ -396,6 +535,13 @@ impl Agent for TcpSender {
     fn on_packet(&mut self, net: &mut Net, me: AgentId, pkt: &Packet) {
         match pkt.body {
             Body::Ack { ack, echo } if self.running => self.on_ack(net, me, ack, echo),
+            Body::SackAck { ack, echo, blocks } if self.running => {
+                if self.variant == Variant::Sack {
+                    self.on_sack_ack(net, me, ack, echo, &blocks);
+                } else {
+                    self.on_ack(net, me, ack, echo);
+                }
+            }
             Body::AccNotify(n) if self.running => self.on_acc_notify(net, me, n),
             _ => {}
         }
@@ -414,8 +560,9 @@ pub struct TcpSink {
     node: NodeId,
     mon: MonId,
     next: u64,
-    ooo: BTreeSet<u64>,
+    ooo: RecvBuffer,
     header: u32,
+    sack: bool,
 }
 
 impl TcpSink {
@@ -425,9 +572,16 @@ impl TcpSink {
             node,
             mon,
             next: 0,
-            ooo: BTreeSet::new(),
+            ooo: RecvBuffer::default(),
             header: 0,
+            sack: false,
         }
+    }
+
+    /// ACKs carry SACK blocks (RFC 2018), for a `Variant::Sack` sender.
+    pub fn with_sack(mut self, on: bool) -> Self {
+        self.sack = on;
+        self
     }
 
     /// Goodput counts the payload: `header` bytes of every segment are not data
@@ -450,19 +604,22 @@ impl Agent for TcpSink {
             return;
         };
         let now = net.now();
-        let new = seq >= self.next && !self.ooo.contains(&seq);
+        let new = seq >= self.next && !self.ooo.contains(seq);
         if new {
             net.monitors
                 .packet(self.mon, now, pkt.size.saturating_sub(self.header).max(1));
-            if seq == self.next {
-                self.next += 1;
-                while self.ooo.remove(&self.next) {
-                    self.next += 1;
-                }
-            } else {
-                self.ooo.insert(seq);
-            }
+            self.next = self.ooo.receive(self.next, seq);
         }
+        let (ack, echo) = (self.next, pkt.sent_at);
+        let body = if self.sack {
+            Body::SackAck {
+                ack,
+                echo,
+                blocks: self.ooo.sack(ack, seq),
+            }
+        } else {
+            Body::Ack { ack, echo }
+        };
         net.send(Packet {
             src: self.node,
             src_agent: me,
@@ -470,10 +627,7 @@ impl Agent for TcpSink {
             size: ACK_SIZE,
             flow: pkt.flow,
             sent_at: now,
-            body: Body::Ack {
-                ack: self.next,
-                echo: pkt.sent_at,
-            },
+            body,
         });
     }
 
