@@ -195,7 +195,7 @@ fn drive(cfg: Config, p: &Path) -> (Run, Dlm) {
             let mut arrive = depart + p.delay_s + p.jitter_s * xorshift(&mut rng);
             if let Some(from) = p.tcp_queue_from.filter(|&f| depart >= f) {
                 tcp_seen += 1;
-                if p.tcp_drop_every > 0 && tcp_seen % p.tcp_drop_every == 0 {
+                if p.tcp_drop_every > 0 && tcp_seen.is_multiple_of(p.tcp_drop_every) {
                     continue;
                 }
                 let ph = ((depart - from) / 2.0).fract() * 2.0;
