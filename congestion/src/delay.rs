@@ -525,8 +525,6 @@ pub struct Dlm {
     /// The last epoch's loss-based evidence that the base layer does not get through
     /// (loss, R_TCP < B_0 or silence), for `Config::exit_needs_loss`.
     base_lost: bool,
-    /// Start of the unbroken run of epochs with that evidence.
-    base_lost_since: Option<Time>,
     last: Option<EpochReport>,
     /// Receive time of the last packet of a held layer (the silence rule needs one).
     last_packet_at: Option<Time>,
@@ -565,7 +563,6 @@ impl Dlm {
             zone3_since: None,
             decrease_until: Time::ZERO,
             base_lost: false,
-            base_lost_since: None,
             last: None,
             last_packet_at: None,
         }
@@ -802,11 +799,6 @@ impl Dlm {
         };
         self.r_target = r_target;
         self.base_lost = silent || loss > 0 || r_tcp < self.core.cum_rate(1);
-        if self.base_lost {
-            self.base_lost_since.get_or_insert(now);
-        } else {
-            self.base_lost_since = None;
-        }
         if zone == 3 {
             self.zone3_since.get_or_insert(now);
         } else {
@@ -920,14 +912,7 @@ impl Dlm {
             // (congestion persisting 10 s), not only from the first epoch below B_0: halving
             // X_calc from a dozen layers takes 4-5 one-second epochs at a squeezed link, so
             // DE8's 15-s squeeze ended as the 10 s ran out (testbed, session 5).
-            let mut streak = self.zone3_since.unwrap_or(since).min(since);
-            // With `exit_needs_loss` every epoch of the 10 s must carry the loss evidence: a
-            // zone-3 run beside TCP has lossy epochs now and then (its drops hit our
-            // packets), and counting from the zone-3 start alone ended DE6's session at a
-            // lossy epoch 10 s into it (testbed, session 7: exit at 38 layers).
-            if self.cfg.exit_needs_loss {
-                streak = streak.max(self.base_lost_since.unwrap_or(now));
-            }
+            let streak = self.zone3_since.unwrap_or(since).min(since);
             if now.saturating_since(streak) >= self.cfg.exit_after
                 || (self.cfg.exit_zone3_epochs > 0
                     && self.base_over_z3 >= self.cfg.exit_zone3_epochs)

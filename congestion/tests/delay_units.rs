@@ -864,26 +864,3 @@ fn de8_squeeze_below_the_base_layer_exits() {
     let exit = exit.expect("exit during the squeeze");
     assert!(exit > 25.0 && exit < 40.0, "exit at {exit}");
 }
-
-/// Regression (testbed DE6, session 7): beside TCP our packets are sometimes dropped by its
-/// buffer overflows. The exit counted its 10 s from the start of the zone-3 run and needed
-/// loss evidence only in the epoch where it fired, so a lossy epoch 10 s into the run ended
-/// the session at 38 layers. Every epoch of the 10 s must now carry the evidence.
-#[test]
-fn occasional_loss_beside_a_tcp_queue_does_not_exit() {
-    let p = Path {
-        cap_bps: 1_000_000.0,
-        tcp_queue_from: Some(20.0),
-        tcp_drop_every: 40,
-        secs: 60.0,
-        ..Path::default()
-    };
-    let (run, _) = drive(Config::default(), &p);
-    eprintln!(
-        "tcp queue with drops: exit at {:?}, level at 59 s {}",
-        run.exit_at(),
-        run.level_at(59.0)
-    );
-    assert_eq!(run.exit_at(), None, "{:?}", run.actions);
-    assert!(run.level_at(59.0) >= 1, "{:?}", run.actions);
-}
