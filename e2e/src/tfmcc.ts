@@ -535,6 +535,9 @@ export function pathEvidenceRows(outDir: string, sc: Scenario, rec: TfmccRecord,
   });
   let retr = 0;
   let segs = 0;
+  let tcpBytes = 0;
+  let tcpSecs = 0;
+  let mss = 0;
   const trtt: number[] = [];
   let nflows = 0;
   for (const fl of sc.flows) {
@@ -549,6 +552,9 @@ export function pathEvidenceRows(outDir: string, sc: Scenario, rec: TfmccRecord,
         const t = base + iv.sum.start;
         if (t < from || t >= to) continue;
         segs += iv.sum.bytes / Math.max(1, fl.packet_size - 52);
+        tcpBytes += iv.sum.bytes;
+        tcpSecs += 1;
+        mss = Math.max(1, fl.packet_size - 52);
         retr += iv.streams[0]?.retransmits ?? 0;
         if (iv.streams[0]?.rtt) trtt.push(iv.streams[0].rtt / 1e3);
       }
@@ -566,8 +572,33 @@ export function pathEvidenceRows(outDir: string, sc: Scenario, rec: TfmccRecord,
       max: null,
       pass: null,
     });
+    // TFMCC / TCP as a product of three factors: the session's rate over its receivers' mean
+    // equation rate (the worst-of-n choice of the CLR: the dissertation's ~0.7 for n = 8),
+    // the receivers' mean equation rate over the mean TCP goodput per flow, and the TCP
+    // goodput over the equation at the TCP's own retransmission rate, RTT and segment
+    // payload (above 1: the kernel's TCP beats the model the equation is, at that loss rate).
+    const session = mean(bySnapshot(rec.sender).filter((x) => x.t >= from && x.t < to && Number.isFinite(x.rate_bps)).map((x) => x.rate_bps));
+    const tcpRate = tcpSecs > 0 ? (8 * tcpBytes) / tcpSecs : NaN;
+    const xRecv = mean(calc);
+    const xTcp = segs > 0 ? tcpThroughputBps(mss, mean(trtt) / 1e3, retr / segs) : NaN;
+    rows.push({
+      check,
+      measurement: `TFMCC / TCP decomposed, ${from}-${to} s: session / receivers' X(p, RTT) x receivers' X / TCP; TCP / X(TCP's retransmission rate, RTT)`,
+      value: session / tcpRate,
+      text: `${(session / tcpRate).toFixed(3)} = ${(session / xRecv).toFixed(3)} (session ${(session / 1e3).toFixed(0)} / receivers' mean ${(xRecv / 1e3).toFixed(0)} kbit/s) x ${(xRecv / tcpRate).toFixed(3)} (/ TCP ${(tcpRate / 1e3).toFixed(0)} kbit/s per flow); TCP / X(${(100 * retr / Math.max(1, segs)).toFixed(2)} %, ${mean(trtt).toFixed(0)} ms, ${mss} B) = ${(tcpRate / xTcp).toFixed(2)}`,
+      min: null,
+      max: null,
+      pass: null,
+    });
   }
   return rows;
+}
+
+/** The TCP throughput equation (RFC 5348 §3.1, b = 1, t_RTO = 4R), bit/s, for `s`-byte
+ *  segments, RTT `r` seconds and loss event rate `p`. */
+export function tcpThroughputBps(s: number, r: number, p: number): number {
+  if (!(p > 0) || !(r > 0)) return Infinity;
+  return (8 * s) / (r * Math.sqrt((2 * p) / 3) + 4 * r * (3 * Math.sqrt((3 * p) / 8)) * p * (1 + 32 * p * p));
 }
 
 /** Which derived rows a scenario gets (by the check ids its measurements name). */

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { parseScenario, loadScenario } from '../src/scenario.js';
 import { runScenario } from '../src/runner.js';
 import { mediaBins } from '../src/media.js';
-import { blackoutRows, bySnapshot, clrDropRows, clrJoinRows, clrPhaseRows, feedbackRows, pacingRows, roundLength, tfmccCeilingKbps, type SenderSample, type TfmccRecord } from '../src/tfmcc.js';
+import { blackoutRows, bySnapshot, clrDropRows, clrJoinRows, clrPhaseRows, feedbackRows, pacingRows, roundLength, tcpThroughputBps, tfmccCeilingKbps, type SenderSample, type TfmccRecord } from '../src/tfmcc.js';
 import type { TfmccFlow } from '../src/scenario.js';
 import { aggregate, meanSd } from '../src/tfmcc-checks.js';
 import { repoRoot } from '../src/bins.js';
@@ -268,4 +268,15 @@ test('TFMCC session on the testbed: the sender follows the 500 kbit/s receiver, 
   const fast = r.monitors.find((m) => m.name === 'tf/fast')!;
   assert.ok(fast.throughput_kbps < 700, `single rate: fast receiver got ${fast.throughput_kbps.toFixed(0)} kbit/s ${where}`);
   assert.ok(fs.existsSync(path.join(out, 'tfmcc.json')), where);
+});
+
+test('tcpThroughputBps: the spec §1.2 vector (as congestion::tfrc::equation U1) and its limits', () => {
+  // X(1000 B, 0.1 s, 0.01) = 112,332.2 B/s.
+  const x = tcpThroughputBps(1000, 0.1, 0.01);
+  assert.ok(Math.abs(x / 8 - 112332.2) / 112332.2 < 1e-6, `${x / 8}`);
+  // Inversely proportional to R, falling in p; no loss or no RTT: unbounded.
+  assert.ok(Math.abs(tcpThroughputBps(1000, 0.2, 0.01) - x / 2) < 1e-6 * x);
+  assert.ok(tcpThroughputBps(1000, 0.1, 0.02) < x);
+  assert.equal(tcpThroughputBps(1000, 0.1, 0), Infinity);
+  assert.equal(tcpThroughputBps(1000, 0, 0.01), Infinity);
 });

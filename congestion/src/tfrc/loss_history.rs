@@ -862,4 +862,101 @@ mod tests {
         assert_eq!(extend_u32(Some(0x1_0000_0003), 0xffff_fff0), 0xffff_fff0);
         assert_eq!(extend_u32(Some(10), 8), 8);
     }
+
+    /// 1-s coefficient of variation of `sqrt(s_hat)` (X ∝ p^-1/2 at low loss) and of `p`,
+    /// with the filter driven packet by packet at `pps` packets/s for `secs` seconds through
+    /// loss "episodes" `episode_len` packets apart, each of which starts one loss event plus,
+    /// with probabilities `extra`, further events a few tens of packets later.
+    fn ali_cov(
+        seed: u64,
+        episode_len: impl Fn(f64) -> f64,
+        extra: &[f64],
+        pps: usize,
+        secs: usize,
+    ) -> (f64, f64) {
+        // A fixed 64-bit LCG: the test must be deterministic and the crate has no RNG.
+        let mut state = seed;
+        let mut uniform = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut a = LossIntervals::new(AliConfig::default());
+        for _ in 0..8 {
+            a.close(2000.0);
+        }
+        let mut schedule: Vec<f64> = Vec::new();
+        let (mut open, mut next) = (0.0, episode_len(uniform()));
+        let (mut xs, mut ps) = (Vec::new(), Vec::new());
+        let (mut sx, mut sp) = (0.0, 0.0);
+        for i in 0..pps * secs {
+            open += 1.0;
+            if open >= next {
+                a.close(open);
+                open = 0.0;
+                if schedule.is_empty() {
+                    // Next episode: its later events first (popped from the back), then
+                    // the gap to the episode after it.
+                    schedule.push(episode_len(uniform()));
+                    for &q in extra {
+                        if uniform() < q {
+                            schedule.push(10.0 + 50.0 * uniform());
+                        }
+                    }
+                }
+                next = schedule.pop().unwrap_or(2000.0);
+            }
+            a.set_open(open);
+            let m = a.mean().unwrap();
+            sx += m.sqrt();
+            sp += 1.0 / m;
+            if (i + 1) % pps == 0 {
+                xs.push(sx / pps as f64);
+                ps.push(sp / pps as f64);
+                sx = 0.0;
+                sp = 0.0;
+            }
+        }
+        let cov = |v: &[f64]| {
+            let n = v.len() as f64;
+            let m = v.iter().sum::<f64>() / n;
+            (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n).sqrt() / m
+        };
+        (cov(&xs), cov(&ps))
+    }
+
+    /// tfmcc/E3 (docs/protocols/tfrc.md, "E3"): how much 1-s variation the RFC 5348 filter
+    /// itself leaves. In the testbed's E1 TFRC lost 75 packets in 120 s as 62 loss events,
+    /// in ~37 TCP overflow episodes about 2000 packets apart (interval CoV ~0.5): an episode
+    /// often held two or three events more than R apart (RFC 5348 §5.2 counts each), with
+    /// a few tens of packets between them. Those short intervals in the n = 8 average about
+    /// double the 1-s variation of p and of X here (0.19 -> 0.37 and 0.09 -> 0.16; E1
+    /// measured 0.27 and 0.13); and even one event per episode leaves X's 1-s CoV near 0.09,
+    /// above half of the single Linux TCP's 0.137, so E1's factor 0.5 is out of reach of
+    /// the RFC's filter on that path.
+    #[test]
+    fn e3_split_loss_events_raise_the_variation_of_p() {
+        // Episodes uniform in 2000 x [0.15, 1.85] packets (CoV 0.49); 617 packets/s as E1.
+        let ep = |u: f64| 2000.0 * (0.15 + 1.7 * u);
+        let (x1, p1) = ali_cov(7, ep, &[], 617, 1500);
+        let (x2, p2) = ali_cov(7, ep, &[0.5, 0.15], 617, 1500);
+        eprintln!(
+            "1-s CoV of X / p: one event per episode {x1:.3} / {p1:.3}, split {x2:.3} / {p2:.3}"
+        );
+        assert!(
+            (0.06..0.12).contains(&x1),
+            "one event per episode: CoV X {x1}"
+        );
+        assert!(x1 > 0.5 * 0.137, "{x1}");
+        assert!(
+            x2 > 1.3 * x1 && p2 > 1.3 * p1,
+            "split: X {x2} vs {x1}, p {p2} vs {p1}"
+        );
+        // What the E1 record measured: CoV X 0.131, p 0.268.
+        assert!(
+            (0.10..0.18).contains(&x2) && (0.2..0.4).contains(&p2),
+            "{x2} {p2}"
+        );
+    }
 }
