@@ -159,6 +159,34 @@ pub struct Config {
     /// between d0 and d1 where α is near zero, and stayed at 2 layers beside a session at
     /// 9-12 (DS2, seed-dependent: the start times set the phases).
     pub per_layer_dmin: bool,
+    /// In a zone-1 epoch after slow start (no rising delay, daowd ≤ d1: the spec's "rate <
+    /// available bandwidth") X_calc is floored at the bottom of the current level's passive
+    /// zone, which cancels the leaves a previous cut still had pending \[U\]; off by default.
+    /// A cut of 25-50 % is 4-7 layers on a 20-kbit/s ladder and the leave timers carry it out
+    /// one layer per hold-off; with daowd between d0 and d1 (α as written is then a few
+    /// hundred bit/s per epoch) they kept walking down after the queue had gone (testbed DE1
+    /// decision logs: `leave-timer` in zone-1 epochs at daowd 2-9 ms). Off because it did
+    /// not fix DE1 on the testbed (one run: the receivers then diverged through zone-3 cuts
+    /// from the other receiver's probes instead) and, in `delay_units`' harness, whose layers
+    /// restart their phase at every join, it turned the stable 13 layers of
+    /// `settles_near_the_bottleneck_share` into a phase-locked 12 ↔ 13 cycle.
+    pub zone1_floor: bool,
+    /// The exit rule counts only epochs whose loss-based evidence also says the base layer
+    /// does not get through: loss in the epoch, R_TCP < B_0 (the TCP equation on the
+    /// measured loss event rate) or total silence \[U\]; true by default. The 10 s of the
+    /// rule must then be 10 s of such epochs without a break. Loss in the epoch, not R_TCP
+    /// alone: a burst of sequence gaps (layers that got no packet through a squeeze show
+    /// their losses at once, 88-304 packets) is one loss event in a long loss interval, so
+    /// R_TCP jumped above B_0 for a few epochs and restarted the 10 s (testbed DE8 with
+    /// R_TCP alone: no exit). The spec's §6.2 exits when R_TARGET =
+    /// min(X_calc, R_TCP) < B_0; its §9.4 predicts that DLM yields to loss-based TCP on a
+    /// drop-tail queue, whose standing queue keeps the delay signal in zone 3 whatever DLM
+    /// does: X_calc then falls below B_0 with the base layer's packets arriving, and the rule
+    /// ended the session (testbed DE6, simulator DS8: the player quits beside one TCP flow).
+    /// The spec's exit is for a base layer that does not fit (DE8's squeeze below B_0: loss
+    /// or silence, so R_TCP < B_0 too); a base layer that is delivered is kept. False
+    /// restores the delay-only exit.
+    pub exit_needs_loss: bool,
     pub seed: u64,
 }
 
@@ -198,6 +226,8 @@ impl Default for Config {
             leave_holdoff: Duration::from_secs(1),
             alpha_per_time: false,
             per_layer_dmin: false,
+            zone1_floor: false,
+            exit_needs_loss: true,
             seed: 0xD1_0000,
         }
     }
@@ -492,6 +522,9 @@ pub struct Dlm {
     zone3_since: Option<Time>,
     /// No further multiplicative decrease before this time (`decrease_holdoff`).
     decrease_until: Time,
+    /// The last epoch's loss-based evidence that the base layer does not get through
+    /// (loss, R_TCP < B_0 or silence), for `Config::exit_needs_loss`.
+    base_lost: bool,
     last: Option<EpochReport>,
     /// Receive time of the last packet of a held layer (the silence rule needs one).
     last_packet_at: Option<Time>,
@@ -529,6 +562,7 @@ impl Dlm {
             base_over_z3: 0,
             zone3_since: None,
             decrease_until: Time::ZERO,
+            base_lost: false,
             last: None,
             last_packet_at: None,
         }
@@ -744,6 +778,13 @@ impl Dlm {
         } else {
             self.x_calc += alpha(&self.cfg, daowd, d0, d1) * self.epoch_weight(now);
         }
+        // [U] zone-1 floor (`Config::zone1_floor`): the bottom of the level's passive zone,
+        // so pending leaves are cancelled but the next join still needs the additive increase.
+        let level = self.core.level;
+        if zone == 1 && self.cfg.zone1_floor && !self.slow_start && level > 1 {
+            let (b_i, b_prev) = (self.core.cum_rate(level), self.core.cum_rate(level - 1));
+            self.x_calc = self.x_calc.max(b_i - self.cfg.passive_eps * (b_i - b_prev));
+        }
         self.x_calc = self.clamp_x(self.x_calc);
         let rtt = self.cfg.rtt_base.as_secs_f64() + daowd;
         let r_tcp = tcp_rate_bps(self.core.packet_size(), rtt, self.losses.rate());
@@ -757,6 +798,7 @@ impl Dlm {
             Some(self.x_calc.min(r_tcp))
         };
         self.r_target = r_target;
+        self.base_lost = silent || loss > 0 || r_tcp < self.core.cum_rate(1);
         if zone == 3 {
             self.zone3_since.get_or_insert(now);
         } else {
@@ -864,7 +906,7 @@ impl Dlm {
         }
         // Exit rule: even the base layer exceeds R_TARGET for a sustained period, counted from
         // the first epoch with R_TARGET < B_0 at whatever level (§6.2 profile [U]).
-        if x < self.core.cum_rate(1) {
+        if x < self.core.cum_rate(1) && (self.base_lost || !self.cfg.exit_needs_loss) {
             let since = *self.base_over_since.get_or_insert(now);
             // The 10 s count from the start of the zone-3 streak that brought R_TARGET down
             // (congestion persisting 10 s), not only from the first epoch below B_0: halving

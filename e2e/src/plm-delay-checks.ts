@@ -45,6 +45,7 @@ export function checkHook(sc: Scenario, outDir: string): Hook | undefined {
       at(E10_PAIR_RULE.off_s, () => emu.set(dir, { drop_bunch_pos: -1 }));
     };
   }
+  if (sc.name === 'delay-de1-convergence') return (net, b) => bottleneckCaptures(sc, outDir, net, b);
   if (sc.name === 'delay-de0-delay-step') {
     return async (_net, b) => {
       for (const [name, us] of Object.entries(DE0_OFFSETS)) {
@@ -74,6 +75,68 @@ async function captures(sc: Scenario, outDir: string, net: Net, b: Built): Promi
   }
   // tcpdump needs a moment to open its sockets; the flows start 1.5 s after the build.
   await new Promise((r) => setTimeout(r, 300));
+}
+
+/** DE3: tcpdump of the session's multicast data on both routers of the bottleneck (the
+ *  emulated link's two ends), so each packet's time across the link is measured (its sojourn
+ *  in the emulator's queue plus the constant serialisation and propagation). */
+async function bottleneckCaptures(sc: Scenario, outDir: string, net: Net, b: Built): Promise<void> {
+  const bn = sc.topology.links.reduce((a, x) => (x.rate_kbps < a.rate_kbps ? x : a));
+  for (const node of [bn.from, bn.to]) {
+    net.procs.spawnIn(b.nodeNs.get(node)!, `tcpdump bottleneck ${node}`, 'tcpdump', ['-i', 'any', '-nn', '-U', '-s', '64', '-w', path.join(outDir, `pcap-bottleneck-${node}.pcap`), 'udp and dst net 224.0.0.0/4']);
+  }
+  await new Promise((r) => setTimeout(r, 300));
+}
+
+/** RTP packets of a capture as (SSRC:seq → first time seen, unix s). Parses the pcap itself
+ *  (classic format, µs or ns stamps; link types Linux cooked v1/v2, Ethernet, raw IP): the
+ *  first sighting in a router's namespace is its arrival there (forwarding adds an `Out`
+ *  copy of the same packet per outgoing interface). */
+export function rtpFirstSeen(file: string): Map<string, number> {
+  const buf = fs.readFileSync(file);
+  const out = new Map<string, number>();
+  if (buf.length < 24) return out;
+  const magic = buf.readUInt32LE(0);
+  const le = magic === 0xa1b2c3d4 || magic === 0xa1b23c4d;
+  const nano = magic === 0xa1b23c4d || magic === 0x4d3cb2a1;
+  if (!le && magic !== 0xd4c3b2a1 && magic !== 0x4d3cb2a1) throw new Error(`${path.basename(file)}: not a pcap`);
+  const u32 = (o: number) => (le ? buf.readUInt32LE(o) : buf.readUInt32BE(o));
+  const linktype = u32(20);
+  const l2 = linktype === 113 ? 16 : linktype === 276 ? 20 : linktype === 1 ? 14 : linktype === 101 ? 0 : -1;
+  if (l2 < 0) throw new Error(`${path.basename(file)}: link type ${linktype}`);
+  let o = 24;
+  while (o + 16 <= buf.length) {
+    const t = u32(o) + u32(o + 4) / (nano ? 1e9 : 1e6);
+    const incl = u32(o + 8);
+    const p = o + 16 + l2;
+    o += 16 + incl;
+    if (o > buf.length || p + 20 > o) break;
+    if (buf[p] >> 4 !== 4 || buf[p + 9] !== 17) continue;
+    const u = p + (buf[p] & 0x0f) * 4;
+    if (u + 8 + 12 > o) continue;
+    const rtp = u + 8;
+    const key = `${buf.readUInt32BE(rtp + 8)}:${buf.readUInt16BE(rtp + 2)}`;
+    if (!out.has(key)) out.set(key, t);
+  }
+  return out;
+}
+
+/** Per-packet queueing delay across the bottleneck (ms): time from its arrival at the upstream
+ *  router to its arrival at the downstream one, minus the smallest such time (serialisation of
+ *  the equal-size packets plus propagation), for packets that reached the upstream router in
+ *  [a, b) s of the run. */
+export function bottleneckSojournMs(upFile: string, downFile: string, t0: number, a: number, b: number): number[] {
+  const up = rtpFirstSeen(upFile);
+  const down = rtpFirstSeen(downFile);
+  const d: number[] = [];
+  for (const [k, tu] of up) {
+    const td = down.get(k);
+    if (td === undefined || tu - t0 < a || tu - t0 >= b) continue;
+    d.push((td - tu) * 1000);
+  }
+  if (!d.length) return d;
+  const min = d.reduce((x, y) => Math.min(x, y));
+  return d.map((x) => x - min);
 }
 
 // ---------------------------------------------------------------- reading
@@ -704,10 +767,25 @@ function exitRule(sc: Scenario, dir: string, t0: number): DerivedRow[] {
   // An exit is a decision to 0 layers whose reason names it (not `slow-start-exit`, which only
   // ends the slow start).
   const isExit = (d: Decision) => d.to === 0 && /exit/.test(d.reason);
-  const ex = decisions.find(isExit);
+  // The player stops on the controller's Exit at once and writes an `exit` event line, but the
+  // decisions it had not yet written with a per-second line go with it (player/src/receiver.rs
+  // breaks out of its loop before the next line): an exit inside the run without its decision
+  // in the log is taken from that event (reason unknown; a run's own end stops every player at
+  // the run's duration, later than any squeeze).
+  const evAt = playerExitAt(dir, fl.name, fl.receivers[0].name, t0);
+  const fromEvent: Decision | undefined = evAt !== undefined && evAt < sc.duration_s - 2 ? { at_s: evAt, from: NaN, to: 0, reason: 'player exit event (decision not logged)', inputs: {} } : undefined;
+  const ex = decisions.find(isExit) ?? fromEvent;
   const early = decisions.find((d) => isExit(d) && d.at_s < s0);
   const lastBefore = [...decisions].filter((d) => ex && d.at_s < ex.at_s).pop();
+  // Layers held after the squeeze: the per-second lines' levels in [end + 2 s, duration], none
+  // once the player has exited (it writes no more lines; with an exit decision logged its
+  // level is 0 from then on).
+  const [h0, h1] = [s1 + 2, sc.duration_s];
+  const { lines } = readPlayer(dir, fl.name, fl.receivers[0].name, t0);
+  const held = lines.filter((x) => x.t >= h0 && x.t <= h1 && (evAt === undefined || x.t < evAt)).map((x) => x.layers);
+  const heldMax = held.length ? Math.max(...held) : 0;
   return [
+    row('delay/DE8', `layers held ${h0}-${h1} s (after the exit, squeeze over)`, heldMax, `${heldMax} (${held.length} per-second lines in the window${evAt !== undefined ? `; player exited at ${f(evAt, 1)} s` : ''})`, null, 0),
     row(
       'delay/DE8',
       `exit after the squeeze below B_0 at ${s0} s (s; squeeze ${s1 - s0} s)`,
@@ -717,6 +795,28 @@ function exitRule(sc: Scenario, dir: string, t0: number): DerivedRow[] {
       s1 - s0,
     ),
   ];
+}
+
+/** When the player's process ended on its own (`{"event":"exit"}` line), in run seconds: its
+ *  `elapsed_s` on the clock of the per-second lines (`t` − `elapsed_s` = the player's start). */
+export function playerExitAt(dir: string, flow: string, rcv: string, t0: number): number | undefined {
+  const file = path.join(dir, `player-${flow}-${rcv}`, 'player.jsonl');
+  if (!fs.existsSync(file)) return undefined;
+  let start: number | undefined;
+  let exitElapsed: number | undefined;
+  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    if (!line.trim()) continue;
+    let j: { t?: number; elapsed_s?: number; event?: string };
+    try {
+      j = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (typeof j.elapsed_s !== 'number') continue;
+    if (typeof j.t === 'number') start ??= j.t - j.elapsed_s;
+    else if (j.event === 'exit') exitElapsed = j.elapsed_s;
+  }
+  return start !== undefined && exitElapsed !== undefined ? start + exitElapsed - t0 : undefined;
 }
 
 /** delay-based.md DE3 (bottleneck queueing delay from the emulator's queue samples) and DE4
@@ -736,8 +836,28 @@ function queueAndJoins(sc: Scenario, dir: string, t0: number): DerivedRow[] {
   const limitMs = Number((bn.queue as { limit_ms?: number } | null)?.limit_ms ?? NaN);
   const med = quantile(q, 0.5);
   const p99 = quantile(q, 0.99);
-  rows.push(row('delay/DE3', `bottleneck queueing delay median, 10-${sc.duration_s} s (ms; 1-s samples of queue length x packet time)`, med, `${f(med, 1)} (${q.length} samples; d1 ${f(d1, 1)}, d2 ${f(d2, 1)} ms from the controller's last decision)`, Math.round(d1 * 10) / 10, Math.round(d2 * 10) / 10));
-  rows.push(row('delay/DE3', 'bottleneck queueing delay p99 (ms) < buffer drain time', p99, `${f(p99, 1)} (buffer ${limitMs} ms)`, null, Number.isFinite(limitMs) ? limitMs : null));
+  const upF = path.join(dir, `pcap-bottleneck-${bn.from}.pcap`);
+  const downF = path.join(dir, `pcap-bottleneck-${bn.to}.pcap`);
+  const havePcap = fs.existsSync(upF) && fs.existsSync(downF);
+  // With the captures these two rows are informational: a queue length sampled once a second
+  // is not the spec's sojourn time (below).
+  const band = (lo: number | null, hi: number | null): [number | null, number | null] => (havePcap ? [null, null] : [lo, hi]);
+  rows.push(row('delay/DE3', `bottleneck queueing delay median, 10-${sc.duration_s} s (ms; 1-s samples of queue length x packet time)`, med, `${f(med, 1)} (${q.length} samples; d1 ${f(d1, 1)}, d2 ${f(d2, 1)} ms from the controller's last decision)`, ...band(Math.round(d1 * 10) / 10, Math.round(d2 * 10) / 10)));
+  rows.push(row('delay/DE3', 'bottleneck queueing delay p99 (ms) < buffer drain time', p99, `${f(p99, 1)} (buffer ${limitMs} ms)`, ...band(null, Number.isFinite(limitMs) ? limitMs : null)));
+  // The spec's measure (delay-based.md DE3: "sojourn time (from tc stats or pcap)"): every
+  // packet's own wait, from captures on both ends of the bottleneck. The 1-s samples above
+  // count packets waiting behind the one in service at one instant a second: below the link
+  // rate a CBR mix queues in short bursts (a packet waits for the one in service, 26.7 ms at
+  // 300 kbit/s, or one or two more), which an instant sample mostly misses but every packet
+  // that arrives in one feels, and which the receivers' daowd measures.
+  if (havePcap) {
+    const soj = bottleneckSojournMs(upF, downF, t0, 10, sc.duration_s);
+    const sm = quantile(soj, 0.5);
+    const s99 = quantile(soj, 0.99);
+    const mean = soj.length ? soj.reduce((x, y) => x + y, 0) / soj.length : NaN;
+    rows.push(row('delay/DE3', `bottleneck sojourn (queueing) median, 10-${sc.duration_s} s (ms; per packet, pcap on both ends)`, sm, `${f(sm, 1)} (${soj.length} packets; mean ${f(mean, 1)}, p90 ${f(quantile(soj, 0.9), 1)}; d1 ${f(d1, 1)}, d2 ${f(d2, 1)} ms)`, Math.round(d1 * 10) / 10, Math.round(d2 * 10) / 10));
+    rows.push(row('delay/DE3', 'bottleneck sojourn (queueing) p99 (ms; per packet, pcap) < buffer drain time', s99, `${f(s99, 1)} (buffer ${limitMs} ms)`, null, Number.isFinite(limitMs) ? limitMs : null));
+  }
   const perJoin: number[] = [];
   for (const p of players) {
     for (const d of p.decisions.filter((x) => x.to > x.from)) {

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadScenario } from '../src/scenario.js';
-import { plmDelayDerived, ppSamplesWithin } from '../src/plm-delay-checks.js';
+import { plmDelayDerived, ppSamplesWithin, rtpFirstSeen } from '../src/plm-delay-checks.js';
 import type { RunResult } from '../src/runner.js';
 
 const T0 = 1_000_000;
@@ -175,4 +175,86 @@ test('E2: the set-aside row counts pp-set-aside decisions per receiver and lists
   assert.equal(r.pass, null, 'evidence only, no band');
   assert.match(r.text, /r1: 2 set aside \(241-249\.6 kbit\/s\), 0 pp-drop/);
   assert.match(r.text, /n1-r1 76\/366\/1931/);
+});
+
+/** A classic pcap (µs stamps, Linux cooked v1) of RTP/UDP/IPv4 packets: [unix s, ssrc, seq]. */
+function pcap(file: string, pkts: [number, number, number][]) {
+  const head = Buffer.alloc(24);
+  head.writeUInt32LE(0xa1b2c3d4, 0);
+  head.writeUInt16LE(2, 4);
+  head.writeUInt16LE(4, 6);
+  head.writeUInt32LE(64, 16);
+  head.writeUInt32LE(113, 20);
+  const recs = pkts.map(([t, ssrc, seq]) => {
+    const data = Buffer.alloc(16 + 20 + 8 + 12);
+    data[16] = 0x45;
+    data[16 + 9] = 17;
+    data.writeUInt16BE(seq, 16 + 28 + 2);
+    data.writeUInt32BE(ssrc, 16 + 28 + 8);
+    const rh = Buffer.alloc(16);
+    rh.writeUInt32LE(Math.floor(t), 0);
+    rh.writeUInt32LE(Math.round((t - Math.floor(t)) * 1e6), 4);
+    rh.writeUInt32LE(data.length, 8);
+    rh.writeUInt32LE(1000, 12);
+    return Buffer.concat([rh, data]);
+  });
+  fs.writeFileSync(file, Buffer.concat([head, ...recs]));
+}
+
+test('DE3 from captures on both ends of the bottleneck: per-packet sojourn, the 1-s queue samples only informational', async () => {
+  const sc = scenario('delay-de1-convergence');
+  const dir = tmp();
+  const samples = Array.from({ length: 70 }, (_, i) => ({ t: 10 + i, link: 'r0-r1', dir: 'ab', queue_packets: 0, tx_bytes: 0, drops: 0 }));
+  fs.writeFileSync(path.join(dir, 'links.json'), JSON.stringify({ samples }));
+  player(dir, 'dlm', 'rcv1', secs(1, 80, () => 6, () => ({ lost_1s: 0 })), [[10.2, 5, 6, 'join-timer', { d1: 0.01, d2: 0.025 }]]);
+  player(dir, 'dlm', 'rcv2', secs(1, 80, () => 6, () => ({ lost_1s: 0 })), []);
+  // 1000 packets from 10 s, every 70 ms; across the link 46.67 ms + a wait of 0, 10, 20, 30 ms
+  // in turn (median 15 ms). The downstream router also logs each packet's forwarded copy
+  // later: only the first sighting counts. One more packet (at 79.96 s) never arrives.
+  const up: [number, number, number][] = [];
+  const down: [number, number, number][] = [];
+  for (let i = 0; i <= 1000; i++) {
+    const t = T0 + 10 + Math.min(i * 0.07, 69.96);
+    up.push([t, 7, i]);
+    if (i === 1000) continue;
+    const at = t + 0.04667 + (i % 4) * 0.01;
+    down.push([at, 7, i], [at + 0.0001, 7, i]);
+  }
+  pcap(path.join(dir, 'pcap-bottleneck-r0.pcap'), up);
+  pcap(path.join(dir, 'pcap-bottleneck-r1.pcap'), down);
+  assert.equal(rtpFirstSeen(path.join(dir, 'pcap-bottleneck-r1.pcap')).size, 1000);
+  const rows = await plmDelayDerived(sc, result(sc.name), dir);
+  const sampled = rows.find((r) => r.measurement.includes('1-s samples'))!;
+  assert.equal(sampled.value, 0);
+  assert.equal(sampled.pass, null);
+  const soj = rows.find((r) => r.measurement.includes('sojourn (queueing) median'))!;
+  assert.ok(Math.abs(soj.value - 15) < 0.01, String(soj.value));
+  assert.equal(soj.pass, true);
+  assert.match(soj.text, /1000 packets/);
+  const p99 = rows.find((r) => r.measurement.includes('sojourn (queueing) p99'))!;
+  assert.ok(Math.abs(p99.value - 30) < 0.01, String(p99.value));
+  assert.equal(p99.pass, true);
+});
+
+test('DE8: an exit whose decision the player could not log is taken from its exit event line', async () => {
+  const sc = scenario('delay-de8-exit');
+  const dir = tmp();
+  // Player started at T0 + 1 (elapsed 0); lines to 34 s, then the exit event at elapsed 35.
+  player(dir, 'dlm', 'rcv', secs(2, 34, (t) => (t < 26 ? 10 : 1), (t) => ({ elapsed_s: t - 1 })), [[25.5, 10, 9, 'leave-timer', {}]]);
+  const file = path.join(dir, 'player-dlm-rcv', 'player.jsonl');
+  fs.appendFileSync(file, JSON.stringify({ event: 'exit', elapsed_s: 35, packets_received: 1, packets_lost: 1 }) + '\n');
+  const rows = await plmDelayDerived(sc, result(sc.name), dir);
+  const ex = rows.find((r) => r.measurement.startsWith('exit after'))!;
+  assert.ok(Math.abs(ex.value - (36 - 25)) < 1e-6, String(ex.value));
+  assert.equal(ex.pass, true);
+  assert.match(ex.text, /exit event/);
+  // The last line (34 s, 1 layer) is before the window: nothing held after the exit.
+  const held = rows.find((r) => r.measurement.startsWith('layers held'))!;
+  assert.equal(held.value, 0);
+  assert.equal(held.pass, true);
+  // Without the event line: no exit.
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').split('\n').filter((l) => !l.includes('"event"')).join('\n'));
+  const none = (await plmDelayDerived(sc, result(sc.name), dir)).find((r) => r.measurement.startsWith('exit after'))!;
+  assert.equal(none.pass, false);
+  assert.match(none.text, /no exit/);
 });
