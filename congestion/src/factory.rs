@@ -80,7 +80,10 @@ mod tests {
             "era"
         );
         assert_eq!(live_controller_by_name("PLM").unwrap().name(), "plm");
-        assert_eq!(live_controller_by_name("plm-confirm").unwrap().name(), "plm");
+        assert_eq!(
+            live_controller_by_name("plm-confirm").unwrap().name(),
+            "plm"
+        );
         assert!(live_controller_by_name("nope").is_err());
         match controller_by_name("nope") {
             Err(Error::UnknownController(n, known)) => {
