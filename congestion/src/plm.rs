@@ -866,6 +866,18 @@ mod tests {
         std::iter::from_fn(|| p.poll_action()).collect()
     }
 
+    /// A receiver of [`info`]'s session fed `n` pairs at `rate` on layer 0, one every 32 ms
+    /// from 0.1 s; returns it with the next sequence number.
+    fn steady(cfg: PlmConfig, n: u64, rate: f64) -> (Plm, u64) {
+        let mut p = Plm::new(cfg);
+        p.handle_announcement(Time::ZERO, &info());
+        let mut s = 0;
+        for i in 0..n {
+            pair(&mut p, 0, &mut s, Time::from_millis(100 + 32 * i), rate);
+        }
+        (p, s)
+    }
+
     #[test]
     fn add_at_most_once_per_c_from_min_of_window() {
         let mut p = Plm::default();
@@ -1067,18 +1079,7 @@ mod tests {
         assert_eq!(dropped_at, Some(first_low + Duration::from_millis(7 * 32)));
 
         // A lone low sample and then silence: believed 200 ms later by the timer.
-        let mut p = Plm::new(PlmConfig::confirming());
-        p.handle_announcement(Time::ZERO, &info());
-        let mut s = 0;
-        for i in 0..100u64 {
-            pair(
-                &mut p,
-                0,
-                &mut s,
-                Time::from_millis(100 + 32 * i),
-                256_000.0,
-            );
-        }
+        let (mut p, mut s) = steady(PlmConfig::confirming(), 100, 256_000.0);
         assert_eq!(p.layers(), 25);
         let t = Time::from_millis(100 + 32 * 100);
         pair(&mut p, 0, &mut s, t, 200_000.0);
@@ -1092,18 +1093,7 @@ mod tests {
         assert_eq!(p.layers(), 19); // B[19] = 190k < 200k
 
         // A loss confirms a held low sample at once.
-        let mut p = Plm::new(PlmConfig::confirming());
-        p.handle_announcement(Time::ZERO, &info());
-        let mut s = 0;
-        for i in 0..100u64 {
-            pair(
-                &mut p,
-                0,
-                &mut s,
-                Time::from_millis(100 + 32 * i),
-                256_000.0,
-            );
-        }
+        let (mut p, mut s) = steady(PlmConfig::confirming(), 100, 256_000.0);
         let t = Time::from_millis(100 + 32 * 100);
         pair(&mut p, 0, &mut s, t, 200_000.0);
         assert_eq!(p.layers(), 25);

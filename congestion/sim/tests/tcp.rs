@@ -14,6 +14,16 @@ use sim::engine::{Agent, AgentId, Body, Command, Dest, LinkSpec, Net, Packet, Si
 use std::cell::RefCell;
 use std::rc::Rc;
 
+/// Runs `sender` (built with the destination of `sink`) on node 0 against `sink` on node 1
+/// over [`link`]s both ways, for `secs` seconds; the tests read what the sink logged.
+fn run_pair(sink: Box<dyn Agent>, sender: impl FnOnce(Dest) -> TcpSender, secs: f64) {
+    let mut sim = Sim::new(2, vec![link(0, 1), link(1, 0)], 1);
+    let sink = sim.add_agent(1, sink);
+    let tcp = sim.add_agent(0, Box::new(sender(Dest::Agent(1, sink))));
+    sim.net.schedule_command(Time::ZERO, tcp, Command::Start);
+    sim.run_until(Time::from_secs_f64(secs));
+}
+
 /// A TCP receiver's in-order delivery: the next expected segment after `seq` arrives, with
 /// out-of-order segments kept in `buffered` until the hole before them fills.
 fn receive_in_order(
@@ -100,31 +110,19 @@ fn link(from: usize, to: usize) -> LinkSpec {
 /// Segments that reach the receiver for the first time within one RTT after the cumulative
 /// ACK that jumped over the healed hole, and how far that ACK jumped.
 fn burst_after_timeout(variant: Variant) -> (usize, u64) {
-    let mut sim = Sim::new(2, vec![link(0, 1), link(1, 0)], 1);
     let log = Rc::new(RefCell::new(Vec::new()));
-    let sink = sim.add_agent(
-        1,
-        Box::new(HoleSink {
-            hole: 40,
-            heal_at: Time::from_secs_f64(2.0),
-            next: 0,
-            buffered: Default::default(),
-            log: log.clone(),
-        }),
+    let sink = HoleSink {
+        hole: 40,
+        heal_at: Time::from_secs_f64(2.0),
+        next: 0,
+        buffered: Default::default(),
+        log: log.clone(),
+    };
+    run_pair(
+        Box::new(sink),
+        |to| TcpSender::new(0, to, 1, 1000, variant, 200),
+        6.0,
     );
-    let tcp = sim.add_agent(
-        0,
-        Box::new(TcpSender::new(
-            0,
-            Dest::Agent(1, sink),
-            1,
-            1000,
-            variant,
-            200,
-        )),
-    );
-    sim.net.schedule_command(Time::ZERO, tcp, Command::Start);
-    sim.run_until(Time::from_secs_f64(6.0));
     let log = log.borrow();
     // The jump: the first ACK past the hole, sent when the retransmission got through.
     let (i, &(t_jump, _, ack_jump)) = log
@@ -212,29 +210,22 @@ impl Agent for KarnSink {
 /// its retransmission must wait for the backed-off RTO, not the 200 ms an RTT sample from the
 /// ambiguous ACK would give. Returns (arrival of its first copy, arrival of its second copy).
 fn retry_after_backoff(variant: Variant, bug_fix: bool) -> (f64, f64) {
-    let mut sim = Sim::new(2, vec![link(0, 1), link(1, 0)], 1);
     let log = Rc::new(RefCell::new(Vec::new()));
-    let sink = sim.add_agent(
-        1,
-        Box::new(KarnSink {
-            hole: 40,
-            hole_copies: 3,
-            seen_hole: 0,
-            healed: false,
-            dropped_fresh: None,
-            next: 0,
-            buffered: Default::default(),
-            log: log.clone(),
-        }),
+    let sink = KarnSink {
+        hole: 40,
+        hole_copies: 3,
+        seen_hole: 0,
+        healed: false,
+        dropped_fresh: None,
+        next: 0,
+        buffered: Default::default(),
+        log: log.clone(),
+    };
+    run_pair(
+        Box::new(sink),
+        |to| TcpSender::new(0, to, 1, 1000, variant, 200).with_bug_fix(bug_fix),
+        8.0,
     );
-    let tcp = sim.add_agent(
-        0,
-        Box::new(
-            TcpSender::new(0, Dest::Agent(1, sink), 1, 1000, variant, 200).with_bug_fix(bug_fix),
-        ),
-    );
-    sim.net.schedule_command(Time::ZERO, tcp, Command::Start);
-    sim.run_until(Time::from_secs_f64(8.0));
     let log = log.borrow();
     let holes: Vec<f64> = log
         .iter()
@@ -345,32 +336,20 @@ fn lossy_run_with(
     drop: &[(u64, u32)],
     secs: f64,
 ) -> Vec<(Time, u64, bool)> {
-    let mut sim = Sim::new(2, vec![link(0, 1), link(1, 0)], 1);
     let log = Rc::new(RefCell::new(Vec::new()));
-    let sink = sim.add_agent(
-        1,
-        Box::new(LossySink {
-            drop: drop.to_vec(),
-            seen: Default::default(),
-            sack: sack_sink,
-            next: 0,
-            buf: RecvBuffer::default(),
-            log: log.clone(),
-        }),
+    let sink = LossySink {
+        drop: drop.to_vec(),
+        seen: Default::default(),
+        sack: sack_sink,
+        next: 0,
+        buf: RecvBuffer::default(),
+        log: log.clone(),
+    };
+    run_pair(
+        Box::new(sink),
+        |to| TcpSender::new(0, to, 1, 1000, variant, 200),
+        secs,
     );
-    let tcp = sim.add_agent(
-        0,
-        Box::new(TcpSender::new(
-            0,
-            Dest::Agent(1, sink),
-            1,
-            1000,
-            variant,
-            200,
-        )),
-    );
-    sim.net.schedule_command(Time::ZERO, tcp, Command::Start);
-    sim.run_until(Time::from_secs_f64(secs));
     let out = log.borrow().clone();
     out
 }
