@@ -17,10 +17,11 @@ const USAGE = `usage:
   layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
                                   [--overhead-bytes B] [--rt-prio P] [--igmpproxy]
   layercast-e2e leave-latency [--out DIR] [--cycles N] [--default-timers] [--igmpproxy]
-  layercast-e2e full [--out DIR] [--all] [--only NAME,..]
+  layercast-e2e full [--out DIR] [--all] [--only NAME,..] [--no-keep-awake]
                                         leave latency, then every scenario of scenarios/ and
                                         e2e/scenarios/ naming a check of the full set (--all:
-                                        every scenario); one summary table
+                                        every scenario); one summary table; runs under
+                                        keep-awake spinners unless --no-keep-awake
   layercast-e2e compare SCENARIO.yaml [--out DIR] [--seed N]
                                         the scenario in layercast-sim and on the testbed, one table
   layercast-e2e quality RUN_DIR [--reference FILE]
@@ -76,7 +77,7 @@ async function main(argv: string[]): Promise<number> {
     case 'full': {
       const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `full-${stamp}`);
       const only = flag(args, '--only');
-      const r = await runFull({ outDir: out, all: args.includes('--all'), only: only ? only.split(',') : undefined });
+      const r = await runFull({ outDir: out, all: args.includes('--all'), only: only ? only.split(',') : undefined, keepAwake: !args.includes('--no-keep-awake') });
       console.log(`reports under ${out}`);
       return r.fails ? 1 : 0;
     }

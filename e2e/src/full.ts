@@ -9,7 +9,8 @@
 // passes; measurements without a band are reported ("info") and do not decide it.
 import fs from 'node:fs';
 import path from 'node:path';
-import { repoRoot } from './bins.js';
+import { spawn } from 'node:child_process';
+import { repoRoot, requireBinary } from './bins.js';
 import { loadScenario, type Scenario } from './scenario.js';
 import { runScenario, type RunResult } from './runner.js';
 import { measureLeaveLatency } from './leave.js';
@@ -148,8 +149,33 @@ export function checkVerdicts(rows: Row[]): { check: string; value: string; pass
   });
 }
 
-export async function runFull(opts: { outDir: string; all?: boolean; only?: string[]; log?: (s: string) => void }): Promise<{ rows: Row[]; fails: number }> {
+/** Options of [`runFull`]. */
+export interface FullOptions {
+  outDir: string;
+  all?: boolean;
+  only?: string[];
+  /** Run `layercast-linkemu keep-awake` (one SCHED_IDLE spinner per CPU) for the whole run, as
+   *  `make test` runs its e2e suite: on this VM an idle vCPU halts and wakes milliseconds late
+   *  for the link emulator's release timers, which stretches packet pairs (plm/E2 on the idle
+   *  machine: 60 layer changes per minute without, 0 with; docs/testbed.md). The CLI turns it
+   *  on unless `--no-keep-awake`. Default off (a caller may run its own spinners). */
+  keepAwake?: boolean;
+  log?: (s: string) => void;
+}
+
+export async function runFull(opts: FullOptions): Promise<{ rows: Row[]; fails: number }> {
+  if (!opts.keepAwake) return runFullInner(opts);
+  const spinner = spawn(requireBinary('layercast-linkemu'), ['keep-awake'], { stdio: 'ignore' });
+  try {
+    return await runFullInner(opts);
+  } finally {
+    spinner.kill('SIGTERM');
+  }
+}
+
+async function runFullInner(opts: FullOptions): Promise<{ rows: Row[]; fails: number }> {
   const log = opts.log ?? ((s: string) => console.log(s));
+  if (opts.keepAwake) log('keep-awake: one SCHED_IDLE spinner per CPU for the whole run');
   fs.mkdirSync(opts.outDir, { recursive: true });
   const rows: Row[] = [];
   const t0 = Date.now();
@@ -176,7 +202,7 @@ export async function runFull(opts: { outDir: string; all?: boolean; only?: stri
       log(`ERROR ${sc.name}: ${(e as Error).message}`);
     }
   }
-  const cmd = 'npm run full -w e2e (make e2e-full)';
+  const cmd = `npm run full -w e2e (make e2e-full)${opts.keepAwake ? ', keep-awake' : ', no keep-awake'}`;
   const verdicts = checkVerdicts(rows);
   // Checks the simulator's catalogue also measures are recorded as `<id>@testbed`, so that the
   // table keeps both results instead of whichever ran last (scripts/acceptance.mjs shows them
