@@ -717,7 +717,7 @@ fn level_at(changes: &[(f64, u8)], t: f64) -> u8 {
 /// Two receivers of one session behind a 300 kbit/s FIFO (testbed DE1, simulator DS1): the
 /// tree carries the higher of their levels. Fed the same packets (the sender paces every
 /// layer all the time), with different seeds for the join hold-off, they decide alike: the
-/// shared tree alone does not split them. What split them on the testbed (session 7,
+/// shared tree alone does not split them. What split them on the testbed (session 8,
 /// docs/testbed.md) is a difference in what they saw, e.g. one slow start ending on a
 /// sub-millisecond trend at 13 layers while the other climbed to 15; from then on the lower
 /// receiver reads the queue of the other's join probes, which its own leaves cannot drain.
@@ -757,7 +757,7 @@ fn two_receivers_on_one_tree_stay_near_the_share() {
     );
 }
 
-/// The zone-1 floor option (testbed DE1, session 7): after a congestion episode the
+/// The zone-1 floor option (testbed DE1, session 8): after a congestion episode the
 /// multiplicative cut (25-50 %, 5-10 layers on a 20-kbit/s ladder) was carried out by the
 /// leave timers one layer per second long after the queue had gone: with 6 ms of mean delay
 /// noise (between d0 and d1, where α as written is a few hundred bit/s per epoch) X_calc did
@@ -803,7 +803,7 @@ fn zone1_floor_stops_the_walk_down_once_the_queue_is_gone() {
     );
 }
 
-/// DE6 / DS8 (session 7): beside a loss-based TCP flow on a drop-tail queue the delay signal
+/// DE6 / DS8 (session 8): beside a loss-based TCP flow on a drop-tail queue the delay signal
 /// stays in zone 3 (the queue is TCP's, whatever DLM does) and X_calc falls below B_0 while
 /// every base-layer packet arrives. The exit rule as the spec writes it (R_TARGET < B_0 for
 /// 10 s) then ended the session: the player quit. With `exit_needs_loss` the base layer is
