@@ -97,6 +97,20 @@ impl Run {
 /// phase `(0.37·k mod 1)·interval` from time zero: the sender paces every layer all the time
 /// and a join grafts a running stream (`drive_tree`; `drive` starts a layer's grid at its
 /// join, which the regression tests above were written against).
+/// One unbunched packet of `layer` (the DLM reads no pairs): sent at `send_time_us` on the
+/// sender's clock, received at `recv_time`.
+fn arrival(layer: u8, seq: u64, size: u32, send_time_us: u64, recv_time: Time) -> PacketArrival {
+    PacketArrival {
+        layer,
+        seq,
+        bunch_pos: 0,
+        bunch_len: 1,
+        size,
+        send_time_us,
+        recv_time,
+    }
+}
+
 fn sender_grid(k: usize, interval: f64, t: f64) -> f64 {
     let phase = (k as f64 * 0.37).fract() * interval;
     phase + ((t - phase) / interval).ceil().max(0.0) * interval
@@ -215,15 +229,13 @@ fn drive(cfg: Config, p: &Path) -> (Run, Dlm) {
             let send_us = (f.3 * 1e6) as i64 + p.clock_offset_us + 1_000_000;
             c.handle_packet(
                 now,
-                &PacketArrival {
-                    layer: f.1 as u8,
-                    seq: f.2,
-                    bunch_pos: 0,
-                    bunch_len: 1,
-                    size: p.pkt,
-                    send_time_us: send_us as u64,
-                    recv_time: Time::from_secs_f64(f.0),
-                },
+                &arrival(
+                    f.1 as u8,
+                    f.2,
+                    p.pkt,
+                    send_us as u64,
+                    Time::from_secs_f64(f.0),
+                ),
             );
         };
         for f in due {
@@ -471,15 +483,7 @@ fn two_layers_with_offset(cfg: Config, offset_s: f64, secs: f64) -> f64 {
             let send = t - 0.03 - off;
             c.handle_packet(
                 now,
-                &PacketArrival {
-                    layer: k,
-                    seq: seq[k as usize],
-                    bunch_pos: 0,
-                    bunch_len: 1,
-                    size: 1000,
-                    send_time_us: (send * 1e6 + 1e6) as u64,
-                    recv_time: now,
-                },
+                &arrival(k, seq[k as usize], 1000, (send * 1e6 + 1e6) as u64, now),
             );
             seq[k as usize] += 1;
         }
@@ -551,15 +555,7 @@ fn per_layer_baseline_still_sees_a_common_queue() {
             let send = t - 0.03 - q - 0.005 * f64::from(k);
             c.handle_packet(
                 now,
-                &PacketArrival {
-                    layer: k,
-                    seq: seq[k as usize],
-                    bunch_pos: 0,
-                    bunch_len: 1,
-                    size: 1000,
-                    send_time_us: (send * 1e6 + 1e6) as u64,
-                    recv_time: now,
-                },
+                &arrival(k, seq[k as usize], 1000, (send * 1e6 + 1e6) as u64, now),
             );
             seq[k as usize] += 1;
         }
@@ -681,15 +677,13 @@ fn drive_tree(p: &Path, seeds: &[u64]) -> Vec<Vec<(f64, u8)>> {
                 let jitter = p.jitter_s * xorshift(&mut rng);
                 c.handle_packet(
                     now,
-                    &PacketArrival {
-                        layer: f.1 as u8,
-                        seq: f.2,
-                        bunch_pos: 0,
-                        bunch_len: 1,
-                        size: p.pkt,
-                        send_time_us: (f.3 * 1e6) as u64 + 1_000_000,
-                        recv_time: Time::from_secs_f64(f.0 + jitter),
-                    },
+                    &arrival(
+                        f.1 as u8,
+                        f.2,
+                        p.pkt,
+                        (f.3 * 1e6) as u64 + 1_000_000,
+                        Time::from_secs_f64(f.0 + jitter),
+                    ),
                 );
             }
         }
