@@ -123,7 +123,8 @@ fn xorshift(x: &mut u64) -> f64 {
     (*x >> 11) as f64 / (1u64 << 53) as f64
 }
 
-fn drive(cfg: Config, p: &Path) -> (Run, Dlm) {
+/// The session a [`Path`] carries: `p.layers` equal layers of `p.layer_bps`, `p.pkt`-byte packets.
+fn session(p: &Path) -> SessionInfo {
     let mut info = SessionInfo::equal_layers(
         p.layers,
         p.layer_bps as u64,
@@ -131,6 +132,11 @@ fn drive(cfg: Config, p: &Path) -> (Run, Dlm) {
         5000,
     );
     info.packet_size = p.pkt as u16;
+    info
+}
+
+fn drive(cfg: Config, p: &Path) -> (Run, Dlm) {
+    let info = session(p);
     let mut c = Dlm::new(cfg);
     let step = 1e-3;
     let interval = p.pkt as f64 * 8.0 / p.layer_bps;
@@ -591,13 +597,7 @@ fn alpha_weight_follows_epoch_length() {
 /// carries every layer that at least one receiver holds, and each receiver reads the packets
 /// of its own layers from the same queue. Returns each receiver's (time s, level) changes.
 fn drive_tree(p: &Path, seeds: &[u64]) -> Vec<Vec<(f64, u8)>> {
-    let mut info = SessionInfo::equal_layers(
-        p.layers,
-        p.layer_bps as u64,
-        Ipv4Addr::new(239, 5, 0, 0),
-        5000,
-    );
-    info.packet_size = p.pkt as u16;
+    let info = session(p);
     let mut rx: Vec<Dlm> = seeds
         .iter()
         .map(|&seed| {
