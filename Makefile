@@ -16,7 +16,7 @@ catalogue: ## The simulator's full catalogue of published experiments (long)
 	@scripts/setup.sh && target/release/layercast-sim catalogue && target/release/layercast-sim report
 
 e2e-full: ## Every emulated-network acceptance scenario (long)
-	@scripts/setup.sh && npm run -w e2e full
+	@scripts/setup.sh && npm run -w e2e full -- $(ARGS)
 
 bench: ## Criterion benchmarks of the controllers, simulator engine and codec; records the issue figures
 	@scripts/setup.sh && cargo bench --workspace && node scripts/bench-record.mjs && node scripts/acceptance.mjs

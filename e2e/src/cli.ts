@@ -17,11 +17,13 @@ const USAGE = `usage:
   layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
                                   [--overhead-bytes B] [--rt-prio P] [--igmpproxy]
   layercast-e2e leave-latency [--out DIR] [--cycles N] [--default-timers] [--igmpproxy]
-  layercast-e2e full [--out DIR] [--all] [--only NAME,..] [--no-keep-awake]
+  layercast-e2e full [--out DIR] [--all] [--only NAME,..] [--reps N] [--no-keep-awake]
                                         leave latency, then every scenario of scenarios/ and
                                         e2e/scenarios/ naming a check of the full set (--all:
                                         every scenario); one summary table; runs under
-                                        keep-awake spinners unless --no-keep-awake
+                                        keep-awake spinners unless --no-keep-awake; --reps N
+                                        runs each scenario N times (seeds 1..N) and reports
+                                        mean ± 95% CI (era.md §5 asks for >= 5)
   layercast-e2e compare SCENARIO.yaml [--out DIR] [--seed N]
                                         the scenario in layercast-sim and on the testbed, one table
   layercast-e2e quality RUN_DIR [--reference FILE]
@@ -77,7 +79,9 @@ async function main(argv: string[]): Promise<number> {
     case 'full': {
       const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `full-${stamp}`);
       const only = flag(args, '--only');
-      const r = await runFull({ outDir: out, all: args.includes('--all'), only: only ? only.split(',') : undefined, keepAwake: !args.includes('--no-keep-awake') });
+      const reps = Number(flag(args, '--reps') ?? 1);
+      if (!Number.isInteger(reps) || reps < 1) throw new Error(`--reps wants a whole number >= 1, not ${flag(args, '--reps')}`);
+      const r = await runFull({ outDir: out, all: args.includes('--all'), only: only ? only.split(',') : undefined, reps, keepAwake: !args.includes('--no-keep-awake') });
       console.log(`reports under ${out}`);
       return r.fails ? 1 : 0;
     }

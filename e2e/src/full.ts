@@ -17,6 +17,8 @@ import { measureLeaveLatency } from './leave.js';
 import { recordAcceptance } from './acceptance.js';
 import { checkHook, plmDelayDerived } from './plm-delay-checks.js';
 import type { DerivedRow } from './tfmcc.js';
+import { AGGREGATE, inBand, type MeasResult } from './metrics.js';
+import { repeatRows, type Sample } from './repeat.js';
 
 /** The checks the full set must report (issue 7): ERA §5, PLM §9.B with FQ and the FIFO
  *  comparison, the delay-based scheme's §10.B. */
@@ -43,6 +45,13 @@ export interface Row {
   band: string;
   verdict: 'pass' | 'FAIL' | 'info' | 'ERROR';
   note: string;
+  /** The numbers behind the row and its band, for folding several runs (src/repeat.ts). */
+  samples?: Sample[];
+  min?: number | null;
+  max?: number | null;
+  /** The verdict is exactly "every sample in [min, max]", so a mean over runs can be judged
+   *  the same way; false where it depends on more (plm/E5's per-run floor). */
+  bandOnValue?: boolean;
 }
 
 /** The check id of a measurement: its first word (`era/AC-2 time to 15 layers` → `era/AC-2`). */
@@ -87,10 +96,21 @@ export function rowsOf(sc: Scenario, r: RunResult): Row[] {
     band: band(m.min, m.max),
     verdict: m.min == null && m.max == null ? 'info' : m.pass ? 'pass' : 'FAIL',
     note: m.known_issue ?? '',
+    ...measSamples(m),
   }));
   rows.push(...derivedRows(sc, r));
   for (const mon of r.monitors) if (mon.not_run) rows.push({ check: rows[0]?.check ?? sc.name, scenario: sc.name, measurement: `monitor ${mon.name} not run`, value: '', band: '', verdict: 'ERROR', note: mon.not_run });
   return rows;
+}
+
+/** The numbers of one scenario measurement: one per entity where the verdict is every
+ *  entity's value in band (metrics.ts), else the one aggregate value. */
+function measSamples(m: MeasResult): Pick<Row, 'samples' | 'min' | 'max' | 'bandOnValue'> {
+  const banded = m.min != null || m.max != null;
+  const samples: Sample[] = !AGGREGATE.includes(m.metric) && m.values.length
+    ? m.values.map(([n, v]) => ({ entity: n.split('/').pop() === 'rcv' ? n.split('/')[0] : n, value: v, pass: banded ? inBand(v, m.min, m.max) : null }))
+    : [{ entity: null, value: m.value, pass: banded ? m.pass : null }];
+  return { samples, min: m.min, max: m.max, bandOnValue: true };
 }
 
 /** Conditions a spec states that the scenario metrics cannot express. plm.md E5: each TCP's
@@ -98,7 +118,7 @@ export function rowsOf(sc: Scenario, r: RunResult): Row[] {
 export function derivedRows(sc: Scenario, r: RunResult): Row[] {
   const out: Row[] = [];
   for (const d of r.tfmcc_checks ?? []) {
-    out.push({ check: d.check, scenario: sc.name, measurement: d.measurement, value: d.text, band: band(d.min, d.max), verdict: d.pass === null ? 'info' : d.pass ? 'pass' : 'FAIL', note: '' });
+    out.push(derivedRow(sc, d));
   }
   const plm = r.measurements.find((m) => m.id.startsWith('plm/E5 PLM rate'));
   const tcp = r.measurements.find((m) => m.id.startsWith('plm/E5 TCP rates'));
@@ -113,6 +133,8 @@ export function derivedRows(sc: Scenario, r: RunResult): Row[] {
       band: `≥ ${fmtV(floor)}`,
       verdict: ok ? 'pass' : 'FAIL',
       note: '',
+      samples: tcp.values.map(([n, v]) => ({ entity: n, value: v, pass: v >= floor })),
+      bandOnValue: false,
     });
   }
   return out;
@@ -120,7 +142,21 @@ export function derivedRows(sc: Scenario, r: RunResult): Row[] {
 
 /** A row derived outside the scenario metrics (src/tfmcc.ts, src/plm-delay-checks.ts). */
 export function derivedRow(sc: Scenario, d: DerivedRow): Row {
-  return { check: d.check, scenario: sc.name, measurement: d.measurement, value: d.text, band: band(d.min, d.max), verdict: d.pass === null ? 'info' : d.pass ? 'pass' : 'FAIL', note: '' };
+  return {
+    check: d.check,
+    scenario: sc.name,
+    measurement: d.measurement,
+    value: d.text,
+    band: band(d.min, d.max),
+    verdict: d.pass === null ? 'info' : d.pass ? 'pass' : 'FAIL',
+    note: '',
+    samples: [{ entity: null, value: d.value, pass: d.pass }],
+    min: d.min,
+    max: d.max,
+    // Some derived checks decide on more than their headline number (tfmcc.ts: a share of
+    // samples, a bound from the run); only "value in band" can be judged on a mean.
+    bandOnValue: d.pass === null || d.pass === (Number.isFinite(d.value) && (d.min == null || d.value >= d.min) && (d.max == null || d.value <= d.max)),
+  };
 }
 
 /** One aligned text table. */
@@ -133,7 +169,7 @@ export function summaryTable(rows: Row[]): string {
 }
 
 /** Per check: pass if every banded row passes (null if it has none), value = the rows joined. */
-export function checkVerdicts(rows: Row[]): { check: string; value: string; pass: boolean | null }[] {
+export function checkVerdicts(rows: Row[], head = 'testbed'): { check: string; value: string; pass: boolean | null }[] {
   const by = new Map<string, Row[]>();
   for (const r of rows) {
     if (!by.has(r.check)) by.set(r.check, []);
@@ -143,7 +179,7 @@ export function checkVerdicts(rows: Row[]): { check: string; value: string; pass
     const banded = rs.filter((r) => r.verdict !== 'info');
     return {
       check,
-      value: 'testbed: ' + rs.map((r) => `${r.measurement}: ${r.value}${r.verdict === 'info' ? '' : ` (${r.verdict})`}`).join('; '),
+      value: `${head}: ` + rs.map((r) => `${r.measurement}: ${r.value}${r.verdict === 'info' ? '' : ` (${r.verdict})`}`).join('; '),
       pass: banded.length ? banded.every((r) => r.verdict === 'pass') : null,
     };
   });
@@ -160,6 +196,9 @@ export interface FullOptions {
    *  machine: 60 layer changes per minute without, 0 with; docs/testbed.md). The CLI turns it
    *  on unless `--no-keep-awake`. Default off (a caller may run its own spinners). */
   keepAwake?: boolean;
+  /** Runs per scenario (seeds 1..reps), folded into mean ± 95% CI (src/repeat.ts); era.md §5
+   *  asks for at least 5. Default 1. */
+  reps?: number;
   log?: (s: string) => void;
 }
 
@@ -188,22 +227,35 @@ async function runFullInner(opts: FullOptions): Promise<{ rows: Row[]; fails: nu
   let list = fullScenarios(opts.all, unreadable);
   for (const u of unreadable) rows.push({ check: 'scenario', scenario: u.split(':')[0], measurement: 'load', value: '', band: '', verdict: 'ERROR', note: u });
   if (opts.only?.length) list = list.filter((x) => opts.only!.some((o) => x.sc.name.includes(o)));
+  const reps = Math.max(1, Math.floor(opts.reps ?? 1));
+  const perRunRows: Record<string, Row[][]> = {};
   for (const { sc } of list) {
-    log(`== ${sc.name} (${sc.duration_s} s)`);
-    try {
-      const dir = path.join(opts.outDir, sc.name);
-      const r = await runScenario(sc, { outDir: dir, onBuilt: checkHook(sc, dir) });
-      const rs = [...rowsOf(sc, r), ...(await plmDelayDerived(sc, r, dir)).map((d) => derivedRow(sc, d))];
-      for (const x of rs) log(`${x.verdict.padEnd(5)} ${x.check} ${x.measurement}: ${x.value} ${x.band}`);
-      rows.push(...rs);
-    } catch (e) {
-      const check = sc.measurements.map((m) => checkOf(m.id)).find((c) => FULL_CHECKS.includes(c)) ?? sc.name;
-      rows.push({ check, scenario: sc.name, measurement: 'run', value: '', band: '', verdict: 'ERROR', note: (e as Error).message });
-      log(`ERROR ${sc.name}: ${(e as Error).message}`);
+    const perRun: Row[][] = [];
+    for (let seed = 1; seed <= reps; seed++) {
+      log(`== ${sc.name} (${sc.duration_s} s)${reps > 1 ? `, run ${seed}/${reps}` : ''}`);
+      try {
+        const dir = path.join(opts.outDir, reps > 1 ? `${sc.name}-seed${seed}` : sc.name);
+        const r = await runScenario(sc, { outDir: dir, seed, onBuilt: checkHook(sc, dir) });
+        const rs = [...rowsOf(sc, r), ...(await plmDelayDerived(sc, r, dir)).map((d) => derivedRow(sc, d))];
+        for (const x of rs) log(`${x.verdict.padEnd(5)} ${x.check} ${x.measurement}: ${x.value} ${x.band}`);
+        perRun.push(rs);
+      } catch (e) {
+        const check = sc.measurements.map((m) => checkOf(m.id)).find((c) => FULL_CHECKS.includes(c)) ?? sc.name;
+        perRun.push([{ check, scenario: sc.name, measurement: 'run', value: '', band: '', verdict: 'ERROR', note: (e as Error).message }]);
+        log(`ERROR ${sc.name}: ${(e as Error).message}`);
+      }
+    }
+    perRunRows[sc.name] = perRun;
+    if (reps === 1) rows.push(...perRun[0]);
+    else {
+      const folded = repeatRows(perRun);
+      log(`-- ${sc.name} over ${reps} runs (mean ± 95% CI):`);
+      for (const x of folded) log(`${x.verdict.padEnd(5)} ${x.check} ${x.measurement}: ${x.value} ${x.band}`);
+      rows.push(...folded);
     }
   }
-  const cmd = `npm run full -w e2e (make e2e-full)${opts.keepAwake ? ', keep-awake' : ', no keep-awake'}`;
-  const verdicts = checkVerdicts(rows);
+  const cmd = `npm run full -w e2e${reps > 1 ? ` -- --reps ${reps}` : ''} (make e2e-full)${opts.keepAwake ? ', keep-awake' : ', no keep-awake'}`;
+  const verdicts = checkVerdicts(rows, reps > 1 ? `testbed, ${reps} runs (seeds 1-${reps}), mean ± 95% CI` : 'testbed');
   // Checks the simulator's catalogue also measures are recorded as `<id>@testbed`, so that the
   // table keeps both results instead of whichever ran last (scripts/acceptance.mjs shows them
   // as two rows).
@@ -214,7 +266,7 @@ async function runFullInner(opts: FullOptions): Promise<{ rows: Row[]; fails: nu
   const text = `${table}\n\nchecks: ${verdicts.map((v) => `${v.check} ${v.pass === null ? 'info' : v.pass ? 'pass' : 'FAIL'}`).join(', ')}` +
     (missing.length ? `\nnot measured: ${missing.join(', ')}` : '') + `\nwall time ${wall.toFixed(0)} s\n`;
   fs.writeFileSync(path.join(opts.outDir, 'summary.txt'), text);
-  fs.writeFileSync(path.join(opts.outDir, 'summary.json'), JSON.stringify({ rows, verdicts, missing, wall_s: wall }, null, 1));
+  fs.writeFileSync(path.join(opts.outDir, 'summary.json'), JSON.stringify({ reps, rows, verdicts, missing, wall_s: wall, ...(reps > 1 ? { runs: perRunRows } : {}) }, null, 1));
   log('\n' + text);
   return { rows, fails: rows.filter((r) => r.verdict === 'FAIL' || r.verdict === 'ERROR').length };
 }

@@ -170,9 +170,10 @@ export interface MeasResult {
   known_issue: string | null;
 }
 
-const AGGREGATE = ['sum_throughput_kbps', 'jain', 'fairness_i', 'tcp_friendliness'];
+/** Metrics that give one value over all their monitors (no per-entity values). */
+export const AGGREGATE = ['sum_throughput_kbps', 'jain', 'fairness_i', 'tcp_friendliness'];
 
-const inBand = (v: number, min?: number | null, max?: number | null) =>
+export const inBand = (v: number, min?: number | null, max?: number | null) =>
   !Number.isNaN(v) && (min == null || v >= min) && (max == null || v <= max);
 
 function availableMean(a: number | [number, number, number][], t0: number, t1: number): number {
