@@ -523,9 +523,11 @@ export const E9_TCPB_RUN = 'plm-e9-bursty-a-tcpb';
 
 /** plm.md E9: PLM's mean rate over TCP_b's, measured under the same background (the TCP_b
  *  run of the same set, `../plm-e9-bursty-a-tcpb/summary.json`, same seed and so the same
- *  on/off schedule). */
+ *  on/off schedule; with `full --reps` the run directories end in `-seed<k>` and the TCP_b run
+ *  of the same seed is taken). */
 function versusTcpB(r: RunResult, dir: string, c: number, min: number): DerivedRow[] {
-  const file = path.join(dir, '..', E9_TCPB_RUN, 'summary.json');
+  const seedSuffix = /-seed\d+$/.exec(path.basename(dir))?.[0] ?? '';
+  const file = path.join(dir, '..', E9_TCPB_RUN + seedSuffix, 'summary.json');
   const plm = r.measurements.find((m) => m.id.startsWith(`plm/E9 C = ${c}: PLM rate`));
   const bg = r.measurements.find((m) => m.id.startsWith(`plm/E9 C = ${c}: background rate`));
   let tcpb = NaN;

@@ -69,7 +69,8 @@ export function repeatRows(perRun: Row[][]): Row[] {
     const first = rs[0];
     const passed = rs.filter((r) => r.verdict === 'pass').length;
     const info = rs.every((r) => r.verdict === 'info');
-    // Per entity, the values of every run, in first-seen order.
+    // Per entity, the values of every run, in first-seen order (named only when there are
+    // several, as a single run's row does).
     const byEntity = new Map<string | null, number[]>();
     for (const r of rs) for (const s of r.samples ?? []) {
       if (!byEntity.has(s.entity)) byEntity.set(s.entity, []);
@@ -83,7 +84,7 @@ export function repeatRows(perRun: Row[][]): Row[] {
     else if (banded) verdict = stats.length > 0 && stats.every((s) => inBand(s.mean, first.min, first.max)) ? 'pass' : 'FAIL';
     else verdict = passed === runs ? 'pass' : 'FAIL';
     const numbers = stats.length
-      ? stats.map((s) => `${s.entity === null ? '' : `${s.entity}=`}${fmt(s.mean)} ± ${fmt(s.ci)}${s.n < rs.length ? ` (${s.n} finite)` : ''}`).join(' ')
+      ? stats.map((s) => `${s.entity === null || stats.length === 1 ? '' : `${s.entity}=`}${fmt(s.mean)} ± ${fmt(s.ci)}${s.n < rs.length ? ` (${s.n} finite)` : ''}`).join(' ')
       : rs.map((r) => r.value).join(' | ');
     const bands = [...new Set(rs.map((r) => r.band))];
     out.push({

@@ -137,6 +137,16 @@ test('E9: PLM / TCP_b from the TCP_b run of the same set; a missing benchmark ru
   const [none] = await plmDelayDerived(sc, run(1000), lone);
   assert.equal(none.pass, false);
   assert.match(none.text, /no TCP_b run/);
+  // With `full --reps` the runs are `<name>-seed<k>`: the TCP_b run of the same seed is read.
+  for (const [seed, tcpb] of [[1, 2000], [2, 1600]]) {
+    const d = path.join(set, `plm-e9-bursty-a-tcpb-seed${seed}`);
+    fs.mkdirSync(d);
+    fs.writeFileSync(path.join(d, 'summary.json'), JSON.stringify({ scenario: 'plm-e9-bursty-a-tcpb', measurements: [{ id: 'plm/E9 TCP_b rate 30-150 s (kbit/s)', value: tcpb }] }));
+  }
+  const seed2 = path.join(set, 'plm-e9-bursty-c1-seed2');
+  fs.mkdirSync(seed2);
+  const [s2] = await plmDelayDerived(sc, run(800), seed2);
+  assert.equal(s2.value, 0.5, s2.text);
 });
 
 test('DE3/DE4 on the DE1 run: queue samples to delay, loss after a join', async () => {
