@@ -155,7 +155,7 @@ export function derivedRow(sc: Scenario, d: DerivedRow): Row {
     max: d.max,
     // Some derived checks decide on more than their headline number (tfmcc.ts: a share of
     // samples, a bound from the run); only "value in band" can be judged on a mean.
-    bandOnValue: d.pass === null || d.pass === (Number.isFinite(d.value) && (d.min == null || d.value >= d.min) && (d.max == null || d.value <= d.max)),
+    bandOnValue: d.pass === null || d.pass === (Number.isFinite(d.value) && inBand(d.value, d.min, d.max)),
   };
 }
 

@@ -13,6 +13,7 @@
 // The value always says in how many single runs the row passed, so a mean that passes on the
 // strength of most runs is visible as such.
 import type { Row } from './full.js';
+import { inBand } from './metrics.js';
 
 /** One number behind a row: `entity` is the receiver or flow for per-entity measurements,
  *  null for one value per run. `pass` is that number's own verdict (null: no band). */
@@ -41,8 +42,6 @@ export function meanCi95(v: number[]): { mean: number; ci: number; n: number } {
   return { mean, ci: (t * sd) / Math.sqrt(n), n };
 }
 
-const inBand = (v: number, min: number | null | undefined, max: number | null | undefined) =>
-  Number.isFinite(v) && (min == null || v >= min) && (max == null || v <= max);
 
 const fmt = (x: number) => (!Number.isFinite(x) ? String(x) : Math.abs(x) >= 100 ? x.toFixed(1) : Math.abs(x) >= 1 ? x.toFixed(2) : x.toFixed(4));
 
@@ -81,7 +80,7 @@ export function repeatRows(perRun: Row[][]): Row[] {
     let verdict: Row['verdict'];
     if (info) verdict = 'info';
     else if (rs.length < runs) verdict = 'FAIL'; // a run that produced no such row
-    else if (banded) verdict = stats.length > 0 && stats.every((s) => inBand(s.mean, first.min, first.max)) ? 'pass' : 'FAIL';
+    else if (banded) verdict = stats.length > 0 && stats.every((s) => Number.isFinite(s.mean) && inBand(s.mean, first.min, first.max)) ? 'pass' : 'FAIL';
     else verdict = passed === runs ? 'pass' : 'FAIL';
     const numbers = stats.length
       ? stats.map((s) => `${s.entity === null || stats.length === 1 ? '' : `${s.entity}=`}${fmt(s.mean)} ± ${fmt(s.ci)}${s.n < rs.length ? ` (${s.n} finite)` : ''}`).join(' ')
