@@ -3,7 +3,7 @@
 scenarios/an-s1-*.yaml, an-s2-*.yaml, an-s3-*.yaml. Choices: docs/protocols/aer-nca.md."""
 import os
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "scenarios")
+OUT = os.path.join(os.path.dirname(__file__), "..", "research", "scenarios")
 DT = "{kind: droptail, limit_packets: 30}"
 
 

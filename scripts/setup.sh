@@ -101,9 +101,12 @@ PY
   rm -rf "$tmp"
 fi
 
-# Rust workspace (debug for tests, release for the binaries the demo and e2e runs use).
+# Rust workspace (release binaries for the demo and the e2e runs). The testbed build enables
+# the `research` feature (the papers' baselines and unicast TFRC in the server and the player);
+# scripts/test.sh uses the same features, so no run rebuilds the binaries without them.
+. scripts/features.sh
 if [ "${LAYERCAST_SKIP_BUILD:-0}" != 1 ]; then
-  cargo build --workspace --quiet --release --bins
+  cargo build --workspace --quiet --release --bins $LAYERCAST_FEATURES
 fi
 
 # npm workspaces from the lock file; reinstall only when the lock file changed.

@@ -145,7 +145,7 @@ function pipeTo(c: ChildProcess, file: string, onLine?: (l: string) => void) {
 export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
   const log = opts.log ?? ((m: string) => console.error(`[demo] ${m}`));
   const out = opts.out ?? ((m: string) => console.log(m));
-  const scFile = opts.scenarioFile ?? path.join(repoRoot, 'scenarios', 'demo.yaml');
+  const scFile = opts.scenarioFile ?? path.join(repoRoot, 'research', 'scenarios', 'demo.yaml');
   const sc = loadScenario(scFile);
   const flow = sc.flows.find((f): f is LayeredFlow => f.type === 'layered');
   if (!flow) throw new Error(`${scFile}: no layered flow`);

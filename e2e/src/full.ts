@@ -35,7 +35,7 @@ export const FULL_CHECKS = [
 /** Checks of FULL_CHECKS that the simulator's catalogue records under the same id. */
 export const SIM_ALSO = ['era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-6', 'era/AC-8', 'era/AC-9', 'era/AC-10', 'era/AC-12'];
 
-export const SCENARIO_DIRS = [path.join(repoRoot, 'scenarios'), path.join(repoRoot, 'e2e', 'scenarios')];
+export const SCENARIO_DIRS = [path.join(repoRoot, 'research', 'scenarios'), path.join(repoRoot, 'e2e', 'scenarios')];
 
 export interface Row {
   check: string;

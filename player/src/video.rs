@@ -184,20 +184,18 @@ struct Pending {
     frame: crate::framelog::FrameMsg,
 }
 
-/// `(spatial, temporal, fps)` from a codec string like `VP9 L3T3 640x360@15`.
-pub fn parse_codec(codec: &str) -> Option<(usize, usize, f64)> {
-    let mut it = codec.split_whitespace();
-    if it.next()? != "VP9" {
-        return None;
+/// `(spatial layers, temporal layers, fps, width, height)` of the session's VP9 track.
+pub fn vp9_params(info: &SessionInfo) -> Option<(usize, usize, f64, u32, u32)> {
+    match &info.track(proto::TrackKind::Video)?.codec {
+        proto::Codec::Vp9(p) => Some((
+            p.spatial as usize,
+            p.temporal as usize,
+            p.fps(),
+            p.width as u32,
+            p.height as u32,
+        )),
+        _ => None,
     }
-    let lt = it.next()?.strip_prefix('L')?;
-    let (s, t) = lt.split_once('T')?;
-    let fps = it
-        .next()
-        .and_then(|r| r.split_once('@'))
-        .and_then(|(_, f)| f.parse().ok())
-        .unwrap_or(30.0);
-    Some((s.parse().ok()?, t.parse().ok()?, fps))
 }
 
 impl Video {
@@ -206,7 +204,7 @@ impl Video {
     /// window carry on, so `frames.csv` keeps one row per picture across the restart.
     pub fn new(info: &SessionInfo, a: &crate::Args, prev: Option<Video>) -> Option<Video> {
         let (out, delay_ms) = (a.out.as_deref(), a.playout_delay_ms);
-        let (ns, nt, fps) = parse_codec(&info.codec)?;
+        let (ns, nt, fps, top_w, top_h) = vp9_params(info)?;
         // One announced layer for an SVC codec: a TFMCC session, every cell on one stream
         // (docs/protocols/tfmcc.md "Live video"); packets are told apart by their payload
         // descriptors.
@@ -248,7 +246,7 @@ impl Video {
             }
         }
         if window.is_none() && a.window {
-            let (w, h) = parse_size(&info.codec).unwrap_or((640, 360));
+            let (w, h) = (top_w, top_h);
             match crate::window::Window::open(w, h, fps) {
                 Ok(win) => window = Some(win),
                 Err(e) => eprintln!("layercast-player: no window ({e}); running headless"),
@@ -482,13 +480,6 @@ impl Video {
     }
 }
 
-/// `(width, height)` from a codec string like `VP9 L3T3 640x360@15`.
-pub fn parse_size(codec: &str) -> Option<(u32, u32)> {
-    let wh = codec.split_whitespace().nth(2)?.split('@').next()?;
-    let (w, h) = wh.split_once('x')?;
-    Some((w.parse().ok()?, h.parse().ok()?))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -613,16 +604,5 @@ mod tests {
         f.set_top(&ladder, Some(3));
         assert!(f.show(1, t + 67 * ms));
         assert!(f.show(0, t + 134 * ms));
-    }
-
-    #[test]
-    fn codec_string() {
-        assert_eq!(parse_codec("VP9 L3T3 640x360@15"), Some((3, 3, 15.0)));
-        assert_eq!(parse_codec("VP9 L1T2"), Some((1, 2, 30.0)));
-        assert_eq!(parse_codec(""), None);
-        assert_eq!(parse_codec("H264 L3T3"), None);
-        assert_eq!(parse_codec("VP9 LxT3"), None);
-        assert_eq!(parse_size("VP9 L3T3 640x360@15"), Some((640, 360)));
-        assert_eq!(parse_size("VP9 L3T3"), None);
     }
 }

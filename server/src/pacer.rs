@@ -90,7 +90,7 @@ pub struct PacerConfig {
     pub queues: Option<Arc<crate::video::LayerQueues>>,
     /// Seals every packet (encrypted sessions): packets are built `MEDIA_OVERHEAD` bytes
     /// short of `packet_size` and sealed to exactly `packet_size`.
-    pub sealer: Option<congestion::wire::auth::MediaSealer>,
+    pub sealer: Option<security::auth::MediaSealer>,
 }
 
 impl PacerConfig {
@@ -203,7 +203,7 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
     // Extended sequence numbers (the sealer's nonce input).
     let mut ext_seq: Vec<u64> = vec![0; n];
     let plain_size = match cfg.sealer {
-        Some(_) => cfg.packet_size as usize - congestion::wire::auth::MEDIA_OVERHEAD,
+        Some(_) => cfg.packet_size as usize - security::auth::MEDIA_OVERHEAD,
         None => cfg.packet_size as usize,
     };
     let mut last_ts: Vec<u32> = vec![0; n];
@@ -658,7 +658,7 @@ mod tests {
     /// key to a packet whose cc extension is intact, and does not open with another key.
     #[test]
     fn sealed_packets_have_the_announced_size_and_open() {
-        use congestion::wire::auth::{GroupKey, MediaOpener, MediaSealer};
+        use security::auth::{GroupKey, MediaOpener, MediaSealer};
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         rx.set_read_timeout(Some(Duration::from_millis(500)))
             .unwrap();
@@ -691,7 +691,7 @@ mod tests {
             let n = rx.recv(&mut buf).expect("pacer sends");
             assert_eq!(n, 300);
             let o = opener.open(&buf[..n]).expect("opens with the group key");
-            assert_eq!(o.packet.len(), 300 - congestion::wire::auth::MEDIA_OVERHEAD);
+            assert_eq!(o.packet.len(), 300 - security::auth::MEDIA_OVERHEAD);
             assert!(crate::rtp_out::parse_cc(&o.packet).is_some());
             assert!(wrong.open(&buf[..n]).is_err());
             n_ok += 1;

@@ -5,10 +5,10 @@ use crate::config::{ResolvedSession, ServerConfig, SessionConfig};
 use crate::error::{Error, Result};
 use crate::pacer::{self, PacerConfig, PacerStats};
 use crate::sock;
-use congestion::wire::auth::{
+use congestion::{LayerInfo, SessionInfo, Time};
+use security::auth::{
     GroupKey, InfluenceConfig, InfluenceLimiter, MediaSealer, ReportMac, SamSigner,
 };
-use congestion::{LayerInfo, SessionInfo, Time};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
@@ -428,6 +428,7 @@ impl State {
                 "only TFMCC sessions have receiver reports",
             ));
         }
+        let ssrc_base = random_u32();
         let info = SessionInfo {
             session_id: random_u32(),
             announce_seq: 0,
@@ -437,15 +438,14 @@ impl State {
             bunch_len: if is_tfmcc { 1 } else { r.bunch_len },
             adapt_interval: r.adapt_interval,
             announce_interval: self.cfg.announce_interval,
-            codec: r
+            tracks: r
                 .video
                 .as_ref()
-                .map(crate::video::codec_string)
+                .map(|v| vec![crate::video::video_track(v, &layers, ssrc_base)])
                 .unwrap_or_default(),
         };
         congestion::wire::sam::validate(&info)?;
         let sock = sock::sender_socket(&self.cfg)?;
-        let ssrc_base = random_u32();
         let stop = Arc::new(AtomicBool::new(false));
         let child = Arc::new(crate::video::ChildSlot::default());
         // A fresh key per session start, never stored: see docs/security.md §3 on why the
@@ -454,7 +454,7 @@ impl State {
         // Sealing adds MEDIA_OVERHEAD bytes: packets are built that much smaller, so that
         // what goes on the wire is exactly the announced packet size.
         let plain_size = if r.encrypt {
-            r.packet_size - congestion::wire::auth::MEDIA_OVERHEAD as u16
+            r.packet_size - security::auth::MEDIA_OVERHEAD as u16
         } else {
             r.packet_size
         };
@@ -667,7 +667,7 @@ impl State {
             .collect();
         json!({
             "id": s.cfg.id, "name": s.cfg.name, "protocol": s.cfg.protocol,
-            "source": s.cfg.source, "codec": info.codec, "layers": layers,
+            "source": s.cfg.source, "codec": info.describe(), "layers": layers,
             "video_pictures": s.queues.as_ref().map(|q| q.pictures.load(Ordering::Relaxed)),
             "video_dropped": s.queues.as_ref().map(|q| q.dropped.load(Ordering::Relaxed)),
             "video_key_requests": s.queues.as_ref().map(|q| q.key_requests.load(Ordering::Relaxed)),
@@ -855,7 +855,7 @@ impl State {
     pub fn sdp(&self, s: &Session) -> String {
         let info = lock(&s.info).clone();
         let l0 = &info.layers[0];
-        let enc = if info.codec.is_empty() {
+        let enc = if info.tracks.is_empty() {
             "X-LAYERCAST-SYNTH/90000"
         } else {
             "VP9/90000"

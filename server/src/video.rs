@@ -13,6 +13,7 @@ use codec::ladder::LayerLadder;
 use codec::synth;
 use codec::vp9rtp::{LayerPacket, LayerStreams, StreamConfig};
 use codec::vpx::{SvcConfig, SvcEncoder};
+use proto::{LayerInfo, Track, Vp9Params};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -126,12 +127,19 @@ impl LayerQueues {
     }
 }
 
-/// The codec description announced in the SAM, e.g. `VP9 L3T3 640x360@15`.
-pub fn codec_string(v: &ResolvedVideo) -> String {
-    format!(
-        "VP9 L{}T{} {}x{}@{}",
-        v.spatial, v.temporal, v.width, v.height, v.fps
-    )
+/// The video track announced in the SAM (`proto::Track::vp9_ladder`: stream `k` in layer `k`
+/// with SSRC `ssrc_base + k`, the SSRCs the pacer sends with).
+pub fn video_track(v: &ResolvedVideo, layers: &[LayerInfo], ssrc_base: u32) -> Track {
+    let p = Vp9Params {
+        payload_type: 96,
+        width: v.width as u16,
+        height: v.height as u16,
+        fps_num: v.fps,
+        fps_den: 1,
+        spatial: v.spatial as u8,
+        temporal: v.temporal as u8,
+    };
+    Track::vp9_ladder(0, p, layers, ssrc_base)
 }
 
 /// Per-layer labels for the API (`S1T2 320x180@15`).
