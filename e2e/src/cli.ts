@@ -18,7 +18,7 @@ const USAGE = `usage:
                                   [--overhead-bytes B] [--rt-prio P] [--igmpproxy]
   layercast-e2e leave-latency [--out DIR] [--cycles N] [--default-timers] [--igmpproxy]
   layercast-e2e full [--out DIR] [--all] [--only NAME,..] [--reps N] [--no-keep-awake]
-                                        leave latency, then every scenario of scenarios/ and
+                                        leave latency, then every scenario of research/scenarios/ and
                                         e2e/scenarios/ naming a check of the full set (--all:
                                         every scenario); one summary table; runs under
                                         keep-awake spinners unless --no-keep-awake; --reps N

@@ -17,7 +17,7 @@ import { kernelCongestionControl, loadScenario, ladderRates, type LayeredFlow, t
 import { repoRoot, requireBinary } from './bins.js';
 
 export interface DemoOptions {
-  /** Scenario file (default scenarios/demo.yaml). */
+  /** Scenario file (default research/scenarios/demo.yaml). */
   scenarioFile?: string;
   /** Stop after this many seconds; null/undefined: run until SIGINT/SIGTERM. */
   durationS?: number | null;
@@ -72,7 +72,7 @@ export const VP9_TEST_SOURCE = 'testpattern';
 /** The test-pattern encode: 640x360 at 15 fps, three spatial x three temporal layers, the
  *  codec's L3T3 cell budgets x 1.2. With 1400-byte packets the server announces per-layer rates
  *  (cell x 1.3 + one packet per layer frame) of 182, 89, 131, 416, 167, 209, 978, 354 and 396
- *  kbit/s: exactly scenarios/demo.yaml's ladder, so the synthetic fallback and the simulator run
+ *  kbit/s: exactly research/scenarios/demo.yaml's ladder, so the synthetic fallback and the simulator run
  *  the same ladder, and each bottleneck holds one more spatial layer (0.5 Mbit/s: 160x90,
  *  1.5 Mbit/s: 320x180, 4 Mbit/s: 640x360). */
 export const DEMO_VIDEO = { width: 640, height: 360, fps: 15, spatial: 3, temporal: 3, kbps_scale: 1.2 };

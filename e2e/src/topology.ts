@@ -60,7 +60,7 @@ export interface Built {
   toward(node: string, toward: string): { ifName: string; addr: string };
 }
 
-/** Sim default queue where a scenario names none (congestion/qdisc `QdiscConfig::default`). */
+/** Sim default queue where a scenario names none (crates/netmodel `QdiscConfig::default`). */
 export const DEFAULT_QUEUE: QdiscConfig = { kind: 'droptail', limit_packets: 100 };
 
 const sanitize = (s: string) => s.replace(/[^A-Za-z0-9_.-]/g, '_');
