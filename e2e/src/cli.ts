@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 // layercast-e2e: run scenarios on the namespace testbed, measure IGMP leave latency, clean up.
+import fs from 'node:fs';
 import path from 'node:path';
 import { cleanup } from './netns.js';
+import type { RouterKind } from './topology.js';
+import { FRR_CONF, withFrrDefaults } from './frr.js';
 import { loadScenario } from './scenario.js';
 import { runScenario } from './runner.js';
 import { measureLeaveLatency } from './leave.js';
@@ -15,8 +18,11 @@ import { tfrcChecksCommand } from './tfrc-checks.js';
 
 const USAGE = `usage:
   layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
-                                  [--overhead-bytes B] [--rt-prio P] [--igmpproxy]
-  layercast-e2e leave-latency [--out DIR] [--cycles N] [--default-timers] [--igmpproxy]
+                                  [--overhead-bytes B] [--rt-prio P] [--igmpproxy | --frr]
+  layercast-e2e leave-latency [--out DIR] [--cycles N] [--default-timers] [--igmpproxy | --frr]
+                              [--hops 1|2] [--ssm]
+                                        --frr: FRR PIM routers (deploy/router/frr/frr.conf;
+                                        --default-timers: without its IGMP timer settings)
   layercast-e2e full [--out DIR] [--all] [--only NAME,..] [--reps N] [--no-keep-awake]
                                         leave latency, then every scenario of scenarios/ and
                                         e2e/scenarios/ naming a check of the full set (--all:
@@ -35,6 +41,10 @@ const USAGE = `usage:
                      [--status-every SECS] [--out DIR] [--port P]
                                         the live demo (docs/demo.md); until Ctrl-C without --duration
 ${RELIABILITY_USAGE}`;
+
+function routerFlag(args: string[]): RouterKind {
+  return args.includes('--frr') ? 'frr' : args.includes('--igmpproxy') ? 'igmpproxy' : 'mrouter';
+}
 
 function flag(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
@@ -57,7 +67,7 @@ async function main(argv: string[]): Promise<number> {
         linkMode: args.includes('--linkemu-everywhere') ? 'linkemu' : 'auto',
         overheadBytes: flag(args, '--overhead-bytes') !== undefined ? Number(flag(args, '--overhead-bytes')) : undefined,
         rtPrio: flag(args, '--rt-prio') !== undefined ? Number(flag(args, '--rt-prio')) : undefined,
-        router: args.includes('--igmpproxy') ? 'igmpproxy' : 'mrouter',
+        router: routerFlag(args),
       });
       for (const m of r.measurements) console.log(`${m.pass ? 'pass' : 'FAIL'}  ${m.id}: ${m.metric} = ${m.value}${!m.pass && m.known_issue ? ` (known issue: ${m.known_issue})` : ''}`);
       for (const d of r.tfmcc_checks ?? []) console.log(`${d.pass === null ? 'info' : d.pass ? 'pass' : 'FAIL'}  ${d.check} ${d.measurement}: ${d.text}`);
@@ -67,11 +77,18 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'leave-latency': {
       const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `leave-latency-${stamp}`);
+      const router = routerFlag(args);
+      const fastLeave = !args.includes('--default-timers');
+      const hops = Number(flag(args, '--hops') ?? 2);
+      if (hops !== 1 && hops !== 2) throw new Error('--hops is 1 or 2');
       const r = await measureLeaveLatency({
-        fastLeave: !args.includes('--default-timers'),
-        router: args.includes('--igmpproxy') ? 'igmpproxy' : 'mrouter',
+        fastLeave,
+        router,
         cycles: Number(flag(args, '--cycles') ?? 5),
         outDir: out,
+        hops,
+        ssm: args.includes('--ssm'),
+        frrConf: router === 'frr' && !fastLeave ? withFrrDefaults(fs.readFileSync(FRR_CONF, 'utf8')) : undefined,
       });
       console.log(JSON.stringify(r, null, 2));
       return 0;
