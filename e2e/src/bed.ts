@@ -282,7 +282,7 @@ export class Bed {
     this.log(`building: ${o.players.length} players, ${emulated ? 'emulated' : 'tbf'} links`);
     this.b = await buildTopology(this.net, sc, { dir: o.dir, linkMode: emulated ? 'linkemu' : 'auto', rtPrio: o.rtPrio, router: o.router, frrConf: o.frrConf });
     if (!emulated && this.b.links.some((l) => l.kind !== 'tbf')) throw new Error('tbf links need delay 0');
-    if (hubs) this.log(`${hubs} hub routers between the source node and the players (at most ${HUB_FANOUT} players per router)`);
+    if (hubs) this.log(`${hubs} hub routers between the source node and the players (at most ${fanout} players per router)`);
     const app = this.b.sourceApp.get('src')!;
     this.appNs = app.ns;
     this.appAddr = app.addr;

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { cleanup } from './netns.js';
 import type { RouterKind } from './topology.js';
 import { FRR_CONF, withFrrDefaults } from './frr.js';
+import { pimCommand, PIM_USAGE } from './pim.js';
 import { loadScenario } from './scenario.js';
 import { runScenario } from './runner.js';
 import { measureLeaveLatency } from './leave.js';
@@ -40,6 +41,7 @@ const USAGE = `usage:
   layercast-e2e demo [--duration SECS] [--source auto|synthetic|NAME] [--scenario FILE]
                      [--status-every SECS] [--out DIR] [--port P]
                                         the live demo (docs/demo.md); until Ctrl-C without --duration
+${PIM_USAGE}
 ${RELIABILITY_USAGE}`;
 
 function routerFlag(args: string[]): RouterKind {
@@ -138,6 +140,16 @@ async function main(argv: string[]): Promise<number> {
       const removed = await cleanup({ all: args.includes('--all') });
       console.log(removed.length ? `removed ${removed.join(' ')}` : 'nothing to remove');
       return 0;
+    }
+    case 'pim': {
+      const only = flag(args, '--only');
+      return pimCommand({
+        outDir: flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `pim-${stamp}`),
+        only: only ? only.split(',') : undefined,
+        cycles: Number(flag(args, '--cycles') ?? 5),
+        frrDefaults: args.includes('--frr-defaults'),
+        keepAwake: !args.includes('--no-keep-awake'),
+      });
     }
     case 'tfrc-checks':
       return tfrcChecksCommand(args);

@@ -100,7 +100,6 @@ export class FrrRouter {
     // The daemons drop to the `frr` user: their sockets and pid files live in a directory it owns.
     await run('chown', ['frr:frr', o.stateDir]);
     const conf = path.join(o.stateDir, 'frr.conf');
-    fs.writeFileSync(conf, o.config, { mode: 0o644 });
     fs.writeFileSync(path.join(o.logDir, `frr-${o.name}.conf`), o.config);
     const zsock = path.join(o.stateDir, 'zserv.api');
     const common = (d: string) => ['-i', path.join(o.stateDir, `${d}.pid`), '-z', zsock, '--vty_socket', o.stateDir, '-f', '/dev/null', '-P', '0', '--log', 'stdout', '--log-level', 'info'];
@@ -124,9 +123,26 @@ export class FrrRouter {
     await r.waitForAsync(async () => /\bpim\b/.test(await r.vtysh('show zebra client summary')), pimd, 'pimd registered with zebra', 10_000);
     // vtysh -f hands each line to the daemon that owns it, as `vtysh -b` does at boot; it
     // exits 0 even when a line is refused, and prints the refusal: any output is an error.
-    const res = await run('vtysh', ['--vty_socket', o.stateDir, '-f', conf], { timeoutMs: 15_000, allowFail: true });
-    const said = (res.stdout + res.stderr).trim();
-    if (res.code !== 0 || said) throw new Error(`router ${o.name}: configuration refused: ${said || `vtysh exit ${res.code}`}`);
+    // `ip pim rp` is refused ("No Path to RP address") until pimd's synchronous route lookup
+    // connection to zebra is up, which comes a moment after pimd registered: those lines go
+    // in once that answers (at most 10 s).
+    const rpLines = o.config.split('\n').filter((l) => /^ip pim rp /.test(l));
+    const apply = async (file: string) => {
+      const res = await run('vtysh', ['--vty_socket', o.stateDir, '-f', file], { timeoutMs: 15_000, allowFail: true });
+      return res.code !== 0 ? `vtysh exit ${res.code}: ${res.stderr}` : (res.stdout + res.stderr).trim();
+    };
+    fs.writeFileSync(conf, o.config.split('\n').filter((l) => !/^ip pim rp /.test(l)).join('\n'), { mode: 0o644 });
+    const said = await apply(conf);
+    if (said) throw new Error(`router ${o.name}: configuration refused: ${said}`);
+    const rpConf = path.join(o.stateDir, 'rp.conf');
+    fs.writeFileSync(rpConf, rpLines.join('\n') + '\n', { mode: 0o644 });
+    const end = Date.now() + 10_000;
+    for (;;) {
+      const rpSaid = rpLines.length ? await apply(rpConf) : '';
+      if (!rpSaid) break;
+      if (!/No Path to RP/.test(rpSaid) || Date.now() > end) throw new Error(`router ${o.name}: configuration refused: ${rpSaid}`);
+      await sleep(200);
+    }
     return r;
   }
 
