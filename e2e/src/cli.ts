@@ -19,11 +19,12 @@ import { tfrcChecksCommand } from './tfrc-checks.js';
 
 const USAGE = `usage:
   layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
-                                  [--overhead-bytes B] [--rt-prio P] [--igmpproxy | --frr]
+                                  [--overhead-bytes B] [--rt-prio P] [--igmpproxy | --frr [--frr-conf F]]
   layercast-e2e leave-latency [--out DIR] [--cycles N] [--default-timers] [--igmpproxy | --frr]
-                              [--hops 1|2] [--ssm]
-                                        --frr: FRR PIM routers (deploy/router/frr/frr.conf;
-                                        --default-timers: without its IGMP timer settings)
+                              [--hops 1|2] [--ssm] [--frr-conf FILE]
+                                        --frr: FRR PIM routers (deploy/router/frr/frr.conf or
+                                        FILE, with the same role blocks; --default-timers:
+                                        without its IGMP timer settings)
   layercast-e2e full [--out DIR] [--all] [--only NAME,..] [--reps N] [--no-keep-awake]
                                         leave latency, then every scenario of scenarios/ and
                                         e2e/scenarios/ naming a check of the full set (--all:
@@ -48,6 +49,13 @@ function routerFlag(args: string[]): RouterKind {
   return args.includes('--frr') ? 'frr' : args.includes('--igmpproxy') ? 'igmpproxy' : 'mrouter';
 }
 
+/** FRR mode: `--frr-conf FILE` (an operator's own config, same role blocks) or frr.conf;
+ *  `--default-timers` takes its IGMP timer settings out. */
+function frrConfFlag(args: string[], fastLeave: boolean): string {
+  const text = fs.readFileSync(flag(args, '--frr-conf') ?? FRR_CONF, 'utf8');
+  return fastLeave ? text : withFrrDefaults(text);
+}
+
 function flag(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
   return i >= 0 ? args[i + 1] : undefined;
@@ -70,6 +78,7 @@ async function main(argv: string[]): Promise<number> {
         overheadBytes: flag(args, '--overhead-bytes') !== undefined ? Number(flag(args, '--overhead-bytes')) : undefined,
         rtPrio: flag(args, '--rt-prio') !== undefined ? Number(flag(args, '--rt-prio')) : undefined,
         router: routerFlag(args),
+        frrConf: args.includes('--frr') ? frrConfFlag(args, true) : undefined,
       });
       for (const m of r.measurements) console.log(`${m.pass ? 'pass' : 'FAIL'}  ${m.id}: ${m.metric} = ${m.value}${!m.pass && m.known_issue ? ` (known issue: ${m.known_issue})` : ''}`);
       for (const d of r.tfmcc_checks ?? []) console.log(`${d.pass === null ? 'info' : d.pass ? 'pass' : 'FAIL'}  ${d.check} ${d.measurement}: ${d.text}`);
@@ -90,9 +99,9 @@ async function main(argv: string[]): Promise<number> {
         outDir: out,
         hops,
         ssm: args.includes('--ssm'),
-        frrConf: router === 'frr' && !fastLeave ? withFrrDefaults(fs.readFileSync(FRR_CONF, 'utf8')) : undefined,
+        frrConf: router === 'frr' ? frrConfFlag(args, fastLeave) : undefined,
       });
-      console.log(JSON.stringify(r, null, 2));
+      console.log(JSON.stringify(r, (_k, v) => (v === Infinity ? 'Infinity' : v), 2));
       return 0;
     }
     case 'full': {

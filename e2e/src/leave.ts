@@ -185,7 +185,8 @@ export async function measureLeaveLatency(opts: {
       ...(igmpState !== undefined ? { igmp_state: await igmpState } : {}),
     };
     const label = opts.label ?? (opts.fastLeave ? 'fast' : 'default');
-    fs.writeFileSync(path.join(opts.outDir, `leave-latency-${router}-${hops}hop${opts.ssm ? '-ssm' : ''}-${label}.json`), JSON.stringify(res, null, 2));
+    // Infinity (still flowing when looked at) is written as the string "Infinity".
+    fs.writeFileSync(path.join(opts.outDir, `leave-latency-${router}-${hops}hop${opts.ssm ? '-ssm' : ''}-${label}.json`), JSON.stringify(res, (_k, v) => (v === Infinity ? 'Infinity' : v), 2));
     return res;
   } finally {
     await net.teardown();

@@ -24,8 +24,10 @@ export const PIM_COMMAND = 'npm run cli -w e2e -- pim';
 export const JOIN_TARGET_MS = 50;
 export const LEAVE_TARGET_MS = 200;
 
-const frrConf = (defaults: boolean) => {
-  const c = fs.readFileSync(FRR_CONF, 'utf8');
+const frrConf = (defaults: boolean, spt = false) => {
+  let c = fs.readFileSync(FRR_CONF, 'utf8');
+  // FRR's default SPT switchover (frr.conf stays on the shared tree; docs/deploy.md).
+  if (spt) c = c.split('\n').filter((l) => !/^ip pim spt-switchover/.test(l)).join('\n');
   return defaults ? withFrrDefaults(c) : c;
 };
 
@@ -38,13 +40,14 @@ export interface LatencyRow {
 
 /** Join and leave latency: FRR (SSM through 1 and 2 routers, ASM through 2, 2 with FRR's
  *  default IGMP timers) and the mrouter (1 and 2), `cycles` each. */
-export async function pimLatency(o: { outDir: string; cycles?: number; log?: (m: string) => void }): Promise<LatencyRow[]> {
+export async function pimLatency(o: { outDir: string; cycles?: number; log?: (m: string) => void }): Promise<{ rows: LatencyRow[]; fails: number }> {
   const log = o.log ?? (() => {});
   const cycles = o.cycles ?? 5;
-  const runs: { what: string; router: 'frr' | 'mrouter'; hops: 1 | 2; ssm: boolean; defaults?: boolean }[] = [
+  const runs: { what: string; router: 'frr' | 'mrouter'; hops: 1 | 2; ssm: boolean; defaults?: boolean; spt?: boolean }[] = [
     { what: 'FRR, SSM, 1 router', router: 'frr', hops: 1, ssm: true },
     { what: 'FRR, SSM, 2 routers', router: 'frr', hops: 2, ssm: true },
     { what: 'FRR, ASM (RP), 2 routers', router: 'frr', hops: 2, ssm: false },
+    { what: "FRR, ASM (RP), 2 routers, FRR's SPT switchover", router: 'frr', hops: 2, ssm: false, spt: true },
     { what: 'FRR default IGMP timers, SSM, 2 routers', router: 'frr', hops: 2, ssm: true, defaults: true },
     { what: 'mrouter, 1 router', router: 'mrouter', hops: 1, ssm: false },
     { what: 'mrouter, 2 routers', router: 'mrouter', hops: 2, ssm: false },
@@ -59,18 +62,21 @@ export async function pimLatency(o: { outDir: string; cycles?: number; log?: (m:
       ssm: r.ssm,
       cycles,
       outDir: path.join(o.outDir, 'latency'),
-      frrConf: r.router === 'frr' ? frrConf(!!r.defaults) : undefined,
-      label: r.defaults ? 'frr-defaults' : 'tuned',
+      frrConf: r.router === 'frr' ? frrConf(!!r.defaults, !!r.spt) : undefined,
+      label: r.defaults ? 'frr-defaults' : r.spt ? 'spt-switchover' : 'tuned',
       ...(r.defaults ? { gapMs: 4000 } : {}),
     });
     rows.push({ what: r.what, res });
-    log(`  join ${fmt(res.join_ms_median)} ms, leave ${fmt(res.leave_ms_median)} ms (max ${fmt(res.leave_ms_max)})${res.upstream_leave_ms_median !== undefined ? `, upstream prune ${fmt(res.upstream_leave_ms_median)} ms` : ''}`);
+    const ups = res.cycles.map((c) => fmt(c.upstream_leave_ms)).join(', ');
+    log(`  join ${fmt(res.join_ms_median)} ms, leave ${fmt(res.leave_ms_median)} ms (max ${fmt(res.leave_ms_max)})${res.hops === 2 ? `, upstream prune ${ups} ms` : ''}`);
   }
   const get = (w: string) => rows.find((x) => x.what === w)!.res;
+  let fails = 0;
   for (const hops of [1, 2] as const) {
     const frr = get(`FRR, SSM, ${hops} router${hops === 2 ? 's' : ''}`);
     const mr = get(`mrouter, ${hops} router${hops === 2 ? 's' : ''}`);
     const joinMax = Math.max(...frr.cycles.map((c) => c.join_ms));
+    fails += Number(frr.join_ms_median > JOIN_TARGET_MS) + Number(frr.leave_ms_max > LEAVE_TARGET_MS);
     recordAcceptance(
       `issue25/join-${hops}hop`,
       `FRR PIM-SSM through ${hops} router${hops === 2 ? 's' : ''}: join → first packet median ${fmt(frr.join_ms_median)} ms, max ${fmt(joinMax)} ms over ${frr.cycles.length} cycles (mrouter ${fmt(mr.join_ms_median)} ms)`,
@@ -78,7 +84,11 @@ export async function pimLatency(o: { outDir: string; cycles?: number; log?: (m:
       `${PIM_COMMAND} --only latency`,
     );
     const up = hops === 2 ? `; upstream prune on the router-router link ${fmt(frr.upstream_leave_ms_median)} ms` : '';
-    const asm = hops === 2 ? `; ASM via the RP ${fmt(get('FRR, ASM (RP), 2 routers').leave_ms_median)} ms; FRR's default timers (2 × 1 s) ${fmt(get('FRR default IGMP timers, SSM, 2 routers').leave_ms_median)} ms` : '';
+    const spt = get("FRR, ASM (RP), 2 routers, FRR's SPT switchover");
+    const asm =
+      hops === 2
+        ? `; ASM via the RP ${fmt(get('FRR, ASM (RP), 2 routers').leave_ms_median)} ms (with FRR's default SPT switchover the upstream link was still carrying the group ${spt.cycles.filter((c) => c.upstream_leave_ms === Infinity).length} of ${spt.cycles.length} times); FRR's default timers (2 × 1 s) ${fmt(get('FRR default IGMP timers, SSM, 2 routers').leave_ms_median)} ms`
+        : '';
     recordAcceptance(
       `issue25/leave-${hops}hop`,
       `FRR PIM-SSM through ${hops} router${hops === 2 ? 's' : ''} (last-member query 1 × 100 ms): leave → last packet on the bottleneck median ${fmt(frr.leave_ms_median)} ms, max ${fmt(frr.leave_ms_max)} ms${up}${asm}; mrouter ${fmt(mr.leave_ms_median)} ms`,
@@ -86,8 +96,9 @@ export async function pimLatency(o: { outDir: string; cycles?: number; log?: (m:
       `${PIM_COMMAND} --only latency`,
     );
   }
-  fs.writeFileSync(path.join(o.outDir, 'latency.json'), JSON.stringify(rows, null, 2));
-  return rows;
+  // Infinity (still flowing when looked at) is written as the string "Infinity".
+  fs.writeFileSync(path.join(o.outDir, 'latency.json'), JSON.stringify(rows, (_k, v) => (v === Infinity ? 'Infinity' : v), 2));
+  return { rows, fails };
 }
 
 export interface SettleResult {
@@ -299,9 +310,7 @@ export async function pimCommand(o: { outDir: string; only?: string[]; cycles?: 
   let fails = 0;
   try {
     if (want('latency')) {
-      const rows = await pimLatency({ outDir: o.outDir, cycles: o.cycles, log });
-      const frr = rows.filter((r) => r.res.router === 'frr' && r.res.fast_leave);
-      fails += frr.filter((r) => r.res.join_ms_median > JOIN_TARGET_MS || r.res.leave_ms_max > LEAVE_TARGET_MS).length;
+      fails += (await pimLatency({ outDir: o.outDir, cycles: o.cycles, log })).fails;
     }
     if (want('settle')) {
       for (const c of ['era', 'plm'] as const) {

@@ -36,6 +36,8 @@ export interface RunOptions {
   linkMode?: 'auto' | 'linkemu';
   rtPrio?: number;
   router?: RouterKind;
+  /** FRR mode: the configuration text (default deploy/router/frr/frr.conf). */
+  frrConf?: string;
   /** Multiplies every time in the scenario (a quick look at a long scenario). Default 1. */
   timeScale?: number;
   /** TFMCC receivers (`flow/receiver`) whose stop is a crash (SIGKILL, no leave report)
@@ -199,6 +201,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
       linkMode: opts.linkMode,
       rtPrio: opts.rtPrio,
       router: opts.router,
+      frrConf: opts.frrConf,
       seed,
     });
     const b = built;
