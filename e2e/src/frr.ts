@@ -106,21 +106,20 @@ export class FrrRouter {
     const children: ChildProcess[] = [];
     const log = fs.createWriteStream(path.join(o.logDir, `frr-${o.name}.log`), { flags: 'a' });
     log.on('error', () => {});
-    const spawn = (d: string, extra: string[]) => {
-      const c = o.procs.spawnIn(o.ns, `${d} ${o.name}`, `${FRR_BIN}/${d}`, [...common(d), ...extra]);
+    const spawn = (d: string) => {
+      const c = o.procs.spawnIn(o.ns, `${d} ${o.name}`, `${FRR_BIN}/${d}`, common(d));
       c.stdout?.pipe(log, { end: false });
       c.stderr?.pipe(log, { end: false });
       children.push(c);
       return c;
     };
     const r = new FrrRouter(o.name, o.ns, o.stateDir, children);
-    const zebra = spawn('zebra', []);
+    const zebra = spawn('zebra');
     await r.waitFor(() => fs.existsSync(zsock), zebra, 'zebra socket', 10_000);
-    const pimd = spawn('pimd', []);
+    const pimd = spawn('pimd');
     await r.waitFor(() => fs.existsSync(path.join(o.stateDir, 'pimd.vty')), pimd, 'pimd vty', 10_000);
-    // pimd resolves the RP through zebra: configured before it registered there, `ip pim rp`
-    // is refused ("No Path to RP address").
-    await r.waitForAsync(async () => /\bpim\b/.test(await r.vtysh('show zebra client summary')), pimd, 'pimd registered with zebra', 10_000);
+    // pimd learns interfaces, addresses and routes from zebra: configure it once registered.
+    await r.waitFor(async () => /\bpim\b/.test(await r.vtysh('show zebra client summary')), pimd, 'pimd registered with zebra', 10_000);
     // vtysh -f hands each line to the daemon that owns it, as `vtysh -b` does at boot; it
     // exits 0 even when a line is refused, and prints the refusal: any output is an error.
     // `ip pim rp` is refused ("No Path to RP address") until pimd's synchronous route lookup
@@ -146,21 +145,13 @@ export class FrrRouter {
     return r;
   }
 
-  private async waitFor(cond: () => boolean, child: ChildProcess, what: string, ms: number) {
+  /** Polls `cond` until it holds; fails when the daemon exits first or after `ms`. */
+  private async waitFor(cond: () => boolean | Promise<boolean>, child: ChildProcess, what: string, ms: number) {
     const end = Date.now() + ms;
-    while (!cond()) {
+    while (!(await Promise.resolve().then(cond).catch(() => false))) {
       if (child.exitCode !== null) throw new Error(`router ${this.name}: ${what}: daemon exited ${child.exitCode}`);
       if (Date.now() > end) throw new Error(`router ${this.name}: no ${what} within ${ms} ms`);
       await sleep(50);
-    }
-  }
-
-  private async waitForAsync(cond: () => Promise<boolean>, child: ChildProcess, what: string, ms: number) {
-    const end = Date.now() + ms;
-    while (!(await cond().catch(() => false))) {
-      if (child.exitCode !== null) throw new Error(`router ${this.name}: ${what}: daemon exited ${child.exitCode}`);
-      if (Date.now() > end) throw new Error(`router ${this.name}: no ${what} within ${ms} ms`);
-      await sleep(100);
     }
   }
 
