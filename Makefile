@@ -39,5 +39,6 @@ containers: ## Build the server and player images (podman, local Debian base) an
 acceptance: ## Regenerate docs/acceptance.md from the latest measurements
 	@node scripts/acceptance.mjs
 
-clean-net: ## Remove any network namespaces a crashed run left behind
-	@for ns in $$(ip netns list | awk '/^lc-/{print $$1}'); do ip netns del $$ns; done
+clean-net: ## Remove any network namespaces a crashed run left behind (and what ran in them)
+	@for ns in $$(ip netns list | awk '/^lc-/{print $$1}'); do ip netns pids $$ns | xargs -r kill -9; ip netns del $$ns; done
+	@rm -rf /tmp/lc-e[0-9]*-frr-*

@@ -3,7 +3,8 @@
 // behind it at 1 Mbit/s and 500 kbit/s: two routers from the sender, source-specific (232/8,
 // IGMPv3). The players settle at different levels; the routers' own state shows IGMPv3
 // INCLUDE{sender} joins of exactly those layers and the PIM joins upstream; nothing of the run
-// (namespaces, FRR daemons, their state directories) is left. About 35 s.
+// (namespaces, FRR daemons, their state directories) is left. About 20 s. Also: how a
+// router's config is made from deploy/router/frr/frr.conf.
 // The longer measurements: `npm run cli -w e2e -- pim` (src/pim.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +16,7 @@ import { Bed, SSM_GROUP } from '../src/bed.js';
 import { stateDirs } from '../src/netns.js';
 import { sleep } from '../src/sh.js';
 import { recordAcceptance } from '../src/acceptance.js';
+import { FRR_CONF, routerConfig, rpAddress, withFrrDefaults } from '../src/frr.js';
 
 const skip =
   (!findBinary('layercast-server') || !findBinary('layercast-player') || !findBinary('layercast-linkemu')) && !process.env.LAYERCAST_REQUIRE_BINS
@@ -34,6 +36,34 @@ interface IgmpGroups {
 interface IgmpSources {
   [ifc: string]: Record<string, { group?: string; sources?: { source: string }[] }> ;
 }
+
+test("a router's config: frr.conf's global lines, each interface given its role's block", () => {
+  const conf = fs.readFileSync(FRR_CONF, 'utf8');
+  const out = routerConfig(conf, 'r1', new Map([['app0', 'src'], ['lk0', 'core'], ['lk1', 'host'], ['lk2', 'host']] as const));
+  const blockOf = (text: string, name: string) => {
+    const m = new RegExp(`^interface ${name}\n((?: .*\n)*)exit$`, 'm').exec(text);
+    return m ? m[1].trim().split('\n').map((l) => l.trim()) : null;
+  };
+  const block = (name: string) => blockOf(out, name);
+  assert.deepEqual(block('app0'), ['ip pim']);
+  assert.deepEqual(block('lk0'), ['ip pim']);
+  for (const i of ['lk1', 'lk2']) {
+    assert.deepEqual(block(i), ['ip pim', 'ip igmp', 'ip igmp version 3', 'ip igmp query-interval 10', 'ip igmp query-max-response-time 20', 'ip igmp last-member-query-interval 1', 'ip igmp last-member-query-count 1']);
+  }
+  assert.deepEqual(block('lo'), ['ip pim']);
+  // The role templates themselves are not interfaces of this router.
+  for (const t of ['src0', 'core0', 'host0']) assert.equal(block(t), null);
+  assert.match(out, /^hostname r1$/m);
+  assert.match(out, /^ip pim ssm prefix-list layercast-ssm$/m);
+  assert.match(out, /^ip pim spt-switchover infinity-and-beyond$/m);
+  assert.equal(rpAddress(conf), '10.255.0.1');
+  // The global lines come after the interfaces (pimd takes the RP once it has a PIM interface).
+  assert.ok(out.indexOf('ip pim rp ') > out.lastIndexOf('interface '));
+  // FRR's defaults: the IGMP timer lines go, nothing else does.
+  const d = routerConfig(withFrrDefaults(conf), 'r1', new Map([['lk1', 'host']] as const));
+  assert.deepEqual(blockOf(d, 'lk1'), ['ip pim', 'ip igmp', 'ip igmp version 3']);
+  assert.throws(() => routerConfig('ip pim rp 10.0.0.1 224.0.0.0/4\n', 'r', new Map([['x', 'host']] as const)), /no block "interface host0"/);
+});
 
 test('two ERA players two PIM routers from the sender hold different levels, joined source-specifically', { skip }, async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-e2e-pim-'));
