@@ -88,6 +88,16 @@ const ISSUE_CHECKS = [
   ['issue9/seal-cost', 'Sender: media sealing per packet', 'reported'],
   ['issue9/open-cost', 'Player: media opening per packet', 'reported'],
   ['issue9/tfmcc-forged-feedback', 'TFMCC with authenticated reports: forged (no MAC, guessed MAC), replayed and flooded reports from a LAN attacker; sender rate vs the honest path, drops counted (unauthenticated control session must fall)', 'rate ≥ 80% of ceiling, all forged counted, control < 50%'],
+  ['issue25/pim-fast', 'FRR PIM (2 routers, SSM): two ERA players at different levels, IGMPv3 INCLUDE joins of exactly their layers, PIM joins upstream, everything cleaned up', 'levels 4 and 2 held; state as stated'],
+  ['issue25/join-1hop', 'Join → first packet through 1 FRR PIM router (SSM, IGMPv3)', '≤ 50 ms median (plm.md E0)'],
+  ['issue25/join-2hop', 'Join → first packet through 2 FRR PIM routers (SSM, IGMPv3)', '≤ 50 ms median (plm.md E0)'],
+  ['issue25/leave-1hop', 'Leave → last packet on the bottleneck through 1 FRR PIM router (deploy/router/frr/frr.conf timers)', '≤ 200 ms max (era.md AC-14)'],
+  ['issue25/leave-2hop', 'Leave → last packet on the bottleneck through 2 FRR PIM routers (IGMP leave + PIM prune)', '≤ 200 ms max (era.md AC-14)'],
+  ['issue25/era-settle', 'ERA 2 PIM routers from the sender: reach and hold 4 layers at 1 Mbit/s, shed to 2 after the step to 500 kbit/s', 'reach, hold, shed ≤ 1 s (era.md AC-3)'],
+  ['issue25/plm-settle', 'PLM 2 PIM routers from the sender: reach and hold 4 layers at 1 Mbit/s, shed to 2 after the step to 500 kbit/s', 'reach, hold, shed ≤ 1 s (one C)'],
+  ['issue25/era-settle-frr-defaults', "ERA settle-and-shed with FRR's default IGMP timers (leave 2 × 1 s)", 'reported'],
+  ['issue25/plm-settle-frr-defaults', "PLM settle-and-shed with FRR's default IGMP timers (leave 2 × 1 s)", 'reported'],
+  ['issue25/sender-rate', 'Sender multicast output with 1, 4 and 16 viewers spread over 3 FRR routers', 'flat within 2 %'],
 ];
 
 function parseSpecChecks() {
