@@ -3,6 +3,7 @@
 // and assert on each player's video quality.
 //
 //   node --import tsx e2e/examples/quality-test.ts [--seconds 20] [--source clip|testpattern]
+//        [--viewers 350,1000,3000] [--out DIR]
 //
 // Needs root (namespaces), ffmpeg, and release builds of layercast-server, layercast-player and
 // layercast-linkemu (LAYERCAST_BIN_DIR or target/release). Exits 1 when an assertion fails.
@@ -168,7 +169,11 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.a
     const i = process.argv.indexOf(n);
     return i >= 0 ? process.argv[i + 1] : undefined;
   };
-  qualityTest({ seconds: Number(arg('--seconds') ?? 20), source: (arg('--source') as 'clip' | 'testpattern') ?? 'clip', outDir: arg('--out') }).then(
+  // --viewers 350,1000,3000: one viewer per bottleneck (kbit/s), named v<kbps>, no PSNR floor.
+  const viewers = arg('--viewers')
+    ?.split(',')
+    .map((k) => ({ name: `v${k}`, bottleneckKbps: Number(k), minPsnrDb: 0 }));
+  qualityTest({ seconds: Number(arg('--seconds') ?? 20), source: (arg('--source') as 'clip' | 'testpattern') ?? 'clip', outDir: arg('--out'), viewers }).then(
     (r) => {
       if (r.skipped) console.log(`not measured: ${r.skipped}`);
       for (const f of r.failures) console.log(`FAIL ${f}`);
