@@ -126,6 +126,34 @@ impl LayerQueues {
     }
 }
 
+/// Bytes the packetizer leaves free in every video packet: the cc extension block (16) and
+/// the FEC header a repair packet adds ([`codec::fec::MAX_HEADER_LEN`]).
+pub(crate) const VIDEO_EXT_RESERVE: usize = 16 + codec::fec::MAX_HEADER_LEN;
+
+/// FEC parameters of each layer of a video session (`codec::fec::FecParams::for_layer`): its
+/// packet rate, and the share of its slots media is expected to fill (the announced rate at a
+/// headroom of 1 and one packet per frame for the part-filled last packet, over the announced
+/// rate).
+pub fn fec_params(r: &crate::config::ResolvedSession) -> Vec<codec::fec::FecParams> {
+    let Some(v) = &r.video else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for row in &v.cell_kbps {
+        for (t, &c) in row.iter().enumerate() {
+            let k = out.len();
+            let rate = r.rates_bps.get(k).copied().unwrap_or(1).max(1) as f64;
+            let fps = crate::config::temporal_fps(v.fps, v.temporal, t);
+            let media = crate::config::video_layer_rate(c, fps, r.packet_size, 1, 1.0) as f64;
+            out.push(codec::fec::FecParams::for_layer(
+                rate / (8.0 * r.packet_size as f64),
+                media / rate,
+            ));
+        }
+    }
+    out
+}
+
 /// The codec description announced in the SAM, e.g. `VP9 L3T3 640x360@15`.
 pub fn codec_string(v: &ResolvedVideo) -> String {
     format!(
@@ -161,7 +189,7 @@ pub fn labels(v: &ResolvedVideo) -> Vec<String> {
     out
 }
 
-fn svc_config(v: &ResolvedVideo) -> SvcConfig {
+pub(crate) fn svc_config(v: &ResolvedVideo) -> SvcConfig {
     let mut c = SvcConfig::l3t3_720p();
     c.width = v.width;
     c.height = v.height;
@@ -313,7 +341,7 @@ pub fn start(
             payload_type: 96,
             ssrcs: (0..n as u32).map(|k| ssrc_base.wrapping_add(k)).collect(),
             mtu: packet_size as usize,
-            ext_reserve: 16, // the cc extension block: 4-byte header + 12 bytes
+            ext_reserve: VIDEO_EXT_RESERVE,
             ..Default::default()
         },
     )

@@ -24,11 +24,22 @@ pub struct FecEncoderStats {
     pub idle: u64,
 }
 
-/// Second-pass masks over the most recent block of up to two rows, as (stride, offset): the
-/// even and odd packets, then thirds, then the whole block. A burst of two consecutive losses
-/// in one row (both packets of a pair) is repaired by the first two together with the row's
-/// first-pass repair.
-const SECOND_PASS: [(usize, usize); 6] = [(2, 0), (2, 1), (3, 0), (3, 1), (3, 2), (1, 0)];
+/// Second-pass masks over the most recent block (two rows, or the last first-pass group if
+/// larger), as (stride, offset): the even and odd packets, then thirds, quarters, then the
+/// whole block. A burst of two consecutive losses in one row (both packets of a pair) is
+/// repaired by the first two together with the row's first-pass repair.
+const SECOND_PASS: [(usize, usize); 10] = [
+    (2, 0),
+    (2, 1),
+    (3, 0),
+    (3, 1),
+    (3, 2),
+    (4, 0),
+    (4, 1),
+    (4, 2),
+    (4, 3),
+    (1, 0),
+];
 
 /// FEC encoder of one layer (one RTP stream).
 ///
@@ -38,9 +49,10 @@ const SECOND_PASS: [(usize, usize); 6] = [(2, 0), (2, 1), (3, 0), (3, 1), (3, 2)
 /// sequence number, header extensions and size rules). `None` means nothing is worth
 /// protecting: send padding.
 ///
-/// First pass: the media packets not yet protected, oldest first, at most `row` per repair.
-/// Second pass, when every packet has its first-pass repair: [`SECOND_PASS`] masks over the
-/// most recent two rows, each at most once until new media comes.
+/// First pass: the media packets not yet protected, oldest first, `row` per repair, or all of
+/// them at once when more than two rows wait. Second pass, when every packet has its
+/// first-pass repair: [`SECOND_PASS`] masks over the most recent block, each at most once
+/// until new media comes.
 #[derive(Debug, Clone)]
 pub struct FecEncoder {
     params: FecParams,
@@ -53,7 +65,9 @@ pub struct FecEncoder {
     pending: usize,
     /// Next second-pass mask, and the masks (bit i = window index i) sent since new media.
     pass2: usize,
-    sent2: Vec<u64>,
+    sent2: Vec<u128>,
+    /// Size of the latest first-pass group.
+    last_group: usize,
     /// Layer, SSRC and timestamp of the latest media packet (the repair packet's header).
     last: Option<(usize, u32, u32)>,
     stats: FecEncoderStats,
@@ -77,6 +91,7 @@ impl FecEncoder {
             pending: 0,
             pass2: 0,
             sent2: Vec::new(),
+            last_group: 0,
             last: None,
             stats: FecEncoderStats::default(),
         })
@@ -135,17 +150,28 @@ impl FecEncoder {
     /// sequence number is the caller's to set; its payload fits `max_payload`.
     pub fn repair(&mut self) -> Option<LayerPacket> {
         let n = self.window.len();
-        // The second pass works on the newest two rows, masks as bits of their index.
-        let first = n - n.min(2 * self.params.row as usize);
+        let row = self.params.row as usize;
+        // The second pass works on the newest two rows (or the last first-pass group, if
+        // larger), masks as bits of their index.
+        let first = n - n.min((2 * row).max(self.last_group));
         let pick: Vec<usize> = if self.pending > 0 {
-            let take = self.pending.min(self.params.row as usize);
+            // A row at a time while slots keep up; when more than two rows wait (slots are
+            // scarce: a large frame, or the burst pacer ran ahead), one repair over all of
+            // them now rather than packets leaving the window unprotected; the second pass
+            // then splits the group.
+            let take = if self.pending <= 2 * row {
+                self.pending.min(row)
+            } else {
+                self.pending
+            };
+            self.last_group = take;
             let start = n - self.pending;
             self.pending -= take;
             self.stats.first_pass += 1;
             self.stats.protected += take as u64;
             let sel: Vec<usize> = (start..start + take).collect();
             if start >= first {
-                let bits = sel.iter().fold(0u64, |m, &i| m | 1 << (i - first));
+                let bits = sel.iter().fold(0u128, |m, &i| m | 1 << (i - first));
                 self.sent2.push(bits);
             }
             sel
@@ -155,7 +181,7 @@ impl FecEncoder {
                 let (stride, off) = SECOND_PASS[self.pass2];
                 self.pass2 += 1;
                 let sel: Vec<usize> = (first..n).filter(|i| (i - first) % stride == off).collect();
-                let bits = sel.iter().fold(0u64, |m, &i| m | 1 << (i - first));
+                let bits = sel.iter().fold(0u128, |m, &i| m | 1 << (i - first));
                 if !sel.is_empty() && !self.sent2.contains(&bits) {
                     self.sent2.push(bits);
                     chosen = Some(sel);

@@ -41,8 +41,10 @@ pub const MAX_SPAN: u8 = 46;
 /// a repair packet is no longer than the layer's packet size.
 pub const MAX_HEADER_LEN: usize = 16;
 
-/// How long after a media packet a repair of it is still worth sending (bounds the span).
-pub const REPAIR_WINDOW_S: f64 = 0.3;
+/// How long after a media packet a repair may still cover it (bounds the span): the burst
+/// pacer sends a frame ahead of its layer's schedule by up to its credit, and the slots
+/// without media come after that.
+pub const REPAIR_WINDOW_S: f64 = 1.0;
 
 /// Per-layer FEC parameters, announced in the session description
 /// (`a=x-layercast-fec:97 row=4;span=46` on the layer's media section, see

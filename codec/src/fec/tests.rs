@@ -160,14 +160,14 @@ fn header_forms_and_bytes() {
 
 #[test]
 fn params_from_packet_rate_and_sdp() {
-    // 20 % spare slots: a repair every 4 media packets; 100 packets/s: 30 in 0.3 s.
-    let p = FecParams::for_layer(100.0, 0.8);
+    // 20 % spare slots: a repair every 4 media packets; 30 packets/s: 30 in 1 s.
+    let p = FecParams::for_layer(30.0, 0.8);
     assert_eq!((p.row, p.span), (4, 30));
     // Busy and fast layers saturate at the mask.
     let p = FecParams::for_layer(2000.0, 0.95);
     assert_eq!((p.row, p.span), (16, MAX_SPAN));
     // Slow layers: at least two rows.
-    let p = FecParams::for_layer(5.0, 0.5);
+    let p = FecParams::for_layer(3.0, 0.5);
     assert_eq!((p.row, p.span), (2, 4));
     let a = p.sdp_attribute();
     assert_eq!(a, "97 row=2;span=4");
@@ -400,3 +400,4 @@ fn write_seed_corpus() {
         std::fs::write(dir.join(format!("seed-{i:02}")), s).unwrap();
     }
 }
+
