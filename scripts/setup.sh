@@ -100,6 +100,12 @@ PY
   fi
   rm -rf "$tmp"
 fi
+# The clip as raw I420 (132 frames, 180 MB) for the rate-control and rate-quality benchmarks
+# (make bench-ladder); decoded once.
+RAW="$ROOT/.cache/media/bbb-1280x720.yuv"
+if [ -s "$MEDIA" ] && [ ! -s "$RAW" ] && command -v ffmpeg >/dev/null; then
+  ffmpeg -v error -y -i "$MEDIA" -f rawvideo -pix_fmt yuv420p "$RAW.tmp" && mv "$RAW.tmp" "$RAW"
+fi
 
 # Rust workspace (debug for tests, release for the binaries the demo and e2e runs use).
 if [ "${LAYERCAST_SKIP_BUILD:-0}" != 1 ]; then

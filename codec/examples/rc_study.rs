@@ -13,7 +13,10 @@ use codec::vpx::{DropMode, SvcConfig, SvcEncoder};
 fn main() {
     let args: Vec<(String, String)> = std::env::args()
         .skip(1)
-        .filter_map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .filter_map(|a| {
+            a.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
         .collect();
     let get = |k: &str| args.iter().find(|(a, _)| a == k).map(|(_, v)| v.as_str());
     let mut conf = SvcConfig::l3t3_720p();
@@ -25,7 +28,11 @@ fn main() {
     }
     if let Some(b) = get("buf") {
         let v: Vec<u32> = b.split(',').map(|x| x.parse().unwrap()).collect();
-        (conf.rc_buf_initial_ms, conf.rc_buf_optimal_ms, conf.rc_buf_ms) = (v[0], v[1], v[2]);
+        (
+            conf.rc_buf_initial_ms,
+            conf.rc_buf_optimal_ms,
+            conf.rc_buf_ms,
+        ) = (v[0], v[1], v[2]);
     }
     if let Some(d) = get("drop") {
         conf.drop_thresh = d.parse().unwrap();
@@ -40,11 +47,14 @@ fn main() {
     if let Some(s) = get("speed") {
         conf.speed = s.parse().unwrap();
     }
+    // The server's default: a key picture every 2 s.
     conf.keyframe_interval = get("ki").map_or(60, |k| k.parse().unwrap());
     conf.spatial_sync_interval = 0;
     let payload: f64 = get("payload").map_or(1156.0, |p| p.parse().unwrap());
     let loops: usize = get("loops").map_or(3, |l| l.parse().unwrap());
-    let path = get("yuv").unwrap_or(".cache/media/bbb-1280x720.yuv").to_string();
+    let path = get("yuv")
+        .unwrap_or(".cache/media/bbb-1280x720.yuv")
+        .to_string();
     let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let fl = codec::vpx::encoder_i420_len(1280, 720);
     let frames: Vec<&[u8]> = raw.chunks_exact(fl).collect();
@@ -65,7 +75,10 @@ fn main() {
     };
     let c0 = cpu();
     for i in 0..n {
-        let Some(p) = enc.encode(frames[i % frames.len()], i as i64 * 3000).unwrap() else {
+        let Some(p) = enc
+            .encode(frames[i % frames.len()], i as i64 * 3000)
+            .unwrap()
+        else {
             none += 1;
             continue;
         };
@@ -100,20 +113,32 @@ fn main() {
         conf.keyframe_interval
     );
     let secs = n as f64 / 30.0;
+    let mut rows = Vec::new();
     let q = |v: &mut Vec<usize>, p: f64| {
         v.sort_unstable();
-        v.get(((v.len().max(1) - 1) as f64 * p) as usize).copied().unwrap_or(0)
+        v.get(((v.len().max(1) - 1) as f64 * p) as usize)
+            .copied()
+            .unwrap_or(0)
     };
     for s in 0..ns {
         for t in 0..nt {
-            let tot: usize = sizes[s][t].iter().sum::<usize>()
-                + if t == 0 { keys[s].iter().sum() } else { 0 };
+            let tot: usize =
+                sizes[s][t].iter().sum::<usize>() + if t == 0 { keys[s].iter().sum() } else { 0 };
             let kbps = tot as f64 * 8.0 / secs / 1000.0;
             let target = conf.cell_kbps[s][t] as f64;
             let full: Vec<u64> = per_sec[s][t][..(n / 30).max(1)].to_vec();
-            let worst = full.iter().map(|&b| b as f64 * 8.0 / 1000.0 / target).fold(0.0, f64::max);
+            let worst = full
+                .iter()
+                .map(|&b| b as f64 * 8.0 / 1000.0 / target)
+                .fold(0.0, f64::max);
             let v = &mut sizes[s][t];
             let mean = v.iter().sum::<usize>() as f64 / v.len().max(1) as f64;
+            rows.push(format!(
+                "({s},{t}) {:.0} % (worst 1 s {:.0} %, {} dropped)",
+                100.0 * kbps / target,
+                100.0 * worst,
+                dropped[s][t]
+            ));
             println!(
                 "({s},{t}) {kbps:7.1}/{target:5.0} kbit/s = {:5.1} % | worst 1-s {:5.1} % | frame mean {:6.0} B = {:4.1} pkts, p95 {:6} max {:6} | keys {:?} B | dropped {}",
                 100.0 * kbps / target,
@@ -126,5 +151,18 @@ fn main() {
                 dropped[s][t]
             );
         }
+    }
+    // The default configuration only (no key=value other than loops): the acceptance row.
+    if args.iter().all(|(k, _)| k == "loops") {
+        testkit::record(
+            "issue19/layer-overshoot",
+            &format!(
+                "BBB 720p30 looped {secs:.0} s, default ladder and rate control, key every {} frames; per cell rate / budget: {}",
+                conf.keyframe_interval,
+                rows.join(", ")
+            ),
+            None,
+            "make bench-ladder (cargo run --release -p layercast-codec --example rc_study loops=7)",
+        );
     }
 }

@@ -14,8 +14,7 @@ use crate::error::{Error, Result};
 /// (360p15), 1.24 (360p30), 2.1, 2.8 and 3.9 Mbit/s (720p at 7.5, 15, 30 fps), and no cell
 /// below about two 600-byte packets per frame, so that the part-filled last packet of a frame
 /// and its bunch's repair stay a small share of every layer.
-pub const DEFAULT_L3T3_CELL_KBPS: [[u32; 3]; 3] =
-    [[90, 80, 160], [200, 90, 160], [700, 550, 850]];
+pub const DEFAULT_L3T3_CELL_KBPS: [[u32; 3]; 3] = [[90, 80, 160], [200, 90, 160], [700, 550, 850]];
 
 /// One (spatial, temporal) cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -72,7 +72,10 @@ fn dropped_layer_frames_keep_every_prefix_decodable() {
                     // The filler shows the layer's reference picture: output earlier by this
                     // prefix or, for a lower layer, by a smaller prefix (iterated first).
                     assert!(
-                        shown.iter().chain(&all_shown).any(|(s, y)| *s == top as u16 && *y == f.i420),
+                        shown
+                            .iter()
+                            .chain(&all_shown)
+                            .any(|(s, y)| *s == top as u16 && *y == f.i420),
                         "k {k}: a dropped top layer shows an earlier picture again"
                     );
                     repeats += 1;
@@ -84,8 +87,15 @@ fn dropped_layer_frames_keep_every_prefix_decodable() {
             .iter()
             .filter(|(p, _)| ladder.keeps(k, 0, p.temporal))
             .count();
-        assert_eq!(shown.len(), want, "k {k}: every picture of the prefix decodes");
-        eprintln!("k {k}: {} pictures, {repeats} repeats of a dropped top layer", shown.len());
+        assert_eq!(
+            shown.len(),
+            want,
+            "k {k}: every picture of the prefix decodes"
+        );
+        eprintln!(
+            "k {k}: {} pictures, {repeats} repeats of a dropped top layer",
+            shown.len()
+        );
         all_shown.extend(shown);
     }
     eprintln!("dropped masks: {dropped:?}");

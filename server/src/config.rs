@@ -433,8 +433,8 @@ pub fn video_layer_rate(
     headroom: f64,
 ) -> u64 {
     let payload_bits = 8.0 * packet_size.saturating_sub(VIDEO_PACKET_OVERHEAD).max(1) as f64;
-    let per_frame = cell_kbps as f64 * 1000.0 / layer_fps.max(0.01) / payload_bits
-        + bunch_len as f64 / 2.0;
+    let per_frame =
+        cell_kbps as f64 * 1000.0 / layer_fps.max(0.01) / payload_bits + bunch_len as f64 / 2.0;
     (headroom * layer_fps * per_frame * 8.0 * packet_size as f64).round() as u64
 }
 
@@ -974,23 +974,20 @@ mod tests {
         }
         .resolve("s", "s1", g, 5004)
         .unwrap();
-        // S0: 45/15/15 kbit/s, S1: 120/40/40, S2: 300/100/100; TL0/TL1 at 3.75 fps (36
-        // kbit/s per packet of slot), TL2 at 7.5 fps.
+        // The default ladder (docs/server.md "The default ladder"): 720p30 L3T3, 600-byte
+        // pairs, headroom 1.1 x (budget in packets of 556 payload bytes + one packet per
+        // frame); TL0/TL1 at 7.5 fps, TL2 at 15 fps.
+        assert_eq!(v.packet_size, 600);
         assert_eq!(
             v.rates_bps,
-            vec![
-                90_000 + 72_000,
-                30_000 + 72_000,
-                30_000 + 144_000,
-                240_000 + 72_000,
-                80_000 + 72_000,
-                80_000 + 144_000,
-                600_000 + 72_000,
-                200_000 + 72_000,
-                200_000 + 144_000,
-            ]
+            vec![146_435, 134_564, 269_128, 277_010, 146_435, 269_128, 870_535, 692_478, 1_088_193]
         );
-        // rate_headroom 1.3 keeps the TL0 layers at key_headroom 2.
+        let rule = |c: f64, fps: f64, h: f64| {
+            (h * fps * (c / fps / (8.0 * 556.0) + 1.0) * 4800.0).round() as u64
+        };
+        assert_eq!(v.rates_bps[6], rule(700_000.0, 7.5, 1.1));
+        assert_eq!(v.rates_bps[8], rule(850_000.0, 15.0, 1.1));
+        // rate_headroom 1.3 raises the TL0 layers' key_headroom (1.1) to it too.
         let v13 = SessionConfig {
             source: Some("testpattern".into()),
             video: Some(VideoConfig {
@@ -1003,11 +1000,16 @@ mod tests {
         .unwrap();
         assert_eq!(
             &v13.rates_bps[..3],
-            &[90_000 + 72_000, 19_500 + 72_000, 19_500 + 144_000]
+            &[
+                rule(90_000.0, 7.5, 1.3),
+                rule(80_000.0, 7.5, 1.3),
+                rule(160_000.0, 15.0, 1.3)
+            ]
         );
         let rv = v.video.unwrap();
         assert_eq!((rv.pacer_peak, rv.pacer_credit.as_millis()), (8.0, 120));
-        assert_eq!((rv.rate_headroom, rv.key_headroom), (2.0, 2.0));
+        assert_eq!((rv.rate_headroom, rv.key_headroom), (1.1, 1.1));
+        assert_eq!((rv.width, rv.height, rv.fps), (1280, 720, 30));
         // key_headroom below rate_headroom is raised to it.
         let v = SessionConfig {
             source: Some("testpattern".into()),

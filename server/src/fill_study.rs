@@ -82,7 +82,11 @@ fn encode(v: &ResolvedVideo, packet_size: u16, secs: f64) -> Option<(Vec<Pic>, V
     // S_RC="initial,optimal,size,drop%,intra%": other rate-control settings.
     if let Ok(rc) = std::env::var("S_RC") {
         let x: Vec<u32> = rc.split(',').map(|v| v.parse().unwrap()).collect();
-        (conf.rc_buf_initial_ms, conf.rc_buf_optimal_ms, conf.rc_buf_ms) = (x[0], x[1], x[2]);
+        (
+            conf.rc_buf_initial_ms,
+            conf.rc_buf_optimal_ms,
+            conf.rc_buf_ms,
+        ) = (x[0], x[1], x[2]);
         conf.drop_thresh = x[3];
         conf.max_intra_pct = x[4];
     }
@@ -141,7 +145,10 @@ fn simulate(
         .map(|&r| Duration::from_secs_f64(8.0 * packet_size as f64 * bunch as f64 / r as f64))
         .collect();
     let (gap, credit): (Vec<Duration>, Vec<Duration>) = match burst {
-        Some(b) => (iv.iter().map(|i| i.div_f64(b.peak)).collect(), b.credit.clone()),
+        Some(b) => (
+            iv.iter().map(|i| i.div_f64(b.peak)).collect(),
+            b.credit.clone(),
+        ),
         None => (iv.clone(), vec![Duration::ZERO; n]),
     };
     let mut next: Vec<Instant> = (0..n).map(|k| t0 + iv[k].mul_f64(phase(k))).collect();
@@ -326,7 +333,11 @@ fn fill_study() {
                     crate::config::temporal_fps(v.fps, v.temporal, t),
                     r.packet_size,
                     r.bunch_len,
-                    if t == 0 { v.key_headroom } else { v.rate_headroom },
+                    if t == 0 {
+                        v.key_headroom
+                    } else {
+                        v.rate_headroom
+                    },
                 )
             })
             .collect();
@@ -410,7 +421,9 @@ fn fill_study() {
     );
     let (lost, rec): (u64, u64) = (o.lost.iter().sum(), o.recovered.iter().sum());
     println!("2 % random loss on every layer: {lost} media packets lost, {rec} recovered by FEC");
-    let custom = ["S_VIDEO", "S_PKT", "S_CELLS", "S_RC", "S_SPAN"].iter().any(|e| std::env::var(e).is_ok());
+    let custom = ["S_VIDEO", "S_PKT", "S_CELLS", "S_RC", "S_SPAN"]
+        .iter()
+        .any(|e| std::env::var(e).is_ok());
     if !custom {
         let cfg = format!(
             "BBB 720p30 looped {secs} s, server defaults ({} B packets, headroom {}/{}), pacer replayed in virtual time",

@@ -400,4 +400,3 @@ fn write_seed_corpus() {
         std::fs::write(dir.join(format!("seed-{i:02}")), s).unwrap();
     }
 }
-
