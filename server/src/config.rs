@@ -980,13 +980,13 @@ mod tests {
         assert_eq!(v.packet_size, 600);
         assert_eq!(
             v.rates_bps,
-            vec![146_435, 134_564, 269_128, 277_010, 146_435, 269_128, 870_535, 692_478, 1_088_193]
+            vec![146_435, 134_564, 269_128, 306_686, 146_435, 239_452, 1_535_283, 538_161, 577_761]
         );
         let rule = |c: f64, fps: f64, h: f64| {
             (h * fps * (c / fps / (8.0 * 556.0) + 1.0) * 4800.0).round() as u64
         };
-        assert_eq!(v.rates_bps[6], rule(700_000.0, 7.5, 1.1));
-        assert_eq!(v.rates_bps[8], rule(850_000.0, 15.0, 1.1));
+        assert_eq!(v.rates_bps[6], rule(1_260_000.0, 7.5, 1.1));
+        assert_eq!(v.rates_bps[8], rule(420_000.0, 15.0, 1.1));
         // rate_headroom 1.3 raises the TL0 layers' key_headroom (1.1) to it too.
         let v13 = SessionConfig {
             source: Some("testpattern".into()),
