@@ -16,9 +16,8 @@ use crate::config::{ResolvedVideo, SessionConfig, VideoConfig};
 use crate::pacer::{next_bunch, phase};
 use crate::video::{svc_config, Burst};
 use codec::fec::{FecDecoder, FecEncoder, FecParams};
-use codec::ladder::LayerLadder;
 use codec::rtp::RtpPacket;
-use codec::vp9rtp::{LayerPacket, LayerStreams, StreamConfig};
+use codec::vp9rtp::LayerPacket;
 use codec::vpx::SvcEncoder;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -90,25 +89,9 @@ fn encode(v: &ResolvedVideo, packet_size: u16, secs: f64) -> Option<(Vec<Pic>, V
         conf.drop_thresh = x[3];
         conf.max_intra_pct = x[4];
     }
-    let ladder = LayerLadder::spatial_major(&conf.cell_kbps).unwrap();
-    let n = ladder.len();
-    let res = (0..v.spatial)
-        .map(|s| {
-            let (w, h) = conf.layer_size(s);
-            (w as u16, h as u16)
-        })
-        .collect();
-    let mut streams = LayerStreams::new(
-        ladder,
-        res,
-        StreamConfig {
-            ssrcs: (0..n as u32).collect(),
-            mtu: packet_size as usize,
-            ext_reserve: crate::video::VIDEO_EXT_RESERVE,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let mut streams =
+        crate::video::layer_streams(&conf, 0, packet_size, crate::video::VIDEO_EXT_RESERVE)
+            .unwrap();
     let mut enc = SvcEncoder::new(conf).unwrap();
     let mut pics = Vec::new();
     let mut dropped = vec![0usize; v.spatial];
@@ -262,24 +245,7 @@ fn simulate(
         }
         recovered[k] = dec.stats().recovered;
     }
-    // Worst rate deviation over 6-s windows of bunch starts.
-    let mut worst: f64 = 0.0;
-    for k in 0..n {
-        let s = &starts[k];
-        let mut w0 = cap(fps as usize);
-        while w0 + Duration::from_secs(6) < cap(pics.len()) {
-            let inw: Vec<&Instant> = s
-                .iter()
-                .filter(|&&t| t >= w0 && t < w0 + Duration::from_secs(6))
-                .collect();
-            if inw.len() >= 2 {
-                let span = (*inw[inw.len() - 1] - *inw[0]).as_secs_f64();
-                let meas = (inw.len() - 1) as f64 / span * iv[k].as_secs_f64();
-                worst = worst.max((meas - 1.0).abs());
-            }
-            w0 += Duration::from_millis(250);
-        }
-    }
+    let worst = worst_rate_deviation(&starts, &iv, cap(fps as usize), cap(pics.len()), 250);
     Outcome {
         tally,
         media_bits,
@@ -291,7 +257,37 @@ fn simulate(
     }
 }
 
-fn quantile(v: &[f64], p: f64) -> f64 {
+/// Worst |rate / announced - 1| of any layer over 6-s windows (first to last bunch start in the
+/// window) starting every `step_ms` from `from` until the window passes `to`; `iv` is each
+/// layer's bunch interval. Shared with `video::latency_study`.
+pub(crate) fn worst_rate_deviation(
+    starts: &[Vec<Instant>],
+    iv: &[Duration],
+    from: Instant,
+    to: Instant,
+    step_ms: u64,
+) -> f64 {
+    let mut worst: f64 = 0.0;
+    for (k, s) in starts.iter().enumerate() {
+        let mut w0 = from;
+        while w0 + Duration::from_secs(6) < to {
+            let inw: Vec<&Instant> = s
+                .iter()
+                .filter(|&&t| t >= w0 && t < w0 + Duration::from_secs(6))
+                .collect();
+            if inw.len() >= 2 {
+                let span = (*inw[inw.len() - 1] - *inw[0]).as_secs_f64();
+                let meas = (inw.len() - 1) as f64 / span * iv[k].as_secs_f64();
+                worst = worst.max((meas - 1.0).abs());
+            }
+            w0 += Duration::from_millis(step_ms);
+        }
+    }
+    worst
+}
+
+/// The `p` quantile (nearest rank) of `v`; NaN when empty.
+pub(crate) fn quantile(v: &[f64], p: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }

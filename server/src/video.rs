@@ -313,6 +313,37 @@ impl GstReader {
     }
 }
 
+/// The per-layer RTP streams of an encode: the spatial-major ladder of `conf`, SSRC
+/// `ssrc_base + k` for layer k, packets of at most `mtu` bytes with `ext_reserve` left free.
+pub(crate) fn layer_streams(
+    conf: &SvcConfig,
+    ssrc_base: u32,
+    mtu: u16,
+    ext_reserve: usize,
+) -> Result<LayerStreams> {
+    let ladder = LayerLadder::spatial_major(&conf.cell_kbps)
+        .map_err(|e| Error::BadRequest(format!("video ladder: {e}")))?;
+    let n = ladder.len() as u32;
+    let res = (0..conf.spatial_layers)
+        .map(|s| {
+            let (w, h) = conf.layer_size(s);
+            (w as u16, h as u16)
+        })
+        .collect();
+    LayerStreams::new(
+        ladder,
+        res,
+        StreamConfig {
+            payload_type: 96,
+            ssrcs: (0..n).map(|k| ssrc_base.wrapping_add(k)).collect(),
+            mtu: mtu as usize,
+            ext_reserve,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| Error::BadRequest(format!("video packetizer: {e}")))
+}
+
 /// Starts the encoder thread. `ssrc_base + k` is layer k's SSRC (the pacer uses the same).
 #[allow(clippy::too_many_arguments)]
 pub fn start(
@@ -325,27 +356,8 @@ pub fn start(
     stop: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<()>> {
     let conf = svc_config(v);
-    let ladder = LayerLadder::spatial_major(&conf.cell_kbps)
-        .map_err(|e| Error::BadRequest(format!("video ladder: {e}")))?;
-    let n = ladder.len();
-    let res = (0..v.spatial)
-        .map(|s| {
-            let (w, h) = conf.layer_size(s);
-            (w as u16, h as u16)
-        })
-        .collect();
-    let mut streams = LayerStreams::new(
-        ladder,
-        res,
-        StreamConfig {
-            payload_type: 96,
-            ssrcs: (0..n as u32).map(|k| ssrc_base.wrapping_add(k)).collect(),
-            mtu: packet_size as usize,
-            ext_reserve: VIDEO_EXT_RESERVE,
-            ..Default::default()
-        },
-    )
-    .map_err(|e| Error::BadRequest(format!("video packetizer: {e}")))?;
+    let mut streams = layer_streams(&conf, ssrc_base, packet_size, VIDEO_EXT_RESERVE)?;
+    let n = streams.packetizer().ladder().len();
     let mut enc = SvcEncoder::new(conf.clone())
         .map_err(|e| Error::BadRequest(format!("video encoder: {e}")))?;
     *lock(&queues.queues) = vec![VecDeque::new(); n];
@@ -843,26 +855,7 @@ mod latency_study {
     fn trace(v: &ResolvedVideo, packet_size: u16, secs: u32, intra: u32) -> Vec<Pic> {
         let mut conf = svc_config(v);
         conf.max_intra_pct = intra;
-        let ladder = LayerLadder::spatial_major(&conf.cell_kbps).unwrap();
-        let n = ladder.len();
-        let res = (0..v.spatial)
-            .map(|s| {
-                let (w, h) = conf.layer_size(s);
-                (w as u16, h as u16)
-            })
-            .collect();
-        let mut streams = LayerStreams::new(
-            ladder,
-            res,
-            StreamConfig {
-                payload_type: 96,
-                ssrcs: (0..n as u32).collect(),
-                mtu: packet_size as usize,
-                ext_reserve: 16,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let mut streams = layer_streams(&conf, 0, packet_size, 16).unwrap();
         let mut enc = SvcEncoder::new(conf).unwrap();
         let mut st = Stamper::new(v.width, v.height, v.fps, qr_pixel_size(v.spatial)).unwrap();
         let mut out = Vec::new();
@@ -985,23 +978,13 @@ mod latency_study {
             j += Duration::from_millis(50);
         }
         // Rate check: 6-s windows every 100 ms.
-        let mut worst: f64 = 0.0;
-        for k in 0..n {
-            let s = &starts[k];
-            let mut w0 = cap(2 * fps as usize);
-            while w0 + Duration::from_secs(6) < cap(pics.len()) {
-                let inw: Vec<&Instant> = s
-                    .iter()
-                    .filter(|&&t| t >= w0 && t < w0 + Duration::from_secs(6))
-                    .collect();
-                if inw.len() >= 2 {
-                    let span = (*inw[inw.len() - 1] - *inw[0]).as_secs_f64();
-                    let meas = (inw.len() - 1) as f64 / span * iv[k].as_secs_f64();
-                    worst = worst.max((meas - 1.0).abs());
-                }
-                w0 += Duration::from_millis(100);
-            }
-        }
+        let worst = crate::fill_study::worst_rate_deviation(
+            &starts,
+            &iv,
+            cap(2 * fps as usize),
+            cap(pics.len()),
+            100,
+        );
         Outcome {
             lat,
             worst_dev: worst,
@@ -1010,11 +993,7 @@ mod latency_study {
         }
     }
 
-    fn q(v: &[f64], p: f64) -> f64 {
-        let mut s = v.to_vec();
-        s.sort_by(f64::total_cmp);
-        s[((s.len() - 1) as f64 * p).round() as usize]
-    }
+    use crate::fill_study::quantile as q;
 
     fn env(name: &str, d: f64) -> f64 {
         std::env::var(name)
