@@ -7,7 +7,11 @@
 //! * [`ladder`]: which (spatial, temporal) cell is cumulative layer k, nominal rates.
 //! * [`vp9rtp`]: RFC 9628 payload descriptor, packetizer, per-layer RTP streams.
 //! * [`depay`]: picture assembly from any prefix of layers, with loss and reordering.
-//! * [`sdp`]: SDP for one layer stream (layer 0 plays in stock GStreamer and ffmpeg).
+//! * [`sdp`]: SDP for one layer stream (layer 0 plays in stock GStreamer and ffmpeg), with
+//!   the session's Opus track.
+//! * [`opus`]: Opus RTP payload (RFC 7587) packetizer and depacketizer; with feature `opus`
+//!   (default) the libopus encoder and decoder.
+//! * [`rtcp`]: RTCP sender reports (RFC 3550 §6.4.1), the NTP ↔ RTP mapping for lip sync.
 //! * `gst` (feature `gst`, default): GStreamer source/sink glue.
 //! * [`synth`]: generated test clip, scaling and PSNR helpers.
 //!
@@ -18,6 +22,8 @@ pub mod error;
 #[cfg(feature = "gst")]
 pub mod gst;
 pub mod ladder;
+pub mod opus;
+pub mod rtcp;
 pub mod rtp;
 pub mod sdp;
 pub mod superframe;

@@ -26,6 +26,57 @@ pub struct LayerSdp {
     pub ssrc: Option<u32>,
     /// Session id / version for `o=`.
     pub session_id: u64,
+    /// The session's audio track, written as a second media section after the video.
+    pub audio: Option<OpusSdp>,
+}
+
+/// The `m=audio` section of an Opus track (RFC 7587 §7): its own group, `opus/48000/2` as
+/// the RFC requires whatever the channel count, and the `fmtp` parameters a receiver needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpusSdp {
+    /// The audio group (or unicast destination), written as a media-level `c=`.
+    pub dest: IpAddr,
+    pub ttl: u8,
+    pub port: u16,
+    pub payload_type: u8,
+    /// Channels the encoder codes (2 = `stereo=1`).
+    pub channels: u8,
+    pub inband_fec: bool,
+    /// Target bit rate, bit/s (`maxaveragebitrate`).
+    pub bitrate: u32,
+    pub ssrc: Option<u32>,
+}
+
+impl OpusSdp {
+    /// The media section (CRLF line ends), `m=` line first.
+    pub fn render(&self) -> Result<String> {
+        if !(96..=127).contains(&self.payload_type) {
+            return Err(Error::Config(
+                "Opus needs a dynamic payload type 96..=127".into(),
+            ));
+        }
+        let fam = if self.dest.is_ipv4() { "IP4" } else { "IP6" };
+        let c = match self.dest {
+            IpAddr::V4(a) if a.is_multicast() => format!("c=IN IP4 {a}/{}", self.ttl),
+            a => format!("c=IN {fam} {a}"),
+        };
+        let pt = self.payload_type;
+        let mut s = format!("m=audio {} RTP/AVP {pt}\r\n{c}\r\n", self.port);
+        s.push_str(&format!("a=rtpmap:{pt} opus/48000/2\r\n"));
+        s.push_str(&format!(
+            "a=fmtp:{pt} minptime=10;useinbandfec={};stereo={};sprop-stereo={};maxaveragebitrate={}\r\n",
+            u8::from(self.inband_fec),
+            u8::from(self.channels == 2),
+            u8::from(self.channels == 2),
+            self.bitrate
+        ));
+        s.push_str("a=ptime:20\r\n");
+        if let Some(ssrc) = self.ssrc {
+            s.push_str(&format!("a=ssrc:{ssrc} cname:layercast\r\n"));
+        }
+        s.push_str("a=recvonly\r\n");
+        Ok(s)
+    }
 }
 
 impl LayerSdp {
@@ -41,6 +92,7 @@ impl LayerSdp {
             cc_ext_id: 1,
             ssrc: None,
             session_id: 1,
+            audio: None,
         }
     }
 
@@ -88,6 +140,9 @@ impl LayerSdp {
             l(format!("a=ssrc:{ssrc} cname:layercast"));
         }
         l("a=recvonly".into());
+        if let Some(a) = &self.audio {
+            s.push_str(&a.render()?);
+        }
         Ok(s)
     }
 }
@@ -113,5 +168,34 @@ mod tests {
         let mut bad = LayerSdp::new("::1".parse().unwrap(), "::1".parse().unwrap(), 1);
         bad.payload_type = 5;
         assert!(bad.render().is_err());
+    }
+
+    #[test]
+    fn opus_section_after_the_video() {
+        let mut l = LayerSdp::new(
+            "127.0.0.1".parse().unwrap(),
+            "239.1.2.3".parse().unwrap(),
+            5004,
+        );
+        l.audio = Some(OpusSdp {
+            dest: "239.1.2.9".parse().unwrap(),
+            ttl: 16,
+            port: 5020,
+            payload_type: 111,
+            channels: 2,
+            inband_fec: true,
+            bitrate: 64_000,
+            ssrc: Some(7),
+        });
+        let s = l.render().unwrap();
+        let v = s.find("m=video").unwrap();
+        let a = s
+            .find("m=audio 5020 RTP/AVP 111\r\nc=IN IP4 239.1.2.9/16\r\n")
+            .unwrap();
+        assert!(v < a);
+        assert!(s.contains("a=rtpmap:111 opus/48000/2\r\n"));
+        assert!(s.contains("useinbandfec=1;stereo=1;sprop-stereo=1;maxaveragebitrate=64000"));
+        l.audio.as_mut().unwrap().payload_type = 0;
+        assert!(l.render().is_err());
     }
 }
