@@ -1111,3 +1111,21 @@ mod latency_study {
 
     const L3T3: [[u32; 3]; 3] = [[90, 30, 30], [240, 80, 80], [600, 200, 200]];
 }
+
+#[cfg(test)]
+mod source_injection {
+    use super::FrameSource;
+
+    /// Review finding F1: a `source` carrying pipeline text (extra elements that read a
+    /// file and write it elsewhere) must be refused where the session config is resolved.
+    #[test]
+    fn source_with_pipeline_text_is_refused() {
+        for a in [
+            "file:///x filesrc location=/etc/hostname ! filesink location=/tmp/lc-pwn",
+            "file:///x!filesink location=/tmp/lc-pwn",
+            "v4l2:///dev/video0 ! filesink location=/tmp/lc-pwn",
+        ] {
+            assert!(FrameSource::from_source(a).is_none(), "accepted {a:?}");
+        }
+    }
+}
