@@ -10,6 +10,7 @@ mod auth;
 mod config;
 mod error;
 mod http;
+mod media;
 mod pacer;
 mod rtp_out;
 mod sock;

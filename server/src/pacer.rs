@@ -91,6 +91,9 @@ pub struct PacerConfig {
     /// Seals every packet (encrypted sessions): packets are built `MEDIA_OVERHEAD` bytes
     /// short of `packet_size` and sealed to exactly `packet_size`.
     pub sealer: Option<security::auth::MediaSealer>,
+    /// Issue 21 (audio track, RTCP sender reports): sent between bunches, never inside one
+    /// (`crate::media::out`).
+    pub side: Option<crate::media::out::SideStreams>,
 }
 
 impl PacerConfig {
@@ -130,6 +133,17 @@ fn set_realtime() -> bool {
 
 /// Sleeps/spins until `deadline` or until `stop` is set. Returns false if stopped.
 fn wait_until(deadline: Instant, spin: Duration, stop: &AtomicBool) -> bool {
+    wait_until_with(deadline, spin, stop, &mut |_| None)
+}
+
+/// [`wait_until`], running `between` before each sleep; it returns when it next wants to
+/// run, and the sleep ends by then (issue 21: audio and RTCP go out between bunches).
+fn wait_until_with(
+    deadline: Instant,
+    spin: Duration,
+    stop: &AtomicBool,
+    between: &mut dyn FnMut(Instant) -> Option<Instant>,
+) -> bool {
     loop {
         if stop.load(Ordering::Relaxed) {
             return false;
@@ -140,7 +154,13 @@ fn wait_until(deadline: Instant, spin: Duration, stop: &AtomicBool) -> bool {
         }
         let left = deadline - now;
         if left > spin {
-            std::thread::sleep((left - spin).min(Duration::from_millis(100)));
+            let nap = match between(now) {
+                Some(t) => t
+                    .saturating_duration_since(now)
+                    .max(Duration::from_micros(200)),
+                None => Duration::from_millis(100),
+            };
+            std::thread::sleep((left - spin).min(Duration::from_millis(100)).min(nap));
         } else {
             while Instant::now() < deadline {
                 std::hint::spin_loop();
@@ -229,7 +249,13 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
             _ => None,
         };
     let mut last_sent: Vec<Option<Instant>> = vec![None; n];
+    // Issue 21: audio packets and sender reports between bunches.
+    let mut side = cfg.side.take();
+    let mut sent_per_layer = vec![0u64; n];
     while !stop.load(Ordering::Relaxed) {
+        let side_next = side
+            .as_mut()
+            .map(|s| s.poll(Instant::now(), &sock, &sent_per_layer));
         let (k, due) = match &burst {
             None => {
                 // Earliest layer due (linear scan: N is at most a few hundred).
@@ -237,7 +263,9 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
                     Some(x) => x,
                     None => return,
                 };
-                if !wait_until(due, cfg.spin, &stop) {
+                let mut between =
+                    |now: Instant| side.as_mut().map(|s| s.poll(now, &sock, &sent_per_layer));
+                if !wait_until_with(due, cfg.spin, &stop, &mut between) {
                     break;
                 }
                 (k, due)
@@ -252,7 +280,13 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
                 if due > now + cfg.spin {
                     // Sleep until the slot or until the encoder queues a picture (which may
                     // make a layer eligible earlier), then decide again.
-                    let wait = (due - now - cfg.spin).min(Duration::from_millis(100));
+                    let mut wait = (due - now - cfg.spin).min(Duration::from_millis(100));
+                    if let Some(t) = side_next {
+                        wait = wait.min(
+                            t.saturating_duration_since(now)
+                                .max(Duration::from_micros(200)),
+                        );
+                    }
                     drop(q.pushed.wait_timeout(guard, wait));
                     continue;
                 }
@@ -341,6 +375,7 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
                 .fetch_add(cfg.bunch_len as u64 - sent, Ordering::Relaxed);
         }
         local_layer[k] += sent;
+        sent_per_layer[k] += sent;
         stats.packets.fetch_add(sent, Ordering::Relaxed);
         let bytes: u64 = bufs[..sent as usize].iter().map(|b| b.len() as u64).sum();
         stats.bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -581,6 +616,7 @@ mod tests {
             realtime: false,
             queues: None,
             sealer: None,
+            side: None,
         };
         // 2 × 512 × 8 / 20 000 = 0.4096 s (era.md §1.1.3).
         assert!((c.bunch_interval(0).as_secs_f64() - 0.4096).abs() < 1e-9);
@@ -609,6 +645,7 @@ mod tests {
             realtime: false,
             queues: None,
             sealer: None,
+            side: None,
         };
         let stats = Arc::new(PacerStats::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -677,6 +714,7 @@ mod tests {
             realtime: false,
             queues: None,
             sealer: Some(MediaSealer::new(key.clone())),
+            side: None,
         };
         let stats = Arc::new(PacerStats::default());
         let stop = Arc::new(AtomicBool::new(false));

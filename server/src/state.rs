@@ -44,12 +44,6 @@ pub fn random_u32() -> u32 {
     h.finish() as u32
 }
 
-/// Whether `gst-launch-1.0` is on the PATH.
-fn have_gst_launch() -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("gst-launch-1.0").is_file()))
-}
-
 /// One running session.
 pub struct Session {
     pub cfg: ResolvedSession,
@@ -59,8 +53,11 @@ pub struct Session {
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
     encoder: Mutex<Option<JoinHandle<()>>>,
-    /// The GStreamer child of a GStreamer-sourced session.
-    child: Arc<crate::video::ChildSlot>,
+    /// The source pipeline's counters of a GStreamer-sourced session (set by the encoder
+    /// thread when it builds the source).
+    pub source: Arc<Mutex<Option<Arc<crate::media::source::SourceStats>>>>,
+    /// The audio track's queue and counters (issue 21).
+    pub audio: Option<Arc<crate::media::audio::AudioQueue>>,
     /// Media queues of a video session.
     pub queues: Option<Arc<crate::video::LayerQueues>>,
     /// The TFMCC sender's state of a `protocol: tfmcc` session (`crate::tfmcc`).
@@ -98,12 +95,11 @@ impl Session {
         if let Some(h) = lock(&self.thread).take() {
             let _ = h.join();
         }
-        // Killing the GStreamer child unblocks the encoder thread's read.
-        self.child.stop();
+        // The encoder thread waits for pictures at most 100 ms at a time, then sees `stop`
+        // and drops the source pipeline.
         if let Some(h) = lock(&self.encoder).take() {
             let _ = h.join();
         }
-        self.child.stop();
     }
 }
 
@@ -402,7 +398,9 @@ impl State {
             return Err(Error::Duplicate(r.id));
         }
         if c.group.is_none() {
-            *next_group = u32::from(r.group) + r.rates_bps.len() as u32;
+            // The audio track (issue 21) takes the group after the layers.
+            *next_group =
+                u32::from(r.group) + r.rates_bps.len() as u32 + u32::from(r.audio.is_some());
         }
         drop(next_group);
         let sender = self.cfg.ssm_source.unwrap_or(self.cfg.interface);
@@ -429,6 +427,35 @@ impl State {
             ));
         }
         let ssrc_base = random_u32();
+        // Issue 21: the audio track on the group after the layers, riding in layer 0 (its
+        // rate counts in layer 0's announced rate); the media clock both tracks' RTP time
+        // comes from (crate::media::audio::MediaClock).
+        let clock = crate::media::audio::MediaClock {
+            epoch_ns: (unix_now() * 1e9) as u64,
+        };
+        let audio_ssrc = ssrc_base.wrapping_add(0x100);
+        let audio_dest = r.audio.as_ref().map(|a| {
+            let n = r.rates_bps.len() as u32;
+            let extra = if r.encrypt {
+                security::auth::MEDIA_OVERHEAD as u64
+            } else {
+                0
+            };
+            (
+                Ipv4Addr::from(u32::from(r.group) + n),
+                r.port + 2 * n as u16,
+                a.rate_bps(extra),
+            )
+        });
+        let mut tracks: Vec<proto::Track> = r
+            .video
+            .as_ref()
+            .map(|v| vec![crate::video::video_track(v, &layers, ssrc_base)])
+            .unwrap_or_default();
+        if let (Some(a), Some((g, p, rate))) = (&r.audio, audio_dest) {
+            tracks.push(crate::media::audio_track(a, g, p, audio_ssrc, rate));
+            layers[0].rate_bps += rate;
+        }
         let info = SessionInfo {
             session_id: random_u32(),
             announce_seq: 0,
@@ -438,16 +465,16 @@ impl State {
             bunch_len: if is_tfmcc { 1 } else { r.bunch_len },
             adapt_interval: r.adapt_interval,
             announce_interval: self.cfg.announce_interval,
-            tracks: r
-                .video
-                .as_ref()
-                .map(|v| vec![crate::video::video_track(v, &layers, ssrc_base)])
-                .unwrap_or_default(),
+            tracks,
         };
         congestion::wire::sam::validate(&info)?;
         let sock = sock::sender_socket(&self.cfg)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let child = Arc::new(crate::video::ChildSlot::default());
+        let source_stats = Arc::new(Mutex::new(None));
+        let audio_queue = r
+            .audio
+            .as_ref()
+            .map(|_| Arc::new(crate::media::audio::AudioQueue::default()));
         // A fresh key per session start, never stored: see docs/security.md §3 on why the
         // nonce then never repeats under one key.
         let media_key = r.encrypt.then(|| GroupKey::generate(0));
@@ -462,17 +489,25 @@ impl State {
             Some(v) => {
                 let src = crate::video::FrameSource::from_source(&r.source)
                     .ok_or_else(|| Error::config(&format!("{ctx}.source"), "not a video source"))?;
-                if matches!(src, crate::video::FrameSource::Gst(_)) && !have_gst_launch() {
-                    return Err(Error::config(
-                        &format!("{ctx}.source"),
-                        "GStreamer sources need gst-launch-1.0 (Debian: gstreamer1.0-tools)",
-                    ));
-                }
                 let q = Arc::new(crate::video::LayerQueues::default());
+                let audio_io = match (&r.audio, &audio_queue) {
+                    (Some(a), Some(queue)) => Some(crate::video::AudioIo {
+                        encoder: Arc::new(Mutex::new(
+                            crate::media::audio::AudioEncoder::new(a, audio_ssrc, clock).map_err(
+                                |e| Error::config(&format!("{ctx}.audio"), e.to_string()),
+                            )?,
+                        )),
+                        queue: queue.clone(),
+                        channels: a.channels,
+                    }),
+                    _ => None,
+                };
                 let h = crate::video::start(
                     v,
                     src,
-                    child.clone(),
+                    source_stats.clone(),
+                    clock,
+                    audio_io,
                     // TFMCC packets carry a second, larger header extension.
                     if is_tfmcc {
                         plain_size.saturating_sub(crate::tfmcc::VIDEO_PACKET_RESERVE)
@@ -501,6 +536,40 @@ impl State {
             realtime: self.cfg.pacer_realtime,
             queues: queues.clone(),
             sealer: media_key.clone().map(MediaSealer::new),
+            // Issue 21: audio packets and RTCP sender reports, sent between bunches.
+            side: r.video.as_ref().map(|_| {
+                let mut reports: Vec<crate::media::out::SrStream> = layers
+                    .iter()
+                    .enumerate()
+                    .map(|(k, l)| crate::media::out::SrStream {
+                        ssrc: ssrc_base.wrapping_add(k as u32),
+                        rate: 90_000,
+                        rtcp: SocketAddrV4::new(l.group, l.port + 1),
+                    })
+                    .collect();
+                let audio = match (&audio_queue, audio_dest) {
+                    (Some(q), Some((g, p, _))) => {
+                        reports.push(crate::media::out::SrStream {
+                            ssrc: audio_ssrc,
+                            rate: 48_000,
+                            rtcp: SocketAddrV4::new(g, p + 1),
+                        });
+                        Some(crate::media::out::AudioSide {
+                            queue: q.clone(),
+                            dest: SocketAddrV4::new(g, p),
+                        })
+                    }
+                    _ => None,
+                };
+                crate::media::out::SideStreams::new(
+                    audio,
+                    clock,
+                    reports,
+                    format!("layercast-{}@{}", r.id, sender),
+                    plain_size.saturating_sub(28) as u64,
+                    media_key.clone().map(MediaSealer::new),
+                )
+            }),
         };
         let stats = Arc::new(PacerStats::default());
         let (s2, st2) = (stats.clone(), stop.clone());
@@ -534,7 +603,8 @@ impl State {
             stop,
             thread: Mutex::new(Some(h)),
             encoder: Mutex::new(encoder),
-            child,
+            source: source_stats,
+            audio: audio_queue,
             queues,
             tfmcc,
             media_key,
@@ -673,6 +743,8 @@ impl State {
             "video_key_requests": s.queues.as_ref().map(|q| q.key_requests.load(Ordering::Relaxed)),
             "video_keys_forced": s.queues.as_ref().map(|q| q.keys_forced.load(Ordering::Relaxed)),
             "video_syncs_forced": s.queues.as_ref().map(|q| q.syncs_forced.load(Ordering::Relaxed)),
+            // Issue 21: the source pipeline's and the audio track's counters.
+            "media": crate::media::session_json(lock(&s.source).as_deref(), s.audio.as_deref()),
             "viewers_by_layer": by_layer,
             "tfmcc": s.tfmcc.as_ref().map_or(Value::Null, |t| t.json(self.clr_viewer(s, t))),
             "started_at": s.started_at,
@@ -876,6 +948,30 @@ impl State {
             congestion::wire::cc_ext::DEFAULT_ID,
             congestion::wire::cc_ext::URI
         ));
+        // Issue 21: the audio track's media section (codec::sdp), with its own group.
+        if let Some(t) = info.track(proto::TrackKind::Audio) {
+            if let (proto::Codec::Opus(p), Some(st)) = (&t.codec, t.streams.first()) {
+                let a = codec::sdp::OpusSdp {
+                    dest: std::net::IpAddr::V4(st.group),
+                    ttl: self.cfg.ttl.min(255) as u8,
+                    port: st.port,
+                    payload_type: p.payload_type,
+                    channels: p.channels,
+                    inband_fec: p.inband_fec,
+                    bitrate: s.cfg.audio.as_ref().map_or(64_000, |a| a.bitrate),
+                    ssrc: Some(st.ssrc),
+                };
+                if let Ok(text) = a.render() {
+                    sdp.push_str(&text);
+                    if let Some(src) = self.cfg.ssm_source {
+                        sdp.push_str(&format!(
+                            "a=source-filter: incl IN IP4 {} {src}\r\n",
+                            st.group
+                        ));
+                    }
+                }
+            }
+        }
         sdp
     }
 
@@ -974,6 +1070,26 @@ impl State {
             ));
         }
         crate::tfmcc::metrics(&sessions, &mut m);
+        // Issue 21 / finding F12: pictures, source restarts, audio packets per session.
+        let sources: Vec<_> = sessions.iter().map(|s| lock(&s.source).clone()).collect();
+        let media: Vec<crate::media::SessionMedia<'_>> = sessions
+            .iter()
+            .zip(&sources)
+            .map(|(s, src)| crate::media::SessionMedia {
+                id: &s.cfg.id,
+                pictures: s
+                    .queues
+                    .as_ref()
+                    .map(|q| q.pictures.load(Ordering::Relaxed)),
+                encode_errors: s
+                    .queues
+                    .as_ref()
+                    .map(|q| q.encode_errors.load(Ordering::Relaxed)),
+                source: src.as_deref(),
+                audio: s.audio.as_deref(),
+            })
+            .collect();
+        crate::media::metrics(&media, &mut m);
         let d = &self.drops;
         m.push_str("# TYPE layercast_dropped_total counter\n");
         for (what, reason, c) in [
