@@ -147,6 +147,13 @@ pub struct Telemetry {
     /// TFMCC receivers only: their receiver id, calculated rate, RTT, loss event rate, CLR.
     #[serde(default)]
     pub tfmcc: Option<crate::tfmcc::ViewerTfmcc>,
+    /// Issue 21: audio packets received, lost and 20-ms frames concealed (totals).
+    #[serde(default)]
+    pub audio_packets: u64,
+    #[serde(default)]
+    pub audio_lost: u64,
+    #[serde(default)]
+    pub audio_concealed: u64,
 }
 
 impl Telemetry {
@@ -279,6 +286,9 @@ struct ViewerView<'a> {
     session_id: &'a str,
     tfmcc: &'a Option<crate::tfmcc::ViewerTfmcc>,
     width: u32,
+    audio_packets: u64,
+    audio_lost: u64,
+    audio_concealed: u64,
 }
 
 /// The published view of one viewer (`gone` computed by the caller, which knows the timeout).
@@ -304,6 +314,9 @@ fn viewer_view<'a>(id: &'a str, v: &'a Viewer, gone: bool) -> ViewerView<'a> {
         session_id: &t.session_id,
         tfmcc: &t.tfmcc,
         width: t.width,
+        audio_packets: t.audio_packets,
+        audio_lost: t.audio_lost,
+        audio_concealed: t.audio_concealed,
     }
 }
 
@@ -1030,7 +1043,7 @@ impl State {
             .iter()
             .filter(|(_, v)| !self.viewer_gone(v, now))
             .collect();
-        let per_viewer: [MetricFn; 6] = [
+        let per_viewer: [MetricFn; 9] = [
             ("layercast_viewer_layers", "gauge", |t| t.layers as f64),
             ("layercast_viewer_rate_bps", "gauge", |t| t.rate_bps),
             ("layercast_viewer_estimate_bps", "gauge", |t| {
@@ -1044,6 +1057,16 @@ impl State {
             }),
             ("layercast_viewer_freezes_total", "counter", |t| {
                 t.freezes as f64
+            }),
+            // Issue 21: the audio track per viewer.
+            ("layercast_viewer_audio_packets_total", "counter", |t| {
+                t.audio_packets as f64
+            }),
+            ("layercast_viewer_audio_lost_total", "counter", |t| {
+                t.audio_lost as f64
+            }),
+            ("layercast_viewer_audio_concealed_frames_total", "counter", |t| {
+                t.audio_concealed as f64
             }),
         ];
         for (name, kind, f) in per_viewer {
@@ -1198,6 +1221,7 @@ mod tests {
             "fps": t.fps, "frames": t.frames, "freezes": t.freezes, "rtt_s": t.rtt_s,
             "decisions": v.decisions, "last_seen_s": v.last_seen,
             "tfmcc": t.tfmcc,
+            "audio_packets": 0, "audio_lost": 0, "audio_concealed": 0,
             "gone": false});
         let now: Value =
             serde_json::from_slice(&serde_json::to_vec(&viewer_view("p01", &v, false)).unwrap())
