@@ -31,8 +31,8 @@ APT_PACKAGES=(
   iptables
   # monitoring and browser tests
   prometheus chromium
-  # build basics
-  build-essential curl ca-certificates python3 python3-pip python3-yaml
+  # build basics (cmake: the `opus` crate builds its bundled libopus with it)
+  build-essential cmake curl ca-certificates python3 python3-pip python3-yaml
 )
 # pimd is not installed: Debian's pimd and smcroute packages conflict, and igmpproxy is the
 # router the testbed uses (see docs/testbed.md).

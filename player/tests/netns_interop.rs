@@ -17,6 +17,11 @@ fn have(tool: &str) -> bool {
 
 /// Sets up a video session and returns the testbed and the path of the published SDP.
 fn setup() -> Option<(Testbed, std::path::PathBuf)> {
+    setup_with(r#"{"name":"iop","source":"testpattern","packet_size":1200,"video":{"keyframe_interval_s":1}}"#)
+}
+
+/// As [`setup`] with the session given as JSON (its name must be `iop`).
+fn setup_with(session: &str) -> Option<(Testbed, std::path::PathBuf)> {
     if !prerequisites() {
         return None;
     }
@@ -29,8 +34,8 @@ fn setup() -> Option<(Testbed, std::path::PathBuf)> {
         return None;
     }
     let mut tb = Testbed::new(10_000_000, 100_000, 1514);
-    tb.start_server(r#"{"name":"iop","source":"testpattern","packet_size":1200,"video":{"keyframe_interval_s":1}}"#);
-    std::thread::sleep(Duration::from_millis(800));
+    tb.start_server(session);
+    std::thread::sleep(Duration::from_millis(1500));
     // The SDP, fetched over the control link.
     let c = tb.c.clone();
     let sdp = tb.in_ns(&c, || {
@@ -160,4 +165,89 @@ fn stock_ffmpeg_plays_layer_0() {
         "cargo test --release -p layercast-player --test netns_interop",
     );
     assert!(ok, "{summary}\n{ff_out}");
+}
+
+/// Issue 21: the session's audio track, in the SDP as `m=audio` (Opus on its own group).
+const AV_SESSION: &str = r#"{"name":"iop","source":"gst-testpattern","packet_size":1200,
+    "video":{"width":320,"height":180,"fps":15,"spatial":2,"keyframe_interval_s":1},"audio":{"kbps":48}}"#;
+
+/// ffmpeg with the published SDP decodes layer 0's video and the Opus audio together.
+#[test]
+fn stock_ffmpeg_plays_layer_0_with_audio() {
+    let Some((tb, sdp_path)) = setup_with(AV_SESSION) else {
+        return;
+    };
+    let sdp = std::fs::read_to_string(&sdp_path).unwrap();
+    assert!(sdp.contains("m=audio ") && sdp.contains("a=rtpmap:111 opus/48000/2"), "{sdp}");
+    let ff = Command::new("ip")
+        .args(["netns", "exec", &tb.c, "timeout", "20", "ffmpeg", "-hide_banner", "-nostdin"])
+        .args(["-protocol_whitelist", "file,udp,rtp", "-i"])
+        .arg(&sdp_path)
+        .args(["-t", "5", "-f", "null", "-"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&ff.stderr).to_string();
+    let frames: u64 = out
+        .rsplit("frame=")
+        .next()
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let audio_kb: u64 = out
+        .rsplit("audio:")
+        .next()
+        .and_then(|r| r.split("kB").next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let opus_in = out.contains("Audio: opus");
+    let summary = format!(
+        "ffmpeg -i layer0.sdp (m=video + m=audio): {frames} video frames, {audio_kb} kB of decoded audio, opus input stream {opus_in} (exit {:?})",
+        ff.status.code()
+    );
+    eprintln!("{summary}");
+    let ok = frames >= 10 && audio_kb > 0 && opus_in && ff.status.success();
+    testkit::record(
+        "issue21/interop-ffmpeg-audio",
+        &summary,
+        Some(ok),
+        "cargo test --release -p layercast-player --test netns_interop",
+    );
+    assert!(ok, "{summary}\n{out}\n{sdp}");
+}
+
+/// gst-launch with `sdpdemux` on the published SDP plays both media: `rtpvp9depay ! vp9dec`
+/// for layer 0 and `rtpopusdepay ! opusdec` for the audio.
+#[test]
+fn stock_gstreamer_plays_layer_0_with_audio() {
+    let Some((tb, sdp_path)) = setup_with(AV_SESSION) else {
+        return;
+    };
+    let loc = format!("location={}", sdp_path.display());
+    let gst = Command::new("ip")
+        .args(["netns", "exec", &tb.c, "timeout", "-s", "INT", "8", "gst-launch-1.0", "-v", "-e"])
+        .args(["filesrc", &loc, "!", "sdpdemux", "name=d", "multicast-iface=c0"])
+        .args(["d.", "!", "queue", "!", "rtpvp9depay", "!", "vp9dec", "!", "fakesink", "name=vs", "silent=false", "sync=false"])
+        .args(["d.", "!", "queue", "!", "rtpopusdepay", "!", "opusdec", "!", "fakesink", "name=as", "silent=false", "sync=false"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&gst.stdout).to_string() + &String::from_utf8_lossy(&gst.stderr);
+    let count = |sink: &str| {
+        out.lines()
+            .filter(|l| l.contains(&format!("GstFakeSink:{sink}")) && l.contains("last-message = chain"))
+            .count()
+    };
+    let (v, a) = (count("vs"), count("as"));
+    let errors = out.lines().filter(|l| l.starts_with("ERROR")).count();
+    let summary = format!(
+        "gst-launch sdpdemux: {v} video buffers (vp9dec), {a} audio buffers (opusdec) in 8 s, {errors} errors"
+    );
+    eprintln!("{summary}");
+    let ok = v >= 5 && a >= 20 && errors == 0;
+    testkit::record(
+        "issue21/interop-gst-audio",
+        &summary,
+        Some(ok),
+        "cargo test --release -p layercast-player --test netns_interop",
+    );
+    assert!(ok, "{summary}\n{out}");
 }
