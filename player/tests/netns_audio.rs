@@ -56,7 +56,7 @@ fn run(
     let url = tb.url("av");
     let t0 = Instant::now();
     let start_ns = unix_ns();
-    tb.start_player(tag, secs, &["--session-url", &url, "--controller", "era"]);
+    tb.start_player(tag, secs, &["--session-url", &url, "--controller", "era", "--qr-every", "0"]);
     for (at, f) in during {
         while t0.elapsed().as_secs_f64() < *at {
             std::thread::sleep(Duration::from_millis(20));
@@ -239,7 +239,7 @@ fn natural_clip() -> Option<std::path::PathBuf> {
             "-f",
             "lavfi",
             "-i",
-            "anoisesrc=color=pink:amplitude=0.05:sample_rate=48000",
+            "anoisesrc=color=pink:amplitude=0.02:sample_rate=48000",
             "-f",
             "lavfi",
             "-i",

@@ -7,25 +7,34 @@ use super::vq::{read_csv, read_y4m, Row, Y4m};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Mean luma above which a picture is the white flash (the pattern's own picture is ~100).
-const FLASH_LUMA: f64 = 200.0;
+/// Mean luma above which a picture is the white flash (Y 235 before coding; the test
+/// pattern's pictures are mostly black, the natural clip's stay below this).
+const FLASH_LUMA: f64 = 190.0;
 
-/// Shown times (unix ns) of the flash pictures, with the layers held when shown.
+/// Shown times (unix ns) of the flash pictures, with the layers held when shown. A flash is
+/// a bright picture after one that is not (the picture after a flash can stay bright while
+/// the encoder's rate control catches up; it is not a second flash).
 pub fn flashes(dir: &Path) -> Vec<(u64, u64)> {
     let rows: Vec<Row> = read_csv(&dir.join("frames.csv"));
     let mut segs: HashMap<String, Y4m> = HashMap::new();
     let mut out = Vec::new();
+    let mut prev_bright = false;
     for r in &rows {
-        let Some(fi) = r.file_index else { continue };
+        let Some(fi) = r.file_index else {
+            prev_bright = false;
+            continue;
+        };
         let seg = segs
             .entry(r.file.clone())
             .or_insert_with(|| read_y4m(&dir.join(&r.file)));
         let Some(pic) = seg.frames.get(fi) else { continue };
         let n = (seg.width * seg.height) as usize;
         let mean = pic[..n].iter().map(|&y| y as f64).sum::<f64>() / n as f64;
-        if mean > FLASH_LUMA {
+        let bright = mean > FLASH_LUMA;
+        if bright && !prev_bright {
             out.push((r.shown_ns, r.layers));
         }
+        prev_bright = bright;
     }
     out
 }
@@ -84,6 +93,9 @@ pub fn beeps(w: &Wav) -> Vec<u64> {
 /// within ±400 ms (flashes without one are skipped and counted in the second value).
 pub fn offsets(dir: &Path, from_ns: u64) -> (Vec<(f64, u64)>, usize) {
     let f = flashes(dir);
+    if std::env::var_os("LC_AV_DEBUG").is_some() {
+        eprintln!("flashes {f:?}");
+    }
     let b = beeps(&read_wav(dir));
     let mut out = Vec::new();
     let mut unmatched = 0;
