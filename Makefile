@@ -34,7 +34,7 @@ containers: ## Build the server and player images (podman, local Debian base) an
 	@deploy/container/build-local.sh
 
 test-audio: ## Audio and lip sync, full: 60-s A/V offset, 1 % loss, layer switches, natural clip (issue 21, ~5 min)
-	@scripts/setup.sh && . scripts/features.sh && flock /tmp/layercast-heavy.lock cargo test --release $$LAYERCAST_FEATURES -p layercast-player --test netns_audio -- --ignored --nocapture --test-threads 1 && node scripts/acceptance.mjs
+	@scripts/setup.sh && . scripts/features.sh && flock /tmp/layercast-heavy.lock cargo test --release --workspace $$LAYERCAST_FEATURES --test netns_audio -- --ignored --nocapture --test-threads 1 && node scripts/acceptance.mjs
 
 acceptance: ## Regenerate docs/acceptance.md from the latest measurements
 	@node scripts/acceptance.mjs

@@ -25,6 +25,8 @@ const FRAME_NS: u64 = 20_000_000;
 pub const IDLE_NS: u64 = 500_000_000;
 /// Packets further ahead of the play position than this are from a new timeline.
 const MAX_AHEAD_FRAMES: u64 = 150;
+/// Consecutive late packets (200 ms of audio) after which the playout restarts later.
+const LATE_RESYNC: u64 = 10;
 /// Smallest playout delay after the first packet (jitter and the FEC look-ahead of one
 /// packet).
 pub const MIN_DELAY_NS: u64 = 60_000_000;
@@ -93,6 +95,10 @@ pub struct AudioStats {
     pub decode_errors: u64,
     /// Times the output stopped because the stream did (and restarted on a new anchor).
     pub underruns: u64,
+    /// Times the playout restarted on a new anchor while packets kept coming: every packet
+    /// came late for 200 ms (the path's delay rose), the sender's timeline jumped, or a new
+    /// sender instance.
+    pub resyncs: u64,
     /// Frames played (concealed) after the stream's last packet before it counted as
     /// stopped.
     pub trailing: u64,
@@ -125,6 +131,7 @@ pub struct Audio {
     last_arrival: u64,
     delay_ns: u64,
     concealing: bool,
+    late_streak: u64,
     /// Frames of the concealed run in progress (if the stream stops, they were the end of
     /// the stream, not a loss: taken back from the concealment counts).
     run: u64,
@@ -187,6 +194,7 @@ impl Audio {
             last_arrival: 0,
             delay_ns: o.delay_ns.max(MIN_DELAY_NS),
             concealing: false,
+            late_streak: 0,
             run: 0,
             sr: None,
             stats: AudioStats::default(),
@@ -209,21 +217,39 @@ impl Audio {
             }
         };
         if p.new_stream && self.ssrc.is_some_and(|s| s != p.ssrc) && self.next.is_some() {
-            // A new sender instance: its timeline replaces the old one.
+            // A new sender instance: its timeline (and clock mapping) replace the old one.
+            self.stats.resyncs += 1;
             self.restart();
+            self.sr = None;
         }
         self.ssrc = Some(p.ssrc);
         self.last_arrival = recv_ns;
         if let Some((_, ts)) = self.next {
             if p.timestamp < ts {
                 self.stats.late += 1;
+                self.late_streak += 1;
                 self.log_refused(recv_ns, "late");
-                return;
-            }
-            if p.timestamp >= ts + MAX_AHEAD_FRAMES * FRAME_20MS as u64 {
-                // Far ahead: the sender's timeline jumped; start again on it.
+                if self.late_streak < LATE_RESYNC {
+                    return;
+                }
+                // Every packet for a while came after its play time: the path's delay rose
+                // past the playout delay (a queue filled). Start again behind it: one gap
+                // instead of silence for as long as the delay stays up.
+                self.stats.resyncs += 1;
                 self.restart();
             }
+            self.late_streak = 0;
+            if p.timestamp >= ts + MAX_AHEAD_FRAMES * FRAME_20MS as u64 {
+                // Far ahead: the sender's timeline jumped; start again on it.
+                self.stats.resyncs += 1;
+                self.restart();
+            }
+        }
+        if self.buf.len() >= 2 * MAX_AHEAD_FRAMES as usize {
+            // Cannot happen with a sane sender (packets this far ahead restart the timeline);
+            // keeps the buffer bounded whatever arrives.
+            self.stats.resyncs += 1;
+            self.restart();
         }
         if self.buf.contains_key(&p.timestamp) {
             self.stats.duplicates += 1;
@@ -267,13 +293,13 @@ impl Audio {
         self.last_level_db
     }
 
+    /// Drops the buffer and the anchor: the next packet starts the playout again.
     fn restart(&mut self) {
         self.buf.clear();
         self.next = None;
         self.last_seq = None;
         self.concealing = false;
-        self.sr = None;
-        self.stats.underruns += 1;
+        self.late_streak = 0;
     }
 
     /// Plays every frame whose time has come by `now_ns`.
@@ -296,15 +322,22 @@ impl Audio {
                 self.stats.underruns += 1;
                 break;
             }
-            self.play_frame(t, ts);
+            let ts = self.play_frame(t, ts);
             self.next = Some((t + FRAME_NS, ts + FRAME_20MS as u64));
         }
     }
 
-    fn play_frame(&mut self, t: u64, ts: u64) {
+    /// Plays the frame due at local time `t` whose RTP time is `ts`; returns the RTP time it
+    /// played (the grid follows a packet that starts inside the frame: after a sender
+    /// discontinuity the stream's timestamps are re-anchored on its capture clock, which
+    /// shifts them by a fraction of a frame).
+    fn play_frame(&mut self, t: u64, ts: u64) -> u64 {
         self.pcm.clear();
         let n = FRAME_20MS as usize;
-        let own = self.buf.remove(&ts);
+        let f = FRAME_20MS as u64;
+        let key = self.buf.range(ts..ts + f).next().map(|(k, _)| *k);
+        let ts = key.unwrap_or(ts);
+        let own = key.and_then(|k| self.buf.remove(&k));
         let (status, arrival, seq) = match own {
             Some((p, arr)) => {
                 if let Some(l) = self.last_seq {
@@ -327,15 +360,22 @@ impl Audio {
                 }
             }
             None => {
-                let next = self.buf.get(&(ts + FRAME_20MS as u64));
-                // The next packet's sequence number says whether this frame was sent at all.
-                let sent = match (next, self.last_seq) {
-                    (Some((np, _)), Some(l)) => np.seq > l + 1,
-                    (None, _) => true,
-                    (Some(_), None) => true,
+                // The next packet held, wherever it is: its sequence number says whether this
+                // frame was sent at all (no sequence gap: the sender's silence). Its in-band FEC
+                // covers this frame only if it is the frame right after.
+                let later = self.buf.range(ts + f..).next();
+                let sent = match (later, self.last_seq) {
+                    (Some((_, (np, _))), Some(l)) => np.seq > l + 1,
+                    _ => true,
                 };
+                let next = later.filter(|(k, _)| **k < ts + 2 * f).map(|(_, v)| v);
+                if !sent {
+                    self.stats.silence += 1;
+                    self.pcm.resize(n * self.channels, 0);
+                }
                 match next {
-                    Some((np, _)) if sent => {
+                    _ if !sent => ("silence", None, None),
+                    Some((np, _)) => {
                         let payload = np.payload.clone();
                         match self.dec.decode_fec(&payload, n, &mut self.pcm) {
                             Ok(_) => {
@@ -347,11 +387,6 @@ impl Audio {
                                 ("decode_error", None, None)
                             }
                         }
-                    }
-                    Some(_) => {
-                        self.stats.silence += 1;
-                        self.pcm.resize(n * self.channels, 0);
-                        ("silence", None, None)
                     }
                     None => {
                         let _ = self.dec.conceal(n, &mut self.pcm);
@@ -395,6 +430,7 @@ impl Audio {
         if let Some(s) = self.out.speaker.as_mut() {
             s.play(t, &self.pcm);
         }
+        ts
     }
 
     fn log_refused(&mut self, recv_ns: u64, what: &str) {
@@ -420,7 +456,7 @@ impl Audio {
             "fec": s.fec, "concealed": s.concealed, "concealment_events": s.concealment_events,
             "silence": s.silence, "late": s.late, "duplicates": s.duplicates,
             "malformed": s.malformed, "decode_errors": s.decode_errors,
-            "underruns": s.underruns, "trailing": s.trailing, "sender_reports": s.sender_reports,
+            "underruns": s.underruns, "resyncs": s.resyncs, "trailing": s.trailing, "sender_reports": s.sender_reports,
             "level_db": if self.last_level_db.is_finite() { Some(self.last_level_db) } else { None }})
     }
 
@@ -725,6 +761,49 @@ mod tests {
         }
         a.tick(t0 + 5_000 * MS);
         assert_eq!(a.stats.decoded - decoded, 20);
+    }
+
+    /// After a sender discontinuity (a looping file) the timestamps are re-anchored on the
+    /// capture clock, off the old 960-sample grid: the playout follows the new grid, plays
+    /// every packet, and the gap (no sequence gap) is the sender's silence, not concealment.
+    #[test]
+    fn misaligned_timestamps_after_a_discontinuity_are_played() {
+        let mut pkts = packets(50, 0);
+        // The second half: 200 ms later plus 333 samples, sequence numbers continuing.
+        let mut enc = Encoder::new(&EncoderConfig::default()).unwrap();
+        let mut pk = OpusPacketizer::new(111, 42, 1000 + 50);
+        pk.discontinuity();
+        for f in 0..50u32 {
+            let ts = 50 * 960 + 9600 + 333 + f * 960;
+            pkts.push(pk.packetize(&enc.encode(&vec![0; 1920]).unwrap(), ts).unwrap());
+        }
+        let mut a = new(300);
+        let t0 = 7_000 * MS;
+        let at = |i: usize| Some(t0 + i as u64 * 20 * MS + if i >= 50 { 200 * MS } else { 0 });
+        run(&mut a, &pkts, at, t0 + 300 * MS + 109 * 20 * MS);
+        let s = &a.stats;
+        assert_eq!((s.decoded, s.concealed, s.lost), (100, 0, 0), "{s:?}");
+        assert_eq!(s.silence, 10, "{s:?}");
+        assert!(a.buf.is_empty());
+    }
+
+    /// The path's delay rises to 1.5 s and stays (a queue filling at 15 ms per packet while
+    /// packets keep coming): after 200 ms of late packets each time, the playout restarts
+    /// behind the new delay instead of concealing for as long as the delay stays up; once
+    /// the delay is steady every packet plays.
+    #[test]
+    fn a_rising_delay_restarts_the_playout() {
+        let pkts = packets(400, 0);
+        let mut a = new(100);
+        let t0 = 3_000 * MS;
+        let lag = |i: usize| (i.saturating_sub(100) as u64 * 15).min(1_500) * MS;
+        run(&mut a, &pkts, |i| Some(t0 + i as u64 * 20 * MS + lag(i)), t0 + 1_600 * MS + 399 * 20 * MS);
+        let s = &a.stats;
+        assert!((1..=20).contains(&s.resyncs), "{s:?}");
+        assert_eq!(s.late, 10 * s.resyncs, "{s:?}");
+        // Everything after the last restart played: the last 200 packets at least.
+        assert!(s.decoded >= 300, "{s:?}");
+        assert_eq!(s.underruns, 0, "{s:?}");
     }
 
     /// The sender report maps RTP time to capture time; the audio clock then says where a
