@@ -469,7 +469,10 @@ impl Audio {
             ("layercast_player_audio_lost_total", s.lost),
             ("layercast_player_audio_fec_recovered_total", s.fec),
             ("layercast_player_audio_concealed_frames_total", s.concealed),
-            ("layercast_player_audio_concealment_events_total", s.concealment_events),
+            (
+                "layercast_player_audio_concealment_events_total",
+                s.concealment_events,
+            ),
             ("layercast_player_audio_late_total", s.late),
             ("layercast_player_audio_malformed_total", s.malformed),
             ("layercast_player_audio_underruns_total", s.underruns),
@@ -586,13 +589,22 @@ impl Speaker {
             .format(gst::Format::Time)
             .is_live(true)
             .build();
-        let make = |f: &str| gst::ElementFactory::make(f).build().map_err(|e| e.to_string());
-        let (conv, res, sink) = (make("audioconvert")?, make("audioresample")?, make("autoaudiosink")?);
+        let make = |f: &str| {
+            gst::ElementFactory::make(f)
+                .build()
+                .map_err(|e| e.to_string())
+        };
+        let (conv, res, sink) = (
+            make("audioconvert")?,
+            make("audioresample")?,
+            make("autoaudiosink")?,
+        );
         let pipeline = gst::Pipeline::new();
         pipeline
             .add_many([src.upcast_ref(), &conv, &res, &sink])
             .map_err(|e| e.to_string())?;
-        gst::Element::link_many([src.upcast_ref(), &conv, &res, &sink]).map_err(|e| e.to_string())?;
+        gst::Element::link_many([src.upcast_ref(), &conv, &res, &sink])
+            .map_err(|e| e.to_string())?;
         pipeline
             .set_state(gst::State::Playing)
             .map_err(|e| format!("starting the speaker: {e}"))?;
@@ -609,7 +621,9 @@ impl Speaker {
         let base = *self.base_unix.get_or_insert_with(|| {
             let now = crate::net::realtime_ns();
             match (self.pipeline.clock(), self.pipeline.base_time()) {
-                (Some(c), Some(b)) => now.saturating_sub(c.time().nseconds().saturating_sub(b.nseconds())),
+                (Some(c), Some(b)) => {
+                    now.saturating_sub(c.time().nseconds().saturating_sub(b.nseconds()))
+                }
                 _ => now,
             }
         });
@@ -678,7 +692,9 @@ mod tests {
     }
 
     fn run(a: &mut Audio, pkts: &[Vec<u8>], arrive: impl Fn(usize) -> Option<u64>, end: u64) {
-        let mut order: Vec<(u64, usize)> = (0..pkts.len()).filter_map(|i| arrive(i).map(|t| (t, i))).collect();
+        let mut order: Vec<(u64, usize)> = (0..pkts.len())
+            .filter_map(|i| arrive(i).map(|t| (t, i)))
+            .collect();
         order.sort();
         for (t, i) in order {
             a.tick(t);
@@ -690,7 +706,11 @@ mod tests {
     fn new(delay_ms: u64) -> Audio {
         Audio::new(
             &track(),
-            &AudioOptions { out: None, speaker: false, delay_ns: delay_ms * 1_000_000 },
+            &AudioOptions {
+                out: None,
+                speaker: false,
+                delay_ns: delay_ms * 1_000_000,
+            },
             None,
         )
         .unwrap()
@@ -706,9 +726,18 @@ mod tests {
         let mut a = new(60);
         let t0 = 1_000_000 * MS;
         let last = t0 + 60 * MS + 99 * 20 * MS;
-        run(&mut a, &pkts, |i| Some(t0 + i as u64 * 20 * MS + (i as u64 * 7919 % 31) * MS), last);
+        run(
+            &mut a,
+            &pkts,
+            |i| Some(t0 + i as u64 * 20 * MS + (i as u64 * 7919 % 31) * MS),
+            last,
+        );
         let s = &a.stats;
-        assert_eq!((s.decoded, s.concealed, s.fec, s.late, s.lost), (100, 0, 0, 0, 0), "{s:?}");
+        assert_eq!(
+            (s.decoded, s.concealed, s.fec, s.late, s.lost),
+            (100, 0, 0, 0, 0),
+            "{s:?}"
+        );
     }
 
     /// Isolated losses are recovered from the next packet's FEC; a burst of three loses
@@ -719,7 +748,12 @@ mod tests {
         let mut a = new(60);
         let t0 = 5_000 * MS;
         let lost = [10usize, 30, 50, 70, 71, 72];
-        run(&mut a, &pkts, |i| (!lost.contains(&i)).then_some(t0 + i as u64 * 20 * MS), t0 + 2040 * MS);
+        run(
+            &mut a,
+            &pkts,
+            |i| (!lost.contains(&i)).then_some(t0 + i as u64 * 20 * MS),
+            t0 + 2040 * MS,
+        );
         let s = &a.stats;
         assert_eq!(s.lost, 6, "{s:?}");
         assert_eq!(s.fec, 4, "{s:?}");
@@ -744,11 +778,19 @@ mod tests {
         a.push_rtp(t0 + 400 * MS, b"garbage");
         a.tick(t0 + 500 * MS);
         a.push_rtp(t0 + 500 * MS, &pkts[0]);
-        assert_eq!((a.stats.duplicates, a.stats.malformed, a.stats.late), (20, 2, 1));
+        assert_eq!(
+            (a.stats.duplicates, a.stats.malformed, a.stats.late),
+            (20, 2, 1)
+        );
         a.tick(t0 + 2_000 * MS);
         assert_eq!(a.stats.underruns, 1);
         // The frames after the last packet are the stream's end, not concealed loss.
-        assert_eq!((a.stats.concealed, a.stats.concealment_events), (0, 0), "{:?}", a.stats);
+        assert_eq!(
+            (a.stats.concealed, a.stats.concealment_events),
+            (0, 0),
+            "{:?}",
+            a.stats
+        );
         assert!(a.stats.trailing > 0 && a.stats.trailing <= IDLE_NS / FRAME_NS + 2);
         assert_eq!(a.next_due(), None);
         // The stream resumes (the sender's timeline moved on 2 s): played again.
@@ -775,7 +817,10 @@ mod tests {
         pk.discontinuity();
         for f in 0..50u32 {
             let ts = 50 * 960 + 9600 + 333 + f * 960;
-            pkts.push(pk.packetize(&enc.encode(&vec![0; 1920]).unwrap(), ts).unwrap());
+            pkts.push(
+                pk.packetize(&enc.encode(&vec![0; 1920]).unwrap(), ts)
+                    .unwrap(),
+            );
         }
         let mut a = new(300);
         let t0 = 7_000 * MS;
@@ -797,7 +842,12 @@ mod tests {
         let mut a = new(100);
         let t0 = 3_000 * MS;
         let lag = |i: usize| (i.saturating_sub(100) as u64 * 15).min(1_500) * MS;
-        run(&mut a, &pkts, |i| Some(t0 + i as u64 * 20 * MS + lag(i)), t0 + 1_600 * MS + 399 * 20 * MS);
+        run(
+            &mut a,
+            &pkts,
+            |i| Some(t0 + i as u64 * 20 * MS + lag(i)),
+            t0 + 1_600 * MS + 399 * 20 * MS,
+        );
         let s = &a.stats;
         assert!((1..=20).contains(&s.resyncs), "{s:?}");
         assert_eq!(s.late, 10 * s.resyncs, "{s:?}");
@@ -826,7 +876,11 @@ mod tests {
         let c = a.clock().unwrap();
         // Captured at ...001.000, arrived 30 ms later, plays 100 ms after arrival.
         assert_eq!(c.play_time(1_700_000_001_000_000_000), t0 + 100 * MS);
-        let m = SrMap { capture_ns: 1_000_000_000, rtp: u32::MAX - 899, rate: 90_000 };
+        let m = SrMap {
+            capture_ns: 1_000_000_000,
+            rtp: u32::MAX - 899,
+            rate: 90_000,
+        };
         assert_eq!(m.capture_of(100), 1_000_000_000 + 1_000_000_000 / 90);
     }
 

@@ -79,9 +79,13 @@ impl AudioNet {
         video_sr: &mut Option<SrMap>,
         video_ssrc: Option<u32>,
     ) {
-        let Some((kind, s)) = self.socks.get(i) else { return };
+        let Some((kind, s)) = self.socks.get(i) else {
+            return;
+        };
         for _ in 0..64 {
-            let Ok(Some((n, ts, trunc))) = s.recv(buf) else { break };
+            let Ok(Some((n, ts, trunc))) = s.recv(buf) else {
+                break;
+            };
             if trunc {
                 self.truncated += 1;
                 continue;

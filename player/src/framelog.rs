@@ -296,7 +296,10 @@ mod tests {
         assert_eq!(lines[0], CSV_HEADER);
         assert_eq!(lines[1], "0,,,1000,2000,3,160,90,video-0-160x90.y4m,0,3000");
         assert_eq!(lines[2], "1,,,1001,2001,3,160,90,video-0-160x90.y4m,1,3000");
-        assert_eq!(lines[3], "2,,,1002,2002,3,320,180,video-1-320x180.y4m,0,3000");
+        assert_eq!(
+            lines[3],
+            "2,,,1002,2002,3,320,180,video-1-320x180.y4m,0,3000"
+        );
         assert_eq!(lines[4], "3,,,1003,2003,3,160,90,video-2-160x90.y4m,0,3000");
         assert_eq!(lines[5], "4,,,1,2,1,160,90,,,3");
         let seg0 = std::fs::read(dir.join("video-0-160x90.y4m")).unwrap();

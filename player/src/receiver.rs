@@ -859,7 +859,14 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         .and_then(|i| i.track(proto::TrackKind::Video))
                         .and_then(|t| t.streams.first())
                         .map(|s| s.ssrc);
-                    audio_net.drain(k - AUDIO_FD_BASE, &mut buf, opener.as_mut(), audio.as_mut(), &mut sr, vssrc);
+                    audio_net.drain(
+                        k - AUDIO_FD_BASE,
+                        &mut buf,
+                        opener.as_mut(),
+                        audio.as_mut(),
+                        &mut sr,
+                        vssrc,
+                    );
                     if let Some(v) = video.as_mut() {
                         v.sender_report = sr;
                     }

@@ -56,7 +56,18 @@ fn run(
     let url = tb.url("av");
     let t0 = Instant::now();
     let start_ns = unix_ns();
-    tb.start_player(tag, secs, &["--session-url", &url, "--controller", "era", "--qr-every", "0"]);
+    tb.start_player(
+        tag,
+        secs,
+        &[
+            "--session-url",
+            &url,
+            "--controller",
+            "era",
+            "--qr-every",
+            "0",
+        ],
+    );
     for (at, f) in during {
         while t0.elapsed().as_secs_f64() < *at {
             std::thread::sleep(Duration::from_millis(20));
@@ -64,14 +75,24 @@ fn run(
         f(tb);
     }
     let st = tb.wait(tag, Duration::from_secs_f64(secs + 20.0));
-    assert!(st.is_some_and(|s| s.success()), "player {tag}: {}", tb.log(tag));
+    assert!(
+        st.is_some_and(|s| s.success()),
+        "player {tag}: {}",
+        tb.log(tag)
+    );
     let lines = tb.player_log(tag);
     let dir = tb.dir.join(tag);
     if std::env::var_os("LC_AV_DEBUG").is_some() {
         // Keep the logs (not the pictures) for a look after the testbed is gone.
         let keep = std::env::temp_dir().join("lc-av-debug").join(tag);
         let _ = std::fs::create_dir_all(&keep);
-        for f in ["player.jsonl", "frames.csv", "audio.csv", "audio.wav", "frames.jsonl"] {
+        for f in [
+            "player.jsonl",
+            "frames.csv",
+            "audio.csv",
+            "audio.wav",
+            "frames.jsonl",
+        ] {
             let _ = std::fs::copy(dir.join(f), keep.join(f));
         }
         let _ = std::fs::copy(tb.dir.join("server.log"), keep.join("server.log"));
@@ -159,7 +180,10 @@ fn clean(tb: &mut Testbed) {
     let a = last_audio(&lines);
     let gaps = n(&a, "concealment_events") + n(&a, "underruns");
     let p95 = av::abs_quantile(&offs, 0.95);
-    let s = format!("60 s clean: {}; {unmatched} unmatched; audio {a}", describe(&offs));
+    let s = format!(
+        "60 s clean: {}; {unmatched} unmatched; audio {a}",
+        describe(&offs)
+    );
     eprintln!("{s}");
     testkit::record(
         "issue21/av-offset-p95",
@@ -173,7 +197,6 @@ fn clean(tb: &mut Testbed) {
         Some(gaps == 0),
         CMD_FULL,
     );
-
 }
 
 /// 2. 1 % random loss on the path (video and audio alike), 2 minutes.
@@ -196,7 +219,12 @@ fn loss(tb: &mut Testbed) {
         n(&a, "concealed")
     );
     eprintln!("{s}");
-    testkit::record("issue21/audio-concealment-1pct", &s, Some(events <= 1.0), CMD_FULL);
+    testkit::record(
+        "issue21/audio-concealment-1pct",
+        &s,
+        Some(events <= 1.0),
+        CMD_FULL,
+    );
 }
 
 /// 3. A layer down-switch and up-switch.
@@ -249,7 +277,7 @@ fn switch(tb: &mut Testbed) {
 }
 
 /// 4. The natural clip with a sound track (Big Buck Bunny, 720p, with a flash and a beep
-    //    each second and pink noise under them, muxed by ffmpeg at test time).
+//    each second and pink noise under them, muxed by ffmpeg at test time).
 fn natural() {
     let Some(clip) = natural_clip() else {
         eprintln!("SKIPPED natural clip: no .cache/media/bigbuckbunny.mp4 or ffmpeg");
@@ -279,7 +307,8 @@ fn natural() {
 /// 2-kHz beep at the same instants mixed in; scaled to 640x360 (`.cache/` media are fetched
 /// by scripts/setup.sh and never committed; this clip is made in a temporary file).
 fn natural_clip() -> Option<std::path::PathBuf> {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/media/bigbuckbunny.mp4");
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/media/bigbuckbunny.mp4");
     if !src.exists() {
         return None;
     }

@@ -17,7 +17,9 @@ fn have(tool: &str) -> bool {
 
 /// Sets up a video session and returns the testbed and the path of the published SDP.
 fn setup() -> Option<(Testbed, std::path::PathBuf)> {
-    setup_with(r#"{"name":"iop","source":"testpattern","packet_size":1200,"video":{"keyframe_interval_s":1}}"#)
+    setup_with(
+        r#"{"name":"iop","source":"testpattern","packet_size":1200,"video":{"keyframe_interval_s":1}}"#,
+    )
 }
 
 /// As [`setup`] with the session given as JSON (its name must be `iop`).
@@ -178,9 +180,21 @@ fn stock_ffmpeg_plays_layer_0_with_audio() {
         return;
     };
     let sdp = std::fs::read_to_string(&sdp_path).unwrap();
-    assert!(sdp.contains("m=audio ") && sdp.contains("a=rtpmap:111 opus/48000/2"), "{sdp}");
+    assert!(
+        sdp.contains("m=audio ") && sdp.contains("a=rtpmap:111 opus/48000/2"),
+        "{sdp}"
+    );
     let ff = Command::new("ip")
-        .args(["netns", "exec", &tb.c, "timeout", "20", "ffmpeg", "-hide_banner", "-nostdin"])
+        .args([
+            "netns",
+            "exec",
+            &tb.c,
+            "timeout",
+            "20",
+            "ffmpeg",
+            "-hide_banner",
+            "-nostdin",
+        ])
         .args(["-protocol_whitelist", "file,udp,rtp", "-i"])
         .arg(&sdp_path)
         .args(["-t", "5", "-f", "null", "-"])
@@ -224,16 +238,56 @@ fn stock_gstreamer_plays_layer_0_with_audio() {
     };
     let loc = format!("location={}", sdp_path.display());
     let gst = Command::new("ip")
-        .args(["netns", "exec", &tb.c, "timeout", "-s", "INT", "8", "gst-launch-1.0", "-v", "-e"])
+        .args([
+            "netns",
+            "exec",
+            &tb.c,
+            "timeout",
+            "-s",
+            "INT",
+            "8",
+            "gst-launch-1.0",
+            "-v",
+            "-e",
+        ])
         .args(["filesrc", &loc, "!", "sdpdemux", "name=d"])
-        .args(["d.", "!", "queue", "!", "rtpvp9depay", "!", "vp9dec", "!", "fakesink", "name=vs", "silent=false", "sync=false"])
-        .args(["d.", "!", "queue", "!", "rtpopusdepay", "!", "opusdec", "!", "fakesink", "name=as", "silent=false", "sync=false"])
+        .args([
+            "d.",
+            "!",
+            "queue",
+            "!",
+            "rtpvp9depay",
+            "!",
+            "vp9dec",
+            "!",
+            "fakesink",
+            "name=vs",
+            "silent=false",
+            "sync=false",
+        ])
+        .args([
+            "d.",
+            "!",
+            "queue",
+            "!",
+            "rtpopusdepay",
+            "!",
+            "opusdec",
+            "!",
+            "fakesink",
+            "name=as",
+            "silent=false",
+            "sync=false",
+        ])
         .output()
         .unwrap();
-    let out = String::from_utf8_lossy(&gst.stdout).to_string() + &String::from_utf8_lossy(&gst.stderr);
+    let out =
+        String::from_utf8_lossy(&gst.stdout).to_string() + &String::from_utf8_lossy(&gst.stderr);
     let count = |sink: &str| {
         out.lines()
-            .filter(|l| l.contains(&format!("GstFakeSink:{sink}")) && l.contains("last-message = chain"))
+            .filter(|l| {
+                l.contains(&format!("GstFakeSink:{sink}")) && l.contains("last-message = chain")
+            })
             .count()
     };
     let (v, a) = (count("vs"), count("as"));

@@ -1065,9 +1065,11 @@ impl State {
             ("layercast_viewer_audio_lost_total", "counter", |t| {
                 t.audio_lost as f64
             }),
-            ("layercast_viewer_audio_concealed_frames_total", "counter", |t| {
-                t.audio_concealed as f64
-            }),
+            (
+                "layercast_viewer_audio_concealed_frames_total",
+                "counter",
+                |t| t.audio_concealed as f64,
+            ),
         ];
         for (name, kind, f) in per_viewer {
             m.push_str(&format!("# TYPE {name} {kind}\n"));

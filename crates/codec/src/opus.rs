@@ -366,7 +366,11 @@ mod libopus {
         /// The encoder's look-ahead in samples at 48 kHz: the decoder's output lags the
         /// encoder's input by this much.
         pub fn lookahead(&mut self) -> Result<u32> {
-            Ok(self.enc.get_lookahead().map_err(oerr("GET_LOOKAHEAD"))?.max(0) as u32)
+            Ok(self
+                .enc
+                .get_lookahead()
+                .map_err(oerr("GET_LOOKAHEAD"))?
+                .max(0) as u32)
         }
 
         /// Interleaved samples of one 20-ms frame.

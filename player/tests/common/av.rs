@@ -27,7 +27,9 @@ pub fn flashes(dir: &Path) -> Vec<(u64, u64)> {
         let seg = segs
             .entry(r.file.clone())
             .or_insert_with(|| read_y4m(&dir.join(&r.file)));
-        let Some(pic) = seg.frames.get(fi) else { continue };
+        let Some(pic) = seg.frames.get(fi) else {
+            continue;
+        };
         let n = (seg.width * seg.height) as usize;
         let mean = pic[..n].iter().map(|&y| y as f64).sum::<f64>() / n as f64;
         let bright = mean > FLASH_LUMA;
@@ -78,7 +80,10 @@ pub fn beeps(w: &Wav) -> Vec<u64> {
         let at = i * 24;
         if peak > 8000 {
             if quiet_since.is_some_and(|q| at - q >= 14_400) {
-                let first = win.iter().position(|s| s.unsigned_abs() > 8000).unwrap_or(0);
+                let first = win
+                    .iter()
+                    .position(|s| s.unsigned_abs() > 8000)
+                    .unwrap_or(0);
                 out.push(w.start_ns + (at + first) as u64 * 1_000_000_000 / 48_000);
             }
             quiet_since = None;

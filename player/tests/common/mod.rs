@@ -335,7 +335,10 @@ impl Testbed {
     /// Changes the link emulator's R->C link with a partial `set` request (e.g. `{"loss":
     /// 0.01}`, `{"rate_bps": 250000}`); needs the emulator as the bottleneck.
     pub fn set_link(&self, fields: &Value) {
-        let ctl = self.emu_ctl.as_ref().expect("set_link needs the link emulator");
+        let ctl = self
+            .emu_ctl
+            .as_ref()
+            .expect("set_link needs the link emulator");
         let mut req = fields.clone();
         req["cmd"] = "set".into();
         req["dir"] = "ab".into();
