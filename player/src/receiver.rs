@@ -1265,6 +1265,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         audio.as_ref().map_or(String::new(), |x| format!(
                             "\naudio {:.0} dBFS  concealed {}", x.level_db().max(-99.0), x.stats.concealed))));
                     j["on_audio_clock"] = json!(v.on_audio_clock);
+                    j["av_late_dropped"] = json!(v.av_late_dropped);
                     j["framelog"] = v.framelog_json();
                     j["join_to_first_frame_ms"] = json!(first_join_ns.and_then(|jn| v
                         .first_shown_ns

@@ -59,7 +59,17 @@ pub struct Video {
     pub audio_clock: Option<crate::audio::AudioClock>,
     /// Pictures scheduled on the audio clock.
     pub on_audio_clock: u64,
+    /// Pictures decoded after their sound had played (by more than [`AV_LATE_DROP_NS`]) and
+    /// not shown, and how many in a row.
+    pub av_late_dropped: u64,
+    av_late_run: u32,
 }
+
+/// A picture decoded this long after the audio of its capture time played is dropped (lip
+/// sync over smoothness; about two frame periods at 15 fps).
+const AV_LATE_DROP_NS: u64 = 120_000_000;
+/// ... unless this many pictures in a row were (then late pictures are shown).
+const AV_LATE_DROP_MAX_RUN: u32 = 15;
 
 /// A picture due further than this from its decode on the audio clock means the mapping is
 /// wrong (a stale report, a restarted sender): the picture uses the video's own clock.
@@ -308,6 +318,8 @@ impl Video {
             sender_report: None,
             audio_clock: None,
             on_audio_clock: 0,
+            av_late_dropped: 0,
+            av_late_run: 0,
         })
     }
 
@@ -403,12 +415,24 @@ impl Video {
                     let (mut due, mut late) = self.clock.due(pic.timestamp, decoded_ns);
                     if let (Some(sr), Some(ac)) = (self.sender_report, self.audio_clock) {
                         let target = ac.play_time(sr.capture_of(pic.timestamp));
+                        if target + AV_LATE_DROP_NS < decoded_ns
+                            && self.av_late_run < AV_LATE_DROP_MAX_RUN
+                        {
+                            // Its sound has played: showing it now would be out of sync.
+                            // Dropped, unless pictures have been this late for a second (a
+                            // player that cannot keep up shows late video, not none).
+                            self.av_late_run += 1;
+                            self.av_late_dropped += 1;
+                            self.clock.last_due = prev_due;
+                            continue;
+                        }
                         if target <= decoded_ns + AV_MAX_AHEAD_NS {
                             // Display times never go backwards.
                             due = target.max(decoded_ns).max(prev_due);
                             late = target < decoded_ns;
                             self.clock.last_due = due;
                             self.on_audio_clock += 1;
+                            self.av_late_run = 0;
                         }
                     }
                     self.late_frames += late as u64;
