@@ -44,6 +44,9 @@ fn n(v: &Value, k: &str) -> u64 {
     v[k].as_u64().unwrap_or(0)
 }
 
+/// Something done to the testbed at a given second of a run.
+type Step<'a> = (f64, &'a dyn Fn(&Testbed));
+
 /// Runs one player for `secs` (with `during` called on the testbed at the given offsets),
 /// returns its log lines and the A/V offsets of the flashes shown after `skip_s`.
 fn run(
@@ -51,7 +54,7 @@ fn run(
     tag: &str,
     secs: f64,
     skip_s: f64,
-    during: &[(f64, &dyn Fn(&Testbed))],
+    during: &[Step<'_>],
 ) -> (Vec<Value>, Vec<(f64, u64)>, usize) {
     let url = tb.url("av");
     let t0 = Instant::now();
@@ -233,7 +236,7 @@ fn switch(tb: &mut Testbed) {
     //    drop-tail queue (layers 0-1 and the audio fit, 0.33 Mbit/s; ERA sheds the rest, the
     //    video may freeze meanwhile) for 12 s, then opens again.
     let queue = |bytes: u64| serde_json::json!({"kind": "droptail", "limit_bytes": bytes});
-    let rates: &[(f64, &dyn Fn(&Testbed))] = &[
+    let rates: &[Step<'_>] = &[
         (20.0, &|tb: &Testbed| {
             tb.set_link(&serde_json::json!({"rate_bps": 400_000, "queue": queue(25_000)}))
         }),

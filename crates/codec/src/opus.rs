@@ -722,11 +722,16 @@ mod codec_tests {
 
     #[test]
     fn bad_settings_and_garbage_are_errors() {
-        let mut c = EncoderConfig::default();
-        c.channels = 3;
+        let c = EncoderConfig {
+            channels: 3,
+            ..Default::default()
+        };
         assert!(Encoder::new(&c).is_err());
-        c.channels = 1;
-        c.bitrate = 1;
+        let c = EncoderConfig {
+            channels: 1,
+            bitrate: 1,
+            ..Default::default()
+        };
         assert!(Encoder::new(&c).is_err());
         let mut e = Encoder::new(&EncoderConfig::default()).unwrap();
         assert!(e.encode(&[0; 10]).is_err());

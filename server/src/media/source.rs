@@ -579,7 +579,7 @@ mod tests {
         }
         // A hostile but syntactically plain URI is only a property value.
         let spec = parse(&format!("file://{}/missing.mp4?x=filesink", dir.display())).unwrap();
-        let mut src = MediaSource::new(
+        let src = MediaSource::new(
             spec,
             SourceFormat {
                 width: 64,
