@@ -15,6 +15,44 @@ fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Runs `ffmpeg -i SDP ARGS -f null -` in the player's namespace (bounded by `timeout`
+/// seconds); returns its status and stderr.
+fn ffmpeg(
+    tb: &Testbed,
+    sdp: &std::path::Path,
+    timeout: &str,
+    args: &[&str],
+) -> (std::process::Output, String) {
+    let ff = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &tb.c,
+            "timeout",
+            timeout,
+            "ffmpeg",
+            "-hide_banner",
+            "-nostdin",
+        ])
+        .args(["-protocol_whitelist", "file,udp,rtp", "-i"])
+        .arg(sdp)
+        .args(args)
+        .args(["-f", "null", "-"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&ff.stderr).to_string();
+    (ff, out)
+}
+
+/// The last `frame=` count ffmpeg printed.
+fn ffmpeg_frames(out: &str) -> u64 {
+    out.rsplit("frame=")
+        .next()
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Sets up a video session and returns the testbed and the path of the published SDP.
 fn setup() -> Option<(Testbed, std::path::PathBuf)> {
     setup_with(
@@ -131,29 +169,8 @@ fn stock_ffmpeg_plays_layer_0() {
         return;
     };
     // ffmpeg with the published SDP: decode 10 frames of layer 0.
-    let ff = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &tb.c,
-            "timeout",
-            "15",
-            "ffmpeg",
-            "-hide_banner",
-            "-nostdin",
-        ])
-        .args(["-protocol_whitelist", "file,udp,rtp", "-i"])
-        .arg(&sdp_path)
-        .args(["-frames:v", "10", "-f", "null", "-"])
-        .output()
-        .unwrap();
-    let ff_out = String::from_utf8_lossy(&ff.stderr).to_string();
-    let ff_frames: u64 = ff_out
-        .rsplit("frame=")
-        .next()
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let (ff, ff_out) = ffmpeg(&tb, &sdp_path, "15", &["-frames:v", "10"]);
+    let ff_frames = ffmpeg_frames(&ff_out);
     let summary = format!(
         "ffmpeg -i layer0.sdp: {ff_frames} frames (exit {:?})",
         ff.status.code()
@@ -184,29 +201,8 @@ fn stock_ffmpeg_plays_layer_0_with_audio() {
         sdp.contains("m=audio ") && sdp.contains("a=rtpmap:111 opus/48000/2"),
         "{sdp}"
     );
-    let ff = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &tb.c,
-            "timeout",
-            "20",
-            "ffmpeg",
-            "-hide_banner",
-            "-nostdin",
-        ])
-        .args(["-protocol_whitelist", "file,udp,rtp", "-i"])
-        .arg(&sdp_path)
-        .args(["-t", "5", "-f", "null", "-"])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&ff.stderr).to_string();
-    let frames: u64 = out
-        .rsplit("frame=")
-        .next()
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let (ff, out) = ffmpeg(&tb, &sdp_path, "20", &["-t", "5"]);
+    let frames = ffmpeg_frames(&out);
     let audio_kb: u64 = out
         .rsplit("audio:")
         .next()

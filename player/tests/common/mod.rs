@@ -309,19 +309,10 @@ impl Testbed {
 
     /// Sets (or changes) the tbf on the router's downstream interface.
     pub fn set_bottleneck(&self, rate_bps: u64, queue_bytes: u64, add: bool) {
-        if let Some(ctl) = &self.emu_ctl {
-            let mut req: serde_json::Value =
-                serde_json::from_str(&Testbed::emu_link(rate_bps, queue_bytes)).unwrap();
-            req["cmd"] = "set".into();
-            req["dir"] = "ab".into();
-            let out = sh(&[
-                bin("layercast-linkemu").to_str().unwrap(),
-                "ctl",
-                ctl.to_str().unwrap(),
-                &req.to_string(),
-            ])
-            .unwrap();
-            assert!(out.contains("\"ok\":true"), "linkemu set: {out}");
+        if self.emu_ctl.is_some() {
+            self.set_link(
+                &serde_json::from_str(&Testbed::emu_link(rate_bps, queue_bytes)).unwrap(),
+            );
             return;
         }
         let t = Tbf {

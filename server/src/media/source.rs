@@ -446,18 +446,8 @@ impl MediaSource {
             .field("framerate", gst::Fraction::new(self.fmt.fps as i32, 1))
             .field("pixel-aspect-ratio", gst::Fraction::new(1, 1))
             .build();
-        let filter = make("capsfilter", "vcaps")?;
-        filter.set_property("caps", &caps);
-        let sink = gst_app::AppSink::builder()
-            .name("video")
-            .sync(true)
-            .max_buffers(2)
-            .drop(true)
-            .build();
-        p.add_many([&conv, &scale, &rate, &filter, sink.upcast_ref()])
-            .map_err(|e| e.to_string())?;
-        gst::Element::link_many([&conv, &scale, &rate, &filter, sink.upcast_ref()])
-            .map_err(|e| e.to_string())?;
+        let sink = appsink("video", 2);
+        chain(p, &[&conv, &scale, &rate], &caps, &sink, "vcaps")?;
         Ok((conv, sink))
     }
 
@@ -476,18 +466,8 @@ impl MediaSource {
             .field("channels", self.fmt.channels as i32)
             .field("layout", "interleaved")
             .build();
-        let filter = make("capsfilter", "acaps")?;
-        filter.set_property("caps", &caps);
-        let sink = gst_app::AppSink::builder()
-            .name("audio")
-            .sync(true)
-            .max_buffers(200)
-            .drop(true)
-            .build();
-        p.add_many([&conv, &res, &filter, sink.upcast_ref()])
-            .map_err(|e| e.to_string())?;
-        gst::Element::link_many([&conv, &res, &filter, sink.upcast_ref()])
-            .map_err(|e| e.to_string())?;
+        let sink = appsink("audio", 200);
+        chain(p, &[&conv, &res], &caps, &sink, "acaps")?;
         let out = self.audio.clone();
         let stats = self.stats.clone();
         let anchor = anchor.clone();
@@ -524,6 +504,34 @@ impl MediaSource {
         );
         Ok(conv)
     }
+}
+
+/// An appsink that synchronises to the pipeline clock and keeps at most `max` buffers (the
+/// oldest dropped when its reader falls behind).
+fn appsink(name: &str, max: u32) -> gst_app::AppSink {
+    gst_app::AppSink::builder()
+        .name(name)
+        .sync(true)
+        .max_buffers(max)
+        .drop(true)
+        .build()
+}
+
+/// Adds `elems ! capsfilter(caps) ! sink` to `p` and links them in that order.
+fn chain(
+    p: &gst::Pipeline,
+    elems: &[&gst::Element],
+    caps: &gst::Caps,
+    sink: &gst_app::AppSink,
+    filter_name: &str,
+) -> Result<(), String> {
+    let filter = make("capsfilter", filter_name)?;
+    filter.set_property("caps", caps);
+    let mut all: Vec<&gst::Element> = elems.to_vec();
+    all.push(&filter);
+    all.push(sink.upcast_ref());
+    p.add_many(all.iter().copied()).map_err(|e| e.to_string())?;
+    gst::Element::link_many(all.iter().copied()).map_err(|e| e.to_string())
 }
 
 /// Paints the luma of a picture white (235) and its chroma neutral: the test pattern's flash.
