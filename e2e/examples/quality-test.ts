@@ -128,8 +128,11 @@ flows:
     };
     const srv = net.procs.spawnIn(app.ns, 'server', server, ['--http_addr', `${app.addr}:8080`, '--announce', '239.255.76.1:5000', '--interface', app.addr, '--ttl', '16', '--session', JSON.stringify(session)]);
     const srvLog = fs.createWriteStream(path.join(serverDir, 'server.log'));
-    srv.stdout?.pipe(srvLog);
-    srv.stderr?.pipe(srvLog);
+    // Both outputs into one file, ended once the process has closed both (a pipe would end
+    // the file when the first of them ends, and the other's last write would throw).
+    srv.stdout?.pipe(srvLog, { end: false });
+    srv.stderr?.pipe(srvLog, { end: false });
+    srv.once('close', () => srvLog.end());
     await sleep(2000);
     if (srv.exitCode !== null) {
       const text = fs.readFileSync(path.join(serverDir, 'server.log'), 'utf8');
@@ -148,8 +151,9 @@ flows:
         '--headless', '--out', dir, '--duration', String(seconds), '--viewer-id', v.name,
       ]);
       const w = fs.createWriteStream(path.join(dir, 'stderr.log'));
-      c.stdout?.pipe(w);
-      c.stderr?.pipe(w);
+      c.stdout?.pipe(w, { end: false });
+      c.stderr?.pipe(w, { end: false });
+      c.once('close', () => w.end());
       done.push(new Promise((resolve) => c.once('exit', () => resolve())));
     }
     // 3b. A CUBIC download through each access link that asks for one, for the whole run.
@@ -157,12 +161,12 @@ flows:
     for (const v of viewers.filter((x) => x.cubicDownload)) {
       const p = port++;
       const dst = b.toward(v.name, 'r0').addr;
-      const w = fs.createWriteStream(path.join(outDir, `iperf3-${v.name}.log`));
+      // One log per process: a stream two pipes share is ended by the first that ends.
       const s = net.procs.spawnIn(b.nodeNs.get(v.name)!, `iperf3-s ${v.name}`, 'iperf3', ['-s', '-1', '-B', dst, '-p', String(p)]);
-      s.stdout?.pipe(w);
+      s.stdout?.pipe(fs.createWriteStream(path.join(outDir, `iperf3-server-${v.name}.log`)));
       await sleep(300);
       const c = net.procs.spawnIn(b.nodeNs.get('r0')!, `iperf3-c ${v.name}`, 'iperf3', ['-c', dst, '-p', String(p), '-t', String(seconds), '-C', 'cubic', '-i', '10']);
-      c.stdout?.pipe(w);
+      c.stdout?.pipe(fs.createWriteStream(path.join(outDir, `iperf3-client-${v.name}.log`)));
     }
     log(`running ${seconds} s, ${protocol}: ${source} to ${viewers.map((v) => `${v.name} behind ${v.bottleneckKbps} kbit/s${v.lossPct ? ` ${v.lossPct} % loss` : ''}${v.jitterMs ? ` ${v.jitterMs} ms jitter` : ''}${v.cubicDownload ? ' + CUBIC' : ''}`).join(', ')}`);
     await Promise.race([Promise.all(done), sleep((seconds + 15) * 1000)]);
