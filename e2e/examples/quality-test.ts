@@ -34,6 +34,8 @@ export interface Viewer {
    *  minute, at least this share of the source's frame rate at the layer it held, glass-to-glass
    *  latency p95 at most this (ms). */
   maxFreezesPerMin?: number;
+  /** No freeze longer than this (s). */
+  maxLongestFreezeS?: number;
   minFpsRatio?: number;
   maxLatencyP95Ms?: number;
 }
@@ -199,6 +201,7 @@ flows:
     const widest = Math.max(0, ...q.byLayers.map((x) => x.width));
     if (v.minWidth && widest < v.minWidth) failures.push(`${v.name}: widest picture ${widest} < ${v.minWidth}`);
     if (v.maxFreezesPerMin !== undefined && !(q.freezesPerMin <= v.maxFreezesPerMin)) failures.push(`${v.name}: ${q.freezesPerMin.toFixed(1)} freezes per minute > ${v.maxFreezesPerMin}`);
+    if (v.maxLongestFreezeS !== undefined && !(q.longestFreezeS <= v.maxLongestFreezeS)) failures.push(`${v.name}: a freeze of ${q.longestFreezeS.toFixed(2)} s > ${v.maxLongestFreezeS}`);
     if (v.minFpsRatio !== undefined && !(q.source && q.source.fpsRatio >= v.minFpsRatio))
       failures.push(`${v.name}: shown frame rate ${q.source ? `${q.source.fpsRatio.toFixed(3)} of the source's at the held layer` : 'not measurable (too few stamps read)'} < ${v.minFpsRatio}`);
     if (v.maxLatencyP95Ms !== undefined && !(q.latencyP95Ms !== null && q.latencyP95Ms <= v.maxLatencyP95Ms)) failures.push(`${v.name}: glass-to-glass p95 ${q.latencyP95Ms?.toFixed(0) ?? '—'} ms > ${v.maxLatencyP95Ms}`);

@@ -33,12 +33,16 @@ test('media binaries are there when make test requires them', { skip: process.en
 // What the viewers must see (docs/testbed.md "Bounds of the fast quality test"). Issue 20's
 // targets (0 freezes / ≤ 1 per minute, ≥ 0.97 of the source's frame rate, p95 ≤ 200 ms) are not
 // met by this code, so these are the floors it must never fall below, set below what it does
-// today (2 runs, 28 Nov 2026: fast 0.40 of the frame rate, 6.4 freezes/min, p95 2.56 s; loss1
-// 0.83-0.88, 39-45/min, 2.3 s; slow 0.97, 13-16/min, 1.5 s); `make quality` records the targets.
-const FLOORS: Record<string, Pick<Viewer, 'minFpsRatio' | 'maxFreezesPerMin' | 'maxLatencyP95Ms'>> = {
-  slow: { minFpsRatio: 0.8, maxFreezesPerMin: 30, maxLatencyP95Ms: 4000 },
-  fast: { minFpsRatio: 0.25, maxFreezesPerMin: 30, maxLatencyP95Ms: 4000 },
-  loss1: { minFpsRatio: 0.5, maxFreezesPerMin: 60, maxLatencyP95Ms: 4000 },
+// today (3 runs, 28 Nov 2026: fast 0.40 of the frame rate, 6.4 freezes/min, p95 2.56 s; loss1
+// 0.78-0.88, 39-59/min, 2.3 s; slow 0.97-1.0, 13-16/min, 1.6 s; no freeze longer than 0.86 s);
+// `make quality` records the targets.
+const FLOORS: Record<string, Pick<Viewer, 'minFpsRatio' | 'maxFreezesPerMin' | 'maxLongestFreezeS' | 'maxLatencyP95Ms'>> = {
+  slow: { minFpsRatio: 0.8, maxFreezesPerMin: 30, maxLongestFreezeS: 2, maxLatencyP95Ms: 4000 },
+  fast: { minFpsRatio: 0.25, maxFreezesPerMin: 30, maxLongestFreezeS: 2, maxLatencyP95Ms: 4000 },
+  // The freeze count behind 1 % loss follows the random losses of a 20-s window (about 40;
+  // one freeze per lost packet would be ~110/min): its floor is loose, the longest freeze is
+  // the sharper one.
+  loss1: { minFpsRatio: 0.5, maxFreezesPerMin: 90, maxLongestFreezeS: 2, maxLatencyP95Ms: 4000 },
 };
 
 test('scripted quality test: what each viewer sees behind each bottleneck', { skip: ready ?? false, timeout: 180_000 }, async (t) => {
