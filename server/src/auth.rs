@@ -68,16 +68,28 @@ impl std::fmt::Debug for Tokens {
     }
 }
 
-/// Constant-time equality (the length is not secret).
+/// Constant-time equality (`subtle`; the length is not secret).
 fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq;
+    a.len() == b.len() && bool::from(a.ct_eq(b))
 }
 
-/// A refusal: status code and message.
+/// A refusal: who is asking is unknown (401), or may not do this (403).
 #[derive(Debug, PartialEq, Eq)]
-pub struct Denied {
-    pub code: u16,
-    pub msg: &'static str,
+pub enum Denied {
+    Unauthenticated(&'static str),
+    NotAllowed(&'static str),
+}
+
+#[cfg(test)]
+impl Denied {
+    /// Its HTTP status (tests and logs; `crate::api::error` maps it for responses).
+    pub fn code(&self) -> u16 {
+        match self {
+            Denied::Unauthenticated(_) => 401,
+            Denied::NotAllowed(_) => 403,
+        }
+    }
 }
 
 impl Tokens {
@@ -146,24 +158,17 @@ impl Tokens {
         }
         if !self.enabled() {
             return match need {
-                Need::Keys => Err(Denied {
-                    code: 403,
-                    msg: "media keys are only served with api_token configured",
-                }),
+                Need::Keys => Err(Denied::NotAllowed(
+                    "media keys are only served with api_token configured",
+                )),
                 _ => Ok(()),
             };
         }
         let Some(p) = presented else {
-            return Err(Denied {
-                code: 401,
-                msg: "missing bearer token",
-            });
+            return Err(Denied::Unauthenticated("missing bearer token"));
         };
         let Some(role) = self.role_of(p) else {
-            return Err(Denied {
-                code: 401,
-                msg: "unknown token",
-            });
+            return Err(Denied::Unauthenticated("unknown token"));
         };
         let ok = match need {
             Need::Public | Need::Read => true,
@@ -173,10 +178,7 @@ impl Tokens {
         if ok {
             Ok(())
         } else {
-            Err(Denied {
-                code: 403,
-                msg: "this token does not allow that",
-            })
+            Err(Denied::NotAllowed("this token does not allow that"))
         }
     }
 }
@@ -196,25 +198,27 @@ pub fn need_of(method: &str, parts: &[&str]) -> Need {
 
 /// The token of a request: `Authorization: Bearer`, else (GET only) `access_token=` in the
 /// query.
-pub fn presented_token<'a>(
-    authorization: Option<&'a str>,
-    method: &str,
-    query: &'a str,
-) -> Option<&'a str> {
+pub fn presented_token(authorization: Option<&str>, method: &str, query: &str) -> Option<String> {
     if let Some(h) = authorization {
         let h = h.trim();
         let (scheme, rest) = h.split_once(' ').unwrap_or((h, ""));
         if scheme.eq_ignore_ascii_case("bearer") {
-            return Some(rest.trim());
+            return Some(rest.trim().to_string());
         }
         return None;
     }
     if method != "GET" {
         return None;
     }
-    query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("access_token="))
+    // Percent-decoded (F16: a token with `+/=` arrives encoded from the dashboard).
+    query_param(query, "access_token")
+}
+
+/// One query parameter, percent-decoded (`application/x-www-form-urlencoded`).
+pub fn query_param(query: &str, name: &str) -> Option<String> {
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
 }
 
 /// The SAM signing key: `sam_key` (hex seed) if set; else the file `sam_key_file`, created
@@ -266,7 +270,7 @@ mod tests {
     fn roles_and_refusals() {
         let t = Tokens::new(A, P, D).unwrap();
         let ok = |n, p| t.authorize(n, p).is_ok();
-        let code = |n, p| t.authorize(n, p).unwrap_err().code;
+        let code = |n, p| t.authorize(n, p).unwrap_err().code();
         assert!(ok(Need::Public, None));
         assert_eq!(code(Need::Read, None), 401);
         assert_eq!(code(Need::Read, Some("wrong-token-0123456789")), 401);
@@ -288,7 +292,7 @@ mod tests {
     fn open_mode_never_serves_keys() {
         let t = Tokens::new("", "", "").unwrap();
         assert!(t.authorize(Need::Control, None).is_ok());
-        assert_eq!(t.authorize(Need::Keys, Some(A)).unwrap_err().code, 403);
+        assert_eq!(t.authorize(Need::Keys, Some(A)).unwrap_err().code(), 403);
         assert!(Tokens::new("", P, "").is_err());
         assert!(Tokens::new("short", "", "").is_err());
         assert!(Tokens::new("has a space in it 0123", "", "").is_err());
@@ -311,19 +315,24 @@ mod tests {
         assert_eq!(need_of("POST", &["api", "sessions"]), Need::Control);
         assert_eq!(need_of("DELETE", &["api", "sessions", "a"]), Need::Control);
         assert_eq!(need_of("PUT", &["anything"]), Need::Control);
-        assert_eq!(presented_token(Some("Bearer abc"), "POST", ""), Some("abc"));
+        let p = |a, m, q| presented_token(a, m, q);
+        assert_eq!(p(Some("Bearer abc"), "POST", "").as_deref(), Some("abc"));
+        assert_eq!(p(Some("bearer  abc "), "GET", "").as_deref(), Some("abc"));
+        assert_eq!(p(Some("Basic abc"), "GET", "access_token=x"), None);
         assert_eq!(
-            presented_token(Some("bearer  abc "), "GET", ""),
-            Some("abc")
-        );
-        assert_eq!(
-            presented_token(Some("Basic abc"), "GET", "access_token=x"),
-            None
-        );
-        assert_eq!(
-            presented_token(None, "GET", "a=1&access_token=xyz"),
+            p(None, "GET", "a=1&access_token=xyz").as_deref(),
             Some("xyz")
         );
-        assert_eq!(presented_token(None, "POST", "access_token=xyz"), None);
+        assert_eq!(p(None, "POST", "access_token=xyz"), None);
+    }
+
+    /// F16: the dashboard percent-encodes the token in the query; `+/=` must survive.
+    #[test]
+    fn query_tokens_are_percent_decoded() {
+        let t = Tokens::new(A, P, "dash+board/token==0123").unwrap();
+        let q = "access_token=dash%2Bboard%2Ftoken%3D%3D0123";
+        let got = presented_token(None, "GET", q);
+        assert_eq!(got.as_deref(), Some("dash+board/token==0123"));
+        assert!(t.authorize(Need::Read, got.as_deref()).is_ok());
     }
 }

@@ -136,6 +136,21 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "20",
         "telemetry posts per second accepted from one source address",
     ),
+    (
+        "http_idle_timeout_ms",
+        "60000",
+        "an API connection with nothing arriving this long is closed (keep-alive, WebSocket)",
+    ),
+    (
+        "http_max_connections",
+        "4096",
+        "API connections open at once; more are closed at accept",
+    ),
+    (
+        "http_max_websockets",
+        "256",
+        "live (/api/live) WebSocket clients at once",
+    ),
 ];
 
 /// Resolved server-level configuration.
@@ -167,10 +182,14 @@ pub struct ServerConfig {
     pub tls: bool,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
-    /// Receive timeout of API connections (`tls::bind_with_timeout`).
+    /// Deadline of an API connection's TLS handshake and request head, and of each write.
     pub http_io_timeout: Duration,
     /// Token-bucket refill of telemetry posts per source address (burst: twice this).
     pub telemetry_per_addr_per_sec: f64,
+    /// Idle (read) timeout of an API connection.
+    pub http_idle_timeout: Duration,
+    pub http_max_connections: usize,
+    pub http_max_websockets: usize,
 }
 
 /// One session, as a `[[session]]` table, a `--session` JSON flag or a `POST /api/sessions`
@@ -787,6 +806,9 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
             }
             r
         },
+        http_idle_timeout: ms("http_idle_timeout_ms")?,
+        http_max_connections: parse_val("http_max_connections", v("http_max_connections"))?,
+        http_max_websockets: parse_val("http_max_websockets", v("http_max_websockets"))?,
     };
     Ok(Cli::Run(Box::new(cfg)))
 }

@@ -192,8 +192,10 @@ fn api_sessions_telemetry_live_metrics_shutdown() {
     assert_eq!(get("delete").1, 204);
     assert_eq!(get("delete-again").1, 404);
     assert!(ws.starts_with("HTTP/1.1 101"), "{ws}");
+    // Header names are case-insensitive (RFC 9110 §5.1).
     assert!(
-        ws.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+        ws.to_ascii_lowercase()
+            .contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
         "{ws}"
     );
     assert!(

@@ -258,7 +258,10 @@ fn tokens_hostile_http_telemetry_flood_and_signed_sams() {
     let code = |n: &str| get(n).1;
     assert_eq!(code("anon-list"), 401);
     assert!(
-        get("anon-list").2.contains("WWW-Authenticate: Bearer"),
+        get("anon-list")
+            .2
+            .to_ascii_lowercase()
+            .contains("www-authenticate: bearer"),
         "{}",
         get("anon-list").2
     );
@@ -345,7 +348,9 @@ fn tokens_hostile_http_telemetry_flood_and_signed_sams() {
     };
     assert!(counter("api", "unauthorized") >= 5, "{metrics}");
     assert!(counter("api", "forbidden") >= 5, "{metrics}");
-    assert_eq!(counter("api", "headers_too_large"), 3, "{metrics}");
+    // The 140-KB head is refused by hyper before it is parsed (over its 64-KiB read buffer),
+    // so only the two parsed heads are counted.
+    assert_eq!(counter("api", "headers_too_large"), 2, "{metrics}");
     // Signed SAMs: the published key verifies both the HTTP and the multicast copies; a
     // flipped byte does not.
     let pk = desc["sam_key"]

@@ -1,0 +1,61 @@
+//! The session's SDP (RFC 8866) through the one SDP writer, `codec::sdp::SessionSdp`: one `m=`
+//! section per track of the session (its base stream, which a stock receiver such as ffplay
+//! or GStreamer's `sdpdemux` can play alone), or one for the synthetic padding layers.
+
+use crate::error::{Error, Result};
+use crate::state::{lock, Session, State};
+use codec::sdp::{MediaSdp, SessionSdp};
+use congestion::wire::cc_ext;
+use proto::media::Codec;
+
+/// The SDP text of a session.
+pub fn sdp(state: &State, s: &Session) -> Result<String> {
+    let info = lock(&s.info).clone();
+    let l0 = info
+        .layers
+        .first()
+        .ok_or_else(|| Error::NotFound("session has no layers".into()))?;
+    let media: Vec<MediaSdp> = if info.tracks.is_empty() {
+        vec![MediaSdp {
+            media: "video",
+            dest: l0.group.into(),
+            port: l0.port,
+            payload_type: 96,
+            encoding: "X-LAYERCAST-SYNTH/90000".into(),
+            mid: None,
+            ssrc: None,
+        }]
+    } else {
+        info.tracks
+            .iter()
+            .filter_map(|t| {
+                let st = t.streams.first()?;
+                let encoding = match &t.codec {
+                    Codec::Vp9(_) => "VP9/90000".to_string(),
+                    Codec::Opus(p) => format!("opus/48000/{}", p.channels.max(1)),
+                };
+                Some(MediaSdp {
+                    media: t.kind.sdp_media(),
+                    dest: st.group.into(),
+                    port: st.port,
+                    payload_type: t.codec.payload_type(),
+                    encoding,
+                    mid: Some(t.id.to_string()),
+                    ssrc: Some(st.ssrc),
+                })
+            })
+            .collect()
+    };
+    SessionSdp {
+        session_name: s.cfg.name.clone(),
+        origin: info.sender.into(),
+        session_id: u64::from(info.session_id),
+        version: u64::from(info.announce_seq),
+        ttl: state.cfg.ttl.min(255) as u8,
+        source_filter: state.cfg.ssm_source.map(Into::into),
+        cc_ext_id: cc_ext::DEFAULT_ID,
+        media,
+    }
+    .render()
+    .map_err(|e| Error::BadRequest(format!("SDP: {e}")))
+}
