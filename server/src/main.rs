@@ -20,6 +20,7 @@ mod tfmcc;
 #[cfg(feature = "research")]
 mod tfrc;
 mod tls;
+mod token;
 mod video;
 mod viewers;
 
@@ -95,6 +96,9 @@ fn main() {
             eprintln!("layercast-server: `tfrc` is a research flow; this build leaves it out (build with --features research)");
             std::process::exit(2);
         }
+    }
+    if args.first().map(String::as_str) == Some("token") {
+        std::process::exit(token::main(&args[1..]));
     }
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let cfg = match config::load(&args, &env) {

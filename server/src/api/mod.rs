@@ -6,7 +6,7 @@ pub mod error;
 pub mod live;
 pub mod serve;
 
-use crate::auth::{need_of, presented_token, query_param, Denied, Need};
+use crate::auth::{need_of, presented_token, query_param, Denied, Grant, Need};
 use crate::config::SessionConfig;
 use crate::error::Error;
 use crate::render;
@@ -128,18 +128,35 @@ async fn guard(Ax(app): Ax<App>, req: Request, next: Next) -> Response {
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     let token = presented_token(authz, &method, &query);
-    if let Err(d) = st.cfg.tokens.authorize(need, token.as_deref()) {
-        return match d {
-            Denied::Unauthenticated(m) => {
-                st.drops.api_unauthorized.fetch_add(1, Ordering::Relaxed);
-                ApiError::Unauthorized(m)
+    let grant = match st.cfg.tokens.authorize(need, token.as_deref()) {
+        Ok(g) => g,
+        Err(d) => {
+            return match d {
+                Denied::Unauthenticated(m) => {
+                    st.drops.api_unauthorized.fetch_add(1, Ordering::Relaxed);
+                    ApiError::Unauthorized(m)
+                }
+                Denied::NotAllowed(m) => {
+                    st.drops.api_forbidden.fetch_add(1, Ordering::Relaxed);
+                    ApiError::Forbidden(m.into())
+                }
             }
-            Denied::NotAllowed(m) => {
-                st.drops.api_forbidden.fetch_add(1, Ordering::Relaxed);
-                ApiError::Forbidden(m.into())
-            }
+            .into_response();
         }
-        .into_response();
+    };
+    // A token scoped to one session reaches the keys and key requests of that session only
+    // (its telemetry is checked in `accept_telemetry`, where the body names the session).
+    if let Some(scope) = grant.as_ref().and_then(|g| g.session.as_deref()) {
+        let other = matches!(parts.as_slice(), ["api", "sessions", id, ..] if *id != scope);
+        if other && matches!(need, Need::Keys | Need::Telemetry) {
+            st.drops.api_forbidden.fetch_add(1, Ordering::Relaxed);
+            return ApiError::Forbidden("this token is scoped to another session".into())
+                .into_response();
+        }
+    }
+    let mut req = req;
+    if let Some(g) = grant {
+        req.extensions_mut().insert(g);
     }
     // Media and report keys never cross a network in clear (F5): plain HTTP serves them to
     // loopback clients only (a local proxy that terminates TLS, the tests).
@@ -332,6 +349,7 @@ async fn get_viewer(Ax(app): Ax<App>, Path(id): Path<String>) -> ApiResult<Respo
 async fn telemetry(
     Ax(app): Ax<App>,
     conn: Option<axum::Extension<Conn>>,
+    grant: Option<axum::Extension<Grant>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<StatusCode> {
@@ -341,6 +359,14 @@ async fn telemetry(
         d.telemetry_malformed.fetch_add(1, Ordering::Relaxed);
         Error::BadRequest(format!("telemetry: {e}"))
     })?;
+    if let Some(scope) = grant.as_ref().and_then(|g| g.session.as_deref()) {
+        if scope != t.session_id {
+            d.api_forbidden.fetch_add(1, Ordering::Relaxed);
+            return Err(ApiError::Forbidden(
+                "this token is scoped to another session".into(),
+            ));
+        }
+    }
     let addr = conn.map(|c| c.peer.to_string()).unwrap_or_default();
     accept_telemetry(&app, t, addr, true).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -422,6 +448,124 @@ async fn fallback(Ax(app): Ax<App>, method: Method, uri: axum::http::Uri) -> Api
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tower::ServiceExt;
+
+    const API: &str = "control-token-0123456789";
+    const PLAYER: &str = "player-token-0123456789";
+
+    fn app() -> App {
+        let key = std::env::temp_dir().join(format!("lc-{}-api-token.key", std::process::id()));
+        let key = key.to_string_lossy().to_string();
+        let args: Vec<String> = [
+            "--api-token",
+            API,
+            "--player-token",
+            PLAYER,
+            "--token-secret-file",
+            &key,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let cfg = match crate::config::load(&args, &Default::default()).unwrap() {
+            crate::config::Cli::Run(c) => *c,
+            crate::config::Cli::Help(_) => unreachable!("no --help given"),
+        };
+        let state = State::new(cfg, security::auth::SamSigner::from_seed(&[7; 32]));
+        let viewers = Viewers::spawn(
+            crate::viewers::TableConfig {
+                viewer_timeout: Duration::from_secs(5),
+                min_interval: Duration::from_millis(500),
+                max_viewers: 100,
+            },
+            Duration::from_secs(1),
+            render::json::LivePublisher::new(state.clone()),
+        );
+        App {
+            state,
+            viewers,
+            ws_slots: Arc::new(tokio::sync::Semaphore::new(4)),
+            request_timeout: Duration::from_secs(5),
+        }
+    }
+
+    async fn status(app: &App, peer: &str, tls: bool, path: &str) -> u16 {
+        let mut req = axum::http::Request::get(path)
+            .header("Authorization", format!("Bearer {PLAYER}"))
+            .body(axum::body::Body::empty())
+            .unwrap();
+        req.extensions_mut().insert(Conn {
+            peer: peer.parse().unwrap(),
+            tls,
+        });
+        router(app.clone())
+            .oneshot(req)
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
+    /// F5: keys never leave over plain HTTP to a non-loopback client. The refusal comes from
+    /// the guard (403) before any handler; over TLS, or to loopback, the request reaches the
+    /// handler (404 here: there is no such session).
+    #[tokio::test]
+    async fn keys_are_refused_over_plain_http_to_remote_clients() {
+        let app = app();
+        let keys = "/api/sessions/none/keys";
+        assert_eq!(status(&app, "10.1.2.3:40000", false, keys).await, 403);
+        assert_eq!(status(&app, "10.1.2.3:40000", true, keys).await, 404);
+        assert_eq!(status(&app, "127.0.0.1:40000", false, keys).await, 404);
+        assert_eq!(
+            app.state
+                .drops
+                .api_plain_http_secrets
+                .load(Ordering::Relaxed),
+            1
+        );
+        // F15: a player token signed for session "a" gets 403 on session "b"'s keys, and an
+        // expired one 401 (checked before the session lookup, which would say 404).
+        let now = crate::state::unix_now() as u64;
+        let sign = |session: &str, exp: u64| {
+            app.state
+                .cfg
+                .tokens
+                .sign(&crate::auth::Claims {
+                    sub: "v".into(),
+                    role: "player".into(),
+                    session: Some(session.into()),
+                    exp,
+                })
+                .unwrap()
+        };
+        let scoped = sign("a", now + 600);
+        let req = |tok: &str, path: &str| {
+            let mut r = axum::http::Request::get(path)
+                .header("Authorization", format!("Bearer {tok}"))
+                .body(axum::body::Body::empty())
+                .unwrap();
+            r.extensions_mut().insert(Conn {
+                peer: "127.0.0.1:1".parse().unwrap(),
+                tls: false,
+            });
+            r
+        };
+        let code = |r: axum::http::Request<axum::body::Body>| {
+            let app = app.clone();
+            async move { router(app).oneshot(r).await.unwrap().status().as_u16() }
+        };
+        assert_eq!(code(req(&scoped, "/api/sessions/b/keys")).await, 403);
+        assert_eq!(code(req(&scoped, "/api/sessions/a/keys")).await, 404);
+        assert_eq!(
+            code(req(&sign("a", now - 600), "/api/sessions/a/keys")).await,
+            401
+        );
+        // Other reads are not secrets.
+        assert_eq!(
+            status(&app, "10.1.2.3:40000", false, "/api/sessions").await,
+            200
+        );
+    }
 
     #[test]
     fn request_heads_are_bounded_in_fields_bytes_and_target() {
