@@ -611,6 +611,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     }
     // Authentication failures seen when the description was last asked for again.
     let mut auth_failures_seen = 0u64;
+    let mut sam_gate = crate::auth::SamGate::new(50.0, Instant::now());
     // Security state: the pinned SAM key, the media opener, the SSM source (from the flags,
     // then from the session description).
     let mut sam: Option<security::auth::SamVerifier> = match &a.sam_key {
@@ -767,8 +768,13 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             }
         }
         // SAMs that stop verifying or packets that stop opening: ask for the description again.
-        let auth_failures =
-            sam.as_ref().map_or(0, |v| v.stats().bad_signature) + drops.media_auth_failed;
+        // Forged SAMs alone do not cause a refresh while genuine ones still verify (F10).
+        let sam_failing = sam_gate.quiet_for(Duration::from_secs(3), Instant::now());
+        let auth_failures = sam
+            .as_ref()
+            .filter(|_| sam_failing)
+            .map_or(0, |v| v.stats().bad_signature)
+            + drops.media_auth_failed;
         if auth_failures > auth_failures_seen {
             auth_failures_seen = auth_failures;
             refresh_security.store(true, Ordering::Relaxed);
@@ -808,7 +814,10 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             match which[i] {
                 None => {
                     let Some(s) = &ann_sock else { continue };
-                    while let Ok(Some((n, _ts, trunc))) = s.recv(&mut buf) {
+                    for _ in 0..crate::auth::SAMS_PER_TURN {
+                        let Ok(Some((n, _ts, trunc))) = s.recv(&mut buf) else {
+                            break;
+                        };
                         if trunc {
                             drops.malformed_sam += 1;
                             continue;
@@ -820,8 +829,12 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         // With a pinned key only verified SAMs count (the verifier counts the
                         // rest by reason); without one, any well-formed SAM (legacy mode).
                         match sam.as_mut() {
+                            Some(_) if !sam_gate.admit(&buf[..n], Instant::now()) => {}
                             Some(v) => match v.verify(&buf[..n], net::realtime_ns() / 1_000_000) {
-                                Ok(ok) => anns.push(ok.info),
+                                Ok(ok) => {
+                                    sam_gate.verified(&ok.info, Instant::now());
+                                    anns.push(ok.info)
+                                }
                                 // Not a SAM at all: also the legacy counter, which means
                                 // "did not decode" in both modes.
                                 Err(
