@@ -357,17 +357,44 @@ pub fn load_signer(cfg: &ServerConfig) -> Result<(SamSigner, String)> {
 
 /// Writes a new secret file readable by its owner only; refuses to overwrite.
 pub fn write_secret(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut b = text.as_bytes().to_vec();
+    b.push(b'\n');
+    write_new_file(path, &b, 0o600)
+}
+
+/// Writes a new file atomically (F17): into a temporary file beside it (mode `mode`), synced,
+/// then linked to `path` (which fails if `path` exists: never an overwrite) and the directory
+/// synced. A crash or a full disk leaves either no `path` or the whole file, never a partial
+/// one that the next start would choke on; a leftover temporary file is removed.
+pub fn write_new_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(text.as_bytes())?;
-    f.write_all(b"\n")
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("no file name"))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&tmp);
+    let r = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::hard_link(&tmp, path)
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    r?;
+    std::fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]
@@ -450,6 +477,26 @@ mod tests {
             other.authorize(Need::Read, Some(&p)).unwrap_err().code(),
             401
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// F17: secret files appear whole or not at all, owner-only, never overwritten, and no
+    /// temporary file is left behind.
+    #[test]
+    fn secret_files_are_written_atomically() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("lc-{}-atomic", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let f = dir.join("sam.key");
+        write_secret(&f, "abc").unwrap();
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "abc\n");
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let e = write_secret(&f, "other").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "abc\n");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

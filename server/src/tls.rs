@@ -95,7 +95,8 @@ pub fn load(cert: Option<&Path>, key: Option<&Path>, host: IpAddr) -> Result<Tls
             let (cp, kp) = self_signed(host)?;
             crate::auth::write_secret(k, std::str::from_utf8(&kp).unwrap_or_default())
                 .map_err(|e| Error::io(format!("writing {}", k.display()), e))?;
-            std::fs::write(c, &cp).map_err(|e| Error::io(format!("writing {}", c.display()), e))?;
+            crate::auth::write_new_file(c, &cp, 0o644)
+                .map_err(|e| Error::io(format!("writing {}", c.display()), e))?;
             (cp, kp, format!("self-signed, written to {}", c.display()))
         }
         (None, None) => {
