@@ -214,6 +214,9 @@ pub struct SessionSecurity {
     pub ssm: Option<Ipv4Addr>,
     /// This receiver's TFMCC report key (sessions with `auth_reports`, TFMCC players only).
     pub report_key: Option<ReceiverKey>,
+    /// The UDP report channel: the server's report port and this viewer's key
+    /// (`crate::report`), when the server offers it and this player holds a token.
+    pub telemetry: Option<(u16, ReceiverKey)>,
 }
 
 /// The session description URL of an announcement URL
@@ -279,11 +282,36 @@ pub fn fetch_security(
     };
     let encrypted = d["encrypted"].as_bool() == Some(true);
     let report_rid = rid.filter(|_| d["auth_reports"].as_bool() == Some(true));
+    // A player with a token also asks for its UDP report key; without one (an open server)
+    // or if the server refuses, telemetry stays on HTTP.
+    let udp_rid = rid.filter(|_| client_options().token.is_some());
     let keys = if encrypted || report_rid.is_some() {
         let q = keys_query(report_rid, binding);
         Some(get(&format!("{description_url}/keys{q}"))?)
     } else {
         None
+    };
+    // Asked apart from the media key, so that a refusal (a full binding table) never costs
+    // the player its media key; with `auth_reports` the same id was asked for already.
+    let udp_keys = match (udp_rid, report_rid) {
+        (Some(_), Some(_)) => keys.clone(),
+        (Some(r), None) => {
+            let q = keys_query(Some(r), binding);
+            get(&format!("{description_url}/keys{q}")).ok()
+        }
+        _ => None,
+    };
+    let telemetry = match (udp_rid, &udp_keys) {
+        (Some(rid), Some(k)) => k["telemetry_key"]
+            .as_str()
+            .zip(k["report_port"].as_u64())
+            .and_then(|(hex, port)| {
+                Some((
+                    u16::try_from(port).ok()?,
+                    ReceiverKey::from_hex(rid, hex).ok()?,
+                ))
+            }),
+        _ => None,
     };
     let report_key = match (report_rid, &keys) {
         (Some(rid), Some(k)) => {
@@ -311,6 +339,7 @@ pub fn fetch_security(
         opener,
         ssm,
         report_key,
+        telemetry,
     })
 }
 

@@ -17,6 +17,7 @@ mod http_client;
 mod net;
 mod qr;
 mod receiver;
+mod report;
 mod tfmcc;
 #[cfg(feature = "research")]
 mod tfrc;

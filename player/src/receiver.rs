@@ -464,24 +464,32 @@ fn url_poller(
     }
 }
 
-/// Posts telemetry bodies it receives, dropping any backlog (only the newest matters).
-fn telemetry_poster(url: String, rx: Receiver<Value>) {
+/// Sends telemetry bodies it receives, dropping any backlog (only the newest matters): over
+/// the UDP report channel when it has a key and a report is due (a body that is not due is
+/// held, its decisions kept for the next), else over HTTP.
+fn telemetry_poster(
+    url: String,
+    rx: Receiver<Value>,
+    udp: Arc<Mutex<Option<crate::report::ReportSender>>>,
+) {
+    let mut held: Option<Value> = None;
     while let Ok(mut v) = rx.recv() {
-        while let Ok(mut newer) = rx.try_recv() {
-            // Keep decisions from skipped reports (bounded: a server away for long would
-            // otherwise grow this without limit while posts time out).
-            let mut d = match v["decisions"].take() {
-                Value::Array(a) => a,
-                _ => Vec::new(),
-            };
-            if let Value::Array(n) = newer["decisions"].take() {
-                d.extend(n);
+        if let Some(h) = held.take() {
+            v = merge_reports(h, v);
+        }
+        while let Ok(newer) = rx.try_recv() {
+            v = merge_reports(v, newer);
+        }
+        if let Some(r) = udp.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            r.poll_acks();
+            let now = Instant::now();
+            if !r.due(now) {
+                held = Some(v);
+                continue;
             }
-            if d.len() > MAX_DECISIONS_PER_REPORT {
-                d.drain(..d.len() - MAX_DECISIONS_PER_REPORT);
+            if r.send(v.to_string().as_bytes(), now).is_ok() {
+                continue;
             }
-            v = newer;
-            v["decisions"] = Value::Array(d);
         }
         let _ = http_client::request(
             "POST",
@@ -490,6 +498,23 @@ fn telemetry_poster(url: String, rx: Receiver<Value>) {
             Duration::from_millis(500),
         );
     }
+}
+
+/// The newer report with the decisions of both (bounded: a server away for long would
+/// otherwise grow this without limit while posts time out).
+fn merge_reports(mut older: Value, mut newer: Value) -> Value {
+    let mut d = match older["decisions"].take() {
+        Value::Array(a) => a,
+        _ => Vec::new(),
+    };
+    if let Value::Array(n) = newer["decisions"].take() {
+        d.extend(n);
+    }
+    if d.len() > MAX_DECISIONS_PER_REPORT {
+        d.drain(..d.len() - MAX_DECISIONS_PER_REPORT);
+    }
+    newer["decisions"] = Value::Array(d);
+    newer
 }
 
 /// A joining player that has decoded nothing asks for a key picture again after this long
@@ -605,8 +630,10 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         let (tx, st, rf) = (ev_tx.clone(), stop.clone(), refresh_security.clone());
         let every = Duration::from_millis(a.poll_interval_ms.max(50));
         let binding = crate::auth::new_binding()?;
+        // Every player has a receiver id: its UDP report key is issued for it.
+        let rid = tfmcc_rid.unwrap_or_else(|| crate::tfmcc::random_rid(&a.viewer_id));
         threads.push(std::thread::spawn(move || {
-            url_poller(url, every, tx, st, rf, tfmcc_rid, binding)
+            url_poller(url, every, tx, st, rf, Some(rid), binding)
         }));
     }
     // Authentication failures seen when the description was last asked for again.
@@ -634,9 +661,11 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         Some(sa) => Some(McastSocket::open(*sa.ip(), sa.port(), a.interface, true)?),
         None => None,
     };
+    let report_slot: Arc<Mutex<Option<crate::report::ReportSender>>> = Arc::default();
     let tele_tx = a.telemetry_url.clone().map(|url| {
         let (tx, rx) = mpsc::channel::<Value>();
-        std::thread::spawn(move || telemetry_poster(url, rx));
+        let slot = report_slot.clone();
+        std::thread::spawn(move || telemetry_poster(url, rx, slot));
         tx
     });
     let metrics_text = Arc::new(Mutex::new(String::new()));
@@ -754,6 +783,8 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     if let Some((fb, _)) = tfmcc.as_mut() {
                         fb.key = sec.report_key;
                     }
+                    *report_slot.lock().unwrap_or_else(|p| p.into_inner()) =
+                        crate::report::sender_for(&a, sec.telemetry);
                     eprintln!(
                         "layercast-player: SAM key {}, media {}, {}",
                         if sam.is_some() { "pinned" } else { "none" },

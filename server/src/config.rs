@@ -142,6 +142,16 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "telemetry posts per second accepted from one source address",
     ),
     (
+        "report_addr",
+        "",
+        "UDP address of viewer reports (default: the HTTP address, port + 1; \"off\": none)",
+    ),
+    (
+        "report_budget_bps",
+        "2000000",
+        "bit/s all viewers' UDP reports may take together (players space reports to fit)",
+    ),
+    (
         "http_idle_timeout_ms",
         "60000",
         "an API connection with nothing arriving this long is closed (keep-alive, WebSocket)",
@@ -195,6 +205,9 @@ pub struct ServerConfig {
     pub http_idle_timeout: Duration,
     pub http_max_connections: usize,
     pub http_max_websockets: usize,
+    /// UDP address of viewer reports (`crate::reports`), if on.
+    pub report_addr: Option<SocketAddr>,
+    pub report_budget_bps: u32,
 }
 
 /// One session, as a `[[session]]` table, a `--session` JSON flag or a `POST /api/sessions`
@@ -820,7 +833,19 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         http_idle_timeout: ms("http_idle_timeout_ms")?,
         http_max_connections: parse_val("http_max_connections", v("http_max_connections"))?,
         http_max_websockets: parse_val("http_max_websockets", v("http_max_websockets"))?,
+        report_addr: match v("report_addr") {
+            "off" => None,
+            "" => None,
+            a => Some(parse_val("report_addr", a)?),
+        },
+        report_budget_bps: parse_val("report_budget_bps", v("report_budget_bps"))?,
     };
+    let mut cfg = cfg;
+    if v("report_addr").is_empty() {
+        let mut a = cfg.http_addr;
+        a.set_port(a.port().wrapping_add(1).max(1));
+        cfg.report_addr = Some(a);
+    }
     Ok(Cli::Run(Box::new(cfg)))
 }
 

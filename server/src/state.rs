@@ -70,6 +70,9 @@ pub struct Session {
     /// The report-MAC session secret of a TFMCC session with `auth_reports` (the key API
     /// hands out per-receiver keys derived from it, never the secret itself).
     pub report_mac: Option<ReportMac>,
+    /// Keys of the UDP report channel (`crate::reports`): per session start, never stored;
+    /// viewers get their receiver id's key from the key API.
+    pub telemetry_mac: ReportMac,
     /// Receiver id -> SHA-256 of the binding secret of the client its report key was first
     /// issued to (`keys_json`): the key of an id goes to that client only.
     report_bindings: Mutex<std::collections::HashMap<u32, [u8; 32]>>,
@@ -150,6 +153,8 @@ pub struct State {
     pub cfg: ServerConfig,
     pub sessions: Mutex<BTreeMap<String, Arc<Session>>>,
     pub drops: Drops,
+    /// Counters of the UDP report channel.
+    pub reports: crate::reports::Counters,
     next_group: Mutex<u32>,
     counter: AtomicU64,
     /// Signs every SAM (multicast and `?format=sam`).
@@ -178,6 +183,7 @@ impl State {
             cfg,
             sessions: Mutex::new(BTreeMap::new()),
             drops: Drops::default(),
+            reports: crate::reports::Counters::default(),
             counter: AtomicU64::new(0),
         })
     }
@@ -368,6 +374,7 @@ impl State {
             tfmcc,
             media_key,
             report_mac,
+            telemetry_mac: ReportMac::generate(),
             report_bindings: Mutex::new(std::collections::HashMap::new()),
         });
         sessions.insert(r.id.clone(), s.clone());
@@ -414,9 +421,10 @@ impl State {
         rid: Option<&str>,
         binding: Option<&str>,
     ) -> Result<Value> {
-        if s.media_key.is_none() && s.report_mac.is_none() {
+        if s.media_key.is_none() && s.report_mac.is_none() && rid.is_none() {
             return Err(Error::NotFound(
-                "session has no keys (not encrypted, no auth_reports)".into(),
+                "session has no keys (not encrypted, no auth_reports; ask with rid= for a report key)"
+                    .into(),
             ));
         }
         let mut v = serde_json::Map::new();
@@ -425,47 +433,65 @@ impl State {
             v.insert("epoch".into(), json!(k.epoch()));
             v.insert("media_key".into(), json!(k.key_hex()));
         }
-        if let Some(m) = &s.report_mac {
+        if s.report_mac.is_some() {
             v.insert("auth_reports".into(), json!(true));
-            if let Some(rid) = rid {
-                let rid =
-                    rid.parse::<u32>().ok().filter(|&r| r != 0).ok_or_else(|| {
-                        Error::BadRequest("rid: a non-zero 32-bit decimal".into())
-                    })?;
-                let h = binding.and_then(binding_of).ok_or_else(|| {
-                    Error::BadRequest(
-                        "rid needs binding=<32-128 hex digits>: a receiver id's report key is \
-                         issued to one client only"
-                            .into(),
-                    )
-                })?;
-                let mut b = lock(&s.report_bindings);
-                let full = b.len() >= MAX_REPORT_BINDINGS;
-                match b.get(&rid) {
-                    Some(known) if *known == h => {}
-                    Some(_) => {
-                        self.drops.api_rid_taken.fetch_add(1, Ordering::Relaxed);
-                        return Err(Error::Forbidden(
-                            "this rid's report key was issued to another client".into(),
-                        ));
-                    }
-                    None if full => {
-                        self.drops
-                            .api_rid_table_full
-                            .fetch_add(1, Ordering::Relaxed);
-                        return Err(Error::Unavailable(format!(
-                            "{MAX_REPORT_BINDINGS} receiver ids already hold report keys in this session"
-                        )));
-                    }
-                    None => {
-                        b.insert(rid, h);
-                    }
-                }
-                v.insert("rid".into(), json!(rid));
+        }
+        if let Some(rid) = rid {
+            let rid = rid
+                .parse::<u32>()
+                .ok()
+                .filter(|&r| r != 0)
+                .ok_or_else(|| Error::BadRequest("rid: a non-zero 32-bit decimal".into()))?;
+            self.bind_rid(s, rid, binding)?;
+            v.insert("rid".into(), json!(rid));
+            if let Some(m) = &s.report_mac {
                 v.insert("report_key".into(), json!(m.receiver_key(rid).key_hex()));
+            }
+            // The UDP report channel (crate::reports): the viewer's key and the port.
+            v.insert(
+                "telemetry_key".into(),
+                json!(s.telemetry_mac.receiver_key(rid).key_hex()),
+            );
+            if let Some(a) = self.cfg.report_addr {
+                v.insert("report_port".into(), json!(a.port()));
             }
         }
         Ok(Value::Object(v))
+    }
+
+    /// Binds receiver id `rid` of `s` to the client's `binding` secret on first use; later
+    /// requests for the id need the same secret (403), and a full table refuses new ids (503).
+    fn bind_rid(&self, s: &Session, rid: u32, binding: Option<&str>) -> Result<()> {
+        let h = binding.and_then(binding_of).ok_or_else(|| {
+            Error::BadRequest(
+                "rid needs binding=<32-128 hex digits>: a receiver id's report key is issued to \
+                 one client only"
+                    .into(),
+            )
+        })?;
+        let mut b = lock(&s.report_bindings);
+        let full = b.len() >= MAX_REPORT_BINDINGS;
+        match b.get(&rid) {
+            Some(known) if *known == h => Ok(()),
+            Some(_) => {
+                self.drops.api_rid_taken.fetch_add(1, Ordering::Relaxed);
+                Err(Error::Forbidden(
+                    "this rid's report key was issued to another client".into(),
+                ))
+            }
+            None if full => {
+                self.drops
+                    .api_rid_table_full
+                    .fetch_add(1, Ordering::Relaxed);
+                Err(Error::Unavailable(format!(
+                    "{MAX_REPORT_BINDINGS} receiver ids already hold report keys in this session"
+                )))
+            }
+            None => {
+                b.insert(rid, h);
+                Ok(())
+            }
+        }
     }
 
     /// Every running session, in id order.

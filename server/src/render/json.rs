@@ -160,6 +160,10 @@ impl Publisher for LivePublisher {
     fn tick(&mut self, table: &mut Table) -> Option<bytes::Bytes> {
         let sessions = sessions(&self.state, table);
         let aggregates = aggregates(table);
+        self.state
+            .reports
+            .audience
+            .store(aggregates.active, Ordering::Relaxed);
         let (viewers, removed) = table.take_delta();
         let snap = Snapshot {
             kind: "snapshot",

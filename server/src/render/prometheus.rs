@@ -126,6 +126,7 @@ pub fn metrics(state: &State, table: &Table) -> String {
         );
     }
     crate::tfmcc::metrics(&sessions, &mut m);
+    crate::reports::metrics(&state.reports, &mut m);
     let d = &state.drops;
     m.push_str("# TYPE layercast_dropped_total counter\n");
     let rate_limited = d.telemetry_rate_limited.load(Ordering::Relaxed) + table.rate_limited;
