@@ -78,10 +78,12 @@ pub struct Session {
     report_bindings: Mutex<std::collections::HashMap<u32, [u8; 32]>>,
 }
 
-/// Most receiver ids whose report key one session hands out (bindings are kept for the
-/// session's life: 4096 × ~40 bytes). Players pick a new id per run, so a session with more
-/// player starts than this refuses further keys (503, counted) until it is restarted.
-pub const MAX_REPORT_BINDINGS: usize = 4096;
+/// Most receiver ids whose report keys one session hands out (bindings are kept for the
+/// session's life, about 40 bytes each: 2.6 MB at the cap). Every viewer with a token asks for
+/// one (its UDP report key, docs/protocols/reports.md), and players pick a new id per run, so
+/// a session with more player starts than this refuses further report keys (503, counted)
+/// until it is restarted; such players keep HTTP telemetry and their media key.
+pub const MAX_REPORT_BINDINGS: usize = 65_536;
 
 /// The SHA-256 of a key request's `binding` (32-128 hex digits, a client's own secret).
 fn binding_of(b: &str) -> Option<[u8; 32]> {

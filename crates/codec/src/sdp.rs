@@ -44,51 +44,32 @@ impl LayerSdp {
         }
     }
 
-    /// Render the SDP text (CRLF line ends).
+    /// Render the SDP text (CRLF line ends), through [`SessionSdp`] (the one SDP writer).
     pub fn render(&self) -> Result<String> {
         if self.payload_type < 96 || self.payload_type > 127 {
             return Err(Error::Config(
                 "VP9 needs a dynamic payload type 96..=127".into(),
             ));
         }
-        if !(1..=14).contains(&self.cc_ext_id) {
-            return Err(Error::Config("extension id must be 1..=14".into()));
+        SessionSdp {
+            session_name: self.session_name.replace(['\r', '\n'], " "),
+            origin: self.origin,
+            session_id: self.session_id,
+            version: self.session_id,
+            ttl: self.ttl,
+            source_filter: None,
+            cc_ext_id: self.cc_ext_id,
+            media: vec![MediaSdp {
+                media: "video",
+                dest: self.dest,
+                port: self.port,
+                payload_type: self.payload_type,
+                encoding: "VP9/90000".into(),
+                mid: None,
+                ssrc: self.ssrc,
+            }],
         }
-        let fam = |a: &IpAddr| if a.is_ipv4() { "IP4" } else { "IP6" };
-        let mut s = String::new();
-        let mut l = |line: String| {
-            s.push_str(&line);
-            s.push_str("\r\n");
-        };
-        l("v=0".into());
-        l(format!(
-            "o=- {} {} IN {} {}",
-            self.session_id,
-            self.session_id,
-            fam(&self.origin),
-            self.origin
-        ));
-        l(format!(
-            "s={}",
-            self.session_name.replace(['\r', '\n'], " ")
-        ));
-        let c = match self.dest {
-            IpAddr::V4(a) if a.is_multicast() => format!("c=IN IP4 {a}/{}", self.ttl),
-            a => format!("c=IN {} {a}", fam(&a)),
-        };
-        l(c);
-        l("t=0 0".into());
-        l(format!(
-            "m=video {} RTP/AVP {}",
-            self.port, self.payload_type
-        ));
-        l(format!("a=rtpmap:{} VP9/90000", self.payload_type));
-        l(format!("a=extmap:{} {}", self.cc_ext_id, CC_EXTENSION_URI));
-        if let Some(ssrc) = self.ssrc {
-            l(format!("a=ssrc:{ssrc} cname:layercast"));
-        }
-        l("a=recvonly".into());
-        Ok(s)
+        .render()
     }
 }
 
