@@ -360,13 +360,16 @@ pub struct Drops {
 }
 
 /// The SAM verifier's counters as the player reports them.
-fn sam_json(v: Option<&security::auth::SamVerifier>) -> Value {
+fn sam_json(v: Option<&security::auth::SamVerifier>, gate: &crate::auth::SamGate) -> Value {
     match v {
         None => Value::Null,
         Some(v) => {
             let s = v.stats();
+            // `not_newer`: refused before verification as replays or stale sequence numbers;
+            // `over_budget`: refused by the verification budget (F10).
             json!({"accepted": s.accepted, "malformed": s.malformed, "unsigned": s.unsigned,
-                   "bad_signature": s.bad_signature, "stale": s.stale, "replayed": s.replayed})
+                   "bad_signature": s.bad_signature, "stale": s.stale, "replayed": s.replayed,
+                   "not_newer": gate.skipped_old, "over_budget": gate.over_budget})
         }
     }
 }
@@ -1275,7 +1278,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     "media_auth_failed": drops.media_auth_failed,
                     "sam_before_description": drops.sam_before_description,
                     "old_session": drops.old_session},
-                "security": {"sam": sam_json(sam.as_ref()), "encrypted": opener.is_some(),
+                "security": {"sam": sam_json(sam.as_ref(), &sam_gate), "encrypted": opener.is_some(),
                     "ssm_source": ssm.map(|s| s.to_string()),
                     "opened": opened, "open_ns_total": open_ns},
             });
