@@ -10,6 +10,7 @@ mod api;
 mod auth;
 mod config;
 mod error;
+mod fill_study;
 mod keyreq;
 mod pacer;
 mod render;

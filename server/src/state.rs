@@ -278,7 +278,21 @@ impl State {
             tracks: r
                 .video
                 .as_ref()
-                .map(|v| vec![crate::video::video_track(v, &layers, ssrc_base)])
+                .map(|v| {
+                    let mut t = crate::video::video_track(v, &layers, ssrc_base);
+                    // Repair rides in each layer's own slots (docs/protocols/fec.md); a TFMCC
+                    // session's single stream is paced by its own sender and carries none.
+                    let fec = crate::video::fec_params(&r);
+                    if !is_tfmcc && fec.len() == t.streams.len() {
+                        for (st, f) in t.streams.iter_mut().zip(&fec) {
+                            st.repair = Some(proto::Repair {
+                                payload_type: f.payload_type,
+                                params: f.announced_params(),
+                            });
+                        }
+                    }
+                    vec![t]
+                })
                 .unwrap_or_default(),
         };
         congestion::wire::sam::validate(&info)?;
@@ -338,6 +352,10 @@ impl State {
             realtime: self.cfg.pacer_realtime,
             queues: queues.clone(),
             sealer: media_key.clone().map(MediaSealer::new),
+            fec: match queues {
+                Some(_) => crate::video::fec_params(&r),
+                None => Vec::new(),
+            },
         };
         let stats = Arc::new(PacerStats::default());
         let (s2, st2) = (stats.clone(), stop.clone());

@@ -26,6 +26,9 @@ pub struct LayerSdp {
     pub ssrc: Option<u32>,
     /// Session id / version for `o=`.
     pub session_id: u64,
+    /// FEC of the stream (`a=x-layercast-fec:`, docs/protocols/fec.md). The repair payload
+    /// type is not listed on the `m=` line: stock receivers drop its packets.
+    pub fec: Option<crate::fec::FecParams>,
 }
 
 impl LayerSdp {
@@ -41,6 +44,7 @@ impl LayerSdp {
             cc_ext_id: 1,
             ssrc: None,
             session_id: 1,
+            fec: None,
         }
     }
 
@@ -67,6 +71,7 @@ impl LayerSdp {
                 encoding: "VP9/90000".into(),
                 mid: None,
                 ssrc: self.ssrc,
+                fec: self.fec,
             }],
         }
         .render()
@@ -87,6 +92,9 @@ pub struct MediaSdp {
     /// `a=mid` (RFC 9143), when the stream belongs to a track.
     pub mid: Option<String>,
     pub ssrc: Option<u32>,
+    /// FEC of the stream (`a=x-layercast-fec:`, docs/protocols/fec.md). The repair payload
+    /// type is not listed on the `m=` line: stock receivers drop its packets.
+    pub fec: Option<crate::fec::FecParams>,
 }
 
 /// A whole session (RFC 8866): session-level lines and one `m=` section per stream, each with
@@ -176,6 +184,9 @@ impl SessionSdp {
             }
             l(format!("a=rtpmap:{} {}", m.payload_type, m.encoding));
             l(format!("a=extmap:{} {}", self.cc_ext_id, CC_EXTENSION_URI));
+            if let Some(f) = &m.fec {
+                l(format!("a=x-layercast-fec:{}", f.sdp_attribute()));
+            }
             if let Some(mid) = &m.mid {
                 l(format!("a=mid:{mid}"));
             }
@@ -229,6 +240,7 @@ mod tests {
                     encoding: "VP9/90000".into(),
                     mid: Some("0".into()),
                     ssrc: Some(9),
+                    fec: Some(crate::fec::FecParams::default()),
                 },
                 MediaSdp {
                     media: "audio",
@@ -238,6 +250,7 @@ mod tests {
                     encoding: "opus/48000/2".into(),
                     mid: Some("1".into()),
                     ssrc: None,
+                    fec: None,
                 },
             ],
         }
@@ -257,6 +270,13 @@ mod tests {
         );
         assert!(s.contains("a=rtpmap:111 opus/48000/2\r\n"));
         assert!(s.contains("o=- 7 3 IN IP4 10.0.0.1\r\n"));
+        // FEC is announced on the stream that carries it, and only there.
+        let fec = format!(
+            "a=x-layercast-fec:{}\r\n",
+            crate::fec::FecParams::default().sdp_attribute()
+        );
+        assert_eq!(s.matches(&fec).count(), 1, "{s}");
+        assert!(s.find(&fec) < s.find("m=audio"), "{s}");
         assert!(s.lines().all(|l| !l.contains('\n')));
     }
 

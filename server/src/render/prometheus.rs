@@ -23,7 +23,7 @@ pub fn metrics(state: &State, table: &Table) -> String {
     let mut m = String::new();
     let sessions = state.all_sessions();
     type Read = fn(&PacerStats) -> u64;
-    let counters: [(&str, Read); 5] = [
+    let counters: [(&str, Read); 7] = [
         ("layercast_sender_packets_total", |st| {
             st.packets.load(Ordering::Relaxed)
         }),
@@ -38,6 +38,13 @@ pub fn metrics(state: &State, table: &Table) -> String {
         }),
         ("layercast_sender_seal_nanoseconds_total", |st| {
             st.seal_ns.load(Ordering::Relaxed)
+        }),
+        // Video slots without media: FEC repair packets, and padding where none was due.
+        ("layercast_sender_repair_packets_total", |st| {
+            st.repair_packets.load(Ordering::Relaxed)
+        }),
+        ("layercast_sender_padding_packets_total", |st| {
+            st.padding_packets.load(Ordering::Relaxed)
         }),
     ];
     for (name, get) in counters {

@@ -24,6 +24,7 @@ pub fn sdp(state: &State, s: &Session) -> Result<String> {
             encoding: "X-LAYERCAST-SYNTH/90000".into(),
             mid: None,
             ssrc: None,
+            fec: None,
         }]
     } else {
         info.tracks
@@ -42,6 +43,12 @@ pub fn sdp(state: &State, s: &Session) -> Result<String> {
                     encoding,
                     mid: Some(t.id.to_string()),
                     ssrc: Some(st.ssrc),
+                    // Repair shares the stream under its own payload type, which the `m=`
+                    // line does not list: stock receivers drop it (docs/protocols/fec.md).
+                    // Written from the SAM's entry so that SDP and SAM cannot disagree.
+                    fec: st.repair.as_ref().and_then(|r| {
+                        codec::fec::FecParams::from_announced(r.payload_type, &r.params).ok()
+                    }),
                 })
             })
             .collect()
