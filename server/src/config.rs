@@ -242,6 +242,9 @@ pub struct SessionConfig {
     pub port: Option<u16>,
     /// Video parameters for `source = "testpattern"`.
     pub video: Option<VideoConfig>,
+    /// An Opus audio track from the source's sound (GStreamer sources; issue 21,
+    /// docs/protocols/audio.md). Absent: no audio track.
+    pub audio: Option<AudioConfig>,
     /// Encrypt every data packet (ChaCha20-Poly1305 with a group key that players fetch
     /// from the authenticated key API). Needs `api_token`. Default false.
     pub encrypt: Option<bool>,
@@ -250,6 +253,42 @@ pub struct SessionConfig {
     /// authenticated key API), and apply the influence limiter to them
     /// (docs/security.md §4). Needs `api_token`. Default false.
     pub auth_reports: Option<bool>,
+}
+
+/// The audio track of a session (`"audio": {"kbps": 64}`; every field optional).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AudioConfig {
+    /// Opus bit rate, kbit/s, 32..=128. Default 64.
+    pub kbps: Option<u32>,
+    /// 1 or 2. Default 2.
+    pub channels: Option<u8>,
+    /// In-band FEC (each packet carries a coarse copy of the one before). Default true.
+    pub fec: Option<bool>,
+}
+
+impl AudioConfig {
+    fn resolve(&self, key: &dyn Fn(&str) -> String) -> Result<crate::media::audio::AudioSettings> {
+        let kbps = self.kbps.unwrap_or(64);
+        if !(32..=128).contains(&kbps) {
+            return Err(Error::config(
+                &key("audio.kbps"),
+                format!("{kbps} outside 32..=128"),
+            ));
+        }
+        let channels = self.channels.unwrap_or(2);
+        if !(1..=2).contains(&channels) {
+            return Err(Error::config(
+                &key("audio.channels"),
+                format!("{channels}: 1 or 2"),
+            ));
+        }
+        Ok(crate::media::audio::AudioSettings {
+            channels,
+            bitrate: kbps * 1000,
+            inband_fec: self.fec.unwrap_or(true),
+        })
+    }
 }
 
 /// The SVC encode of a video source. Layers are the ladder's cells in spatial-major order
@@ -517,6 +556,8 @@ pub struct ResolvedSession {
     pub group: Ipv4Addr,
     pub port: u16,
     pub video: Option<ResolvedVideo>,
+    /// The audio track (issue 21), if configured.
+    pub audio: Option<crate::media::audio::AudioSettings>,
     pub encrypt: bool,
     pub auth_reports: bool,
 }
@@ -674,6 +715,30 @@ impl SessionConfig {
                 format!("{id:?}: use 1..64 characters of [A-Za-z0-9_-]"),
             ));
         }
+        // Issue 21: the audio track needs a GStreamer source and a layered session.
+        let audio = match &self.audio {
+            None => None,
+            Some(a) => {
+                let settings = a.resolve(&key)?;
+                let gst = matches!(
+                    crate::video::FrameSource::from_source(&source),
+                    Some(crate::video::FrameSource::Gst(_))
+                );
+                if !gst {
+                    return Err(Error::config(
+                        &key("audio"),
+                        "needs a GStreamer source (gst-testpattern, a URI, a capture device)",
+                    ));
+                }
+                if protocol == "tfmcc" {
+                    return Err(Error::config(
+                        &key("audio"),
+                        "not carried by TFMCC sessions yet",
+                    ));
+                }
+                Some(settings)
+            }
+        };
         Ok(ResolvedSession {
             id,
             name,
@@ -686,6 +751,7 @@ impl SessionConfig {
             group,
             port,
             video,
+            audio,
             encrypt,
             auth_reports: self.auth_reports.unwrap_or(false),
         })
@@ -885,36 +951,17 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
     Ok(Cli::Run(Box::new(cfg)))
 }
 
-/// URI schemes a session `source` may use; anything else is refused at config time.
-pub const SOURCE_SCHEMES: &[&str] = &["file", "http", "https", "rtsp", "srt", "v4l2"];
-
 /// A session `source` is a name (`synthetic`, `testpattern`, `gst-testpattern`) or one URI
-/// with an allowed scheme (F1). A URI is parsed as such (RFC 3986) and must be a single token
-/// with none of the characters that would mean something to a pipeline description
-/// (whitespace, `!`, quotes, `,`, `=` outside the query, control characters): whatever builds
-/// the source from it, the string can never add elements.
+/// that [`crate::media::source::parse`] accepts: its allow-list of schemes (F1) is the only
+/// one, and the source is built from elements, never pipeline text. The URI must also parse
+/// as RFC 3986 says, so that what GStreamer's `uridecodebin` receives is a URI.
 pub fn check_source(source: &str) -> std::result::Result<(), String> {
-    if matches!(source, "synthetic" | "testpattern" | "gst-testpattern") {
+    if matches!(source, "synthetic" | "testpattern") {
         return Ok(());
     }
-    if source.len() > 2048 {
-        return Err("source URI longer than 2048 bytes".into());
-    }
-    let u = url::Url::parse(source).map_err(|e| format!("{source:?} is not a URI: {e}"))?;
-    if !SOURCE_SCHEMES.contains(&u.scheme()) {
-        return Err(format!(
-            "scheme {:?} not allowed (one of {})",
-            u.scheme(),
-            SOURCE_SCHEMES.join(", ")
-        ));
-    }
-    let (before_query, _) = source.split_once('?').unwrap_or((source, ""));
-    let bad =
-        |c: char| c.is_whitespace() || c.is_control() || matches!(c, '!' | '"' | '\'' | '`' | '\\');
-    if source.chars().any(bad) || before_query.contains(['=', ',']) {
-        return Err(format!(
-            "{source:?}: a source URI has no whitespace, quotes, `!`, or `=`/`,` outside its query"
-        ));
+    crate::media::source::parse(source).map_err(|why| format!("{source:?}: {why}"))?;
+    if source != "gst-testpattern" {
+        url::Url::parse(source).map_err(|e| format!("{source:?} is not a URI: {e}"))?;
     }
     Ok(())
 }
@@ -993,6 +1040,10 @@ mod tests {
             "rtsp://cam.local:554/stream1",
             "http://media.local/live.ts?token=abc&x=1",
             "v4l2:///dev/video0",
+            "v4l2:///dev/video0?alsa=hw:1,0",
+            "rtsps://cam.local/stream1",
+            // A comma is a URI sub-delimiter; as a `uri` property it adds nothing.
+            "file:///a,b",
         ] {
             assert!(check_source(ok).is_ok(), "{ok}");
         }
@@ -1000,7 +1051,8 @@ mod tests {
             "file:///x filesrc location=/etc/layercast/server.toml ! tcpclientsink host=h port=4444 videotestsrc",
             "file:///x!filesink",
             "file:///x\tfilesrc",
-            "file:///a,b",
+            "v4l2:///etc/passwd",
+            "v4l2:///dev/video0?alsa=hw:1 ! filesink",
             "rtsp://h/x location=y",
             "data:text/plain,hi",
             "gopher://h/",

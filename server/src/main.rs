@@ -12,6 +12,7 @@ mod config;
 mod error;
 mod fill_study;
 mod keyreq;
+mod media;
 mod pacer;
 mod render;
 mod reports;

@@ -44,12 +44,6 @@ pub fn random_u32() -> u32 {
     h.finish() as u32
 }
 
-/// Whether `gst-launch-1.0` is on the PATH.
-fn have_gst_launch() -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("gst-launch-1.0").is_file()))
-}
-
 /// One running session.
 pub struct Session {
     pub cfg: ResolvedSession,
@@ -59,8 +53,11 @@ pub struct Session {
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
     encoder: Mutex<Option<JoinHandle<()>>>,
-    /// The GStreamer child of a GStreamer-sourced session.
-    child: Arc<crate::video::ChildSlot>,
+    /// The source pipeline's counters of a GStreamer-sourced session (set by the encoder
+    /// thread when it builds the source).
+    pub source: Arc<Mutex<Option<Arc<crate::media::source::SourceStats>>>>,
+    /// The audio track's queue and counters (issue 21).
+    pub audio: Option<Arc<crate::media::audio::AudioQueue>>,
     /// Media queues of a video session.
     pub queues: Option<Arc<crate::video::LayerQueues>>,
     /// The TFMCC sender's state of a `protocol: tfmcc` session (`crate::tfmcc`).
@@ -105,12 +102,11 @@ impl Session {
         if let Some(h) = lock(&self.thread).take() {
             let _ = h.join();
         }
-        // Killing the GStreamer child unblocks the encoder thread's read.
-        self.child.stop();
+        // The encoder thread waits for pictures at most 100 ms at a time, then sees `stop`
+        // and drops the source pipeline.
         if let Some(h) = lock(&self.encoder).take() {
             let _ = h.join();
         }
-        self.child.stop();
     }
 }
 
@@ -239,7 +235,9 @@ impl State {
             return Err(Error::Duplicate(r.id));
         }
         if c.group.is_none() {
-            *next_group = u32::from(r.group) + r.rates_bps.len() as u32;
+            // The audio track (issue 21) takes the group after the layers.
+            *next_group =
+                u32::from(r.group) + r.rates_bps.len() as u32 + u32::from(r.audio.is_some());
         }
         drop(next_group);
         let sender = self.cfg.ssm_source.unwrap_or(self.cfg.interface);
@@ -266,6 +264,49 @@ impl State {
             ));
         }
         let ssrc_base = random_u32();
+        // Issue 21: the audio track on the group after the layers, riding in layer 0 (its
+        // rate counts in layer 0's announced rate); the media clock both tracks' RTP time
+        // comes from (crate::media::audio::MediaClock).
+        let clock = crate::media::audio::MediaClock {
+            epoch_ns: (unix_now() * 1e9) as u64,
+        };
+        let audio_ssrc = ssrc_base.wrapping_add(0x100);
+        let audio_dest = r.audio.as_ref().map(|a| {
+            let n = r.rates_bps.len() as u32;
+            let extra = if r.encrypt {
+                security::auth::MEDIA_OVERHEAD as u64
+            } else {
+                0
+            };
+            (
+                Ipv4Addr::from(u32::from(r.group) + n),
+                r.port + 2 * n as u16,
+                a.rate_bps(extra),
+            )
+        });
+        let mut tracks: Vec<proto::Track> = r
+            .video
+            .as_ref()
+            .map(|v| {
+                let mut t = crate::video::video_track(v, &layers, ssrc_base);
+                // Repair rides in each layer's own slots (docs/protocols/fec.md); a TFMCC
+                // session's single stream is paced by its own sender and carries none.
+                let fec = crate::video::fec_params(&r);
+                if !is_tfmcc && fec.len() == t.streams.len() {
+                    for (st, f) in t.streams.iter_mut().zip(&fec) {
+                        st.repair = Some(proto::Repair {
+                            payload_type: f.payload_type,
+                            params: f.announced_params(),
+                        });
+                    }
+                }
+                vec![t]
+            })
+            .unwrap_or_default();
+        if let (Some(a), Some((g, p, rate))) = (&r.audio, audio_dest) {
+            tracks.push(crate::media::audio_track(a, g, p, audio_ssrc, rate));
+            layers[0].rate_bps += rate;
+        }
         let info = SessionInfo {
             session_id: random_u32(),
             announce_seq: 0,
@@ -275,30 +316,16 @@ impl State {
             bunch_len: if is_tfmcc { 1 } else { r.bunch_len },
             adapt_interval: r.adapt_interval,
             announce_interval: self.cfg.announce_interval,
-            tracks: r
-                .video
-                .as_ref()
-                .map(|v| {
-                    let mut t = crate::video::video_track(v, &layers, ssrc_base);
-                    // Repair rides in each layer's own slots (docs/protocols/fec.md); a TFMCC
-                    // session's single stream is paced by its own sender and carries none.
-                    let fec = crate::video::fec_params(&r);
-                    if !is_tfmcc && fec.len() == t.streams.len() {
-                        for (st, f) in t.streams.iter_mut().zip(&fec) {
-                            st.repair = Some(proto::Repair {
-                                payload_type: f.payload_type,
-                                params: f.announced_params(),
-                            });
-                        }
-                    }
-                    vec![t]
-                })
-                .unwrap_or_default(),
+            tracks,
         };
         congestion::wire::sam::validate(&info)?;
         let sock = sock::sender_socket(&self.cfg)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let child = Arc::new(crate::video::ChildSlot::default());
+        let source_stats = Arc::new(Mutex::new(None));
+        let audio_queue = r
+            .audio
+            .as_ref()
+            .map(|_| Arc::new(crate::media::audio::AudioQueue::default()));
         // A fresh key per session start, never stored: see docs/security.md §3 on why the
         // nonce then never repeats under one key.
         let media_key = r.encrypt.then(|| GroupKey::generate(0));
@@ -313,17 +340,25 @@ impl State {
             Some(v) => {
                 let src = crate::video::FrameSource::from_source(&r.source)
                     .ok_or_else(|| Error::config(&format!("{ctx}.source"), "not a video source"))?;
-                if matches!(src, crate::video::FrameSource::Gst(_)) && !have_gst_launch() {
-                    return Err(Error::config(
-                        &format!("{ctx}.source"),
-                        "GStreamer sources need gst-launch-1.0 (Debian: gstreamer1.0-tools)",
-                    ));
-                }
                 let q = Arc::new(crate::video::LayerQueues::default());
+                let audio_io = match (&r.audio, &audio_queue) {
+                    (Some(a), Some(queue)) => Some(crate::video::AudioIo {
+                        encoder: Arc::new(Mutex::new(
+                            crate::media::audio::AudioEncoder::new(a, audio_ssrc, clock).map_err(
+                                |e| Error::config(&format!("{ctx}.audio"), e.to_string()),
+                            )?,
+                        )),
+                        queue: queue.clone(),
+                        channels: a.channels,
+                    }),
+                    _ => None,
+                };
                 let h = crate::video::start(
                     v,
                     src,
-                    child.clone(),
+                    source_stats.clone(),
+                    clock,
+                    audio_io,
                     // TFMCC packets carry a second, larger header extension.
                     if is_tfmcc {
                         plain_size.saturating_sub(crate::tfmcc::VIDEO_PACKET_RESERVE)
@@ -356,6 +391,40 @@ impl State {
                 Some(_) => crate::video::fec_params(&r),
                 None => Vec::new(),
             },
+            // Issue 21: audio packets and RTCP sender reports, sent between bunches.
+            side: r.video.as_ref().map(|_| {
+                let mut reports: Vec<crate::media::out::SrStream> = layers
+                    .iter()
+                    .enumerate()
+                    .map(|(k, l)| crate::media::out::SrStream {
+                        ssrc: ssrc_base.wrapping_add(k as u32),
+                        rate: 90_000,
+                        rtcp: SocketAddrV4::new(l.group, l.port + 1),
+                    })
+                    .collect();
+                let audio = match (&audio_queue, audio_dest) {
+                    (Some(q), Some((g, p, _))) => {
+                        reports.push(crate::media::out::SrStream {
+                            ssrc: audio_ssrc,
+                            rate: 48_000,
+                            rtcp: SocketAddrV4::new(g, p + 1),
+                        });
+                        Some(crate::media::out::AudioSide {
+                            queue: q.clone(),
+                            dest: SocketAddrV4::new(g, p),
+                        })
+                    }
+                    _ => None,
+                };
+                crate::media::out::SideStreams::new(
+                    audio,
+                    clock,
+                    reports,
+                    format!("layercast-{}@{}", r.id, sender),
+                    plain_size.saturating_sub(28) as u64,
+                    media_key.clone().map(MediaSealer::new),
+                )
+            }),
         };
         let stats = Arc::new(PacerStats::default());
         let (s2, st2) = (stats.clone(), stop.clone());
@@ -389,7 +458,8 @@ impl State {
             stop,
             thread: Mutex::new(Some(h)),
             encoder: Mutex::new(encoder),
-            child,
+            source: source_stats,
+            audio: audio_queue,
             queues,
             tfmcc,
             media_key,

@@ -65,6 +65,13 @@ pub struct Telemetry {
     /// TFMCC receivers only: their receiver id, calculated rate, RTT, loss event rate, CLR.
     #[serde(default)]
     pub tfmcc: Option<ViewerTfmcc>,
+    /// The audio track (issue 21): packets received, lost and 20-ms frames concealed (totals).
+    #[serde(default)]
+    pub audio_packets: u64,
+    #[serde(default)]
+    pub audio_lost: u64,
+    #[serde(default)]
+    pub audio_concealed: u64,
 }
 
 /// Longest decision-input name (a controller's own short names are under 16 bytes).
@@ -202,6 +209,9 @@ pub struct ViewerView<'a> {
     session_id: &'a str,
     tfmcc: &'a Option<ViewerTfmcc>,
     width: u32,
+    audio_packets: u64,
+    audio_lost: u64,
+    audio_concealed: u64,
 }
 
 /// The last `n` decisions of a viewer, serialised as an array without copying.
@@ -237,6 +247,9 @@ pub fn viewer_view<'a>(id: &'a str, v: &'a Viewer, decisions: usize) -> ViewerVi
         session_id: &t.session_id,
         tfmcc: &t.tfmcc,
         width: t.width,
+        audio_packets: t.audio_packets,
+        audio_lost: t.audio_lost,
+        audio_concealed: t.audio_concealed,
     }
 }
 
@@ -669,10 +682,20 @@ mod tests {
             reason: "join".into(),
             inputs: BTreeMap::new(),
         }];
+        a.audio_packets = 250;
+        a.audio_concealed = 4;
         tb.report(a, "x".into(), t0, 0.0).unwrap();
         let (v, r) = tb.take_delta();
         let j = serde_json::to_value(&v).unwrap();
         assert_eq!(j[0]["id"], "a");
+        // The audio track's counters reach the dashboards with the rest of the report.
+        assert_eq!(
+            (
+                j[0]["audio_packets"].as_u64(),
+                j[0]["audio_concealed"].as_u64()
+            ),
+            (Some(250), Some(4))
+        );
         assert_eq!(j[0]["decisions"].as_array().unwrap().len(), 1);
         assert!(r.is_empty());
         let (v, _) = tb.take_delta();

@@ -718,7 +718,7 @@ fn udp_reports_authenticated_acknowledged_and_counted() {
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let dst = ("127.0.0.1", port);
-        let t = r#"{"viewer_id":"udp1","session_id":"one","protocol":"era","layers":2,"max_layers":2,"rate_bps":100000,"estimate_bps":null,"loss_ratio":0}"#;
+        let t = r#"{"viewer_id":"udp1","session_id":"one","protocol":"era","layers":2,"max_layers":2,"rate_bps":100000,"estimate_bps":null,"loss_ratio":0,"audio_packets":4821,"audio_lost":3,"audio_concealed":2}"#;
         sock.send_to(&report(&key, 0, 1000, "one", t), dst).unwrap();
         let mut buf = [0u8; 256];
         let n = sock.recv(&mut buf).expect("an acknowledgement");
@@ -751,6 +751,9 @@ fn udp_reports_authenticated_acknowledged_and_counted() {
         "the acknowledgement is authenticated"
     );
     assert_eq!(viewers[0]["id"], "udp1", "{viewers}");
+    // The audio track's counters (issue 21) ride in the same report.
+    assert_eq!(viewers[0]["audio_packets"], 4821, "{viewers}");
+    assert_eq!(viewers[0]["audio_concealed"], 2, "{viewers}");
     let count = |k: &str| -> u64 {
         metrics
             .lines()
@@ -764,6 +767,11 @@ fn udp_reports_authenticated_acknowledged_and_counted() {
         "{metrics}"
     );
     assert_eq!(count("layercast_reports_total{result=\"auth_failed\"}"), 1);
+    assert_eq!(
+        count("layercast_viewer_audio_lost_total{session=\"one\",viewer=\"udp1\"}"),
+        3,
+        "{metrics}"
+    );
     assert_eq!(count("layercast_reports_total{result=\"replayed\"}"), 1);
     assert_eq!(count("layercast_reports_total{result=\"malformed\"}"), 1);
     assert_eq!(

@@ -1,5 +1,6 @@
-//! SDP (RFC 8866) for one cumulative layer's RTP stream, so that stock receivers (GStreamer,
-//! ffmpeg/ffplay) can play layer 0 on its own.
+//! SDP (RFC 8866): [`SessionSdp`], the one writer, renders a whole session (one `m=` section
+//! per stream); [`LayerSdp`] is the view of layer 0 and the audio track that stock receivers
+//! (GStreamer, ffmpeg/ffplay) can play on their own.
 
 use crate::error::{Error, Result};
 use std::net::IpAddr;
@@ -20,15 +21,69 @@ pub struct LayerSdp {
     pub ttl: u8,
     pub port: u16,
     pub payload_type: u8,
+    /// `encoding name/clock rate` of the `a=rtpmap:` line. Default `VP9/90000`.
+    pub encoding: String,
     /// Extension id of the CC extension (1..=14 for the one-byte form). Default 1.
     pub cc_ext_id: u8,
     /// SSRC of the stream, written as `a=ssrc:` when set.
     pub ssrc: Option<u32>,
-    /// Session id / version for `o=`.
+    /// Session id for `o=`.
     pub session_id: u64,
+    /// Session version for `o=` (a sender bumps it when the description changes). Default =
+    /// `session_id`.
+    pub session_version: u64,
+    /// Source-specific multicast: the one sender a receiver should accept, written as
+    /// `a=source-filter:` (RFC 4570) in the video section and in the audio section.
+    pub source: Option<IpAddr>,
     /// FEC of the stream (`a=x-layercast-fec:`, docs/protocols/fec.md). The repair payload
     /// type is not listed on the `m=` line: stock receivers drop its packets.
     pub fec: Option<crate::fec::FecParams>,
+    /// The session's audio track, written as a second media section after the video.
+    pub audio: Option<OpusSdp>,
+}
+
+/// The `m=audio` section of an Opus track (RFC 7587 §7): its own group, `opus/48000/2` as
+/// the RFC requires whatever the channel count, and the `fmtp` parameters a receiver needs.
+/// The session's TTL applies to its group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpusSdp {
+    /// The audio group (or unicast destination), written as a media-level `c=`.
+    pub dest: IpAddr,
+    pub port: u16,
+    pub payload_type: u8,
+    /// Channels the encoder codes (2 = `stereo=1`).
+    pub channels: u8,
+    pub inband_fec: bool,
+    /// Target bit rate, bit/s (`maxaveragebitrate`).
+    pub bitrate: u32,
+    pub ssrc: Option<u32>,
+    /// `a=mid` (RFC 9143), when the stream belongs to a track.
+    pub mid: Option<String>,
+}
+
+impl OpusSdp {
+    /// The media section, for [`SessionSdp`]. Audio packets carry no congestion-control
+    /// extension (they ride in layer 0's rate), so none is declared.
+    pub fn media(&self) -> MediaSdp {
+        let stereo = u8::from(self.channels == 2);
+        MediaSdp {
+            media: "audio",
+            dest: self.dest,
+            port: self.port,
+            payload_type: self.payload_type,
+            encoding: "opus/48000/2".into(),
+            fmtp: Some(format!(
+                "minptime=10;useinbandfec={};stereo={stereo};sprop-stereo={stereo};maxaveragebitrate={}",
+                u8::from(self.inband_fec),
+                self.bitrate
+            )),
+            ptime_ms: Some(20),
+            cc_ext: false,
+            mid: self.mid.clone(),
+            ssrc: self.ssrc,
+            fec: None,
+        }
+    }
 }
 
 impl LayerSdp {
@@ -41,38 +96,42 @@ impl LayerSdp {
             ttl: 16,
             port,
             payload_type: 96,
+            encoding: "VP9/90000".into(),
             cc_ext_id: 1,
             ssrc: None,
             session_id: 1,
+            session_version: 1,
+            source: None,
             fec: None,
+            audio: None,
         }
     }
 
     /// Render the SDP text (CRLF line ends), through [`SessionSdp`] (the one SDP writer).
     pub fn render(&self) -> Result<String> {
-        if self.payload_type < 96 || self.payload_type > 127 {
-            return Err(Error::Config(
-                "VP9 needs a dynamic payload type 96..=127".into(),
-            ));
-        }
+        let mut media = vec![MediaSdp {
+            media: "video",
+            dest: self.dest,
+            port: self.port,
+            payload_type: self.payload_type,
+            encoding: self.encoding.clone(),
+            fmtp: None,
+            ptime_ms: None,
+            cc_ext: true,
+            mid: None,
+            ssrc: self.ssrc,
+            fec: self.fec,
+        }];
+        media.extend(self.audio.as_ref().map(OpusSdp::media));
         SessionSdp {
             session_name: self.session_name.replace(['\r', '\n'], " "),
             origin: self.origin,
             session_id: self.session_id,
-            version: self.session_id,
+            version: self.session_version,
             ttl: self.ttl,
-            source_filter: None,
+            source_filter: self.source,
             cc_ext_id: self.cc_ext_id,
-            media: vec![MediaSdp {
-                media: "video",
-                dest: self.dest,
-                port: self.port,
-                payload_type: self.payload_type,
-                encoding: "VP9/90000".into(),
-                mid: None,
-                ssrc: self.ssrc,
-                fec: self.fec,
-            }],
+            media,
         }
         .render()
     }
@@ -89,6 +148,12 @@ pub struct MediaSdp {
     pub payload_type: u8,
     /// `a=rtpmap` encoding, e.g. `VP9/90000` or `opus/48000/2`.
     pub encoding: String,
+    /// `a=fmtp` parameters of the payload type, if any.
+    pub fmtp: Option<String>,
+    /// `a=ptime`, milliseconds.
+    pub ptime_ms: Option<u32>,
+    /// Whether the stream's packets carry the congestion-control extension (`a=extmap`).
+    pub cc_ext: bool,
     /// `a=mid` (RFC 9143), when the stream belongs to a track.
     pub mid: Option<String>,
     pub ssrc: Option<u32>,
@@ -98,9 +163,9 @@ pub struct MediaSdp {
 }
 
 /// A whole session (RFC 8866): session-level lines and one `m=` section per stream, each with
-/// its own connection line, the congestion-control extension and `recvonly`. Every free text
-/// and token is checked: a CR, LF or other control character is an error, never written (a
-/// session name from the API must not add lines).
+/// its own connection line, its source filter and `recvonly`. Every free text and token is
+/// checked: a CR, LF or other control character is an error, never written (a session name
+/// from the API must not add lines).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionSdp {
     pub session_name: String,
@@ -122,6 +187,18 @@ fn clean(what: &str, v: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// `a=source-filter: incl` (RFC 4570) naming `source` as the one sender of `dest`, without
+/// line end; none when there is no source or the address families differ.
+fn source_filter(dest: IpAddr, source: Option<IpAddr>) -> Option<String> {
+    let src = source?;
+    let fam = match (dest, src) {
+        (IpAddr::V4(_), IpAddr::V4(_)) => "IP4",
+        (IpAddr::V6(_), IpAddr::V6(_)) => "IP6",
+        _ => return None,
+    };
+    Some(format!("a=source-filter: incl IN {fam} {dest} {src}"))
 }
 
 impl SessionSdp {
@@ -167,23 +244,31 @@ impl SessionSdp {
             if let Some(mid) = &m.mid {
                 clean("mid", mid)?;
             }
+            if let Some(f) = &m.fmtp {
+                clean("fmtp", f)?;
+            }
             if !(96..=127).contains(&m.payload_type) {
-                return Err(Error::Config("dynamic payload types are 96..=127".into()));
+                return Err(Error::Config(format!(
+                    "{}: dynamic payload types are 96..=127",
+                    m.media
+                )));
             }
-            l(format!(
-                "m={} {} RTP/AVP {}",
-                m.media, m.port, m.payload_type
-            ));
+            let pt = m.payload_type;
+            l(format!("m={} {} RTP/AVP {pt}", m.media, m.port));
             l(format!("c={}", conn(&m.dest)));
-            if let Some(src) = self.source_filter {
-                l(format!(
-                    "a=source-filter: incl IN {} {} {src}",
-                    fam(&m.dest),
-                    m.dest
-                ));
+            if let Some(f) = source_filter(m.dest, self.source_filter) {
+                l(f);
             }
-            l(format!("a=rtpmap:{} {}", m.payload_type, m.encoding));
-            l(format!("a=extmap:{} {}", self.cc_ext_id, CC_EXTENSION_URI));
+            l(format!("a=rtpmap:{pt} {}", m.encoding));
+            if let Some(f) = &m.fmtp {
+                l(format!("a=fmtp:{pt} {f}"));
+            }
+            if let Some(p) = m.ptime_ms {
+                l(format!("a=ptime:{p}"));
+            }
+            if m.cc_ext {
+                l(format!("a=extmap:{} {}", self.cc_ext_id, CC_EXTENSION_URI));
+            }
             if let Some(f) = &m.fec {
                 l(format!("a=x-layercast-fec:{}", f.sdp_attribute()));
             }
@@ -238,6 +323,9 @@ mod tests {
                     port: 5004,
                     payload_type: 96,
                     encoding: "VP9/90000".into(),
+                    fmtp: None,
+                    ptime_ms: None,
+                    cc_ext: true,
                     mid: Some("0".into()),
                     ssrc: Some(9),
                     fec: Some(crate::fec::FecParams::default()),
@@ -248,6 +336,9 @@ mod tests {
                     port: 5020,
                     payload_type: 111,
                     encoding: "opus/48000/2".into(),
+                    fmtp: None,
+                    ptime_ms: Some(20),
+                    cc_ext: false,
                     mid: Some("1".into()),
                     ssrc: None,
                     fec: None,
@@ -289,5 +380,50 @@ mod tests {
         let mut s = session();
         s.media[0].encoding = "VP9/90000\na=evil".into();
         assert!(s.render().is_err());
+    }
+
+    #[test]
+    fn opus_section_after_the_video() {
+        let mut l = LayerSdp::new(
+            "127.0.0.1".parse().unwrap(),
+            "239.1.2.3".parse().unwrap(),
+            5004,
+        );
+        l.audio = Some(OpusSdp {
+            dest: "239.1.2.9".parse().unwrap(),
+            port: 5020,
+            payload_type: 111,
+            channels: 2,
+            inband_fec: true,
+            bitrate: 64_000,
+            ssrc: Some(7),
+            mid: None,
+        });
+        l.fec = Some(crate::fec::FecParams::default());
+        l.source = Some("10.0.0.1".parse().unwrap());
+        let s = l.render().unwrap();
+        let v = s.find("m=video").unwrap();
+        let a = s
+            .find("m=audio 5020 RTP/AVP 111\r\nc=IN IP4 239.1.2.9/16\r\n")
+            .unwrap();
+        assert!(v < a);
+        // The FEC attribute belongs to the video section, not to the audio one.
+        let fec = s.find("a=x-layercast-fec:").unwrap();
+        assert!(v < fec && fec < a, "{s}");
+        assert_eq!(s.matches("a=x-layercast-fec:").count(), 1);
+        // SSM: one filter per media section, each naming its own group.
+        let fv = s
+            .find("a=source-filter: incl IN IP4 239.1.2.3 10.0.0.1\r\n")
+            .unwrap();
+        let fa = s
+            .find("a=source-filter: incl IN IP4 239.1.2.9 10.0.0.1\r\n")
+            .unwrap();
+        assert!(v < fv && fv < a && a < fa, "{s}");
+        // Audio packets carry no congestion-control extension: one extmap, the video's.
+        assert_eq!(s.matches("a=extmap:").count(), 1, "{s}");
+        assert!(s.contains("a=rtpmap:111 opus/48000/2\r\n"));
+        assert!(s.contains("useinbandfec=1;stereo=1;sprop-stereo=1;maxaveragebitrate=64000"));
+        l.audio.as_mut().unwrap().payload_type = 0;
+        assert!(l.render().is_err());
     }
 }

@@ -39,6 +39,8 @@ pub fn session(state: &State, s: &Session, table: &Table) -> Value {
         "video_key_requests": q.map(|q| q.key_requests.load(Ordering::Relaxed)),
         "video_keys_forced": q.map(|q| q.keys_forced.load(Ordering::Relaxed)),
         "video_syncs_forced": q.map(|q| q.syncs_forced.load(Ordering::Relaxed)),
+        // The source pipeline's and the audio track's counters (issue 21).
+        "media": crate::media::session_json(lock(&s.source).as_deref(), s.audio.as_deref()),
         "viewers_by_layer": by_layer,
         "tfmcc": s.tfmcc.as_ref().map_or(Value::Null, |t| t.json(clr_viewer(t))),
         "started_at": s.started_at,

@@ -53,13 +53,10 @@ pub fn metrics(state: &State, table: &Table) -> String {
             let _ = writeln!(m, "{name}{{session=\"{}\"}} {}", s.cfg.id, get(&s.stats));
         }
     }
-    // Pictures out of the encoder: a source or encoder stall shows as a flat line (F12's
-    // alert, `deploy/prometheus/alerts.yml`), where the packet counters keep counting padding.
+    // Pictures out of the encoder (`layercast_video_pictures_total`, F12's alert) come with
+    // the source's counters below (`crate::media::metrics`).
     type Video = fn(&crate::video::LayerQueues) -> u64;
-    let video: [(&str, Video); 3] = [
-        ("layercast_video_pictures_total", |q| {
-            q.pictures.load(Ordering::Relaxed)
-        }),
+    let video: [(&str, Video); 2] = [
         ("layercast_video_dropped_total", |q| {
             q.dropped.load(Ordering::Relaxed)
         }),
@@ -96,7 +93,7 @@ pub fn metrics(state: &State, table: &Table) -> String {
         );
     }
     let live = table.live(state.cfg.max_viewer_labels);
-    let per_viewer: [MetricFn; 6] = [
+    let per_viewer: [MetricFn; 9] = [
         ("layercast_viewer_layers", "gauge", |t| t.layers as f64),
         ("layercast_viewer_rate_bps", "gauge", |t| t.rate_bps),
         ("layercast_viewer_estimate_bps", "gauge", |t| {
@@ -111,6 +108,18 @@ pub fn metrics(state: &State, table: &Table) -> String {
         ("layercast_viewer_freezes_total", "counter", |t| {
             t.freezes as f64
         }),
+        // The audio track per viewer (issue 21), from the same reports.
+        ("layercast_viewer_audio_packets_total", "counter", |t| {
+            t.audio_packets as f64
+        }),
+        ("layercast_viewer_audio_lost_total", "counter", |t| {
+            t.audio_lost as f64
+        }),
+        (
+            "layercast_viewer_audio_concealed_frames_total",
+            "counter",
+            |t| t.audio_concealed as f64,
+        ),
     ];
     for (name, kind, f) in per_viewer {
         let _ = writeln!(m, "# TYPE {name} {kind}");
@@ -133,6 +142,26 @@ pub fn metrics(state: &State, table: &Table) -> String {
         );
     }
     crate::tfmcc::metrics(&sessions, &mut m);
+    // Pictures, source restarts by reason and audio packets per session (issue 21, F12).
+    let sources: Vec<_> = sessions.iter().map(|s| lock(&s.source).clone()).collect();
+    let media: Vec<crate::media::SessionMedia<'_>> = sessions
+        .iter()
+        .zip(&sources)
+        .map(|(s, src)| crate::media::SessionMedia {
+            id: &s.cfg.id,
+            pictures: s
+                .queues
+                .as_ref()
+                .map(|q| q.pictures.load(Ordering::Relaxed)),
+            encode_errors: s
+                .queues
+                .as_ref()
+                .map(|q| q.encode_errors.load(Ordering::Relaxed)),
+            source: src.as_deref(),
+            audio: s.audio.as_deref(),
+        })
+        .collect();
+    crate::media::metrics(&media, &mut m);
     crate::reports::metrics(&state.reports, &mut m);
     let d = &state.drops;
     m.push_str("# TYPE layercast_dropped_total counter\n");

@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::state::{lock, Session, State};
-use codec::sdp::{MediaSdp, SessionSdp};
+use codec::sdp::{MediaSdp, OpusSdp, SessionSdp};
 use congestion::wire::cc_ext;
 use proto::media::Codec;
 
@@ -22,6 +22,9 @@ pub fn sdp(state: &State, s: &Session) -> Result<String> {
             port: l0.port,
             payload_type: 96,
             encoding: "X-LAYERCAST-SYNTH/90000".into(),
+            fmtp: None,
+            ptime_ms: None,
+            cc_ext: true,
             mid: None,
             ssrc: None,
             fec: None,
@@ -31,24 +34,38 @@ pub fn sdp(state: &State, s: &Session) -> Result<String> {
             .iter()
             .filter_map(|t| {
                 let st = t.streams.first()?;
-                let encoding = match &t.codec {
-                    Codec::Vp9(_) => "VP9/90000".to_string(),
-                    Codec::Opus(p) => format!("opus/48000/{}", p.channels.max(1)),
-                };
-                Some(MediaSdp {
-                    media: t.kind.sdp_media(),
-                    dest: st.group.into(),
-                    port: st.port,
-                    payload_type: t.codec.payload_type(),
-                    encoding,
-                    mid: Some(t.id.to_string()),
-                    ssrc: Some(st.ssrc),
-                    // Repair shares the stream under its own payload type, which the `m=`
-                    // line does not list: stock receivers drop it (docs/protocols/fec.md).
-                    // Written from the SAM's entry so that SDP and SAM cannot disagree.
-                    fec: st.repair.as_ref().and_then(|r| {
-                        codec::fec::FecParams::from_announced(r.payload_type, &r.params).ok()
-                    }),
+                Some(match &t.codec {
+                    // The audio track's own group (docs/protocols/audio.md).
+                    Codec::Opus(p) => OpusSdp {
+                        dest: st.group.into(),
+                        port: st.port,
+                        payload_type: p.payload_type,
+                        channels: p.channels,
+                        inband_fec: p.inband_fec,
+                        bitrate: s.cfg.audio.as_ref().map_or(64_000, |a| a.bitrate),
+                        ssrc: Some(st.ssrc),
+                        mid: Some(t.id.to_string()),
+                    }
+                    .media(),
+                    Codec::Vp9(_) => MediaSdp {
+                        media: t.kind.sdp_media(),
+                        dest: st.group.into(),
+                        port: st.port,
+                        payload_type: t.codec.payload_type(),
+                        encoding: "VP9/90000".into(),
+                        fmtp: None,
+                        ptime_ms: None,
+                        cc_ext: true,
+                        mid: Some(t.id.to_string()),
+                        ssrc: Some(st.ssrc),
+                        // Repair shares the stream under its own payload type, which the
+                        // `m=` line does not list: stock receivers drop it
+                        // (docs/protocols/fec.md). Written from the SAM's entry so that SDP
+                        // and SAM cannot disagree.
+                        fec: st.repair.as_ref().and_then(|r| {
+                            codec::fec::FecParams::from_announced(r.payload_type, &r.params).ok()
+                        }),
+                    },
                 })
             })
             .collect()
