@@ -11,15 +11,6 @@ pub enum Error {
         need: usize,
         have: usize,
     },
-    /// RTP version field was not 2.
-    #[error("unsupported RTP version {0}")]
-    BadVersion(u8),
-    /// Padding count is zero or larger than the space after the header.
-    #[error("invalid RTP padding length {0}")]
-    BadPadding(usize),
-    /// An RFC 8285 header extension element is malformed.
-    #[error("malformed header extension: {0}")]
-    BadExtension(&'static str),
     /// A value does not fit its wire field.
     #[error("value out of range for {field}: {value}")]
     OutOfRange { field: &'static str, value: u64 },
@@ -38,6 +29,9 @@ pub enum Error {
     /// GStreamer failure (pipeline parse, state change, caps).
     #[error("gstreamer: {0}")]
     Gst(String),
+    /// A malformed or unwritable RTP packet (`proto::rtp`).
+    #[error("RTP: {0}")]
+    Rtp(String),
     /// Socket or file I/O.
     #[error("i/o: {0}")]
     Io(String),
@@ -46,6 +40,15 @@ pub enum Error {
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::Io(e.to_string())
+    }
+}
+
+impl From<proto::Error> for Error {
+    fn from(e: proto::Error) -> Self {
+        match e {
+            proto::Error::Truncated { what, need, have } => Error::Truncated { what, need, have },
+            other => Error::Rtp(other.to_string()),
+        }
     }
 }
 

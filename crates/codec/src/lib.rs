@@ -18,7 +18,8 @@ pub mod error;
 #[cfg(feature = "gst")]
 pub mod gst;
 pub mod ladder;
-pub mod rtp;
+/// RTP (RFC 3550/8285), which lives in `proto` so that sans-IO hosts need no libvpx.
+pub use proto::rtp;
 pub mod sdp;
 pub mod superframe;
 pub mod synth;

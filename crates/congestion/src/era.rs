@@ -856,6 +856,15 @@ impl LayeredController for Era {
             self.lost = self.lost.saturating_sub(1);
             self.rai_lost = self.rai_lost.saturating_sub(1);
         }
+        // A duplicate (a duplicating network, a replay) is no bunch member: a copy of a first
+        // packet would restart the bunch just before its second, a replayed pair would be
+        // timed by whoever replays it (reliability review F6).
+        if matches!(
+            ev,
+            crate::estimators::SeqEvent::Duplicate | crate::estimators::SeqEvent::TooOld
+        ) {
+            return;
+        }
         if let Some(s) = self.bunch.on_packet(pkt) {
             // E14: the highest rate the sample is consistent with, given the timing precision.
             let rate = s.rate_bps * (1.0 + self.cfg.pp_precision.max(0.0));
@@ -1172,6 +1181,35 @@ mod tests {
             d.iter().map(|d| d.reason).collect::<Vec<_>>(),
             ["join-base", "rai-hold", "rai"]
         );
+    }
+
+    /// Reliability review F6: a replayed pair (both packets again, 200 ms apart) reads 20
+    /// kbit/s and step 1 would cut to the base layer at once. Duplicates must not reach the
+    /// bunch sampler.
+    #[test]
+    fn a_replayed_pair_is_no_sample() {
+        let info = SessionInfo::equal_layers(10, 20_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
+        let mut e = Era::default();
+        e.handle_announcement(Time::ZERO, &info);
+        let mut seq = 0;
+        let mut last = Time::ZERO;
+        for rai in 0..2u64 {
+            for p in 0..2u64 {
+                let t0 = Time::from_millis(1000 * rai + 200 + 400 * p);
+                e.handle_packet(t0, &pkt(0, seq, 0, 2, t0));
+                let t1 = t0 + Duration::from_micros(40_960);
+                e.handle_packet(t1, &pkt(0, seq + 1, 1, 2, t1));
+                seq += 2;
+                last = t1;
+            }
+            e.handle_timeout(Time::from_millis(1000 * (rai + 1)));
+        }
+        assert_eq!(e.layers(), 5);
+        let t = last.max(Time::from_millis(2000)) + Duration::from_millis(10);
+        e.handle_packet(t, &pkt(0, seq - 2, 0, 2, t));
+        let t1 = t + Duration::from_millis(200);
+        e.handle_packet(t1, &pkt(0, seq - 1, 1, 2, t1));
+        assert_eq!(e.layers(), 5, "a replayed pair cut the level");
     }
 
     #[test]

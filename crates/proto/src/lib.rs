@@ -8,6 +8,7 @@
 
 pub mod error;
 pub mod media;
+pub mod rtp;
 pub mod session;
 pub mod time;
 pub mod wire;
