@@ -12,12 +12,14 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod auth;
 mod error;
+mod feedback;
 mod framelog;
 mod http_client;
 mod net;
+mod poller;
 mod qr;
 mod receiver;
-mod tfmcc;
+mod telemetry;
 #[cfg(feature = "research")]
 mod tfrc;
 mod video;

@@ -277,6 +277,11 @@ impl Subscriber {
         self.held.iter().filter(|h| **h).count()
     }
 
+    /// Packets received and counted lost since start.
+    pub fn totals(&self) -> (u64, u64) {
+        (self.tally.total.packets, self.tally.total.lost)
+    }
+
     /// The drop counters.
     pub fn drops(&self) -> &Drops {
         &self.drops
