@@ -11,7 +11,6 @@ mod config;
 mod error;
 mod http;
 mod pacer;
-mod rtp_out;
 mod sock;
 mod state;
 mod tfmcc;

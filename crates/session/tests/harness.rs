@@ -170,7 +170,7 @@ fn key_requests_from_many_viewers_are_aggregated() {
     let mut asked = Vec::new();
     let mut t = Time::ZERO;
     while t < Time::from_secs_f64(4.0) {
-        t = t + Duration::from_millis(20);
+        t += Duration::from_millis(20);
         h.run_until(t);
         while let Some(c) = h.publisher.poll_encoder_control(t) {
             asked.push((t, c));
@@ -181,7 +181,7 @@ fn key_requests_from_many_viewers_are_aggregated() {
     // and the encoder is asked at most twice a second.
     assert!(received >= 40, "{received}");
     assert!(
-        keys >= 2 && keys <= 8,
+        (2..=8).contains(&keys),
         "{keys} key pictures for {received} requests"
     );
     assert!(asked

@@ -77,7 +77,7 @@ mod tests {
             if frame_at <= due {
                 queued += 20;
                 frame_start = Some(frame_at);
-                frame_at = frame_at + ms(267.0);
+                frame_at += ms(267.0);
                 continue;
             }
             if due > end {
@@ -90,7 +90,7 @@ mod tests {
             }
             sent.push((due, media));
             last[k] = Some(due);
-            next[k] = next[k] + interval;
+            next[k] += interval;
         }
         assert!(frame_done.len() >= 17, "{}", frame_done.len());
         for d in &frame_done {
