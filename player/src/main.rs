@@ -11,6 +11,7 @@
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod auth;
+mod decode;
 mod error;
 mod feedback;
 mod framelog;

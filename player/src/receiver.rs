@@ -60,7 +60,7 @@ struct Shell {
     socks: Vec<(Endpoint, McastSocket)>,
     ann_sock: Option<McastSocket>,
     feedback: Feedback,
-    video: Option<crate::video::Video>,
+    decoder: crate::decode::Decoder,
     log: Option<std::fs::File>,
     telemetry: Option<Telemetry>,
     metrics_text: Arc<Mutex<String>>,
@@ -162,7 +162,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             None => None,
         },
         feedback: Feedback::new(a.interface)?,
-        video: None,
+        decoder: crate::decode::Decoder::start(a.clone()),
         log,
         telemetry: a.telemetry_url.clone().map(Telemetry::http),
         metrics_text,
@@ -206,18 +206,19 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     sub.close(now());
     sh.outputs(&mut sub);
     sh.socks.clear();
-    if let Some(f) = sh.log.as_mut() {
+    let (start_wall, mut log) = (sh.start_wall, sh.log.take());
+    let mut video = sh.decoder.finish();
+    if let Some(f) = log.as_mut() {
         let (packets, lost) = sub.totals();
         let _ = writeln!(
             f,
             "{}",
-            json!({"event": "exit", "elapsed_s": sh.start_wall.elapsed().as_secs_f64(),
+            json!({"event": "exit", "elapsed_s": start_wall.elapsed().as_secs_f64(),
             "packets_received": packets, "packets_lost": lost,
-            "video": sh.video.as_mut().map(video_totals)})
+            "video": video.as_mut().map(crate::decode::totals)})
         );
     }
     stop.store(true, Ordering::Relaxed);
-    drop(sh);
     for t in threads {
         let _ = t.join();
     }
@@ -276,19 +277,14 @@ impl Shell {
                     self.layers_changed();
                 }
                 Output::Transmit(t) => {
-                    if t.kind == TransmitKind::KeyRequest
-                        || matches!(t.kind, TransmitKind::Resync(_))
-                    {
-                        if let Some(v) = self.video.as_mut() {
-                            v.key_requests += 1;
-                        }
+                    if t.kind != TransmitKind::Report {
+                        self.decoder.send(crate::decode::Cmd::KeyRequest);
                     }
                     self.feedback.send(&t);
                 }
                 Output::Media(m) => {
-                    if let Some(v) = self.video.as_mut() {
-                        v.push(m.layer as usize, &m.packet, m.recv_time.as_nanos());
-                    }
+                    self.decoder
+                        .packet(m.layer as usize, m.packet, m.recv_time.as_nanos())
                 }
                 Output::Event(Event::SessionChanged { info, .. }) => {
                     eprintln!(
@@ -298,7 +294,7 @@ impl Shell {
                         info.packet_size,
                         info.bunch_len
                     );
-                    self.video = crate::video::Video::new(&info, &self.a, self.video.take());
+                    self.decoder.send(crate::decode::Cmd::Session(info));
                     self.layers_changed();
                 }
                 Output::Event(Event::Decision(d)) => {
@@ -326,10 +322,7 @@ impl Shell {
     }
 
     fn layers_changed(&mut self) {
-        let held = self.held();
-        if let Some(v) = self.video.as_mut() {
-            v.set_layers(held);
-        }
+        self.decoder.send(crate::decode::Cmd::Layers(self.held()));
     }
 
     /// Waits for packets, the deadline, the next video frame or 50 ms; then drains every
@@ -342,10 +335,7 @@ impl Shell {
         fds.extend(self.socks.iter().map(|(_, s)| s.raw_fd()));
         let now_ns = net::realtime_ns() as i64;
         let ms = |t: i64| ((t - now_ns) / 1_000_000).max(0);
-        let mut wait_ms = ms(deadline.as_nanos().min(i64::MAX as u64) as i64).min(50);
-        if let Some(d) = self.video.as_ref().and_then(|v| v.next_due()) {
-            wait_ms = wait_ms.min(ms(d as i64));
-        }
+        let wait_ms = ms(deadline.as_nanos().min(i64::MAX as u64) as i64).min(50);
         let ann = self.ann_sock.is_some();
         for i in net::poll_readable(&fds, wait_ms as i32) {
             if ann && i == 0 {
@@ -375,18 +365,19 @@ impl Shell {
         }
     }
 
-    /// The video path's part of a turn: key and re-sync requests, frames due for display.
+    /// The video path's part of a turn: key and re-sync requests.
     fn video_turn(&mut self, sub: &mut Subscriber) {
-        let Some(v) = self.video.as_mut() else {
-            sub.set_awaiting_key(false);
-            return;
-        };
+        let sh = &self.decoder.shared;
         // Join-time key picture: asked for while nothing has been decoded.
-        sub.set_awaiting_key(v.decoded == 0);
-        if let Some(sl) = v.take_sync_request() {
-            sub.request_resync(now(), sl);
+        sub.set_awaiting_key(
+            sh.active.load(Ordering::Relaxed) && !sh.decoded.load(Ordering::Relaxed),
+        );
+        let sync = sh.sync_request.swap(0, Ordering::Relaxed);
+        for s in 1..8 {
+            if sync & (1 << s) != 0 {
+                sub.request_resync(now(), s);
+            }
         }
-        v.tick(net::realtime_ns());
     }
 
     /// Once a second: the log line, telemetry and metrics.
@@ -404,24 +395,18 @@ impl Shell {
             j
         });
         let (n_layers, max_layers) = (s.layers, s.max_layers);
-        let first_join = self.first_join_ns;
-        let video = self.video.as_mut().map(|v| {
-            let mut j = video_totals(v);
-            j["frames_1s"] = json!(v.frames_1s);
-            v.frames_1s = 0;
-            v.overlay(&format!(
-                "layers {n_layers}/{max_layers}  {}x{}  {:.1} fps\nrate {:.0} kbit/s  loss {:.2} %\nestimate {}",
-                v.width, v.height, j["frames_1s"].as_f64().unwrap_or(0.0) / dt,
-                s.rate_bps / 1e3, 100.0 * s.loss_ratio,
-                s.estimate_bps.map_or("-".into(), |e| format!("{:.0} kbit/s", e / 1e3))));
-            j["framelog"] = v.framelog_json();
-            let since = |t: Option<u64>| {
-                first_join.and_then(|jn| t.map(|f| f.saturating_sub(jn) as f64 / 1e6))
-            };
-            j["join_to_first_frame_ms"] = json!(since(v.first_shown_ns));
-            j["join_to_first_decode_ms"] = json!(since(v.first_decoded_ns));
-            j
-        });
+        let video = self.decoder.report(
+            dt,
+            self.first_join_ns,
+            format!(
+                "layers {n_layers}/{max_layers}\nrate {:.0} kbit/s  loss {:.2} %\nestimate {}",
+                s.rate_bps / 1e3,
+                100.0 * s.loss_ratio,
+                s.estimate_bps
+                    .map_or("-".into(), |e| format!("{:.0} kbit/s", e / 1e3))
+            ),
+            Duration::from_millis(100),
+        );
         let line = json!({
             "t": s.at.as_secs_f64(),
             "elapsed_s": self.start_wall.elapsed().as_secs_f64(),
@@ -463,17 +448,17 @@ impl Shell {
             );
         }
         if let (Some(t), Some(sid)) = (&self.telemetry, &self.a.session_name) {
-            let v = self.video.as_ref();
+            let v = &line["video"];
             t.send(json!({
                 "viewer_id": self.a.viewer_id, "session_id": sid, "protocol": self.protocol,
                 "layers": n_layers, "max_layers": max_layers, "rate_bps": s.rate_bps,
                 "estimate_bps": s.estimate_bps, "loss_ratio": s.loss_ratio.clamp(0.0, 1.0),
                 "packets_received": s.packets_received, "packets_lost": s.packets_lost,
-                "width": v.map_or(0, |v| v.width),
-                "height": v.map_or(0, |v| v.height),
-                "fps": line["video"]["frames_1s"].as_f64().unwrap_or(0.0) / dt,
-                "frames": v.map_or(0, |v| v.frames),
-                "freezes": v.map_or(0, |v| v.freezes),
+                "width": v["width"].as_u64().unwrap_or(0),
+                "height": v["height"].as_u64().unwrap_or(0),
+                "fps": v["frames_1s"].as_f64().unwrap_or(0.0) / dt,
+                "frames": v["frames"].as_u64().unwrap_or(0),
+                "freezes": v["freezes"].as_u64().unwrap_or(0),
                 "rtt_s": s.rtt_s,
                 "decisions": line["decisions"],
                 "tfmcc": line["tfmcc"],
@@ -490,18 +475,4 @@ impl Shell {
             }
         }
     }
-}
-
-/// The video counters since start. The last per-second line can be up to a second old when
-/// the player stops, so the exit line carries them too: its `frames` is the number of rows of
-/// `frames.csv`.
-fn video_totals(v: &mut crate::video::Video) -> Value {
-    let st = v.stats();
-    json!({"frames": v.frames, "decoded": v.decoded, "late_frames": v.late_frames,
-        "width": v.width, "height": v.height, "freezes": v.freezes,
-        "decoder_errors": v.decoder_errors, "push_errors": v.push_errors,
-        "pictures": st.pictures, "pictures_skipped": st.pictures_skipped,
-        "frames_incomplete": st.frames_incomplete, "late": st.late,
-        "malformed": st.malformed, "key_requests": v.key_requests,
-        "hidden": v.hidden})
 }
