@@ -412,18 +412,7 @@ mod tests {
         info.packet_size = size;
         info.bunch_len = bunch;
         PacerConfig {
-            publisher: session::publisher::PublisherConfig {
-                info,
-                ssrc_base: 1000,
-                payload_type: 96,
-                media: false,
-                burst: None,
-                sealer: None,
-                report_mac: None,
-                clock_offset_us: 0,
-                tfmcc: None,
-                start: Time::ZERO,
-            },
+            publisher: session::publisher::PublisherConfig::new(info, 1000),
             spin: Duration::from_micros(50),
             realtime: false,
             video: None,

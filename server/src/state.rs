@@ -528,20 +528,16 @@ impl State {
         });
         let pc = PacerConfig {
             publisher: session::publisher::PublisherConfig {
-                info: info.clone(),
-                ssrc_base,
-                payload_type: 96,
                 media: r.video.is_some(),
                 burst: r.video.as_ref().and_then(crate::video::burst_for_video),
                 sealer: media_key.clone().map(MediaSealer::new),
                 report_mac: report_mac.clone(),
-                clock_offset_us: 0,
                 tfmcc: is_tfmcc.then(|| {
                     r.video
                         .as_ref()
                         .map(|v| v.cell_kbps.iter().flatten().sum::<u32>())
                 }),
-                start: congestion::Time::ZERO,
+                ..session::publisher::PublisherConfig::new(info.clone(), ssrc_base)
             },
             spin: self.cfg.pacer_spin,
             realtime: self.cfg.pacer_realtime,

@@ -26,18 +26,7 @@ fn session() -> SessionInfo {
 }
 
 fn publisher(info: SessionInfo) -> PublisherConfig {
-    PublisherConfig {
-        info,
-        ssrc_base: 0x1000,
-        payload_type: 96,
-        media: false,
-        burst: None,
-        sealer: None,
-        report_mac: None,
-        clock_offset_us: 0,
-        tfmcc: None,
-        start: Time::ZERO,
-    }
+    PublisherConfig::new(info, 0x1000)
 }
 
 /// A drop-tail bottleneck of `bps` with a queue of `bps/8/20` bytes (the netns test's tbf).

@@ -103,6 +103,25 @@ pub struct PublisherConfig {
     pub start: Time,
 }
 
+impl PublisherConfig {
+    /// A layered session of synthetic constant-rate data for `info`, in the clear, starting
+    /// at time zero; set the other fields for media, sealing, TFMCC.
+    pub fn new(info: SessionInfo, ssrc_base: u32) -> PublisherConfig {
+        PublisherConfig {
+            info,
+            ssrc_base,
+            payload_type: 96,
+            media: false,
+            burst: None,
+            sealer: None,
+            report_mac: None,
+            clock_offset_us: 0,
+            tfmcc: None,
+            start: Time::ZERO,
+        }
+    }
+}
+
 /// Counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PublisherStats {

@@ -9,6 +9,18 @@ use proto::rtp::RtpHeader;
 use proto::rtp::RtpPacket;
 use proto::wire::cc_ext::{self, CcFields};
 
+/// A payload-less header with the cc extension.
+fn cc_header(payload_type: u8, seq: u16, timestamp: u32, ssrc: u32, cc: &CcFields) -> RtpHeader {
+    RtpHeader {
+        payload_type,
+        sequence_number: seq,
+        timestamp,
+        ssrc,
+        extensions: vec![(cc_ext::DEFAULT_ID, cc.to_bytes().to_vec())],
+        ..RtpHeader::default()
+    }
+}
+
 /// Appends one packet of exactly `size` bytes (if `size` leaves room for the headers) to `out`.
 pub fn write_packet(
     out: &mut Vec<u8>,
@@ -19,16 +31,7 @@ pub fn write_packet(
     cc: &CcFields,
     size: usize,
 ) {
-    let hdr = RtpHeader {
-        marker: false,
-        payload_type,
-        sequence_number: seq,
-        timestamp,
-        ssrc,
-        csrcs: Vec::new(),
-        extensions: vec![(cc_ext::DEFAULT_ID, cc.to_bytes().to_vec())],
-        padding: 0,
-    };
+    let hdr = cc_header(payload_type, seq, timestamp, ssrc, cc);
     let payload_len = size.saturating_sub(hdr.header_len());
     const ZEROS: [u8; 1500] = [0; 1500];
     // Cannot fail: PT ≤ 127, no CSRCs, one 11-byte element with id 1.
@@ -64,16 +67,7 @@ pub fn write_padding(
     size: usize,
 ) {
     let start = out.len();
-    let hdr = RtpHeader {
-        marker: false,
-        payload_type,
-        sequence_number: seq,
-        timestamp,
-        ssrc,
-        csrcs: Vec::new(),
-        extensions: vec![(cc_ext::DEFAULT_ID, cc.to_bytes().to_vec())],
-        padding: 0,
-    };
+    let hdr = cc_header(payload_type, seq, timestamp, ssrc, cc);
     if hdr.write(&[], out).is_err() {
         out.truncate(start);
         return;

@@ -15,16 +15,8 @@ fn info(rates: &[u64], packet_size: u16, bunch_len: u8) -> SessionInfo {
 
 fn config(info: SessionInfo) -> PublisherConfig {
     PublisherConfig {
-        info,
-        ssrc_base: 1000,
-        payload_type: 96,
-        media: false,
-        burst: None,
-        sealer: None,
-        report_mac: None,
-        clock_offset_us: 0,
-        tfmcc: None,
         start: Time::from_millis(5),
+        ..PublisherConfig::new(info, 1000)
     }
 }
 
