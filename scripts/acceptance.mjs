@@ -50,6 +50,8 @@ const ISSUE_CHECKS = [
   ['issue6/pp-accuracy-10M', 'Packet-pair dispersion vs 10 Mbit/s bottleneck', 'within 5%'],
   ['issue6/era-settle', 'ERA behind 1 Mbit/s settles on the highest fitting layer; sheds on 500 kbit/s', 'within spec reaction time'],
   ['issue6/plm-settle', 'PLM behind 1 Mbit/s settles on the highest fitting layer; sheds on 500 kbit/s', 'within spec reaction time'],
+  ['issue18/era-settle-harness', 'ERA settle-and-shed in the in-process session harness (Publisher -> Link -> Subscriber, virtual time)', 'as issue6/era-settle; deterministic, no root, well under a second'],
+  ['issue18/plm-settle-harness', 'PLM settle-and-shed in the in-process session harness', 'as issue6/plm-settle; deterministic, no root, well under a second'],
   ['issue6/video-bottleneck', 'Headless player behind a bottleneck decodes with no error, PSNR above floor', 'no error, PSNR ≥ floor'],
   ['issue6/stock-gst', 'Stock GStreamer (udpsrc ! rtpvp9depay ! vp9dec) plays layer 0', 'plays, no errors'],
   ['issue6/stock-ffplay', 'ffmpeg/ffplay plays layer 0 from the served SDP', 'plays, no errors'],
