@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the ACC TCP catalogue entries (active-networks.md §3.1-3.3, §5.2 U1-U3) into
-scenarios/. Run from the repo root: python3 scripts/gen-active-scenarios.py
+research/scenarios/. Run from the repo root: python3 scripts/gen-active-scenarios.py
 Choices are explained in docs/protocols/active-networks.md."""
 import os
 

@@ -2,7 +2,7 @@
 // the namespace testbed, one summary table (check, measurement, value, band, verdict), each check
 // recorded for docs/acceptance.md under its spec id.
 //
-// Which scenarios: every file in scenarios/ (the shared catalogue) and e2e/scenarios/ (checks
+// Which scenarios: every file in research/scenarios/ (the shared catalogue) and e2e/scenarios/ (checks
 // that exist only on the emulated network, e.g. plm.md's E-checks and delay-based.md's DE-checks)
 // with a measurement whose id starts with one of FULL_CHECKS; `--all` runs every scenario except
 // the simulator's self-tests. A check's verdict is pass when every banded measurement of it

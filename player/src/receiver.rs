@@ -214,7 +214,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             f,
             "{}",
             json!({"event": "exit", "elapsed_s": start_wall.elapsed().as_secs_f64(),
-            "packets_received": packets, "packets_lost": lost,
+            "packets_received": packets, "packets_lost": lost, "fec": sub.fec_stats(),
             "video": video.as_mut().map(crate::decode::totals)})
         );
     }
@@ -426,6 +426,7 @@ impl Shell {
             "decisions": decisions,
             "tfmcc": tf,
             "video": video,
+            "fec": s.fec,
             "stale_resets": s.stale_resets,
             "restart": s.restart,
             "dropped": s.drops,

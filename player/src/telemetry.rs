@@ -146,6 +146,23 @@ pub fn metrics(viewer: &str, s: &Snapshot, tfmcc: Option<&Value>) -> String {
         "counter",
         s.packets_lost as f64,
     );
+    // FEC (docs/protocols/fec.md): repair packets taken in, media rebuilt, and sequence
+    // numbers of protected streams still missing after repair.
+    gauge(
+        "layercast_player_fec_repairs_total",
+        "counter",
+        s.fec.repairs as f64,
+    );
+    gauge(
+        "layercast_player_fec_recovered_total",
+        "counter",
+        s.fec.recovered as f64,
+    );
+    gauge(
+        "layercast_player_fec_unrepaired_total",
+        "counter",
+        s.fec.unrepaired as f64,
+    );
     if let Some(t) = tfmcc {
         let f = |k: &str| t[k].as_f64().unwrap_or(0.0);
         gauge("layercast_player_tfmcc_rate_bps", "gauge", f("rate_bps"));

@@ -67,6 +67,9 @@ pub struct PacerStats {
     /// the cost of encryption), and packets sealed.
     pub seal_ns: AtomicU64,
     pub sealed: AtomicU64,
+    /// Video slots without media: sent as FEC repair, or as padding.
+    pub repair_packets: AtomicU64,
+    pub padding_packets: AtomicU64,
 }
 
 /// What the media thread runs.
@@ -369,6 +372,12 @@ fn flush(
     stats.resyncs.store(st.resyncs, Ordering::Relaxed);
     stats.seal_errors.store(st.seal_errors, Ordering::Relaxed);
     stats.sealed.store(st.sealed, Ordering::Relaxed);
+    stats
+        .repair_packets
+        .store(st.repair_packets, Ordering::Relaxed);
+    stats
+        .padding_packets
+        .store(st.padding_packets, Ordering::Relaxed);
     (done.packets, done.bytes, done.bunches) = (st.packets, st.bytes, st.bunches);
     let mut pl = stats
         .per_layer_packets

@@ -7,6 +7,8 @@
 //! * [`ladder`]: which (spatial, temporal) cell is cumulative layer k, nominal rates.
 //! * [`vp9rtp`]: RFC 9628 payload descriptor, packetizer, per-layer RTP streams.
 //! * [`depay`]: picture assembly from any prefix of layers, with loss and reordering.
+//! * [`fec`] (`proto::fec`, re-exported): XOR parity repair packets per layer (RFC 8627
+//!   header), sent where padding went; recovery before picture assembly.
 //! * [`sdp`]: SDP for one layer stream (layer 0 plays in stock GStreamer and ffmpeg).
 //! * `gst` (feature `gst`, default): GStreamer source/sink glue.
 //! * [`synth`]: generated test clip, scaling and PSNR helpers.
@@ -18,6 +20,8 @@ pub mod error;
 #[cfg(feature = "gst")]
 pub mod gst;
 pub mod ladder;
+/// FEC repair packets, which live in `proto` so that sans-IO hosts need no libvpx.
+pub use proto::fec;
 /// RTP (RFC 3550/8285), which lives in `proto` so that sans-IO hosts need no libvpx.
 pub use proto::rtp;
 pub mod sdp;

@@ -15,7 +15,7 @@
 
 use crate::error::{Error, Result};
 
-fn need(what: &'static str, need: usize, have: usize) -> Result<()> {
+pub(crate) fn need(what: &'static str, need: usize, have: usize) -> Result<()> {
     if have < need {
         Err(Error::Truncated { what, need, have })
     } else {
@@ -35,6 +35,15 @@ fn out_of_range(field: &'static str, value: u64) -> Error {
         field,
         reason: format!("{value} does not fit"),
     }
+}
+
+/// An RTP packet in owned form before its sender numbers it: what a packetizer hands a
+/// sender's queue, and what [`crate::fec::FecEncoder`] returns for a repair slot (the sender
+/// sets the stream's sequence number, and adds its header extensions, when it writes it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MediaPacket {
+    pub header: RtpHeader,
+    pub payload: Vec<u8>,
 }
 
 /// RTP fixed-header length without CSRCs.

@@ -1,7 +1,7 @@
-//! The bodies of the cargo-fuzz targets in `congestion/fuzz`, one `pub fn` per target.
+//! The bodies of the cargo-fuzz targets in `crates/security/fuzz`, one `pub fn` per target.
 //!
 //! Each target is a one-line `fuzz_target!` that calls the function of the same name here,
-//! and `congestion/tests/fuzz_corpus.rs` replays every saved corpus file through the same
+//! and `crates/security/tests/fuzz_corpus.rs` replays every saved corpus file through the same
 //! functions on stable Rust, so a corpus entry that once crashed stays a regression test.
 //! A function panics only when an invariant of the code under test is broken (that is the
 //! finding); malformed input must come back as an error.

@@ -16,7 +16,7 @@
 //! count Ethernet frames.
 
 use crate::publisher::{Publisher, PublisherConfig};
-use crate::subscriber::{Announcement, Event, Output, Snapshot, Subscriber};
+use crate::subscriber::{Announcement, Event, Media, Output, Snapshot, Subscriber};
 use congestion::Decision;
 use netmodel::{Link, LinkConfig};
 use proto::{SessionInfo, Time};
@@ -45,6 +45,9 @@ pub struct Viewer {
     pub decisions: Vec<Decision>,
     /// Media packets delivered.
     pub media: u64,
+    /// Keep every delivered media packet in `media_packets` (tests that look at them).
+    pub keep_media: bool,
+    pub media_packets: Vec<Media>,
     next_timeout: Time,
 }
 
@@ -106,6 +109,8 @@ impl Harness {
             snapshots: Vec::new(),
             decisions: Vec::new(),
             media: 0,
+            keep_media: false,
+            media_packets: Vec::new(),
             next_timeout: Time::ZERO,
         });
         self.next_announce = self.now;
@@ -196,7 +201,12 @@ impl Harness {
                         self.feedback
                             .push((now + self.feedback_delay, v.addr, t.payload));
                     }
-                    Output::Media(_) => v.media += 1,
+                    Output::Media(m) => {
+                        v.media += 1;
+                        if v.keep_media {
+                            v.media_packets.push(m);
+                        }
+                    }
                     Output::Event(Event::Stats(s)) => v.snapshots.push(*s),
                     Output::Event(Event::Decision(d)) => v.decisions.push(d),
                     Output::Event(_) => {}

@@ -122,7 +122,7 @@ fn s9_increase_bound_after_loss_stops() {
         checks.push((max_slope, bound));
     }
     // The recorded S9 measurement comes from the simulator catalogue
-    // (scenarios/tfrc-s9-increase-bound.yaml); this loop is its unit-level twin.
+    // (research/scenarios/tfrc-s9-increase-bound.yaml); this loop is its unit-level twin.
     let msg = format!(
         "virtual-time TFRC loop (real sender/receiver, fixed RTT 100 ms, 1% periodic loss \
              for 100 s, then none): {}",
@@ -191,7 +191,7 @@ fn s8_ali_trace() {
     let rtts_after_onset = (t_half - onset) / rtt;
     let final_rate = after.last().map_or(0.0, |e| e.1);
     // The recorded S8 measurement comes from the simulator catalogue
-    // (scenarios/tfrc-s8-ali-trace.yaml); this loop is its unit-level twin.
+    // (research/scenarios/tfrc-s8-ali-trace.yaml); this loop is its unit-level twin.
     let msg = format!(
             "virtual-time TFRC loop (real sender/receiver, RTT 100 ms, Fig. 3.4 time-scaled x10: \
              1% periodic loss, 10% from 60 s, 0.5% from 90 s): p in the 1% phase {mean:.6} \

@@ -1,6 +1,6 @@
 //! The scenario file (YAML), shared with the e2e testbed: topology, flows, schedule and
 //! measurements with pass bands. Format: `docs/scenarios.md`; JSON Schema:
-//! `scenarios/scenario.schema.json`.
+//! `research/scenarios/scenario.schema.json`.
 
 use crate::agents::cbr::{DatagramSink, DatagramSource, OnOff};
 use crate::agents::layered::{LayeredReceiver, LayeredSender, Layering};

@@ -1,5 +1,5 @@
 //! The ACC TCP part of the full catalogue (`active-networks.md` §5.2 U1-U3): every
-//! `scenarios/an-u*-acc.yaml`, `an-u2-*.yaml` and `an-u3-*.yaml` at its full `seeds`, recorded
+//! `research/scenarios/an-u*-acc.yaml`, `an-u2-*.yaml` and `an-u3-*.yaml` at its full `seeds`, recorded
 //! for `docs/acceptance.md` by check id, plus the one check that spans files: U2-a's spread of
 //! the REM-active per-flow goodput across the five delays of sweep A.
 //!

@@ -1,5 +1,5 @@
 //! The AER/NCA part of the catalogue (`active-networks.md` §5.2 S1-a…d, S2-a, S3): every
-//! `scenarios/an-s*.yaml` at its full `seeds` (S2-b: PGMCC), recorded for `docs/acceptance.md` by check id,
+//! `research/scenarios/an-s*.yaml` at its full `seeds` (S2-b: PGMCC), recorded for `docs/acceptance.md` by check id,
 //! with the checks that span files (S1-b monotone in the receiver count, S1-c increasing in
 //! the loss rate, S1-d with RS below without, S3 RED above drop-tail at every x).
 //!

@@ -1,4 +1,4 @@
-//! The fast catalogue: every scenario in `scenarios/` whose controllers exist, with its
+//! The fast catalogue: every scenario in `research/scenarios/` whose controllers exist, with its
 //! `fast_seeds` seeds, must meet every pass band (on the mean over seeds, as the full
 //! catalogue judges). Scenarios whose controller has not landed yet are listed and skipped.
 //! Measurements are recorded for `docs/acceptance.md` by acceptance-check id.

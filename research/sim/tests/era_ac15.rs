@@ -1,6 +1,6 @@
 //! `era.md` AC-15, decision-rule conformance: `congestion::era::check_decision_log` over
 //! (1) every decision of the ERA receiver in simulator runs of ERA Exp. II
-//! (`scenarios/era-exp2-bandwidth-change.yaml`: 1 Mbit/s, CBR 500 kbit/s at 20 s, 250 at
+//! (`research/scenarios/era-exp2-bandwidth-change.yaml`: 1 Mbit/s, CBR 500 kbit/s at 20 s, 250 at
 //! 40 s; FIFO, so it has pair drops, losses, climbs and falls) and Exp. I, and (2) a
 //! unit-level synthetic trace that drives one ERA receiver through every kind of decision
 //! (climb, R_TCP-bound fall, step-1 drop, E1 hold, E2 empty RAI). Tampered copies of the

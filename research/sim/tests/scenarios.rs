@@ -1,5 +1,5 @@
-//! Every file in `scenarios/` parses into a scenario, passes the semantic checks, and validates
-//! against `scenarios/scenario.schema.json` (the testbed's TypeScript reads the same files, so
+//! Every file in `research/scenarios/` parses into a scenario, passes the semantic checks, and validates
+//! against `research/scenarios/scenario.schema.json` (the testbed's TypeScript reads the same files, so
 //! the schema must say exactly what the simulator accepts).
 
 use serde_json::Value;

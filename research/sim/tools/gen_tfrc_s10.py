@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Generates scenarios/tfrc-s10-*.yaml, the TFRC fairness sweep (tfrc-tfmcc-pcc.md S10):
+"""Generates research/scenarios/tfrc-s10-*.yaml, the TFRC fairness sweep (tfrc-tfmcc-pcc.md S10):
 n TFRC + n TCP, n in {1,2,4,8,16,32}, 1.5 and 15 Mbit/s, drop-tail and RED.
-Usage: python3 congestion/sim/tools/gen_tfrc_s10.py scenarios   (docs/simulator.md, S10)."""
+Usage: python3 research/sim/tools/gen_tfrc_s10.py scenarios   (docs/simulator.md, S10)."""
 import sys
 out=sys.argv[1]
 for C in (1500, 15000):

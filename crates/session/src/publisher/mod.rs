@@ -9,8 +9,9 @@
 //!     layered sessions: the next bunch of the congestion crate's Schedule (each layer at its
 //!     announced rate in equal-size bunches, golden-ratio phases), or a media layer's bunch
 //!     up to its burst credit early ([`burst`]); each slot takes the layer's next media
-//!     packet, else padding (the FEC hook: a repair packet of the layer goes there); SSRC and
-//!     sequence numbers per stream, the cc extension with the send time, sealing.
+//!     packet, else a FEC repair packet of the layer (`proto::fec`, with the parameters the
+//!     announcement gives the layer's video stream), else padding; SSRC and sequence numbers
+//!     per stream, the cc extension with the send time, sealing.
 //!     TFMCC sessions: one packet at min(X, ceiling) ([`tfmcc`]).
 //!                                                      poll_encoder_control: key picture,
 //!                                                      re-sync, TFMCC target
@@ -30,7 +31,7 @@ pub use requests::{EncoderControl, KEY_REQUEST_MIN_INTERVAL};
 
 use crate::error::{Error, Result};
 use congestion::schedule::Schedule;
-use proto::rtp::RtpHeader;
+use proto::fec::{FecEncoder, FecEncoderStats, FecParams};
 use proto::wire::cc_ext::CcFields;
 use proto::wire::request::{MediaRequest, RequestKind, MAGIC as REQUEST_MAGIC};
 use proto::{SessionInfo, Time, TrackKind};
@@ -43,11 +44,11 @@ use tfmcc::TfmccSend;
 
 /// One media packet from a packetiser: its header (SSRC and sequence number are the
 /// Publisher's to set) and payload.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MediaPacket {
-    pub header: RtpHeader,
-    pub payload: Vec<u8>,
-}
+pub use proto::rtp::MediaPacket;
+
+/// Bytes of a data packet ahead of its payload: the RTP header (12) and the cc extension block
+/// (16). A repair packet's payload (FEC header and parity) fits the rest of the packet size.
+pub const DATA_HEADER_LEN: usize = 12 + 16;
 
 /// One encoded video picture: its packets per ladder cell (cell k rides in transport layer k;
 /// in a TFMCC session all cells share the one stream).
@@ -139,6 +140,9 @@ pub struct PublisherStats {
     pub sealed: u64,
     /// Feedback datagrams that were neither a report nor a valid request, by reason.
     pub requests_refused: u64,
+    /// Media-layer slots without media: sent as a FEC repair packet, or as padding.
+    pub repair_packets: u64,
+    pub padding_packets: u64,
 }
 
 /// A stream with a queue of its own (a track other than the video ladder, e.g. audio):
@@ -166,6 +170,8 @@ struct Layered {
     gap: Vec<Duration>,
     credit: Vec<Duration>,
     extra: Vec<ExtraStream>,
+    /// FEC encoder per layer (layers whose video stream announces repair).
+    fec: Vec<Option<FecEncoder>>,
 }
 
 enum Mode {
@@ -274,6 +280,7 @@ impl Publisher {
                     gap,
                     credit,
                     extra,
+                    fec: fec_encoders(&info, plain_size)?,
                 }))
             }
         };
@@ -318,6 +325,14 @@ impl Publisher {
             self.requests.keys_asked,
             self.requests.syncs_asked,
         )
+    }
+
+    /// The FEC encoder counters of layer `k` (layers with repair).
+    pub fn fec_stats(&self, k: usize) -> Option<&FecEncoderStats> {
+        match &self.mode {
+            Mode::Layered(l) => l.fec.get(k)?.as_ref().map(FecEncoder::stats),
+            Mode::Tfmcc(_) => None,
+        }
     }
 
     /// The TFMCC state of a TFMCC session.
@@ -523,20 +538,33 @@ impl Publisher {
                     match l.queues[k].pop_front() {
                         Some(p) => {
                             l.last_ts[k] = p.header.timestamp;
+                            if let Some(f) = l.fec[k].as_mut() {
+                                f.push_media(l.seq[k], &p.header, &p.payload);
+                            }
                             packet::write_media(buf, p, l.seq[k], &cc, self.plain_size);
                         }
-                        // FEC hook: a slot without media would carry a repair packet of
-                        // this layer here (same size, same sequence space), once the codec's
-                        // FEC encoder is fed the layer's media packets.
-                        None if self.media => packet::write_padding(
-                            buf,
-                            self.payload_type,
-                            l.seq[k],
-                            l.last_ts[k],
-                            ssrc,
-                            &cc,
-                            self.plain_size,
-                        ),
+                        // A slot without media: a repair packet of the layer (same stream,
+                        // sequence space and size), padding when there is nothing to repair.
+                        None if self.media => {
+                            match l.fec[k].as_mut().and_then(FecEncoder::repair) {
+                                Some(r) => {
+                                    self.stats.repair_packets += 1;
+                                    packet::write_media(buf, r, l.seq[k], &cc, self.plain_size);
+                                }
+                                None => {
+                                    self.stats.padding_packets += 1;
+                                    packet::write_padding(
+                                        buf,
+                                        self.payload_type,
+                                        l.seq[k],
+                                        l.last_ts[k],
+                                        ssrc,
+                                        &cc,
+                                        self.plain_size,
+                                    );
+                                }
+                            }
+                        }
                         None => packet::write_packet(
                             buf,
                             self.payload_type,
@@ -565,6 +593,24 @@ impl Publisher {
             }
         }
     }
+}
+
+/// A FEC encoder for each layer whose video stream announces repair parameters
+/// (`proto::Stream::repair`): what the receivers are told is what is sent.
+fn fec_encoders(info: &SessionInfo, plain_size: usize) -> Result<Vec<Option<FecEncoder>>> {
+    let mut out: Vec<Option<FecEncoder>> = (0..info.layers.len()).map(|_| None).collect();
+    let Some(t) = info.track(TrackKind::Video) else {
+        return Ok(out);
+    };
+    for s in &t.streams {
+        let (Some(r), Some(slot)) = (&s.repair, out.get_mut(s.layer as usize)) else {
+            continue;
+        };
+        let bad = |e: proto::Error| Error::Config(format!("FEC of layer {}: {e}", s.layer));
+        let p = FecParams::from_announced(r.payload_type, &r.params).map_err(bad)?;
+        *slot = Some(FecEncoder::new(p, plain_size.saturating_sub(DATA_HEADER_LEN)).map_err(bad)?);
+    }
+    Ok(out)
 }
 
 /// The layer whose bunch goes next and when (the burst policy when there is one).

@@ -1,5 +1,5 @@
 use super::*;
-use proto::rtp::RtpPacket;
+use proto::rtp::{RtpHeader, RtpPacket};
 use proto::wire::cc_ext;
 use std::net::Ipv4Addr;
 
@@ -196,4 +196,89 @@ fn key_requests_are_aggregated_and_vetted() {
         Some(EncoderControl::KeyPicture)
     );
     assert_eq!(p.requests(), (31, 2, 0));
+}
+
+/// The slots media leaves free carry repair packets of the layer's stream (payload type 97,
+/// the layer's SSRC and sequence space, exactly the packet size) when the announcement gives
+/// the layer's video stream repair parameters, padding when there is nothing left to repair;
+/// parameters the FEC code refuses make the Publisher refuse the session.
+#[test]
+fn free_slots_carry_repair_with_the_announced_parameters() {
+    let mut i = info(&[200_000], 600, 2);
+    let vp9 = proto::Vp9Params {
+        payload_type: 96,
+        width: 320,
+        height: 180,
+        fps_num: 30,
+        fps_den: 1,
+        spatial: 1,
+        temporal: 1,
+    };
+    let mut t = proto::Track::vp9_ladder(0, vp9, &i.layers, 0x5000);
+    t.streams[0].repair = Some(proto::Repair {
+        payload_type: 97,
+        params: vec![2, 8],
+    });
+    i.tracks = vec![t];
+    let mut c = config(i.clone());
+    c.ssrc_base = 0x5000;
+    c.media = true;
+    let mut p = Publisher::new(c).unwrap();
+    let pkt = |n: u8| MediaPacket {
+        header: RtpHeader {
+            payload_type: 96,
+            timestamp: 3000,
+            ssrc: 0x5000,
+            marker: n == 3,
+            ..Default::default()
+        },
+        payload: vec![n; 200],
+    };
+    p.push_picture(
+        Time::ZERO,
+        Picture {
+            key: true,
+            sync: false,
+            cells: vec![(0..4).map(pkt).collect()],
+        },
+    );
+    let mut now = Time::ZERO;
+    let mut kinds = Vec::new();
+    let mut seqs = Vec::new();
+    while kinds.len() < 20 {
+        now = p.poll_timeout(now).max(now);
+        if let Some(b) = p.poll_transmit(now) {
+            for pkt in b.packets {
+                assert_eq!(pkt.len(), 600);
+                let r = RtpPacket::parse(pkt).unwrap();
+                assert_eq!(r.ssrc(), 0x5000);
+                seqs.push(r.sequence_number());
+                kinds.push(match (r.payload_type(), r.payload().is_empty()) {
+                    (96, false) => 'm',
+                    (97, false) => 'r',
+                    (96, true) => 'p',
+                    other => panic!("unexpected packet {other:?}"),
+                });
+            }
+        }
+    }
+    let k: String = kinds.iter().collect();
+    // 4 media, then first-pass repairs (rows of 2) and second-pass ones, then padding.
+    assert!(k.starts_with("mmmmrr"), "{k}");
+    assert!(k.ends_with('p'), "{k}");
+    assert!(seqs.windows(2).all(|w| w[1] == w[0].wrapping_add(1)));
+    let (r, pad) = (k.matches('r').count() as u64, k.matches('p').count() as u64);
+    assert_eq!(
+        (p.stats().repair_packets, p.stats().padding_packets),
+        (r, pad)
+    );
+    assert_eq!(p.fec_stats(0).unwrap().protected, 4);
+    // A row longer than the span: refused, not sent with other parameters.
+    i.tracks[0].streams[0].repair = Some(proto::Repair {
+        payload_type: 97,
+        params: vec![9, 4],
+    });
+    let mut c = config(i);
+    c.media = true;
+    assert!(Publisher::new(c).is_err());
 }

@@ -45,6 +45,7 @@ impl Subscriber {
                 self.out.push_back(Output::Event(Event::RefreshSecurity));
             }
             self.info = Some(new.clone());
+            self.repair.configure(&new);
             self.out.push_back(Output::Event(Event::SessionChanged {
                 info: Box::new(new.clone()),
                 new_instance,

@@ -12,7 +12,7 @@
 //!                                          retired SSRC? stale? quarantined? -> feed:
 //!                                          SSRC change (restart hold), sequence extension,
 //!                                          replay window, loss tally, controller,
-//!                                          media (or the restart hold);
+//!                                          FEC repair, media (or the restart hold);
 //!                                          controller timers, actions and decisions,
 //!                                          key requests, the per-second snapshot
 //! Join/Leave, Transmit, Media, Event  <-  poll_output            ... and finally Timeout(t)
@@ -30,6 +30,7 @@ mod feedback;
 pub mod limbo;
 mod membership;
 pub mod output;
+pub mod repair;
 pub mod replay;
 mod snapshot;
 pub mod stale;
@@ -41,6 +42,7 @@ pub use output::{
     Drops, Endpoint, Event, Media, Output, SamStats, Snapshot, TimeoutReason, Transmit,
     TransmitKind,
 };
+pub use repair::FecStats;
 pub use tfmcc::TfmccView;
 
 use congestion::tfmcc::{TfmccConfig, TfmccReceiver};
@@ -192,6 +194,7 @@ pub struct Subscriber {
     ctl_now: Time,
     stale: StaleFilter,
     limbo: Limbo,
+    repair: repair::Repair,
     /// SSRCs of the session before the current one.
     retired: Vec<u32>,
     /// SSRCs that replaced another since the current session was accepted.
@@ -248,6 +251,7 @@ impl Subscriber {
             ctl_now: Time::ZERO,
             stale: StaleFilter::default(),
             limbo: Limbo::default(),
+            repair: repair::Repair::default(),
             retired: Vec::new(),
             new_ssrcs: Vec::new(),
             drops: Drops::default(),
@@ -288,6 +292,11 @@ impl Subscriber {
     /// The drop counters.
     pub fn drops(&self) -> &Drops {
         &self.drops
+    }
+
+    /// The FEC counters (streams with repair).
+    pub fn fec_stats(&self) -> FecStats {
+        self.repair.stats()
     }
 
     /// The TFMCC receiver's view, for a TFMCC subscriber.
@@ -680,6 +689,7 @@ impl Subscriber {
             if e > h + 1 {
                 t.total.lost += e - h - 1;
                 t.sec.lost += e - h - 1;
+                self.repair.note_lost(p.ssrc, e - h - 1);
             }
         }
         if s.highest.is_none_or(|h| e > h) {
@@ -740,29 +750,6 @@ impl Subscriber {
             self.limbo.push(held);
         } else {
             self.deliver_held(vec![held]);
-        }
-    }
-
-    fn deliver_held(&mut self, held: Vec<Held>) {
-        for h in held {
-            let (track, stream) = self
-                .info
-                .as_ref()
-                .and_then(|i| {
-                    i.tracks.iter().find_map(|t| {
-                        t.stream_by_ssrc(h.ssrc)
-                            .map(|(k, _)| (Some(t.id), Some(k as u8)))
-                    })
-                })
-                .unwrap_or((None, None));
-            self.out.push_back(Output::Media(Media {
-                track,
-                stream,
-                layer: h.layer,
-                ssrc: h.ssrc,
-                recv_time: h.recv_time,
-                packet: h.packet,
-            }));
         }
     }
 

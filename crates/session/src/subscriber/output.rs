@@ -7,6 +7,7 @@ use serde::Serialize;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use super::limbo::LimboStats;
+use super::repair::FecStats;
 use super::tfmcc::TfmccView;
 
 /// One (group, port) a receiver joins: a transport layer's own, or a stream riding in it on a
@@ -60,9 +61,8 @@ pub enum TransmitKind {
 /// One received media packet, in receive order within its stream, after the receive-side
 /// checks (authentication, replay window, staleness, join quarantine, restart hold).
 ///
-/// FEC: repair packets of a stream (their payload type is the stream's `repair` one) are
-/// delivered here too, to the host's FEC decoder before picture assembly; the Subscriber
-/// does not repair (`codec::fec` does, next to the depacketiser).
+/// FEC: a stream with repair parameters is repaired here ([`super::repair`]): its repair
+/// packets are never delivered, and the media packets they rebuild are, with `recovered` set.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Media {
     /// The track and the index of the stream in it (`SessionInfo::tracks`), when the
@@ -72,8 +72,10 @@ pub struct Media {
     /// The transport layer it rode in.
     pub layer: u8,
     pub ssrc: u32,
-    /// Kernel receive time.
+    /// Kernel receive time (of the packet that completed the repair, for a recovered one).
     pub recv_time: Time,
+    /// Rebuilt by FEC: the RTP packet as the packetizer built it (no header extensions).
+    pub recovered: bool,
     /// The RTP packet (decrypted in encrypted sessions).
     pub packet: Vec<u8>,
 }
@@ -195,4 +197,6 @@ pub struct Snapshot {
     pub feedback_no_address: u64,
     pub feedback_seal_errors: u64,
     pub tfmcc: Option<TfmccView>,
+    /// FEC repair of the streams with repair parameters.
+    pub fec: FecStats,
 }

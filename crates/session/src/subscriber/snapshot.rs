@@ -77,6 +77,7 @@ impl Subscriber {
             feedback_no_address: self.feedback_no_address,
             feedback_seal_errors: self.feedback_seal_errors,
             tfmcc: self.tfmcc(),
+            fec: self.repair.stats(),
         };
         self.out
             .push_back(Output::Event(Event::Stats(Box::new(snap))));

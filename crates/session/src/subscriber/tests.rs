@@ -255,3 +255,83 @@ fn bad_datagrams_are_counted_drops() {
     assert_eq!(d.missing_cc, 1);
     assert!(d.malformed_rtp >= 2);
 }
+
+/// A stream with announced repair: a lost media packet is rebuilt from the repair packet and
+/// delivered (marked recovered, bit-exact); repair packets, a garbled one included, never
+/// reach the host; the counters say so.
+#[test]
+fn repair_rebuilds_a_lost_packet_and_keeps_repair_packets_in() {
+    use proto::fec::{FecEncoder, FecParams};
+    let mut i = with_video(info(1, 1), 100);
+    let fp = FecParams::default();
+    i.tracks[0].streams[0].repair = Some(proto::Repair {
+        payload_type: fp.payload_type,
+        params: fp.announced_params(),
+    });
+    let mut s = fixed(1);
+    s.handle_announcement(ms(0), Announcement::Info(i));
+    drain(&mut s);
+    let mut enc = FecEncoder::new(fp, 400).unwrap();
+    let wire = |pt: u8, seq: u16, ts: u32, payload: &[u8]| {
+        let cc = CcFields {
+            layer: 0,
+            bunch_pos: 0,
+            bunch_len: 1,
+            send_time_us: 1_000_000,
+        };
+        RtpHeader {
+            payload_type: pt,
+            sequence_number: seq,
+            timestamp: ts,
+            ssrc: 100,
+            extensions: vec![(cc_ext::DEFAULT_ID, cc.to_bytes().to_vec())],
+            ..Default::default()
+        }
+        .to_vec(payload)
+        .unwrap()
+    };
+    let mut sent = Vec::new();
+    for seq in 0..3u16 {
+        let h = RtpHeader {
+            payload_type: 96,
+            timestamp: 90 * seq as u32,
+            ssrc: 100,
+            ..Default::default()
+        };
+        let payload = vec![seq as u8 + 1; 50 + seq as usize];
+        enc.push_media(seq, &h, &payload);
+        sent.push(wire(96, seq, h.timestamp, &payload));
+    }
+    let r = enc.repair().unwrap();
+    sent.push(wire(97, 3, r.header.timestamp, &r.payload));
+    sent.push(wire(97, 4, 0, b"not a repair header"));
+    for (n, b) in sent.iter().enumerate() {
+        if n != 1 {
+            s.handle_datagram(ms(1000), G0, 5000, ms(1000 + n as u64), b);
+        }
+    }
+    s.handle_timeout(ms(1000 + QUARANTINE.as_millis() as u64));
+    let out = drain(&mut s);
+    let got: Vec<(bool, Vec<u8>)> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Media(m) => {
+                let p = RtpPacket::parse(&m.packet).unwrap();
+                assert_eq!(p.payload_type(), 96);
+                Some((m.recovered, p.payload().to_vec()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (false, vec![1; 50]),
+            (false, vec![3; 52]),
+            (true, vec![2; 51])
+        ]
+    );
+    let f = s.fec_stats();
+    assert_eq!((f.repairs, f.recovered, f.malformed), (2, 1, 1), "{f:?}");
+    assert_eq!((f.lost, f.unrepaired), (1, 0), "{f:?}");
+}
