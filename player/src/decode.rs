@@ -35,6 +35,12 @@ pub enum Cmd {
     },
     /// A key-picture or re-sync request went out (counted in `video.key_requests`).
     KeyRequest,
+    /// Lip sync (issue 21): layer 0's sender report (the video's RTP <-> capture mapping)
+    /// and the audio clock, the master the pictures are scheduled against.
+    AvSync {
+        sender_report: Option<crate::audio::SrMap>,
+        audio_clock: Option<crate::audio::AudioClock>,
+    },
     /// The per-second counters, with the overlay's receive-side text.
     Report {
         dt: f64,
@@ -151,6 +157,15 @@ fn worker(args: Args, rx: Receiver<Cmd>, sh: Arc<Shared>) -> Option<Video> {
                     v.push(layer, &data, ns);
                 }
             }
+            Ok(Cmd::AvSync {
+                sender_report,
+                audio_clock,
+            }) => {
+                if let Some(v) = video.as_mut() {
+                    v.sender_report = sender_report;
+                    v.audio_clock = audio_clock;
+                }
+            }
             Ok(Cmd::KeyRequest) => {
                 if let Some(v) = video.as_mut() {
                     v.key_requests += 1;
@@ -193,6 +208,8 @@ fn report(v: &mut Video, dt: f64, first_join: Option<u64>, overlay: &str, sh: &S
         v.height,
         j["frames_1s"].as_f64().unwrap_or(0.0) / dt
     ));
+    j["on_audio_clock"] = json!(v.on_audio_clock);
+    j["av_late_dropped"] = json!(v.av_late_dropped);
     j["framelog"] = v.framelog_json();
     let since =
         |t: Option<u64>| first_join.and_then(|jn| t.map(|f| f.saturating_sub(jn) as f64 / 1e6));

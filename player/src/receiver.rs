@@ -71,6 +71,20 @@ struct Shell {
     ticks: u64,
     exit: bool,
     buf: Vec<u8>,
+    /// The audio track (issue 21): its playout (`crate::audio`) and its sockets, held with
+    /// layer 0 (`crate::audio_net`), beside the Subscriber; the description in force, the
+    /// media opener and the SSM source the audio sockets use; layer 0's sender report (the
+    /// video's RTP <-> capture mapping) and what the decoder thread last got of it.
+    audio: Option<crate::audio::Audio>,
+    audio_net: crate::audio_net::AudioNet,
+    info: Option<proto::SessionInfo>,
+    opener: Option<security::auth::MediaOpener>,
+    ssm: Option<Ipv4Addr>,
+    video_sr: Option<crate::audio::SrMap>,
+    av_sent: (
+        Option<crate::audio::SrMap>,
+        Option<crate::audio::AudioClock>,
+    ),
 }
 
 pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
@@ -173,6 +187,13 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         ticks: 0,
         exit: false,
         buf: vec![0u8; 2048],
+        audio: None,
+        audio_net: crate::audio_net::AudioNet::default(),
+        info: None,
+        opener: None,
+        ssm: a.ssm,
+        video_sr: None,
+        av_sent: (None, None),
         a,
     };
     loop {
@@ -197,6 +218,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         let deadline = sh.outputs(&mut sub);
         sh.wait_and_read(&mut sub, deadline);
         sh.video_turn(&mut sub);
+        sh.audio_turn();
         if now() >= deadline {
             sub.handle_timeout(now());
         }
@@ -244,6 +266,10 @@ impl Shell {
                 .or(self.a.ssm)
                 .map_or("any-source joins".to_string(), |s| format!("SSM from {s}"))
         );
+        self.opener = sec.opener.clone();
+        if self.a.ssm.is_none() && !self.a.ssm_any {
+            self.ssm = sec.ssm;
+        }
         sub.handle_security(
             now(),
             Security {
@@ -260,6 +286,8 @@ impl Shell {
         loop {
             match sub.poll_output() {
                 Output::Timeout(t, _) => return t,
+                // The audio stream's group is the audio sockets' (`audio_turn`).
+                Output::Join(e) if self.is_audio(e.group, e.port) => {}
                 Output::Join(e) => {
                     match McastSocket::open_from(e.group, e.port, self.a.interface, e.source) {
                         Ok(s) => {
@@ -294,6 +322,17 @@ impl Shell {
                         info.packet_size,
                         info.bunch_len
                     );
+                    self.audio_net.reset();
+                    self.video_sr = None;
+                    self.audio = info.track(proto::TrackKind::Audio).and_then(|t| {
+                        let o = crate::audio::AudioOptions {
+                            out: self.a.out.as_deref(),
+                            speaker: self.a.window,
+                            delay_ns: self.a.playout_delay_ms * 1_000_000,
+                        };
+                        crate::audio::Audio::new(t, &o, self.audio.take())
+                    });
+                    self.info = Some((*info).clone());
                     self.decoder.send(crate::decode::Cmd::Session(info));
                     self.layers_changed();
                 }
@@ -333,11 +372,33 @@ impl Shell {
             fds.push(s.raw_fd());
         }
         fds.extend(self.socks.iter().map(|(_, s)| s.raw_fd()));
+        let n_media = fds.len();
+        fds.extend(self.audio_net.fds());
         let now_ns = net::realtime_ns() as i64;
         let ms = |t: i64| ((t - now_ns) / 1_000_000).max(0);
-        let wait_ms = ms(deadline.as_nanos().min(i64::MAX as u64) as i64).min(50);
+        let mut wait_ms = ms(deadline.as_nanos().min(i64::MAX as u64) as i64).min(50);
+        if let Some(d) = self.audio.as_ref().and_then(|x| x.next_due()) {
+            wait_ms = wait_ms.min(ms(d as i64));
+        }
         let ann = self.ann_sock.is_some();
         for i in net::poll_readable(&fds, wait_ms as i32) {
+            if i >= n_media {
+                let vssrc = self
+                    .info
+                    .as_ref()
+                    .and_then(|i| i.track(proto::TrackKind::Video))
+                    .and_then(|t| t.streams.first())
+                    .map(|s| s.ssrc);
+                self.audio_net.drain(
+                    i - n_media,
+                    &mut self.buf,
+                    self.opener.as_mut(),
+                    self.audio.as_mut(),
+                    &mut self.video_sr,
+                    vssrc,
+                );
+                continue;
+            }
             if ann && i == 0 {
                 let Some(s) = &self.ann_sock else { continue };
                 while let Ok(Some((n, _ts, trunc))) = s.recv(&mut self.buf) {
@@ -380,6 +441,34 @@ impl Shell {
         }
     }
 
+    /// Whether `group:port` is the audio stream's (its sockets are `audio_net`'s).
+    fn is_audio(&self, group: Ipv4Addr, port: u16) -> bool {
+        self.info
+            .as_ref()
+            .and_then(|i| i.track(proto::TrackKind::Audio))
+            .is_some_and(|t| t.streams.iter().any(|s| (s.group, s.port) == (group, port)))
+    }
+
+    /// The audio's part of a turn: its sockets follow layer 0, it plays what is due on its
+    /// own clock, and the video's pictures are scheduled against that clock (the decoder
+    /// thread gets the mapping when it changes).
+    fn audio_turn(&mut self) {
+        let base_held = self.socks.iter().any(|(e, _)| e.layer == 0);
+        self.audio_net
+            .sync(base_held, self.info.as_ref(), self.a.interface, self.ssm);
+        if let Some(x) = self.audio.as_mut() {
+            x.tick(net::realtime_ns());
+        }
+        let av = (self.video_sr, self.audio.as_ref().and_then(|x| x.clock()));
+        if av != self.av_sent {
+            self.av_sent = av;
+            self.decoder.send(crate::decode::Cmd::AvSync {
+                sender_report: av.0,
+                audio_clock: av.1,
+            });
+        }
+    }
+
     /// Once a second: the log line, telemetry and metrics.
     fn report(&mut self, s: &Snapshot) {
         self.ticks += 1;
@@ -399,11 +488,16 @@ impl Shell {
             dt,
             self.first_join_ns,
             format!(
-                "layers {n_layers}/{max_layers}\nrate {:.0} kbit/s  loss {:.2} %\nestimate {}",
+                "layers {n_layers}/{max_layers}\nrate {:.0} kbit/s  loss {:.2} %\nestimate {}{}",
                 s.rate_bps / 1e3,
                 100.0 * s.loss_ratio,
                 s.estimate_bps
-                    .map_or("-".into(), |e| format!("{:.0} kbit/s", e / 1e3))
+                    .map_or("-".into(), |e| format!("{:.0} kbit/s", e / 1e3)),
+                self.audio.as_ref().map_or(String::new(), |x| format!(
+                    "\naudio {:.0} dBFS  concealed {}",
+                    x.level_db().max(-99.0),
+                    x.stats.concealed
+                ))
             ),
             Duration::from_millis(100),
         );
@@ -426,6 +520,12 @@ impl Shell {
             "decisions": decisions,
             "tfmcc": tf,
             "video": video,
+            "audio": self.audio.as_mut().map(|x| {
+                x.flush();
+                let mut j = x.json();
+                j["auth_failed"] = json!(self.audio_net.auth_failed);
+                j
+            }),
             "fec": s.fec,
             "stale_resets": s.stale_resets,
             "restart": s.restart,
@@ -461,16 +561,22 @@ impl Shell {
                 "frames": v["frames"].as_u64().unwrap_or(0),
                 "freezes": v["freezes"].as_u64().unwrap_or(0),
                 "rtt_s": s.rtt_s,
+                "audio_packets": self.audio.as_ref().map_or(0, |x| x.stats.packets),
+                "audio_lost": self.audio.as_ref().map_or(0, |x| x.stats.lost),
+                "audio_concealed": self.audio.as_ref().map_or(0, |x| x.stats.concealed),
                 "decisions": line["decisions"],
                 "tfmcc": line["tfmcc"],
             }));
         }
         if self.a.metrics_addr.is_some() {
-            let m = telemetry::metrics(
+            let mut m = telemetry::metrics(
                 &self.a.viewer_id,
                 s,
                 line["tfmcc"].as_object().map(|_| &line["tfmcc"]),
             );
+            if let Some(x) = self.audio.as_ref() {
+                m.push_str(&x.metrics(&format!("{{viewer=\"{}\"}}", self.a.viewer_id)));
+            }
             if let Ok(mut t) = self.metrics_text.lock() {
                 *t = m;
             }

@@ -136,15 +136,7 @@ fn simulate(
         ),
         None => (iv.clone(), vec![Duration::ZERO; n]),
     };
-    // The bunch schedule's own phases (congestion::schedule, what the Publisher sends by).
-    let mut info = congestion::SessionInfo::equal_layers(n, 1, std::net::Ipv4Addr::UNSPECIFIED, 1);
-    for (l, &r) in info.layers.iter_mut().zip(rates) {
-        l.rate_bps = r;
-    }
-    info.packet_size = packet_size;
-    info.bunch_len = bunch as u8;
-    let sched = congestion::schedule::Schedule::new(&info, t0).unwrap();
-    let mut next: Vec<Time> = (0..n).map(|k| sched.next_of(k).unwrap()).collect();
+    let mut next = first_bunches(rates, packet_size, bunch, t0);
     let mut last: Vec<Option<Time>> = vec![None; n];
     let mut q: Vec<VecDeque<(usize, LayerPacket)>> = vec![VecDeque::new(); n];
     let max_payload = packet_size as usize - 12 - 16;
@@ -265,6 +257,22 @@ fn simulate(
         recovered,
         worst_dev: worst,
     }
+}
+
+/// Each layer's first bunch time from `t0`: the bunch schedule's own phases
+/// (`congestion::schedule`, what the Publisher sends by). Shared with `video::latency_study`.
+pub(crate) fn first_bunches(rates: &[u64], packet_size: u16, bunch: usize, t0: Time) -> Vec<Time> {
+    let mut info =
+        congestion::SessionInfo::equal_layers(rates.len(), 1, std::net::Ipv4Addr::UNSPECIFIED, 1);
+    for (l, &r) in info.layers.iter_mut().zip(rates) {
+        l.rate_bps = r;
+    }
+    info.packet_size = packet_size;
+    info.bunch_len = bunch as u8;
+    let sched = congestion::schedule::Schedule::new(&info, t0).unwrap();
+    (0..rates.len())
+        .map(|k| sched.next_of(k).unwrap())
+        .collect()
 }
 
 /// Worst |rate / announced - 1| of any layer over 6-s windows (first to last bunch start in the

@@ -88,6 +88,9 @@ pub struct PacerConfig {
     pub feedback: Option<UdpSocket>,
     /// TFMCC sessions: the state the API shows.
     pub tfmcc: Option<Arc<crate::tfmcc::TfmccState>>,
+    /// The audio track and the RTCP sender reports: sent between bunches, never inside one
+    /// (`crate::media::out`, docs/protocols/audio.md).
+    pub side: Option<crate::media::out::SideStreams>,
 }
 
 /// Microseconds since the Unix epoch (the cc extension's send time).
@@ -182,6 +185,11 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
     let fb_fd = cfg.feedback.as_ref().map(|s| s.as_raw_fd());
     let mut rbuf = [0u8; 2048];
     while !stop.load(Ordering::Relaxed) {
+        if let Some(side) = cfg.side.as_mut() {
+            // Between two bunches: ready audio packets, and the sender reports when due (the
+            // loop comes back within MAX_SLEEP, well inside the audio's 20-ms packet period).
+            side.poll(Instant::now(), &sock, &publisher.stats().per_layer_packets);
+        }
         let now = clock(Instant::now());
         if let Some((q, rx)) = cfg.video.as_mut() {
             while let Ok(pic) = rx.pop() {
@@ -427,6 +435,7 @@ mod tests {
             video: None,
             feedback: None,
             tfmcc: None,
+            side: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! encoder (pictures as RTP packets per ladder cell) -> push_picture / push_packet -> queues
+//! (other tracks' streams, audio, are the host's to send between bunches)
 //! feedback datagrams (reports, media requests)       -> handle_feedback
 //! the host's control plane (an HTTP key request)     -> request_key / request_resync
 //!                                                      poll_timeout: when the next bunch is due
@@ -145,20 +146,6 @@ pub struct PublisherStats {
     pub padding_packets: u64,
 }
 
-/// A stream with a queue of its own (a track other than the video ladder, e.g. audio):
-/// its packets take its layer's slots first, to its own group, with its own SSRC and
-/// sequence numbers.
-struct ExtraStream {
-    track: u8,
-    stream: u8,
-    layer: usize,
-    dest: SocketAddrV4,
-    ssrc: u32,
-    seq: u16,
-    ext_seq: u64,
-    queue: VecDeque<MediaPacket>,
-}
-
 struct Layered {
     schedule: Schedule,
     dests: Vec<SocketAddrV4>,
@@ -169,7 +156,6 @@ struct Layered {
     last_sent: Vec<Option<Time>>,
     gap: Vec<Duration>,
     credit: Vec<Duration>,
-    extra: Vec<ExtraStream>,
     /// FEC encoder per layer (layers whose video stream announces repair).
     fec: Vec<Option<FecEncoder>>,
 }
@@ -237,7 +223,7 @@ impl Publisher {
                 )))
             }
             None => {
-                let schedule = Schedule::new(&info, cfg.start)?;
+                let schedule = Schedule::new(&bunch_rates(&info), cfg.start)?;
                 let intervals: Vec<Duration> = (0..n)
                     .map(|k| schedule.interval(k).unwrap_or_default())
                     .collect();
@@ -248,23 +234,6 @@ impl Publisher {
                     ),
                     _ => (Vec::new(), Vec::new()),
                 };
-                let extra = info
-                    .tracks
-                    .iter()
-                    .filter(|t| t.kind != TrackKind::Video)
-                    .flat_map(|t| {
-                        t.streams.iter().enumerate().map(|(k, s)| ExtraStream {
-                            track: t.id,
-                            stream: k as u8,
-                            layer: s.layer as usize,
-                            dest: SocketAddrV4::new(s.group, s.port),
-                            ssrc: s.ssrc,
-                            seq: 0,
-                            ext_seq: 0,
-                            queue: VecDeque::new(),
-                        })
-                    })
-                    .collect();
                 Mode::Layered(Box::new(Layered {
                     schedule,
                     dests: info
@@ -279,7 +248,6 @@ impl Publisher {
                     last_sent: vec![None; n],
                     gap,
                     credit,
-                    extra,
                     fec: fec_encoders(&info, plain_size)?,
                 }))
             }
@@ -375,9 +343,9 @@ impl Publisher {
         }
     }
 
-    /// One packet of stream `stream` of track `track` (a track's packets in its own cadence,
-    /// e.g. audio frames): the video track's stream k is ladder cell k; another track's
-    /// stream has a queue of its own, sent in its layer's slots first.
+    /// One packet of stream `stream` of the video track (ladder cell `stream`). The streams of
+    /// other tracks (audio) are not sent in bunches (docs/protocols/audio.md): the host sends
+    /// them between bunches, and they are refused here.
     pub fn push_packet(&mut self, track: u8, stream: u8, p: MediaPacket) -> Result<()> {
         let video = self
             .info
@@ -386,17 +354,7 @@ impl Publisher {
         match &mut self.mode {
             Mode::Layered(l) if video => l.queues.get_mut(stream as usize).map(|q| q.push_back(p)),
             Mode::Tfmcc(t) if video => t.queues.get_mut(stream as usize).map(|q| q.push_back(p)),
-            Mode::Layered(l) => l
-                .extra
-                .iter_mut()
-                .find(|e| e.track == track && e.stream == stream)
-                .map(|e| {
-                    e.queue.push_back(p);
-                    while e.queue.len() > MAX_QUEUED {
-                        e.queue.pop_front();
-                    }
-                }),
-            Mode::Tfmcc(_) => None,
+            _ => None,
         }
         .ok_or_else(|| Error::Config(format!("no send queue for track {track} stream {stream}")))
     }
@@ -517,23 +475,6 @@ impl Publisher {
                     };
                     let buf = &mut self.bufs[pos];
                     buf.clear();
-                    // A stream of another track riding in this layer goes first.
-                    if let Some(e) = l
-                        .extra
-                        .iter_mut()
-                        .find(|e| e.layer == k && !e.queue.is_empty())
-                    {
-                        if let Some(p) = e.queue.pop_front() {
-                            let mut p = p;
-                            p.header.ssrc = e.ssrc;
-                            packet::write_media(buf, p, e.seq, &cc, self.plain_size);
-                            e.seq = e.seq.wrapping_add(1);
-                            seal(&mut self.sealer, &mut self.stats, buf, e.ext_seq);
-                            e.ext_seq += 1;
-                            self.bunch_dests.push(e.dest);
-                            continue;
-                        }
-                    }
                     let ssrc = self.ssrc_base.wrapping_add(k as u32);
                     match l.queues[k].pop_front() {
                         Some(p) => {
@@ -593,6 +534,24 @@ impl Publisher {
             }
         }
     }
+}
+
+/// The session as the bunch schedule sees it: each layer at its announced rate less the rates
+/// of the other tracks' streams riding in it (audio is sent between bunches, unpadded, and its
+/// rate is announced in layer 0's, docs/protocols/audio.md).
+fn bunch_rates(info: &SessionInfo) -> SessionInfo {
+    let mut i = info.clone();
+    for s in info
+        .tracks
+        .iter()
+        .filter(|t| t.kind != TrackKind::Video)
+        .flat_map(|t| &t.streams)
+    {
+        if let Some(l) = i.layers.get_mut(s.layer as usize) {
+            l.rate_bps = l.rate_bps.saturating_sub(s.rate_bps).max(1);
+        }
+    }
+    i
 }
 
 /// A FEC encoder for each layer whose video stream announces repair parameters
