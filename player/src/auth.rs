@@ -43,6 +43,36 @@ pub fn client_options() -> &'static ClientOptions {
     OPTIONS.get_or_init(ClientOptions::default)
 }
 
+/// Refuses a bearer token over plain `http://` to a server that is not on this host (F5): the
+/// token, and the media and report keys it fetches, would cross the network in clear. A
+/// loopback server (a local TLS-terminating proxy, tests) is allowed; `--insecure` allows the
+/// rest.
+pub fn check_token_transport(url: &str, insecure: bool) -> Result<()> {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Ok(());
+    };
+    let host = rest.split(['/', '?']).next().unwrap_or("");
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback || insecure {
+        return Ok(());
+    }
+    Err(Error::arg(
+        "token",
+        format!("a token over plain http:// to {host} would cross the network in clear: use https:// (or --insecure)"),
+    ))
+}
+
+/// SAMs read from the announcement socket per loop turn at most (the rest wait in the socket
+/// buffer, and the kernel drops what does not fit).
+pub const SAMS_PER_TURN: usize = 64;
+
 /// Parses `--tls-fingerprint`: 64 hex digits, colons and a `sha256:` prefix allowed.
 pub fn parse_fingerprint(s: &str) -> Result<[u8; 32]> {
     let t: String = s
@@ -107,6 +137,9 @@ pub struct SessionSecurity {
     pub ssm: Option<Ipv4Addr>,
     /// This receiver's TFMCC report key (sessions with `auth_reports`, TFMCC players only).
     pub report_key: Option<ReceiverKey>,
+    /// The UDP report channel: the server's report port and this viewer's key
+    /// (`crate::report`), when the server offers it and this player holds a token.
+    pub telemetry: Option<(u16, ReceiverKey)>,
 }
 
 /// The session description URL of an announcement URL
@@ -172,11 +205,36 @@ pub fn fetch_security(
     };
     let encrypted = d["encrypted"].as_bool() == Some(true);
     let report_rid = rid.filter(|_| d["auth_reports"].as_bool() == Some(true));
+    // A player with a token also asks for its UDP report key; without one (an open server)
+    // or if the server refuses, telemetry stays on HTTP.
+    let udp_rid = rid.filter(|_| client_options().token.is_some());
     let keys = if encrypted || report_rid.is_some() {
         let q = keys_query(report_rid, binding);
         Some(get(&format!("{description_url}/keys{q}"))?)
     } else {
         None
+    };
+    // Asked apart from the media key, so that a refusal (a full binding table) never costs
+    // the player its media key; with `auth_reports` the same id was asked for already.
+    let udp_keys = match (udp_rid, report_rid) {
+        (Some(_), Some(_)) => keys.clone(),
+        (Some(r), None) => {
+            let q = keys_query(Some(r), binding);
+            get(&format!("{description_url}/keys{q}")).ok()
+        }
+        _ => None,
+    };
+    let telemetry = match (udp_rid, &udp_keys) {
+        (Some(rid), Some(k)) => k["telemetry_key"]
+            .as_str()
+            .zip(k["report_port"].as_u64())
+            .and_then(|(hex, port)| {
+                Some((
+                    u16::try_from(port).ok()?,
+                    ReceiverKey::from_hex(rid, hex).ok()?,
+                ))
+            }),
+        _ => None,
     };
     let report_key = match (report_rid, &keys) {
         (Some(rid), Some(k)) => {
@@ -204,12 +262,26 @@ pub fn fetch_security(
         opener,
         ssm,
         report_key,
+        telemetry,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// F5: a token goes over plain HTTP only to loopback, or with `--insecure`.
+    #[test]
+    fn tokens_do_not_cross_the_network_in_clear() {
+        let u = "http://10.0.0.1:8080/api/sessions/a/announcement";
+        assert!(check_token_transport(u, false).is_err());
+        assert!(check_token_transport(u, true).is_ok());
+        assert!(check_token_transport("https://10.0.0.1:8080/x", false).is_ok());
+        assert!(check_token_transport("http://127.0.0.1:8080/x", false).is_ok());
+        assert!(check_token_transport("http://localhost/x", false).is_ok());
+        assert!(check_token_transport("http://[::1]:80/x", false).is_ok());
+        assert!(check_token_transport("http://[fe80::1]:80/x", false).is_err());
+    }
     use openssl::asn1::Asn1Time;
     use openssl::ec::{EcGroup, EcKey};
     use openssl::nid::Nid;

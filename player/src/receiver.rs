@@ -97,6 +97,8 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     // `auth_reports` session hands out the report key of exactly this id.
     let rid = is_tfmcc.then(|| crate::feedback::random_rid(&a.viewer_id));
     if let Some(url) = a.session_url.clone() {
+        // Every player has a receiver id: its UDP report key is issued for it.
+        let rid = Some(rid.unwrap_or_else(|| crate::feedback::random_rid(&a.viewer_id)));
         let (tx, st, rf) = (ev_tx.clone(), stop.clone(), refresh_security.clone());
         let every = Duration::from_millis(a.poll_interval_ms.max(50));
         let binding = crate::auth::new_binding()?;
@@ -178,7 +180,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         feedback: Feedback::new(a.interface)?,
         decoder: crate::decode::Decoder::start(a.clone()),
         log,
-        telemetry: a.telemetry_url.clone().map(Telemetry::http),
+        telemetry: a.telemetry_url.clone().map(Telemetry::new),
         metrics_text,
         refresh_security,
         decisions: Vec::new(),
@@ -266,6 +268,9 @@ impl Shell {
                 .or(self.a.ssm)
                 .map_or("any-source joins".to_string(), |s| format!("SSM from {s}"))
         );
+        if let Some(t) = &self.telemetry {
+            t.set_udp(crate::report::sender_for(&self.a, sec.telemetry));
+        }
         self.opener = sec.opener.clone();
         if self.a.ssm.is_none() && !self.a.ssm_any {
             self.ssm = sec.ssm;
@@ -401,7 +406,10 @@ impl Shell {
             }
             if ann && i == 0 {
                 let Some(s) = &self.ann_sock else { continue };
-                while let Ok(Some((n, _ts, trunc))) = s.recv(&mut self.buf) {
+                for _ in 0..crate::auth::SAMS_PER_TURN {
+                    let Ok(Some((n, _ts, trunc))) = s.recv(&mut self.buf) else {
+                        break;
+                    };
                     if trunc {
                         sub.handle_truncated_sam();
                     } else {

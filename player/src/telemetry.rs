@@ -1,13 +1,15 @@
 //! What the player reports: the per-second log line (`player.jsonl`), the telemetry body it
-//! posts (behind [`Telemetry`], so the control plane can swap HTTP posts for UDP reports), and
+//! sends (behind [`Telemetry`]: UDP reports with a key, HTTP posts without), and
 //! its Prometheus text.
 
 use crate::http_client;
+use crate::report::ReportSender;
 use congestion::Decision;
 use serde_json::{json, Value};
 use session::subscriber::{Drops, SamStats, Snapshot};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Decisions kept for one per-second report (log line and telemetry post); more in one second
 /// are dropped. Also the cap on decisions the telemetry poster merges from skipped reports.
@@ -34,41 +36,54 @@ pub fn decision_json(d: &Decision) -> Value {
 }
 
 /// Where telemetry goes: a poster thread that sends the newest body, merging the decisions
-/// of skipped ones (only the newest state matters; decisions are a log).
+/// of skipped ones (only the newest state matters; decisions are a log). It goes over the UDP
+/// report channel (`crate::report`) once the description brought a report key, when a report
+/// is due there (a body that is not due is held, its decisions kept for the next), else over
+/// HTTP.
 pub struct Telemetry {
     tx: Sender<Value>,
+    udp: Arc<Mutex<Option<ReportSender>>>,
 }
 
 impl Telemetry {
     /// Posts to `url` from a thread of its own.
-    pub fn http(url: String) -> Telemetry {
+    pub fn new(url: String) -> Telemetry {
         let (tx, rx) = mpsc::channel::<Value>();
-        std::thread::spawn(move || poster(url, rx));
-        Telemetry { tx }
+        let udp: Arc<Mutex<Option<ReportSender>>> = Arc::default();
+        let slot = udp.clone();
+        std::thread::spawn(move || poster(url, rx, slot));
+        Telemetry { tx, udp }
     }
 
     pub fn send(&self, body: Value) {
         let _ = self.tx.send(body);
     }
+
+    /// The UDP report channel in force (`None`: HTTP only).
+    pub fn set_udp(&self, r: Option<ReportSender>) {
+        *self.udp.lock().unwrap_or_else(|p| p.into_inner()) = r;
+    }
 }
 
-fn poster(url: String, rx: Receiver<Value>) {
+fn poster(url: String, rx: Receiver<Value>, udp: Arc<Mutex<Option<ReportSender>>>) {
+    let mut held: Option<Value> = None;
     while let Ok(mut v) = rx.recv() {
-        while let Ok(mut newer) = rx.try_recv() {
-            // Keep decisions from skipped reports (bounded: a server away for long would
-            // otherwise grow this without limit while posts time out).
-            let mut d = match v["decisions"].take() {
-                Value::Array(a) => a,
-                _ => Vec::new(),
-            };
-            if let Value::Array(n) = newer["decisions"].take() {
-                d.extend(n);
+        if let Some(h) = held.take() {
+            v = merge_reports(h, v);
+        }
+        while let Ok(newer) = rx.try_recv() {
+            v = merge_reports(v, newer);
+        }
+        if let Some(r) = udp.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            r.poll_acks();
+            let now = Instant::now();
+            if !r.due(now) {
+                held = Some(v);
+                continue;
             }
-            if d.len() > MAX_DECISIONS_PER_REPORT {
-                d.drain(..d.len() - MAX_DECISIONS_PER_REPORT);
+            if r.send(v.to_string().as_bytes(), now).is_ok() {
+                continue;
             }
-            v = newer;
-            v["decisions"] = Value::Array(d);
         }
         let _ = http_client::request(
             "POST",
@@ -79,13 +94,30 @@ fn poster(url: String, rx: Receiver<Value>) {
     }
 }
 
+/// The newer report with the decisions of both (bounded: a server away for long would
+/// otherwise grow this without limit while posts time out).
+fn merge_reports(mut older: Value, mut newer: Value) -> Value {
+    let mut d = match older["decisions"].take() {
+        Value::Array(a) => a,
+        _ => Vec::new(),
+    };
+    if let Value::Array(n) = newer["decisions"].take() {
+        d.extend(n);
+    }
+    if d.len() > MAX_DECISIONS_PER_REPORT {
+        d.drain(..d.len() - MAX_DECISIONS_PER_REPORT);
+    }
+    newer["decisions"] = Value::Array(d);
+    newer
+}
+
 /// The SAM verifier's counters as the player reports them.
 pub fn sam_json(s: Option<&SamStats>) -> Value {
     match s {
         None => Value::Null,
         Some(s) => json!({"accepted": s.accepted, "malformed": s.malformed,
             "unsigned": s.unsigned, "bad_signature": s.bad_signature, "stale": s.stale,
-            "replayed": s.replayed}),
+            "replayed": s.replayed, "not_newer": s.not_newer, "over_budget": s.over_budget}),
     }
 }
 

@@ -32,6 +32,7 @@ mod membership;
 pub mod output;
 pub mod repair;
 pub mod replay;
+pub mod sam_gate;
 mod snapshot;
 pub mod stale;
 pub mod stream;
@@ -69,6 +70,11 @@ pub const STATS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// SSRCs remembered as a new sender instance's (bounded).
 const MAX_NEW_SSRCS: usize = 64;
+/// SAM signature checks a second at most (burst twice that): the announcement interval is
+/// about a second, so genuine SAMs of a few sessions fit many times over (F10).
+const SAM_VERIFY_PER_SEC: f64 = 50.0;
+/// Bad signatures ask for the description again only after no SAM verified for this long.
+const SAM_QUIET: Duration = Duration::from_secs(3);
 
 /// What drives the subscription.
 pub enum Control {
@@ -210,6 +216,7 @@ pub struct Subscriber {
     ssm: Option<Ipv4Addr>,
     report_key: Option<ReceiverKey>,
     auth_failures_seen: u64,
+    sam_gate: sam_gate::SamGate,
     // Feedback.
     awaiting_key: bool,
     last_key_request: Option<Time>,
@@ -260,6 +267,7 @@ impl Subscriber {
             opener: None,
             report_key: None,
             auth_failures_seen: 0,
+            sam_gate: sam_gate::SamGate::new(SAM_VERIFY_PER_SEC),
             awaiting_key: false,
             last_key_request: None,
             feedback_no_address: 0,
@@ -340,8 +348,12 @@ impl Subscriber {
                 // With a verifier only verified SAMs count (it counts the rest by reason);
                 // without one, any well-formed SAM.
                 match self.sam.as_mut() {
+                    Some(_) if !self.sam_gate.admit(buf, now) => {}
                     Some(v) => match v.verify(buf, now.as_nanos() / 1_000_000) {
-                        Ok(ok) => self.pending_anns.push(ok.info),
+                        Ok(ok) => {
+                            self.sam_gate.verified(&ok.info, now);
+                            self.pending_anns.push(ok.info)
+                        }
                         Err(
                             proto::Error::Truncated { .. }
                             | proto::Error::Malformed { .. }
@@ -578,8 +590,14 @@ impl Subscriber {
         self.fixed_joins();
         // Announcements that stop verifying or packets that stop opening: ask for the
         // description again.
-        let failures =
-            self.sam.as_ref().map_or(0, |v| v.stats().bad_signature) + self.drops.media_auth_failed;
+        // Forged SAMs alone do not count while genuine ones still verify (F10).
+        let sam_failing = self.sam_gate.quiet_for(SAM_QUIET, now);
+        let failures = self
+            .sam
+            .as_ref()
+            .filter(|_| sam_failing)
+            .map_or(0, |v| v.stats().bad_signature)
+            + self.drops.media_auth_failed;
         if failures > self.auth_failures_seen {
             self.auth_failures_seen = failures;
             self.out.push_back(Output::Event(Event::RefreshSecurity));

@@ -152,6 +152,11 @@ pub struct SamStats {
     pub bad_signature: u64,
     pub stale: u64,
     pub replayed: u64,
+    /// Refused before verification: not newer than the newest verified SAM (replays, stale
+    /// sequence numbers).
+    pub not_newer: u64,
+    /// Refused by the verification budget.
+    pub over_budget: u64,
 }
 
 /// The once-a-second summary of the receive side.

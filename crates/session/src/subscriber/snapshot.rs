@@ -36,6 +36,8 @@ impl Subscriber {
                 bad_signature: s.bad_signature,
                 stale: s.stale,
                 replayed: s.replayed,
+                not_newer: self.sam_gate.skipped_old,
+                over_budget: self.sam_gate.over_budget,
             }
         });
         let snap = Snapshot {
