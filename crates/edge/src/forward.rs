@@ -32,9 +32,12 @@ pub struct Send {
     pub marker: bool,
     /// Arrival of the packet at the edge (the writer's wallclock).
     pub at: Instant,
-    /// Upstream picture and spatial layer, for the latency measurement.
+    /// Upstream picture and spatial layer.
     pub pid: u64,
     pub spatial: u8,
+    /// On a frame's last packet: when the frame was complete at the edge (the latency
+    /// measurement's start).
+    pub frame_done: Option<Instant>,
 }
 
 /// A picture the browser takes, waiting for its frames to settle.
@@ -120,6 +123,15 @@ impl Forwarder {
 
     pub fn set_target(&mut self, c: Choice) {
         self.target = c;
+    }
+
+    /// The session restarted upstream (a new picture-ID space): forget the old pictures and
+    /// wait for a key picture (or a cache start). The layers stay as they were.
+    pub fn restart(&mut self) {
+        self.started = false;
+        self.open.clear();
+        self.taken.clear();
+        self.last_pid = None;
     }
 
     /// The newest picture sent.
@@ -300,6 +312,7 @@ impl Forwarder {
                 at: p.at,
                 pid,
                 spatial,
+                frame_done: (i + 1 == n).then_some(f.completed_at),
             });
             self.stats.packets += 1;
             self.stats.bytes += p.payload.len() as u64;

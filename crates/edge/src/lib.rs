@@ -6,15 +6,21 @@
 //!
 //! See docs/edge.md for the architecture, the layer selection and the repair.
 
+pub mod edge;
 pub mod error;
 pub mod forward;
 pub mod gate;
 pub mod keycache;
 pub mod layout;
+pub mod relay;
 pub mod select;
 pub mod source;
 #[cfg(test)]
 mod testutil;
+pub mod viewer;
 pub mod vp9;
+pub mod whep;
 
+pub use edge::{Edge, EdgeConfig, EdgeEvent, ViewerReport};
 pub use error::{Error, Result};
+pub use relay::UpstreamPacket;

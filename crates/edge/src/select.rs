@@ -2,9 +2,11 @@
 //!
 //! The estimate is str0m's send-side estimate from the browser's transport-wide congestion
 //! control feedback. Like mediasoup's SVC consumer the estimate is first turned into a
-//! "virtual" rate by the loss the browser reports (raised 8 % below 2 % loss, cut by half the
-//! loss above 10 %); the choice is the best candidate whose rate, with packet overhead, fits
-//! the virtual rate. Down-switches happen at once. Up-switches need a margin, and after a
+//! "virtual" rate by the loss the browser reports; unlike mediasoup it is never raised above
+//! the estimate (retransmissions and key pictures need the headroom on a path that is already
+//! full), and from `loss_low` on only the share that gets through counts (`1 - loss`, at most
+//! halved). The choice is the best candidate whose rate, with packet overhead, fits the
+//! virtual rate. Down-switches happen at once. Up-switches need a margin, and after a
 //! spatial down-switch caused by the estimate a spatial up-switch waits `spatial_up_hold` (so a
 //! browser does not bounce between resolutions while the estimate recovers).
 //!
@@ -33,22 +35,18 @@ pub struct SelectConfig {
     pub min_upper_fps: f64,
     /// After a spatial down-switch by the estimate, no spatial up-switch for this long.
     pub spatial_up_hold: Duration,
-    /// Loss below which the virtual rate is raised (by `boost`), above which it is cut.
+    /// Loss from which the virtual rate is the share of the estimate that gets through.
     pub loss_low: f32,
-    pub loss_high: f32,
-    pub boost: f64,
 }
 
 impl Default for SelectConfig {
     fn default() -> Self {
         SelectConfig {
             overhead: 1.08,
-            up_margin: 0.92,
+            up_margin: 0.85,
             min_upper_fps: 14.0,
             spatial_up_hold: Duration::from_secs(4),
             loss_low: 0.02,
-            loss_high: 0.10,
-            boost: 1.08,
         }
     }
 }
@@ -137,11 +135,9 @@ impl Selector {
     /// The virtual rate: the estimate adjusted by the loss the browser reports.
     pub fn virtual_rate(&self, estimate_bps: f64, loss: f32) -> f64 {
         if loss < self.conf.loss_low {
-            estimate_bps * self.conf.boost
-        } else if loss > self.conf.loss_high {
-            estimate_bps * (1.0 - f64::from(loss) / 2.0)
-        } else {
             estimate_bps
+        } else {
+            estimate_bps * (1.0 - f64::from(loss.min(0.5)))
         }
     }
 
@@ -239,8 +235,8 @@ mod tests {
         let c = cands();
         for (est, want) in [
             (4_000_000.0, (2, 2)),
-            (1_450_000.0, (2, 1)),
-            (600_000.0, (1, 2)),
+            (1_500_000.0, (2, 1)),
+            (650_000.0, (1, 2)),
             (300_000.0, (0, 2)),
             (50_000.0, (0, 0)),
         ] {
@@ -266,10 +262,10 @@ mod tests {
     }
 
     #[test]
-    fn heavy_loss_cuts_the_virtual_rate() {
+    fn loss_cuts_the_virtual_rate() {
         let s = Selector::new(SelectConfig::default());
-        assert!((s.virtual_rate(1e6, 0.2) - 0.9e6).abs() < 1.0);
-        assert!((s.virtual_rate(1e6, 0.0) - 1.08e6).abs() < 1.0);
-        assert_eq!(s.virtual_rate(1e6, 0.05), 1e6);
+        assert!((s.virtual_rate(1e6, 0.2) - 0.8e6).abs() < 1.0);
+        assert_eq!(s.virtual_rate(1e6, 0.01), 1e6);
+        assert!((s.virtual_rate(1e6, 0.9) - 0.5e6).abs() < 1.0);
     }
 }
