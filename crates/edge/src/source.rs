@@ -7,7 +7,7 @@
 
 use codec::ladder::LayerLadder;
 use codec::vp9rtp::{LayerStreams, StreamConfig};
-use codec::vpx::{SvcConfig, SvcEncoder};
+use codec::vpx::{EncodedPicture, SvcConfig, SvcEncoder};
 use proto::media::{Track, Vp9Params};
 use proto::{LayerInfo, SessionInfo};
 use std::net::Ipv4Addr;
@@ -112,28 +112,39 @@ impl Source {
         self.enc.request_keyframe();
     }
 
-    /// Encodes and packetizes the next picture.
-    pub fn next_picture(&mut self) -> codec::Result<SourcePicture> {
+    /// Encodes the next picture (without packetizing it).
+    pub fn encode_next(&mut self) -> codec::Result<EncodedPicture> {
         loop {
             let f = codec::synth::frame(self.conf.width, self.conf.height, self.n);
             let pts = self.n as i64 * self.frame_ticks();
             self.n += 1;
-            let Some(pic) = self.enc.encode(&f, pts)? else {
-                continue;
-            };
-            let pk = self.streams.packets(&pic)?;
-            let layers = pk
-                .into_iter()
-                .map(|v| v.into_iter().map(|p| p.to_bytes(&[])).collect())
-                .collect::<codec::Result<Vec<Vec<Vec<u8>>>>>()?;
-            return Ok(SourcePicture {
-                index: pic.index,
-                key: pic.key,
-                temporal: pic.temporal,
-                sync_mask: pic.sync_mask,
-                pts,
-                layers,
-            });
+            if let Some(pic) = self.enc.encode(&f, pts)? {
+                return Ok(pic);
+            }
         }
+    }
+
+    /// Packetizes an encoded picture (sequence numbers, timestamps and picture IDs continue
+    /// from the previous one, whatever picture this is: a clip can be looped from a key).
+    pub fn packetize(&mut self, pic: &EncodedPicture) -> codec::Result<SourcePicture> {
+        let pk = self.streams.packets(pic)?;
+        let layers = pk
+            .into_iter()
+            .map(|v| v.into_iter().map(|p| p.to_bytes(&[])).collect())
+            .collect::<codec::Result<Vec<Vec<Vec<u8>>>>>()?;
+        Ok(SourcePicture {
+            index: pic.index,
+            key: pic.key,
+            temporal: pic.temporal,
+            sync_mask: pic.sync_mask,
+            pts: pic.pts,
+            layers,
+        })
+    }
+
+    /// Encodes and packetizes the next picture.
+    pub fn next_picture(&mut self) -> codec::Result<SourcePicture> {
+        let pic = self.encode_next()?;
+        self.packetize(&pic)
     }
 }

@@ -236,6 +236,30 @@ mod tests {
         assert!(!answer.contains("H264") && !answer.contains("VP8/"));
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Mutated browser offers (lines dropped or duplicated, bytes changed) never panic.
+        #[test]
+        fn mutated_offers_never_panic(
+            drops in proptest::collection::vec(0usize..200, 0..8),
+            flips in proptest::collection::vec((0usize..7000, proptest::prelude::any::<u8>()), 0..8),
+        ) {
+            let mut lines: Vec<&str> = CHROME_OFFER.split("\r\n").collect();
+            for d in drops {
+                if d < lines.len() {
+                    if d % 2 == 0 { lines.remove(d); } else { let l = lines[d]; lines.insert(d, l); }
+                }
+            }
+            let mut b = lines.join("\r\n").into_bytes();
+            for (i, v) in flips {
+                if i < b.len() {
+                    b[i] = v;
+                }
+            }
+            fuzz_offer(&b);
+        }
+    }
+
     #[test]
     fn refusals_name_the_reason() {
         let cases = [
