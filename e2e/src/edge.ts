@@ -4,7 +4,7 @@
 // queue, loss). Namespaces are created here and always deleted.
 //
 //   ns s (server) s0 10.80.0.1/24 ── e0 10.80.0.2/24 ns e (edge; service address 10.82.0.1/32)
-//   ns e  x<i> 10.81.<i>.1/24 ── [ns l<i>: linkemu a <-> b] ── y 10.81.<i>.2/24 ns b<i> (Chromium)
+//   ns e  x<i> 10.81.<i>.1/24 ── [ns l<i>: linkemu wa <-> wb] ── y 10.81.<i>.2/24 ns b<i> (Chromium)
 //
 // The edge binds its one WebRTC socket and its HTTP to the service address, which every
 // browser reaches through its own path; the path's edge-to-browser direction is the emulated
@@ -122,12 +122,12 @@ export class EdgeBed {
     for (const [i, p] of this.opts.paths.entries()) {
       const l = await net.addNamespace(`l${i}`);
       const b = await net.addNamespace(`b${i}`);
-      await net.veth(e, `x${i}`, l, 'a');
-      await net.veth(l, 'b', b, 'y');
+      await net.veth(e, `x${i}`, l, 'wa');
+      await net.veth(l, 'wb', b, 'y');
       await run('ip', ['-n', e, 'addr', 'add', `10.81.${i}.1/24`, 'dev', `x${i}`]);
       await run('ip', ['-n', b, 'addr', 'add', `10.81.${i}.2/24`, 'dev', 'y']);
       await run('ip', ['-n', b, 'route', 'add', 'default', 'via', `10.81.${i}.1`]);
-      const link = await LinkEmu.start(net.procs, l, 'a', 'b', linkSettings(p), { rate_bps: 0, delay_ms: p.delayMs ?? 10 }, { seed: 17 + i, rtPrio: 10 });
+      const link = await LinkEmu.start(net.procs, l, 'wa', 'wb', linkSettings(p), { rate_bps: 0, delay_ms: p.delayMs ?? 10 }, { seed: 17 + i, rtPrio: 10 });
       this.links.push(link);
       this.browserNs.push(b);
     }

@@ -22,7 +22,7 @@ const skip =
       : false;
 
 const TOKEN = 'edge-test-token';
-const CMD = 'npm test -w e2e -- test/edge.test.ts';
+const CMD = 'cd e2e && node --import tsx --test test/edge.test.ts';
 
 test('a browser behind 4 Mbit/s plays the session from the edge at the top layer', { skip, timeout: 150_000 }, async () => {
   const { chromium } = await import('playwright-core');
@@ -37,9 +37,10 @@ test('a browser behind 4 Mbit/s plays the session from the edge at the top layer
     await bed.start();
     // WHEP refusals before the browser takes the one seat.
     const offer = fs.readFileSync(path.join(repoRoot, 'crates/edge/fuzz/corpus/offer/chrome-recvonly.sdp'), 'utf8');
-    const post = (session: string, body: string, type = 'application/sdp', token: string | undefined = TOKEN) =>
+    const post = (session: string, body: string, type = 'application/sdp', token = TOKEN) =>
       bed.http('POST', `${EDGE_HTTP}/whep/${session}`, { body, type, token });
-    assert.equal((await post('main', offer, 'application/sdp', undefined)).status, 401, 'no token');
+    assert.equal((await post('main', offer, 'application/sdp', '')).status, 401, 'no token');
+    assert.equal((await post('main', offer, 'application/sdp', 'wrong')).status, 401, 'unknown token');
     assert.equal((await post('main', offer, 'text/plain')).status, 415, 'wrong media type');
     const unknown = await post('nosuch', offer);
     assert.equal(unknown.status, 404, unknown.body);

@@ -26,8 +26,12 @@ use std::time::{Duration, Instant};
 /// Tuning of the gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GateConfig {
-    /// A frame still incomplete this long after its first packet is lost.
+    /// A frame still incomplete this long after its latest packet is lost (its packets stopped
+    /// coming: the layer was left, or the rest was lost).
     pub frame_timeout: Duration,
+    /// A frame still incomplete this long after its first packet is lost, whatever still comes:
+    /// a key frame paced at its layer's rate may take a second to arrive, not more.
+    pub frame_max: Duration,
     /// After its stream has moved on to a newer picture, an incomplete frame waits this long
     /// for a reordered packet before it is lost.
     pub reorder_grace: Duration,
@@ -40,7 +44,8 @@ pub struct GateConfig {
 impl Default for GateConfig {
     fn default() -> Self {
         GateConfig {
-            frame_timeout: Duration::from_millis(400),
+            frame_timeout: Duration::from_millis(300),
+            frame_max: Duration::from_millis(2500),
             reorder_grace: Duration::from_millis(20),
             history: Duration::from_millis(1500),
             max_frames: 4096,
@@ -455,7 +460,10 @@ impl Gate {
 
     /// The key picture at or before `pid`.
     fn anchor_for(&self, pid: u64) -> Option<(u64, u8)> {
-        self.anchors.range(..=pid).next_back().map(|(&p, &t)| (p, t))
+        self.anchors
+            .range(..=pid)
+            .next_back()
+            .map(|(&p, &t)| (p, t))
     }
 
     fn latest_anchor(&self) -> Option<(u64, u8)> {
@@ -542,7 +550,7 @@ impl Gate {
         };
         if self.anchor_for(pid).is_none() {
             // Before the first key picture nothing can be decoded.
-            return if now >= slot.first_at + self.conf.frame_timeout {
+            return if now >= slot.last_at + self.conf.frame_timeout {
                 Decision::Lose
             } else {
                 Decision::Wait
@@ -550,7 +558,8 @@ impl Gate {
         };
         if !slot.complete() {
             let moved_on = self.stream_newest[slot.stream].is_some_and(|n| n > pid);
-            let late = now >= slot.first_at + self.conf.frame_timeout
+            let late = now >= slot.last_at + self.conf.frame_timeout
+                || now >= slot.first_at + self.conf.frame_max
                 || (moved_on && now >= slot.last_at + self.conf.reorder_grace);
             return if late { Decision::Lose } else { Decision::Wait };
         }
@@ -651,7 +660,8 @@ impl Gate {
         slot.resolved_at = now;
         self.continuity.saw(pid, ts0);
         self.stats.frames_released += 1;
-        self.events.push_back(GateEvent::Released { pid, spatial: s });
+        self.events
+            .push_back(GateEvent::Released { pid, spatial: s });
     }
 
     fn lose(&mut self, now: Instant, pid: u64, s: u8) {
@@ -712,7 +722,8 @@ impl Gate {
             .iter()
             .filter(|(_, s)| matches!(s.status, Status::Pending))
             .map(|(&(pid, _), s)| {
-                let timeout = s.first_at + self.conf.frame_timeout;
+                let timeout =
+                    (s.last_at + self.conf.frame_timeout).min(s.first_at + self.conf.frame_max);
                 if self.stream_newest[s.stream].is_some_and(|n| n > pid) {
                     timeout.min(s.last_at + self.conf.reorder_grace)
                 } else {
