@@ -54,11 +54,20 @@ fn presented<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> Option<&'a s
 
 /// Constant-time comparison (the length is not secret).
 fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
 }
 
 /// Whether a request may do what needs `right`.
-pub fn check(t: &Tokens, headers: &HeaderMap, query: Option<&str>, right: Right) -> Result<(), Refusal> {
+pub fn check(
+    t: &Tokens,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    right: Right,
+) -> Result<(), Refusal> {
     if t.api.is_empty() {
         return Ok(());
     }
@@ -83,7 +92,10 @@ mod tests {
 
     fn h(tok: &str) -> HeaderMap {
         let mut m = HeaderMap::new();
-        m.insert(axum::http::header::AUTHORIZATION, format!("Bearer {tok}").parse().unwrap());
+        m.insert(
+            axum::http::header::AUTHORIZATION,
+            format!("Bearer {tok}").parse().unwrap(),
+        );
         m
     }
 
@@ -95,14 +107,29 @@ mod tests {
             metrics: "M".into(),
         };
         let none = HeaderMap::new();
-        assert_eq!(check(&t, &none, None, Right::View), Err(Refusal::Unauthorized));
+        assert_eq!(
+            check(&t, &none, None, Right::View),
+            Err(Refusal::Unauthorized)
+        );
         assert_eq!(check(&t, &h("A"), None, Right::Read), Ok(()));
         assert_eq!(check(&t, &h("V"), None, Right::View), Ok(()));
-        assert_eq!(check(&t, &h("V"), None, Right::Read), Err(Refusal::Forbidden));
+        assert_eq!(
+            check(&t, &h("V"), None, Right::Read),
+            Err(Refusal::Forbidden)
+        );
         assert_eq!(check(&t, &h("M"), None, Right::Read), Ok(()));
-        assert_eq!(check(&t, &h("M"), None, Right::View), Err(Refusal::Forbidden));
-        assert_eq!(check(&t, &h("x"), None, Right::View), Err(Refusal::Unauthorized));
-        assert_eq!(check(&t, &none, Some("a=1&access_token=V"), Right::View), Ok(()));
+        assert_eq!(
+            check(&t, &h("M"), None, Right::View),
+            Err(Refusal::Forbidden)
+        );
+        assert_eq!(
+            check(&t, &h("x"), None, Right::View),
+            Err(Refusal::Unauthorized)
+        );
+        assert_eq!(
+            check(&t, &none, Some("a=1&access_token=V"), Right::View),
+            Ok(())
+        );
         let open = Tokens::default();
         assert_eq!(check(&open, &none, None, Right::Read), Ok(()));
     }

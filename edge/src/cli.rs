@@ -11,7 +11,11 @@ use std::time::Duration;
 #[command(name = "layercast-edge", version)]
 pub struct Args {
     /// The Layercast server's HTTP API (session descriptions, key requests, telemetry).
-    #[arg(long, env = "LAYERCAST_SERVER", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "LAYERCAST_SERVER",
+        default_value = "http://127.0.0.1:8080"
+    )]
     pub server: String,
     /// Bearer token for the server (a player token: announcements, key requests, telemetry).
     #[arg(long, env = "LAYERCAST_SERVER_TOKEN", default_value = "")]
@@ -113,7 +117,13 @@ impl Args {
         if !(self.telemetry_rate > 0.0 && self.telemetry_rate <= 10_000.0) {
             return Err(Error::arg("telemetry-rate", "in (0, 10000]"));
         }
-        if self.name.is_empty() || self.name.len() > 32 || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        if self.name.is_empty()
+            || self.name.len() > 32
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
             return Err(Error::arg("name", "1-32 characters of [A-Za-z0-9_-]"));
         }
         for s in &self.sessions {
@@ -172,10 +182,19 @@ mod tests {
     #[test]
     fn bad_values_are_named() {
         for (args, what) in [
-            (vec!["--server", "ftp://x", "--public-ip", "1.2.3.4"], "server"),
-            (vec!["--max-peers", "0", "--public-ip", "1.2.3.4"], "max-peers"),
+            (
+                vec!["--server", "ftp://x", "--public-ip", "1.2.3.4"],
+                "server",
+            ),
+            (
+                vec!["--max-peers", "0", "--public-ip", "1.2.3.4"],
+                "max-peers",
+            ),
             (vec!["--name", "a b", "--public-ip", "1.2.3.4"], "name"),
-            (vec!["--session", "../x", "--public-ip", "1.2.3.4"], "session"),
+            (
+                vec!["--session", "../x", "--public-ip", "1.2.3.4"],
+                "session",
+            ),
         ] {
             let e = parse(&args).unwrap_err();
             assert!(e.to_string().contains(what), "{args:?}: {e}");

@@ -64,7 +64,10 @@ impl Control {
             )));
         }
         let sockets = upstream::open(&info, self.0.conf.interface)?;
-        self.0.media.set_session(name, info.clone(), sockets).await?;
+        self.0
+            .media
+            .set_session(name, info.clone(), sockets)
+            .await?;
         tracing::info!("subscribed to session {name}: {}", info.describe());
         subs.insert(
             name.to_string(),
@@ -146,7 +149,9 @@ impl Control {
             let viewers = snap.viewers.iter().filter(|v| v.session == name).count();
             let fetched = self.0.server.announcement(&name).await;
             let mut subs = self.0.subs.lock().await;
-            let Some(sub) = subs.get_mut(&name) else { continue };
+            let Some(sub) = subs.get_mut(&name) else {
+                continue;
+            };
             let now = Instant::now();
             if viewers > 0 {
                 sub.idle_since = None;
@@ -159,13 +164,23 @@ impl Control {
                 .is_some_and(|t| now >= t + self.0.conf.idle_leave);
             let gone = matches!(fetched, Err(Error::NoSession(_)));
             if gone || (idle && !pinned) {
-                tracing::info!("leaving session {name} ({})", if gone { "gone from the server" } else { "no viewers" });
+                tracing::info!(
+                    "leaving session {name} ({})",
+                    if gone {
+                        "gone from the server"
+                    } else {
+                        "no viewers"
+                    }
+                );
                 subs.remove(&name);
                 self.0.media.remove_session(&name).await;
                 continue;
             }
             let Ok(info) = fetched else { continue };
-            if info.session_id == sub.info.session_id && info.tracks == sub.info.tracks && info.layers == sub.info.layers {
+            if info.session_id == sub.info.session_id
+                && info.tracks == sub.info.tracks
+                && info.layers == sub.info.layers
+            {
                 continue;
             }
             // New sockets (and so a new SSRC map) for the new description.

@@ -43,13 +43,19 @@ type St = State<Arc<Shared>>;
 pub fn valid_id(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
         && s != "."
         && s != ".."
 }
 
 fn text(status: StatusCode, msg: impl Into<String>) -> Response {
-    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], msg.into()).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        msg.into(),
+    )
+        .into_response()
 }
 
 fn refuse(r: auth::Refusal) -> Response {
@@ -71,8 +77,18 @@ pub fn router(app: App) -> Router {
     // WHEP players on other origins: allow them, expose what they need.
     let cors = CorsLayer::new()
         .allow_origin(Any)
-        .allow_methods([Method::POST, Method::DELETE, Method::PATCH, Method::GET, Method::OPTIONS])
-        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, header::IF_MATCH])
+        .allow_methods([
+            Method::POST,
+            Method::DELETE,
+            Method::PATCH,
+            Method::GET,
+            Method::OPTIONS,
+        ])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::IF_MATCH,
+        ])
         .expose_headers([header::LOCATION, header::ETAG, header::RETRY_AFTER])
         .max_age(Duration::from_secs(3600));
     Router::new()
@@ -109,7 +125,11 @@ async fn whep_post(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    if !ct.trim().to_ascii_lowercase().starts_with("application/sdp") {
+    if !ct
+        .trim()
+        .to_ascii_lowercase()
+        .starts_with("application/sdp")
+    {
         return text(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "a WHEP offer is Content-Type: application/sdp",
@@ -129,7 +149,9 @@ async fn whep_post(
     if let Err(e) = s.app.control.ensure_session(&session).await {
         return match e {
             Error::NoSession(_) => text(StatusCode::NOT_FOUND, e.to_string()),
-            Error::Edge(edge::Error::NoVideo(_)) => text(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+            Error::Edge(edge::Error::NoVideo(_)) => {
+                text(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+            }
             other => text(StatusCode::BAD_GATEWAY, other.to_string()),
         };
     }
@@ -142,7 +164,10 @@ async fn whep_post(
             tracing::info!("viewer {id:x} of {session}: {loc}");
             let mut r = (StatusCode::CREATED, answer).into_response();
             let h = r.headers_mut();
-            h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/sdp"));
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/sdp"),
+            );
             if let Ok(v) = HeaderValue::from_str(&loc) {
                 h.insert(header::LOCATION, v);
             }

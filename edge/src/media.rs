@@ -41,9 +41,21 @@ pub enum Cmd {
 /// What the media loop tells the control side.
 #[derive(Debug, Clone)]
 pub enum MediaEvent {
-    KeyRequest { session: String },
-    Gone { viewer: u64 },
-    Decision { viewer: u64, at_s: f64, from: u32, to: u32, reason: &'static str, estimate_bps: f64, loss: f32 },
+    KeyRequest {
+        session: String,
+    },
+    Gone {
+        viewer: u64,
+    },
+    Decision {
+        viewer: u64,
+        at_s: f64,
+        from: u32,
+        to: u32,
+        reason: &'static str,
+        estimate_bps: f64,
+        loss: f32,
+    },
 }
 
 /// One session in the snapshot.
@@ -93,24 +105,51 @@ impl Handle {
 impl Media {
     async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Cmd) -> Result<T> {
         let (tx, rx) = oneshot::channel();
-        self.cmd.send(make(tx)).await.map_err(|_| Error::MediaGone)?;
+        self.cmd
+            .send(make(tx))
+            .await
+            .map_err(|_| Error::MediaGone)?;
         rx.await.map_err(|_| Error::MediaGone)
     }
 
-    pub async fn set_session(&self, name: &str, info: SessionInfo, sockets: Vec<std::net::UdpSocket>) -> Result<()> {
+    pub async fn set_session(
+        &self,
+        name: &str,
+        info: SessionInfo,
+        sockets: Vec<std::net::UdpSocket>,
+    ) -> Result<()> {
         let name = name.to_string();
-        self.call(|reply| Cmd::SetSession { name, info, sockets, reply })
-            .await?
-            .map_err(Error::Edge)
+        self.call(|reply| Cmd::SetSession {
+            name,
+            info,
+            sockets,
+            reply,
+        })
+        .await?
+        .map_err(Error::Edge)
     }
 
     pub async fn remove_session(&self, name: &str) {
-        let _ = self.cmd.send(Cmd::RemoveSession { name: name.to_string() }).await;
+        let _ = self
+            .cmd
+            .send(Cmd::RemoveSession {
+                name: name.to_string(),
+            })
+            .await;
     }
 
-    pub async fn add_viewer(&self, session: &str, offer: String) -> Result<std::result::Result<(u64, String), edge::Error>> {
+    pub async fn add_viewer(
+        &self,
+        session: &str,
+        offer: String,
+    ) -> Result<std::result::Result<(u64, String), edge::Error>> {
         let session = session.to_string();
-        self.call(|reply| Cmd::AddViewer { session, offer, reply }).await
+        self.call(|reply| Cmd::AddViewer {
+            session,
+            offer,
+            reply,
+        })
+        .await
     }
 
     pub async fn remove_viewer(&self, id: u64) -> Result<std::result::Result<(), edge::Error>> {
@@ -147,7 +186,10 @@ pub fn start(conf: Arc<Config>) -> Result<(Media, Handle)> {
     let thread = std::thread::Builder::new()
         .name("edge-media".into())
         .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(rt) => rt,
                 Err(e) => {
                     tracing::error!("media runtime: {e}");
@@ -208,7 +250,12 @@ pub(crate) struct UpCounters {
 }
 
 impl Loop {
-    fn new(conf: &Config, sock: UdpSocket, ev: mpsc::UnboundedSender<MediaEvent>, snap: watch::Sender<Arc<Snapshot>>) -> Loop {
+    fn new(
+        conf: &Config,
+        sock: UdpSocket,
+        ev: mpsc::UnboundedSender<MediaEvent>,
+        snap: watch::Sender<Arc<Snapshot>>,
+    ) -> Loop {
         let mut ec = EdgeConfig::new(conf.candidate);
         ec.max_viewers = conf.max_peers;
         ec.rtc.initial_estimate_bps = conf.initial_estimate_bps;
@@ -294,7 +341,12 @@ impl Loop {
     fn command(&mut self, c: Cmd) {
         let now = Instant::now();
         match c {
-            Cmd::SetSession { name, info, sockets, reply } => {
+            Cmd::SetSession {
+                name,
+                info,
+                sockets,
+                reply,
+            } => {
                 let map = crate::upstream::ssrc_map(&info);
                 let r = self.edge.set_session(&name, info);
                 if r.is_ok() {
@@ -325,7 +377,11 @@ impl Loop {
                 }
                 self.edge.remove_session(now, &name);
             }
-            Cmd::AddViewer { session, offer, reply } => {
+            Cmd::AddViewer {
+                session,
+                offer,
+                reply,
+            } => {
                 let _ = reply.send(self.edge.add_viewer(now, &session, &offer));
             }
             Cmd::RemoveViewer { id, reply } => {
@@ -358,7 +414,14 @@ impl Loop {
                     tracing::info!("viewer {viewer:x} connected");
                     continue;
                 }
-                EdgeEvent::Target { viewer, from, to, reason, estimate_bps, loss } => {
+                EdgeEvent::Target {
+                    viewer,
+                    from,
+                    to,
+                    reason,
+                    estimate_bps,
+                    loss,
+                } => {
                     let Some(layout) = self
                         .edge
                         .viewer_session(viewer)
@@ -367,7 +430,9 @@ impl Loop {
                     else {
                         continue;
                     };
-                    let idx = |c: edge::select::Choice| layout.ladder_index(c.spatial, c.temporal) as u32 + 1;
+                    let idx = |c: edge::select::Choice| {
+                        layout.ladder_index(c.spatial, c.temporal) as u32 + 1
+                    };
                     MediaEvent::Decision {
                         viewer,
                         at_s: unix_now(),
@@ -399,8 +464,14 @@ impl Loop {
             counters: self.edge.counters(),
             totals: self.edge.totals(),
             sessions,
-            upstream_unknown: self.counters.unknown.load(std::sync::atomic::Ordering::Relaxed),
-            upstream_queue_full: self.counters.queue_full.load(std::sync::atomic::Ordering::Relaxed),
+            upstream_unknown: self
+                .counters
+                .unknown
+                .load(std::sync::atomic::Ordering::Relaxed),
+            upstream_queue_full: self
+                .counters
+                .queue_full
+                .load(std::sync::atomic::Ordering::Relaxed),
             send_errors: self.send_errors,
         };
         let _ = self.snap.send(Arc::new(s));
@@ -428,9 +499,16 @@ pub fn unix_now() -> f64 {
         .unwrap_or(0.0)
 }
 
-
 /// Sends one upstream packet to the loop (the socket tasks call this).
-pub(crate) fn deliver(tx: &mpsc::Sender<Up>, c: &UpCounters, session: &Arc<str>, track: u8, stream: u8, data: Vec<u8>, at: Instant) {
+pub(crate) fn deliver(
+    tx: &mpsc::Sender<Up>,
+    c: &UpCounters,
+    session: &Arc<str>,
+    track: u8,
+    stream: u8,
+    data: Vec<u8>,
+    at: Instant,
+) {
     let u = Up {
         session: session.clone(),
         track,
@@ -439,7 +517,8 @@ pub(crate) fn deliver(tx: &mpsc::Sender<Up>, c: &UpCounters, session: &Arc<str>,
         at,
     };
     if tx.try_send(u).is_err() {
-        c.queue_full.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        c.queue_full
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -58,33 +58,110 @@ impl Collector for Snap {
             "layercast_edge_peers",
             "browsers at this edge, by state",
             MetricType::Gauge,
-            [("connected", connected), ("connecting", s.viewers.len() - connected)]
-                .into_iter()
-                .map(|(st, n)| (vec![("state", st.to_string())], n as f64)),
+            [
+                ("connected", connected),
+                ("connecting", s.viewers.len() - connected),
+            ]
+            .into_iter()
+            .map(|(st, n)| (vec![("state", st.to_string())], n as f64)),
         )?;
-        counter(&mut e, "layercast_edge_viewers_added", "WHEP sessions accepted", c.viewers_added)?;
-        counter(&mut e, "layercast_edge_viewers_gone", "WHEP sessions ended", c.viewers_gone)?;
+        counter(
+            &mut e,
+            "layercast_edge_viewers_added",
+            "WHEP sessions accepted",
+            c.viewers_added,
+        )?;
+        counter(
+            &mut e,
+            "layercast_edge_viewers_gone",
+            "WHEP sessions ended",
+            c.viewers_gone,
+        )?;
         labelled(
             &mut e,
             "layercast_edge_refused",
             "WHEP offers refused, by reason",
             MetricType::Counter,
-            [("full", c.refused_full), ("offer", c.refused_offer), ("session", c.refused_session)]
-                .into_iter()
-                .map(|(r, n)| (vec![("reason", r.to_string())], n as f64)),
+            [
+                ("full", c.refused_full),
+                ("offer", c.refused_offer),
+                ("session", c.refused_session),
+            ]
+            .into_iter()
+            .map(|(r, n)| (vec![("reason", r.to_string())], n as f64)),
         )?;
-        counter(&mut e, "layercast_edge_datagrams_sent", "UDP datagrams sent to browsers", c.transmits)?;
-        counter(&mut e, "layercast_edge_bytes_sent", "UDP payload bytes sent to browsers", c.transmit_bytes)?;
-        counter(&mut e, "layercast_edge_datagrams_received", "UDP datagrams from browsers", c.datagrams_in)?;
-        counter(&mut e, "layercast_edge_datagrams_unmatched", "datagrams no browser session took", c.datagrams_unmatched)?;
-        counter(&mut e, "layercast_edge_send_errors", "datagrams the socket refused", s.send_errors)?;
-        counter(&mut e, "layercast_edge_media_packets", "video RTP packets forwarded (first transmissions)", t.media_packets)?;
-        counter(&mut e, "layercast_edge_audio_packets", "audio RTP packets forwarded", t.audio_packets)?;
-        counter(&mut e, "layercast_edge_pictures", "pictures forwarded", t.pictures)?;
-        counter(&mut e, "layercast_edge_nacks", "NACK requests received from browsers", t.nacks)?;
-        counter(&mut e, "layercast_edge_rtx_packets", "retransmissions (RTX) answering NACKs", t.rtx_packets)?;
-        counter(&mut e, "layercast_edge_plis", "picture loss indications received", t.plis)?;
-        counter(&mut e, "layercast_edge_firs", "full intra requests received", t.firs)?;
+        counter(
+            &mut e,
+            "layercast_edge_datagrams_sent",
+            "UDP datagrams sent to browsers",
+            c.transmits,
+        )?;
+        counter(
+            &mut e,
+            "layercast_edge_bytes_sent",
+            "UDP payload bytes sent to browsers",
+            c.transmit_bytes,
+        )?;
+        counter(
+            &mut e,
+            "layercast_edge_datagrams_received",
+            "UDP datagrams from browsers",
+            c.datagrams_in,
+        )?;
+        counter(
+            &mut e,
+            "layercast_edge_datagrams_unmatched",
+            "datagrams no browser session took",
+            c.datagrams_unmatched,
+        )?;
+        counter(
+            &mut e,
+            "layercast_edge_send_errors",
+            "datagrams the socket refused",
+            s.send_errors,
+        )?;
+        counter(
+            &mut e,
+            "layercast_edge_media_packets",
+            "video RTP packets forwarded (first transmissions)",
+            t.media_packets,
+        )?;
+        counter(
+            &mut e,
+            "layercast_edge_audio_packets",
+            "audio RTP packets forwarded",
+            t.audio_packets,
+        )?;
+        counter(
+            &mut e,
+            "layercast_edge_pictures",
+            "pictures forwarded",
+            t.pictures,
+        )?;
+        counter(
+            &mut e,
+            "layercast_edge_nacks",
+            "NACK requests received from browsers",
+            t.nacks,
+        )?;
+        counter(
+            &mut e,
+            "layercast_edge_rtx_packets",
+            "retransmissions (RTX) answering NACKs",
+            t.rtx_packets,
+        )?;
+        counter(
+            &mut e,
+            "layercast_edge_plis",
+            "picture loss indications received",
+            t.plis,
+        )?;
+        counter(
+            &mut e,
+            "layercast_edge_firs",
+            "full intra requests received",
+            t.firs,
+        )?;
         labelled(
             &mut e,
             "layercast_edge_layer_switches",
@@ -94,8 +171,18 @@ impl Collector for Snap {
                 .into_iter()
                 .map(|(d, n)| (vec![("direction", d.to_string())], n as f64)),
         )?;
-        counter(&mut e, "layercast_edge_cache_starts", "browsers started from the key-picture cache", c.cache_starts)?;
-        counter(&mut e, "layercast_edge_key_requests", "key-picture requests sent upstream", c.key_requests)?;
+        counter(
+            &mut e,
+            "layercast_edge_cache_starts",
+            "browsers started from the key-picture cache",
+            c.cache_starts,
+        )?;
+        counter(
+            &mut e,
+            "layercast_edge_key_requests",
+            "key-picture requests sent upstream",
+            c.key_requests,
+        )?;
         let per_session = |f: fn(&crate::media::SessionSnap) -> f64| {
             s.sessions
                 .iter()
@@ -103,38 +190,127 @@ impl Collector for Snap {
                 .collect::<Vec<_>>()
                 .into_iter()
         };
-        labelled(&mut e, "layercast_edge_upstream_packets", "upstream RTP packets received", MetricType::Counter, per_session(|x| x.stats.gate.packets as f64 + x.stats.audio_packets as f64))?;
-        labelled(&mut e, "layercast_edge_upstream_bytes", "upstream video bytes received", MetricType::Counter, per_session(|x| x.stats.gate.bytes as f64))?;
-        labelled(&mut e, "layercast_edge_upstream_frames_released", "layer frames complete and decodable", MetricType::Counter, per_session(|x| x.stats.gate.frames_released as f64))?;
-        labelled(&mut e, "layercast_edge_upstream_frames_lost", "layer frames lost upstream or unreferenceable", MetricType::Counter, per_session(|x| x.stats.gate.frames_lost as f64))?;
-        labelled(&mut e, "layercast_edge_upstream_malformed", "upstream packets that did not parse", MetricType::Counter, per_session(|x| x.stats.gate.malformed as f64))?;
-        labelled(&mut e, "layercast_edge_upstream_restarts", "session restarts followed", MetricType::Counter, per_session(|x| x.stats.restarts as f64))?;
-        labelled(&mut e, "layercast_edge_key_cache_bytes", "bytes in the key-picture cache", MetricType::Gauge, per_session(|x| x.cache_bytes as f64))?;
+        labelled(
+            &mut e,
+            "layercast_edge_upstream_packets",
+            "upstream RTP packets received",
+            MetricType::Counter,
+            per_session(|x| x.stats.gate.packets as f64 + x.stats.audio_packets as f64),
+        )?;
+        labelled(
+            &mut e,
+            "layercast_edge_upstream_bytes",
+            "upstream video bytes received",
+            MetricType::Counter,
+            per_session(|x| x.stats.gate.bytes as f64),
+        )?;
+        labelled(
+            &mut e,
+            "layercast_edge_upstream_frames_released",
+            "layer frames complete and decodable",
+            MetricType::Counter,
+            per_session(|x| x.stats.gate.frames_released as f64),
+        )?;
+        labelled(
+            &mut e,
+            "layercast_edge_upstream_frames_lost",
+            "layer frames lost upstream or unreferenceable",
+            MetricType::Counter,
+            per_session(|x| x.stats.gate.frames_lost as f64),
+        )?;
+        labelled(
+            &mut e,
+            "layercast_edge_upstream_malformed",
+            "upstream packets that did not parse",
+            MetricType::Counter,
+            per_session(|x| x.stats.gate.malformed as f64),
+        )?;
+        labelled(
+            &mut e,
+            "layercast_edge_upstream_restarts",
+            "session restarts followed",
+            MetricType::Counter,
+            per_session(|x| x.stats.restarts as f64),
+        )?;
+        labelled(
+            &mut e,
+            "layercast_edge_key_cache_bytes",
+            "bytes in the key-picture cache",
+            MetricType::Gauge,
+            per_session(|x| x.cache_bytes as f64),
+        )?;
         labelled(
             &mut e,
             "layercast_edge_upstream_dropped",
             "upstream packets dropped before the core",
             MetricType::Counter,
-            [("unknown_ssrc", s.upstream_unknown), ("queue_full", s.upstream_queue_full)]
-                .into_iter()
-                .map(|(r, n)| (vec![("reason", r.to_string())], n as f64)),
+            [
+                ("unknown_ssrc", s.upstream_unknown),
+                ("queue_full", s.upstream_queue_full),
+            ]
+            .into_iter()
+            .map(|(r, n)| (vec![("reason", r.to_string())], n as f64)),
         )?;
         let shown: Vec<_> = s.viewers.iter().take(self.max_labels).collect();
         let id = |v: &edge::ViewerReport| format!("{}-{:x}", self.edge, v.id);
         let rows = |f: fn(&edge::ViewerReport) -> Option<f64>| {
             shown
                 .iter()
-                .filter_map(|v| f(v).map(|x| (vec![("session", v.session.clone()), ("viewer", id(v))], x)))
+                .filter_map(|v| {
+                    f(v).map(|x| (vec![("session", v.session.clone()), ("viewer", id(v))], x))
+                })
                 .collect::<Vec<_>>()
                 .into_iter()
         };
-        labelled(&mut e, "layercast_edge_viewer_estimate_bps", "bandwidth estimate from the browser's TWCC feedback", MetricType::Gauge, rows(|v| v.stats.estimate_bps))?;
-        labelled(&mut e, "layercast_edge_viewer_rate_bps", "media rate sent", MetricType::Gauge, rows(|v| Some(v.stats.rate_bps)))?;
-        labelled(&mut e, "layercast_edge_viewer_spatial", "top spatial layer sent", MetricType::Gauge, rows(|v| Some(f64::from(v.current.spatial))))?;
-        labelled(&mut e, "layercast_edge_viewer_temporal", "top temporal layer sent", MetricType::Gauge, rows(|v| Some(f64::from(v.current.temporal))))?;
-        labelled(&mut e, "layercast_edge_viewer_loss_ratio", "fraction lost in the browser's last receiver report", MetricType::Gauge, rows(|v| Some(f64::from(v.stats.loss))))?;
-        labelled(&mut e, "layercast_edge_viewer_rtt_seconds", "round-trip time from RTCP", MetricType::Gauge, rows(|v| v.stats.rtt.map(|r| r.as_secs_f64())))?;
-        labelled(&mut e, "layercast_edge_viewer_latency_seconds", "edge-added latency per frame, median of the last second", MetricType::Gauge, rows(|v| v.stats.frame_latency_p50_us.map(|u| u as f64 / 1e6)))?;
+        labelled(
+            &mut e,
+            "layercast_edge_viewer_estimate_bps",
+            "bandwidth estimate from the browser's TWCC feedback",
+            MetricType::Gauge,
+            rows(|v| v.stats.estimate_bps),
+        )?;
+        labelled(
+            &mut e,
+            "layercast_edge_viewer_rate_bps",
+            "media rate sent",
+            MetricType::Gauge,
+            rows(|v| Some(v.stats.rate_bps)),
+        )?;
+        labelled(
+            &mut e,
+            "layercast_edge_viewer_spatial",
+            "top spatial layer sent",
+            MetricType::Gauge,
+            rows(|v| Some(f64::from(v.current.spatial))),
+        )?;
+        labelled(
+            &mut e,
+            "layercast_edge_viewer_temporal",
+            "top temporal layer sent",
+            MetricType::Gauge,
+            rows(|v| Some(f64::from(v.current.temporal))),
+        )?;
+        labelled(
+            &mut e,
+            "layercast_edge_viewer_loss_ratio",
+            "fraction lost in the browser's last receiver report",
+            MetricType::Gauge,
+            rows(|v| Some(f64::from(v.stats.loss))),
+        )?;
+        labelled(
+            &mut e,
+            "layercast_edge_viewer_rtt_seconds",
+            "round-trip time from RTCP",
+            MetricType::Gauge,
+            rows(|v| v.stats.rtt.map(|r| r.as_secs_f64())),
+        )?;
+        labelled(
+            &mut e,
+            "layercast_edge_viewer_latency_seconds",
+            "edge-added latency per frame, median of the last second",
+            MetricType::Gauge,
+            rows(|v| v.stats.frame_latency_p50_us.map(|u| u as f64 / 1e6)),
+        )?;
         Ok(())
     }
 }

@@ -18,7 +18,8 @@ impl Server {
             .timeout(Duration::from_secs(5))
             .connect_timeout(Duration::from_secs(3));
         if let Some(p) = &c.server_ca {
-            let pem = std::fs::read(p).map_err(|e| Error::io(format!("--server-ca {}", p.display()), e))?;
+            let pem = std::fs::read(p)
+                .map_err(|e| Error::io(format!("--server-ca {}", p.display()), e))?;
             let cert = reqwest::Certificate::from_pem(&pem)
                 .map_err(|e| Error::arg("server-ca", e.to_string()))?;
             b = b.add_root_certificate(cert);
@@ -42,7 +43,10 @@ impl Server {
     /// The session description (`GET /api/sessions/{id}/announcement`).
     pub async fn announcement(&self, id: &str) -> Result<SessionInfo> {
         let r = self
-            .req(reqwest::Method::GET, &format!("/api/sessions/{id}/announcement"))
+            .req(
+                reqwest::Method::GET,
+                &format!("/api/sessions/{id}/announcement"),
+            )
             .send()
             .await
             .map_err(|e| Error::Server(e.to_string()))?;
@@ -55,7 +59,8 @@ impl Server {
         if body.len() > 1 << 20 {
             return Err(Error::Server("announcement over 1 MiB".into()));
         }
-        serde_json::from_slice(&body).map_err(|e| Error::Server(format!("announcement of {id}: {e}")))
+        serde_json::from_slice(&body)
+            .map_err(|e| Error::Server(format!("announcement of {id}: {e}")))
     }
 
     /// Whether the session is encrypted (its description on `/api/sessions/{id}`).
@@ -71,13 +76,18 @@ impl Server {
         let body = r.bytes().await.map_err(|e| Error::Server(e.to_string()))?;
         let v: serde_json::Value =
             serde_json::from_slice(&body).map_err(|e| Error::Server(e.to_string()))?;
-        Ok(v.get("encrypted").and_then(|e| e.as_bool()).unwrap_or(false))
+        Ok(v.get("encrypted")
+            .and_then(|e| e.as_bool())
+            .unwrap_or(false))
     }
 
     /// Asks the sender for a key picture (`POST /api/sessions/{id}/keyframe`).
     pub async fn keyframe(&self, id: &str) -> Result<u16> {
         let r = self
-            .req(reqwest::Method::POST, &format!("/api/sessions/{id}/keyframe"))
+            .req(
+                reqwest::Method::POST,
+                &format!("/api/sessions/{id}/keyframe"),
+            )
             .send()
             .await
             .map_err(|e| Error::Server(e.to_string()))?;

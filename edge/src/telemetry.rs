@@ -45,7 +45,15 @@ impl Telemetry {
 
     pub fn on_event(&mut self, e: &MediaEvent) {
         match e {
-            MediaEvent::Decision { viewer, at_s, from, to, reason, estimate_bps, loss } => {
+            MediaEvent::Decision {
+                viewer,
+                at_s,
+                from,
+                to,
+                reason,
+                estimate_bps,
+                loss,
+            } => {
                 let p = self.pending.entry(*viewer).or_default();
                 if p.decisions.len() < 100 {
                     p.decisions.push(json!({

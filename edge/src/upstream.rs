@@ -51,7 +51,8 @@ pub fn open(info: &SessionInfo, interface: Ipv4Addr) -> Result<Vec<std::net::Udp
             s.set_reuse_port(true).map_err(io)?;
             let _ = s.set_recv_buffer_size(4 << 20);
             // Bound to the group: only that group's datagrams reach this socket.
-            s.bind(&SocketAddr::V4(SocketAddrV4::new(g, p)).into()).map_err(io)?;
+            s.bind(&SocketAddr::V4(SocketAddrV4::new(g, p)).into())
+                .map_err(io)?;
             if g.is_multicast() {
                 s.join_multicast_v4(&g, &interface).map_err(io)?;
             }

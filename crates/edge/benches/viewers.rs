@@ -53,7 +53,10 @@ fn pin(cpu: usize) {
 }
 
 fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid timespec to write.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
@@ -69,7 +72,9 @@ fn edge_thread(cmds: mpsc::Receiver<Cmd>, addr_tx: mpsc::Sender<SocketAddr>, fed
     let _ = socket2::SockRef::from(&sock).set_recv_buffer_size(8 << 20);
     addr_tx.send(local).expect("main");
     let mut src = Source::small_l3t3(1000, 60).expect("source");
-    let clip: Vec<_> = (0..120).map(|_| src.encode_next().expect("encode")).collect();
+    let clip: Vec<_> = (0..120)
+        .map(|_| src.encode_next().expect("encode"))
+        .collect();
     let info = src.session().clone();
     let mut conf = EdgeConfig::new(local);
     conf.max_viewers = 2000;
@@ -85,7 +90,10 @@ fn edge_thread(cmds: mpsc::Receiver<Cmd>, addr_tx: mpsc::Sender<SocketAddr>, fed
         while let Ok(c) = cmds.try_recv() {
             match c {
                 Cmd::Add(offer, reply) => {
-                    let r = edge.add_viewer(now, "bench", &offer).map(|(_, a)| a).map_err(|e| e.to_string());
+                    let r = edge
+                        .add_viewer(now, "bench", &offer)
+                        .map(|(_, a)| a)
+                        .map_err(|e| e.to_string());
                     let _ = reply.send(r);
                 }
                 Cmd::Report(reply) => {
@@ -93,7 +101,10 @@ fn edge_thread(cmds: mpsc::Receiver<Cmd>, addr_tx: mpsc::Sender<SocketAddr>, fed
                     let _ = reply.send(EdgeReport {
                         viewers: reps.len(),
                         started: reps.iter().filter(|r| r.layers > 0).count(),
-                        top: reps.iter().filter(|r| r.current.spatial == 2 && r.current.temporal == 2).count(),
+                        top: reps
+                            .iter()
+                            .filter(|r| r.current.spatial == 2 && r.current.temporal == 2)
+                            .count(),
                         cpu: thread_cpu(),
                     });
                 }
@@ -124,14 +135,29 @@ fn edge_thread(cmds: mpsc::Receiver<Cmd>, addr_tx: mpsc::Sender<SocketAddr>, fed
                 if let Ok((d, _)) = PayloadDescriptor::parse(pk.payload()) {
                     if d.end {
                         let mut m = fed.lock().expect("fed");
-                        m.insert((d.picture_id.unwrap_or(0) & 0x7fff, d.layer.map_or(0, |l| l.sid)), at);
+                        m.insert(
+                            (
+                                d.picture_id.unwrap_or(0) & 0x7fff,
+                                d.layer.map_or(0, |l| l.sid),
+                            ),
+                            at,
+                        );
                         if m.len() > 4000 {
                             m.retain(|_, t| at.duration_since(*t) < Duration::from_secs(3));
                         }
                     }
                 }
             }
-            edge.handle_upstream(at, "bench", UpstreamPacket { track: 0, stream: k as u8, rtp: &b, at });
+            edge.handle_upstream(
+                at,
+                "bench",
+                UpstreamPacket {
+                    track: 0,
+                    stream: k as u8,
+                    rtp: &b,
+                    at,
+                },
+            );
         }
         loop {
             match sock.recv_from(&mut buf) {
@@ -154,9 +180,15 @@ fn edge_thread(cmds: mpsc::Receiver<Cmd>, addr_tx: mpsc::Sender<SocketAddr>, fed
             .flatten()
             .min()
             .unwrap_or(now + Duration::from_millis(5));
-        let wait = next.saturating_duration_since(Instant::now()).min(Duration::from_millis(5));
+        let wait = next
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(5));
         if !wait.is_zero() {
-            let mut pfd = libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            let mut pfd = libc::pollfd {
+                fd: sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
             let ms = wait.as_millis().max(1) as i32;
             // SAFETY: one valid pollfd.
             unsafe { libc::poll(&mut pfd, 1, ms) };
@@ -172,8 +204,16 @@ struct ClientStats {
 }
 
 /// One load client: a str0m peer on its own socket.
-async fn client(edge: SocketAddr, cmds: mpsc::Sender<Cmd>, st: Arc<ClientStats>, fed: FedAt, lat: Arc<Mutex<Vec<u64>>>) {
-    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+async fn client(
+    edge: SocketAddr,
+    cmds: mpsc::Sender<Cmd>,
+    st: Arc<ClientStats>,
+    fed: FedAt,
+    lat: Arc<Mutex<Vec<u64>>>,
+) {
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let local = sock.local_addr().expect("addr");
     let mut rtc = Rtc::builder().set_rtp_mode(true).build(Instant::now());
     rtc.add_local_candidate(Candidate::host(local, "udp").expect("candidate"));
@@ -193,7 +233,9 @@ async fn client(edge: SocketAddr, cmds: mpsc::Sender<Cmd>, st: Arc<ClientStats>,
     };
     let Ok(answer) = answer else { return };
     let answer = SdpAnswer::from_sdp_string(&answer).expect("answer");
-    rtc.sdp_api().accept_answer(pending, answer).expect("accept");
+    rtc.sdp_api()
+        .accept_answer(pending, answer)
+        .expect("accept");
     let mut buf = vec![0u8; 2048];
     let mut samples = Vec::new();
     loop {
@@ -208,7 +250,8 @@ async fn client(edge: SocketAddr, cmds: mpsc::Sender<Cmd>, st: Arc<ClientStats>,
                 }
                 Ok(Output::Event(Event::RtpPacket(p))) => {
                     let now = Instant::now();
-                    st.bytes.fetch_add(p.payload.len() as u64, Ordering::Relaxed);
+                    st.bytes
+                        .fetch_add(p.payload.len() as u64, Ordering::Relaxed);
                     if let Ok((d, _)) = PayloadDescriptor::parse(&p.payload) {
                         let sid = d.layer.map_or(0, |l| l.sid);
                         if d.end {
@@ -279,7 +322,10 @@ fn main() {
         let (cmd_tx, fed, lat, stats) = (cmd_tx.clone(), fed.clone(), lat.clone(), stats.clone());
         std::thread::spawn(move || {
             pin(1);
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("rt");
             rt.block_on(async move {
                 loop {
                     let n = match spawn_rx.try_recv() {
@@ -293,7 +339,13 @@ fn main() {
                     for _ in 0..n {
                         let st = Arc::new(ClientStats::default());
                         stats.lock().expect("stats").push(st.clone());
-                        tokio::spawn(client(edge_addr, cmd_tx.clone(), st, fed.clone(), lat.clone()));
+                        tokio::spawn(client(
+                            edge_addr,
+                            cmd_tx.clone(),
+                            st,
+                            fed.clone(),
+                            lat.clone(),
+                        ));
                         tokio::task::yield_now().await;
                     }
                 }
@@ -324,7 +376,14 @@ fn main() {
             }
         }
         let snap = |s: &Vec<Arc<ClientStats>>| -> Vec<(u64, u64)> {
-            s.iter().map(|c| (c.bytes.load(Ordering::Relaxed), c.top_pictures.load(Ordering::Relaxed))).collect()
+            s.iter()
+                .map(|c| {
+                    (
+                        c.bytes.load(Ordering::Relaxed),
+                        c.top_pictures.load(Ordering::Relaxed),
+                    )
+                })
+                .collect()
         };
         let r0 = report();
         let a = snap(&stats.lock().expect("stats"));
@@ -335,12 +394,23 @@ fn main() {
         let r1 = report();
         let b = snap(&stats.lock().expect("stats"));
         let cpu = (r1.cpu - r0.cpu).as_secs_f64() / dt;
-        let mut rates: Vec<f64> = a.iter().zip(&b).map(|(x, y)| (y.0 - x.0) as f64 * 8.0 / dt).collect();
-        let pics: Vec<f64> = a.iter().zip(&b).map(|(x, y)| (y.1 - x.1) as f64 / dt / source_pps).collect();
+        let mut rates: Vec<f64> = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (y.0 - x.0) as f64 * 8.0 / dt)
+            .collect();
+        let pics: Vec<f64> = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (y.1 - x.1) as f64 / dt / source_pps)
+            .collect();
         rates.sort_by(f64::total_cmp);
         let mut l = std::mem::take(&mut *lat.lock().expect("lat"));
         l.sort_unstable();
-        let pct = |p: f64| l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1))).map_or(f64::NAN, |v| *v as f64 / 1000.0);
+        let pct = |p: f64| {
+            l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1)))
+                .map_or(f64::NAN, |v| *v as f64 / 1000.0)
+        };
         let worst_pics = pics.iter().copied().fold(f64::INFINITY, f64::min);
         let ok = r1.viewers == n && worst_pics >= 0.9 && cpu < 0.9;
         let row = format!(
@@ -369,7 +439,10 @@ fn main() {
     let cmd = "make edge-bench";
     testkit::record(
         "issue22/bench-viewers",
-        &format!("{best} viewers at ~1 Mbit/s each on one edge core ({})", rows.last().cloned().unwrap_or_default()),
+        &format!(
+            "{best} viewers at ~1 Mbit/s each on one edge core ({})",
+            rows.last().cloned().unwrap_or_default()
+        ),
         Some(best >= 200),
         cmd,
     );

@@ -56,9 +56,15 @@ impl EdgeConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub enum EdgeEvent {
     /// Ask the session's sender for a key picture.
-    KeyRequest { session: String },
-    Connected { viewer: u64 },
-    Gone { viewer: u64 },
+    KeyRequest {
+        session: String,
+    },
+    Connected {
+        viewer: u64,
+    },
+    Gone {
+        viewer: u64,
+    },
     /// The layers chosen for a browser changed.
     Target {
         viewer: u64,
@@ -231,7 +237,12 @@ impl Edge {
     }
 
     /// A browser's WHEP offer: its id and the SDP answer.
-    pub fn add_viewer(&mut self, now: Instant, session: &str, offer: &str) -> Result<(u64, String)> {
+    pub fn add_viewer(
+        &mut self,
+        now: Instant,
+        session: &str,
+        offer: &str,
+    ) -> Result<(u64, String)> {
         let Some(relay) = self.relays.get(session) else {
             self.counters.refused_session += 1;
             return Err(Error::UnknownSession(session.to_string()));
@@ -311,7 +322,14 @@ impl Edge {
 
     fn forward_audio(&mut self, now: Instant, name: &str, a: AudioPacket) {
         for v in self.viewers.values_mut().filter(|v| v.session == name) {
-            v.write_audio(now, a.payload.clone(), a.timestamp, a.marker, a.at, &mut self.transmits);
+            v.write_audio(
+                now,
+                a.payload.clone(),
+                a.timestamp,
+                a.marker,
+                a.at,
+                &mut self.transmits,
+            );
         }
     }
 
@@ -340,7 +358,13 @@ impl Edge {
     }
 
     /// A datagram from a browser. Returns whether a viewer took it.
-    pub fn handle_datagram(&mut self, now: Instant, source: SocketAddr, destination: SocketAddr, contents: &[u8]) -> bool {
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        source: SocketAddr,
+        destination: SocketAddr,
+        contents: &[u8],
+    ) -> bool {
         self.counters.datagrams_in += 1;
         let Some(inp) = input(now, source, destination, contents) else {
             self.counters.datagrams_unmatched += 1;
@@ -400,7 +424,9 @@ impl Edge {
         let ids: Vec<u64> = self.viewers.keys().copied().collect();
         for id in ids {
             loop {
-                let Some(v) = self.viewers.get_mut(&id) else { break };
+                let Some(v) = self.viewers.get_mut(&id) else {
+                    break;
+                };
                 let Some(sig) = v.poll_signal() else { break };
                 match sig {
                     ViewerSignal::Connected => {
@@ -411,7 +437,11 @@ impl Edge {
                     ViewerSignal::KeyRequest => {
                         let started = self.viewers.get(&id).is_some_and(|v| v.fwd.started());
                         if started {
-                            if let Some(r) = self.viewers.get(&id).and_then(|v| self.relays.get_mut(&v.session)) {
+                            if let Some(r) = self
+                                .viewers
+                                .get(&id)
+                                .and_then(|v| self.relays.get_mut(&v.session))
+                            {
                                 r.want_key();
                             }
                         } else {
@@ -442,11 +472,15 @@ impl Edge {
     /// Starts a connected browser that has no key picture yet: from the cache if its chain
     /// fits the budget, else by asking upstream.
     fn start(&mut self, now: Instant, id: u64) {
-        let Some(v) = self.viewers.get_mut(&id) else { return };
+        let Some(v) = self.viewers.get_mut(&id) else {
+            return;
+        };
         if v.fwd.started() || !v.connected() {
             return;
         }
-        let Some(relay) = self.relays.get_mut(&v.session) else { return };
+        let Some(relay) = self.relays.get_mut(&v.session) else {
+            return;
+        };
         let est = v
             .stats()
             .estimate_bps
@@ -469,8 +503,12 @@ impl Edge {
 
     /// Re-evaluates a browser's layers from its estimate.
     fn select(&mut self, now: Instant, id: u64) {
-        let Some(v) = self.viewers.get_mut(&id) else { return };
-        let Some(relay) = self.relays.get(&v.session) else { return };
+        let Some(v) = self.viewers.get_mut(&id) else {
+            return;
+        };
+        let Some(relay) = self.relays.get(&v.session) else {
+            return;
+        };
         let cands = relay.candidates(now, &self.conf.select);
         let st = v.stats();
         let est = st

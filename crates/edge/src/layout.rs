@@ -54,7 +54,9 @@ impl VideoLayout {
             )));
         }
         if track.streams.is_empty() {
-            return Err(Error::Config(format!("session {name:?}: video without streams")));
+            return Err(Error::Config(format!(
+                "session {name:?}: video without streams"
+            )));
         }
         let streams: Vec<Cell> = track
             .streams

@@ -151,7 +151,11 @@ impl Relay {
             || layout.payload_type != self.gate.layout().payload_type;
         if restart {
             let spatial = layout.spatial;
-            self.gate = Gate::new(layout, self.conf.gate, Continuity::carry(self.gate.continuity()));
+            self.gate = Gate::new(
+                layout,
+                self.conf.gate,
+                Continuity::carry(self.gate.continuity()),
+            );
             self.cache = KeyCache::new(spatial, self.conf.key_cache_bytes);
             self.released.clear();
             self.key_wanted = true;

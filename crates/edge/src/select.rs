@@ -216,7 +216,9 @@ mod tests {
 
     fn cands() -> Vec<Candidate> {
         let l = layout();
-        candidates(&l, 2, &SelectConfig::default(), |s, t| l.rate_of(s, t) as f64)
+        candidates(&l, 2, &SelectConfig::default(), |s, t| {
+            l.rate_of(s, t) as f64
+        })
     }
 
     #[test]
@@ -226,7 +228,10 @@ mod tests {
             .map(|c| (c.choice.spatial, c.choice.temporal))
             .collect();
         // 7.5 fps is below the 14 fps floor for 360p and 720p.
-        assert_eq!(c, vec![(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 1), (2, 2)]);
+        assert_eq!(
+            c,
+            vec![(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 1), (2, 2)]
+        );
     }
 
     #[test]
@@ -258,7 +263,16 @@ mod tests {
         // The estimate recovers at once, but 720p waits for the hold.
         assert_eq!(s.update(t0 + Duration::from_secs(2), 4e6, 0.0, &c), None);
         let (ch, r) = s.update(t0 + Duration::from_secs(6), 4e6, 0.0, &c).unwrap();
-        assert_eq!((ch, r), (Choice { spatial: 2, temporal: 2 }, Reason::Up));
+        assert_eq!(
+            (ch, r),
+            (
+                Choice {
+                    spatial: 2,
+                    temporal: 2
+                },
+                Reason::Up
+            )
+        );
     }
 
     #[test]

@@ -60,7 +60,8 @@ impl Source {
                 port: 7000 + 2 * k as u16,
             })
             .collect();
-        let mut info = SessionInfo::equal_layers(layers.len(), 0, Ipv4Addr::new(239, 77, 0, 0), 7000);
+        let mut info =
+            SessionInfo::equal_layers(layers.len(), 0, Ipv4Addr::new(239, 77, 0, 0), 7000);
         info.layers = layers;
         let p = Vp9Params {
             payload_type: 96,

@@ -101,7 +101,15 @@ pub struct Viewer {
 }
 
 impl Viewer {
-    pub fn new(id: u64, session: String, now: Instant, rtc: Rtc, neg: Negotiated, fwd: Forwarder, sel: Selector) -> Viewer {
+    pub fn new(
+        id: u64,
+        session: String,
+        now: Instant,
+        rtc: Rtc,
+        neg: Negotiated,
+        fwd: Forwarder,
+        sel: Selector,
+    ) -> Viewer {
         // Random sequence starts below 2^15 (the ROC stays 0, RFC 3711 needs no signalling).
         let mut v = Viewer {
             id,
@@ -215,9 +223,15 @@ impl Viewer {
         let seq = self.seq_video;
         self.seq_video += 1;
         let len = s.payload.len();
-        let w = RtpWrite::new(self.neg.video_pt, SeqNo::from(seq), s.timestamp, s.at, s.payload)
-            .marker(s.marker)
-            .nackable(true);
+        let w = RtpWrite::new(
+            self.neg.video_pt,
+            SeqNo::from(seq),
+            s.timestamp,
+            s.at,
+            s.payload,
+        )
+        .marker(s.marker)
+        .nackable(true);
         let mut api = self.rtc.direct_api();
         let Some(tx) = api.stream_tx_by_mid(self.neg.video, None) else {
             return;
@@ -267,7 +281,13 @@ impl Viewer {
     }
 
     /// Asks str0m's estimator to keep traffic up to `min_bps` and probe towards `desired_bps`.
-    pub fn set_bwe_targets(&mut self, now: Instant, min_bps: f64, desired_bps: f64, out: &mut VecDeque<Transmit>) {
+    pub fn set_bwe_targets(
+        &mut self,
+        now: Instant,
+        min_bps: f64,
+        desired_bps: f64,
+        out: &mut VecDeque<Transmit>,
+    ) {
         if self.closed {
             return;
         }
@@ -385,7 +405,8 @@ impl Viewer {
                 self.last_stats_at = Some(now);
                 if !self.latencies.is_empty() {
                     self.latencies.sort_unstable();
-                    self.stats.frame_latency_p50_us = Some(self.latencies[self.latencies.len() / 2]);
+                    self.stats.frame_latency_p50_us =
+                        Some(self.latencies[self.latencies.len() / 2]);
                     self.latencies.clear();
                 }
                 self.signals.push_back(ViewerSignal::Estimate);

@@ -131,8 +131,7 @@ pub fn rtc_config(s: &RtcSettings) -> RtcConfig {
 /// Accepts a browser's offer: the viewer's `Rtc`, the SDP answer and the sections to send on.
 pub fn accept(now: Instant, s: &RtcSettings, sdp: &str) -> Result<(Rtc, String, Negotiated)> {
     check_offer(sdp)?;
-    let offer =
-        SdpOffer::from_sdp_string(sdp).map_err(|e| Error::MalformedOffer(e.to_string()))?;
+    let offer = SdpOffer::from_sdp_string(sdp).map_err(|e| Error::MalformedOffer(e.to_string()))?;
     let mut rtc = rtc_config(s).build(now);
     let cand = Candidate::host(s.candidate, "udp")
         .map_err(|e| Error::Config(format!("candidate {}: {e}", s.candidate)))?;
@@ -281,7 +280,8 @@ mod tests {
         let big = format!("v=0\r\n{}", "a=x\r\n".repeat(20_000));
         assert!(matches!(check_offer(&big), Err(Error::MalformedOffer(_))));
         // Passes the text checks but str0m's parser refuses it.
-        let junk = "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 98\r\na=recvonly\r\na=rtpmap:98 VP9/90000\r\n";
+        let junk =
+            "v=0\r\nm=video 9 UDP/TLS/RTP/SAVPF 98\r\na=recvonly\r\na=rtpmap:98 VP9/90000\r\n";
         fuzz_offer(junk.as_bytes());
         let s = RtcSettings {
             candidate: "192.0.2.1:4000".parse().unwrap(),

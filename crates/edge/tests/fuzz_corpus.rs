@@ -22,7 +22,11 @@ fn offer_corpus_replays_without_panics() {
     }
     testkit::record(
         "issue22/fuzz-offer-corpus",
-        &format!("{} offer corpus inputs replayed, {} crashes", files.len(), failures.len()),
+        &format!(
+            "{} offer corpus inputs replayed, {} crashes",
+            files.len(),
+            failures.len()
+        ),
         Some(!files.is_empty() && failures.is_empty()),
         "cargo test --release -p layercast-edge-core --test fuzz_corpus",
     );

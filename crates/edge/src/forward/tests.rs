@@ -74,15 +74,26 @@ fn decode(sends: &[Send]) -> Vec<(u32, u32)> {
         assert_eq!(l.sid, s.spatial);
         if d.start {
             if let Some((p, sp)) = cur {
-                assert!(p == s.pid && s.spatial == sp + 1, "frame order {p}/{sp} -> {}/{}", s.pid, s.spatial);
+                assert!(
+                    p == s.pid && s.spatial == sp + 1,
+                    "frame order {p}/{sp} -> {}/{}",
+                    s.pid,
+                    s.spatial
+                );
             } else {
                 assert_eq!(s.spatial, 0, "picture {} starts above layer 0", s.pid);
-                assert!(last_pid.is_none_or(|lp| s.pid > lp), "pictures out of order");
+                assert!(
+                    last_pid.is_none_or(|lp| s.pid > lp),
+                    "pictures out of order"
+                );
             }
             frames.push(Vec::new());
             cur = Some((s.pid, s.spatial));
         }
-        frames.last_mut().unwrap().extend_from_slice(&s.payload[n..]);
+        frames
+            .last_mut()
+            .unwrap()
+            .extend_from_slice(&s.payload[n..]);
         if s.marker {
             assert!(d.end);
             let refs: Vec<&[u8]> = frames.iter().map(|f| &f[..]).collect();
@@ -128,14 +139,19 @@ fn paced_upper_layers_keep_picture_order_and_markers() {
     let mut low_sends = Vec::new();
     for i in 0..30 {
         // Spatial 2 frames arrive 90 ms late (a slow paced layer), spatial 1 30 ms late.
-        bed.step(i, |k| [0, 0, 0, 30, 30, 30, 90, 90, 90][k], &mut [&mut top, &mut low]);
+        bed.step(
+            i,
+            |k| [0, 0, 0, 30, 30, 30, 90, 90, 90][k],
+            &mut [&mut top, &mut low],
+        );
         let got = drain(&mut low);
         // The 180p browser gets each picture as soon as its base arrives.
         assert!(got.iter().any(|s| s.pid == got.last().unwrap().pid) || got.is_empty());
         low_sends.extend(got);
     }
     for i in 30..34 {
-        bed.gate.handle_timeout(bed.t0 + Duration::from_millis(33 * i));
+        bed.gate
+            .handle_timeout(bed.t0 + Duration::from_millis(33 * i));
         bed.dispatch(&mut [&mut top, &mut low]);
     }
     assert_eq!(decode(&low_sends).len(), 30);

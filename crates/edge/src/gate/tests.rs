@@ -34,7 +34,9 @@ fn lossless_stream_releases_every_frame_in_spatial_order() {
     let t0 = Instant::now();
     let mut released = Vec::new();
     for (i, p) in pics.iter().enumerate() {
-        feed(&mut g, p, t0 + Duration::from_millis(33 * i as u64), |_| Duration::ZERO);
+        feed(&mut g, p, t0 + Duration::from_millis(33 * i as u64), |_| {
+            Duration::ZERO
+        });
         for e in drain(&mut g) {
             match e {
                 GateEvent::Released { pid, spatial } => released.push((pid, spatial)),
@@ -47,7 +49,10 @@ fn lossless_stream_releases_every_frame_in_spatial_order() {
     assert_eq!(released.len(), 3 * pics.len());
     let mut seen = BTreeSet::new();
     for &(pid, s) in &released {
-        assert!(s == 0 || seen.contains(&(pid, s - 1)), "({pid},{s}) before its base");
+        assert!(
+            s == 0 || seen.contains(&(pid, s - 1)),
+            "({pid},{s}) before its base"
+        );
         seen.insert((pid, s));
     }
     assert_eq!(g.stats().frames_lost, 0);
@@ -115,7 +120,9 @@ fn released_frames_decode_at_every_spatial_prefix() {
     let t0 = Instant::now();
     let mut released = Vec::new();
     for (i, p) in pics.iter().enumerate() {
-        feed(&mut g, p, t0 + Duration::from_millis(33 * i as u64), |_| Duration::ZERO);
+        feed(&mut g, p, t0 + Duration::from_millis(33 * i as u64), |_| {
+            Duration::ZERO
+        });
         for e in drain(&mut g) {
             if let GateEvent::Released { pid, spatial } = e {
                 released.push((pid, spatial));
@@ -150,7 +157,10 @@ fn slow_upper_layers_do_not_hold_back_the_base() {
                 base_release.push(pid);
             }
         }
-        assert!(base_release.len() > i, "picture {i}'s base not released at once");
+        assert!(
+            base_release.len() > i,
+            "picture {i}'s base not released at once"
+        );
     }
     for (i, p) in pics.iter().enumerate() {
         let at = t0 + Duration::from_millis(33 * i as u64) + late(6);
@@ -174,7 +184,11 @@ fn slow_upper_layers_do_not_hold_back_the_base() {
 fn a_lost_upper_tl0_packet_breaks_that_layer_until_its_sync() {
     // Syncs every 28 frames (TL0 positions): a loss at picture 8 costs layer 2 until 28.
     let (src, pics) = pictures(40, 0);
-    assert!(pics[28].sync_mask & 0b110 != 0, "sync at 28: {:#b}", pics[28].sync_mask);
+    assert!(
+        pics[28].sync_mask & 0b110 != 0,
+        "sync at 28: {:#b}",
+        pics[28].sync_mask
+    );
     let mut g = gate_for(&src);
     let t0 = Instant::now();
     let mut lost = BTreeSet::new();
@@ -223,7 +237,9 @@ fn nothing_is_released_before_the_first_key_picture() {
     let t0 = Instant::now();
     // Join mid-stream: pictures 3..20 (no key among them), then ask: nothing released.
     for (i, p) in pics.iter().enumerate().skip(3) {
-        feed(&mut g, p, t0 + Duration::from_millis(33 * i as u64), |_| Duration::ZERO);
+        feed(&mut g, p, t0 + Duration::from_millis(33 * i as u64), |_| {
+            Duration::ZERO
+        });
     }
     g.handle_timeout(t0 + Duration::from_secs(2));
     let ev = drain(&mut g);

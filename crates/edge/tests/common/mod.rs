@@ -89,7 +89,11 @@ impl Browser {
 
     /// Frames decoded per second over `[from, to)`.
     pub fn fps(&self, from: Duration, to: Duration) -> f64 {
-        let n = self.shown.iter().filter(|s| s.at >= from && s.at < to).count();
+        let n = self
+            .shown
+            .iter()
+            .filter(|s| s.at >= from && s.at < to)
+            .count();
         n as f64 / (to - from).as_secs_f64()
     }
 
@@ -133,7 +137,9 @@ impl Browser {
     /// head completing while later packets arrived, skips to the next key picture.
     fn assemble(&mut self, now: Duration, giveup: Duration) {
         loop {
-            let Some((&first, p0)) = self.pending.iter().next() else { return };
+            let Some((&first, p0)) = self.pending.iter().next() else {
+                return;
+            };
             if let Some(n) = self.next_seq {
                 if first != n {
                     // A gap at the head: wait for the repair, then give up on the picture.
@@ -164,7 +170,9 @@ impl Browser {
                 }
                 return;
             };
-            let pkts: Vec<Got> = (first..=end).filter_map(|s| self.pending.remove(&s)).collect();
+            let pkts: Vec<Got> = (first..=end)
+                .filter_map(|s| self.pending.remove(&s))
+                .collect();
             self.next_seq = Some(end + 1);
             self.decode(now, &pkts);
         }
@@ -197,7 +205,10 @@ impl Browser {
     }
 
     fn request_key(&mut self, now: Duration) {
-        if self.last_pli.is_some_and(|t| now < t + Duration::from_millis(500)) {
+        if self
+            .last_pli
+            .is_some_and(|t| now < t + Duration::from_millis(500))
+        {
             return;
         }
         let Some(mid) = self.video else { return };
@@ -483,7 +494,10 @@ impl Bed {
                 self.drain_browser(i);
             }
             if self.browsers[i].timeout <= at {
-                self.browsers[i].rtc.handle_input(Input::Timeout(at)).unwrap();
+                self.browsers[i]
+                    .rtc
+                    .handle_input(Input::Timeout(at))
+                    .unwrap();
                 self.drain_browser(i);
             }
             let now = self.now;
@@ -493,7 +507,8 @@ impl Bed {
             self.paths[i].up.service(tnow);
             while let Some((_, d)) = self.paths[i].up.poll_release(tnow) {
                 let src = self.browsers[i].addr;
-                self.edge.handle_datagram(at, src, EDGE.parse().unwrap(), &d);
+                self.edge
+                    .handle_datagram(at, src, EDGE.parse().unwrap(), &d);
             }
         }
         self.pump_edge();
