@@ -1,7 +1,7 @@
 # Layercast: the two commands a new user runs are `make demo` and `make test` (see README.md).
 # Both install what is missing first (scripts/setup.sh) and are safe to re-run.
 
-.PHONY: demo test setup catalogue e2e-full bench fuzz acceptance clean-net containers soak faults capacity pim edge-browser edge-bench
+.PHONY: demo test setup catalogue e2e-full bench bench-ladder fuzz acceptance clean-net containers soak faults capacity pim edge-browser edge-bench
 
 demo: ## Live session with players behind emulated bottlenecks, and the dashboard
 	@scripts/demo.sh $(ARGS)
@@ -20,6 +20,13 @@ e2e-full: ## Every emulated-network acceptance scenario (long)
 
 bench: ## Criterion benchmarks of the controllers, simulator engine and codec; records the issue figures
 	@scripts/setup.sh && cargo bench --workspace && node scripts/bench-record.mjs && node scripts/acceptance.mjs
+
+bench-ladder: ## Issue 19 on the Big Buck Bunny clip: repair/padding shares and queueing at the announced rates, BD-rate against one plain stream, encode+FEC speed (a few minutes)
+	@scripts/setup.sh && cargo build --release -p layercast-codec --examples \
+	  && flock /tmp/layercast-heavy.lock cargo test --release -p layercast-server --bin layercast-server fill_study -- --ignored --nocapture \
+	  && flock /tmp/layercast-heavy.lock target/release/examples/rd_bench \
+	  && flock /tmp/layercast-heavy.lock target/release/examples/rc_study loops=7 \
+	  && node scripts/acceptance.mjs
 
 soak: ## 30-minute soak, 20 players: memory growth and stuck players (docs/reliability.md)
 	@scripts/setup.sh && npm run -w e2e cli -- soak $(ARGS)

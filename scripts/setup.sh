@@ -110,6 +110,12 @@ PY
   fi
   rm -rf "$tmp"
 fi
+# The clip as raw I420 (132 frames, 180 MB) for the rate-control and rate-quality benchmarks
+# (make bench-ladder); decoded once.
+RAW="$ROOT/.cache/media/bbb-1280x720.yuv"
+if [ -s "$MEDIA" ] && [ ! -s "$RAW" ] && command -v ffmpeg >/dev/null; then
+  ffmpeg -v error -y -i "$MEDIA" -f rawvideo -pix_fmt yuv420p "$RAW.tmp" && mv "$RAW.tmp" "$RAW"
+fi
 
 # Rust workspace (release binaries for the demo and the e2e runs). The testbed build enables
 # the `research` feature (the papers' baselines and unicast TFRC in the server and the player);

@@ -1357,7 +1357,8 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
 /// `frames.csv`.
 fn video_totals(v: &mut crate::video::Video) -> serde_json::Value {
     let st = v.stats();
-    json!({"frames": v.frames, "decoded": v.decoded, "late_frames": v.late_frames,
+    let (fec_recovered, fec_repairs) = v.fec_totals();
+    json!({"fec_recovered": fec_recovered, "fec_repairs": fec_repairs, "frames": v.frames, "decoded": v.decoded, "late_frames": v.late_frames,
         "width": v.width, "height": v.height, "freezes": v.freezes,
         "decoder_errors": v.decoder_errors, "push_errors": v.push_errors,
         "pictures": st.pictures, "pictures_skipped": st.pictures_skipped,

@@ -9,6 +9,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod auth;
 mod config;
 mod error;
+mod fill_study;
 mod http;
 mod pacer;
 mod rtp_out;

@@ -72,6 +72,9 @@ pub struct PacerStats {
     /// Nanoseconds spent sealing, and packets sealed (the cost of encryption).
     pub seal_ns: AtomicU64,
     pub sealed: AtomicU64,
+    /// Video slots without media: sent as FEC repair, or as padding.
+    pub repair_packets: AtomicU64,
+    pub padding_packets: AtomicU64,
 }
 
 /// What the pacer sends.
@@ -91,6 +94,10 @@ pub struct PacerConfig {
     /// Seals every packet (encrypted sessions): packets are built `MEDIA_OVERHEAD` bytes
     /// short of `packet_size` and sealed to exactly `packet_size`.
     pub sealer: Option<security::auth::MediaSealer>,
+    /// FEC per video layer (`codec::fec`, docs/protocols/fec.md): a slot without media carries
+    /// a repair packet of the layer, padding only when there is nothing to repair. Empty =
+    /// padding only.
+    pub fec: Vec<codec::fec::FecParams>,
 }
 
 impl PacerConfig {
@@ -229,6 +236,12 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
             _ => None,
         };
     let mut last_sent: Vec<Option<Instant>> = vec![None; n];
+    // Repair instead of padding: payload room after the RTP header and the cc extension block.
+    let mut fec: Vec<codec::fec::FecEncoder> = cfg
+        .fec
+        .iter()
+        .filter_map(|p| codec::fec::FecEncoder::new(*p, plain_size.saturating_sub(28)).ok())
+        .collect();
     while !stop.load(Ordering::Relaxed) {
         let (k, due) = match &burst {
             None => {
@@ -289,19 +302,29 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
             match media {
                 Some(p) => {
                     last_ts[k] = p.header.timestamp;
+                    if let Some(f) = fec.get_mut(k) {
+                        f.push_media(seq[k], &p);
+                    }
                     rtp_out::write_media(buf, p, seq[k], &cc, plain_size);
                 }
-                None if cfg.queues.is_some() => {
-                    rtp_out::write_padding(
-                        buf,
-                        cfg.payload_type,
-                        seq[k],
-                        last_ts[k],
-                        cfg.ssrc_base.wrapping_add(k as u32),
-                        &cc,
-                        plain_size,
-                    );
-                }
+                None if cfg.queues.is_some() => match fec.get_mut(k).and_then(|f| f.repair()) {
+                    Some(r) => {
+                        stats.repair_packets.fetch_add(1, Ordering::Relaxed);
+                        rtp_out::write_media(buf, r, seq[k], &cc, plain_size);
+                    }
+                    None => {
+                        stats.padding_packets.fetch_add(1, Ordering::Relaxed);
+                        rtp_out::write_padding(
+                            buf,
+                            cfg.payload_type,
+                            seq[k],
+                            last_ts[k],
+                            cfg.ssrc_base.wrapping_add(k as u32),
+                            &cc,
+                            plain_size,
+                        );
+                    }
+                },
                 None => {
                     let ts90 = (send_us.wrapping_mul(9) / 100) as u32;
                     rtp_out::write_packet(
@@ -581,6 +604,7 @@ mod tests {
             realtime: false,
             queues: None,
             sealer: None,
+            fec: Vec::new(),
         };
         // 2 × 512 × 8 / 20 000 = 0.4096 s (era.md §1.1.3).
         assert!((c.bunch_interval(0).as_secs_f64() - 0.4096).abs() < 1e-9);
@@ -609,6 +633,7 @@ mod tests {
             realtime: false,
             queues: None,
             sealer: None,
+            fec: Vec::new(),
         };
         let stats = Arc::new(PacerStats::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -677,6 +702,7 @@ mod tests {
             realtime: false,
             queues: None,
             sealer: Some(MediaSealer::new(key.clone())),
+            fec: Vec::new(),
         };
         let stats = Arc::new(PacerStats::default());
         let stop = Arc::new(AtomicBool::new(false));

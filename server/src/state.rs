@@ -441,7 +441,21 @@ impl State {
             tracks: r
                 .video
                 .as_ref()
-                .map(|v| vec![crate::video::video_track(v, &layers, ssrc_base)])
+                .map(|v| {
+                    let mut t = crate::video::video_track(v, &layers, ssrc_base);
+                    // Repair rides in each layer's own slots (docs/protocols/fec.md); a TFMCC
+                    // session's single stream is paced by its own sender and carries none.
+                    let fec = crate::video::fec_params(&r);
+                    if !is_tfmcc && fec.len() == t.streams.len() {
+                        for (st, f) in t.streams.iter_mut().zip(&fec) {
+                            st.repair = Some(proto::Repair {
+                                payload_type: f.payload_type,
+                                params: f.announced_params(),
+                            });
+                        }
+                    }
+                    vec![t]
+                })
                 .unwrap_or_default(),
         };
         congestion::wire::sam::validate(&info)?;
@@ -501,6 +515,10 @@ impl State {
             realtime: self.cfg.pacer_realtime,
             queues: queues.clone(),
             sealer: media_key.clone().map(MediaSealer::new),
+            fec: match queues {
+                Some(_) => crate::video::fec_params(&r),
+                None => Vec::new(),
+            },
         };
         let stats = Arc::new(PacerStats::default());
         let (s2, st2) = (stats.clone(), stop.clone());
@@ -871,11 +889,19 @@ impl State {
             ));
         }
         sdp.push_str(&format!(
-            "m=video {} RTP/AVP 96\r\na=rtpmap:96 {enc}\r\na=extmap:{} {}\r\na=recvonly\r\n",
+            "m=video {} RTP/AVP 96\r\na=rtpmap:96 {enc}\r\na=extmap:{} {}\r\n",
             l0.port,
             congestion::wire::cc_ext::DEFAULT_ID,
             congestion::wire::cc_ext::URI
         ));
+        // Repair packets share the layer's stream under their own payload type, which the
+        // m= line does not list: stock receivers drop them (docs/protocols/fec.md).
+        if s.queues.is_some() {
+            if let Some(f) = crate::video::fec_params(&s.cfg).first() {
+                sdp.push_str(&format!("a=x-layercast-fec:{}\r\n", f.sdp_attribute()));
+            }
+        }
+        sdp.push_str("a=recvonly\r\n");
         sdp
     }
 
@@ -885,7 +911,7 @@ impl State {
         let sessions: Vec<_> = lock(&self.sessions).values().cloned().collect();
         // One counter family per sender statistic, one series per session.
         type Read = fn(&PacerStats) -> u64;
-        let counters: [(&str, Read); 5] = [
+        let counters: [(&str, Read); 7] = [
             ("layercast_sender_packets_total", |st| {
                 st.packets.load(Ordering::Relaxed)
             }),
@@ -901,6 +927,13 @@ impl State {
             }),
             ("layercast_sender_seal_nanoseconds_total", |st| {
                 st.seal_ns.load(Ordering::Relaxed)
+            }),
+            // Video slots without media: FEC repair packets, and padding where none was due.
+            ("layercast_sender_repair_packets_total", |st| {
+                st.repair_packets.load(Ordering::Relaxed)
+            }),
+            ("layercast_sender_padding_packets_total", |st| {
+                st.padding_packets.load(Ordering::Relaxed)
             }),
         ];
         for (name, get) in counters {

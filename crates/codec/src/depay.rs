@@ -648,6 +648,7 @@ mod prop {
                 temporal: t,
                 key,
                 sync_mask: if sync { 6 } else { 0 },
+                dropped_mask: 0,
                 frames,
             };
             let pk = ls.packets(&pic).unwrap();

@@ -26,6 +26,9 @@ pub enum Error {
     /// The VP9 payload descriptor is malformed.
     #[error("malformed VP9 payload descriptor: {0}")]
     BadDescriptor(&'static str),
+    /// A FEC repair packet is malformed (docs/protocols/fec.md).
+    #[error("malformed FEC repair packet: {0}")]
+    BadRepair(&'static str),
     /// The VP9 bitstream (superframe index) is malformed.
     #[error("malformed VP9 bitstream: {0}")]
     BadBitstream(&'static str),

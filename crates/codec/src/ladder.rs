@@ -8,9 +8,15 @@
 
 use crate::error::{Error, Result};
 
-/// Default per-cell increments (kbit/s) for 720p30 L3T3: spatial layers 150 / 400 / 1000 kbit/s
-/// (180p, 360p, 720p), each split 60 / 20 / 20 % over TL0 / TL1 / TL2.
-pub const DEFAULT_L3T3_CELL_KBPS: [[u32; 3]; 3] = [[90, 30, 30], [240, 80, 80], [600, 200, 200]];
+/// Default per-cell increments (kbit/s) for 720p30 L3T3: spatial layers 330 / 450 / 2100 kbit/s
+/// (180p, 360p, 720p; 2880 in all). Chosen for access rates (docs/server.md "The default
+/// ladder"): announced cumulative rates of about 0.28 (180p at 15 fps), 0.55 (180p30), 1.0
+/// (360p15), 1.24 (360p30), 2.8, 3.3 and 3.9 Mbit/s (720p at 7.5, 15, 30 fps). The 720p layer
+/// splits 60/20/20 % over TL0/TL1/TL2 (libvpx's own split: +1.4 dB at 720p against 40/20/40 on
+/// the clip); the smaller layers give TL1/TL2 more so that no cell falls below about two
+/// 600-byte packets per frame (the part-filled last packet of a frame and its bunch's repair
+/// stay a small share of every layer).
+pub const DEFAULT_L3T3_CELL_KBPS: [[u32; 3]; 3] = [[90, 80, 160], [225, 90, 135], [1260, 420, 420]];
 
 /// One (spatial, temporal) cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -220,7 +226,7 @@ mod tests {
         );
         assert_eq!(l.layer_of(2, 2), Some(8));
         assert_eq!(l.cumulative_kbps(0), 90);
-        assert_eq!(l.cumulative_kbps(8), 1550);
+        assert_eq!(l.cumulative_kbps(8), 2880);
         assert!(l.keeps(3, 0, 2));
         assert!(!l.keeps(3, 1, 1));
         assert_eq!(l.max_temporal(4, 1), Some(1));
@@ -248,7 +254,7 @@ mod tests {
     #[test]
     fn scale_cells_keeps_proportions_and_the_exact_total() {
         let base: Vec<Vec<u32>> = DEFAULT_L3T3_CELL_KBPS.iter().map(|r| r.to_vec()).collect();
-        for total in [9u32, 10, 100, 500, 777, 1550, 3100, 10_000] {
+        for total in [9u32, 10, 100, 500, 777, 2880, 5760, 10_000] {
             let c = scale_cells(&base, total);
             let got: u32 = c.iter().flatten().sum();
             assert_eq!(got, total, "total {total}: {c:?}");
@@ -257,14 +263,14 @@ mod tests {
             // one kbit/s per cell taken from the largest).
             for (s, row) in c.iter().enumerate() {
                 for (t, &r) in row.iter().enumerate() {
-                    let want = total as f64 * base[s][t] as f64 / 1550.0;
+                    let want = total as f64 * base[s][t] as f64 / 2880.0;
                     assert!((r as f64 - want).abs() <= 9.0, "{total} ({s},{t}): {c:?}");
                 }
             }
         }
         // The base total gives the base ladder back; half of it halves every cell.
-        assert_eq!(scale_cells(&base, 1550), base);
-        assert_eq!(scale_cells(&base, 775)[2], vec![300, 100, 100]);
+        assert_eq!(scale_cells(&base, 2880), base);
+        assert_eq!(scale_cells(&base, 1440)[2], vec![630, 210, 210]);
         // Below one kbit/s per cell: every cell at the floor.
         assert!(scale_cells(&base, 3).iter().flatten().all(|&r| r == 1));
         assert_eq!(scale_cells(&[], 100), Vec::<Vec<u32>>::new());

@@ -7,6 +7,8 @@
 //! * [`ladder`]: which (spatial, temporal) cell is cumulative layer k, nominal rates.
 //! * [`vp9rtp`]: RFC 9628 payload descriptor, packetizer, per-layer RTP streams.
 //! * [`depay`]: picture assembly from any prefix of layers, with loss and reordering.
+//! * [`fec`]: XOR parity repair packets per layer (RFC 8627 header), sent where padding
+//!   went; recovery before picture assembly.
 //! * [`sdp`]: SDP for one layer stream (layer 0 plays in stock GStreamer and ffmpeg).
 //! * `gst` (feature `gst`, default): GStreamer source/sink glue.
 //! * [`synth`]: generated test clip, scaling and PSNR helpers.
@@ -15,6 +17,7 @@
 
 pub mod depay;
 pub mod error;
+pub mod fec;
 #[cfg(feature = "gst")]
 pub mod gst;
 pub mod ladder;

@@ -26,6 +26,9 @@ pub struct LayerSdp {
     pub ssrc: Option<u32>,
     /// Session id / version for `o=`.
     pub session_id: u64,
+    /// FEC of the stream (`a=x-layercast-fec:`, docs/protocols/fec.md). The repair payload
+    /// type is not listed on the `m=` line: stock receivers drop its packets.
+    pub fec: Option<crate::fec::FecParams>,
 }
 
 impl LayerSdp {
@@ -41,6 +44,7 @@ impl LayerSdp {
             cc_ext_id: 1,
             ssrc: None,
             session_id: 1,
+            fec: None,
         }
     }
 
@@ -84,6 +88,9 @@ impl LayerSdp {
         ));
         l(format!("a=rtpmap:{} VP9/90000", self.payload_type));
         l(format!("a=extmap:{} {}", self.cc_ext_id, CC_EXTENSION_URI));
+        if let Some(f) = &self.fec {
+            l(format!("a=x-layercast-fec:{}", f.sdp_attribute()));
+        }
         if let Some(ssrc) = self.ssrc {
             l(format!("a=ssrc:{ssrc} cname:layercast"));
         }

@@ -107,6 +107,39 @@ pub fn psnr(a: &[u8], b: &[u8]) -> f64 {
     10.0 * (255.0f64 * 255.0 * n as f64 / sse as f64).log10()
 }
 
+/// Mean SSIM of the luma planes (`w` x `h`, the first `w * h` bytes) of two equal-size
+/// frames, over non-overlapping 8x8 windows with the usual constants (K1 0.01, K2 0.03, L 255).
+pub fn ssim_luma(a: &[u8], b: &[u8], w: u32, h: u32) -> f64 {
+    let (w, h) = (w as usize, h as usize);
+    if a.len() < w * h || b.len() < w * h || w < 8 || h < 8 {
+        return 0.0;
+    }
+    let (c1, c2) = ((0.01 * 255.0f64).powi(2), (0.03 * 255.0f64).powi(2));
+    let (mut sum, mut n) = (0.0, 0u32);
+    for y0 in (0..=h - 8).step_by(8) {
+        for x0 in (0..=w - 8).step_by(8) {
+            let (mut sa, mut sb, mut saa, mut sbb, mut sab) = (0.0, 0.0, 0.0, 0.0, 0.0);
+            for y in y0..y0 + 8 {
+                for x in x0..x0 + 8 {
+                    let (p, q) = (a[y * w + x] as f64, b[y * w + x] as f64);
+                    sa += p;
+                    sb += q;
+                    saa += p * p;
+                    sbb += q * q;
+                    sab += p * q;
+                }
+            }
+            let (ma, mb) = (sa / 64.0, sb / 64.0);
+            let (va, vb) = (saa / 64.0 - ma * ma, sbb / 64.0 - mb * mb);
+            let cov = sab / 64.0 - ma * mb;
+            sum += ((2.0 * ma * mb + c1) * (2.0 * cov + c2))
+                / ((ma * ma + mb * mb + c1) * (va + vb + c2));
+            n += 1;
+        }
+    }
+    sum / n.max(1) as f64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +153,8 @@ mod tests {
         let s = scale_i420(&a, 64, 36, 32, 18);
         assert_eq!(s.len(), i420_len(32, 18));
         assert_eq!(psnr(&a, &a), 100.0);
+        assert!((ssim_luma(&a, &a, 64, 36) - 1.0).abs() < 1e-12);
+        let worse = ssim_luma(&a, &b, 64, 36);
+        assert!(worse < 0.95 && worse > -1.0, "{worse}");
     }
 }

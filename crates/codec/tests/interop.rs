@@ -2,6 +2,7 @@
 //! GStreamer (`rtpvp9depay ! vp9dec`) and ffmpeg (with the SDP `codec::sdp` writes).
 //! Each check is skipped, with a message, only if its binary is absent.
 
+use codec::fec::{FecEncoder, FecParams};
 use codec::ladder::LayerLadder;
 use codec::sdp::LayerSdp;
 use codec::synth;
@@ -13,8 +14,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Layer-0 packets (serialised, with a CC extension element) of a 4 s clip.
-fn layer0_packets() -> (Vec<Vec<Vec<u8>>>, usize) {
+/// Layer-0 packets of a 4 s clip as the server's pacer sends them: a CC extension element
+/// on every packet, one sequence space, and after each picture one or two FEC repair packets
+/// (payload type 97, `codec::fec`) in the slots the picture left free. Returns the packets per
+/// picture, the number of packets, and the number of repair packets among them.
+fn layer0_packets() -> (Vec<Vec<Vec<u8>>>, usize, usize) {
     let mut conf = SvcConfig::l3t3_720p();
     conf.keyframe_interval = 0;
     let ladder = LayerLadder::spatial_major(&conf.cell_kbps).unwrap();
@@ -26,8 +30,10 @@ fn layer0_packets() -> (Vec<Vec<Vec<u8>>>, usize) {
         .collect();
     let mut enc = SvcEncoder::new(conf).unwrap();
     let mut ls = LayerStreams::new(ladder, res, StreamConfig::default()).unwrap();
+    let mut fec = FecEncoder::new(FecParams::default(), 1200 - 12 - 16).unwrap();
+    let cc = [(1u8, vec![0xab, 0xcd, 0x01, 0x02])];
     let mut pics = Vec::new();
-    let mut n_pkts = 0;
+    let (mut n_pkts, mut n_repair, mut seq) = (0, 0, 0u16);
     for n in 0..120u32 {
         let f = synth::frame(1280, 720, n);
         let pic = enc.encode(&f, n as i64 * 3000).unwrap().unwrap();
@@ -35,14 +41,25 @@ fn layer0_packets() -> (Vec<Vec<Vec<u8>>>, usize) {
         if per_layer[0].is_empty() {
             continue;
         }
-        let v: Vec<Vec<u8>> = per_layer[0]
-            .iter()
-            .map(|p| p.to_bytes(&[(1, vec![0xab, 0xcd, 0x01, 0x02])]).unwrap())
-            .collect();
+        let mut v = Vec::new();
+        for p in &per_layer[0] {
+            fec.push_media(seq, p);
+            let mut p = p.clone();
+            p.header.sequence_number = seq;
+            v.push(p.to_bytes(&cc).unwrap());
+            seq = seq.wrapping_add(1);
+        }
+        for _ in 0..1 + pics.len() % 2 {
+            let mut r = fec.repair().expect("a repair for every picture");
+            r.header.sequence_number = seq;
+            v.push(r.to_bytes(&cc).unwrap());
+            seq = seq.wrapping_add(1);
+            n_repair += 1;
+        }
         n_pkts += v.len();
         pics.push(v);
     }
-    (pics, n_pkts)
+    (pics, n_pkts, n_repair)
 }
 
 fn have(bin: &str) -> bool {
@@ -129,7 +146,7 @@ fn layer0_plays_in_gstreamer() {
         eprintln!("SKIPPED: gst-launch-1.0 not installed");
         return;
     }
-    let (pics, n_pkts) = layer0_packets();
+    let (pics, n_pkts, n_repair) = layer0_packets();
     let port = free_port();
     let mut child = Command::new("gst-launch-1.0")
         .args([
@@ -191,14 +208,18 @@ fn layer0_plays_in_gstreamer() {
         "{frames} of {} pictures decoded by vp9dec:\n{text}",
         pics.len()
     );
+    assert!(
+        !text.contains("ERROR") && !text.contains("WARNING"),
+        "{text}"
+    );
     println!(
-        "gstreamer decoded {frames} of {} layer-0 pictures",
+        "gstreamer decoded {frames} of {} layer-0 pictures ({n_repair} FEC repair packets among {n_pkts})",
         pics.len()
     );
     testkit::record(
         "issue5/interop-gst",
         &format!(
-            "gst-launch udpsrc ! rtpvp9depay ! vp9dec decoded {frames} of {} pictures, 320x180",
+            "gst-launch udpsrc ! rtpvp9depay ! vp9dec decoded {frames} of {} pictures, 320x180, with {n_repair} FEC repair packets (PT 97) among the {n_pkts}",
             pics.len()
         ),
         Some(true),
@@ -212,15 +233,19 @@ fn layer0_plays_in_ffmpeg_with_our_sdp() {
         eprintln!("SKIPPED: ffmpeg not installed");
         return;
     }
-    let (pics, _) = layer0_packets();
+    let (pics, _, n_repair) = layer0_packets();
     let port = free_port();
-    let sdp = LayerSdp::new(
+    let mut sdp = LayerSdp::new(
         "127.0.0.1".parse().unwrap(),
         "127.0.0.1".parse().unwrap(),
         port,
-    )
-    .render()
-    .unwrap();
+    );
+    sdp.fec = Some(FecParams::default());
+    let sdp = sdp.render().unwrap();
+    assert!(
+        sdp.contains("a=x-layercast-fec:97 row=4;span=46\r\n"),
+        "{sdp}"
+    );
     let dir = std::env::temp_dir().join(format!("lc-codec-sdp-{}-{port}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("layer0.sdp");
@@ -266,12 +291,12 @@ fn layer0_plays_in_ffmpeg_with_our_sdp() {
         "{text}"
     );
     println!(
-        "ffmpeg decoded {want} frames of layer 0 via {}",
+        "ffmpeg decoded {want} frames of layer 0 via {} ({n_repair} repair packets ignored)",
         path.display()
     );
     testkit::record(
         "issue5/interop-ffmpeg",
-        &format!("ffmpeg -i layer0.sdp decoded {want} frames, vp9 320x180, no decode error"),
+        &format!("ffmpeg -i layer0.sdp decoded {want} frames, vp9 320x180, no decode error, with {n_repair} FEC repair packets (PT 97) in the stream"),
         Some(true),
         "cargo test --release -p layercast-codec --test interop",
     );

@@ -48,15 +48,37 @@ pub struct SvcConfig {
     /// level (`rc_buf_initial_sz`, `rc_buf_optimal_sz`, `rc_buf_sz`). The buffer is how far the
     /// encoder may run ahead of its budget; every layer is then paced at its constant announced
     /// rate, so an overshoot the buffer allows becomes queueing delay in that layer's sender
-    /// queue. Defaults 300/400/600 (WebRTC's 500/600/1000 measured worse glass-to-glass
-    /// latency, docs/player.md "latency").
+    /// queue. Defaults 200/300/500 (docs/codec.md "Rate control": 300/400/600 and WebRTC's
+    /// 500/600/1000 measured longer sender queues at the announced rates).
     pub rc_buf_initial_ms: u32,
     pub rc_buf_optimal_ms: u32,
     pub rc_buf_ms: u32,
     /// Largest key (intra) frame as a percentage of the layer's average frame budget
     /// (`VP8E_SET_MAX_INTRA_BITRATE_PCT`). A key frame of N times the budget waits about N
-    /// frame periods of its layer in the sender queue. Default 300.
+    /// frame periods of its layer in the sender queue. It caps the base layer's key frame
+    /// only (the upper layers' frames of a key picture are inter-layer predicted). Default 150.
     pub max_intra_pct: u32,
+    /// Frame dropping (`rc_dropframe_thresh` and `VP9E_SET_SVC_FRAME_DROP_LAYER`): a layer
+    /// frame is dropped when its spatial layer's rate-control buffer is below this percentage
+    /// of the optimal level, so an overshoot is paid back at once instead of over the buffer.
+    /// 0 = never drop. Default 30 (docs/codec.md "Rate control").
+    pub drop_thresh: u32,
+    /// Which layers drop together (libvpx `SVC_LAYER_DROP_MODE`).
+    pub drop_mode: DropMode,
+    /// At most this many consecutive drops of any layer (libvpx `max_consec_drop`).
+    pub max_consec_drop: u32,
+}
+
+/// libvpx's SVC frame-drop modes that keep the temporal pattern. (Its full-superframe mode
+/// does not: after a dropped superframe libvpx 1.12 continues the 0212 pattern one picture
+/// late, 142 of 264 pictures off the pattern on the Big Buck Bunny clip, which would put
+/// forced key pictures off the TL0 positions. Not offered.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropMode {
+    /// A dropped layer drops every layer above it in that picture.
+    Constrained,
+    /// Each spatial layer drops on its own buffer.
+    Layer,
 }
 
 impl SvcConfig {
@@ -80,10 +102,13 @@ impl SvcConfig {
             threads: 1,
             min_q: 2,
             max_q: 63,
-            rc_buf_initial_ms: 300,
-            rc_buf_optimal_ms: 400,
-            rc_buf_ms: 600,
-            max_intra_pct: 300,
+            rc_buf_initial_ms: 200,
+            rc_buf_optimal_ms: 300,
+            rc_buf_ms: 500,
+            max_intra_pct: 150,
+            drop_thresh: 30,
+            drop_mode: DropMode::Layer,
+            max_consec_drop: 4,
         }
     }
 
@@ -192,7 +217,20 @@ pub struct EncodedPicture {
     pub key: bool,
     /// Spatial layers re-synced in this picture (bit s set = layer s has P = 0).
     pub sync_mask: u8,
+    /// Spatial layers libvpx dropped in this picture (rate control, `SvcConfig::drop_thresh`):
+    /// their frame is a one-byte "show existing frame" header instead (see [`filler_frame`]).
+    pub dropped_mask: u8,
     pub frames: Vec<LayerFrame>,
+}
+
+/// The stand-in for a layer frame libvpx dropped: a VP9 uncompressed header with
+/// `show_existing_frame` = 1 (frame marker 2, profile 0, show existing, 3-bit buffer index),
+/// which shows reference buffer `idx` again and refreshes nothing, exactly the decoder state
+/// the encoder assumes after its drop. Every picture therefore keeps every layer's frame, so
+/// the picture IDs, the picture group receivers index by and the assembler's expectations
+/// hold whatever libvpx drops, and stock decoders of layer 0 see a repeated frame.
+pub fn filler_frame(idx: u8) -> Vec<u8> {
+    vec![0x88 | (idx & 7)]
 }
 
 /// libvpx VP9 SVC encoder.
@@ -208,6 +246,9 @@ pub struct SvcEncoder {
     frames_since_key: u32,
     force_key: bool,
     pending_sync: u8,
+    /// Per (spatial, temporal) layer: picture number and reference buffer of the latest frame
+    /// that refreshed one.
+    latest_slot: [[Option<(u64, u8)>; 3]; 3],
 }
 
 // The libvpx context is used only through &mut self; it holds no thread-affine state.
@@ -239,9 +280,7 @@ impl SvcEncoder {
             cfg.g_error_resilient = sys::VPX_ERROR_RESILIENT_DEFAULT;
             cfg.g_pass = sys::vpx_enc_pass_VPX_RC_ONE_PASS;
             cfg.rc_end_usage = sys::vpx_rc_mode_VPX_CBR;
-            // No frame dropping: every picture carries every layer, so the layer structure a
-            // receiver sees is fixed and rate deviation shows up as size, not as gaps.
-            cfg.rc_dropframe_thresh = 0;
+            cfg.rc_dropframe_thresh = conf.drop_thresh;
             cfg.rc_resize_allowed = 0;
             cfg.rc_min_quantizer = conf.min_q;
             cfg.rc_max_quantizer = conf.max_q;
@@ -307,6 +346,7 @@ impl SvcEncoder {
                 frames_since_key: 0,
                 force_key: false,
                 pending_sync: 0,
+                latest_slot: [[None; 3]; 3],
             };
             enc.configure_controls(mode)?;
             Ok(enc)
@@ -321,14 +361,17 @@ impl SvcEncoder {
         Ok(())
     }
 
-    unsafe fn configure_controls(&mut self, mode: c_int) -> Result<()> {
+    /// One spatial and one temporal layer at full size: encoded as a plain VP9 stream (no SVC
+    /// controls), e.g. the single-layer reference of the rate-quality benchmark.
+    fn plain(&self) -> bool {
+        self.conf.spatial_layers == 1
+            && self.conf.temporal_layers == 1
+            && self.conf.effective_scales() == [(1, 1)]
+    }
+
+    unsafe fn configure_svc(&mut self, mode: c_int) -> Result<()> {
         let ns = self.conf.spatial_layers;
         let nt = self.conf.temporal_layers;
-        self.control_int(
-            sys::vp8e_enc_control_id_VP8E_SET_CPUUSED,
-            self.conf.speed,
-            "CPUUSED",
-        )?;
         self.control_int(sys::vp8e_enc_control_id_VP9E_SET_SVC, 1, "SET_SVC")?;
         let mut p: sys::vpx_svc_extra_cfg_t = Default::default();
         let scales = self.conf.effective_scales();
@@ -359,6 +402,38 @@ impl SvcEncoder {
             0,
             "INTER_LAYER_PRED",
         )?;
+        let mut fd: sys::vpx_svc_frame_drop_t = Default::default();
+        for s in 0..ns {
+            fd.framedrop_thresh[s] = self.conf.drop_thresh as c_int;
+        }
+        fd.framedrop_mode = match self.conf.drop_mode {
+            DropMode::Constrained => sys::SVC_LAYER_DROP_MODE_CONSTRAINED_LAYER_DROP,
+            DropMode::Layer => sys::SVC_LAYER_DROP_MODE_LAYER_DROP,
+        };
+        fd.max_consec_drop = self.conf.max_consec_drop as c_int;
+        let r = sys::vpx_codec_control_(
+            &mut *self.ctx,
+            sys::vp8e_enc_control_id_VP9E_SET_SVC_FRAME_DROP_LAYER as c_int,
+            &mut fd as *mut sys::vpx_svc_frame_drop_t,
+        );
+        if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
+            return Err(vpx_error(&mut *self.ctx, "SVC_FRAME_DROP_LAYER"));
+        }
+        Ok(())
+    }
+
+    unsafe fn configure_controls(&mut self, mode: c_int) -> Result<()> {
+        self.control_int(
+            sys::vp8e_enc_control_id_VP8E_SET_CPUUSED,
+            self.conf.speed,
+            "CPUUSED",
+        )?;
+        if self.plain() {
+            // One layer, no SVC: libvpx's SVC rate control ignored the target of a one-layer
+            // SVC encode (measured: the same ~50 kbit/s for 100 and 400 kbit/s targets).
+        } else {
+            self.configure_svc(mode)?;
+        }
         self.control_int(sys::vp8e_enc_control_id_VP9E_SET_AQ_MODE, 3, "AQ_MODE")?;
         self.control_int(
             sys::vp8e_enc_control_id_VP8E_SET_STATIC_THRESHOLD,
@@ -540,6 +615,13 @@ impl SvcEncoder {
             if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
                 return Err(vpx_error(&mut *self.ctx, "GET_SVC_LAYER_ID"));
             }
+            // Which buffers each encoded layer refreshed (for drop fillers).
+            let mut rc: sys::vpx_svc_ref_frame_config_t = Default::default();
+            let have_rc = sys::vpx_codec_control_(
+                &mut *self.ctx,
+                sys::vp8e_enc_control_id_VP9E_GET_SVC_REF_FRAME_CONFIG as c_int,
+                &mut rc as *mut sys::vpx_svc_ref_frame_config_t,
+            ) == sys::vpx_codec_err_t_VPX_CODEC_OK;
             let mut out = None;
             let mut iter: sys::vpx_codec_iter_t = std::ptr::null();
             loop {
@@ -553,9 +635,12 @@ impl SvcEncoder {
                 let f = &(*pkt).data.frame;
                 let data = std::slice::from_raw_parts(f.buf as *const u8, f.sz);
                 let key = f.flags & sys::VPX_FRAME_IS_KEY != 0;
-                let encoded: Vec<usize> = (0..ns)
-                    .filter(|&s| f.spatial_layer_encoded[s] != 0)
-                    .collect();
+                let encoded: Vec<usize> = match self.plain() {
+                    true => vec![0],
+                    false => (0..ns)
+                        .filter(|&s| f.spatial_layer_encoded[s] != 0)
+                        .collect(),
+                };
                 let parts = superframe::split(data)?;
                 if parts.len() != encoded.len() {
                     return Err(Error::Vpx {
@@ -568,36 +653,98 @@ impl SvcEncoder {
                     });
                 }
                 let temporal = lid.temporal_layer_id.clamp(0, 7) as u8;
-                let frames = parts
-                    .iter()
-                    .zip(&encoded)
-                    .map(|(d, &s)| {
-                        let (lw, lh) = self.conf.layer_size(s);
-                        let synced = key || (sync_mask >> s) & 1 == 1;
-                        LayerFrame {
-                            spatial: s as u8,
-                            temporal,
-                            data: d.to_vec(),
-                            inter_picture: !synced,
-                            inter_layer: s > 0,
-                            // libvpx's 0212/0101 modes predict TL>0 frames only from lower
-                            // temporal layers (TL2 from TL0/TL1, TL1 from TL0), so every
-                            // frame is a switching-up point; docs/codec.md records the check.
-                            switch_up: temporal > 0,
-                            width: lw,
-                            height: lh,
-                        }
-                    })
-                    .collect();
-                out = Some(EncodedPicture {
-                    pts: f.pts,
-                    index: self.frame_no,
-                    temporal,
+                let mut frames: Vec<Option<&[u8]>> = vec![None; ns];
+                for (d, &s) in parts.iter().zip(&encoded) {
+                    frames[s] = Some(d);
+                }
+                out = Some((
+                    f.pts,
                     key,
-                    sync_mask: if key { 0 } else { sync_mask },
-                    frames,
-                });
+                    temporal,
+                    frames
+                        .iter()
+                        .map(|d| d.map(<[u8]>::to_vec))
+                        .collect::<Vec<_>>(),
+                ));
             }
+            // A picture libvpx dropped whole: every layer is a filler, at the temporal layer
+            // of its position in the pattern (libvpx advances the pattern over drops).
+            let (pts, key, temporal, datas) = match out {
+                Some(o) => o,
+                None if self.conf.drop_thresh > 0 => {
+                    let ids: &[u8] = match nt {
+                        1 => &[0],
+                        2 => &[0, 1],
+                        _ => &[0, 2, 1, 2],
+                    };
+                    (
+                        pts,
+                        false,
+                        ids[(self.frame_no % period) as usize],
+                        vec![None; ns],
+                    )
+                }
+                None => {
+                    self.frame_no += 1;
+                    return Ok(None);
+                }
+            };
+            // The buffer a filler shows: the latest reference buffer its layer refreshed (the
+            // configuration libvpx reports is only valid for the layers it encoded).
+            // A filler at temporal layer t shows the newest buffer a frame of its spatial layer
+            // at temporal layer <= t refreshed: one every holder of the filler has decoded.
+            for (s, d) in datas.iter().enumerate() {
+                let slots = rc.update_buffer_slot[s];
+                if d.is_some() && have_rc && slots & 0xff != 0 {
+                    self.latest_slot[s][temporal as usize % 3] =
+                        Some((self.frame_no, slots.trailing_zeros() as u8));
+                }
+            }
+            let latest: Vec<u8> = (0..ns)
+                .map(|s| {
+                    self.latest_slot[s][..=(temporal as usize).min(2)]
+                        .iter()
+                        .flatten()
+                        .max()
+                        .map_or(s as u8, |&(_, slot)| slot)
+                })
+                .collect();
+            let mut dropped_mask = 0u8;
+            let frames = datas
+                .into_iter()
+                .enumerate()
+                .map(|(s, d)| {
+                    let (lw, lh) = self.conf.layer_size(s);
+                    let synced = key || (sync_mask >> s) & 1 == 1;
+                    let data = d.unwrap_or_else(|| {
+                        dropped_mask |= 1 << s;
+                        filler_frame(latest[s])
+                    });
+                    LayerFrame {
+                        spatial: s as u8,
+                        temporal,
+                        data,
+                        inter_picture: !synced || dropped_mask >> s & 1 == 1,
+                        inter_layer: s > 0,
+                        // libvpx's 0212/0101 modes predict TL>0 frames only from lower
+                        // temporal layers (TL2 from TL0/TL1, TL1 from TL0), so every
+                        // frame is a switching-up point; docs/codec.md records the check.
+                        switch_up: temporal > 0,
+                        width: lw,
+                        height: lh,
+                    }
+                })
+                .collect();
+            let sync_done = if key { 0 } else { sync_mask & !dropped_mask };
+            let out = Some(EncodedPicture {
+                pts,
+                index: self.frame_no,
+                temporal,
+                key,
+                sync_mask: sync_done,
+                dropped_mask,
+                frames,
+            });
             self.frame_no += 1;
             if let Some(p) = &out {
                 self.frames_since_key = if p.key { 0 } else { self.frames_since_key + 1 };

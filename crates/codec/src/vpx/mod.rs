@@ -12,7 +12,7 @@ mod encoder;
 
 pub use decoder::{DecodedFrame, Decoder};
 pub use encoder::i420_len as encoder_i420_len;
-pub use encoder::{EncodedPicture, LayerFrame, SvcConfig, SvcEncoder};
+pub use encoder::{DropMode, EncodedPicture, LayerFrame, SvcConfig, SvcEncoder};
 
 use crate::error::Error;
 use std::ffi::CStr;
