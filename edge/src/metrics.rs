@@ -227,6 +227,20 @@ impl Collector for Snap {
         )?;
         labelled(
             &mut e,
+            "layercast_edge_upstream_fec_repairs",
+            "upstream FEC repair packets received (used at the edge, never forwarded)",
+            MetricType::Counter,
+            per_session(|x| x.stats.repair.repairs as f64),
+        )?;
+        labelled(
+            &mut e,
+            "layercast_edge_upstream_fec_recovered",
+            "upstream media packets lost and rebuilt from FEC repair packets",
+            MetricType::Counter,
+            per_session(|x| x.stats.repair.recovered as f64),
+        )?;
+        labelled(
+            &mut e,
             "layercast_edge_upstream_restarts",
             "session restarts followed",
             MetricType::Counter,

@@ -13,6 +13,7 @@ pub mod gate;
 pub mod keycache;
 pub mod layout;
 pub mod relay;
+pub mod repair;
 pub mod select;
 pub mod source;
 #[cfg(test)]

@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::gate::{Gate, GateConfig, GateEvent, GateStats};
 use crate::keycache::{Chain, KeyCache};
 use crate::layout::{Cell, VideoLayout};
+use crate::repair::{RepairStats, UpstreamRepair, Verdict};
 use crate::select::{candidates, Candidate, SelectConfig};
 use crate::vp9::Continuity;
 use codec::rtp::RtpPacket;
@@ -72,6 +73,7 @@ struct Audio {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RelayStats {
     pub gate: GateStats,
+    pub repair: RepairStats,
     pub audio_packets: u64,
     /// Packets of a track or stream the session does not have.
     pub unknown_stream: u64,
@@ -88,6 +90,9 @@ pub struct Relay {
     info: SessionInfo,
     conf: RelayConfig,
     gate: Gate,
+    repair: UpstreamRepair,
+    /// Scratch for the packets the repair rebuilds.
+    recovered: Vec<Vec<u8>>,
     cache: KeyCache,
     audio: Option<Audio>,
     audio_ts_offset: u32,
@@ -107,6 +112,8 @@ impl Relay {
             name: name.to_string(),
             conf,
             gate: Gate::new(layout, conf.gate, Continuity::default()),
+            repair: UpstreamRepair::new(&info),
+            recovered: Vec::new(),
             cache: KeyCache::new(spatial, conf.key_cache_bytes),
             audio,
             audio_ts_offset: 0,
@@ -137,6 +144,7 @@ impl Relay {
     pub fn stats(&self) -> RelayStats {
         RelayStats {
             gate: self.gate.stats(),
+            repair: self.repair.stats(),
             ..self.stats
         }
     }
@@ -157,6 +165,7 @@ impl Relay {
                 Continuity::carry(self.gate.continuity()),
             );
             self.cache = KeyCache::new(spatial, self.conf.key_cache_bytes);
+            self.repair = UpstreamRepair::new(&info);
             self.released.clear();
             self.key_wanted = true;
             self.stats.restarts += 1;
@@ -172,7 +181,14 @@ impl Relay {
     pub fn push(&mut self, p: UpstreamPacket<'_>) -> Option<AudioPacket> {
         let video_track = self.gate.layout().track_id;
         if p.track == video_track {
-            self.gate.push(p.at, p.stream as usize, p.rtp);
+            let stream = p.stream as usize;
+            let verdict = self.repair.push(stream, p.rtp, &mut self.recovered);
+            for r in self.recovered.drain(..) {
+                self.gate.push(p.at, stream, &r);
+            }
+            if verdict == Verdict::Media {
+                self.gate.push(p.at, stream, p.rtp);
+            }
             return None;
         }
         let Some(a) = &self.audio else {
