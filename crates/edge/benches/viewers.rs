@@ -38,7 +38,6 @@ enum Cmd {
 
 struct EdgeReport {
     viewers: usize,
-    started: usize,
     top: usize,
     cpu: Duration,
 }
@@ -100,7 +99,6 @@ fn edge_thread(cmds: mpsc::Receiver<Cmd>, addr_tx: mpsc::Sender<SocketAddr>, fed
                     let reps = edge.reports(now);
                     let _ = reply.send(EdgeReport {
                         viewers: reps.len(),
-                        started: reps.iter().filter(|r| r.layers > 0).count(),
                         top: reps
                             .iter()
                             .filter(|r| r.current.spatial == 2 && r.current.temporal == 2)
@@ -159,13 +157,8 @@ fn edge_thread(cmds: mpsc::Receiver<Cmd>, addr_tx: mpsc::Sender<SocketAddr>, fed
                 },
             );
         }
-        loop {
-            match sock.recv_from(&mut buf) {
-                Ok((len, from)) => {
-                    edge.handle_datagram(Instant::now(), from, local, &buf[..len]);
-                }
-                Err(_) => break,
-            }
+        while let Ok((len, from)) = sock.recv_from(&mut buf) {
+            edge.handle_datagram(Instant::now(), from, local, &buf[..len]);
         }
         let now = Instant::now();
         if edge.poll_timeout().is_some_and(|t| t <= now) {
@@ -205,7 +198,6 @@ struct ClientStats {
 
 /// One load client: a str0m peer on its own socket.
 async fn client(
-    edge: SocketAddr,
     cmds: mpsc::Sender<Cmd>,
     st: Arc<ClientStats>,
     fed: FedAt,
@@ -314,7 +306,8 @@ fn main() {
     let (addr_tx, addr_rx) = mpsc::channel();
     let fed2 = fed.clone();
     let edge_t = std::thread::spawn(move || edge_thread(cmd_rx, addr_tx, fed2));
-    let edge_addr = addr_rx.recv().expect("edge address");
+    // The edge is listening once it reports its address (the clients learn it from the answer).
+    addr_rx.recv().expect("edge address");
     let lat = Arc::new(Mutex::new(Vec::new()));
     let stats: Arc<Mutex<Vec<Arc<ClientStats>>>> = Arc::new(Mutex::new(Vec::new()));
     let (spawn_tx, spawn_rx) = mpsc::channel::<usize>();
@@ -339,13 +332,7 @@ fn main() {
                     for _ in 0..n {
                         let st = Arc::new(ClientStats::default());
                         stats.lock().expect("stats").push(st.clone());
-                        tokio::spawn(client(
-                            edge_addr,
-                            cmd_tx.clone(),
-                            st,
-                            fed.clone(),
-                            lat.clone(),
-                        ));
+                        tokio::spawn(client(cmd_tx.clone(), st, fed.clone(), lat.clone()));
                         tokio::task::yield_now().await;
                     }
                 }

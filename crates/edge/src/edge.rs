@@ -423,11 +423,7 @@ impl Edge {
     fn settle(&mut self, now: Instant) {
         let ids: Vec<u64> = self.viewers.keys().copied().collect();
         for id in ids {
-            loop {
-                let Some(v) = self.viewers.get_mut(&id) else {
-                    break;
-                };
-                let Some(sig) = v.poll_signal() else { break };
+            while let Some(sig) = self.viewers.get_mut(&id).and_then(|v| v.poll_signal()) {
                 match sig {
                     ViewerSignal::Connected => {
                         self.events.push_back(EdgeEvent::Connected { viewer: id });

@@ -267,11 +267,11 @@ impl Forwarder {
                         break;
                     }
                     top = Some(s);
-                } else if gate.is_lost(pid, s) || gate.is_gone(pid) {
-                    break;
-                } else if gate
-                    .started_switch_point(pid, s)
-                    .is_some_and(|sp| !joinable(sp))
+                } else if gate.is_lost(pid, s)
+                    || gate.is_gone(pid)
+                    || gate
+                        .started_switch_point(pid, s)
+                        .is_some_and(|sp| !joinable(sp))
                 {
                     break;
                 } else {

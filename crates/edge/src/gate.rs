@@ -152,15 +152,13 @@ impl Slot {
         if p0.desc.end {
             return true;
         }
-        let mut expect = first + 1;
-        for (&seq, p) in it {
+        for ((&seq, p), expect) in it.zip(first + 1..) {
             if seq != expect || p.desc.start {
                 return false;
             }
             if p.desc.end {
                 return true;
             }
-            expect += 1;
         }
         false
     }
@@ -479,7 +477,7 @@ impl Gate {
             Some((apid, atl0)) => {
                 let n = pid - apid;
                 let g = self.layout.gof_len();
-                atl0.wrapping_add((n / g + u64::from(n % g != 0)) as u8)
+                atl0.wrapping_add((n / g + u64::from(!n.is_multiple_of(g))) as u8)
             }
             None => 0,
         };

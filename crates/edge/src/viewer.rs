@@ -136,7 +136,6 @@ impl Viewer {
         };
         let mut api = v.rtc.direct_api();
         let ssrc = api.stream_tx_by_mid(neg.video, None).map(|s| *s.ssrc());
-        drop(api);
         v.video_ssrc = ssrc;
         v
     }
@@ -237,7 +236,6 @@ impl Viewer {
             return;
         };
         tx.write_rtp(w);
-        drop(api);
         self.stats.media_packets += 1;
         self.interval_bytes += len as u64;
         if let Some(done) = s.frame_done {
@@ -275,7 +273,6 @@ impl Viewer {
             return;
         };
         tx.write_rtp(RtpWrite::new(pt, SeqNo::from(seq), timestamp, at, payload).marker(marker));
-        drop(api);
         self.stats.audio_packets += 1;
         self.drain(now, out);
     }

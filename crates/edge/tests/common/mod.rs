@@ -152,8 +152,7 @@ impl Browser {
             }
             // The picture starting at `first`: consecutive packets up to the marker.
             let mut end = None;
-            let mut expect = first;
-            for (&s, p) in self.pending.range(first..) {
+            for ((&s, p), expect) in self.pending.range(first..).zip(first..) {
                 if s != expect {
                     break;
                 }
@@ -161,7 +160,6 @@ impl Browser {
                     end = Some(s);
                     break;
                 }
-                expect += 1;
             }
             let Some(end) = end else {
                 if now.saturating_sub(p0.at) >= giveup && self.pending.len() > 1 {
