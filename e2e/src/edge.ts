@@ -26,15 +26,17 @@ export const SERVER_HTTP = `http://${SERVER_IP}:8080`;
 
 /** The session the bed serves: 640x360 at 30 fps, L3T3, the default 720p30 ladder's shape
  *  (codec::ladder) scaled to 1.58 Mbit/s of media at the top, the server's video defaults
- *  otherwise (600-byte packets, FEC repair in the padding slots), keys every 2 s. 640x360
+ *  otherwise (600-byte packets, FEC repair in the padding slots), keys every 2 s, and an Opus
+ *  track (64 kbit/s stereo, its own group, joined with layer 0). 640x360
  *  rather than 720p keeps the server's encoder and two Chromium decoders within a shared
  *  2-core machine; the scale keeps the top layer where a 4 Mbit/s browser path holds it. */
 export const EDGE_SESSION = {
   id: 'main',
   name: 'main',
   protocol: 'era',
-  source: 'testpattern',
+  source: 'gst-testpattern',
   video: { width: 640, height: 360, fps: 30, spatial: 3, temporal: 3, kbps_scale: 0.55 },
+  audio: { kbps: 64, channels: 2 },
   group: '239.80.0.0',
   port: 5004,
 };
