@@ -28,6 +28,7 @@ struct Inner {
     events: broadcast::Sender<MediaEvent>,
     /// WHEP resource name -> (viewer id, session).
     resources: Mutex<HashMap<String, (u64, String)>>,
+    telemetry: Arc<crate::telemetry::Outcomes>,
 }
 
 #[derive(Clone)]
@@ -47,7 +48,13 @@ impl Control {
             subs: tokio::sync::Mutex::new(HashMap::new()),
             events,
             resources: Mutex::new(HashMap::new()),
+            telemetry: Arc::default(),
         }))
+    }
+
+    /// The telemetry posts' outcomes (for `/metrics`).
+    pub fn telemetry_outcomes(&self) -> Arc<crate::telemetry::Outcomes> {
+        self.0.telemetry.clone()
     }
 
     /// Subscribes to `name` if the edge does not serve it yet.
@@ -134,6 +141,7 @@ impl Control {
             tokio::spawn(crate::telemetry::run(
                 t,
                 self.0.server.clone(),
+                self.0.telemetry.clone(),
                 self.0.media.snapshot.clone(),
                 self.events(),
             ));

@@ -70,6 +70,7 @@ fn refuse(r: auth::Refusal) -> Response {
 pub fn router(app: App) -> Router {
     let registry = crate::metrics::registry(
         app.media.snapshot.clone(),
+        app.control.telemetry_outcomes(),
         &app.conf.name,
         app.conf.max_viewer_labels,
     );

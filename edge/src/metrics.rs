@@ -4,10 +4,12 @@
 //! per-viewer gauges for at most `max_viewer_labels` viewers (aggregates only beyond).
 
 use crate::media::Snapshot;
+use crate::telemetry::Outcomes;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -329,14 +331,48 @@ impl Collector for Snap {
     }
 }
 
+/// The telemetry posts to the server, by outcome.
+#[derive(Debug)]
+struct TelemetryPosts(Arc<Outcomes>);
+
+impl Collector for TelemetryPosts {
+    fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let o = &self.0;
+        labelled(
+            &mut e,
+            "layercast_edge_telemetry_reports",
+            "viewer reports posted to the server, by outcome (refused: the server answered non-2xx; failed: no answer)",
+            MetricType::Counter,
+            [
+                ("accepted", &o.accepted),
+                ("refused", &o.refused),
+                ("failed", &o.failed),
+            ]
+            .into_iter()
+            .map(|(r, n)| {
+                (
+                    vec![("result", r.to_string())],
+                    n.load(Ordering::Relaxed) as f64,
+                )
+            }),
+        )
+    }
+}
+
 /// The registry of the edge's `/metrics`.
-pub fn registry(rx: watch::Receiver<Arc<Snapshot>>, edge: &str, max_labels: usize) -> Registry {
+pub fn registry(
+    rx: watch::Receiver<Arc<Snapshot>>,
+    telemetry: Arc<Outcomes>,
+    edge: &str,
+    max_labels: usize,
+) -> Registry {
     let mut r = Registry::default();
     r.register_collector(Box::new(Snap {
         rx,
         edge: edge.to_string(),
         max_labels,
     }));
+    r.register_collector(Box::new(TelemetryPosts(telemetry)));
     r
 }
 

@@ -94,8 +94,9 @@ impl Server {
         Ok(r.status().as_u16())
     }
 
-    /// Posts one telemetry report (`POST /api/telemetry`).
-    pub async fn telemetry(&self, body: Vec<u8>) -> Result<u16> {
+    /// Posts one telemetry report (`POST /api/telemetry`): the status and, when refused, the
+    /// server's reason (its first 200 bytes).
+    pub async fn telemetry(&self, body: Vec<u8>) -> Result<(u16, String)> {
         let r = self
             .req(reqwest::Method::POST, "/api/telemetry")
             .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -103,6 +104,12 @@ impl Server {
             .send()
             .await
             .map_err(|e| Error::Server(e.to_string()))?;
-        Ok(r.status().as_u16())
+        let status = r.status().as_u16();
+        if r.status().is_success() {
+            return Ok((status, String::new()));
+        }
+        let text = r.text().await.unwrap_or_default();
+        let end = text.floor_char_boundary(200);
+        Ok((status, text[..end].trim().to_string()))
     }
 }

@@ -4,12 +4,17 @@
 //! then appear on the dashboard and in the server's `/metrics` like native ones (protocol
 //! `webrtc`). Reports are spread so the edge stays under the server's per-address limit; the
 //! control plane's UDP report path will replace the HTTP post here, in this module only.
+//!
+//! A refused report is never silent: the first refusal of each kind (HTTP status, or no
+//! answer) is a warning with the server's reason, and every report is counted by outcome in
+//! the edge's `/metrics` (`layercast_edge_telemetry_reports_total{result}`).
 
 use crate::media::{MediaEvent, Snapshot};
 use crate::server::Server;
 use serde_json::json;
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What is kept per viewer between reports.
@@ -23,8 +28,47 @@ pub struct Telemetry {
     edge: String,
     rate: f64,
     pending: HashMap<u64, Pending>,
-    pub posted: u64,
-    pub refused: u64,
+}
+
+/// What became of the reports (shared with `/metrics`).
+#[derive(Debug, Default)]
+pub struct Outcomes {
+    /// The server answered 2xx.
+    pub accepted: AtomicU64,
+    /// The server answered with another status.
+    pub refused: AtomicU64,
+    /// No answer (connection refused, timeout, TLS).
+    pub failed: AtomicU64,
+    /// Kinds already warned about: HTTP statuses, 0 for no answer.
+    warned: Mutex<HashSet<u16>>,
+}
+
+impl Outcomes {
+    /// Counts one post's outcome; the warning to log when it is the first of its kind.
+    pub fn note(&self, r: &crate::error::Result<(u16, String)>) -> Option<String> {
+        let (kind, msg) = match r {
+            Ok((s, _)) if (200..300).contains(s) => {
+                self.accepted.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            Ok((s, reason)) => {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                (*s, format!("HTTP {s}: {reason}"))
+            }
+            Err(e) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                (0, e.to_string())
+            }
+        };
+        let first = self
+            .warned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(kind);
+        first.then(|| {
+            format!("telemetry to the server refused ({msg}); further ones of this kind are only counted")
+        })
+    }
 }
 
 impl Telemetry {
@@ -33,8 +77,6 @@ impl Telemetry {
             edge: edge.to_string(),
             rate,
             pending: HashMap::new(),
-            posted: 0,
-            refused: 0,
         }
     }
 
@@ -109,6 +151,7 @@ impl Telemetry {
 pub async fn run(
     mut t: Telemetry,
     server: Arc<Server>,
+    outcomes: Arc<Outcomes>,
     snapshot: tokio::sync::watch::Receiver<Arc<Snapshot>>,
     mut events: tokio::sync::broadcast::Receiver<MediaEvent>,
 ) {
@@ -118,16 +161,13 @@ pub async fn run(
             _ = tick.tick() => {
                 let snap = snapshot.borrow().clone();
                 for body in t.due(&snap, Instant::now()) {
-                    match server.telemetry(body).await {
-                        Ok(204) => t.posted += 1,
-                        Ok(s) => {
-                            t.refused += 1;
-                            tracing::debug!("telemetry refused: HTTP {s}");
+                    let r = server.telemetry(body).await;
+                    match outcomes.note(&r) {
+                        Some(w) => tracing::warn!("{w}"),
+                        None if !matches!(r, Ok((200..=299, _))) => {
+                            tracing::debug!("telemetry refused: {r:?}")
                         }
-                        Err(e) => {
-                            t.refused += 1;
-                            tracing::debug!("telemetry: {e}");
-                        }
+                        None => {}
                     }
                 }
             }
