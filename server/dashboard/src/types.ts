@@ -71,5 +71,9 @@ export interface Snapshot {
   type: "snapshot";
   t: number;
   sessions: Session[];
+  /** A full snapshot lists every viewer; a delta (`full: false`) only those that reported
+   *  since the previous message, with the decisions reported since, plus the ids removed. */
   viewers: Viewer[];
+  full?: boolean;
+  removed?: string[];
 }
