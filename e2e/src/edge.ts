@@ -181,12 +181,9 @@ export class EdgeBed {
     return { status, headers: head ?? '', body: rest.join('\r\n\r\n') };
   }
 
-  async serverJson<T>(p: string): Promise<T | null> {
-    try {
-      return JSON.parse(await this.curl(this.net.ns('s'), `${SERVER_HTTP}${p}`)) as T;
-    } catch {
-      return null;
-    }
+  /** A GET from the server's namespace: the raw body ('' on failure, so a caller can show it). */
+  async serverText(p: string): Promise<string> {
+    return this.curl(this.net.ns('s'), `${SERVER_HTTP}${p}`);
   }
 
   async edgeText(p: string, token?: string): Promise<string> {

@@ -162,6 +162,9 @@ pub async fn run(
                 let snap = snapshot.borrow().clone();
                 for body in t.due(&snap, Instant::now()) {
                     let r = server.telemetry(body).await;
+                    if matches!(r, Ok((200..=299, _))) && outcomes.accepted.load(Ordering::Relaxed) == 0 {
+                        tracing::info!("telemetry: the server accepted the first viewer report");
+                    }
                     match outcomes.note(&r) {
                         Some(w) => tracing::warn!("{w}"),
                         None if !matches!(r, Ok((200..=299, _))) => {
@@ -177,5 +180,78 @@ pub async fn run(
                 Err(_) => return,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    fn viewer(id: u64) -> edge::edge::ViewerReport {
+        edge::edge::ViewerReport {
+            id,
+            session: "main".into(),
+            connected: true,
+            remote: None,
+            current: Default::default(),
+            target: Default::default(),
+            width: 640,
+            height: 360,
+            fps: 30.0,
+            layers: 9,
+            max_layers: 9,
+            pictures: 300,
+            stats: Default::default(),
+            forward: Default::default(),
+            age: Duration::from_secs(3),
+        }
+    }
+
+    fn snapshot(viewers: Vec<edge::edge::ViewerReport>) -> Snapshot {
+        Snapshot {
+            viewers,
+            counters: Default::default(),
+            totals: Default::default(),
+            sessions: Vec::new(),
+            upstream_unknown: 0,
+            upstream_queue_full: 0,
+            send_errors: 0,
+        }
+    }
+
+    #[test]
+    fn a_connected_viewer_is_reported_once_a_second_in_the_servers_schema() {
+        let mut t = Telemetry::new("edge1", 15.0);
+        let snap = snapshot(vec![viewer(0xab)]);
+        let t0 = Instant::now();
+        let first = t.due(&snap, t0);
+        assert_eq!(first.len(), 1);
+        let v: serde_json::Value = serde_json::from_slice(&first[0]).unwrap();
+        assert_eq!(v["viewer_id"], "edge1-ab");
+        assert_eq!(v["session_id"], "main");
+        assert_eq!(v["protocol"], "webrtc");
+        assert_eq!(
+            (v["layers"].as_u64(), v["max_layers"].as_u64()),
+            (Some(9), Some(9))
+        );
+        assert!(t.due(&snap, t0 + Duration::from_millis(500)).is_empty());
+        assert_eq!(t.due(&snap, t0 + Duration::from_secs(1)).len(), 1);
+    }
+
+    #[test]
+    fn every_post_is_counted_and_each_kind_of_refusal_warned_once() {
+        let o = Outcomes::default();
+        assert_eq!(o.note(&Ok((204, String::new()))), None);
+        let w = o.note(&Ok((400, "telemetry: missing field `x`".into())));
+        assert!(w.is_some_and(|w| w.contains("HTTP 400: telemetry: missing field `x`")));
+        assert_eq!(o.note(&Ok((400, "again".into()))), None);
+        assert!(o.note(&Ok((429, "rate limited".into()))).is_some());
+        assert!(o
+            .note(&Err(Error::Server("connection refused".into())))
+            .is_some());
+        assert_eq!(o.note(&Err(Error::Server("again".into()))), None);
+        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        assert_eq!((n(&o.accepted), n(&o.refused), n(&o.failed)), (1, 3, 2));
     }
 }
