@@ -204,13 +204,24 @@ fn edge_error(e: edge::Error) -> Response {
     }
 }
 
-/// The viewer a resource names, if it belongs to `session`.
-fn resource(s: &Shared, session: &str, res: &str) -> Option<u64> {
+/// The viewer a WHEP resource of `session` names, for a caller with the view right: the
+/// refusal, or 404 for a resource that is not (or no longer) this session's. (Once per request,
+/// so the large `Response` in the error costs nothing worth boxing.)
+#[allow(clippy::result_large_err)]
+fn viewer_of(
+    s: &Shared,
+    headers: &HeaderMap,
+    q: Option<&str>,
+    session: &str,
+    res: &str,
+) -> Result<u64, Response> {
+    auth::check(&s.app.conf.tokens, headers, q, Right::View).map_err(refuse)?;
     s.app
         .control
         .lookup(res)
         .filter(|(_, sess)| sess == session)
         .map(|(id, _)| id)
+        .ok_or_else(|| text(StatusCode::NOT_FOUND, "no such WHEP session"))
 }
 
 async fn whep_delete(
@@ -219,11 +230,9 @@ async fn whep_delete(
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = auth::check(&s.app.conf.tokens, &headers, q.as_deref(), Right::View) {
-        return refuse(r);
-    }
-    let Some(id) = resource(&s, &session, &res) else {
-        return text(StatusCode::NOT_FOUND, "no such WHEP session");
+    let id = match viewer_of(&s, &headers, q.as_deref(), &session, &res) {
+        Ok(id) => id,
+        Err(r) => return r,
     };
     match s.app.media.remove_viewer(id).await {
         Ok(Ok(())) => text(StatusCode::OK, "ended"),
@@ -238,11 +247,8 @@ async fn whep_patch(
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = auth::check(&s.app.conf.tokens, &headers, q.as_deref(), Right::View) {
-        return refuse(r);
-    }
-    if resource(&s, &session, &res).is_none() {
-        return text(StatusCode::NOT_FOUND, "no such WHEP session");
+    if let Err(r) = viewer_of(&s, &headers, q.as_deref(), &session, &res) {
+        return r;
     }
     let ct = headers
         .get(header::CONTENT_TYPE)
@@ -263,11 +269,9 @@ async fn viewer_stats(
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = auth::check(&s.app.conf.tokens, &headers, q.as_deref(), Right::View) {
-        return refuse(r);
-    }
-    let Some(id) = resource(&s, &session, &res) else {
-        return text(StatusCode::NOT_FOUND, "no such WHEP session");
+    let id = match viewer_of(&s, &headers, q.as_deref(), &session, &res) {
+        Ok(id) => id,
+        Err(r) => return r,
     };
     let snap = s.app.media.snapshot();
     match snap.viewers.iter().find(|v| v.id == id) {
