@@ -9,17 +9,20 @@ use crate::delay::Dlm;
 use crate::era::Era;
 use crate::error::{Error, Result};
 use crate::flid::Flid;
+use crate::lcc::Lcc;
 use crate::plm::Plm;
 use crate::rlc::Rlc;
 use crate::rlm::Rlm;
 use crate::webrc::Webrc;
 
 /// Names the factory accepts (lower case).
-pub const CONTROLLERS: &[&str] = &["era", "plm", "rlm", "rlc", "flid", "webrc", "delay"];
+pub const CONTROLLERS: &[&str] = &["lcc", "era", "plm", "rlm", "rlc", "flid", "webrc", "delay"];
 
 /// Builds the controller called `name` (case-insensitive) with its default parameters.
 pub fn controller_by_name(name: &str) -> Result<Box<dyn LayeredController>> {
     match name.to_ascii_lowercase().as_str() {
+        // The product default (docs/protocols/lcc.md).
+        "lcc" => Ok(Box::new(Lcc::default())),
         "era" => Ok(Box::new(Era::default())),
         "plm" => Ok(Box::new(Plm::default())),
         "rlm" => Ok(Box::new(Rlm::default())),

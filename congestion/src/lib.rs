@@ -16,6 +16,7 @@ pub mod wire;
 pub mod delay;
 pub mod era;
 pub mod flid;
+pub mod lcc;
 pub mod pcc;
 pub mod plm;
 pub mod rlc;

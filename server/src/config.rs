@@ -182,7 +182,8 @@ pub struct SessionConfig {
     /// player's announcement URL keeps working.
     pub id: Option<String>,
     pub name: Option<String>,
-    /// Congestion-control protocol receivers should run (`era`, `plm`, ...). Default `era`.
+    /// Congestion-control protocol receivers should run (`lcc`, `era`, `plm`, ...). Default
+    /// `lcc`, the product controller (docs/protocols/lcc.md).
     pub protocol: Option<String>,
     /// `synthetic` (constant-rate padding layers). Video sources need the codec crate.
     pub source: Option<String>,
@@ -428,7 +429,7 @@ pub fn video_layer_rate(
 
 /// Protocols a session may announce (the contract's list).
 pub const PROTOCOLS: &[&str] = &[
-    "era", "plm", "rlm", "rlc", "flid", "webrc", "delay", "tfmcc",
+    "lcc", "era", "plm", "rlm", "rlc", "flid", "webrc", "delay", "tfmcc",
 ];
 
 /// A session config with every default filled in and every value checked.
@@ -464,7 +465,7 @@ impl SessionConfig {
         default_port: u16,
     ) -> Result<ResolvedSession> {
         let key = |k: &str| format!("{ctx}.{k}");
-        let protocol = self.protocol.clone().unwrap_or_else(|| "era".into());
+        let protocol = self.protocol.clone().unwrap_or_else(|| "lcc".into());
         if !PROTOCOLS.contains(&protocol.as_str()) {
             return Err(Error::config(
                 &key("protocol"),

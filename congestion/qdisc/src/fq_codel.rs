@@ -342,9 +342,7 @@ mod tests {
         let mut out = Vec::new();
         while let Some(p) = q.dequeue(t) {
             drops.extend(q.take_dropped().into_iter().map(|d| d.0.flow));
-            t = t + std::time::Duration::from_nanos(
-                u64::from(p.size) * 8 * 1_000_000_000 / rate_bps,
-            );
+            t += std::time::Duration::from_nanos(u64::from(p.size) * 8 * 1_000_000_000 / rate_bps);
             out.push((p.item, p.flow, t));
         }
         drops.extend(q.take_dropped().into_iter().map(|d| d.0.flow));
@@ -409,13 +407,13 @@ mod tests {
         while next_arrival < Time::from_millis(30_000) {
             f.enqueue(next_arrival, pkt(i, 1500, 7));
             i += 1;
-            next_arrival = next_arrival + gap;
+            next_arrival += gap;
             t_link = t_link.max(next_arrival - gap);
             while t_link <= next_arrival {
                 let Some(p) = f.dequeue(t_link) else { break };
                 drops += f.take_dropped().len() as u64;
                 sojourn_ms.push((t_link.0 - p.enqueued_at.0) as f64 / 1e6);
-                t_link = t_link + ser;
+                t_link += ser;
             }
         }
         let share = drops as f64 / i as f64;
@@ -455,7 +453,7 @@ mod tests {
                 if p.flow == 2 {
                     light_wait.push(t.0 - p.enqueued_at.0);
                 }
-                t = t + std::time::Duration::from_micros(u64::from(p.size) * 8);
+                t += std::time::Duration::from_micros(u64::from(p.size) * 8);
             }
         }
         assert!(drops.iter().all(|&fl| fl == 1));

@@ -280,10 +280,10 @@ impl LinuxTcpSender {
             }
             if matches!(self.cc, LinuxCc::Bbr(_)) {
                 let now = Self::now_s(net);
-                if now + 1e-9 < self.pace_next {
+                if now + 1e-6 < self.pace_next {
                     if !self.pace_timer {
                         self.pace_timer = true;
-                        net.set_timer(me, Time::from_secs_f64(self.pace_next), PACE_TOKEN);
+                        net.set_timer(me, Time::from_secs_f64(self.pace_next + 1e-6), PACE_TOKEN);
                     }
                     break;
                 }
@@ -495,7 +495,8 @@ impl LinuxTcpSender {
                 continue;
             }
             let due = s.sent_at + self.rack_rtt + reo_wnd;
-            if now >= due - 1e-12 {
+            // 1-µs tolerance: the timer below fires on whole nanoseconds.
+            if now + 1e-6 >= due {
                 s.lost = true;
                 marked += 1;
             } else {
@@ -507,7 +508,7 @@ impl LinuxTcpSender {
             // The reordering timer: check again when the earliest candidate is due.
             if self.rack_timer.is_none_or(|t| w < t) {
                 self.rack_timer = Some(w);
-                net.set_timer(me, Time::from_secs_f64(w), PACE_TOKEN - 1);
+                net.set_timer(me, Time::from_secs_f64(w + 2e-6), PACE_TOKEN - 1);
             }
         }
     }
