@@ -3,19 +3,21 @@
 //! deep buffer, FQ-CoDel, or a fair queue, shared with the household's own TCP (CUBIC or BBR)
 //! and with other sessions.
 //!
-//! Every tick (100 ms) the receiver reads four signals ([`signals`]): the queueing delay its
-//! packets saw and its trend, what it received, the median packet-bunch dispersion (a
-//! ceiling: the capacity on a FIFO, the session's share behind a fair queue), and loss events,
-//! whose spacing gives the rate a Linux TCP flow would reach on the same path. A queue that
-//! stands although we hold little is another flow's; then half the capacity, or the loss
-//! rate's TCP rate if lower, is a floor. Then, in this order:
+//! Every tick (100 ms) the receiver reads its signals ([`signals`]): the queueing delay its
+//! packets saw and its trend, what it received, the median packet-bunch dispersion (a ceiling:
+//! the capacity on a FIFO, the session's share behind a fair queue while it is backlogged), and
+//! loss events. A queue that stands although we hold a minor share of the capacity is another
+//! flow's (a loss-based TCP fills the buffer, BBR keeps a BDP standing): then half the
+//! capacity is a floor, bounded by the rate a Linux TCP flow would get at the loss events'
+//! spacing. Then:
 //!
 //! 1. **Decrease.** A queue above `q_high` that is not draining, or a new loss event: the
-//!    level drops to what `0.85 × received rate` carries, not below the floor, never below
-//!    the base layer. A decrease soon after a join doubles that layer's wait.
-//! 2. **Increase.** One layer, when the queue is near empty and no loss came lately (or, with a
+//!    level drops to what `0.85 × received rate` carries, at least one layer for a queue we
+//!    can relieve, never below the floor or the base layer.
+//! 2. **Increase.** One layer when the queue is near empty and no loss came lately (or, with a
 //!    foreign queue, towards the floor), within the dispersion ceiling, and no sooner than the
-//!    additive-increase clock allows: the layer's rate at 5 % of the capacity per second.
+//!    additive-increase clock allows: the next layer's rate at 5 % of the capacity per second
+//!    (20 % while the queue stays empty), the same pace for every session behind one link.
 //!
 //! Decisions carry their reason and inputs (the [`Decision`] log).
 
@@ -56,8 +58,10 @@ pub struct LccConfig {
     pub probe_hold: Duration,
     /// Longest wait before a join.
     pub probe_hold_max: Duration,
-    /// Least time between two decreases (the queue needs time to drain).
+    /// Least time between two decreases, and the longest wait for the queue to drain after
+    /// one before the delay rule acts again.
     pub drain_hold: Duration,
+    pub drain_max: Duration,
     /// No probing this soon after a loss event.
     pub loss_quiet: Duration,
     /// Propagation RTT assumed for a competing TCP (added to the measured queueing delay), s.
@@ -103,6 +107,7 @@ impl Default for LccConfig {
             probe_hold: Duration::from_millis(500),
             probe_hold_max: Duration::from_secs(30),
             drain_hold: Duration::from_millis(500),
+            drain_max: Duration::from_secs(2),
             loss_quiet: Duration::from_secs(2),
             base_rtt: 0.05,
             tcp_mss: 1448.0,
@@ -139,7 +144,6 @@ struct Signals {
 /// The LCC receiver.
 pub struct Lcc {
     cfg: LccConfig,
-    info: Option<SessionInfo>,
     cum: Vec<f64>,
     held: usize,
     running: bool,
@@ -160,7 +164,6 @@ pub struct Lcc {
     last_decrease: Option<Time>,
     /// While the queue drains after a decrease: when it was, and the highest delay since.
     q_at_decrease: Option<(Time, f64)>,
-    last_change: Time,
     last_packet: Option<Time>,
     rng: u64,
     actions: VecDeque<Action>,
@@ -190,7 +193,6 @@ impl Lcc {
         Lcc {
             qd: QueueDelay::new(Duration::from_secs(2), 30, 100),
             cfg,
-            info: None,
             cum: Vec::new(),
             held: 0,
             running: false,
@@ -207,7 +209,6 @@ impl Lcc {
             hold_until: Time::ZERO,
             last_decrease: None,
             q_at_decrease: None,
-            last_change: Time::ZERO,
             last_packet: None,
             rng: 0x9E37_79B9_7F4A_7C15,
             actions: VecDeque::new(),
@@ -303,7 +304,6 @@ impl Lcc {
             self.actions.push_back(Action::Leave(k as u8));
             self.leaves += 1;
         }
-        self.last_change = now;
         let opt = |x: Option<f64>, k: f64| x.map_or(f64::NAN, |v| v * k);
         let inputs = vec![
             ("q_ms", opt(s.q, 1e3)),
@@ -465,16 +465,16 @@ impl Lcc {
             }
             return;
         }
-        // 2. Decrease.
+        // 1. Decrease.
         let drained = self
             .last_decrease
             .is_none_or(|t| now.saturating_since(t) >= self.cfg.drain_hold);
         // A packet shows the queue it waited in only when it leaves it: after a decrease the
         // delays still rise for about one queueing delay although the queue already drains. So
-        // after a decrease the delay rule waits until the delays fell from their peak (or the
-        // probe wait passed).
+        // after a decrease the delay rule waits until the delays fell from their peak (at most
+        // `drain_max`).
         if let (Some((t, peak)), Some(q)) = (self.q_at_decrease, s.q) {
-            if q < peak - self.cfg.q_step || now.saturating_since(t) > self.cfg.probe_hold {
+            if q < peak - self.cfg.q_step || now.saturating_since(t) > self.cfg.drain_max {
                 self.q_at_decrease = None;
             } else if q > peak {
                 self.q_at_decrease = Some((t, q));
@@ -485,9 +485,11 @@ impl Lcc {
         // Losses while the queue drains are the congestion already answered, too.
         let loss_news = s.new_loss && !draining;
         if drained && (delay_over || loss_news) {
+            // A growing queue: the last 300 ms show the new capacity first (a capacity drop);
+            // a loss alone: the last second is the steadier measure.
             let recv = match (s.recv_short, s.recv) {
-                (Some(a), Some(b)) => a.min(b),
-                (a, b) => a.or(b).unwrap_or(0.0),
+                (Some(a), Some(b)) if delay_over => a.min(b),
+                (a, b) => b.or(a).unwrap_or(0.0),
             };
             let by_rate = self.level_for(self.cfg.decrease_factor * recv);
             let by_floor = s.floor.map_or(1, |f| self.level_near(f));
@@ -506,7 +508,7 @@ impl Lcc {
                 return;
             }
         }
-        // 3. Increase, one layer at a time, no sooner than the additive-increase clock allows.
+        // 2. Increase, one layer at a time, no sooner than the additive-increase clock allows.
         if now < self.hold_until || self.held >= self.cum.len() {
             return;
         }
@@ -517,8 +519,8 @@ impl Lcc {
         let next = self.rate_of(self.held + 1);
         let under_cap = s.cap.is_none_or(|c| next <= c);
         let quiet = s.q.is_some_and(|q| q <= self.cfg.q_low) && since_loss >= self.cfg.loss_quiet;
-        // Losses go on and a queue stands although we hold less than the floor: the queue is
-        // another flow's. Climb towards what TCP would get.
+        // A foreign queue stands and we hold less than the floor: climb towards it (the queue
+        // will not empty for us, so the quiet rule never would).
         let towards_floor = s.floor.is_some_and(|f| self.level_near(f) > self.held)
             && s.q.is_some_and(|q| q > self.cfg.q_low)
             && since_loss >= self.cfg.drain_hold;
@@ -571,7 +573,6 @@ impl LayeredController for Lcc {
             self.floor.reset();
             self.loss.clear();
         }
-        self.info = Some(info.clone());
         if !self.running {
             self.running = true;
             self.set_level(now, 1, "join-base", &s);
