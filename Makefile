@@ -1,7 +1,7 @@
 # Layercast: the two commands a new user runs are `make demo` and `make test` (see README.md).
 # Both install what is missing first (scripts/setup.sh) and are safe to re-run.
 
-.PHONY: demo test setup catalogue e2e-full bench fuzz acceptance clean-net containers soak faults capacity
+.PHONY: demo test setup catalogue e2e-full rmcat bench fuzz acceptance clean-net containers soak faults capacity
 
 demo: ## Live session with players behind emulated bottlenecks, and the dashboard
 	@scripts/demo.sh $(ARGS)
@@ -17,6 +17,9 @@ catalogue: ## The simulator's full catalogue of published experiments (long)
 
 e2e-full: ## Every emulated-network acceptance scenario (long)
 	@scripts/setup.sh && npm run -w e2e full -- $(ARGS)
+
+rmcat: ## Issue 24's RMCAT set and TCP model check on the testbed, 5 runs each (docs/protocols/lcc.md)
+	@scripts/setup.sh && npm run -w e2e full -- --only rmcat-,tcp-model- --reps 5 $(ARGS)
 
 bench: ## Criterion benchmarks of the controllers, simulator engine and codec; records the issue figures
 	@scripts/setup.sh && cargo bench --workspace && node scripts/bench-record.mjs && node scripts/acceptance.mjs

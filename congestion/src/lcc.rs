@@ -83,6 +83,8 @@ pub struct LccConfig {
     /// Dispersion samples: the span the median covers, and the least count for it.
     pub dispersion_span: Duration,
     pub dispersion_min: usize,
+    /// The level must have held this long before its received rate rescales the ladder.
+    pub scale_settle: Duration,
     /// With no packet for this long, fall back to the base layer.
     pub silence: Duration,
     /// Sequence jumps larger than this start a new baseline instead of counting as loss.
@@ -120,6 +122,7 @@ impl Default for LccConfig {
             share: 0.5,
             dispersion_span: Duration::from_secs(2),
             dispersion_min: 4,
+            scale_settle: Duration::from_secs(3),
             silence: Duration::from_secs(2),
             max_seq_gap: 3000,
             max_pending_decisions: 4096,
@@ -164,6 +167,9 @@ pub struct Lcc {
     last_decrease: Option<Time>,
     /// While the queue drains after a decrease: when it was, and the highest delay since.
     q_at_decrease: Option<(Time, f64)>,
+    /// When the level last changed, and the measured-over-announced rate factor.
+    last_change: Time,
+    scale: f64,
     last_packet: Option<Time>,
     rng: u64,
     actions: VecDeque<Action>,
@@ -209,6 +215,8 @@ impl Lcc {
             hold_until: Time::ZERO,
             last_decrease: None,
             q_at_decrease: None,
+            last_change: Time::ZERO,
+            scale: 1.0,
             last_packet: None,
             rng: 0x9E37_79B9_7F4A_7C15,
             actions: VecDeque::new(),
@@ -235,19 +243,44 @@ impl Lcc {
         self.decisions_dropped
     }
 
-    /// Cumulative rate of `n` layers (0 for none), bit/s.
+    /// Cumulative rate of `n` layers (0 for none), bit/s: the announced rate times what the
+    /// layers held were seen to carry over it ([`Self::update_scale`]).
     fn rate_of(&self, n: usize) -> f64 {
         if n == 0 || self.cum.is_empty() {
             0.0
         } else {
-            self.cum[(n - 1).min(self.cum.len() - 1)]
+            self.cum[(n - 1).min(self.cum.len() - 1)] * self.scale
         }
     }
 
     /// The highest level (at least 1) whose cumulative rate is at most `r`.
     fn level_for(&self, r: f64) -> usize {
-        let n = self.cum.iter().take_while(|&&c| c <= r).count();
+        let n = self
+            .cum
+            .iter()
+            .take_while(|&&c| c * self.scale <= r)
+            .count();
         n.max(1)
+    }
+
+    /// An encoder can send more than the rates it announces (a natural clip over the budgets
+    /// of its cells): the decisions then under-rate every layer. While the level held has not
+    /// changed for `scale_settle` and nothing was lost, the ratio of the received rate to the
+    /// announced one is followed (EWMA, never below 1: a layer that carries less still may
+    /// carry its announced rate at any time, and never above 3).
+    fn update_scale(&mut self, now: Time, s: &Signals) {
+        let (Some(recv), true) = (s.recv, self.held > 0) else {
+            return;
+        };
+        let announced = self.cum[(self.held - 1).min(self.cum.len() - 1)];
+        if now.saturating_since(self.last_change) < self.cfg.scale_settle
+            || self.loss.ratio() > 0.01
+            || announced <= 0.0
+        {
+            return;
+        }
+        let sample = (recv / announced).clamp(1.0, 3.0);
+        self.scale += 0.1 * (sample - self.scale);
     }
 
     /// The level whose cumulative rate is nearest to `r` on a log scale (at least 1): the loss
@@ -304,6 +337,7 @@ impl Lcc {
             self.actions.push_back(Action::Leave(k as u8));
             self.leaves += 1;
         }
+        self.last_change = now;
         let opt = |x: Option<f64>, k: f64| x.map_or(f64::NAN, |v| v * k);
         let inputs = vec![
             ("q_ms", opt(s.q, 1e3)),
@@ -313,6 +347,7 @@ impl Lcc {
             ("floor_kbps", opt(s.floor, 1e-3)),
             ("loss_spacing_s", opt(s.spacing, 1.0)),
             ("rtt_ms", s.rtt * 1e3),
+            ("rate_scale", self.scale),
             ("r_before_kbps", self.rate_of(from) * 1e-3),
             ("r_after_kbps", self.rate_of(n) * 1e-3),
         ];
@@ -450,8 +485,9 @@ impl Lcc {
     }
 
     fn on_tick(&mut self, now: Time) {
-        self.loss.roll();
         let s = self.measure(now);
+        self.update_scale(now, &s);
+        self.loss.roll();
         if self.held == 0 {
             return;
         }
@@ -572,6 +608,7 @@ impl LayeredController for Lcc {
             self.disp.reset();
             self.floor.reset();
             self.loss.clear();
+            self.scale = 1.0;
         }
         if !self.running {
             self.running = true;
@@ -663,7 +700,11 @@ impl LayeredController for Lcc {
         Stats {
             protocol: "lcc",
             layers: self.held as u8,
-            subscribed_bps: self.rate_of(self.held),
+            subscribed_bps: if self.held == 0 {
+                0.0
+            } else {
+                self.cum[(self.held - 1).min(self.cum.len() - 1)]
+            },
             estimate_bps: self.last_estimate,
             loss_ratio: self.loss.ratio(),
             rtt_s: Some(self.cfg.base_rtt + self.qd.now_s().unwrap_or(0.0)),

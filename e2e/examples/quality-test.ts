@@ -3,6 +3,7 @@
 // and assert on each player's video quality.
 //
 //   node --import tsx e2e/examples/quality-test.ts [--seconds 20] [--source clip|testpattern]
+//        [--controller lcc|era|...]
 //
 // Needs root (namespaces), ffmpeg, and release builds of layercast-server, layercast-player and
 // layercast-linkemu (LAYERCAST_BIN_DIR or target/release). Exits 1 when an assertion fails.
@@ -29,6 +30,8 @@ export interface QualityTestOptions {
   /** 'clip' (.cache/media/bigbuckbunny.mp4, looped by the server) or 'testpattern'. */
   source?: 'clip' | 'testpattern';
   viewers?: Viewer[];
+  /** The players' controller (default `lcc`, the product default; `era` for a comparison). */
+  controller?: string;
   outDir?: string;
   log?: (s: string) => void;
 }
@@ -56,6 +59,7 @@ export const DEFAULT_VIEWERS: Viewer[] = [
 export async function qualityTest(opts: QualityTestOptions = {}): Promise<QualityTestResult> {
   const log = opts.log ?? ((s: string) => console.error(`[quality-test] ${s}`));
   const seconds = opts.seconds ?? 20;
+  const controller = opts.controller ?? 'lcc';
   const viewers = opts.viewers ?? DEFAULT_VIEWERS;
   const outDir = opts.outDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'lc-quality-run-'));
   const clip = path.join(repoRoot, '.cache', 'media', 'bigbuckbunny.mp4');
@@ -78,7 +82,7 @@ ${viewers.map((v) => `    - {from: r0, to: ${v.name}, rate_kbps: ${v.bottleneckK
 flows:
   - name: video
     type: layered
-    protocol: era
+    protocol: ${controller}
     from: src
     layers: {count: 9, rate_kbps: 300}
     receivers: [${viewers.map((v) => `{name: ${v.name}, at: ${v.name}}`).join(', ')}]
@@ -97,7 +101,7 @@ flows:
     //    stamped with a QR code of its number and capture time, and kept as reference.y4m.
     const session = {
       name: 'video',
-      protocol: 'era',
+      protocol: controller.split('-')[0],
       source,
       video: { ...VIDEO, qroverlay: true, reference_dir: serverDir },
       packet_size: 1200,
@@ -122,7 +126,7 @@ flows:
       fs.mkdirSync(dir, { recursive: true });
       const ifc = b.toward(v.name, 'src');
       const c = net.procs.spawnIn(b.nodeNs.get(v.name)!, `player ${v.name}`, player, [
-        '--announce', '239.255.76.1:5000', '--controller', 'era', '--interface', ifc.addr,
+        '--announce', '239.255.76.1:5000', '--controller', controller, '--interface', ifc.addr,
         '--headless', '--out', dir, '--duration', String(seconds), '--viewer-id', v.name,
       ]);
       const w = fs.createWriteStream(path.join(dir, 'stderr.log'));
@@ -168,7 +172,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.a
     const i = process.argv.indexOf(n);
     return i >= 0 ? process.argv[i + 1] : undefined;
   };
-  qualityTest({ seconds: Number(arg('--seconds') ?? 20), source: (arg('--source') as 'clip' | 'testpattern') ?? 'clip', outDir: arg('--out') }).then(
+  qualityTest({ seconds: Number(arg('--seconds') ?? 20), source: (arg('--source') as 'clip' | 'testpattern') ?? 'clip', controller: arg('--controller'), outDir: arg('--out') }).then(
     (r) => {
       if (r.skipped) console.log(`not measured: ${r.skipped}`);
       for (const f of r.failures) console.log(`FAIL ${f}`);

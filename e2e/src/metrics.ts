@@ -82,6 +82,12 @@ export class Monitor {
     return this.segments(t0, t1).reduce((s, [a, b, k]) => s + (b - a) * k, 0) / (t1 - t0);
   }
 
+  /** Share of [t0, t1] spent holding at least `min` layers (0..1). */
+  timeAtLevel(t0: number, t1: number, min: number): number {
+    if (t1 <= t0) return NaN;
+    return this.segments(t0, t1).reduce((s, [a, b, k]) => s + (k >= min ? b - a : 0), 0) / (t1 - t0);
+  }
+
   levelRange(t0: number, t1: number): [number, number] {
     const s = this.segments(t0, t1).map((x) => x[2]);
     return [Math.min(...s), Math.max(...s)];
@@ -263,6 +269,9 @@ export function measure(sc: Scenario, mons: Map<string, Monitor>, m: Measurement
       break;
     case 'mean_layers':
       values = per((mon) => mon.meanLayers(...win(mon)));
+      break;
+    case 'time_at_level':
+      values = per((mon) => mon.timeAtLevel(...win(mon), m.min_layers ?? 1));
       break;
     case 'min_level':
       values = per((mon) => mon.levelRange(...win(mon))[0]);
