@@ -381,10 +381,12 @@ impl Lcc {
     fn arm_next_join(&mut self, now: Time, s: &Signals) {
         let n = self.held;
         let step = self.rate_of(n + 1) - self.rate_of(n);
+        // At the start the history is shorter than `idle_span`: what there is counts (a viewer
+        // starting on an empty path climbs at the idle pace).
         let idle = self
             .qd
-            .quantile_s(self.cfg.idle_span, 0.9)
-            .is_some_and(|q| q <= self.cfg.q_low / 2.0);
+            .quantile_recent_s(self.cfg.idle_span, 0.9)
+            .is_none_or(|q| q <= self.cfg.q_low / 2.0);
         let fraction = if idle {
             self.cfg.ai_idle_fraction
         } else {

@@ -116,6 +116,21 @@ impl QueueDelay {
         Some(v[i])
     }
 
+    /// Quantile `p` of the tick minima of the last `span` (s), over whatever part of it the
+    /// history covers. None without ticks.
+    pub fn quantile_recent_s(&self, span: std::time::Duration, p: f64) -> Option<f64> {
+        let last = self.ticks.back()?.0;
+        let mut v: Vec<f64> = self
+            .ticks
+            .iter()
+            .filter(|x| last.saturating_since(x.0) <= span)
+            .map(|x| x.1)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        let i = ((p.clamp(0.0, 1.0) * v.len() as f64) as usize).min(v.len() - 1);
+        Some(v[i])
+    }
+
     /// Mean of the tick minima over the last `span` (s).
     pub fn mean_s(&self, span: std::time::Duration) -> Option<f64> {
         let last = self.ticks.back()?.0;
