@@ -19,7 +19,7 @@ e2e-full: ## Every emulated-network acceptance scenario (long)
 	@scripts/setup.sh && npm run -w e2e full -- $(ARGS)
 
 rmcat: ## Issue 24's RMCAT set and TCP model check on the testbed, 5 runs each (docs/protocols/lcc.md)
-	@scripts/setup.sh && npm run -w e2e full -- --only rmcat-,tcp-model- --reps 5 $(ARGS)
+	@scripts/setup.sh && npm run -w e2e full -- --only rmcat-,tcp-model-,demo --reps 5 $(ARGS)
 
 bench: ## Criterion benchmarks of the controllers, simulator engine and codec; records the issue figures
 	@scripts/setup.sh && cargo bench --workspace && node scripts/bench-record.mjs && node scripts/acceptance.mjs

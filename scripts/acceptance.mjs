@@ -42,6 +42,7 @@ const ISSUE_CHECKS = [
   ['issue24/tcp-model-cubic-2', 'Linux TCP agent check: two CUBIC flows, 10 Mbit/s, 300-ms drop-tail, RTT 40 ms (sim and kernel)', 'reported; sim vs testbed table in docs/simulator.md'],
   ['issue24/tcp-model-bbr-1', 'Linux TCP agent check: one BBR flow, 10 Mbit/s, 300-ms drop-tail, RTT 40 ms (sim and kernel)', 'reported; sim vs testbed table in docs/simulator.md'],
   ['issue24/tcp-model-bbr-2', 'Linux TCP agent check: two BBR flows, 10 Mbit/s, 300-ms drop-tail, RTT 40 ms (sim and kernel)', 'reported; sim vs testbed table in docs/simulator.md'],
+  ['issue24/demo-v4m-tcp', 'The demo\'s v4m-tcp viewer (4 Mbit/s drop-tail, 100 ms, one CUBIC flow), LCC, synthetic layers (scenarios/demo.yaml)', 'at least 4 of 9 layers most of the time (≥ 50 % of 20-60 s)'],
   ['issue3/bench-era', 'ERA per-packet cost', '≥ 5 M packets/s per core'],
   ['issue3/bench-plm', 'PLM per-packet cost', '≥ 5 M packets/s per core'],
   ['issue3/bench-tfmcc', 'TFMCC sender per-report cost', 'reported'],

@@ -26,6 +26,7 @@ export function ISSUE24_CHECKS(): string[] {
   return [
     ...cases.flatMap((c) => [`issue24/${c}-fifo`, `issue24/${c}-fqcodel`]),
     ...['cubic-1', 'cubic-2', 'bbr-1', 'bbr-2'].map((m) => `issue24/tcp-model-${m}`),
+    'issue24/demo-v4m-tcp',
   ];
 }
 
