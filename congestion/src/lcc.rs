@@ -53,6 +53,8 @@ pub struct LccConfig {
     pub ai_fraction: f64,
     pub ai_idle_fraction: f64,
     pub idle_span: Duration,
+    /// The idle pace only this long after the last decrease or loss.
+    pub calm_span: Duration,
     pub ai_min_bps: f64,
     /// Least wait between two joins.
     pub probe_hold: Duration,
@@ -80,6 +82,9 @@ pub struct LccConfig {
     pub foreign_quantile: f64,
     pub foreign_max_share: f64,
     pub share: f64,
+    /// Two loss events within `foreign_span` while we held at most this share of the capacity
+    /// also make the queue foreign.
+    pub foreign_loss_share: f64,
     /// Dispersion samples: the span the median covers, and the least count for it.
     pub dispersion_span: Duration,
     pub dispersion_min: usize,
@@ -105,6 +110,7 @@ impl Default for LccConfig {
             ai_fraction: 0.05,
             ai_idle_fraction: 0.2,
             idle_span: Duration::from_secs(2),
+            calm_span: Duration::from_secs(20),
             ai_min_bps: 1_000_000.0,
             probe_hold: Duration::from_millis(500),
             probe_hold_max: Duration::from_secs(30),
@@ -120,6 +126,7 @@ impl Default for LccConfig {
             foreign_quantile: 0.5,
             foreign_max_share: 0.6,
             share: 0.5,
+            foreign_loss_share: 0.25,
             dispersion_span: Duration::from_secs(2),
             dispersion_min: 4,
             scale_settle: Duration::from_secs(3),
@@ -180,6 +187,8 @@ pub struct Lcc {
     last_cap: Option<f64>,
     /// A standing queue that is not ours is there (the share floor holds).
     foreign: bool,
+    /// Loss events while we held at most `foreign_loss_share` of the capacity.
+    minor_losses: VecDeque<Time>,
     received: u64,
     lost: u64,
     joins: u64,
@@ -225,6 +234,7 @@ impl Lcc {
             last_estimate: None,
             last_cap: None,
             foreign: false,
+            minor_losses: VecDeque::new(),
             received: 0,
             lost: 0,
             joins: 0,
@@ -382,11 +392,18 @@ impl Lcc {
         let n = self.held;
         let step = self.rate_of(n + 1) - self.rate_of(n);
         // At the start the history is shorter than `idle_span`: what there is counts (a viewer
-        // starting on an empty path climbs at the idle pace).
-        let idle = self
-            .qd
-            .quantile_recent_s(self.cfg.idle_span, 0.9)
-            .is_none_or(|q| q <= self.cfg.q_low / 2.0);
+        // starting on an empty path climbs at the idle pace). Only on a calm path: behind a
+        // fair queue our own queue is empty whenever we are under our share, and a fast pace
+        // would only make the joins above it come more often.
+        let calm = [self.last_decrease, self.floor.last_event()]
+            .into_iter()
+            .flatten()
+            .all(|t| now.saturating_since(t) >= self.cfg.calm_span);
+        let idle = calm
+            && self
+                .qd
+                .quantile_recent_s(self.cfg.idle_span, 0.9)
+                .is_none_or(|q| q <= self.cfg.q_low / 2.0);
         let fraction = if idle {
             self.cfg.ai_idle_fraction
         } else {
@@ -443,12 +460,29 @@ impl Lcc {
         // `q_high` most of the time). Yielding to it only hands the capacity over: hold at
         // least a share of it. It stays foreign until the queue is low through most of the
         // span (BBR drains it for 200 ms every 10 s, TCP after each loss: no reason to yield).
+        // A short buffer (Linux CUBIC in a 100-ms FIFO) never holds `q_high` for long, but it
+        // overflows while we hold a small fraction of the capacity and a queue stands: behind
+        // FQ-CoDel a loss needs our own queue, which needs us above our share. Two such loss
+        // events within `foreign_span` make the queue foreign, too.
+        if let (true, Some(c), Some(qn)) = (new_loss, self.last_cap, q) {
+            if self.rate_of(self.held) <= self.cfg.foreign_loss_share * c && qn > self.cfg.q_low {
+                self.minor_losses.push_back(now);
+            }
+        }
+        while self
+            .minor_losses
+            .front()
+            .is_some_and(|t| now.saturating_since(*t) > self.cfg.foreign_span)
+        {
+            self.minor_losses.pop_front();
+        }
         if let Some(c) = self.last_cap {
             let minor = self.rate_of(self.held) <= self.cfg.foreign_max_share * c;
             let stood = self
                 .qd
                 .quantile_s(self.cfg.foreign_span, self.cfg.foreign_quantile)
-                .is_some_and(|q| q > self.cfg.q_high);
+                .is_some_and(|q| q > self.cfg.q_high)
+                || self.minor_losses.len() >= 2;
             if minor && stood {
                 self.foreign = true;
             } else if self
@@ -611,6 +645,8 @@ impl LayeredController for Lcc {
             self.floor.reset();
             self.loss.clear();
             self.scale = 1.0;
+            self.minor_losses.clear();
+            self.foreign = false;
         }
         if !self.running {
             self.running = true;
