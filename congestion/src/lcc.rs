@@ -713,12 +713,7 @@ impl LayeredController for Lcc {
         if now < due {
             return;
         }
-        let tick = self.cfg.tick.as_nanos().max(1) as u64;
-        let behind = now.as_nanos() - due.as_nanos();
-        self.next_tick = Some(Time(
-            due.as_nanos()
-                .saturating_add((behind / tick).saturating_add(1).saturating_mul(tick)),
-        ));
+        self.next_tick = Some(Time::next_on_grid(due, now, self.cfg.tick));
         self.on_tick(now);
     }
 

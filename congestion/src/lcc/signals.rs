@@ -144,77 +144,102 @@ impl QueueDelay {
     }
 }
 
+/// Time-stamped values of a sliding window.
+#[derive(Clone, Debug)]
+struct Recent<T> {
+    items: VecDeque<(Time, T)>,
+}
+
+impl<T: Copy> Recent<T> {
+    fn new() -> Self {
+        Recent {
+            items: VecDeque::new(),
+        }
+    }
+
+    /// Adds `x` at `now` and forgets what is older than `keep`.
+    fn push(&mut self, now: Time, x: T, keep: std::time::Duration) {
+        self.items.push_back((now, x));
+        while self
+            .items
+            .front()
+            .is_some_and(|a| now.saturating_since(a.0) > keep)
+        {
+            self.items.pop_front();
+        }
+    }
+
+    /// The values of the last `span` before `now`.
+    fn within(&self, now: Time, span: std::time::Duration) -> impl Iterator<Item = T> + '_ {
+        self.items
+            .iter()
+            .filter(move |a| now.saturating_since(a.0) <= span)
+            .map(|a| a.1)
+    }
+}
+
 /// Bytes received over sliding windows.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RecvRate {
-    arrivals: VecDeque<(Time, u32)>,
+    arrivals: Recent<u32>,
+}
+
+impl Default for RecvRate {
+    fn default() -> Self {
+        RecvRate {
+            arrivals: Recent::new(),
+        }
+    }
 }
 
 impl RecvRate {
     /// Keeps arrivals of the last `keep`.
     pub fn on_packet(&mut self, now: Time, size: u32, keep: std::time::Duration) {
-        self.arrivals.push_back((now, size));
-        while self
-            .arrivals
-            .front()
-            .is_some_and(|a| now.saturating_since(a.0) > keep)
-        {
-            self.arrivals.pop_front();
-        }
+        self.arrivals.push(now, size, keep);
     }
 
     /// Forgets everything.
     pub fn reset(&mut self) {
-        self.arrivals.clear();
+        self.arrivals.items.clear();
     }
 
     /// Bit/s over the last `span` before `now` (None when nothing arrived in it).
     pub fn rate_bps(&self, now: Time, span: std::time::Duration) -> Option<f64> {
-        let bytes: u64 = self
-            .arrivals
-            .iter()
-            .rev()
-            .take_while(|a| now.saturating_since(a.0) <= span)
-            .map(|a| u64::from(a.1))
-            .sum();
+        let bytes: u64 = self.arrivals.within(now, span).map(u64::from).sum();
         (bytes > 0).then(|| bytes as f64 * 8.0 / span.as_secs_f64())
     }
 }
 
 /// Median of recent packet-bunch samples.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Dispersion {
-    samples: VecDeque<(Time, f64)>,
+    samples: Recent<f64>,
+}
+
+impl Default for Dispersion {
+    fn default() -> Self {
+        Dispersion {
+            samples: Recent::new(),
+        }
+    }
 }
 
 impl Dispersion {
     /// A sample of `rate_bps` at `now`; samples older than `keep` are dropped.
     pub fn on_sample(&mut self, now: Time, rate_bps: f64, keep: std::time::Duration) {
         if rate_bps.is_finite() && rate_bps > 0.0 {
-            self.samples.push_back((now, rate_bps));
-        }
-        while self
-            .samples
-            .front()
-            .is_some_and(|s| now.saturating_since(s.0) > keep)
-        {
-            self.samples.pop_front();
+            self.samples.push(now, rate_bps, keep);
         }
     }
 
     /// Forgets everything.
     pub fn reset(&mut self) {
-        self.samples.clear();
+        self.samples.items.clear();
     }
 
     /// The median of the samples of the last `span` before `now`, if at least `min` exist.
     pub fn median_bps(&self, now: Time, span: std::time::Duration, min: usize) -> Option<f64> {
-        let mut v: Vec<f64> = self
-            .samples
-            .iter()
-            .filter(|s| now.saturating_since(s.0) <= span)
-            .map(|s| s.1)
-            .collect();
+        let mut v: Vec<f64> = self.samples.within(now, span).collect();
         if v.len() < min.max(1) {
             return None;
         }
