@@ -1,7 +1,7 @@
 # Layercast: the two commands a new user runs are `make demo` and `make test` (see README.md).
 # Both install what is missing first (scripts/setup.sh) and are safe to re-run.
 
-.PHONY: demo test setup catalogue e2e-full rmcat bench fuzz acceptance clean-net containers soak faults capacity
+.PHONY: demo test setup catalogue e2e-full rmcat bench bench-ladder fuzz acceptance clean-net containers soak faults capacity pim
 
 demo: ## Live session with players behind emulated bottlenecks, and the dashboard
 	@scripts/demo.sh $(ARGS)
@@ -24,11 +24,21 @@ rmcat: ## Issue 24's RMCAT set and TCP model check on the testbed, 5 runs each (
 bench: ## Criterion benchmarks of the controllers, simulator engine and codec; records the issue figures
 	@scripts/setup.sh && cargo bench --workspace && node scripts/bench-record.mjs && node scripts/acceptance.mjs
 
+bench-ladder: ## Issue 19 on the Big Buck Bunny clip: repair/padding shares and queueing at the announced rates, BD-rate against one plain stream, encode+FEC speed (a few minutes)
+	@scripts/setup.sh && cargo build --release -p layercast-codec --examples \
+	  && flock /tmp/layercast-heavy.lock cargo test --release -p layercast-server --bin layercast-server fill_study -- --ignored --nocapture \
+	  && flock /tmp/layercast-heavy.lock target/release/examples/rd_bench \
+	  && flock /tmp/layercast-heavy.lock target/release/examples/rc_study loops=7 \
+	  && node scripts/acceptance.mjs
+
 soak: ## 30-minute soak, 20 players: memory growth and stuck players (docs/reliability.md)
 	@scripts/setup.sh && npm run -w e2e cli -- soak $(ARGS)
 
 faults: ## Every fault-injection test on the testbed, with its figures (docs/reliability.md)
 	@scripts/setup.sh && npm run -w e2e cli -- faults $(ARGS)
+
+pim: ## Through FRR PIM routers: join/leave latency 1-2 hops, ERA/PLM settle+shed, sender rate 1/4/16 viewers (~8 min)
+	@scripts/setup.sh && npm run -w e2e cli -- pim --frr-defaults $(ARGS)
 
 capacity: ## Players one machine carries, synthetic and video (docs/reliability.md)
 	@scripts/setup.sh && npm run -w e2e cli -- capacity $(ARGS)
@@ -39,5 +49,6 @@ containers: ## Build the server and player images (podman, local Debian base) an
 acceptance: ## Regenerate docs/acceptance.md from the latest measurements
 	@node scripts/acceptance.mjs
 
-clean-net: ## Remove any network namespaces a crashed run left behind
-	@for ns in $$(ip netns list | awk '/^lc-/{print $$1}'); do ip netns del $$ns; done
+clean-net: ## Remove any network namespaces a crashed run left behind (and what ran in them)
+	@for ns in $$(ip netns list | awk '/^lc-/{print $$1}'); do ip netns pids $$ns | xargs -r kill -9; ip netns del $$ns; done
+	@rm -rf /tmp/lc-e[0-9]*-frr-*

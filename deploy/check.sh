@@ -1,8 +1,9 @@
 #!/bin/sh
 # Static checks of everything in deploy/: Prometheus config, rules and rule unit tests; systemd
 # units (systemd-analyze verify); compose YAML; smcroute and igmpproxy configs (each loaded
-# for real inside a throwaway network namespace with stand-in veth eth0/eth1/eth2). Needs root for
-# the namespace; exits non-zero on the first failure.
+# for real inside a throwaway network namespace with stand-in veth eth0/eth1/eth2); the FRR
+# PIM config (vtysh's dry run; the testbed loads it into running routers, e2e/test/pim.test.ts).
+# Needs root for the namespace; exits non-zero on the first failure.
 set -eu
 cd "$(dirname "$0")"
 fail() { echo "deploy/check.sh: FAIL: $*" >&2; exit 1; }
@@ -49,4 +50,7 @@ ip netns exec "$ns" timeout 2 igmpproxy -d -v -v router/igmpproxy.conf > "$tmp/i
 vifs=$(grep -c "adding VIF" "$tmp/igmp.log" || true)
 [ "$vifs" -eq 3 ] || { grep -iE "vif|error|warn" "$tmp/igmp.log"; fail "igmpproxy.conf: expected 3 VIFs (eth0 up, eth1+eth2 down), got $vifs"; }
 echo "igmpproxy.conf: OK ($vifs VIFs)"
+out=$(vtysh -C -f router/frr/frr.conf 2>&1) || fail "router/frr/frr.conf: $out"
+[ -z "$out" ] || fail "router/frr/frr.conf: $out"
+echo "frr.conf: OK (vtysh dry run)"
 echo "deploy/check.sh: all deploy checks passed"

@@ -5,7 +5,7 @@
 #                   [--scenario FILE] [--out DIR] [--port P]
 #
 # Builds what is missing (scripts/setup.sh, then the dashboard when its sources are newer than
-# its build), then runs `layercast-e2e demo`: namespaces from scenarios/demo.yaml, the server with
+# its build), then runs `layercast-e2e demo`: namespaces from research/scenarios/demo.yaml, the server with
 # a test-pattern source (or the synthetic layered source when the server has none; it says so),
 # one player per viewer, iperf3 cross traffic, a status line every few seconds, the dashboard URL
 # reachable from this machine. Ctrl-C (or --duration) tears everything down.

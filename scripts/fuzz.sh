@@ -4,8 +4,8 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #
 # SECONDS_PER_TARGET defaults to 60. With no TARGET names every target of every fuzz crate
-# (congestion/fuzz, codec/fuzz if present) runs. Corpora live in <crate>/fuzz/corpus/<target>/
-# and are committed: `cargo test -p layercast-congestion --test fuzz_corpus` replays them on
+# (crates/security/fuzz, crates/codec/fuzz if present) runs. Corpora live in <crate>/fuzz/corpus/<target>/
+# and are committed: `cargo test -p layercast-security --test fuzz_corpus` replays them on
 # stable. Crashes land in <crate>/fuzz/artifacts/<target>/ (not committed; turn each into a
 # corpus file or a unit test once fixed).
 #

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Writes the ACC TCP catalogue entries (active-networks.md §3.1-3.3, §5.2 U1-U3) into
-scenarios/. Run from the repo root: python3 scripts/gen-active-scenarios.py
+research/scenarios/. Run from the repo root: python3 scripts/gen-active-scenarios.py
 Choices are explained in docs/protocols/active-networks.md."""
 import os
 
-OUT = os.path.join(os.path.dirname(__file__), '..', 'scenarios')
+OUT = os.path.join(os.path.dirname(__file__), '..', 'research', 'scenarios')
 RED_U1 = "{kind: red, min_th: 20, max_th: 80, max_p: 0.1, wq: 0.002, limit_packets: 120, mean_packet_size: 1000}"
 REM_U1 = "{kind: rem, limit_packets: 120, gamma: 0.001, phi: 1.001, alpha: 0.1, target_packets: 20, update_s: 0.001, inw: 0.02, mean_packet_size: 1000}"
 RED_U2 = "{kind: red, min_th: 12, max_th: 18, max_p: 0.1, wq: 0.002, limit_packets: 25, mean_packet_size: 1000}"

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Generates the active-network single-rate scenarios (active-networks.md §3.5-3.7, S1-S3):
-scenarios/an-s1-*.yaml, an-s2-*.yaml, an-s3-*.yaml. Choices: docs/protocols/aer-nca.md."""
+research/scenarios/an-s1-*.yaml, an-s2-*.yaml, an-s3-*.yaml. Choices: docs/protocols/aer-nca.md."""
 import os
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "scenarios")
+OUT = os.path.join(os.path.dirname(__file__), "..", "research", "scenarios")
 DT = "{kind: droptail, limit_packets: 30}"
 
 

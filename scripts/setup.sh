@@ -27,6 +27,8 @@ APT_PACKAGES=(
   gstreamer1.0-x xvfb x11-utils
   # emulated network: cross traffic, multicast routers, offload switches, captures
   iperf3 igmpproxy smcroute ethtool iproute2 iputils-ping tcpdump
+  # PIM-SM/SSM routers (zebra + pimd, IGMPv3) for the routed testbed (docs/testbed.md "PIM")
+  frr
   # the TFRC feedback blackout (e2e/src/tfrc-checks.ts E5): iptables DROP in a namespace
   iptables
   # monitoring and browser tests
@@ -34,8 +36,8 @@ APT_PACKAGES=(
   # build basics
   build-essential curl ca-certificates python3 python3-pip python3-yaml
 )
-# pimd is not installed: Debian's pimd and smcroute packages conflict, and igmpproxy is the
-# router the testbed uses (see docs/testbed.md).
+# Debian's `pimd` package is not installed: it conflicts with smcroute and with frr, whose pimd
+# is the PIM router the testbed uses. frr conflicts with neither smcroute nor igmpproxy.
 
 CHECK_ONLY=0
 [ "${1:-}" = "--check" ] && CHECK_ONLY=1
@@ -62,6 +64,14 @@ if [ ${#missing_apt[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing_apt[@]}" >/tmp/layercast-apt.log 2>&1 || {
     tail -20 /tmp/layercast-apt.log >&2; say "apt-get install failed (full log: /tmp/layercast-apt.log)"; exit 1; }
+  # The testbed starts its own zebra/pimd per router namespace (own sockets, pid files, config)
+  # and never uses the system-wide service; one that this install started (on a host run by
+  # systemd) would route this machine's own interfaces. Stop and disable it; a machine that
+  # routes with FRR already had the package, so it never gets here.
+  if [[ " ${missing_apt[*]} " == *" frr "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now frr >/dev/null 2>&1 || true
+    say "frr installed; its system-wide service is disabled (the testbed runs its own daemons)"
+  fi
 fi
 
 for tool in cargo node npm; do
@@ -100,10 +110,19 @@ PY
   fi
   rm -rf "$tmp"
 fi
+# The clip as raw I420 (132 frames, 180 MB) for the rate-control and rate-quality benchmarks
+# (make bench-ladder); decoded once.
+RAW="$ROOT/.cache/media/bbb-1280x720.yuv"
+if [ -s "$MEDIA" ] && [ ! -s "$RAW" ] && command -v ffmpeg >/dev/null; then
+  ffmpeg -v error -y -i "$MEDIA" -f rawvideo -pix_fmt yuv420p "$RAW.tmp" && mv "$RAW.tmp" "$RAW"
+fi
 
-# Rust workspace (debug for tests, release for the binaries the demo and e2e runs use).
+# Rust workspace (release binaries for the demo and the e2e runs). The testbed build enables
+# the `research` feature (the papers' baselines and unicast TFRC in the server and the player);
+# scripts/test.sh uses the same features, so no run rebuilds the binaries without them.
+. scripts/features.sh
 if [ "${LAYERCAST_SKIP_BUILD:-0}" != 1 ]; then
-  cargo build --workspace --quiet --release --bins
+  cargo build --workspace --quiet --release --bins $LAYERCAST_FEATURES
 fi
 
 # npm workspaces from the lock file; reinstall only when the lock file changed.

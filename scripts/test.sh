@@ -11,6 +11,7 @@ export LAYERCAST_BIN_DIR="$LAYERCAST_ROOT/target/release" LAYERCAST_REQUIRE_BINS
 mkdir -p "$LAYERCAST_ACCEPTANCE_DIR"
 
 scripts/setup.sh || { echo "setup failed"; exit 1; }
+. scripts/features.sh
 
 passed=0; failed=0; failed_names=()
 step() {
@@ -26,7 +27,7 @@ step() {
 }
 
 step rustfmt cargo fmt --all --check
-step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
+step clippy cargo clippy --workspace --all-targets --quiet $LAYERCAST_FEATURES -- -D warnings
 # Every test target runs (--no-fail-fast, so one failure does not hide the others). The
 # namespace tests run real servers, players and a link emulator on a 2-core VM whose
 # hypervisor steals 1-6 % of the CPU; a target that fails is run once more on its own, and the
@@ -35,7 +36,7 @@ step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo_tests() {
   local log rc
   log=$(mktemp)
-  cargo test --workspace --release --no-fail-fast -- --skip settles_and_sheds 2>&1 | tee "$log"
+  cargo test --workspace --release $LAYERCAST_FEATURES --no-fail-fast -- --skip settles_and_sheds 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   if [ "$rc" -eq 0 ]; then rm -f "$log"; return 0; fi
   # "error: test failed, to rerun pass `-p PKG --test NAME`": the target part, run with
@@ -48,7 +49,7 @@ cargo_tests() {
   for t in "${targets[@]}"; do
     echo "=== cargo-test: target '${t:-(doc/lib)}' failed once; running it again"
     # shellcheck disable=SC2086
-    if cargo test --workspace --release $t -- --skip settles_and_sheds; then
+    if cargo test --workspace --release $LAYERCAST_FEATURES $t -- --skip settles_and_sheds; then
       flaky+=("$t")
     else
       failed_again=1
@@ -65,9 +66,9 @@ step cargo-test cargo_tests
 # failure is printed in full, so flakiness shows instead of hiding. (`--workspace` keeps the
 # features unified as in the main run, so nothing is rebuilt.)
 settle() {
-  cargo test --workspace --release --test netns_control && return 0
+  cargo test --workspace --release $LAYERCAST_FEATURES --test netns_control && return 0
   echo "netns_control failed once (host timing, docs/player.md): running it again"
-  cargo test --workspace --release --test netns_control
+  cargo test --workspace --release $LAYERCAST_FEATURES --test netns_control
 }
 step settle-tests settle
 # The e2e suite's timing tests (ping through the emulator, the scripted quality test whose ERA

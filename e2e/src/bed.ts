@@ -25,6 +25,10 @@ export interface BedPlayer {
   rateKbps: number;
   /** One-way delay of the bottleneck, ms (default 10 on emulated links, 0 on tbf). */
   delayMs?: number;
+  /** The router node the player hangs off: 'src' (the sender's router) or `hub<j>` (a
+   *  second-tier router). Default: with `edges`, the edges in turn; else 'src' (or a hub of
+   *  HUB_FANOUT players beyond that many). */
+  at?: string;
 }
 
 export interface BedOptions {
@@ -62,6 +66,18 @@ export interface BedOptions {
   rtPrio?: number;
   /** Extra environment for the server (e.g. MALLOC_ARENA_MAX for a memory diagnosis). */
   serverEnv?: Record<string, string>;
+  /** Multicast routers: 'mrouter' (default, the fast-leave router) or 'frr' (FRR PIM, src/frr.ts,
+   *  configured from `frrConf` or deploy/router/frr/frr.conf; the RP on the sender's router). */
+  router?: 'mrouter' | 'frr';
+  frrConf?: string;
+  /** Second-tier routers `hub0..hub<edges-1>` behind the sender's router (100 Mbit/s links):
+   *  players two routers away from the sender. */
+  edges?: number;
+  /** Source-specific multicast: the session's groups in 232.255.100.0/24 and the server
+   *  announcing its address as the SSM source, so players join (S,G) with IGMPv3. */
+  ssm?: boolean;
+  /** Extra fields of the session object (e.g. bunch_len). */
+  session?: Record<string, unknown>;
   log?: (m: string) => void;
 }
 
@@ -110,6 +126,10 @@ const HTTP_PORT = 8080;
 /** Players per multicast router (the kernel allows 32 vifs per router: one upstream + 30, with
  *  a spare). */
 export const HUB_FANOUT = 30;
+/** The same with FRR, whose pimd also takes a vif for its register tunnel and one for the
+ *  loopback. */
+export const FRR_FANOUT = 28;
+export const SSM_GROUP = '232.255.100.0';
 export const SESSION_ID = 'live';
 
 export function readJsonl<T>(file: string): T[] {
@@ -212,8 +232,9 @@ export class Bed {
     // one router can feed at most 31 players. Beyond HUB_FANOUT players, hub routers sit between
     // the source node and the players (src -> hub<j> -> player), each with up to HUB_FANOUT
     // players, on unlimited-in-practice links (100 Mbit/s tbf, no delay).
-    const hubs = o.players.length > HUB_FANOUT ? Math.ceil(o.players.length / HUB_FANOUT) : 0;
-    const hubOf = (i: number) => (hubs ? `hub${Math.floor(i / HUB_FANOUT)}` : 'src');
+    const fanout = o.router === 'frr' ? FRR_FANOUT : HUB_FANOUT;
+    const hubs = o.edges ?? (o.players.length > fanout ? Math.ceil(o.players.length / fanout) : 0);
+    const hubOf = (i: number) => o.players[i].at ?? (hubs ? `hub${o.edges ? i % hubs : Math.floor(i / fanout)}` : 'src');
     const hubLinks = Array.from({ length: hubs }, (_, j) => ({
       from: 'src',
       to: `hub${j}`,
@@ -259,9 +280,9 @@ export class Bed {
       this.log('keep-awake: one SCHED_IDLE spinner per CPU');
     }
     this.log(`building: ${o.players.length} players, ${emulated ? 'emulated' : 'tbf'} links`);
-    this.b = await buildTopology(this.net, sc, { dir: o.dir, linkMode: emulated ? 'linkemu' : 'auto', rtPrio: o.rtPrio });
+    this.b = await buildTopology(this.net, sc, { dir: o.dir, linkMode: emulated ? 'linkemu' : 'auto', rtPrio: o.rtPrio, router: o.router, frrConf: o.frrConf });
     if (!emulated && this.b.links.some((l) => l.kind !== 'tbf')) throw new Error('tbf links need delay 0');
-    if (hubs) this.log(`${hubs} hub routers between the source node and the players (at most ${HUB_FANOUT} players per router)`);
+    if (hubs) this.log(`${hubs} hub routers between the source node and the players (at most ${fanout} players per router)`);
     const app = this.b.sourceApp.get('src')!;
     this.appNs = app.ns;
     this.appAddr = app.addr;
@@ -272,8 +293,9 @@ export class Bed {
       name: SESSION_ID,
       protocol: o.controller ?? 'era',
       packet_size: o.packetSize ?? (o.source === 'video' ? 1200 : 1000),
-      group: '239.255.100.0',
+      group: o.ssm ? SSM_GROUP : '239.255.100.0',
       port: 5004,
+      ...o.session,
     };
     if (o.source === 'video') Object.assign(session, { source: 'testpattern', video: o.video ?? VIDEO_SMALL });
     else Object.assign(session, { source: 'synthetic', layer_rates_bps: ladder.map((r) => Math.round(r * 1000)) });
@@ -285,6 +307,7 @@ export class Bed {
       '--session', JSON.stringify(session),
     ];
     if (o.viewerTimeoutS !== undefined) this.serverArgs.push('--viewer-timeout-s', String(o.viewerTimeoutS));
+    if (o.ssm) this.serverArgs.push('--ssm-source', this.appAddr);
     void serverBin;
     await this.startServer();
     const ss = (await this.api('/api/sessions')) as { id?: string; layers?: { rate_bps?: number }[] }[];
@@ -443,6 +466,27 @@ export class Bed {
       k++;
     }
     return k;
+  }
+
+  /** Starts counting what the sender puts on the wire towards multicast groups: an iptables
+   *  rule in its namespace (the sender's output without the HTTP answers to its viewers, which
+   *  grow with them). Read with `senderMulticastBytes`. */
+  async countSenderMulticast(): Promise<void> {
+    await nsRun(this.appNs, 'iptables', ['-w', '-A', 'OUTPUT', '-o', 'up0', '-d', '224.0.0.0/4', '-j', 'ACCEPT']);
+  }
+
+  async senderMulticastBytes(): Promise<number> {
+    const r = await nsRun(this.appNs, 'iptables', ['-w', '-L', 'OUTPUT', '-v', '-x', '-n']);
+    const line = r.stdout.split('\n').find((l) => /224\.0\.0\.0\/4/.test(l));
+    if (!line) throw new Error('no multicast counter: call countSenderMulticast first');
+    return Number(line.trim().split(/\s+/)[1]);
+  }
+
+  /** Bytes sent on an interface of a namespace (kernel counters). */
+  async txBytes(ns: string, ifName: string): Promise<number> {
+    const r = await nsRun(ns, 'ip', ['-s', '-j', 'link', 'show', ifName]);
+    const j = JSON.parse(r.stdout) as { stats64?: { tx?: { bytes?: number } } }[];
+    return Number(j[0]?.stats64?.tx?.bytes ?? NaN);
   }
 
   serverPid(): number | undefined {

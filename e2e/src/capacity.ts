@@ -38,7 +38,7 @@ import { sleep } from './sh.js';
 import { cpuSteal, stealBetween } from './steal.js';
 import { recordAcceptance } from './acceptance.js';
 import { SOAK_CLASSES, SOAK_LADDER } from './soak.js';
-import { DEMO_VIDEO } from './demo.js';
+import { SMALL_DEMO_VIDEO } from './demo.js';
 
 export interface CapacityOptions {
   mode: 'synthetic' | 'video';
@@ -141,7 +141,7 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
     players,
     source: video ? 'video' : 'synthetic',
     ladderKbps: SOAK_LADDER,
-    video: video ? DEMO_VIDEO : undefined,
+    video: video ? SMALL_DEMO_VIDEO : undefined,
     packetSize: video ? 1400 : 1000,
     links,
     startPlayers: false,
@@ -204,7 +204,7 @@ export async function runCapacity(o: CapacityOptions): Promise<CapacityResult> {
       // A step only counts when the one encoder kept (nearly) its nominal rate: players that
       // decode a starved 6-fps encode (measured at load 21) pass the relative fps check while
       // decoding less than half the pictures the benchmark is about.
-      const nominal = Number(DEMO_VIDEO.fps);
+      const nominal = Number(SMALL_DEMO_VIDEO.fps);
       if (video && senderFps !== null && senderFps < 0.9 * nominal) {
         r.pass = false;
         r.why.unshift(`sender encoded ${senderFps.toFixed(1)} of ${nominal} fps (step not valid)`);
@@ -338,7 +338,7 @@ async function judge(bed: Bed, players: BedPlayer[], from: number, to: number, v
   // rate: pictures are shown on their RTP timestamps' clock (1/15 s apart), so an encoder
   // catching up after a slow stretch (18.2 fps over a judged window, measured) raises the
   // decode rate, not the shown rate (15.9 fps shown, 17.7 decoded in that window).
-  const nominalFps = Number(DEMO_VIDEO.fps);
+  const nominalFps = Number(SMALL_DEMO_VIDEO.fps);
   const fps = senderFps !== null && senderFps > 0 ? Math.min(senderFps, nominalFps) : nominalFps;
   for (const p of players) {
     const all = bed.lines(p.name);
@@ -430,7 +430,7 @@ export interface PlayerCost {
  *  over `windowS` seconds after `warmS`. */
 export async function runPlayerCost(o: PlayerCostOptions): Promise<PlayerCost> {
   const log = o.log ?? ((m: string) => console.error(`[player-cost] ${m}`));
-  const video = o.video ?? DEMO_VIDEO;
+  const video = o.video ?? SMALL_DEMO_VIDEO;
   const nLayers = Number(video.spatial ?? 1) * Number(video.temporal ?? 1);
   const playerArgs = [...(o.playerArgs ?? VIDEO_PLAYER_ARGS), '--fixed-layers', String(nLayers)];
   const warmS = o.warmS ?? 15;
@@ -506,11 +506,11 @@ if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(im
   const main = async (): Promise<number> => {
     if (args.includes('--player-cost')) {
       const size = flag('--size');
-      let video: Record<string, unknown> = DEMO_VIDEO;
+      let video: Record<string, unknown> = SMALL_DEMO_VIDEO;
       if (size) {
         const m = /^(\d+)x(\d+)@(\d+)$/.exec(size);
         if (!m) throw new Error('--size WxH@FPS');
-        video = { ...DEMO_VIDEO, width: Number(m[1]), height: Number(m[2]), fps: Number(m[3]) };
+        video = { ...SMALL_DEMO_VIDEO, width: Number(m[1]), height: Number(m[2]), fps: Number(m[3]) };
       }
       const r = await runPlayerCost({ dir: out, video, playerArgs: args.includes('--full-log') ? [] : undefined });
       console.log(playerCostSummary(r));

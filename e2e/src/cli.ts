@@ -1,7 +1,11 @@
 #!/usr/bin/env node
 // layercast-e2e: run scenarios on the namespace testbed, measure IGMP leave latency, clean up.
+import fs from 'node:fs';
 import path from 'node:path';
 import { cleanup } from './netns.js';
+import type { RouterKind } from './topology.js';
+import { FRR_CONF, withFrrDefaults } from './frr.js';
+import { pimCommand, PIM_USAGE } from './pim.js';
 import { loadScenario } from './scenario.js';
 import { runScenario } from './runner.js';
 import { measureLeaveLatency } from './leave.js';
@@ -15,10 +19,14 @@ import { tfrcChecksCommand } from './tfrc-checks.js';
 
 const USAGE = `usage:
   layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
-                                  [--overhead-bytes B] [--rt-prio P] [--igmpproxy]
-  layercast-e2e leave-latency [--out DIR] [--cycles N] [--default-timers] [--igmpproxy]
+                                  [--overhead-bytes B] [--rt-prio P] [--igmpproxy | --frr [--frr-conf F]]
+  layercast-e2e leave-latency [--out DIR] [--cycles N] [--default-timers] [--igmpproxy | --frr]
+                              [--hops 1|2] [--ssm] [--frr-conf FILE]
+                                        --frr: FRR PIM routers (deploy/router/frr/frr.conf or
+                                        FILE, with the same role blocks; --default-timers:
+                                        without its IGMP timer settings)
   layercast-e2e full [--out DIR] [--all] [--only NAME,..] [--reps N] [--no-keep-awake]
-                                        leave latency, then every scenario of scenarios/ and
+                                        leave latency, then every scenario of research/scenarios/ and
                                         e2e/scenarios/ naming a check of the full set (--all:
                                         every scenario); one summary table; runs under
                                         keep-awake spinners unless --no-keep-awake; --reps N
@@ -34,7 +42,19 @@ const USAGE = `usage:
   layercast-e2e demo [--duration SECS] [--source auto|synthetic|NAME] [--scenario FILE]
                      [--status-every SECS] [--out DIR] [--port P]
                                         the live demo (docs/demo.md); until Ctrl-C without --duration
+${PIM_USAGE}
 ${RELIABILITY_USAGE}`;
+
+function routerFlag(args: string[]): RouterKind {
+  return args.includes('--frr') ? 'frr' : args.includes('--igmpproxy') ? 'igmpproxy' : 'mrouter';
+}
+
+/** FRR mode: `--frr-conf FILE` (an operator's own config, same role blocks) or frr.conf;
+ *  `--default-timers` takes its IGMP timer settings out. */
+function frrConfFlag(args: string[], fastLeave: boolean): string {
+  const text = fs.readFileSync(flag(args, '--frr-conf') ?? FRR_CONF, 'utf8');
+  return fastLeave ? text : withFrrDefaults(text);
+}
 
 function flag(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
@@ -57,7 +77,8 @@ async function main(argv: string[]): Promise<number> {
         linkMode: args.includes('--linkemu-everywhere') ? 'linkemu' : 'auto',
         overheadBytes: flag(args, '--overhead-bytes') !== undefined ? Number(flag(args, '--overhead-bytes')) : undefined,
         rtPrio: flag(args, '--rt-prio') !== undefined ? Number(flag(args, '--rt-prio')) : undefined,
-        router: args.includes('--igmpproxy') ? 'igmpproxy' : 'mrouter',
+        router: routerFlag(args),
+        frrConf: args.includes('--frr') ? frrConfFlag(args, true) : undefined,
       });
       for (const m of r.measurements) console.log(`${m.pass ? 'pass' : 'FAIL'}  ${m.id}: ${m.metric} = ${m.value}${!m.pass && m.known_issue ? ` (known issue: ${m.known_issue})` : ''}`);
       for (const d of r.tfmcc_checks ?? []) console.log(`${d.pass === null ? 'info' : d.pass ? 'pass' : 'FAIL'}  ${d.check} ${d.measurement}: ${d.text}`);
@@ -67,13 +88,20 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'leave-latency': {
       const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `leave-latency-${stamp}`);
+      const router = routerFlag(args);
+      const fastLeave = !args.includes('--default-timers');
+      const hops = Number(flag(args, '--hops') ?? 2);
+      if (hops !== 1 && hops !== 2) throw new Error('--hops is 1 or 2');
       const r = await measureLeaveLatency({
-        fastLeave: !args.includes('--default-timers'),
-        router: args.includes('--igmpproxy') ? 'igmpproxy' : 'mrouter',
+        fastLeave,
+        router,
         cycles: Number(flag(args, '--cycles') ?? 5),
         outDir: out,
+        hops,
+        ssm: args.includes('--ssm'),
+        frrConf: router === 'frr' ? frrConfFlag(args, fastLeave) : undefined,
       });
-      console.log(JSON.stringify(r, null, 2));
+      console.log(JSON.stringify(r, (_k, v) => (v === Infinity ? 'Infinity' : v), 2));
       return 0;
     }
     case 'full': {
@@ -121,6 +149,16 @@ async function main(argv: string[]): Promise<number> {
       const removed = await cleanup({ all: args.includes('--all') });
       console.log(removed.length ? `removed ${removed.join(' ')}` : 'nothing to remove');
       return 0;
+    }
+    case 'pim': {
+      const only = flag(args, '--only');
+      return pimCommand({
+        outDir: flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `pim-${stamp}`),
+        only: only ? only.split(',') : undefined,
+        cycles: Number(flag(args, '--cycles') ?? 5),
+        frrDefaults: args.includes('--frr-defaults'),
+        keepAwake: !args.includes('--no-keep-awake'),
+      });
     }
     case 'tfrc-checks':
       return tfrcChecksCommand(args);

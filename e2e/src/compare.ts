@@ -1,6 +1,6 @@
 // Side by side: one scenario in the simulator (`layercast-sim run`) and on the testbed, one
 // table (metric, sim, testbed, band, verdict). Both engines write summary.json with the same
-// measurement ids and metric names (e2e/src/metrics.ts mirrors congestion/sim/src/metrics.rs),
+// measurement ids and metric names (e2e/src/metrics.ts mirrors research/sim/src/metrics.rs),
 // so the table is a join on the measurement id, plus each monitor's throughput and loss ratio.
 import fs from 'node:fs';
 import path from 'node:path';

@@ -17,7 +17,7 @@ import { kernelCongestionControl, loadScenario, ladderRates, type LayeredFlow, t
 import { repoRoot, requireBinary } from './bins.js';
 
 export interface DemoOptions {
-  /** Scenario file (default scenarios/demo.yaml). */
+  /** Scenario file (default research/scenarios/demo.yaml). */
   scenarioFile?: string;
   /** Stop after this many seconds; null/undefined: run until SIGINT/SIGTERM. */
   durationS?: number | null;
@@ -69,13 +69,17 @@ export interface DemoResult {
  *  refuses the name at start-up with a config error, and the demo falls back to synthetic). */
 export const VP9_TEST_SOURCE = 'testpattern';
 
-/** The test-pattern encode: 640x360 at 15 fps, three spatial x three temporal layers, the
- *  codec's L3T3 cell budgets x 1.2. With 1400-byte packets the server announces per-layer rates
- *  (cell x 1.3 + one packet per layer frame) of 182, 89, 131, 416, 167, 209, 978, 354 and 396
- *  kbit/s: exactly scenarios/demo.yaml's ladder, so the synthetic fallback and the simulator run
- *  the same ladder, and each bottleneck holds one more spatial layer (0.5 Mbit/s: 160x90,
- *  1.5 Mbit/s: 320x180, 4 Mbit/s: 640x360). */
-export const DEMO_VIDEO = { width: 640, height: 360, fps: 15, spatial: 3, temporal: 3, kbps_scale: 1.2 };
+/** The test-pattern encode: the server's default video (1280x720 at 30 fps, L3T3, the codec's
+ *  default ladder; docs/server.md "The default ladder"). With the scenario's 600-byte packets
+ *  (the server's default for video) the server announces per-layer rates of 146, 135, 269, 307,
+ *  146, 239, 1535, 538 and 578 kbit/s: exactly research/scenarios/demo.yaml's ladder, so the synthetic
+ *  fallback and the simulator run the same ladder (0.5 Mbit/s: 320x180 at 15 fps, 1.5 Mbit/s:
+ *  640x360 at 30 fps, 4 Mbit/s: 1280x720). */
+export const DEMO_VIDEO = { width: 1280, height: 720, fps: 30, spatial: 3, temporal: 3 };
+
+/** The earlier demo encode's size (640x360 at 15 fps, L3T3, about 1.7 Mbit/s of budget), kept
+ *  for runs whose cost must not grow with the product default (the capacity benchmark). */
+export const SMALL_DEMO_VIDEO = { width: 640, height: 360, fps: 15, spatial: 3, temporal: 3, kbps_scale: 0.6 };
 
 const fmtRate = (bps: number) =>
   bps >= 1e6 ? `${(bps / 1e6).toFixed(2)}M` : `${Math.round(bps / 1e3)}k`;
@@ -145,7 +149,7 @@ function pipeTo(c: ChildProcess, file: string, onLine?: (l: string) => void) {
 export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
   const log = opts.log ?? ((m: string) => console.error(`[demo] ${m}`));
   const out = opts.out ?? ((m: string) => console.log(m));
-  const scFile = opts.scenarioFile ?? path.join(repoRoot, 'scenarios', 'demo.yaml');
+  const scFile = opts.scenarioFile ?? path.join(repoRoot, 'research', 'scenarios', 'demo.yaml');
   const sc = loadScenario(scFile);
   const flow = sc.flows.find((f): f is LayeredFlow => f.type === 'layered');
   if (!flow) throw new Error(`${scFile}: no layered flow`);

@@ -2,7 +2,7 @@
 // the namespace testbed, one summary table (check, measurement, value, band, verdict), each check
 // recorded for docs/acceptance.md under its spec id.
 //
-// Which scenarios: every file in scenarios/ (the shared catalogue) and e2e/scenarios/ (checks
+// Which scenarios: every file in research/scenarios/ (the shared catalogue) and e2e/scenarios/ (checks
 // that exist only on the emulated network, e.g. plm.md's E-checks and delay-based.md's DE-checks)
 // with a measurement whose id starts with one of FULL_CHECKS; `--all` runs every scenario except
 // the simulator's self-tests. A check's verdict is pass when every banded measurement of it
@@ -40,14 +40,14 @@ export const FULL_CHECKS = [
   'era/AC-13', 'plm/E1', 'plm/E3', 'plm/E4', 'plm/E6', 'plm/E7', 'plm/E8', 'plm/E9', 'plm/E10', 'plm/E11', 'plm/E12',
   'delay/DE0', 'delay/DE3', 'delay/DE4', 'delay/DE5', 'delay/DE7', 'delay/DE8',
   'tfmcc/E6', 'tfmcc/E7', 'tfmcc/E9', 'tfmcc/E10', 'tfmcc/E11', 'tfmcc/E12', 'tfmcc/E13', 'tfmcc/E14', 'tfmcc/E15', 'tfmcc/E16',
-  // Issue 24: LCC's RMCAT set (scenarios/rmcat-*.yaml, `make rmcat`) and the Linux TCP model check.
+  // Issue 24: LCC's RMCAT set (research/scenarios/rmcat-*.yaml, `make rmcat`) and the Linux TCP model check.
   ...ISSUE24_CHECKS(),
 ];
 
 /** Checks of FULL_CHECKS that the simulator's catalogue records under the same id. */
 export const SIM_ALSO = ['era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-6', 'era/AC-8', 'era/AC-9', 'era/AC-10', 'era/AC-12', ...ISSUE24_CHECKS()];
 
-export const SCENARIO_DIRS = [path.join(repoRoot, 'scenarios'), path.join(repoRoot, 'e2e', 'scenarios')];
+export const SCENARIO_DIRS = [path.join(repoRoot, 'research', 'scenarios'), path.join(repoRoot, 'e2e', 'scenarios')];
 
 export interface Row {
   check: string;

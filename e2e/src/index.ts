@@ -6,6 +6,8 @@ export { buildTopology, type Built, type BuildOptions } from './topology.js';
 export { runScenario, type RunOptions, type RunResult } from './runner.js';
 export { Monitor, measure, jain, minMaxRatio } from './metrics.js';
 export { measureLeaveLatency } from './leave.js';
+export { FrrRouter, routerConfig, withFrrDefaults, FRR_CONF } from './frr.js';
+export { pimLatency, pimSettle, pimSenderRate } from './pim.js';
 export { svgChart, writeReport } from './report.js';
 export { findBinary } from './bins.js';
 export { run, nsRun, ProcessSet, sleep } from './sh.js';

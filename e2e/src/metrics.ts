@@ -1,4 +1,4 @@
-// The simulator's metrics (congestion/sim/src/metrics.rs and report.rs), computed from what
+// The simulator's metrics (research/sim/src/metrics.rs and report.rs), computed from what
 // the testbed measured. Same names, same definitions (era.md §2.1), so a scenario's summary
 // from either engine can be compared field by field.
 import { expand, type Measurement, type Scenario } from './scenario.js';

@@ -1,6 +1,9 @@
 // Network namespaces, veth pairs and their teardown. Every namespace this package creates is
 // named `lc-e<pid>-<name>`: `lc-` marks Layercast, `e<pid>` the testbed process that owns it, so
 // `cleanup` can tell a crashed run's leftovers (owner dead) from a live run's.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { run, nsRun, ProcessSet } from './sh.js';
 
 export const NS_PREFIX = 'lc-';
@@ -39,12 +42,31 @@ export async function deleteNamespace(ns: string): Promise<void> {
   await run('ip', ['netns', 'del', ns], { allowFail: true });
 }
 
+/** State directories of daemons run inside a run's namespaces (FRR's sockets and pid files):
+ *  `<tmp>/lc-e<pid>-<name>`, named like the namespaces so `cleanup` finds a dead run's. */
+export function stateDirs(): string[] {
+  try {
+    return fs
+      .readdirSync(os.tmpdir())
+      .filter((n) => /^lc-e\d+-/.test(n))
+      .map((n) => path.join(os.tmpdir(), n));
+  } catch {
+    return [];
+  }
+}
+
 /**
- * Removes `lc-` namespaces. Default: only those of testbed runs whose owning process is gone
- * (safe while other runs and other tests are live). `all`: every `lc-` namespace.
+ * Removes `lc-` namespaces (and the state directories of their daemons). Default: only those
+ * of testbed runs whose owning process is gone (safe while other runs and other tests are
+ * live). `all`: every `lc-` namespace.
  */
 export async function cleanup(opts: { all?: boolean; prefix?: string } = {}): Promise<string[]> {
   const removed: string[] = [];
+  for (const dir of stateDirs()) {
+    const name = path.basename(dir);
+    if (opts.prefix ? !name.startsWith(opts.prefix) : !opts.all && alive(Number(/^lc-e(\d+)-/.exec(name)![1]))) continue;
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
   for (const ns of await listNamespaces()) {
     if (opts.prefix) {
       if (!ns.startsWith(opts.prefix)) continue;
@@ -62,6 +84,8 @@ export async function cleanup(opts: { all?: boolean; prefix?: string } = {}): Pr
 /** The namespaces and processes of one run, with always-teardown. */
 export class Net {
   readonly namespaces: string[] = [];
+  /** Directories removed at teardown, after the processes that use them are gone. */
+  readonly dirs: string[] = [];
   readonly procs = new ProcessSet();
   private teardownP: Promise<void> | null = null;
   private readonly onSignal: (sig: NodeJS.Signals) => void;
@@ -77,6 +101,13 @@ export class Net {
 
   ns(name: string): string {
     return `${this.prefix}${name}`;
+  }
+
+  /** A state directory for daemons of this run (`<tmp>/lc-e<pid>-<name>`), removed at teardown. */
+  stateDir(name: string): string {
+    const d = path.join(os.tmpdir(), this.ns(name));
+    this.dirs.push(d);
+    return d;
   }
 
   async addNamespace(name: string): Promise<string> {
@@ -132,6 +163,7 @@ export class Net {
         await this.procs.stopAll();
         // Until none is left: a build still in flight may register one more meanwhile.
         while (this.namespaces.length) await deleteNamespace(this.namespaces.pop()!);
+        for (const d of this.dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
       })();
     }
     return this.teardownP;

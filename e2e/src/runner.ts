@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { Net, cleanup } from './netns.js';
-import { buildTopology, type Built } from './topology.js';
+import { buildTopology, type Built, type RouterKind } from './topology.js';
 import { collect, nsRun, sleep, waitExit } from './sh.js';
 import { findLink, kernelCongestionControl, ladderRates, monitorNames, type CbrFlow, type OnoffFlow, type Scenario, type TcpFlow } from './scenario.js';
 import { Monitor, measure, timeseriesCsv, type MeasResult } from './metrics.js';
@@ -35,7 +35,9 @@ export interface RunOptions {
   overheadBytes?: number;
   linkMode?: 'auto' | 'linkemu';
   rtPrio?: number;
-  router?: 'mrouter' | 'igmpproxy';
+  router?: RouterKind;
+  /** FRR mode: the configuration text (default deploy/router/frr/frr.conf). */
+  frrConf?: string;
   /** Multiplies every time in the scenario (a quick look at a long scenario). Default 1. */
   timeScale?: number;
   /** TFMCC receivers (`flow/receiver`) whose stop is a crash (SIGKILL, no leave report)
@@ -206,6 +208,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
       linkMode: opts.linkMode,
       rtPrio: opts.rtPrio,
       router: opts.router,
+      frrConf: opts.frrConf,
       seed,
     });
     const b = built;

@@ -1,4 +1,4 @@
-// The scenario file (YAML), the same one the simulator runs (`congestion/sim/src/scenario.rs`,
+// The scenario file (YAML), the same one the simulator runs (`research/sim/src/scenario.rs`,
 // `docs/scenarios.md`): topology, flows, schedule and measurements with pass bands. This module
 // mirrors its types, defaults and checks so the testbed refuses what the simulator refuses.
 import fs from 'node:fs';

@@ -1,12 +1,15 @@
 // Builds a scenario's topology out of namespaces: one namespace per node, one veth path per
 // link (through a link-emulator namespace, or a direct veth with tbf for rate-only links),
-// static unicast routes, and igmpproxy multicast routers (chained along each session's tree).
+// static unicast routes, and multicast routers along each session's tree: the project's fast-leave
+// mrouter, igmpproxy, or FRR's PIM-SM/SSM (zebra + pimd, src/frr.ts).
 import fs from 'node:fs';
+import path from 'node:path';
 import { Net } from './netns.js';
 import { run, nsRun } from './sh.js';
 import { LinkEmu, type LinkSettings } from './linkemu.js';
 import { requireBinary } from './bins.js';
 import type { LinkDef, QdiscConfig, Scenario } from './scenario.js';
+import { FRR_CONF, FrrRouter, routerConfig, rpAddress, waitForAdjacencies, type IfRole } from './frr.js';
 
 export interface BuildOptions {
   /** Bytes added to each packet's IP length for rate accounting. Default -28: rates count UDP
@@ -21,9 +24,13 @@ export interface BuildOptions {
   rtPrio?: number;
   seed?: number;
   /** Multicast router: 'mrouter' (default: `layercast-linkemu mrouter`, immediate leave, or the
-   *  scenario's leave_latency_ms without fast_leave) or 'igmpproxy' (the packaged igmpproxy 0.3,
-   *  with quickleave when fast_leave; it prunes only on its route-ageing cycle, seconds late). */
-  router?: 'mrouter' | 'igmpproxy';
+   *  scenario's leave_latency_ms without fast_leave), 'igmpproxy' (the packaged igmpproxy 0.3,
+   *  with quickleave when fast_leave; it prunes only on its route-ageing cycle, seconds late) or
+   *  'frr' (FRR zebra + pimd on every router node, PIM between routers, IGMPv3 towards receiver
+   *  nodes, the RP on the first layered source's node; configured from `frrConf`). */
+  router?: RouterKind;
+  /** FRR mode: the configuration text (default: deploy/router/frr/frr.conf). */
+  frrConf?: string;
   /** Directory for configs and logs. */
   dir: string;
 }
@@ -40,12 +47,17 @@ export interface BuiltLink {
   emuNs?: string;
 }
 
+export type RouterKind = 'mrouter' | 'igmpproxy' | 'frr';
+
 export interface Router {
   node: string;
-  kind: 'mrouter' | 'igmpproxy';
+  kind: RouterKind;
   upstream: string[];
   downstream: string[];
   conf: string | null;
+  /** FRR mode: the running router (vtysh queries) and each PIM interface's role. */
+  frr?: FrrRouter;
+  roles?: Map<string, IfRole>;
 }
 
 export interface Built {
@@ -60,7 +72,7 @@ export interface Built {
   toward(node: string, toward: string): { ifName: string; addr: string };
 }
 
-/** Sim default queue where a scenario names none (congestion/qdisc `QdiscConfig::default`). */
+/** Sim default queue where a scenario names none (crates/netmodel `QdiscConfig::default`). */
 export const DEFAULT_QUEUE: QdiscConfig = { kind: 'droptail', limit_packets: 100 };
 
 const sanitize = (s: string) => s.replace(/[^A-Za-z0-9_.-]/g, '_');
@@ -255,7 +267,11 @@ export async function buildTopology(net: Net, sc: Scenario, opts: BuildOptions):
   }
   const routers: Router[] = [];
   const kind = opts.router ?? 'mrouter';
-  for (const [node, r] of routerIfs) {
+  if (kind === 'frr') {
+    const rp = sourceApp.size ? sc.flows.find((f) => f.type === 'layered' || f.type === 'tfmcc')!.from : null;
+    routers.push(...(await startFrr(net, sc, opts, nodeNs, routerIfs, rp, links, firstHop, endOf)));
+  }
+  for (const [node, r] of kind === 'frr' ? [] : routerIfs) {
     const ns = nodeNs.get(node)!;
     for (const u of r.up) r.down.delete(u); // an interface is upstream for some session: never downstream
     const log = fs.createWriteStream(`${opts.dir}/${kind}-${sanitize(node)}.log`);
@@ -320,6 +336,66 @@ export async function buildTopology(net: Net, sc: Scenario, opts: BuildOptions):
       return { ifName: e.ifName, addr: e.addr };
     },
   };
+}
+
+/** FRR on every router node: interface roles from the links (towards the sender's namespace:
+ *  `src`; towards another router node: `core`; towards any other node: `host`), the RP address
+ *  of frr.conf on the RP node's loopback and routed to from every node, the daemons started and
+ *  configured, and every router-to-router adjacency up before the run goes on. */
+async function startFrr(
+  net: Net,
+  sc: Scenario,
+  opts: BuildOptions,
+  nodeNs: Map<string, string>,
+  routerIfs: Map<string, { up: Set<string>; down: Set<string> }>,
+  rpNode: string | null,
+  links: BuiltLink[],
+  firstHop: (node: string, dst: string) => number | null,
+  endOf: (link: number, node: string) => { ifName: string; addr: string; peerAddr: string },
+): Promise<Router[]> {
+  const conf = opts.frrConf ?? fs.readFileSync(FRR_CONF, 'utf8');
+  const rp = rpAddress(conf);
+  if (rpNode) {
+    await run('ip', ['-n', nodeNs.get(rpNode)!, 'addr', 'add', `${rp}/32`, 'dev', 'lo']);
+    for (const n of sc.topology.nodes) {
+      if (n === rpNode) continue;
+      const hop = firstHop(n, rpNode);
+      if (hop === null) continue;
+      const e = endOf(hop, n);
+      await run('ip', ['-n', nodeNs.get(n)!, 'route', 'replace', `${rp}/32`, 'via', e.peerAddr, 'dev', e.ifName]);
+    }
+  }
+  const receiverNodes = new Set(sc.flows.flatMap((f) => (f.type === 'layered' || f.type === 'tfmcc' ? f.receivers.map((r) => r.at) : [])));
+  const out: Router[] = [];
+  const started: Promise<void>[] = [];
+  for (const [node, r] of routerIfs) {
+    if (receiverNodes.has(node)) throw new Error(`node ${node} is a router and has receivers: with FRR, receivers sit on host nodes behind a router`);
+    const roles = new Map<string, IfRole>();
+    for (const ifName of [...r.up, ...r.down]) {
+      if (ifName === 'app0') {
+        roles.set(ifName, 'src');
+        continue;
+      }
+      const l = links.find((x) => x.ifName === ifName && (x.def.from === node || x.def.to === node))!;
+      const peer = l.def.from === node ? l.def.to : l.def.from;
+      roles.set(ifName, routerIfs.has(peer) ? 'core' : 'host');
+    }
+    const router: Router = { node, kind: 'frr', upstream: [...r.up], downstream: [...r.down], conf: path.join(opts.dir, `frr-${sanitize(node)}.conf`), roles };
+    out.push(router);
+    started.push(
+      FrrRouter.start({
+        procs: net.procs,
+        ns: nodeNs.get(node)!,
+        name: sanitize(node),
+        stateDir: net.stateDir(`frr-${sanitize(node)}`),
+        logDir: opts.dir,
+        config: routerConfig(conf, sanitize(node), roles),
+      }).then((f) => void (router.frr = f)),
+    );
+  }
+  await Promise.all(started);
+  await waitForAdjacencies(out.map((r) => ({ router: r.frr!, core: [...r.roles!].filter(([, x]) => x === 'core').map(([i]) => i) })));
+  return out;
 }
 
 function hopCount(t: Map<string, { parent: string; link: number } | null>, n: string): number {

@@ -69,14 +69,14 @@ test('rejects what the simulator rejects', () => {
 });
 
 test('every catalogue scenario loads (the testbed can run what the simulator runs)', () => {
-  const dir = path.join(repoRoot, 'scenarios');
+  const dir = path.join(repoRoot, 'research', 'scenarios');
   const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.yaml')) : [];
   for (const f of files) assert.doesNotThrow(() => loadScenario(path.join(dir, f)), f);
 });
 
 test('the runner names what only the simulator can run (ACC routers, ALMA nodes)', async () => {
   const { simulatorOnly } = await import('../src/runner.js');
-  const dir = path.join(repoRoot, 'scenarios');
+  const dir = path.join(repoRoot, 'research', 'scenarios');
   assert.match(simulatorOnly(loadScenario(path.join(dir, 'an-acc-fast.yaml'))) ?? '', /ACC TCP/);
   assert.match(simulatorOnly(loadScenario(path.join(dir, 'alma-m1-heterogeneous-tree.yaml'))) ?? '', /ALMA/);
   assert.match(simulatorOnly(loadScenario(path.join(dir, 'pcc-s11-tcp-friendliness.yaml'))) ?? '', /TFRC\/PCC/);

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { execFileSync } from 'node:child_process';
-import { qualityTest } from '../examples/quality-test.js';
+import { qualityTest, SMALL_VIDEO } from '../examples/quality-test.js';
 import { findBinary } from '../src/bins.js';
 import { recordAcceptance } from '../src/acceptance.js';
 
@@ -28,7 +28,8 @@ test('media binaries are there when make test requires them', { skip: process.en
 });
 
 test('scripted quality test: per-player PSNR at the layers each bottleneck carries', { skip: ready ?? false, timeout: 180_000 }, async (t) => {
-  const r = await qualityTest({ seconds: 15, source: 'testpattern' });
+  // The small encode keeps the suite's cost; e2e/examples/quality-test.ts runs the default.
+  const r = await qualityTest({ seconds: 15, source: 'testpattern', video: SMALL_VIDEO, packetSize: 1200 });
   if (r.skipped) {
     // Under make test the media binaries are this tree's: a server without reference output
     // is a regression there, not a reason to skip.

@@ -11,9 +11,9 @@
 
 use crate::error::{Error, Result};
 use crate::http_client;
-use congestion::wire::auth::{GroupKey, MediaOpener, ReceiverKey, SamVerifier};
 use openssl::hash::MessageDigest;
 use openssl::ssl::{SslConnector, SslMethod, SslStream, SslVerifyMode};
+use security::auth::{GroupKey, MediaOpener, ReceiverKey, SamVerifier};
 use serde_json::Value;
 use std::net::{Ipv4Addr, TcpStream};
 use std::path::PathBuf;
@@ -51,7 +51,7 @@ pub fn parse_fingerprint(s: &str) -> Result<[u8; 32]> {
         .chars()
         .filter(|c| *c != ':')
         .collect();
-    congestion::wire::auth::parse_hex32(&t, "TLS fingerprint")
+    security::auth::parse_hex32(&t, "TLS fingerprint")
         .map_err(|e| Error::arg("tls-fingerprint", e.to_string()))
 }
 

@@ -18,6 +18,7 @@ mod net;
 mod qr;
 mod receiver;
 mod tfmcc;
+#[cfg(feature = "research")]
 mod tfrc;
 mod video;
 mod window;
@@ -229,7 +230,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
             "tls-fingerprint" => a.client.fingerprint = Some(auth::parse_fingerprint(&val)?),
             "ca-file" => a.client.ca_file = Some(PathBuf::from(&val)),
             "sam-key" => {
-                congestion::wire::auth::SamVerifier::from_published(&val).map_err(|e| bad(&e))?;
+                security::auth::SamVerifier::from_published(&val).map_err(|e| bad(&e))?;
                 a.sam_key = Some(val.clone())
             }
             "ssm" if val == "any" => a.ssm_any = true,
@@ -292,6 +293,7 @@ fn main() {
     disable_thp();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let h = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    #[cfg(feature = "research")]
     if tfrc::wanted(&args) {
         // A live unicast TFRC flow (src/tfrc.rs): its own loop, no SAM or layers.
         // SAFETY: the handler only stores to an atomic.

@@ -360,7 +360,7 @@ pub struct Drops {
 }
 
 /// The SAM verifier's counters as the player reports them.
-fn sam_json(v: Option<&congestion::wire::auth::SamVerifier>) -> Value {
+fn sam_json(v: Option<&security::auth::SamVerifier>) -> Value {
     match v {
         None => Value::Null,
         Some(v) => {
@@ -577,6 +577,16 @@ fn parse_packet(buf: &[u8], ts: u64, drops: &mut Drops) -> Option<(CcFields, u16
     }
 }
 
+/// The controller called `name`: the product's, plus the papers' baselines in a build with the
+/// `research` feature (the testbed's).
+fn live_controller(name: &str) -> Result<Box<dyn LayeredController>> {
+    #[cfg(feature = "research")]
+    let c = baselines::live_controller_by_name(name)?;
+    #[cfg(not(feature = "research"))]
+    let c = congestion::live_controller_by_name(name)?;
+    Ok(c)
+}
+
 pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let (ev_tx, ev_rx) = mpsc::channel::<Event>();
@@ -603,11 +613,11 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let mut auth_failures_seen = 0u64;
     // Security state: the pinned SAM key, the media opener, the SSM source (from the flags,
     // then from the session description).
-    let mut sam: Option<congestion::wire::auth::SamVerifier> = match &a.sam_key {
-        Some(k) => Some(congestion::wire::auth::SamVerifier::from_published(k)?),
+    let mut sam: Option<security::auth::SamVerifier> = match &a.sam_key {
+        Some(k) => Some(security::auth::SamVerifier::from_published(k)?),
         None => None,
     };
-    let mut opener: Option<congestion::wire::auth::MediaOpener> = None;
+    let mut opener: Option<security::auth::MediaOpener> = None;
     let mut ssm: Option<std::net::Ipv4Addr> = a.ssm;
     // With a session URL, multicast SAMs wait for the description (which may pin a key, name
     // an SSM source or carry the media key): an unverified SAM taken before it arrives would
@@ -672,7 +682,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             tfmcc = Some((fb, view));
             Some(Box::new(c))
         }
-        None => Some(congestion::live_controller_by_name(&a.controller)?),
+        None => Some(live_controller(&a.controller)?),
     };
     let protocol = match a.fixed_layers {
         Some(n) => format!("fixed:{n}"),
@@ -1347,7 +1357,8 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
 /// `frames.csv`.
 fn video_totals(v: &mut crate::video::Video) -> serde_json::Value {
     let st = v.stats();
-    json!({"frames": v.frames, "decoded": v.decoded, "late_frames": v.late_frames,
+    let (fec_recovered, fec_repairs) = v.fec_totals();
+    json!({"fec_recovered": fec_recovered, "fec_repairs": fec_repairs, "frames": v.frames, "decoded": v.decoded, "late_frames": v.late_frames,
         "width": v.width, "height": v.height, "freezes": v.freezes,
         "decoder_errors": v.decoder_errors, "push_errors": v.push_errors,
         "pictures": st.pictures, "pictures_skipped": st.pictures_skipped,

@@ -16,11 +16,11 @@
 //! `--tfmcc-feedback ADDR:PORT` if given.
 
 use congestion::tfmcc::{TfmccConfig, TfmccReceiver};
-use congestion::wire::auth::ReceiverKey;
 use congestion::wire::tfmcc::TfmccReport;
 use congestion::{
     Action, Decision, LayeredController, PacketArrival, SessionInfo, Stats, Time, TimerReason,
 };
+use security::auth::ReceiverKey;
 use serde_json::{json, Value};
 use std::hash::{BuildHasher, Hasher};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};

@@ -1,7 +1,7 @@
 //! `layercast-player --controller tfrc --listen ADDR:PORT`: the receiver of a live unicast
 //! TFRC flow (`layercast-server tfrc`, `server/src/tfrc.rs`).
 //!
-//! The sans-IO [`congestion::tfrc::TfrcReceiver`] measures the loss event rate and the
+//! The sans-IO [`baselines::tfrc::TfrcReceiver`] measures the loss event rate and the
 //! receive rate and says when to report; this shell feeds it the RTP data packets from a UDP
 //! socket and sends its `TfrcFeedback` back to the data's source address. Unicast, one
 //! sender: the first valid data packet fixes the peer, packets from elsewhere are counted
@@ -17,8 +17,8 @@
 //! reads both alike) plus a `tfrc` member, and an `exit` line.
 
 use crate::error::{Error, Result};
+use baselines::tfrc::{TfrcReceiver, TfrcReceiverConfig};
 use codec::rtp::RtpPacket;
-use congestion::tfrc::{TfrcReceiver, TfrcReceiverConfig};
 use congestion::wire::tfrc::TfrcDataFields;
 use congestion::Time;
 use serde_json::json;
@@ -285,8 +285,8 @@ pub fn main(args: &[String], stop: &AtomicBool) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use baselines::tfrc::{TfrcSender, TfrcSenderConfig};
     use codec::rtp::RtpHeader;
-    use congestion::tfrc::{TfrcSender, TfrcSenderConfig};
     use congestion::wire::tfrc::TfrcFeedback;
 
     fn args(s: &str) -> Vec<String> {

@@ -52,6 +52,8 @@ pub struct Video {
     /// Every layer on one stream (TFMCC): the layer of a packet comes from its payload
     /// descriptor, and holding the stream means holding every layer.
     single_stream: bool,
+    /// FEC decoder per layer (repair packets share each layer's stream, docs/protocols/fec.md).
+    fec: Vec<codec::fec::FecDecoder>,
 }
 
 /// Display times of decoded pictures: the RTP timestamp on a clock anchored at the first
@@ -184,20 +186,18 @@ struct Pending {
     frame: crate::framelog::FrameMsg,
 }
 
-/// `(spatial, temporal, fps)` from a codec string like `VP9 L3T3 640x360@15`.
-pub fn parse_codec(codec: &str) -> Option<(usize, usize, f64)> {
-    let mut it = codec.split_whitespace();
-    if it.next()? != "VP9" {
-        return None;
+/// `(spatial layers, temporal layers, fps, width, height)` of the session's VP9 track.
+pub fn vp9_params(info: &SessionInfo) -> Option<(usize, usize, f64, u32, u32)> {
+    match &info.track(proto::TrackKind::Video)?.codec {
+        proto::Codec::Vp9(p) => Some((
+            p.spatial as usize,
+            p.temporal as usize,
+            p.fps(),
+            p.width as u32,
+            p.height as u32,
+        )),
+        _ => None,
     }
-    let lt = it.next()?.strip_prefix('L')?;
-    let (s, t) = lt.split_once('T')?;
-    let fps = it
-        .next()
-        .and_then(|r| r.split_once('@'))
-        .and_then(|(_, f)| f.parse().ok())
-        .unwrap_or(30.0);
-    Some((s.parse().ok()?, t.parse().ok()?, fps))
 }
 
 impl Video {
@@ -206,7 +206,7 @@ impl Video {
     /// window carry on, so `frames.csv` keeps one row per picture across the restart.
     pub fn new(info: &SessionInfo, a: &crate::Args, prev: Option<Video>) -> Option<Video> {
         let (out, delay_ms) = (a.out.as_deref(), a.playout_delay_ms);
-        let (ns, nt, fps) = parse_codec(&info.codec)?;
+        let (ns, nt, fps, top_w, top_h) = vp9_params(info)?;
         // One announced layer for an SVC codec: a TFMCC session, every cell on one stream
         // (docs/protocols/tfmcc.md "Live video"); packets are told apart by their payload
         // descriptors.
@@ -248,7 +248,7 @@ impl Video {
             }
         }
         if window.is_none() && a.window {
-            let (w, h) = parse_size(&info.codec).unwrap_or((640, 360));
+            let (w, h) = (top_w, top_h);
             match crate::window::Window::open(w, h, fps) {
                 Ok(win) => window = Some(win),
                 Err(e) => eprintln!("layercast-player: no window ({e}); running headless"),
@@ -296,6 +296,9 @@ impl Video {
             sync_request: None,
             show: ShowFilter::default(),
             single_stream,
+            fec: (0..info.layers.len())
+                .map(|_| codec::fec::FecDecoder::new(codec::fec::FecParams::default()))
+                .collect(),
         })
     }
 
@@ -328,12 +331,32 @@ impl Video {
         self.sync_request.take()
     }
 
-    /// One received packet of layer `k` (payload-less padding packets are skipped).
+    /// One received packet of layer `k` (payload-less padding packets are skipped; FEC repair
+    /// packets go to the layer's `codec::fec` decoder, and what it recovers to assembly).
     pub fn push(&mut self, k: usize, data: &[u8], now_ns: u64) {
         let Ok(p) = RtpPacket::parse(data) else {
             self.push_errors += 1;
             return;
         };
+        if !self.single_stream {
+            if let Some(f) = self.fec.get_mut(k) {
+                let verdict = f.push(&p);
+                let recovered: Vec<Vec<u8>> = std::iter::from_fn(|| f.poll_recovered()).collect();
+                for r in &recovered {
+                    if let Ok(rp) = RtpPacket::parse(r) {
+                        if self.asm.push(k, &rp).is_err() {
+                            self.push_errors += 1;
+                        }
+                    }
+                }
+                if verdict != Ok(codec::fec::Received::Media) {
+                    // A repair packet (or a duplicate of a recovered one): nothing else to add.
+                    self.push_errors += verdict.is_err() as u64;
+                    self.assemble(now_ns);
+                    return;
+                }
+            }
+        }
         if p.payload().is_empty() {
             return;
         }
@@ -362,6 +385,18 @@ impl Video {
         if self.asm.push(k, &p).is_err() {
             self.push_errors += 1;
         }
+        self.assemble(now_ns);
+    }
+
+    /// FEC counters summed over the layers: (recovered media packets, repair packets).
+    pub fn fec_totals(&self) -> (u64, u64) {
+        self.fec.iter().fold((0, 0), |(r, n), f| {
+            (r + f.stats().recovered, n + f.stats().repairs)
+        })
+    }
+
+    /// Decodes every picture the assembler has completed and queues it for display.
+    fn assemble(&mut self, now_ns: u64) {
         while let Some(pic) = self.asm.pop() {
             let au = match pic.access_unit() {
                 Ok(a) => a,
@@ -480,13 +515,6 @@ impl Video {
     pub fn stats(&self) -> AssemblerStats {
         self.asm.stats()
     }
-}
-
-/// `(width, height)` from a codec string like `VP9 L3T3 640x360@15`.
-pub fn parse_size(codec: &str) -> Option<(u32, u32)> {
-    let wh = codec.split_whitespace().nth(2)?.split('@').next()?;
-    let (w, h) = wh.split_once('x')?;
-    Some((w.parse().ok()?, h.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -613,16 +641,5 @@ mod tests {
         f.set_top(&ladder, Some(3));
         assert!(f.show(1, t + 67 * ms));
         assert!(f.show(0, t + 134 * ms));
-    }
-
-    #[test]
-    fn codec_string() {
-        assert_eq!(parse_codec("VP9 L3T3 640x360@15"), Some((3, 3, 15.0)));
-        assert_eq!(parse_codec("VP9 L1T2"), Some((1, 2, 30.0)));
-        assert_eq!(parse_codec(""), None);
-        assert_eq!(parse_codec("H264 L3T3"), None);
-        assert_eq!(parse_codec("VP9 LxT3"), None);
-        assert_eq!(parse_size("VP9 L3T3 640x360@15"), Some((640, 360)));
-        assert_eq!(parse_size("VP9 L3T3"), None);
     }
 }

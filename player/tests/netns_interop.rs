@@ -15,6 +15,42 @@ fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// GET `path` from the server over the control link; the body, read until `until` appears.
+fn http_get(tb: &Testbed, path: &str, until: &str) -> String {
+    let c = tb.c.clone();
+    let (path, until) = (path.to_string(), until.to_string());
+    tb.in_ns(&c, move || {
+        let mut s = std::net::TcpStream::connect(SERVER_HTTP).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = s.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&chunk[..n]);
+            if String::from_utf8_lossy(&out).contains(&until) {
+                break;
+            }
+        }
+        let t = String::from_utf8_lossy(&out).to_string();
+        t.split("\r\n\r\n").nth(1).unwrap_or("").to_string()
+    })
+}
+
+/// Repair packets the server has sent so far (`layercast_sender_repair_packets_total`).
+fn repairs_sent(tb: &Testbed) -> u64 {
+    let m = http_get(tb, "/metrics", "layercast_sender_padding_packets_total");
+    m.lines()
+        .find(|l| l.starts_with("layercast_sender_repair_packets_total{"))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Sets up a video session and returns the testbed and the path of the published SDP.
 fn setup() -> Option<(Testbed, std::path::PathBuf)> {
     if !prerequisites() {
@@ -29,31 +65,15 @@ fn setup() -> Option<(Testbed, std::path::PathBuf)> {
         return None;
     }
     let mut tb = Testbed::new(10_000_000, 100_000, 1514);
-    tb.start_server(r#"{"name":"iop","source":"testpattern","packet_size":1200,"video":{"keyframe_interval_s":1}}"#);
+    // The server's default video (1280x720@30, 600-byte packets): layer 0 carries FEC repair
+    // packets (payload type 97) in its slots without media.
+    tb.start_server(r#"{"name":"iop","source":"testpattern","video":{"keyframe_interval_s":1}}"#);
     std::thread::sleep(Duration::from_millis(800));
     // The SDP, fetched over the control link.
-    let c = tb.c.clone();
-    let sdp = tb.in_ns(&c, || {
-        let mut s = std::net::TcpStream::connect(SERVER_HTTP).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-        s.write_all(b"GET /api/sessions/iop/sdp HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut out = Vec::new();
-        let mut chunk = [0u8; 4096];
-        while let Ok(n) = s.read(&mut chunk) {
-            if n == 0 {
-                break;
-            }
-            out.extend_from_slice(&chunk[..n]);
-            let t = String::from_utf8_lossy(&out);
-            if t.contains("a=recvonly") {
-                break;
-            }
-        }
-        let t = String::from_utf8_lossy(&out).to_string();
-        t.split("\r\n\r\n").nth(1).unwrap_or("").to_string()
-    });
+    let sdp = http_get(&tb, "/api/sessions/iop/sdp", "a=recvonly");
     assert!(sdp.contains("a=rtpmap:96 VP9/90000"), "{sdp}");
+    assert!(sdp.contains("m=video 5004 RTP/AVP 96\r\n"), "{sdp}");
+    assert!(sdp.contains("a=x-layercast-fec:97 "), "{sdp}");
     let sdp_path = tb.dir.join("layer0.sdp");
     std::fs::write(&sdp_path, &sdp).unwrap();
     Some((tb, sdp_path))
@@ -102,9 +122,10 @@ fn stock_gstreamer_plays_layer_0() {
         .filter(|l| l.contains("last-message = chain"))
         .count();
     let gst_errors = gst_out.lines().filter(|l| l.starts_with("ERROR")).count();
-    let summary = format!("gst-launch udpsrc ! rtpvp9depay ! vp9dec: {gst_frames} frames of layer 0 in 6 s, {gst_errors} errors");
+    let repairs = repairs_sent(&tb);
+    let summary = format!("gst-launch udpsrc ! rtpvp9depay ! vp9dec: {gst_frames} frames of layer 0 in 6 s, {gst_errors} errors; the server sent {repairs} FEC repair packets meanwhile");
     eprintln!("{summary}");
-    let ok = gst_frames >= 5 && gst_errors == 0;
+    let ok = gst_frames >= 5 && gst_errors == 0 && repairs > 0;
     testkit::record(
         "issue6/stock-gst",
         &summary,
@@ -147,12 +168,13 @@ fn stock_ffmpeg_plays_layer_0() {
         .and_then(|r| r.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    let repairs = repairs_sent(&tb);
     let summary = format!(
-        "ffmpeg -i layer0.sdp: {ff_frames} frames (exit {:?})",
+        "ffmpeg -i layer0.sdp: {ff_frames} frames (exit {:?}); the server sent {repairs} FEC repair packets meanwhile",
         ff.status.code()
     );
     eprintln!("{summary}");
-    let ok = ff_frames >= 10 && ff.status.success();
+    let ok = ff_frames >= 10 && ff.status.success() && repairs > 0;
     testkit::record(
         "issue6/stock-ffplay",
         &summary,

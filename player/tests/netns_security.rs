@@ -13,9 +13,9 @@
 mod common;
 use codec::rtp::RtpHeader;
 use common::*;
-use congestion::wire::auth::SamSigner;
 use congestion::wire::cc_ext::CcFields;
 use congestion::{LayerInfo, SessionInfo};
+use security::auth::SamSigner;
 use serde_json::Value;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
@@ -71,7 +71,7 @@ fn forged_info() -> SessionInfo {
         bunch_len: 2,
         adapt_interval: Duration::from_secs(1),
         announce_interval: Duration::from_secs(1),
-        codec: String::new(),
+        tracks: Vec::new(),
     }
 }
 

@@ -107,7 +107,7 @@ fn headless_player_decodes_behind_bottleneck() {
     let packet = std::env::var("LAYERCAST_BENCH_PACKET").unwrap_or_else(|_| "1200".into());
     tb.start_server(&format!(
         r#"{{"name":"vid","source":"testpattern","protocol":"era","packet_size":{packet},
-            "video":{{"qroverlay":true,"reference_dir":"{}"}}}}"#,
+            "video":{{"width":640,"height":360,"fps":15,"kbps_scale":0.5,"qroverlay":true,"reference_dir":"{}"}}}}"#,
         refdir.display()
     ));
     std::thread::sleep(Duration::from_millis(800));
@@ -252,7 +252,7 @@ fn bench_latency_and_join() {
     let packet = std::env::var("LAYERCAST_BENCH_PACKET").unwrap_or_else(|_| "1200".into());
     tb.start_server(&format!(
         r#"{{"name":"vid","source":"testpattern","protocol":"era","packet_size":{packet},
-            "video":{{"qroverlay":true,"kbps_scale":1.0{headroom}}}}}"#
+            "video":{{"width":640,"height":360,"fps":15,"qroverlay":true,"kbps_scale":1.0{headroom}}}}}"#
     ));
     std::thread::sleep(Duration::from_millis(1500));
     let url = tb.url("vid");

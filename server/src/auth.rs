@@ -22,7 +22,7 @@
 
 use crate::config::ServerConfig;
 use crate::error::{Error, Result};
-use congestion::wire::auth::SamSigner;
+use security::auth::SamSigner;
 use std::io::Write;
 use std::path::Path;
 

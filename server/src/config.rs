@@ -193,7 +193,8 @@ pub struct SessionConfig {
     pub layer_rate_bps: Option<u64>,
     /// Per-layer (non-cumulative) rates, bit/s, base first.
     pub layer_rates_bps: Option<Vec<u64>>,
-    /// UDP payload bytes of every data packet (ERA's M). Default 512.
+    /// UDP payload bytes of every data packet (ERA's M). Default 512; 600 for video
+    /// (`DEFAULT_VIDEO_PACKET`).
     pub packet_size: Option<u16>,
     /// Packets per bunch. Default 2 (packet pairs).
     pub bunch_len: Option<u8>,
@@ -220,15 +221,15 @@ pub struct SessionConfig {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct VideoConfig {
-    /// Top spatial layer size (even). Default 640x360.
+    /// Top spatial layer size (even). Default 1280x720 (docs/server.md "The default ladder").
     pub width: Option<u32>,
     pub height: Option<u32>,
-    /// Frames per second. Default 15.
+    /// Frames per second. Default 30.
     pub fps: Option<u32>,
     /// Spatial and temporal layers, 1..=3 each. Default 3 and 3.
     pub spatial: Option<usize>,
     pub temporal: Option<usize>,
-    /// Multiplies the codec's default 720p L3T3 cell rates. Default 0.5.
+    /// Multiplies the codec's default 720p30 L3T3 cell rates (`codec::ladder`). Default 1.
     pub kbps_scale: Option<f64>,
     /// Stamp each source frame with a QR code of its frame number and capture time (unix ns),
     /// GStreamer `qroverlay` in-process, any video source (see docs/server.md). Default false.
@@ -239,17 +240,17 @@ pub struct VideoConfig {
     /// Seconds between key pictures: the longest a receiver that joins mid-stream waits
     /// before it can decode the base layer (multicast receivers cannot ask for one). Default 2.
     pub keyframe_interval_s: Option<f64>,
-    /// Announced layer rate over the encoder's cell budget (1.0..=5.0) of the layers above
-    /// temporal layer 0; the pacer pads the difference (RTP/payload headers, encoder
-    /// overshoot, and the time a frame takes to drain). Default 2 (`DEFAULT_RATE_HEADROOM`);
-    /// 1.3 saves a tenth of the rate at a measured cost in latency, see docs/server.md
-    /// "Layer rates and latency".
+    /// Announced layer rate over what the layer's frames occupy on the wire at the encoder's
+    /// cell budget (`video_layer_rate`), 1.0..=5.0, for the layers above temporal layer 0; the
+    /// slots media leaves free carry FEC repair (RTP/payload headers are in the occupancy;
+    /// this covers encoder overshoot and the time a frame takes to drain). Default 1.1
+    /// (`DEFAULT_RATE_HEADROOM`, docs/server.md "Layer rates": 1.15 put the small layers
+    /// above 25 % repair, the issue-19 bound).
     pub rate_headroom: Option<f64>,
-    /// The same for the temporal-layer-0 layers (S*T0), which carry the key pictures and
-    /// which every later picture of their spatial layer needs first (1.0..=5.0; below
-    /// `rate_headroom` it is raised to it). Default 2 (`DEFAULT_KEY_HEADROOM`): a key picture
-    /// of up to the encoder's intra cap (300 % of a frame budget) then leaves within about one
-    /// frame period plus the burst credit instead of queueing ahead of the next pictures.
+    /// The same for the temporal-layer-0 layers (S*T0), which carry the key pictures
+    /// (1.0..=5.0; below `rate_headroom` it is raised to it). Default 1.1
+    /// (`DEFAULT_KEY_HEADROOM`): key pictures are budgeted by the encoder (base-layer intra cap
+    /// 150 %, frame dropping after an overshoot) and their queueing is measured, docs/server.md.
     pub key_headroom: Option<f64>,
     /// Pacer burst (1.0..=16.0): a layer with queued media may send its bunches at up to this
     /// multiple of its announced rate, running ahead of its constant-rate schedule by at most
@@ -290,19 +291,19 @@ pub struct ResolvedVideo {
     pub pacer_credit: Duration,
 }
 
-/// Default per-cell rates of the 720p L3T3 ladder (kbit/s), as `codec::ladder` has them.
-const L3T3_CELL_KBPS: [[u32; 3]; 3] = [[90, 30, 30], [240, 80, 80], [600, 200, 200]];
+/// Default per-cell rates of the 720p30 L3T3 ladder (kbit/s).
+const L3T3_CELL_KBPS: [[u32; 3]; 3] = codec::ladder::DEFAULT_L3T3_CELL_KBPS;
 
 impl VideoConfig {
     fn resolve(&self, key: &dyn Fn(&str) -> String) -> Result<ResolvedVideo> {
-        let (w, h) = (self.width.unwrap_or(640), self.height.unwrap_or(360));
+        let (w, h) = (self.width.unwrap_or(1280), self.height.unwrap_or(720));
         if w < 64 || h < 64 || w > 1920 || h > 1088 || w % 2 == 1 || h % 2 == 1 {
             return Err(Error::config(
                 &key("video.width"),
                 format!("{w}x{h}: even, 64..=1920 x 64..=1088"),
             ));
         }
-        let fps = self.fps.unwrap_or(15);
+        let fps = self.fps.unwrap_or(30);
         if !(1..=60).contains(&fps) {
             return Err(Error::config(
                 &key("video.fps"),
@@ -316,7 +317,7 @@ impl VideoConfig {
                 format!("L{ns}T{nt}: 1..=3 each"),
             ));
         }
-        let scale = self.kbps_scale.unwrap_or(0.5);
+        let scale = self.kbps_scale.unwrap_or(1.0);
         if !(0.01..=10.0).contains(&scale) {
             return Err(Error::config(
                 &key("video.kbps_scale"),
@@ -398,6 +399,11 @@ pub fn temporal_fps(fps: u32, nt: usize, t: usize) -> f64 {
     }
 }
 
+/// Default `packet_size` of video sessions: small enough that the smallest cells of the default
+/// ladder fill about two packets per frame (docs/server.md "The default ladder": at 1200 bytes
+/// the 180p and 360p TL1/TL2 layers were 26-36 % repair and padding).
+pub const DEFAULT_VIDEO_PACKET: u16 = 600;
+
 /// Default `video.pacer_peak`.
 pub const DEFAULT_PACER_PEAK: f64 = 8.0;
 
@@ -405,17 +411,21 @@ pub const DEFAULT_PACER_PEAK: f64 = 8.0;
 pub const DEFAULT_PACER_CREDIT_MS: u64 = 120;
 
 /// Default `video.key_headroom`.
-pub const DEFAULT_KEY_HEADROOM: f64 = 2.0;
+pub const DEFAULT_KEY_HEADROOM: f64 = 1.1;
 
 /// Default `video.rate_headroom`.
-pub const DEFAULT_RATE_HEADROOM: f64 = 2.0;
+pub const DEFAULT_RATE_HEADROOM: f64 = 1.1;
 
-/// Announced rate of a video layer: the cell's budget times `headroom` (RTP and payload
-/// headers, encoder overshoot, and for temporal layer 0 the key pictures, see
-/// `VideoConfig::key_headroom`), plus one bunch of `bunch_len` packets per frame: a frame
-/// occupies whole bunches (its last packet is usually short, and a bunch whose queue runs dry
-/// is filled with padding to `bunch_len` equal packets), so a frame of one or two packets
-/// costs a whole bunch of slots.
+/// Bytes of a video packet that carry no VP9 payload: the RTP header (12), the cc extension
+/// block (16) and the room kept for the FEC header ([`codec::fec::MAX_HEADER_LEN`]), so that a
+/// repair packet is no longer than the media packets it protects (docs/protocols/fec.md).
+pub const VIDEO_PACKET_OVERHEAD: u16 = 12 + 16 + codec::fec::MAX_HEADER_LEN as u16;
+
+/// Announced rate of a video layer: `headroom` times what the cell's frames occupy on the wire
+/// at its budget (docs/server.md "Layer rates"): the budget in packets of `packet_size` bytes
+/// (`packet_size - VIDEO_PACKET_OVERHEAD` of VP9 payload each), plus `bunch_len / 2` packets
+/// per frame: a frame's last packet is on average half full, and a bunch its frame leaves
+/// short is completed with repair (FEC) packets, on average half a bunch less one packet.
 pub fn video_layer_rate(
     cell_kbps: u32,
     layer_fps: f64,
@@ -423,14 +433,39 @@ pub fn video_layer_rate(
     bunch_len: u8,
     headroom: f64,
 ) -> u64 {
-    (cell_kbps as f64 * 1000.0 * headroom + layer_fps * bunch_len as f64 * packet_size as f64 * 8.0)
-        .round() as u64
+    let payload_bits = 8.0 * packet_size.saturating_sub(VIDEO_PACKET_OVERHEAD).max(1) as f64;
+    let per_frame =
+        cell_kbps as f64 * 1000.0 / layer_fps.max(0.01) / payload_bits + bunch_len as f64 / 2.0;
+    (headroom * layer_fps * per_frame * 8.0 * packet_size as f64).round() as u64
 }
 
-/// Protocols a session may announce (the contract's list).
-pub const PROTOCOLS: &[&str] = &[
-    "lcc", "era", "plm", "rlm", "rlc", "flid", "webrc", "delay", "tfmcc",
-];
+/// Checks that a session may announce `protocol`: TFMCC, or a receiver-driven controller whose
+/// sender layout this server sends (constant-rate cumulative layers). RLC, FLID-DL and WEBRC
+/// need synchronisation points, dynamic layers or waves, which the pacer does not send: their
+/// receivers would silently run against a sender that does not exist, so they are refused.
+pub fn check_protocol(protocol: &str) -> std::result::Result<(), String> {
+    use congestion::factory::{find, SenderLayout, LIVE_CONTROLLERS};
+    if protocol == "tfmcc" {
+        return Ok(());
+    }
+    #[cfg(feature = "research")]
+    let extra = baselines::CONTROLLERS;
+    #[cfg(not(feature = "research"))]
+    let extra: &[congestion::factory::ControllerSpec] = &[];
+    let spec = find(protocol, LIVE_CONTROLLERS, extra).map_err(|e| format!("{e}, tfmcc"))?;
+    match spec.layout {
+        SenderLayout::ConstantLayers => Ok(()),
+        other => Err(format!(
+            "{protocol} needs a sender with {}, which this server does not send; use lcc, era, plm or tfmcc",
+            match other {
+                SenderLayout::SyncPoints => "synchronisation-point bursts",
+                SenderLayout::DynamicLayers => "dynamic layers",
+                SenderLayout::Waves => "waves",
+                SenderLayout::ConstantLayers => "constant layers",
+            }
+        )),
+    }
+}
 
 /// A session config with every default filled in and every value checked.
 #[derive(Clone, Debug, PartialEq)]
@@ -466,11 +501,8 @@ impl SessionConfig {
     ) -> Result<ResolvedSession> {
         let key = |k: &str| format!("{ctx}.{k}");
         let protocol = self.protocol.clone().unwrap_or_else(|| "lcc".into());
-        if !PROTOCOLS.contains(&protocol.as_str()) {
-            return Err(Error::config(
-                &key("protocol"),
-                format!("{protocol:?} is not one of {}", PROTOCOLS.join(", ")),
-            ));
+        if let Err(why) = check_protocol(&protocol) {
+            return Err(Error::config(&key("protocol"), why));
         }
         let source = self.source.clone().unwrap_or_else(|| "synthetic".into());
         let video = if source == "synthetic" {
@@ -490,7 +522,11 @@ impl SessionConfig {
                 format!("{bunch_len} outside 1..=64"),
             ));
         }
-        let default_packet = if video.is_some() { 1200 } else { 512 };
+        let default_packet = if video.is_some() {
+            DEFAULT_VIDEO_PACKET
+        } else {
+            512
+        };
         let rates = match (&video, &self.layer_rates_bps) {
             (Some(v), _) => {
                 let m = self.packet_size.unwrap_or(default_packet);
@@ -870,6 +906,26 @@ mod tests {
     }
 
     #[test]
+    fn protocols_without_their_sender_layout_are_refused() {
+        for ok in ["era", "plm", "tfmcc", "PLM"] {
+            assert!(check_protocol(ok).is_ok(), "{ok}");
+        }
+        for bad in ["rlc", "flid", "webrc", "nope"] {
+            let why = check_protocol(bad).unwrap_err();
+            assert!(why.contains(bad), "{why}");
+        }
+        #[cfg(feature = "research")]
+        {
+            assert!(check_protocol("delay").is_ok());
+            let why = check_protocol("rlc").unwrap_err();
+            assert!(why.contains("synchronisation-point bursts"), "{why}");
+            assert!(check_protocol("flid")
+                .unwrap_err()
+                .contains("dynamic layers"));
+        }
+    }
+
+    #[test]
     fn precedence_flag_over_env_over_file() {
         let dir = std::env::temp_dir().join(format!("lc-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -959,23 +1015,20 @@ mod tests {
         }
         .resolve("s", "s1", g, 5004)
         .unwrap();
-        // S0: 45/15/15 kbit/s, S1: 120/40/40, S2: 300/100/100; TL0/TL1 at 3.75 fps (36
-        // kbit/s per packet of slot), TL2 at 7.5 fps.
+        // The default ladder (docs/server.md "The default ladder"): 720p30 L3T3, 600-byte
+        // pairs, headroom 1.1 x (budget in packets of 556 payload bytes + one packet per
+        // frame); TL0/TL1 at 7.5 fps, TL2 at 15 fps.
+        assert_eq!(v.packet_size, 600);
         assert_eq!(
             v.rates_bps,
-            vec![
-                90_000 + 72_000,
-                30_000 + 72_000,
-                30_000 + 144_000,
-                240_000 + 72_000,
-                80_000 + 72_000,
-                80_000 + 144_000,
-                600_000 + 72_000,
-                200_000 + 72_000,
-                200_000 + 144_000,
-            ]
+            vec![146_435, 134_564, 269_128, 306_686, 146_435, 239_452, 1_535_283, 538_161, 577_761]
         );
-        // rate_headroom 1.3 keeps the TL0 layers at key_headroom 2.
+        let rule = |c: f64, fps: f64, h: f64| {
+            (h * fps * (c / fps / (8.0 * 556.0) + 1.0) * 4800.0).round() as u64
+        };
+        assert_eq!(v.rates_bps[6], rule(1_260_000.0, 7.5, 1.1));
+        assert_eq!(v.rates_bps[8], rule(420_000.0, 15.0, 1.1));
+        // rate_headroom 1.3 raises the TL0 layers' key_headroom (1.1) to it too.
         let v13 = SessionConfig {
             source: Some("testpattern".into()),
             video: Some(VideoConfig {
@@ -988,11 +1041,16 @@ mod tests {
         .unwrap();
         assert_eq!(
             &v13.rates_bps[..3],
-            &[90_000 + 72_000, 19_500 + 72_000, 19_500 + 144_000]
+            &[
+                rule(90_000.0, 7.5, 1.3),
+                rule(80_000.0, 7.5, 1.3),
+                rule(160_000.0, 15.0, 1.3)
+            ]
         );
         let rv = v.video.unwrap();
         assert_eq!((rv.pacer_peak, rv.pacer_credit.as_millis()), (8.0, 120));
-        assert_eq!((rv.rate_headroom, rv.key_headroom), (2.0, 2.0));
+        assert_eq!((rv.rate_headroom, rv.key_headroom), (1.1, 1.1));
+        assert_eq!((rv.width, rv.height, rv.fps), (1280, 720, 30));
         // key_headroom below rate_headroom is raised to it.
         let v = SessionConfig {
             source: Some("testpattern".into()),

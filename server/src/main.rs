@@ -9,12 +9,14 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod auth;
 mod config;
 mod error;
+mod fill_study;
 mod http;
 mod pacer;
 mod rtp_out;
 mod sock;
 mod state;
 mod tfmcc;
+#[cfg(feature = "research")]
 mod tfrc;
 mod tls;
 mod video;
@@ -81,8 +83,16 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("tfrc") {
         // A live unicast TFRC flow (src/tfrc.rs), not a multicast session.
-        install_signals();
-        std::process::exit(tfrc::main(&args[1..], &SIGNALLED));
+        #[cfg(feature = "research")]
+        {
+            install_signals();
+            std::process::exit(tfrc::main(&args[1..], &SIGNALLED));
+        }
+        #[cfg(not(feature = "research"))]
+        {
+            eprintln!("layercast-server: `tfrc` is a research flow; this build leaves it out (build with --features research)");
+            std::process::exit(2);
+        }
     }
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let cfg = match config::load(&args, &env) {

@@ -72,6 +72,9 @@ pub struct PacerStats {
     /// Nanoseconds spent sealing, and packets sealed (the cost of encryption).
     pub seal_ns: AtomicU64,
     pub sealed: AtomicU64,
+    /// Video slots without media: sent as FEC repair, or as padding.
+    pub repair_packets: AtomicU64,
+    pub padding_packets: AtomicU64,
 }
 
 /// What the pacer sends.
@@ -90,7 +93,11 @@ pub struct PacerConfig {
     pub queues: Option<Arc<crate::video::LayerQueues>>,
     /// Seals every packet (encrypted sessions): packets are built `MEDIA_OVERHEAD` bytes
     /// short of `packet_size` and sealed to exactly `packet_size`.
-    pub sealer: Option<congestion::wire::auth::MediaSealer>,
+    pub sealer: Option<security::auth::MediaSealer>,
+    /// FEC per video layer (`codec::fec`, docs/protocols/fec.md): a slot without media carries
+    /// a repair packet of the layer, padding only when there is nothing to repair. Empty =
+    /// padding only.
+    pub fec: Vec<codec::fec::FecParams>,
 }
 
 impl PacerConfig {
@@ -203,7 +210,7 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
     // Extended sequence numbers (the sealer's nonce input).
     let mut ext_seq: Vec<u64> = vec![0; n];
     let plain_size = match cfg.sealer {
-        Some(_) => cfg.packet_size as usize - congestion::wire::auth::MEDIA_OVERHEAD,
+        Some(_) => cfg.packet_size as usize - security::auth::MEDIA_OVERHEAD,
         None => cfg.packet_size as usize,
     };
     let mut last_ts: Vec<u32> = vec![0; n];
@@ -229,6 +236,12 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
             _ => None,
         };
     let mut last_sent: Vec<Option<Instant>> = vec![None; n];
+    // Repair instead of padding: payload room after the RTP header and the cc extension block.
+    let mut fec: Vec<codec::fec::FecEncoder> = cfg
+        .fec
+        .iter()
+        .filter_map(|p| codec::fec::FecEncoder::new(*p, plain_size.saturating_sub(28)).ok())
+        .collect();
     while !stop.load(Ordering::Relaxed) {
         let (k, due) = match &burst {
             None => {
@@ -289,19 +302,29 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
             match media {
                 Some(p) => {
                     last_ts[k] = p.header.timestamp;
+                    if let Some(f) = fec.get_mut(k) {
+                        f.push_media(seq[k], &p);
+                    }
                     rtp_out::write_media(buf, p, seq[k], &cc, plain_size);
                 }
-                None if cfg.queues.is_some() => {
-                    rtp_out::write_padding(
-                        buf,
-                        cfg.payload_type,
-                        seq[k],
-                        last_ts[k],
-                        cfg.ssrc_base.wrapping_add(k as u32),
-                        &cc,
-                        plain_size,
-                    );
-                }
+                None if cfg.queues.is_some() => match fec.get_mut(k).and_then(|f| f.repair()) {
+                    Some(r) => {
+                        stats.repair_packets.fetch_add(1, Ordering::Relaxed);
+                        rtp_out::write_media(buf, r, seq[k], &cc, plain_size);
+                    }
+                    None => {
+                        stats.padding_packets.fetch_add(1, Ordering::Relaxed);
+                        rtp_out::write_padding(
+                            buf,
+                            cfg.payload_type,
+                            seq[k],
+                            last_ts[k],
+                            cfg.ssrc_base.wrapping_add(k as u32),
+                            &cc,
+                            plain_size,
+                        );
+                    }
+                },
                 None => {
                     let ts90 = (send_us.wrapping_mul(9) / 100) as u32;
                     rtp_out::write_packet(
@@ -581,6 +604,7 @@ mod tests {
             realtime: false,
             queues: None,
             sealer: None,
+            fec: Vec::new(),
         };
         // 2 × 512 × 8 / 20 000 = 0.4096 s (era.md §1.1.3).
         assert!((c.bunch_interval(0).as_secs_f64() - 0.4096).abs() < 1e-9);
@@ -609,6 +633,7 @@ mod tests {
             realtime: false,
             queues: None,
             sealer: None,
+            fec: Vec::new(),
         };
         let stats = Arc::new(PacerStats::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -658,7 +683,7 @@ mod tests {
     /// key to a packet whose cc extension is intact, and does not open with another key.
     #[test]
     fn sealed_packets_have_the_announced_size_and_open() {
-        use congestion::wire::auth::{GroupKey, MediaOpener, MediaSealer};
+        use security::auth::{GroupKey, MediaOpener, MediaSealer};
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         rx.set_read_timeout(Some(Duration::from_millis(500)))
             .unwrap();
@@ -677,6 +702,7 @@ mod tests {
             realtime: false,
             queues: None,
             sealer: Some(MediaSealer::new(key.clone())),
+            fec: Vec::new(),
         };
         let stats = Arc::new(PacerStats::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -691,7 +717,7 @@ mod tests {
             let n = rx.recv(&mut buf).expect("pacer sends");
             assert_eq!(n, 300);
             let o = opener.open(&buf[..n]).expect("opens with the group key");
-            assert_eq!(o.packet.len(), 300 - congestion::wire::auth::MEDIA_OVERHEAD);
+            assert_eq!(o.packet.len(), 300 - security::auth::MEDIA_OVERHEAD);
             assert!(crate::rtp_out::parse_cc(&o.packet).is_some());
             assert!(wrong.open(&buf[..n]).is_err());
             n_ok += 1;

@@ -5,10 +5,10 @@ use crate::config::{ResolvedSession, ServerConfig, SessionConfig};
 use crate::error::{Error, Result};
 use crate::pacer::{self, PacerConfig, PacerStats};
 use crate::sock;
-use congestion::wire::auth::{
+use congestion::{LayerInfo, SessionInfo, Time};
+use security::auth::{
     GroupKey, InfluenceConfig, InfluenceLimiter, MediaSealer, ReportMac, SamSigner,
 };
-use congestion::{LayerInfo, SessionInfo, Time};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
@@ -428,6 +428,7 @@ impl State {
                 "only TFMCC sessions have receiver reports",
             ));
         }
+        let ssrc_base = random_u32();
         let info = SessionInfo {
             session_id: random_u32(),
             announce_seq: 0,
@@ -437,15 +438,28 @@ impl State {
             bunch_len: if is_tfmcc { 1 } else { r.bunch_len },
             adapt_interval: r.adapt_interval,
             announce_interval: self.cfg.announce_interval,
-            codec: r
+            tracks: r
                 .video
                 .as_ref()
-                .map(crate::video::codec_string)
+                .map(|v| {
+                    let mut t = crate::video::video_track(v, &layers, ssrc_base);
+                    // Repair rides in each layer's own slots (docs/protocols/fec.md); a TFMCC
+                    // session's single stream is paced by its own sender and carries none.
+                    let fec = crate::video::fec_params(&r);
+                    if !is_tfmcc && fec.len() == t.streams.len() {
+                        for (st, f) in t.streams.iter_mut().zip(&fec) {
+                            st.repair = Some(proto::Repair {
+                                payload_type: f.payload_type,
+                                params: f.announced_params(),
+                            });
+                        }
+                    }
+                    vec![t]
+                })
                 .unwrap_or_default(),
         };
         congestion::wire::sam::validate(&info)?;
         let sock = sock::sender_socket(&self.cfg)?;
-        let ssrc_base = random_u32();
         let stop = Arc::new(AtomicBool::new(false));
         let child = Arc::new(crate::video::ChildSlot::default());
         // A fresh key per session start, never stored: see docs/security.md §3 on why the
@@ -454,7 +468,7 @@ impl State {
         // Sealing adds MEDIA_OVERHEAD bytes: packets are built that much smaller, so that
         // what goes on the wire is exactly the announced packet size.
         let plain_size = if r.encrypt {
-            r.packet_size - congestion::wire::auth::MEDIA_OVERHEAD as u16
+            r.packet_size - security::auth::MEDIA_OVERHEAD as u16
         } else {
             r.packet_size
         };
@@ -501,6 +515,10 @@ impl State {
             realtime: self.cfg.pacer_realtime,
             queues: queues.clone(),
             sealer: media_key.clone().map(MediaSealer::new),
+            fec: match queues {
+                Some(_) => crate::video::fec_params(&r),
+                None => Vec::new(),
+            },
         };
         let stats = Arc::new(PacerStats::default());
         let (s2, st2) = (stats.clone(), stop.clone());
@@ -667,7 +685,7 @@ impl State {
             .collect();
         json!({
             "id": s.cfg.id, "name": s.cfg.name, "protocol": s.cfg.protocol,
-            "source": s.cfg.source, "codec": info.codec, "layers": layers,
+            "source": s.cfg.source, "codec": info.describe(), "layers": layers,
             "video_pictures": s.queues.as_ref().map(|q| q.pictures.load(Ordering::Relaxed)),
             "video_dropped": s.queues.as_ref().map(|q| q.dropped.load(Ordering::Relaxed)),
             "video_key_requests": s.queues.as_ref().map(|q| q.key_requests.load(Ordering::Relaxed)),
@@ -855,7 +873,7 @@ impl State {
     pub fn sdp(&self, s: &Session) -> String {
         let info = lock(&s.info).clone();
         let l0 = &info.layers[0];
-        let enc = if info.codec.is_empty() {
+        let enc = if info.tracks.is_empty() {
             "X-LAYERCAST-SYNTH/90000"
         } else {
             "VP9/90000"
@@ -871,11 +889,19 @@ impl State {
             ));
         }
         sdp.push_str(&format!(
-            "m=video {} RTP/AVP 96\r\na=rtpmap:96 {enc}\r\na=extmap:{} {}\r\na=recvonly\r\n",
+            "m=video {} RTP/AVP 96\r\na=rtpmap:96 {enc}\r\na=extmap:{} {}\r\n",
             l0.port,
             congestion::wire::cc_ext::DEFAULT_ID,
             congestion::wire::cc_ext::URI
         ));
+        // Repair packets share the layer's stream under their own payload type, which the
+        // m= line does not list: stock receivers drop them (docs/protocols/fec.md).
+        if s.queues.is_some() {
+            if let Some(f) = crate::video::fec_params(&s.cfg).first() {
+                sdp.push_str(&format!("a=x-layercast-fec:{}\r\n", f.sdp_attribute()));
+            }
+        }
+        sdp.push_str("a=recvonly\r\n");
         sdp
     }
 
@@ -885,7 +911,7 @@ impl State {
         let sessions: Vec<_> = lock(&self.sessions).values().cloned().collect();
         // One counter family per sender statistic, one series per session.
         type Read = fn(&PacerStats) -> u64;
-        let counters: [(&str, Read); 5] = [
+        let counters: [(&str, Read); 7] = [
             ("layercast_sender_packets_total", |st| {
                 st.packets.load(Ordering::Relaxed)
             }),
@@ -901,6 +927,13 @@ impl State {
             }),
             ("layercast_sender_seal_nanoseconds_total", |st| {
                 st.seal_ns.load(Ordering::Relaxed)
+            }),
+            // Video slots without media: FEC repair packets, and padding where none was due.
+            ("layercast_sender_repair_packets_total", |st| {
+                st.repair_packets.load(Ordering::Relaxed)
+            }),
+            ("layercast_sender_padding_packets_total", |st| {
+                st.padding_packets.load(Ordering::Relaxed)
             }),
         ];
         for (name, get) in counters {

@@ -1,6 +1,6 @@
 //! `layercast-server tfrc ...`: a live unicast TFRC sender over a real UDP socket.
 //!
-//! The sans-IO [`congestion::tfrc::TfrcSender`] decides the allowed rate X; this shell paces
+//! The sans-IO [`baselines::tfrc::TfrcSender`] decides the allowed rate X; this shell paces
 //! RTP data packets at X to one receiver (`layercast-player --controller tfrc`, see
 //! `player/src/tfrc.rs`), reads the receiver's feedback on the same socket, and runs the
 //! nofeedback timer. Docs: `docs/protocols/tfrc.md`, "Live mode".
@@ -20,8 +20,8 @@
 //!   dropped and counted (`bad_feedback`, `foreign_feedback` in the log).
 
 use crate::error::{Error, Result};
+use baselines::tfrc::{TfrcSender, TfrcSenderConfig};
 use codec::rtp::RtpHeader;
-use congestion::tfrc::{TfrcSender, TfrcSenderConfig};
 use congestion::wire::tfrc::TfrcFeedback;
 use congestion::Time;
 use serde_json::{json, Value};
@@ -402,8 +402,8 @@ pub fn main(args: &[String], stop: &AtomicBool) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use baselines::tfrc::{TfrcReceiver, TfrcReceiverConfig};
     use codec::rtp::RtpPacket;
-    use congestion::tfrc::{TfrcReceiver, TfrcReceiverConfig};
     use congestion::wire::tfrc::TfrcDataFields;
 
     fn args(s: &str) -> Vec<String> {

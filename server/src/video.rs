@@ -13,6 +13,7 @@ use codec::ladder::LayerLadder;
 use codec::synth;
 use codec::vp9rtp::{LayerPacket, LayerStreams, StreamConfig};
 use codec::vpx::{SvcConfig, SvcEncoder};
+use proto::{LayerInfo, Track, Vp9Params};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -126,12 +127,47 @@ impl LayerQueues {
     }
 }
 
-/// The codec description announced in the SAM, e.g. `VP9 L3T3 640x360@15`.
-pub fn codec_string(v: &ResolvedVideo) -> String {
-    format!(
-        "VP9 L{}T{} {}x{}@{}",
-        v.spatial, v.temporal, v.width, v.height, v.fps
-    )
+/// Bytes the packetizer leaves free in every video packet: the cc extension block (16) and
+/// the FEC header a repair packet adds ([`codec::fec::MAX_HEADER_LEN`]).
+pub(crate) const VIDEO_EXT_RESERVE: usize = 16 + codec::fec::MAX_HEADER_LEN;
+
+/// FEC parameters of each layer of a video session (`codec::fec::FecParams::for_layer`): its
+/// packet rate, and the share of its slots media is expected to fill (the announced rate at a
+/// headroom of 1 and one packet per frame for the part-filled last packet, over the announced
+/// rate).
+pub fn fec_params(r: &crate::config::ResolvedSession) -> Vec<codec::fec::FecParams> {
+    let Some(v) = &r.video else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for row in &v.cell_kbps {
+        for (t, &c) in row.iter().enumerate() {
+            let k = out.len();
+            let rate = r.rates_bps.get(k).copied().unwrap_or(1).max(1) as f64;
+            let fps = crate::config::temporal_fps(v.fps, v.temporal, t);
+            let media = crate::config::video_layer_rate(c, fps, r.packet_size, 1, 1.0) as f64;
+            out.push(codec::fec::FecParams::for_layer(
+                rate / (8.0 * r.packet_size as f64),
+                media / rate,
+            ));
+        }
+    }
+    out
+}
+
+/// The video track announced in the SAM (`proto::Track::vp9_ladder`: stream `k` in layer `k`
+/// with SSRC `ssrc_base + k`, the SSRCs the pacer sends with).
+pub fn video_track(v: &ResolvedVideo, layers: &[LayerInfo], ssrc_base: u32) -> Track {
+    let p = Vp9Params {
+        payload_type: 96,
+        width: v.width as u16,
+        height: v.height as u16,
+        fps_num: v.fps,
+        fps_den: 1,
+        spatial: v.spatial as u8,
+        temporal: v.temporal as u8,
+    };
+    Track::vp9_ladder(0, p, layers, ssrc_base)
 }
 
 /// Per-layer labels for the API (`S1T2 320x180@15`).
@@ -161,7 +197,7 @@ pub fn labels(v: &ResolvedVideo) -> Vec<String> {
     out
 }
 
-fn svc_config(v: &ResolvedVideo) -> SvcConfig {
+pub(crate) fn svc_config(v: &ResolvedVideo) -> SvcConfig {
     let mut c = SvcConfig::l3t3_720p();
     c.width = v.width;
     c.height = v.height;
@@ -285,6 +321,37 @@ impl GstReader {
     }
 }
 
+/// The per-layer RTP streams of an encode: the spatial-major ladder of `conf`, SSRC
+/// `ssrc_base + k` for layer k, packets of at most `mtu` bytes with `ext_reserve` left free.
+pub(crate) fn layer_streams(
+    conf: &SvcConfig,
+    ssrc_base: u32,
+    mtu: u16,
+    ext_reserve: usize,
+) -> Result<LayerStreams> {
+    let ladder = LayerLadder::spatial_major(&conf.cell_kbps)
+        .map_err(|e| Error::BadRequest(format!("video ladder: {e}")))?;
+    let n = ladder.len() as u32;
+    let res = (0..conf.spatial_layers)
+        .map(|s| {
+            let (w, h) = conf.layer_size(s);
+            (w as u16, h as u16)
+        })
+        .collect();
+    LayerStreams::new(
+        ladder,
+        res,
+        StreamConfig {
+            payload_type: 96,
+            ssrcs: (0..n).map(|k| ssrc_base.wrapping_add(k)).collect(),
+            mtu: mtu as usize,
+            ext_reserve,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| Error::BadRequest(format!("video packetizer: {e}")))
+}
+
 /// Starts the encoder thread. `ssrc_base + k` is layer k's SSRC (the pacer uses the same).
 #[allow(clippy::too_many_arguments)]
 pub fn start(
@@ -297,27 +364,8 @@ pub fn start(
     stop: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<()>> {
     let conf = svc_config(v);
-    let ladder = LayerLadder::spatial_major(&conf.cell_kbps)
-        .map_err(|e| Error::BadRequest(format!("video ladder: {e}")))?;
-    let n = ladder.len();
-    let res = (0..v.spatial)
-        .map(|s| {
-            let (w, h) = conf.layer_size(s);
-            (w as u16, h as u16)
-        })
-        .collect();
-    let mut streams = LayerStreams::new(
-        ladder,
-        res,
-        StreamConfig {
-            payload_type: 96,
-            ssrcs: (0..n as u32).map(|k| ssrc_base.wrapping_add(k)).collect(),
-            mtu: packet_size as usize,
-            ext_reserve: 16, // the cc extension block: 4-byte header + 12 bytes
-            ..Default::default()
-        },
-    )
-    .map_err(|e| Error::BadRequest(format!("video packetizer: {e}")))?;
+    let mut streams = layer_streams(&conf, ssrc_base, packet_size, VIDEO_EXT_RESERVE)?;
+    let n = streams.packetizer().ladder().len();
     let mut enc = SvcEncoder::new(conf.clone())
         .map_err(|e| Error::BadRequest(format!("video encoder: {e}")))?;
     *lock(&queues.queues) = vec![VecDeque::new(); n];
@@ -815,26 +863,7 @@ mod latency_study {
     fn trace(v: &ResolvedVideo, packet_size: u16, secs: u32, intra: u32) -> Vec<Pic> {
         let mut conf = svc_config(v);
         conf.max_intra_pct = intra;
-        let ladder = LayerLadder::spatial_major(&conf.cell_kbps).unwrap();
-        let n = ladder.len();
-        let res = (0..v.spatial)
-            .map(|s| {
-                let (w, h) = conf.layer_size(s);
-                (w as u16, h as u16)
-            })
-            .collect();
-        let mut streams = LayerStreams::new(
-            ladder,
-            res,
-            StreamConfig {
-                payload_type: 96,
-                ssrcs: (0..n as u32).collect(),
-                mtu: packet_size as usize,
-                ext_reserve: 16,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let mut streams = layer_streams(&conf, 0, packet_size, 16).unwrap();
         let mut enc = SvcEncoder::new(conf).unwrap();
         let mut st = Stamper::new(v.width, v.height, v.fps, qr_pixel_size(v.spatial)).unwrap();
         let mut out = Vec::new();
@@ -957,23 +986,13 @@ mod latency_study {
             j += Duration::from_millis(50);
         }
         // Rate check: 6-s windows every 100 ms.
-        let mut worst: f64 = 0.0;
-        for k in 0..n {
-            let s = &starts[k];
-            let mut w0 = cap(2 * fps as usize);
-            while w0 + Duration::from_secs(6) < cap(pics.len()) {
-                let inw: Vec<&Instant> = s
-                    .iter()
-                    .filter(|&&t| t >= w0 && t < w0 + Duration::from_secs(6))
-                    .collect();
-                if inw.len() >= 2 {
-                    let span = (*inw[inw.len() - 1] - *inw[0]).as_secs_f64();
-                    let meas = (inw.len() - 1) as f64 / span * iv[k].as_secs_f64();
-                    worst = worst.max((meas - 1.0).abs());
-                }
-                w0 += Duration::from_millis(100);
-            }
-        }
+        let worst = crate::fill_study::worst_rate_deviation(
+            &starts,
+            &iv,
+            cap(2 * fps as usize),
+            cap(pics.len()),
+            100,
+        );
         Outcome {
             lat,
             worst_dev: worst,
@@ -982,11 +1001,7 @@ mod latency_study {
         }
     }
 
-    fn q(v: &[f64], p: f64) -> f64 {
-        let mut s = v.to_vec();
-        s.sort_by(f64::total_cmp);
-        s[((s.len() - 1) as f64 * p).round() as usize]
-    }
+    use crate::fill_study::quantile as q;
 
     fn env(name: &str, d: f64) -> f64 {
         std::env::var(name)

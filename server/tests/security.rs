@@ -2,8 +2,8 @@
 //! (`docs/security.md`), on loopback inside a private network namespace (root; else skipped).
 //! `cargo test --release -p layercast-server --test security`
 
-use congestion::wire::auth::SamVerifier;
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
+use security::auth::SamVerifier;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream, UdpSocket};
@@ -379,7 +379,7 @@ fn tokens_hostile_http_telemetry_flood_and_signed_sams() {
     assert_eq!(verified, sams.len());
     // The key file made at first start holds the published key's seed.
     let seed = std::fs::read_to_string(ns.dir.join("sam.key")).expect("key file written");
-    let signer = congestion::wire::auth::SamSigner::from_hex(&seed).unwrap();
+    let signer = security::auth::SamSigner::from_hex(&seed).unwrap();
     assert_eq!(signer.published_key(), pk);
     // Flood: at most the bucket (2) plus 1/s over the flood's duration got through; every
     // refusal was a 429 and is counted.
@@ -610,8 +610,8 @@ fn auth_reports_keys_per_receiver() {
     // Reports: one genuine (rid 5), its replay, one unsigned, one under 6's key relabelled 5.
     let hex6 = k6["report_key"].as_str().unwrap().to_string();
     let after = ns.run(move || {
-        use congestion::wire::auth::ReceiverKey;
         use congestion::wire::tfmcc::TfmccReport;
+        use security::auth::ReceiverKey;
         let key5 = ReceiverKey::from_hex(5, &hex5).unwrap();
         let key6 = ReceiverKey::from_hex(6, &hex6).unwrap();
         let s = UdpSocket::bind("127.0.0.1:0").unwrap();

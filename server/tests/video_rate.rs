@@ -42,8 +42,8 @@ fn get(path: &str) -> Option<Value> {
 }
 
 /// Per layer: (announced bit/s, measured payload bit/s, packets, packets not of the session's
-/// packet size, bunches seen, packets carrying media).
-type LayerRate = (f64, f64, u64, u64, u64, u64);
+/// packet size, bunches seen, packets carrying media, FEC repair packets).
+type LayerRate = (f64, f64, u64, u64, u64, u64, u64);
 
 /// Bytes of RTP payload (after the header, CSRCs and extension block, before RTP padding):
 /// 0 for the pacer's padding-only packets.
@@ -138,6 +138,7 @@ fn video_layers_are_paced_at_their_announced_rate() {
             let mut pkts = vec![0u64; n];
             let mut odd = vec![0u64; n];
             let mut media = vec![0u64; n];
+            let mut repair = vec![0u64; n];
             let start = Instant::now();
             while start.elapsed() < Duration::from_secs(6) {
                 for (k, s) in socks.iter().enumerate() {
@@ -147,7 +148,10 @@ fn video_layers_are_paced_at_their_announced_rate() {
                         if len as u64 != packet_size {
                             odd[k] += 1;
                         }
-                        if rtp_payload_len(&buf[..len]) > 0 {
+                        // Payload type 97: a FEC repair packet in a slot without media.
+                        if len > 1 && buf[1] & 0x7f == 97 {
+                            repair[k] += 1;
+                        } else if rtp_payload_len(&buf[..len]) > 0 {
                             media[k] += 1;
                         }
                         // cc extension: 12-byte RTP header, 4-byte block header, 1-byte element
@@ -182,6 +186,7 @@ fn video_layers_are_paced_at_their_announced_rate() {
                         odd[k],
                         f.len() as u64,
                         media[k],
+                        repair[k],
                     )
                 })
                 .collect();
@@ -192,11 +197,11 @@ fn video_layers_are_paced_at_their_announced_rate() {
         });
     let mut worst: f64 = 0.0;
     let mut lines = Vec::new();
-    for (k, &(a, m, p, odd, b, media)) in per_layer.iter().enumerate() {
+    for (k, &(a, m, p, odd, b, media, repair)) in per_layer.iter().enumerate() {
         let dev = (m - a) / a;
         worst = worst.max(dev.abs());
         lines.push(format!(
-            "L{k}: announced {:.1} kbit/s, measured {:.1} kbit/s ({:+.2}%), {p} packets ({media} media, the rest padding) in {b} bunches, {odd} not {packet_size} B",
+            "L{k}: announced {:.1} kbit/s, measured {:.1} kbit/s ({:+.2}%), {p} packets ({media} media, {repair} FEC repair, the rest padding) in {b} bunches, {odd} not {packet_size} B",
             a / 1e3,
             m / 1e3,
             dev * 100.0
@@ -208,7 +213,9 @@ fn video_layers_are_paced_at_their_announced_rate() {
     );
     assert_eq!(per_layer.len(), 9, "L3T3 has nine layers");
     assert!(pictures > 0, "the encoder produced no picture");
-    for &(_, _, p, odd, b, media) in &per_layer {
+    let repairs: u64 = per_layer.iter().map(|l| l.6).sum();
+    assert!(repairs > 0, "no FEC repair packet on any layer:\n{report}");
+    for &(_, _, p, odd, b, media, _) in &per_layer {
         assert!(media > 0, "a layer carried no media:\n{report}");
         assert!(b >= 5, "too few bunches on a layer:\n{report}");
         assert_eq!(odd, 0, "a packet of another size:\n{report}");

@@ -2,9 +2,9 @@
 //! `--both`) and the control socket's `set` command.
 
 use crate::flow::FlowConfig;
-use crate::loss::LossModel;
 use crate::Error;
-use qdisc::QdiscConfig;
+use netmodel::LossModel;
+use netmodel::QdiscConfig;
 use serde::{Deserialize, Serialize};
 
 /// One direction's parameters.
@@ -20,7 +20,7 @@ pub struct LinkParams {
     /// Loss on the wire.
     pub loss: LossModel,
     /// Queue discipline in front of the serialiser (the shared `qdisc` crate's config); None =
-    /// drop-tail of two bandwidth-delay products ([`crate::queue::default_limit_bytes`]).
+    /// drop-tail of two bandwidth-delay products (`netmodel::link::default_limit_bytes`).
     pub queue: Option<QdiscConfig>,
     /// Bytes added to each packet's IP length when computing serialisation time. Default 0: the
     /// rate counts IP bytes, as the simulator's packet sizes do. 14 counts the Ethernet header

@@ -431,7 +431,7 @@ pub(crate) mod tests {
     #[test]
     fn garbage_never_panics() {
         let cfg = FlowConfig::default();
-        let mut rng = crate::loss::Rng::new(1);
+        let mut rng = netmodel::rng::Rng::new(1);
         for len in 0..200 {
             for _ in 0..50 {
                 let mut f: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();

@@ -7,10 +7,10 @@
 //! limiter (delay, jitter, loss, RED/REM, per-flow fair queuing) comes from here.
 //!
 //! Layout (sans-IO core, thin I/O shell):
-//! - [`link::Direction`]: the per-direction emulator in virtual time; it never reads a clock.
+//! - [`link::Direction`]: the per-direction emulator in virtual time around the shared
+//!   `netmodel::Link` (the session harness and the simulator's queues are the same code).
 //! - [`config`]: parameters and the JSON run-time update format of the control socket.
 //! - [`flow`]: frame parsing (flow id for fair queuing, multicast group and IGMP bookkeeping).
-//! - [`loss`]: the loss models and the deterministic random number generator.
 //! - [`sock`], [`ctl`], [`run`]: AF_PACKET sockets, the Unix control socket and the threads.
 //! - [`mroute`]: a minimal IGMP multicast router with immediate leave (`mrouter` subcommand).
 
@@ -20,9 +20,7 @@ pub mod error;
 pub mod flow;
 pub mod hist;
 pub mod link;
-pub mod loss;
 pub mod mroute;
-pub mod queue;
 pub mod run;
 pub mod sock;
 

@@ -1,32 +1,18 @@
-//! One direction of the emulated link, sans-IO: frames go in with a time, come out with a
-//! release time. The shell (see [`crate::run`]) reads the clock, the sockets and sleeps.
-//!
-//! Signal flow per frame:
-//!
-//! ```text
-//! arrive(now) -> classify (flow, group) -> queue discipline (may drop)
-//!    -> serialiser: starts when the link is free, takes (ip_len + overhead)·8/rate
-//!    -> loss model (lost on the wire: the link time is still used)
-//!    -> delay line: released at end_of_serialisation + delay ± jitter, in order
-//! ```
-//!
-//! The serialiser's next start is the *scheduled* end of the previous packet, not the time the
-//! shell happened to wake up, so wake-up latency never accumulates into a rate error.
+//! One direction of the emulated link: the shared sans-IO [`netmodel::Link`] (queue,
+//! serialisation, loss, delay, jitter) around raw Ethernet frames, plus what only an emulator
+//! between two veths needs: frame sizes and flows read from the IP header, per-group delivery
+//! and IGMP bookkeeping (join and leave latency), and the test-only frame rules of
+//! [`LinkParams`]. The shell (see [`crate::run`]) reads the clock, the sockets and sleeps.
 
 use crate::config::{LinkParams, LinkUpdate};
 use crate::flow::{inspect, ip_string, Igmp};
-use crate::loss::{LossState, Rng};
-use crate::queue;
 use crate::Error;
-use congestion::Time;
-use qdisc::{DropReason, QueueDiscipline, Queued};
+use netmodel::{Link, LinkConfig};
+use proto::Time;
 use serde::Serialize;
-use std::collections::{BTreeMap, VecDeque};
-use std::time::Duration;
+use std::collections::BTreeMap;
 
-/// Frames waiting in the delay line beyond this are dropped (and counted): it bounds memory
-/// when someone sets an absurd delay on an unlimited-rate link.
-pub const MAX_IN_FLIGHT: usize = 200_000;
+pub use netmodel::link::{MAX_IN_FLIGHT, SOJOURN_MAX_MS};
 
 /// Per multicast group facts, as seen leaving the link (delivered to the far end).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -86,43 +72,38 @@ pub struct Counters {
     pub sojourn_ms: BTreeMap<u32, u64>,
 }
 
-/// Queueing delays above this many milliseconds share the last histogram bucket.
-pub const SOJOURN_MAX_MS: u64 = 5_000;
-
 /// One direction of the link.
 pub struct Direction {
     params: LinkParams,
-    qdisc: Box<dyn QueueDiscipline<Vec<u8>>>,
-    link_free_at: Time,
-    line: VecDeque<(Time, Vec<u8>)>,
-    last_release: Time,
-    loss: LossState,
-    rng: Rng,
-    counters: Counters,
+    link: Link<Vec<u8>>,
+    rx: (u64, u64),
+    tx_bytes: u64,
+    shell: (u64, u64),
     groups: BTreeMap<u32, GroupStats>,
-    seed: u64,
+}
+
+fn link_config(p: &LinkParams) -> LinkConfig {
+    LinkConfig {
+        rate_bps: p.rate_bps,
+        delay_ns: p.delay_ns,
+        jitter_ns: p.jitter_ns,
+        loss: p.loss.clone(),
+        queue: p.queue.clone(),
+    }
 }
 
 impl Direction {
     /// A direction with the given parameters and random seed.
     pub fn new(params: LinkParams, seed: u64) -> Result<Direction, Error> {
-        let qdisc = queue::build(
-            params.queue.as_ref(),
-            params.rate_bps,
-            params.delay_ns,
-            seed ^ 0x5EED,
-        )?;
+        let link =
+            Link::new(link_config(&params), seed).map_err(|e| Error::Config(e.to_string()))?;
         Ok(Direction {
             params,
-            qdisc,
-            link_free_at: Time::ZERO,
-            line: VecDeque::new(),
-            last_release: Time::ZERO,
-            loss: LossState::default(),
-            rng: Rng::new(seed),
-            counters: Counters::default(),
+            link,
+            rx: (0, 0),
+            tx_bytes: 0,
+            shell: (0, 0),
             groups: BTreeMap::new(),
-            seed,
         })
     }
 
@@ -135,43 +116,13 @@ impl Direction {
     /// order (those it refuses are counted as overflow drops).
     pub fn update(&mut self, now: Time, u: &LinkUpdate) -> Result<(), Error> {
         let mut next = self.params.clone();
-        if u.apply(&mut next)? {
-            // Build before committing, so a bad combination changes nothing.
-            let mut q = queue::build(
-                next.queue.as_ref(),
-                next.rate_bps,
-                next.delay_ns,
-                self.seed ^ 0x5EED,
-            )?;
-            while let Some(p) = self.qdisc.dequeue(now) {
-                for (_, why) in q.enqueue(now, p) {
-                    self.count_drop(why);
-                }
-            }
-            for (_, why) in self.qdisc.take_dropped() {
-                self.count_drop(why);
-            }
-            self.qdisc = q;
-        }
+        u.apply(&mut next)?;
+        // Build before committing, so a bad combination changes nothing.
+        self.link
+            .reconfigure(now, link_config(&next))
+            .map_err(|e| Error::Config(e.to_string()))?;
         self.params = next;
         Ok(())
-    }
-
-    fn count_drop(&mut self, why: DropReason) {
-        match why {
-            DropReason::Overflow => self.counters.drop_overflow += 1,
-            DropReason::Early => self.counters.drop_early += 1,
-        }
-    }
-
-    /// Serialisation time of a packet of `size` bytes.
-    fn ser(&self, size: u32) -> Duration {
-        if self.params.rate_bps == 0 {
-            return Duration::ZERO;
-        }
-        let ns = (size as u128 * 8 * 1_000_000_000 + self.params.rate_bps as u128 / 2)
-            / self.params.rate_bps as u128;
-        Duration::from_nanos(ns as u64)
     }
 
     /// A frame arrived at `now`.
@@ -179,80 +130,28 @@ impl Direction {
         if self.params.cc_time_shift_us != 0 {
             crate::flow::shift_cc_send_time(&mut frame, self.params.cc_time_shift_us);
         }
-        self.counters.rx_packets += 1;
-        self.counters.rx_bytes += frame.len() as u64;
+        self.rx.0 += 1;
+        self.rx.1 += frame.len() as u64;
         let info = inspect(&frame, &self.params.flow);
         let size = (info.l3_len as i64 + self.params.overhead_bytes as i64).max(1) as u32;
-        let dropped = self.qdisc.enqueue(now, Queued::new(frame, size, info.flow));
-        for (_, why) in dropped {
-            self.count_drop(why);
-        }
-        let ql = self.qdisc.len_packets() as u64;
-        self.counters.queue_max_packets = self.counters.queue_max_packets.max(ql);
+        self.link.arrive(now, frame, size, info.flow);
         self.service(now);
     }
 
     /// Moves packets from the queue through the serialiser while the link is free at `now`.
     pub fn service(&mut self, now: Time) {
-        while self.link_free_at <= now {
-            let next = self.qdisc.dequeue(self.link_free_at.max(Time::ZERO));
-            // CoDel drops at dequeue: count them like the drops at enqueue.
-            for (_, why) in self.qdisc.take_dropped() {
-                self.count_drop(why);
-            }
-            let Some(pkt) = next else {
-                break;
-            };
-            // Busy link: start exactly when the previous one ended; idle link: when it arrived.
-            let start = if self.link_free_at > pkt.enqueued_at {
-                self.link_free_at
-            } else {
-                pkt.enqueued_at
-            };
-            let wait_ms = (start.as_nanos() - pkt.enqueued_at.as_nanos()) / 1_000_000;
-            *self
-                .counters
-                .sojourn_ms
-                .entry(wait_ms.min(SOJOURN_MAX_MS) as u32)
-                .or_default() += 1;
-            let end = start + self.ser(pkt.size);
-            self.link_free_at = end;
-            if self.loss.lose(&self.params.loss, &mut self.rng) {
-                self.counters.drop_loss += 1;
-                continue;
-            }
-            if self.params.drop_bunch_pos.is_some()
-                && crate::flow::cc_bunch_pos(pkt.item.as_ref()) == self.params.drop_bunch_pos
-            {
-                self.counters.drop_loss += 1;
-                continue;
-            }
-            if self.line.len() >= MAX_IN_FLIGHT {
-                self.counters.drop_in_flight += 1;
-                continue;
-            }
-            let mut release = end + Duration::from_nanos(self.params.delay_ns);
-            if self.params.jitter_ns > 0 {
-                let j = self.params.jitter_ns as f64 * (2.0 * self.rng.next_f64() - 1.0);
-                let r = release.as_nanos() as f64 + j;
-                release = Time(r.max(end.as_nanos() as f64) as u64);
-            }
-            if release < self.last_release {
-                release = self.last_release;
-            }
-            self.last_release = release;
-            self.line.push_back((release, pkt.item));
+        match self.params.drop_bunch_pos {
+            None => self.link.service(now),
+            Some(pos) => self.link.service_with(now, |f: &Vec<u8>| {
+                crate::flow::cc_bunch_pos(f.as_ref()) == Some(pos)
+            }),
         }
     }
 
     /// The next frame due at `now`, with its scheduled release time.
     pub fn poll_release(&mut self, now: Time) -> Option<(Time, Vec<u8>)> {
-        if self.line.front()?.0 > now {
-            return None;
-        }
-        let (at, frame) = self.line.pop_front()?;
-        self.counters.tx_packets += 1;
-        self.counters.tx_bytes += frame.len() as u64;
+        let (at, frame) = self.link.poll_release(now)?;
+        self.tx_bytes += frame.len() as u64;
         self.note_delivery(at, &frame);
         Some((at, frame))
     }
@@ -288,28 +187,35 @@ impl Direction {
 
     /// When the shell must call [`Direction::service`] / [`Direction::poll_release`] next.
     pub fn next_wakeup(&self) -> Time {
-        let line = self.line.front().map_or(Time::NEVER, |(t, _)| *t);
-        let ser = if self.qdisc.len_packets() > 0 {
-            self.link_free_at
-        } else {
-            Time::NEVER
-        };
-        line.min(ser)
+        self.link.next_wakeup()
     }
 
     /// Counters, with queue occupancy filled in.
     pub fn counters(&self) -> Counters {
-        let mut c = self.counters.clone();
-        c.queue_packets = self.qdisc.len_packets() as u64;
-        c.queue_bytes = self.qdisc.len_bytes();
-        c.in_flight = self.line.len() as u64;
-        c
+        let l = self.link.counters();
+        Counters {
+            rx_packets: self.rx.0,
+            rx_bytes: self.rx.1,
+            tx_packets: l.delivered,
+            tx_bytes: self.tx_bytes,
+            drop_overflow: l.drop_overflow,
+            drop_early: l.drop_early,
+            drop_loss: l.drop_loss,
+            drop_in_flight: l.drop_in_flight,
+            drop_send: self.shell.0,
+            drop_kernel: self.shell.1,
+            queue_packets: l.queue_packets,
+            queue_bytes: l.queue_bytes,
+            queue_max_packets: l.queue_max_packets,
+            in_flight: l.in_flight,
+            sojourn_ms: l.sojourn_ms,
+        }
     }
 
     /// Adds to the shell-side counters.
     pub fn add_shell_drops(&mut self, send: u64, kernel: u64) {
-        self.counters.drop_send += send;
-        self.counters.drop_kernel += kernel;
+        self.shell.0 += send;
+        self.shell.1 += kernel;
     }
 
     /// Per-group facts keyed by dotted quad; times shifted by `offset_ns` (0 stays 0), so the
@@ -340,8 +246,9 @@ impl Direction {
 mod tests {
     use super::*;
     use crate::flow::tests::udp_frame;
-    use crate::loss::LossModel;
-    use qdisc::QdiscConfig;
+    use netmodel::LossModel;
+    use netmodel::QdiscConfig;
+    use std::time::Duration;
 
     fn frame(ip_len: usize) -> Vec<u8> {
         udp_frame([10, 0, 0, 1], [10, 0, 1, 1], 1, 2, ip_len - 28)
@@ -558,7 +465,7 @@ mod tests {
         assert_eq!(total, delivered as u64);
         // 95 % of the frames waited less than a quarter of the 3.3 s an unbounded FIFO would
         // reach (CoDel needs a few seconds to ramp its drop rate up to an unresponsive
-        // flow's excess: congestion/qdisc/src/fq_codel.rs).
+        // flow's excess: crates/netmodel/src/fq_codel.rs).
         let mut acc = 0;
         let p95 = c
             .sojourn_ms

@@ -1,7 +1,0 @@
-//! Decodes arbitrary bytes as a Session Announcement Message (strict: re-encodes byte for byte).
-//! The body lives in `congestion::wire::fuzz_entry::sam`, which `congestion/tests/fuzz_corpus.rs`
-//! also runs over the saved corpus.
-#![no_main]
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| congestion::wire::fuzz_entry::sam(data));

@@ -1,7 +1,0 @@
-//! Signed-SAM verification: arbitrary bytes never verify; a valid SAM XOR the input verifies iff unchanged.
-//! The body lives in `congestion::wire::fuzz_entry::sam_verify`, which `congestion/tests/fuzz_corpus.rs`
-//! also runs over the saved corpus.
-#![no_main]
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| congestion::wire::fuzz_entry::sam_verify(data));

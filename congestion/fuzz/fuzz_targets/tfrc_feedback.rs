@@ -1,6 +1,0 @@
-//! Parses arbitrary bytes; whatever parses must re-encode to a fixed point. The body lives in
-//! `congestion::wire::fuzz_entry::tfrc_feedback`, which `congestion/tests/fuzz_corpus.rs` also runs.
-#![no_main]
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| congestion::wire::fuzz_entry::tfrc_feedback(data));

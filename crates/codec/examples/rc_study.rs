@@ -1,0 +1,168 @@
+//! Rate-control study on natural content: per (spatial, temporal) cell, the measured rate
+//! against its budget, the frame-size spread, the key-picture size and the drops, over a
+//! looped 720p clip (docs/codec.md "Rate control").
+//!
+//! `cargo run --release -p layercast-codec --example rc_study -- [key=value ...]` with keys
+//! `yuv` (raw I420 1280x720, default .cache/media/bbb-1280x720.yuv, made by scripts/setup.sh),
+//! `loops` (3), `cells` ("s0t0,s0t1,s0t2;s1t0,...", kbit/s increments; default the codec's
+//! ladder), `buf` (initial,optimal,size ms), `drop` (threshold %, 0 = off), `mode`
+//! (layer|constrained), `intra` (max intra %), `speed`, `ki` (key interval, frames),
+//! `payload` (bytes per packet for the packet counts, default 1156).
+use codec::vpx::{DropMode, SvcConfig, SvcEncoder};
+
+fn main() {
+    let args: Vec<(String, String)> = std::env::args()
+        .skip(1)
+        .filter_map(|a| {
+            a.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
+        .collect();
+    let get = |k: &str| args.iter().find(|(a, _)| a == k).map(|(_, v)| v.as_str());
+    let mut conf = SvcConfig::l3t3_720p();
+    if let Some(c) = get("cells") {
+        conf.cell_kbps = c
+            .split(';')
+            .map(|r| r.split(',').map(|x| x.trim().parse().unwrap()).collect())
+            .collect();
+    }
+    if let Some(b) = get("buf") {
+        let v: Vec<u32> = b.split(',').map(|x| x.parse().unwrap()).collect();
+        (
+            conf.rc_buf_initial_ms,
+            conf.rc_buf_optimal_ms,
+            conf.rc_buf_ms,
+        ) = (v[0], v[1], v[2]);
+    }
+    if let Some(d) = get("drop") {
+        conf.drop_thresh = d.parse().unwrap();
+    }
+    conf.drop_mode = match get("mode").unwrap_or("layer") {
+        "constrained" => DropMode::Constrained,
+        _ => DropMode::Layer,
+    };
+    if let Some(i) = get("intra") {
+        conf.max_intra_pct = i.parse().unwrap();
+    }
+    if let Some(s) = get("speed") {
+        conf.speed = s.parse().unwrap();
+    }
+    // The server's default: a key picture every 2 s.
+    conf.keyframe_interval = get("ki").map_or(60, |k| k.parse().unwrap());
+    conf.spatial_sync_interval = 0;
+    let payload: f64 = get("payload").map_or(1156.0, |p| p.parse().unwrap());
+    let loops: usize = get("loops").map_or(3, |l| l.parse().unwrap());
+    let path = get("yuv")
+        .unwrap_or(".cache/media/bbb-1280x720.yuv")
+        .to_string();
+    let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let fl = codec::vpx::encoder_i420_len(1280, 720);
+    let frames: Vec<&[u8]> = raw.chunks_exact(fl).collect();
+    let n = frames.len() * loops;
+    let (ns, nt) = (conf.spatial_layers, conf.temporal_layers);
+    let mut sizes = vec![vec![Vec::<usize>::new(); nt]; ns];
+    let mut keys = vec![Vec::<usize>::new(); ns];
+    let mut dropped = vec![vec![0u32; nt]; ns];
+    let mut none = 0;
+    let mut off_pattern = 0;
+    let mut per_sec = vec![vec![vec![0u64; n / 30 + 1]; nt]; ns];
+    let mut enc = SvcEncoder::new(conf.clone()).unwrap();
+    let cpu = || -> u64 {
+        std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let c0 = cpu();
+    for i in 0..n {
+        let Some(p) = enc
+            .encode(frames[i % frames.len()], i as i64 * 3000)
+            .unwrap()
+        else {
+            none += 1;
+            continue;
+        };
+        let t = p.temporal as usize;
+        if nt == 3 && t != [0, 2, 1, 2][i % 4] {
+            off_pattern += 1;
+        }
+        for s in 0..ns {
+            match p.frames.iter().find(|f| f.spatial as usize == s) {
+                Some(f) if p.dropped_mask >> s & 1 == 0 => {
+                    if p.key {
+                        keys[s].push(f.data.len());
+                    } else {
+                        sizes[s][t].push(f.data.len());
+                    }
+                    per_sec[s][t][i / 30] += f.data.len() as u64;
+                }
+                _ => dropped[s][t] += 1,
+            }
+        }
+    }
+    let cpu_s = (cpu() - c0) as f64 / 1e9;
+    println!(
+        "{path}: {n} frames ({loops} loops), {:.1} fps by CPU time; buf {}/{}/{} ms, drop {} ({:?}), intra {} %, key every {} frames; {none} pictures with no output, {off_pattern} off the 0212 pattern",
+        n as f64 / cpu_s,
+        conf.rc_buf_initial_ms,
+        conf.rc_buf_optimal_ms,
+        conf.rc_buf_ms,
+        conf.drop_thresh,
+        conf.drop_mode,
+        conf.max_intra_pct,
+        conf.keyframe_interval
+    );
+    let secs = n as f64 / 30.0;
+    let mut rows = Vec::new();
+    let q = |v: &mut Vec<usize>, p: f64| {
+        v.sort_unstable();
+        v.get(((v.len().max(1) - 1) as f64 * p) as usize)
+            .copied()
+            .unwrap_or(0)
+    };
+    for s in 0..ns {
+        for t in 0..nt {
+            let tot: usize =
+                sizes[s][t].iter().sum::<usize>() + if t == 0 { keys[s].iter().sum() } else { 0 };
+            let kbps = tot as f64 * 8.0 / secs / 1000.0;
+            let target = conf.cell_kbps[s][t] as f64;
+            let full: Vec<u64> = per_sec[s][t][..(n / 30).max(1)].to_vec();
+            let worst = full
+                .iter()
+                .map(|&b| b as f64 * 8.0 / 1000.0 / target)
+                .fold(0.0, f64::max);
+            let v = &mut sizes[s][t];
+            let mean = v.iter().sum::<usize>() as f64 / v.len().max(1) as f64;
+            rows.push(format!(
+                "({s},{t}) {:.0} % (worst 1 s {:.0} %, {} dropped)",
+                100.0 * kbps / target,
+                100.0 * worst,
+                dropped[s][t]
+            ));
+            println!(
+                "({s},{t}) {kbps:7.1}/{target:5.0} kbit/s = {:5.1} % | worst 1-s {:5.1} % | frame mean {:6.0} B = {:4.1} pkts, p95 {:6} max {:6} | keys {:?} B | dropped {}",
+                100.0 * kbps / target,
+                100.0 * worst,
+                mean,
+                mean / payload,
+                q(v, 0.95),
+                q(v, 1.0),
+                if t == 0 { keys[s].clone() } else { vec![] },
+                dropped[s][t]
+            );
+        }
+    }
+    // The default configuration only (no key=value other than loops): the acceptance row.
+    if args.iter().all(|(k, _)| k == "loops") {
+        testkit::record(
+            "issue19/layer-overshoot",
+            &format!(
+                "BBB 720p30 looped {secs:.0} s, default ladder and rate control, key every {} frames; per cell rate / budget: {}",
+                conf.keyframe_interval,
+                rows.join(", ")
+            ),
+            None,
+            "make bench-ladder (cargo run --release -p layercast-codec --example rc_study loops=7)",
+        );
+    }
+}

@@ -1,0 +1,278 @@
+//! The layer ladder: which (spatial, temporal) cell is cumulative layer k, and its nominal rate.
+//!
+//! Cumulative layer k is one RTP stream; a receiver holding layers 0..=k decodes every cell
+//! whose layer index is ≤ k. The default order is spatial-major ((0,0), (0,1), (0,2), (1,0), …):
+//! rates then rise monotonically and every cell's dependencies — (s, t−1) temporally and
+//! (s−1, t) through inter-layer prediction — sit in lower layers. Any order that keeps those
+//! dependencies below a cell is accepted by [`LayerLadder::new`].
+
+use crate::error::{Error, Result};
+
+/// Default per-cell increments (kbit/s) for 720p30 L3T3: spatial layers 330 / 450 / 2100 kbit/s
+/// (180p, 360p, 720p; 2880 in all). Chosen for access rates (docs/server.md "The default
+/// ladder"): announced cumulative rates of about 0.28 (180p at 15 fps), 0.55 (180p30), 1.0
+/// (360p15), 1.24 (360p30), 2.8, 3.3 and 3.9 Mbit/s (720p at 7.5, 15, 30 fps). The 720p layer
+/// splits 60/20/20 % over TL0/TL1/TL2 (libvpx's own split: +1.4 dB at 720p against 40/20/40 on
+/// the clip); the smaller layers give TL1/TL2 more so that no cell falls below about two
+/// 600-byte packets per frame (the part-filled last packet of a frame and its bunch's repair
+/// stay a small share of every layer).
+pub const DEFAULT_L3T3_CELL_KBPS: [[u32; 3]; 3] = [[90, 80, 160], [225, 90, 135], [1260, 420, 420]];
+
+/// One (spatial, temporal) cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cell {
+    pub spatial: u8,
+    pub temporal: u8,
+}
+
+/// Mapping from cumulative layer index to cell, with each layer's own nominal rate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerLadder {
+    cells: Vec<Cell>,
+    kbps: Vec<u32>,
+    spatial_layers: u8,
+    temporal_layers: u8,
+}
+
+impl LayerLadder {
+    /// Ladder from an explicit order. Fails if a cell repeats, the grid is not complete, or a
+    /// cell comes before one it depends on.
+    pub fn new(cells: Vec<Cell>, kbps: Vec<u32>) -> Result<Self> {
+        if cells.is_empty() || cells.len() != kbps.len() {
+            return Err(Error::Config("ladder needs one rate per cell".into()));
+        }
+        let ns = cells.iter().map(|c| c.spatial).max().unwrap_or(0) + 1;
+        let nt = cells.iter().map(|c| c.temporal).max().unwrap_or(0) + 1;
+        if cells.len() != ns as usize * nt as usize || ns > 8 || nt > 8 {
+            return Err(Error::Config(
+                "ladder must cover a full spatial x temporal grid".into(),
+            ));
+        }
+        for (k, c) in cells.iter().enumerate() {
+            if cells[..k].contains(c) {
+                return Err(Error::Config(format!("cell {c:?} repeated")));
+            }
+            let deps = [
+                (c.temporal > 0).then(|| Cell {
+                    spatial: c.spatial,
+                    temporal: c.temporal - 1,
+                }),
+                (c.spatial > 0).then(|| Cell {
+                    spatial: c.spatial - 1,
+                    temporal: c.temporal,
+                }),
+            ];
+            for d in deps.into_iter().flatten() {
+                if !cells[..k].contains(&d) {
+                    return Err(Error::Config(format!(
+                        "cell {c:?} placed before its dependency {d:?}"
+                    )));
+                }
+            }
+        }
+        Ok(LayerLadder {
+            cells,
+            kbps,
+            spatial_layers: ns,
+            temporal_layers: nt,
+        })
+    }
+
+    /// Spatial-major ladder from per-cell rates `cell_kbps[s][t]`.
+    pub fn spatial_major(cell_kbps: &[Vec<u32>]) -> Result<Self> {
+        let mut cells = Vec::new();
+        let mut kbps = Vec::new();
+        for (s, row) in cell_kbps.iter().enumerate() {
+            for (t, &r) in row.iter().enumerate() {
+                cells.push(Cell {
+                    spatial: s as u8,
+                    temporal: t as u8,
+                });
+                kbps.push(r);
+            }
+        }
+        Self::new(cells, kbps)
+    }
+
+    /// The default 720p L3T3 ladder (9 layers).
+    pub fn default_720p_l3t3() -> Self {
+        let rows: Vec<Vec<u32>> = DEFAULT_L3T3_CELL_KBPS.iter().map(|r| r.to_vec()).collect();
+        Self::spatial_major(&rows).expect("default ladder is valid")
+    }
+
+    /// Number of layers.
+    pub fn len(&self) -> usize {
+        self.cells.len()
+    }
+    /// Always false for a constructed ladder.
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+    pub fn spatial_layers(&self) -> u8 {
+        self.spatial_layers
+    }
+    pub fn temporal_layers(&self) -> u8 {
+        self.temporal_layers
+    }
+    /// Cell of layer `k`.
+    pub fn cell(&self, k: usize) -> Option<Cell> {
+        self.cells.get(k).copied()
+    }
+    /// Layer index of a cell.
+    pub fn layer_of(&self, spatial: u8, temporal: u8) -> Option<usize> {
+        self.cells
+            .iter()
+            .position(|c| c.spatial == spatial && c.temporal == temporal)
+    }
+    /// Nominal own rate of layer `k` (kbit/s).
+    pub fn layer_kbps(&self, k: usize) -> Option<u32> {
+        self.kbps.get(k).copied()
+    }
+    /// Nominal cumulative rate of layers 0..=k (kbit/s).
+    pub fn cumulative_kbps(&self, k: usize) -> u32 {
+        self.kbps.iter().take(k + 1).sum()
+    }
+    /// Per-cell rates as `[s][t]`, for [`crate::vpx::SvcConfig::cell_kbps`].
+    pub fn cell_kbps(&self) -> Vec<Vec<u32>> {
+        let mut m = vec![vec![0; self.temporal_layers as usize]; self.spatial_layers as usize];
+        for (c, &r) in self.cells.iter().zip(&self.kbps) {
+            m[c.spatial as usize][c.temporal as usize] = r;
+        }
+        m
+    }
+    /// Whether a holder of layers 0..=k keeps cell (s, t).
+    pub fn keeps(&self, k: usize, spatial: u8, temporal: u8) -> bool {
+        self.layer_of(spatial, temporal).is_some_and(|l| l <= k)
+    }
+    /// Highest temporal layer kept in spatial layer `s` by a holder of 0..=k (None: none).
+    pub fn max_temporal(&self, k: usize, spatial: u8) -> Option<u8> {
+        self.cells
+            .iter()
+            .take(k + 1)
+            .filter(|c| c.spatial == spatial)
+            .map(|c| c.temporal)
+            .max()
+    }
+}
+
+/// Per-cell rates `base[s][t]` scaled so that they sum to `total_kbps`, keeping their
+/// proportions (largest-remainder rounding, so the sum is exact and `sum(base)` gives
+/// `base` back), every cell at least 1 kbit/s (libvpx rejects a zero layer target): a cell
+/// rounded to zero gets 1 kbit/s from the largest cell. Used when one total target drives a
+/// whole SVC encode (a TFMCC session follows its X_send, docs/protocols/tfmcc.md "Live
+/// video"). A `total_kbps` below the number of cells gives every cell 1 kbit/s; an empty
+/// or all-zero `base` is returned unchanged.
+pub fn scale_cells(base: &[Vec<u32>], total_kbps: u32) -> Vec<Vec<u32>> {
+    let n: usize = base.iter().map(Vec::len).sum();
+    let sum: u64 = base.iter().flatten().map(|&r| r as u64).sum();
+    if n == 0 || sum == 0 {
+        return base.to_vec();
+    }
+    let total = total_kbps as u64;
+    let mut out: Vec<Vec<u32>> = Vec::with_capacity(base.len());
+    let mut rems: Vec<(u64, usize, usize)> = Vec::with_capacity(n);
+    let mut given = 0u64;
+    for (s, row) in base.iter().enumerate() {
+        let mut r_out = Vec::with_capacity(row.len());
+        for (t, &r) in row.iter().enumerate() {
+            let exact = total * r as u64;
+            given += exact / sum;
+            rems.push((exact % sum, s, t));
+            r_out.push((exact / sum) as u32);
+        }
+        out.push(r_out);
+    }
+    // The rounding remainder goes to the largest fractional parts (ties: lowest cell).
+    rems.sort_by(|a, b| b.0.cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    for &(_, s, t) in rems.iter().take((total - given) as usize) {
+        out[s][t] += 1;
+    }
+    // The 1 kbit/s floor, paid for by the largest cell while it can afford it.
+    for s in 0..out.len() {
+        for t in 0..out[s].len() {
+            if out[s][t] == 0 {
+                out[s][t] = 1;
+                let (mut bs, mut bt) = (s, t);
+                for (s2, row) in out.iter().enumerate() {
+                    for (t2, &r) in row.iter().enumerate() {
+                        if r > out[bs][bt] {
+                            (bs, bt) = (s2, t2);
+                        }
+                    }
+                }
+                if out[bs][bt] > 1 {
+                    out[bs][bt] -= 1;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_ladder() {
+        let l = LayerLadder::default_720p_l3t3();
+        assert_eq!(l.len(), 9);
+        assert_eq!(
+            l.cell(3),
+            Some(Cell {
+                spatial: 1,
+                temporal: 0
+            })
+        );
+        assert_eq!(l.layer_of(2, 2), Some(8));
+        assert_eq!(l.cumulative_kbps(0), 90);
+        assert_eq!(l.cumulative_kbps(8), 2880);
+        assert!(l.keeps(3, 0, 2));
+        assert!(!l.keeps(3, 1, 1));
+        assert_eq!(l.max_temporal(4, 1), Some(1));
+        assert_eq!(l.max_temporal(2, 1), None);
+        // Rates rise monotonically with k.
+        for k in 1..9 {
+            assert!(l.cumulative_kbps(k) > l.cumulative_kbps(k - 1));
+        }
+    }
+
+    #[test]
+    fn temporal_major_is_valid_and_bad_order_rejected() {
+        let c = |s, t| Cell {
+            spatial: s,
+            temporal: t,
+        };
+        let tm = vec![c(0, 0), c(1, 0), c(0, 1), c(1, 1)];
+        assert!(LayerLadder::new(tm, vec![1; 4]).is_ok());
+        let bad = vec![c(0, 0), c(1, 1), c(0, 1), c(1, 0)];
+        assert!(LayerLadder::new(bad, vec![1; 4]).is_err());
+        let dup = vec![c(0, 0), c(0, 0)];
+        assert!(LayerLadder::new(dup, vec![1; 2]).is_err());
+    }
+
+    #[test]
+    fn scale_cells_keeps_proportions_and_the_exact_total() {
+        let base: Vec<Vec<u32>> = DEFAULT_L3T3_CELL_KBPS.iter().map(|r| r.to_vec()).collect();
+        for total in [9u32, 10, 100, 500, 777, 2880, 5760, 10_000] {
+            let c = scale_cells(&base, total);
+            let got: u32 = c.iter().flatten().sum();
+            assert_eq!(got, total, "total {total}: {c:?}");
+            assert!(c.iter().flatten().all(|&r| r >= 1));
+            // Every cell keeps its share within the rounding and the floor's cost (at most
+            // one kbit/s per cell taken from the largest).
+            for (s, row) in c.iter().enumerate() {
+                for (t, &r) in row.iter().enumerate() {
+                    let want = total as f64 * base[s][t] as f64 / 2880.0;
+                    assert!((r as f64 - want).abs() <= 9.0, "{total} ({s},{t}): {c:?}");
+                }
+            }
+        }
+        // The base total gives the base ladder back; half of it halves every cell.
+        assert_eq!(scale_cells(&base, 2880), base);
+        assert_eq!(scale_cells(&base, 1440)[2], vec![630, 210, 210]);
+        // Below one kbit/s per cell: every cell at the floor.
+        assert!(scale_cells(&base, 3).iter().flatten().all(|&r| r == 1));
+        assert_eq!(scale_cells(&[], 100), Vec::<Vec<u32>>::new());
+    }
+}

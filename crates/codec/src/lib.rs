@@ -1,0 +1,31 @@
+//! VP9 SVC codec and RTP payload for Layercast.
+//!
+//! * [`rtp`]: RTP fixed header (RFC 3550) with RFC 8285 header extensions, zero-copy parse and
+//!   serialise.
+//! * [`vpx`]: libvpx VP9 SVC encoder ([`vpx::SvcEncoder`]) and decoder ([`vpx::Decoder`]).
+//! * [`superframe`]: split / rebuild VP9 superframes.
+//! * [`ladder`]: which (spatial, temporal) cell is cumulative layer k, nominal rates.
+//! * [`vp9rtp`]: RFC 9628 payload descriptor, packetizer, per-layer RTP streams.
+//! * [`depay`]: picture assembly from any prefix of layers, with loss and reordering.
+//! * [`fec`]: XOR parity repair packets per layer (RFC 8627 header), sent where padding
+//!   went; recovery before picture assembly.
+//! * [`sdp`]: SDP for one layer stream (layer 0 plays in stock GStreamer and ffmpeg).
+//! * `gst` (feature `gst`, default): GStreamer source/sink glue.
+//! * [`synth`]: generated test clip, scaling and PSNR helpers.
+//!
+//! See `docs/codec.md` for the signal flow and the choices made.
+
+pub mod depay;
+pub mod error;
+pub mod fec;
+#[cfg(feature = "gst")]
+pub mod gst;
+pub mod ladder;
+pub mod rtp;
+pub mod sdp;
+pub mod superframe;
+pub mod synth;
+pub mod vp9rtp;
+pub mod vpx;
+
+pub use error::{Error, Result};

@@ -1,0 +1,18 @@
+//! The vocabulary every Layercast sender and receiver shares: [`Time`], the session description
+//! ([`SessionInfo`]: transport layers and the media tracks riding on them) and the wire formats
+//! (`wire`: the per-packet congestion-control header extension, the Session Announcement
+//! Message, TFMCC and TFRC fields).
+//!
+//! No I/O, no clocks, no randomness: every parser returns [`Error`] on malformed input and
+//! never panics.
+
+pub mod error;
+pub mod media;
+pub mod session;
+pub mod time;
+pub mod wire;
+
+pub use error::{Error, Result};
+pub use media::{Codec, OpusParams, Repair, Stream, Track, TrackKind, Vp9Params};
+pub use session::{LayerInfo, SessionInfo};
+pub use time::Time;
