@@ -1,7 +1,7 @@
 # Layercast: the two commands a new user runs are `make demo` and `make test` (see README.md).
 # Both install what is missing first (scripts/setup.sh) and are safe to re-run.
 
-.PHONY: demo test setup catalogue e2e-full rmcat bench bench-ladder fuzz acceptance clean-net containers soak faults capacity pim
+.PHONY: demo test setup catalogue e2e-full rmcat bench bench-ladder fuzz acceptance clean-net containers soak faults capacity pim test-audio
 
 demo: ## Live session with players behind emulated bottlenecks, and the dashboard
 	@scripts/demo.sh $(ARGS)
@@ -45,6 +45,9 @@ capacity: ## Players one machine carries, synthetic and video (docs/reliability.
 
 containers: ## Build the server and player images (podman, local Debian base) and run them
 	@deploy/container/build-local.sh
+
+test-audio: ## Audio and lip sync, full: 60-s A/V offset, 1 % loss, layer switches, natural clip (issue 21, ~5 min)
+	@scripts/setup.sh && . scripts/features.sh && flock /tmp/layercast-heavy.lock cargo test --release --workspace $$LAYERCAST_FEATURES --test netns_audio -- --ignored --nocapture --test-threads 1 && node scripts/acceptance.mjs
 
 acceptance: ## Regenerate docs/acceptance.md from the latest measurements
 	@node scripts/acceptance.mjs

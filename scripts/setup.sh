@@ -33,8 +33,8 @@ APT_PACKAGES=(
   iptables
   # monitoring and browser tests
   prometheus chromium
-  # build basics
-  build-essential curl ca-certificates python3 python3-pip python3-yaml
+  # build basics (cmake: the `opus` crate builds its bundled libopus with it)
+  build-essential cmake curl ca-certificates python3 python3-pip python3-yaml
 )
 # Debian's `pimd` package is not installed: it conflicts with smcroute and with frr, whose pimd
 # is the PIM router the testbed uses. frr conflicts with neither smcroute nor igmpproxy.

@@ -129,6 +129,17 @@ const session = dashboard(
     ts("TFMCC rate (TFMCC sessions only)", [[`layercast_tfmcc_rate_bps${S}`, "rate"]], { x: 12, y: 20, w: 12, h: 8 }, "bps"),
     ts("Freezes per minute", [[`sum(rate(layercast_viewer_freezes_total${S}[$__rate_interval])) * 60`, "freezes/min"]], { x: 0, y: 28, w: 12, h: 7 }, "none"),
     ts("Pacer bunch start error", [[`layercast_sender_bunch_error_seconds${S}`, "q{{quantile}}"]], { x: 12, y: 28, w: 12, h: 7 }, "s"),
+    // Issue 21: the audio track (viewers' reports and the sender's packets).
+    ts(
+      "Audio: lost packets and concealed frames per minute",
+      [
+        [`sum(rate(layercast_viewer_audio_lost_total${S}[$__rate_interval])) * 60`, "lost/min"],
+        [`sum(rate(layercast_viewer_audio_concealed_frames_total${S}[$__rate_interval])) * 60`, "concealed frames/min"],
+      ],
+      { x: 0, y: 35, w: 12, h: 7 },
+      "none",
+    ),
+    ts("Audio packets sent per second", [[`rate(layercast_audio_packets_total${S}[$__rate_interval])`, "sent"], [`rate(layercast_audio_dropped_total${S}[$__rate_interval])`, "dropped"]], { x: 12, y: 35, w: 12, h: 7 }, "pps"),
   ],
   [queryVar("session", "Session", "label_values(layercast_sender_packets_total, session)")],
   nav,
@@ -166,6 +177,16 @@ const viewer = dashboard(
     ts("Player: layers held", [[`layercast_player_layers{viewer="$viewer"}`, "layers"]], { x: 0, y: 28, w: 8, h: 7 }, "none", { step: true }),
     ts("Player: received vs estimate", [[`layercast_player_rate_bps{viewer="$viewer"}`, "received"], [`layercast_player_estimate_bps{viewer="$viewer"}`, "estimate"], [`rate(layercast_player_bytes_received_total{viewer="$viewer"}[$__rate_interval]) * 8`, "bytes counter x8"]], { x: 8, y: 28, w: 8, h: 7 }, "bps"),
     ts("Player: lost packets/s and dropped input", [[`rate(layercast_player_packets_lost_total{viewer="$viewer"}[$__rate_interval])`, "lost"], [`sum by (reason) (rate(layercast_player_dropped_total{viewer="$viewer"}[$__rate_interval]))`, "dropped {{reason}}"]], { x: 16, y: 28, w: 8, h: 7 }, "pps"),
+    ts(
+      "Audio per second (packets received, lost, frames concealed)",
+      [
+        [`rate(layercast_viewer_audio_packets_total${V}[$__rate_interval])`, "received"],
+        [`rate(layercast_viewer_audio_lost_total${V}[$__rate_interval])`, "lost"],
+        [`rate(layercast_viewer_audio_concealed_frames_total${V}[$__rate_interval])`, "concealed"],
+      ],
+      { x: 0, y: 35, w: 12, h: 7 },
+      "pps",
+    ),
   ],
   [queryVar("session", "Session", "label_values(layercast_viewer_layers, session)"), queryVar("viewer", "Viewer", 'label_values(layercast_viewer_layers{session="$session"}, viewer)')],
   nav,

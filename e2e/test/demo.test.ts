@@ -6,13 +6,11 @@
 // built.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { findBinary } from '../src/bins.js';
 import { listNamespaces } from '../src/netns.js';
 import { iperfRateBps, meanLayers, runDemo } from '../src/demo.js';
 import { run } from '../src/sh.js';
+import { scratchDir } from './scratch.js';
 
 const skip =
   !findBinary('layercast-server') || !findBinary('layercast-player') || !findBinary('layercast-linkemu')
@@ -26,7 +24,7 @@ test('iperf3 interval lines parse to bit/s', () => {
 });
 
 test('demo: 0.5 Mbit/s viewer holds fewer layers than the 4 Mbit/s one; teardown leaves nothing', { skip }, async (t) => {
-  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-e2e-demo-'));
+  const out = scratchDir('lc-e2e-demo-');
   const lines: string[] = [];
   const r = await runDemo({ durationS: 30, statusEveryS: 2, outDir: out, log: () => {}, out: (l) => lines.push(l), display: '' });
   const ctx = `(output:\n${lines.join('\n')}\nlogs ${out})`;

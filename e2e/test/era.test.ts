@@ -3,12 +3,12 @@
 // bottleneck with the link emulator, igmpproxy routers. Skipped until the media binaries exist.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { parseScenario } from '../src/scenario.js';
 import { runScenario } from '../src/runner.js';
 import { mediaBins } from '../src/media.js';
+import fs from 'node:fs';
+import { scratchDir } from './scratch.js';
 
 const ERA = `
 name: e2e-era-convergence
@@ -41,7 +41,7 @@ const bins = mediaBins();
 const skip = !bins.server || !bins.player ? 'layercast-server / layercast-player not built yet' : false;
 
 test('ERA session through a 300 kbit/s emulated bottleneck: players receive, climb, and measure the bottleneck', { skip }, async () => {
-  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-e2e-era-'));
+  const out = scratchDir('lc-e2e-era-');
   const r = await runScenario(parseScenario(ERA), { outDir: out, log: () => {} });
   const where = `(report ${out}/report.html; notes: ${r.notes.join('; ')})`;
   for (const name of ['era/a', 'era/b']) {

@@ -9,12 +9,10 @@
 // Skipped while the media binaries are not built.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { findBinary } from '../src/bins.js';
 import { listNamespaces, ownerPrefix } from '../src/netns.js';
 import { recovery, runFault, type FaultName } from '../src/faults.js';
+import { scratchDir } from './scratch.js';
 
 // Under `make test` (LAYERCAST_REQUIRE_BINS=1) missing binaries fail the tests instead.
 const skip =
@@ -25,7 +23,7 @@ const all = process.env.LAYERCAST_E2E_FAULTS === 'all';
 const CMD = 'npm test -w e2e (test/faults.test.ts)';
 
 async function fault(name: FaultName, t: { diagnostic: (m: string) => void }) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `lc-e2e-fault-${name}-`));
+  const dir = scratchDir(`lc-e2e-fault-${name}-`);
   const r = await runFault(name, { dir, record: true, command: `${CMD}; layercast-e2e faults ${name}` });
   t.diagnostic(`${name}: ${r.value}`);
   for (const d of r.details) t.diagnostic(`  ${d}`);

@@ -9,7 +9,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { findBinary } from '../src/bins.js';
 import { Bed, SSM_GROUP } from '../src/bed.js';
@@ -17,6 +16,7 @@ import { stateDirs } from '../src/netns.js';
 import { sleep } from '../src/sh.js';
 import { recordAcceptance } from '../src/acceptance.js';
 import { FRR_CONF, routerConfig, rpAddress, withFrrDefaults } from '../src/frr.js';
+import { scratchDir } from './scratch.js';
 
 const skip =
   (!findBinary('layercast-server') || !findBinary('layercast-player') || !findBinary('layercast-linkemu')) && !process.env.LAYERCAST_REQUIRE_BINS
@@ -66,7 +66,7 @@ test("a router's config: frr.conf's global lines, each interface given its role'
 });
 
 test('two ERA players two PIM routers from the sender hold different levels, joined source-specifically', { skip }, async () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-e2e-pim-'));
+  const dir = scratchDir('lc-e2e-pim-');
   const bed = await Bed.start({
     dir,
     players: [

@@ -3,11 +3,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { loadScenario } from '../src/scenario.js';
 import { plmDelayDerived, ppSamplesWithin, rtpFirstSeen } from '../src/plm-delay-checks.js';
 import type { RunResult } from '../src/runner.js';
+import { scratchDir } from './scratch.js';
 
 const T0 = 1_000_000;
 const scenario = (name: string) => loadScenario(path.join(import.meta.dirname, '..', 'scenarios', `${name}.yaml`));
@@ -25,7 +25,7 @@ function player(dir: string, flow: string, rcv: string, secs: { t: number; layer
   }));
   fs.writeFileSync(path.join(d, 'player.jsonl'), lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
 }
-const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'lc-pdc-'));
+const tmp = () => scratchDir('lc-pdc-');
 const secs = (a: number, b: number, layers: (t: number) => number, extra?: (t: number) => Record<string, unknown>) =>
   Array.from({ length: b - a + 1 }, (_, i) => ({ t: a + i, layers: layers(a + i), extra: extra?.(a + i) }));
 

@@ -4,7 +4,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { Net, cleanup, listNamespaces, ownerPrefix } from '../src/netns.js';
 import { buildTopology } from '../src/topology.js';
@@ -14,8 +13,9 @@ import { measureGroupReach, measureLeaveLatency } from '../src/leave.js';
 import { nsRun, run } from '../src/sh.js';
 import { recordAcceptance } from '../src/acceptance.js';
 import { cpuSteal, stealBetween } from '../src/steal.js';
+import { scratchDir } from './scratch.js';
 
-const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'lc-e2e-'));
+const tmp = () => scratchDir('lc-e2e-');
 const ours = async () => (await listNamespaces()).filter((n) => n.startsWith(ownerPrefix()));
 
 const LINE = `

@@ -6,7 +6,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { parseScenario, loadScenario } from '../src/scenario.js';
 import { runScenario } from '../src/runner.js';
@@ -15,6 +14,7 @@ import { blackoutRows, bySnapshot, clrDropRows, clrJoinRows, clrPhaseRows, feedb
 import type { TfmccFlow } from '../src/scenario.js';
 import { aggregate, meanSd } from '../src/tfmcc-checks.js';
 import { repoRoot } from '../src/bins.js';
+import { scratchDir } from './scratch.js';
 
 const sample = (t: number, clr: number | null, rate = 500_000, rMax = 0.1): SenderSample => ({
   t,
@@ -244,7 +244,7 @@ const bins = mediaBins();
 const skip = !bins.server || !bins.player ? 'layercast-server / layercast-player not built yet' : false;
 
 test('TFMCC session on the testbed: the sender follows the 500 kbit/s receiver, which is the CLR', { skip }, async () => {
-  const out = fs.mkdtempSync(path.join(os.tmpdir(), 'lc-e2e-tfmcc-'));
+  const out = scratchDir('lc-e2e-tfmcc-');
   const r = await runScenario(parseScenario(SHORT), { outDir: out, log: () => {} });
   const where = `(report ${out}/report.html; notes: ${r.notes.join('; ')})`;
   assert.ok(r.tfmcc?.length === 1, `no TFMCC record ${where}`);

@@ -15,7 +15,9 @@ use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
 
 /// The header of `frames.csv` (the fixed contract).
-pub const CSV_HEADER: &str = "index,frame_number,capture_unix_ns,arrival_unix_ns,decoded_unix_ns,layers_held,width,height,file,file_index";
+/// `shown_unix_ns` (when the picture was displayed; the A/V offset is measured against it,
+/// issue 21) is last, so readers that index the first ten columns are unchanged.
+pub const CSV_HEADER: &str = "index,frame_number,capture_unix_ns,arrival_unix_ns,decoded_unix_ns,layers_held,width,height,file,file_index,shown_unix_ns";
 
 /// Pictures in flight to the writer thread before pixels are dropped from the log.
 const MAX_PENDING: usize = 90;
@@ -238,7 +240,7 @@ impl Writer {
         };
         writeln!(
             self.csv,
-            "{},{num},{cap},{},{},{},{},{},{file},{file_index}",
+            "{},{num},{cap},{},{},{},{},{},{file},{file_index},{shown_ns}",
             self.index, m.arrival_ns, m.decoded_ns, m.layers_held, m.width, m.height
         )?;
         // Rows are flushed as they come, so the log is complete up to the last picture even
@@ -292,11 +294,14 @@ mod tests {
         let csv = std::fs::read_to_string(dir.join("frames.csv")).unwrap();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines[0], CSV_HEADER);
-        assert_eq!(lines[1], "0,,,1000,2000,3,160,90,video-0-160x90.y4m,0");
-        assert_eq!(lines[2], "1,,,1001,2001,3,160,90,video-0-160x90.y4m,1");
-        assert_eq!(lines[3], "2,,,1002,2002,3,320,180,video-1-320x180.y4m,0");
-        assert_eq!(lines[4], "3,,,1003,2003,3,160,90,video-2-160x90.y4m,0");
-        assert_eq!(lines[5], "4,,,1,2,1,160,90,,");
+        assert_eq!(lines[1], "0,,,1000,2000,3,160,90,video-0-160x90.y4m,0,3000");
+        assert_eq!(lines[2], "1,,,1001,2001,3,160,90,video-0-160x90.y4m,1,3000");
+        assert_eq!(
+            lines[3],
+            "2,,,1002,2002,3,320,180,video-1-320x180.y4m,0,3000"
+        );
+        assert_eq!(lines[4], "3,,,1003,2003,3,160,90,video-2-160x90.y4m,0,3000");
+        assert_eq!(lines[5], "4,,,1,2,1,160,90,,,3");
         let seg0 = std::fs::read(dir.join("video-0-160x90.y4m")).unwrap();
         let hdr = b"YUV4MPEG2 W160 H90 F15:1 Ip A1:1 C420jpeg\n";
         assert!(seg0.starts_with(hdr));

@@ -10,6 +10,8 @@
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod audio;
+mod audio_net;
 mod auth;
 mod error;
 mod framelog;

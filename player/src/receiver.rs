@@ -492,6 +492,9 @@ fn telemetry_poster(url: String, rx: Receiver<Value>) {
     }
 }
 
+/// `which` entries at and above this name the audio sockets (`crate::audio_net`).
+const AUDIO_FD_BASE: usize = 1 << 20;
+
 /// A joining player that has decoded nothing asks for a key picture again after this long
 /// (a lost request, or a server that was rate-limiting requests).
 const KEY_REQUEST_RETRY: Duration = Duration::from_millis(1500);
@@ -693,6 +696,9 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
     let mut layers: Vec<Layer> = Vec::new();
     let mut drops = Drops::default();
     let mut video: Option<crate::video::Video> = None;
+    // Issue 21: the audio track (crate::audio) and its sockets, held with layer 0.
+    let mut audio: Option<crate::audio::Audio> = None;
+    let mut audio_net = crate::audio_net::AudioNet::default();
     let mut limbo = Limbo::default();
     // SSRCs of the session before the current one (see `Drops::old_session`).
     let mut retired: Vec<u32> = Vec::new();
@@ -786,6 +792,10 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 which.push(Some(k));
             }
         }
+        for (j, fd) in audio_net.fds().into_iter().enumerate() {
+            fds.push(fd);
+            which.push(Some(AUDIO_FD_BASE + j));
+        }
         let now_ns = net::realtime_ns();
         let mut wait_ms: i64 = 50;
         if let Some(c) = &ctl {
@@ -793,6 +803,10 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 let ms = (t.as_nanos() as i64 - now_ns as i64) / 1_000_000;
                 wait_ms = wait_ms.min(ms.max(0));
             }
+        }
+        if let Some(d) = audio.as_ref().and_then(|x| x.next_due()) {
+            let ms = (d as i64 - now_ns as i64) / 1_000_000;
+            wait_ms = wait_ms.min(ms.max(0));
         }
         if let Some(d) = video.as_ref().and_then(|v| v.next_due()) {
             let ms = (d as i64 - now_ns as i64) / 1_000_000;
@@ -836,6 +850,25 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                                 Err(_) => drops.malformed_sam += 1,
                             },
                         }
+                    }
+                }
+                Some(k) if k >= AUDIO_FD_BASE => {
+                    let mut sr = video.as_ref().and_then(|v| v.sender_report);
+                    let vssrc = info
+                        .as_ref()
+                        .and_then(|i| i.track(proto::TrackKind::Video))
+                        .and_then(|t| t.streams.first())
+                        .map(|s| s.ssrc);
+                    audio_net.drain(
+                        k - AUDIO_FD_BASE,
+                        &mut buf,
+                        opener.as_mut(),
+                        audio.as_mut(),
+                        &mut sr,
+                        vssrc,
+                    );
+                    if let Some(v) = video.as_mut() {
+                        v.sender_report = sr;
                     }
                 }
                 Some(k) => {
@@ -943,6 +976,15 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 }
                 tally.reset_offsets();
                 video = crate::video::Video::new(&new, &a, video.take());
+                audio_net.reset();
+                audio = new.track(proto::TrackKind::Audio).and_then(|t| {
+                    let o = crate::audio::AudioOptions {
+                        out: a.out.as_deref(),
+                        speaker: a.window,
+                        delay_ns: a.playout_delay_ms * 1_000_000,
+                    };
+                    crate::audio::Audio::new(t, &o, audio.take())
+                });
                 // Subscribe the new path to the layers held now: it starts with none, and
                 // would ignore this turn's packets (and the held ones) until step 7.
                 if let Some(v) = video.as_mut() {
@@ -1136,6 +1178,16 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             }
             v.tick(net::realtime_ns());
         }
+        // Issue 21: audio joins and leaves with layer 0, plays on its own clock, and the
+        // video's pictures are scheduled against it.
+        let base_held = layers.first().is_some_and(|l| l.sock.is_some());
+        audio_net.sync(base_held, info.as_ref(), a.interface, ssm);
+        if let Some(x) = audio.as_mut() {
+            x.tick(net::realtime_ns());
+        }
+        if let Some(v) = video.as_mut() {
+            v.audio_clock = audio.as_ref().and_then(|x| x.clock());
+        }
         // 8. Once a second: log, telemetry, metrics.
         if Instant::now() >= next_tick {
             let dt = last_tick.elapsed().as_secs_f64().max(1e-3);
@@ -1206,10 +1258,14 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     j["frames_1s"] = json!(v.frames_1s);
                     v.frames_1s = 0;
                     v.overlay(&format!(
-                        "layers {n_layers}/{max_layers}  {}x{}  {:.1} fps\nrate {:.0} kbit/s  loss {:.2} %\nestimate {}",
+                        "layers {n_layers}/{max_layers}  {}x{}  {:.1} fps\nrate {:.0} kbit/s  loss {:.2} %\nestimate {}{}",
                         v.width, v.height, j["frames_1s"].as_f64().unwrap_or(0.0) / dt,
                         rate_bps / 1e3, 100.0 * loss_ratio,
-                        est.map_or("-".into(), |e| format!("{:.0} kbit/s", e / 1e3))));
+                        est.map_or("-".into(), |e| format!("{:.0} kbit/s", e / 1e3)),
+                        audio.as_ref().map_or(String::new(), |x| format!(
+                            "\naudio {:.0} dBFS  concealed {}", x.level_db().max(-99.0), x.stats.concealed))));
+                    j["on_audio_clock"] = json!(v.on_audio_clock);
+                    j["av_late_dropped"] = json!(v.av_late_dropped);
                     j["framelog"] = v.framelog_json();
                     j["join_to_first_frame_ms"] = json!(first_join_ns.and_then(|jn| v
                         .first_shown_ns
@@ -1219,6 +1275,8 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         .map(|f| f.saturating_sub(jn) as f64 / 1e6)));
                     j
                 }),
+                "audio": audio.as_mut().map(|x| { x.flush(); let mut j = x.json();
+                    j["auth_failed"] = json!(audio_net.auth_failed); j }),
                 "stale_resets": tally.stale_resets,
                 "restart": {"episodes": limbo.stats.episodes, "held": limbo.stats.held,
                     "replayed": limbo.stats.replayed, "flushed": limbo.stats.flushed,
@@ -1260,6 +1318,9 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     "frames": video.as_ref().map_or(0, |v| v.frames),
                     "freezes": video.as_ref().map_or(0, |v| v.freezes),
                     "rtt_s": stats.as_ref().and_then(|s| s.rtt_s),
+                    "audio_packets": audio.as_ref().map_or(0, |x| x.stats.packets),
+                    "audio_lost": audio.as_ref().map_or(0, |x| x.stats.lost),
+                    "audio_concealed": audio.as_ref().map_or(0, |x| x.stats.concealed),
                     "decisions": pending_decisions,
                     "tfmcc": tf_json,
                 });
@@ -1277,6 +1338,9 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                 m.push_str(&format!("# TYPE layercast_player_packets_lost_total counter\nlayercast_player_packets_lost_total{lab} {}\n", total.lost));
                 if let Some((fb, v)) = tfmcc.as_ref() {
                     m.push_str(&crate::tfmcc::metrics(&lab, fb, v));
+                }
+                if let Some(x) = audio.as_ref() {
+                    m.push_str(&x.metrics(&lab));
                 }
                 m.push_str("# TYPE layercast_player_dropped_total counter\n");
                 for (r, v) in [

@@ -54,7 +54,28 @@ pub struct Video {
     single_stream: bool,
     /// FEC decoder per layer (repair packets share each layer's stream, docs/protocols/fec.md).
     fec: Vec<codec::fec::FecDecoder>,
+    /// Issue 21: the video streams' RTP ↔ capture-time mapping (layer 0's RTCP sender
+    /// report; every layer shares the picture's timestamp) and the audio clock. With both,
+    /// pictures are shown when the audio of their capture time plays (audio is the master).
+    pub sender_report: Option<crate::audio::SrMap>,
+    pub audio_clock: Option<crate::audio::AudioClock>,
+    /// Pictures scheduled on the audio clock.
+    pub on_audio_clock: u64,
+    /// Pictures decoded after their sound had played (by more than [`AV_LATE_DROP_NS`]) and
+    /// not shown, and how many in a row.
+    pub av_late_dropped: u64,
+    av_late_run: u32,
 }
+
+/// A picture decoded this long after the audio of its capture time played is dropped (lip
+/// sync over smoothness; about two frame periods at 15 fps).
+const AV_LATE_DROP_NS: u64 = 120_000_000;
+/// ... unless this many pictures in a row were (then late pictures are shown).
+const AV_LATE_DROP_MAX_RUN: u32 = 15;
+
+/// A picture due further than this from its decode on the audio clock means the mapping is
+/// wrong (a stale report, a restarted sender): the picture uses the video's own clock.
+const AV_MAX_AHEAD_NS: u64 = 5_000_000_000;
 
 /// Display times of decoded pictures: the RTP timestamp on a clock anchored at the first
 /// decoded picture, plus the playout delay, plus a quantile of the decode lateness of the
@@ -299,6 +320,11 @@ impl Video {
             fec: (0..info.layers.len())
                 .map(|_| codec::fec::FecDecoder::new(codec::fec::FecParams::default()))
                 .collect(),
+            sender_report: None,
+            audio_clock: None,
+            on_audio_clock: 0,
+            av_late_dropped: 0,
+            av_late_run: 0,
         })
     }
 
@@ -422,7 +448,30 @@ impl Video {
                         .map_or(now_ns, |x| x.1);
                     // Lateness counts from the decode (the earliest it can be shown), not from
                     // the packet that completed the picture.
-                    let (due, late) = self.clock.due(pic.timestamp, decoded_ns);
+                    let prev_due = self.clock.last_due;
+                    let (mut due, mut late) = self.clock.due(pic.timestamp, decoded_ns);
+                    if let (Some(sr), Some(ac)) = (self.sender_report, self.audio_clock) {
+                        let target = ac.play_time(sr.capture_of(pic.timestamp));
+                        if target + AV_LATE_DROP_NS < decoded_ns
+                            && self.av_late_run < AV_LATE_DROP_MAX_RUN
+                        {
+                            // Its sound has played: showing it now would be out of sync.
+                            // Dropped, unless pictures have been this late for a second (a
+                            // player that cannot keep up shows late video, not none).
+                            self.av_late_run += 1;
+                            self.av_late_dropped += 1;
+                            self.clock.last_due = prev_due;
+                            continue;
+                        }
+                        if target <= decoded_ns + AV_MAX_AHEAD_NS {
+                            // Display times never go backwards.
+                            due = target.max(decoded_ns).max(prev_due);
+                            late = target < decoded_ns;
+                            self.clock.last_due = due;
+                            self.on_audio_clock += 1;
+                            self.av_late_run = 0;
+                        }
+                    }
                     self.late_frames += late as u64;
                     let line = json!({"decoded_at": now_ns as f64 / 1e9, "picture_id": pic.picture_id,
                         "rtp_ts": pic.timestamp, "width": f.width, "height": f.height,

@@ -206,6 +206,9 @@ pub struct SessionConfig {
     pub port: Option<u16>,
     /// Video parameters for `source = "testpattern"`.
     pub video: Option<VideoConfig>,
+    /// An Opus audio track from the source's sound (GStreamer sources; issue 21,
+    /// docs/protocols/audio.md). Absent: no audio track.
+    pub audio: Option<AudioConfig>,
     /// Encrypt every data packet (ChaCha20-Poly1305 with a group key that players fetch
     /// from the authenticated key API). Needs `api_token`. Default false.
     pub encrypt: Option<bool>,
@@ -214,6 +217,42 @@ pub struct SessionConfig {
     /// authenticated key API), and apply the influence limiter to them
     /// (docs/security.md §4). Needs `api_token`. Default false.
     pub auth_reports: Option<bool>,
+}
+
+/// The audio track of a session (`"audio": {"kbps": 64}`; every field optional).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AudioConfig {
+    /// Opus bit rate, kbit/s, 32..=128. Default 64.
+    pub kbps: Option<u32>,
+    /// 1 or 2. Default 2.
+    pub channels: Option<u8>,
+    /// In-band FEC (each packet carries a coarse copy of the one before). Default true.
+    pub fec: Option<bool>,
+}
+
+impl AudioConfig {
+    fn resolve(&self, key: &dyn Fn(&str) -> String) -> Result<crate::media::audio::AudioSettings> {
+        let kbps = self.kbps.unwrap_or(64);
+        if !(32..=128).contains(&kbps) {
+            return Err(Error::config(
+                &key("audio.kbps"),
+                format!("{kbps} outside 32..=128"),
+            ));
+        }
+        let channels = self.channels.unwrap_or(2);
+        if !(1..=2).contains(&channels) {
+            return Err(Error::config(
+                &key("audio.channels"),
+                format!("{channels}: 1 or 2"),
+            ));
+        }
+        Ok(crate::media::audio::AudioSettings {
+            channels,
+            bitrate: kbps * 1000,
+            inband_fec: self.fec.unwrap_or(true),
+        })
+    }
 }
 
 /// The SVC encode of a video source. Layers are the ladder's cells in spatial-major order
@@ -481,6 +520,8 @@ pub struct ResolvedSession {
     pub group: Ipv4Addr,
     pub port: u16,
     pub video: Option<ResolvedVideo>,
+    /// The audio track (issue 21), if configured.
+    pub audio: Option<crate::media::audio::AudioSettings>,
     pub encrypt: bool,
     pub auth_reports: bool,
 }
@@ -637,6 +678,30 @@ impl SessionConfig {
                 format!("{id:?}: use 1..64 characters of [A-Za-z0-9_-]"),
             ));
         }
+        // Issue 21: the audio track needs a GStreamer source and a layered session.
+        let audio = match &self.audio {
+            None => None,
+            Some(a) => {
+                let settings = a.resolve(&key)?;
+                let gst = matches!(
+                    crate::video::FrameSource::from_source(&source),
+                    Some(crate::video::FrameSource::Gst(_))
+                );
+                if !gst {
+                    return Err(Error::config(
+                        &key("audio"),
+                        "needs a GStreamer source (gst-testpattern, a URI, a capture device)",
+                    ));
+                }
+                if protocol == "tfmcc" {
+                    return Err(Error::config(
+                        &key("audio"),
+                        "not carried by TFMCC sessions yet",
+                    ));
+                }
+                Some(settings)
+            }
+        };
         Ok(ResolvedSession {
             id,
             name,
@@ -649,6 +714,7 @@ impl SessionConfig {
             group,
             port,
             video,
+            audio,
             encrypt,
             auth_reports: self.auth_reports.unwrap_or(false),
         })

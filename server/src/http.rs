@@ -199,8 +199,11 @@ fn handle(mut req: Request, state: &Arc<State>, stop: &Arc<AtomicBool>) {
             Err(e) => error_resp(404, &e.to_string()),
         },
         (Method::Get, ["api", "sessions", id, "sdp"]) => match state.session(id) {
-            Some(s) => Response::from_data(state.sdp(&s).into_bytes())
-                .with_header(header("Content-Type", "application/sdp")),
+            Some(s) => match state.sdp(&s) {
+                Ok(sdp) => Response::from_data(sdp.into_bytes())
+                    .with_header(header("Content-Type", "application/sdp")),
+                Err(e) => error_resp(500, &e.to_string()),
+            },
             None => error_resp(404, "no such session"),
         },
         (Method::Get, ["api", "sessions", id, "announcement"]) => match state.session(id) {

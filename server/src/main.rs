@@ -11,6 +11,7 @@ mod config;
 mod error;
 mod fill_study;
 mod http;
+mod media;
 mod pacer;
 mod rtp_out;
 mod sock;

@@ -98,6 +98,9 @@ pub struct PacerConfig {
     /// a repair packet of the layer, padding only when there is nothing to repair. Empty =
     /// padding only.
     pub fec: Vec<codec::fec::FecParams>,
+    /// Issue 21 (audio track, RTCP sender reports): sent between bunches, never inside one
+    /// (`crate::media::out`).
+    pub side: Option<crate::media::out::SideStreams>,
 }
 
 impl PacerConfig {
@@ -137,6 +140,17 @@ fn set_realtime() -> bool {
 
 /// Sleeps/spins until `deadline` or until `stop` is set. Returns false if stopped.
 fn wait_until(deadline: Instant, spin: Duration, stop: &AtomicBool) -> bool {
+    wait_until_with(deadline, spin, stop, &mut |_| None)
+}
+
+/// [`wait_until`], running `between` before each sleep; it returns when it next wants to
+/// run, and the sleep ends by then (issue 21: audio and RTCP go out between bunches).
+fn wait_until_with(
+    deadline: Instant,
+    spin: Duration,
+    stop: &AtomicBool,
+    between: &mut dyn FnMut(Instant) -> Option<Instant>,
+) -> bool {
     loop {
         if stop.load(Ordering::Relaxed) {
             return false;
@@ -147,7 +161,13 @@ fn wait_until(deadline: Instant, spin: Duration, stop: &AtomicBool) -> bool {
         }
         let left = deadline - now;
         if left > spin {
-            std::thread::sleep((left - spin).min(Duration::from_millis(100)));
+            let nap = match between(now) {
+                Some(t) => t
+                    .saturating_duration_since(now)
+                    .max(Duration::from_micros(200)),
+                None => Duration::from_millis(100),
+            };
+            std::thread::sleep((left - spin).min(Duration::from_millis(100)).min(nap));
         } else {
             while Instant::now() < deadline {
                 std::hint::spin_loop();
@@ -242,7 +262,13 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
         .iter()
         .filter_map(|p| codec::fec::FecEncoder::new(*p, plain_size.saturating_sub(28)).ok())
         .collect();
+    // Issue 21: audio packets and sender reports between bunches.
+    let mut side = cfg.side.take();
+    let mut sent_per_layer = vec![0u64; n];
     while !stop.load(Ordering::Relaxed) {
+        let side_next = side
+            .as_mut()
+            .map(|s| s.poll(Instant::now(), &sock, &sent_per_layer));
         let (k, due) = match &burst {
             None => {
                 // Earliest layer due (linear scan: N is at most a few hundred).
@@ -250,7 +276,9 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
                     Some(x) => x,
                     None => return,
                 };
-                if !wait_until(due, cfg.spin, &stop) {
+                let mut between =
+                    |now: Instant| side.as_mut().map(|s| s.poll(now, &sock, &sent_per_layer));
+                if !wait_until_with(due, cfg.spin, &stop, &mut between) {
                     break;
                 }
                 (k, due)
@@ -265,7 +293,13 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
                 if due > now + cfg.spin {
                     // Sleep until the slot or until the encoder queues a picture (which may
                     // make a layer eligible earlier), then decide again.
-                    let wait = (due - now - cfg.spin).min(Duration::from_millis(100));
+                    let mut wait = (due - now - cfg.spin).min(Duration::from_millis(100));
+                    if let Some(t) = side_next {
+                        wait = wait.min(
+                            t.saturating_duration_since(now)
+                                .max(Duration::from_micros(200)),
+                        );
+                    }
                     drop(q.pushed.wait_timeout(guard, wait));
                     continue;
                 }
@@ -364,6 +398,7 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
                 .fetch_add(cfg.bunch_len as u64 - sent, Ordering::Relaxed);
         }
         local_layer[k] += sent;
+        sent_per_layer[k] += sent;
         stats.packets.fetch_add(sent, Ordering::Relaxed);
         let bytes: u64 = bufs[..sent as usize].iter().map(|b| b.len() as u64).sum();
         stats.bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -605,6 +640,7 @@ mod tests {
             queues: None,
             sealer: None,
             fec: Vec::new(),
+            side: None,
         };
         // 2 × 512 × 8 / 20 000 = 0.4096 s (era.md §1.1.3).
         assert!((c.bunch_interval(0).as_secs_f64() - 0.4096).abs() < 1e-9);
@@ -634,6 +670,7 @@ mod tests {
             queues: None,
             sealer: None,
             fec: Vec::new(),
+            side: None,
         };
         let stats = Arc::new(PacerStats::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -703,6 +740,7 @@ mod tests {
             queues: None,
             sealer: Some(MediaSealer::new(key.clone())),
             fec: Vec::new(),
+            side: None,
         };
         let stats = Arc::new(PacerStats::default());
         let stop = Arc::new(AtomicBool::new(false));

@@ -44,12 +44,6 @@ pub fn random_u32() -> u32 {
     h.finish() as u32
 }
 
-/// Whether `gst-launch-1.0` is on the PATH.
-fn have_gst_launch() -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("gst-launch-1.0").is_file()))
-}
-
 /// One running session.
 pub struct Session {
     pub cfg: ResolvedSession,
@@ -59,8 +53,11 @@ pub struct Session {
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
     encoder: Mutex<Option<JoinHandle<()>>>,
-    /// The GStreamer child of a GStreamer-sourced session.
-    child: Arc<crate::video::ChildSlot>,
+    /// The source pipeline's counters of a GStreamer-sourced session (set by the encoder
+    /// thread when it builds the source).
+    pub source: Arc<Mutex<Option<Arc<crate::media::source::SourceStats>>>>,
+    /// The audio track's queue and counters (issue 21).
+    pub audio: Option<Arc<crate::media::audio::AudioQueue>>,
     /// Media queues of a video session.
     pub queues: Option<Arc<crate::video::LayerQueues>>,
     /// The TFMCC sender's state of a `protocol: tfmcc` session (`crate::tfmcc`).
@@ -98,12 +95,11 @@ impl Session {
         if let Some(h) = lock(&self.thread).take() {
             let _ = h.join();
         }
-        // Killing the GStreamer child unblocks the encoder thread's read.
-        self.child.stop();
+        // The encoder thread waits for pictures at most 100 ms at a time, then sees `stop`
+        // and drops the source pipeline.
         if let Some(h) = lock(&self.encoder).take() {
             let _ = h.join();
         }
-        self.child.stop();
     }
 }
 
@@ -151,6 +147,13 @@ pub struct Telemetry {
     /// TFMCC receivers only: their receiver id, calculated rate, RTT, loss event rate, CLR.
     #[serde(default)]
     pub tfmcc: Option<crate::tfmcc::ViewerTfmcc>,
+    /// Issue 21: audio packets received, lost and 20-ms frames concealed (totals).
+    #[serde(default)]
+    pub audio_packets: u64,
+    #[serde(default)]
+    pub audio_lost: u64,
+    #[serde(default)]
+    pub audio_concealed: u64,
 }
 
 impl Telemetry {
@@ -283,6 +286,9 @@ struct ViewerView<'a> {
     session_id: &'a str,
     tfmcc: &'a Option<crate::tfmcc::ViewerTfmcc>,
     width: u32,
+    audio_packets: u64,
+    audio_lost: u64,
+    audio_concealed: u64,
 }
 
 /// The published view of one viewer (`gone` computed by the caller, which knows the timeout).
@@ -308,6 +314,9 @@ fn viewer_view<'a>(id: &'a str, v: &'a Viewer, gone: bool) -> ViewerView<'a> {
         session_id: &t.session_id,
         tfmcc: &t.tfmcc,
         width: t.width,
+        audio_packets: t.audio_packets,
+        audio_lost: t.audio_lost,
+        audio_concealed: t.audio_concealed,
     }
 }
 
@@ -402,7 +411,9 @@ impl State {
             return Err(Error::Duplicate(r.id));
         }
         if c.group.is_none() {
-            *next_group = u32::from(r.group) + r.rates_bps.len() as u32;
+            // The audio track (issue 21) takes the group after the layers.
+            *next_group =
+                u32::from(r.group) + r.rates_bps.len() as u32 + u32::from(r.audio.is_some());
         }
         drop(next_group);
         let sender = self.cfg.ssm_source.unwrap_or(self.cfg.interface);
@@ -429,6 +440,49 @@ impl State {
             ));
         }
         let ssrc_base = random_u32();
+        // Issue 21: the audio track on the group after the layers, riding in layer 0 (its
+        // rate counts in layer 0's announced rate); the media clock both tracks' RTP time
+        // comes from (crate::media::audio::MediaClock).
+        let clock = crate::media::audio::MediaClock {
+            epoch_ns: (unix_now() * 1e9) as u64,
+        };
+        let audio_ssrc = ssrc_base.wrapping_add(0x100);
+        let audio_dest = r.audio.as_ref().map(|a| {
+            let n = r.rates_bps.len() as u32;
+            let extra = if r.encrypt {
+                security::auth::MEDIA_OVERHEAD as u64
+            } else {
+                0
+            };
+            (
+                Ipv4Addr::from(u32::from(r.group) + n),
+                r.port + 2 * n as u16,
+                a.rate_bps(extra),
+            )
+        });
+        let mut tracks: Vec<proto::Track> = r
+            .video
+            .as_ref()
+            .map(|v| {
+                let mut t = crate::video::video_track(v, &layers, ssrc_base);
+                // Repair rides in each layer's own slots (docs/protocols/fec.md); a TFMCC
+                // session's single stream is paced by its own sender and carries none.
+                let fec = crate::video::fec_params(&r);
+                if !is_tfmcc && fec.len() == t.streams.len() {
+                    for (st, f) in t.streams.iter_mut().zip(&fec) {
+                        st.repair = Some(proto::Repair {
+                            payload_type: f.payload_type,
+                            params: f.announced_params(),
+                        });
+                    }
+                }
+                vec![t]
+            })
+            .unwrap_or_default();
+        if let (Some(a), Some((g, p, rate))) = (&r.audio, audio_dest) {
+            tracks.push(crate::media::audio_track(a, g, p, audio_ssrc, rate));
+            layers[0].rate_bps += rate;
+        }
         let info = SessionInfo {
             session_id: random_u32(),
             announce_seq: 0,
@@ -438,30 +492,16 @@ impl State {
             bunch_len: if is_tfmcc { 1 } else { r.bunch_len },
             adapt_interval: r.adapt_interval,
             announce_interval: self.cfg.announce_interval,
-            tracks: r
-                .video
-                .as_ref()
-                .map(|v| {
-                    let mut t = crate::video::video_track(v, &layers, ssrc_base);
-                    // Repair rides in each layer's own slots (docs/protocols/fec.md); a TFMCC
-                    // session's single stream is paced by its own sender and carries none.
-                    let fec = crate::video::fec_params(&r);
-                    if !is_tfmcc && fec.len() == t.streams.len() {
-                        for (st, f) in t.streams.iter_mut().zip(&fec) {
-                            st.repair = Some(proto::Repair {
-                                payload_type: f.payload_type,
-                                params: f.announced_params(),
-                            });
-                        }
-                    }
-                    vec![t]
-                })
-                .unwrap_or_default(),
+            tracks,
         };
         congestion::wire::sam::validate(&info)?;
         let sock = sock::sender_socket(&self.cfg)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let child = Arc::new(crate::video::ChildSlot::default());
+        let source_stats = Arc::new(Mutex::new(None));
+        let audio_queue = r
+            .audio
+            .as_ref()
+            .map(|_| Arc::new(crate::media::audio::AudioQueue::default()));
         // A fresh key per session start, never stored: see docs/security.md §3 on why the
         // nonce then never repeats under one key.
         let media_key = r.encrypt.then(|| GroupKey::generate(0));
@@ -476,17 +516,25 @@ impl State {
             Some(v) => {
                 let src = crate::video::FrameSource::from_source(&r.source)
                     .ok_or_else(|| Error::config(&format!("{ctx}.source"), "not a video source"))?;
-                if matches!(src, crate::video::FrameSource::Gst(_)) && !have_gst_launch() {
-                    return Err(Error::config(
-                        &format!("{ctx}.source"),
-                        "GStreamer sources need gst-launch-1.0 (Debian: gstreamer1.0-tools)",
-                    ));
-                }
                 let q = Arc::new(crate::video::LayerQueues::default());
+                let audio_io = match (&r.audio, &audio_queue) {
+                    (Some(a), Some(queue)) => Some(crate::video::AudioIo {
+                        encoder: Arc::new(Mutex::new(
+                            crate::media::audio::AudioEncoder::new(a, audio_ssrc, clock).map_err(
+                                |e| Error::config(&format!("{ctx}.audio"), e.to_string()),
+                            )?,
+                        )),
+                        queue: queue.clone(),
+                        channels: a.channels,
+                    }),
+                    _ => None,
+                };
                 let h = crate::video::start(
                     v,
                     src,
-                    child.clone(),
+                    source_stats.clone(),
+                    clock,
+                    audio_io,
                     // TFMCC packets carry a second, larger header extension.
                     if is_tfmcc {
                         plain_size.saturating_sub(crate::tfmcc::VIDEO_PACKET_RESERVE)
@@ -519,6 +567,40 @@ impl State {
                 Some(_) => crate::video::fec_params(&r),
                 None => Vec::new(),
             },
+            // Issue 21: audio packets and RTCP sender reports, sent between bunches.
+            side: r.video.as_ref().map(|_| {
+                let mut reports: Vec<crate::media::out::SrStream> = layers
+                    .iter()
+                    .enumerate()
+                    .map(|(k, l)| crate::media::out::SrStream {
+                        ssrc: ssrc_base.wrapping_add(k as u32),
+                        rate: 90_000,
+                        rtcp: SocketAddrV4::new(l.group, l.port + 1),
+                    })
+                    .collect();
+                let audio = match (&audio_queue, audio_dest) {
+                    (Some(q), Some((g, p, _))) => {
+                        reports.push(crate::media::out::SrStream {
+                            ssrc: audio_ssrc,
+                            rate: 48_000,
+                            rtcp: SocketAddrV4::new(g, p + 1),
+                        });
+                        Some(crate::media::out::AudioSide {
+                            queue: q.clone(),
+                            dest: SocketAddrV4::new(g, p),
+                        })
+                    }
+                    _ => None,
+                };
+                crate::media::out::SideStreams::new(
+                    audio,
+                    clock,
+                    reports,
+                    format!("layercast-{}@{}", r.id, sender),
+                    plain_size.saturating_sub(28) as u64,
+                    media_key.clone().map(MediaSealer::new),
+                )
+            }),
         };
         let stats = Arc::new(PacerStats::default());
         let (s2, st2) = (stats.clone(), stop.clone());
@@ -552,7 +634,8 @@ impl State {
             stop,
             thread: Mutex::new(Some(h)),
             encoder: Mutex::new(encoder),
-            child,
+            source: source_stats,
+            audio: audio_queue,
             queues,
             tfmcc,
             media_key,
@@ -691,6 +774,8 @@ impl State {
             "video_key_requests": s.queues.as_ref().map(|q| q.key_requests.load(Ordering::Relaxed)),
             "video_keys_forced": s.queues.as_ref().map(|q| q.keys_forced.load(Ordering::Relaxed)),
             "video_syncs_forced": s.queues.as_ref().map(|q| q.syncs_forced.load(Ordering::Relaxed)),
+            // Issue 21: the source pipeline's and the audio track's counters.
+            "media": crate::media::session_json(lock(&s.source).as_deref(), s.audio.as_deref()),
             "viewers_by_layer": by_layer,
             "tfmcc": s.tfmcc.as_ref().map_or(Value::Null, |t| t.json(self.clr_viewer(s, t))),
             "started_at": s.started_at,
@@ -869,40 +954,48 @@ impl State {
         out
     }
 
-    /// SDP for layer 0 of a session (RFC 8866).
-    pub fn sdp(&self, s: &Session) -> String {
+    /// SDP for layer 0 of a session (RFC 8866), with the FEC the SAM announces for it and the
+    /// audio track's section (`codec::sdp` writes both). An error only if the announced
+    /// payload types are not dynamic ones.
+    pub fn sdp(&self, s: &Session) -> std::result::Result<String, codec::Error> {
+        use std::net::IpAddr;
         let info = lock(&s.info).clone();
         let l0 = &info.layers[0];
-        let enc = if info.tracks.is_empty() {
-            "X-LAYERCAST-SYNTH/90000"
-        } else {
-            "VP9/90000"
-        };
-        let mut sdp = format!(
-            "v=0\r\no=- {} {} IN IP4 {}\r\ns={}\r\nc=IN IP4 {}/{}\r\nt=0 0\r\n",
-            info.session_id, info.announce_seq, info.sender, s.cfg.name, l0.group, self.cfg.ttl
-        );
-        if let Some(src) = self.cfg.ssm_source {
-            sdp.push_str(&format!(
-                "a=source-filter: incl IN IP4 {} {}\r\n",
-                l0.group, src
-            ));
+        let ttl = self.cfg.ttl.min(255) as u8;
+        let mut sdp =
+            codec::sdp::LayerSdp::new(IpAddr::V4(info.sender), IpAddr::V4(l0.group), l0.port);
+        sdp.session_name = s.cfg.name.clone();
+        sdp.session_id = info.session_id as u64;
+        sdp.session_version = info.announce_seq as u64;
+        sdp.ttl = ttl;
+        sdp.cc_ext_id = congestion::wire::cc_ext::DEFAULT_ID;
+        sdp.source = self.cfg.ssm_source.map(IpAddr::V4);
+        let video = info.track(proto::TrackKind::Video);
+        if video.is_none() {
+            sdp.encoding = "X-LAYERCAST-SYNTH/90000".into();
         }
-        sdp.push_str(&format!(
-            "m=video {} RTP/AVP 96\r\na=rtpmap:96 {enc}\r\na=extmap:{} {}\r\n",
-            l0.port,
-            congestion::wire::cc_ext::DEFAULT_ID,
-            congestion::wire::cc_ext::URI
-        ));
         // Repair packets share the layer's stream under their own payload type, which the
         // m= line does not list: stock receivers drop them (docs/protocols/fec.md).
-        if s.queues.is_some() {
-            if let Some(f) = crate::video::fec_params(&s.cfg).first() {
-                sdp.push_str(&format!("a=x-layercast-fec:{}\r\n", f.sdp_attribute()));
+        sdp.fec = video
+            .and_then(|t| t.streams.first())
+            .and_then(|st| st.repair.as_ref())
+            .and_then(|r| codec::fec::FecParams::from_announced(r.payload_type, &r.params).ok());
+        // The audio track's own group (docs/protocols/audio.md).
+        if let Some(t) = info.track(proto::TrackKind::Audio) {
+            if let (proto::Codec::Opus(p), Some(st)) = (&t.codec, t.streams.first()) {
+                sdp.audio = Some(codec::sdp::OpusSdp {
+                    dest: IpAddr::V4(st.group),
+                    ttl,
+                    port: st.port,
+                    payload_type: p.payload_type,
+                    channels: p.channels,
+                    inband_fec: p.inband_fec,
+                    bitrate: s.cfg.audio.as_ref().map_or(64_000, |a| a.bitrate),
+                    ssrc: Some(st.ssrc),
+                });
             }
         }
-        sdp.push_str("a=recvonly\r\n");
-        sdp
+        sdp.render()
     }
 
     /// Prometheus text exposition.
@@ -967,7 +1060,7 @@ impl State {
             .iter()
             .filter(|(_, v)| !self.viewer_gone(v, now))
             .collect();
-        let per_viewer: [MetricFn; 6] = [
+        let per_viewer: [MetricFn; 9] = [
             ("layercast_viewer_layers", "gauge", |t| t.layers as f64),
             ("layercast_viewer_rate_bps", "gauge", |t| t.rate_bps),
             ("layercast_viewer_estimate_bps", "gauge", |t| {
@@ -982,6 +1075,18 @@ impl State {
             ("layercast_viewer_freezes_total", "counter", |t| {
                 t.freezes as f64
             }),
+            // Issue 21: the audio track per viewer.
+            ("layercast_viewer_audio_packets_total", "counter", |t| {
+                t.audio_packets as f64
+            }),
+            ("layercast_viewer_audio_lost_total", "counter", |t| {
+                t.audio_lost as f64
+            }),
+            (
+                "layercast_viewer_audio_concealed_frames_total",
+                "counter",
+                |t| t.audio_concealed as f64,
+            ),
         ];
         for (name, kind, f) in per_viewer {
             m.push_str(&format!("# TYPE {name} {kind}\n"));
@@ -1007,6 +1112,26 @@ impl State {
             ));
         }
         crate::tfmcc::metrics(&sessions, &mut m);
+        // Issue 21 / finding F12: pictures, source restarts, audio packets per session.
+        let sources: Vec<_> = sessions.iter().map(|s| lock(&s.source).clone()).collect();
+        let media: Vec<crate::media::SessionMedia<'_>> = sessions
+            .iter()
+            .zip(&sources)
+            .map(|(s, src)| crate::media::SessionMedia {
+                id: &s.cfg.id,
+                pictures: s
+                    .queues
+                    .as_ref()
+                    .map(|q| q.pictures.load(Ordering::Relaxed)),
+                encode_errors: s
+                    .queues
+                    .as_ref()
+                    .map(|q| q.encode_errors.load(Ordering::Relaxed)),
+                source: src.as_deref(),
+                audio: s.audio.as_deref(),
+            })
+            .collect();
+        crate::media::metrics(&media, &mut m);
         let d = &self.drops;
         m.push_str("# TYPE layercast_dropped_total counter\n");
         for (what, reason, c) in [
@@ -1115,6 +1240,7 @@ mod tests {
             "fps": t.fps, "frames": t.frames, "freezes": t.freezes, "rtt_s": t.rtt_s,
             "decisions": v.decisions, "last_seen_s": v.last_seen,
             "tfmcc": t.tfmcc,
+            "audio_packets": 0, "audio_lost": 0, "audio_concealed": 0,
             "gone": false});
         let now: Value =
             serde_json::from_slice(&serde_json::to_vec(&viewer_view("p01", &v, false)).unwrap())

@@ -222,103 +222,31 @@ pub(crate) fn svc_config(v: &ResolvedVideo) -> SvcConfig {
 pub enum FrameSource {
     /// `codec::synth` frames generated in-process (`testpattern`).
     Synthetic,
-    /// A `gst-launch-1.0` child writing raw I420 frames of the encoder's size to its stdout,
-    /// restarted when it ends (so files loop). The string is the pipeline's source part.
-    Gst(String),
+    /// An in-process GStreamer pipeline (`crate::media::source`): the test pattern with
+    /// flash and beep, a URI of an allowed scheme, or a capture device.
+    Gst(crate::media::source::SourceSpec),
 }
 
 impl FrameSource {
-    /// Maps a session's `source` to frames, or `None` if the source is not video.
+    /// Maps a session's `source` to frames, or `None` if the source is not video (or is
+    /// refused: see [`crate::media::source::parse`]).
     pub fn from_source(source: &str) -> Option<FrameSource> {
         if source == "testpattern" {
             Some(FrameSource::Synthetic)
-        } else if source == "gst-testpattern" {
-            Some(FrameSource::Gst(
-                "videotestsrc is-live=true pattern=ball".to_string(),
-            ))
-        } else if source.starts_with("file://")
-            || source.starts_with("http://")
-            || source.starts_with("rtsp://")
-            || source.starts_with("srt://")
-        {
-            Some(FrameSource::Gst(format!("uridecodebin uri={source}")))
         } else {
-            source
-                .strip_prefix("v4l2://")
-                .map(|dev| FrameSource::Gst(format!("v4l2src device={dev}")))
-        }
-    }
-
-    fn pipeline(src: &str, w: u32, h: u32, fps: u32) -> Vec<String> {
-        let desc = format!(
-            "{src} ! videoconvert ! videoscale ! videorate ! video/x-raw,format=I420,width={w},height={h},framerate={fps}/1,pixel-aspect-ratio=1/1 ! fdsink fd=1 sync=false"
-        );
-        let mut v = vec!["-q".to_string()];
-        v.extend(desc.split_whitespace().map(str::to_string));
-        v
-    }
-}
-
-/// The running `gst-launch-1.0` child of a session, so shutdown can stop it.
-#[derive(Default, Debug)]
-pub struct ChildSlot(pub Mutex<Option<std::process::Child>>);
-
-impl ChildSlot {
-    /// Kills and reaps the child, if any.
-    pub fn stop(&self) {
-        if let Some(mut c) = lock(&self.0).take() {
-            let _ = c.kill();
-            let _ = c.wait();
+            crate::media::source::parse(source)
+                .ok()
+                .map(FrameSource::Gst)
         }
     }
 }
 
-/// Reads frames from a GStreamer child, restarting it when it ends.
-struct GstReader {
-    args: Vec<String>,
-    frame_len: usize,
-    slot: Arc<ChildSlot>,
-    out: Option<std::process::ChildStdout>,
-    restarts: u64,
-}
-
-impl GstReader {
-    fn next_frame(&mut self, buf: &mut [u8], stop: &AtomicBool) -> bool {
-        use std::io::Read;
-        while !stop.load(Ordering::Relaxed) {
-            if self.out.is_none() {
-                if self.restarts > 0 {
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-                self.restarts += 1;
-                let child = std::process::Command::new("gst-launch-1.0")
-                    .args(&self.args)
-                    .stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::null())
-                    .spawn();
-                match child {
-                    Ok(mut c) => {
-                        self.out = c.stdout.take();
-                        self.slot.stop();
-                        *lock(&self.slot.0) = Some(c);
-                    }
-                    Err(_) => {
-                        std::thread::sleep(Duration::from_secs(1));
-                        continue;
-                    }
-                }
-            }
-            let Some(o) = self.out.as_mut() else { continue };
-            if o.read_exact(&mut buf[..self.frame_len]).is_ok() {
-                return true;
-            }
-            // EOF (end of file: loop) or the child died: restart it.
-            self.out = None;
-            self.slot.stop();
-        }
-        false
-    }
+/// The audio track's encoder side, handed to [`start`]: the encoder the source's audio
+/// callback feeds, and the queue the pacer drains.
+pub struct AudioIo {
+    pub encoder: Arc<Mutex<crate::media::audio::AudioEncoder>>,
+    pub queue: Arc<crate::media::audio::AudioQueue>,
+    pub channels: u8,
 }
 
 /// The per-layer RTP streams of an encode: the spatial-major ladder of `conf`, SSRC
@@ -357,7 +285,9 @@ pub(crate) fn layer_streams(
 pub fn start(
     v: &ResolvedVideo,
     source: FrameSource,
-    child: Arc<ChildSlot>,
+    source_stats: Arc<Mutex<Option<Arc<crate::media::source::SourceStats>>>>,
+    clock: crate::media::audio::MediaClock,
+    audio: Option<AudioIo>,
     packet_size: u16,
     ssrc_base: u32,
     queues: Arc<LayerQueues>,
@@ -372,17 +302,28 @@ pub fn start(
     *lock(&queues.burst) = Burst::for_video(v);
     let (w, h, fps) = (v.width, v.height, v.fps);
     let v_spatial = v.spatial;
-    let mut reader = match &source {
+    // The audio callback runs on a GStreamer thread: it encodes and queues 20-ms packets.
+    let audio_sink = audio.as_ref().map(|a| {
+        let (enc, q) = (a.encoder.clone(), a.queue.clone());
+        Box::new(move |pcm: &[i16], cap: u64| {
+            let mut e = lock(&enc);
+            e.push_pcm(pcm, cap, &q.stats, &mut |p| q.push(p));
+        }) as crate::media::source::AudioSink
+    });
+    let mut reader = match source {
         FrameSource::Synthetic => None,
-        FrameSource::Gst(src) => Some(GstReader {
-            args: FrameSource::pipeline(src, w, h, fps),
-            frame_len: synth::i420_len(w, h),
-            slot: child,
-            out: None,
-            restarts: 0,
-        }),
+        FrameSource::Gst(spec) => {
+            let fmt = crate::media::source::SourceFormat {
+                width: w,
+                height: h,
+                fps,
+                channels: audio.as_ref().map_or(0, |a| a.channels),
+            };
+            let m = crate::media::source::MediaSource::new(spec, fmt, audio_sink);
+            *lock(&source_stats) = Some(m.stats.clone());
+            Some(m)
+        }
     };
-    let mut frame = vec![0u8; synth::i420_len(w, h)];
     let mut stamper = if v.qroverlay {
         Some(Stamper::new(w, h, fps, qr_pixel_size(v.spatial))?)
     } else {
@@ -409,20 +350,24 @@ pub fn start(
                     std::thread::sleep((due - now).min(Duration::from_millis(100)));
                     continue;
                 }
-                let mut f = match reader.as_mut() {
-                    None => synth::frame(w, h, i as u32),
+                // Capture time: when the source captured the frame (the pipeline clock at its
+                // running time; for the synthetic source, now), the clock players compare
+                // their display time with (glass-to-glass latency) and the RTP time base.
+                let (mut f, capture_ns) = match reader.as_mut() {
+                    None => (synth::frame(w, h, i as u32), unix_ns()),
                     Some(r) => {
-                        // A live or file source paces itself through the pipe; frames that
-                        // arrive late are encoded at once (the schedule re-anchors below).
-                        if !r.next_frame(&mut frame, &stop) {
-                            break;
+                        // A live or file source paces itself (the appsink synchronises to the
+                        // pipeline clock); late frames are encoded at once.
+                        match r.next_picture(&stop) {
+                            Some(p) => (p.i420, p.capture_ns),
+                            None => break,
                         }
-                        frame.clone()
                     }
                 };
-                // Capture time: when the frame left its source, the clock players compare
-                // their display time with (glass-to-glass latency).
-                let capture_ns = unix_ns();
+                if let Some(a) = audio.as_ref() {
+                    let q = &a.queue;
+                    lock(&a.encoder).keep_up_with(capture_ns, &q.stats, &mut |p| q.push(p));
+                }
                 if let Some(s) = stamper.as_mut() {
                     match s.stamp(&f, i, capture_ns) {
                         Ok(g) => f = g,
@@ -465,7 +410,10 @@ pub fn start(
                         }
                     }
                 }
-                let pts = (i * 90_000 / fps as u64) as i64;
+                // RTP time from the capture time on the session's media clock (the audio track
+                // uses the same epoch at 48 kHz; docs/protocols/audio.md).
+                let pts = (capture_ns.saturating_sub(clock.epoch_ns) as u128 * 90_000
+                    / 1_000_000_000) as i64;
                 i += 1;
                 match enc.encode(&f, pts) {
                     Ok(Some(pic)) if pic.key || pic.sync_mask != 0 => {
@@ -1117,4 +1065,22 @@ mod latency_study {
     }
 
     const L3T3: [[u32; 3]; 3] = [[90, 30, 30], [240, 80, 80], [600, 200, 200]];
+}
+
+#[cfg(test)]
+mod source_injection {
+    use super::FrameSource;
+
+    /// Review finding F1: a `source` carrying pipeline text (extra elements that read a
+    /// file and write it elsewhere) must be refused where the session config is resolved.
+    #[test]
+    fn source_with_pipeline_text_is_refused() {
+        for a in [
+            "file:///x filesrc location=/etc/hostname ! filesink location=/tmp/lc-pwn",
+            "file:///x!filesink location=/tmp/lc-pwn",
+            "v4l2:///dev/video0 ! filesink location=/tmp/lc-pwn",
+        ] {
+            assert!(FrameSource::from_source(a).is_none(), "accepted {a:?}");
+        }
+    }
 }

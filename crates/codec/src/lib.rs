@@ -9,7 +9,11 @@
 //! * [`depay`]: picture assembly from any prefix of layers, with loss and reordering.
 //! * [`fec`]: XOR parity repair packets per layer (RFC 8627 header), sent where padding
 //!   went; recovery before picture assembly.
-//! * [`sdp`]: SDP for one layer stream (layer 0 plays in stock GStreamer and ffmpeg).
+//! * [`sdp`]: SDP for one layer stream (layer 0 plays in stock GStreamer and ffmpeg), with
+//!   the session's Opus track.
+//! * [`opus`]: Opus RTP payload (RFC 7587) packetizer and depacketizer; with feature `opus`
+//!   (default) the libopus encoder and decoder.
+//! * [`rtcp`]: RTCP sender reports (RFC 3550 §6.4.1), the NTP ↔ RTP mapping for lip sync.
 //! * `gst` (feature `gst`, default): GStreamer source/sink glue.
 //! * [`synth`]: generated test clip, scaling and PSNR helpers.
 //!
@@ -21,6 +25,8 @@ pub mod fec;
 #[cfg(feature = "gst")]
 pub mod gst;
 pub mod ladder;
+pub mod opus;
+pub mod rtcp;
 pub mod rtp;
 pub mod sdp;
 pub mod superframe;

@@ -25,6 +25,9 @@
 #[allow(dead_code)]
 pub mod vq;
 
+#[allow(dead_code)]
+pub mod av;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -306,19 +309,10 @@ impl Testbed {
 
     /// Sets (or changes) the tbf on the router's downstream interface.
     pub fn set_bottleneck(&self, rate_bps: u64, queue_bytes: u64, add: bool) {
-        if let Some(ctl) = &self.emu_ctl {
-            let mut req: serde_json::Value =
-                serde_json::from_str(&Testbed::emu_link(rate_bps, queue_bytes)).unwrap();
-            req["cmd"] = "set".into();
-            req["dir"] = "ab".into();
-            let out = sh(&[
-                bin("layercast-linkemu").to_str().unwrap(),
-                "ctl",
-                ctl.to_str().unwrap(),
-                &req.to_string(),
-            ])
-            .unwrap();
-            assert!(out.contains("\"ok\":true"), "linkemu set: {out}");
+        if self.emu_ctl.is_some() {
+            self.set_link(
+                &serde_json::from_str(&Testbed::emu_link(rate_bps, queue_bytes)).unwrap(),
+            );
             return;
         }
         let t = Tbf {
@@ -327,6 +321,26 @@ impl Testbed {
             limit: queue_bytes,
         };
         self.net.tbf(&self.r, "r1", t, add).unwrap();
+    }
+
+    /// Changes the link emulator's R->C link with a partial `set` request (e.g. `{"loss":
+    /// 0.01}`, `{"rate_bps": 250000}`); needs the emulator as the bottleneck.
+    pub fn set_link(&self, fields: &Value) {
+        let ctl = self
+            .emu_ctl
+            .as_ref()
+            .expect("set_link needs the link emulator");
+        let mut req = fields.clone();
+        req["cmd"] = "set".into();
+        req["dir"] = "ab".into();
+        let out = sh(&[
+            bin("layercast-linkemu").to_str().unwrap(),
+            "ctl",
+            ctl.to_str().unwrap(),
+            &req.to_string(),
+        ])
+        .unwrap();
+        assert!(out.contains("\"ok\":true"), "linkemu set {req}: {out}");
     }
 
     /// Starts `prog args` in namespace `ns`; stdout/stderr go to `<dir>/<tag>.log`.

@@ -53,9 +53,11 @@ pub struct Row {
     pub height: u32,
     pub file: String,
     pub file_index: Option<usize>,
+    /// When the picture was displayed (unix ns).
+    pub shown_ns: u64,
 }
 
-pub const HEADER: &str = "index,frame_number,capture_unix_ns,arrival_unix_ns,decoded_unix_ns,layers_held,width,height,file,file_index";
+pub const HEADER: &str = "index,frame_number,capture_unix_ns,arrival_unix_ns,decoded_unix_ns,layers_held,width,height,file,file_index,shown_unix_ns";
 
 pub fn read_csv(p: &Path) -> Vec<Row> {
     let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
@@ -64,7 +66,7 @@ pub fn read_csv(p: &Path) -> Vec<Row> {
     lines
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();
-            assert_eq!(f.len(), 10, "row {l:?}");
+            assert_eq!(f.len(), 11, "row {l:?}");
             Row {
                 index: f[0].parse().unwrap(),
                 frame_number: f[1].parse().ok(),
@@ -76,6 +78,7 @@ pub fn read_csv(p: &Path) -> Vec<Row> {
                 height: f[7].parse().unwrap(),
                 file: f[8].to_string(),
                 file_index: f[9].parse().ok(),
+                shown_ns: f[10].parse().unwrap(),
             }
         })
         .collect()

@@ -48,6 +48,12 @@ export function ViewerDetail({ model, id }: { model: Model; id: string }) {
           <dd>
             {fmtRes(v.width, v.height)} @ {v.fps.toFixed(1)} fps · {v.frames} frames · {v.freezes} freezes
           </dd>
+          <dt>Audio</dt>
+          <dd>
+            {v.audio_packets > 0
+              ? `${v.audio_packets} packets · ${v.audio_lost} lost · ${v.audio_concealed} frames concealed`
+              : "–"}
+          </dd>
           <dt>Last report</dt>
           <dd>{fmtClock(v.last_seen_s)}</dd>
         </dl>

@@ -94,6 +94,9 @@ export function parseViewer(v: unknown): Viewer | null {
     fps: num(v.fps),
     frames: num(v.frames),
     freezes: num(v.freezes),
+    audio_packets: num(v.audio_packets),
+    audio_lost: num(v.audio_lost),
+    audio_concealed: num(v.audio_concealed),
     rtt_s: numOrNull(v.rtt_s),
     decisions: Array.isArray(v.decisions)
       ? v.decisions.map(parseDecision).filter((d): d is Decision => d !== null)

@@ -57,6 +57,10 @@ export interface Viewer {
   fps: number;
   frames: number;
   freezes: number;
+  /** Issue 21: audio packets received, lost, and 20-ms frames concealed (totals). */
+  audio_packets: number;
+  audio_lost: number;
+  audio_concealed: number;
   rtt_s: number | null;
   decisions: Decision[];
   last_seen_s: number;

@@ -14,7 +14,7 @@
 // once (fast leave). (igmpproxy was tried first: in this version a downstream leave does not
 // remove the route for minutes, so left layers kept congesting the bottleneck.)
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -261,6 +261,8 @@ export class Stack {
     }
     for (const n of this.created.reverse()) sh("ip", ["netns", "del", n], { allowFail: true });
     this.created = [];
+    // Logs, wrapper scripts and browser profiles live under tmp; LAYERCAST_KEEP_TMP=1 keeps them.
+    if (process.env.LAYERCAST_KEEP_TMP !== "1") rmSync(this.tmp, { recursive: true, force: true });
   }
 }
 

@@ -6,7 +6,6 @@
 // timed assertions). Skips loudly ONLY if the binaries do not exist.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -51,7 +50,7 @@ describe.skipIf(missing !== null)("dashboard with 1,000 viewers on a real server
       60_000,
       1000,
     );
-    ctx = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "lc-chromium-")), {
+    ctx = await chromium.launchPersistentContext(mkdtempSync(join(stack.tmp, "chromium-")), {
       executablePath: stack.wrapper(stack.ns.s, "/usr/bin/chromium"),
       headless: true,
       args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],

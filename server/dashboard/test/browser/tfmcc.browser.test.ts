@@ -6,7 +6,6 @@
 // Skips (loudly) ONLY if the binaries are missing.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -41,7 +40,7 @@ describe.skipIf(missing !== null)("dashboard shows a live TFMCC session's limiti
     await sleep(2000);
     const errs = stack.playerStartupErrors();
     if (errs.length) throw new Error(`players did not start:\n${errs.join("\n")}`);
-    ctx = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "lc-chromium-")), {
+    ctx = await chromium.launchPersistentContext(mkdtempSync(join(stack.tmp, "chromium-")), {
       executablePath: stack.wrapper(stack.ns.s, "/usr/bin/chromium"),
       headless: true,
       args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],

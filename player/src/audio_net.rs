@@ -1,0 +1,127 @@
+//! The sockets of the audio track and of the sender reports, joined and left with transport
+//! layer 0 (the audio stream rides in it: `SessionInfo::endpoints_of_layer(0)`): the audio
+//! group's RTP port, its RTCP port (+1) and layer 0's RTCP port (+1, the video's sender
+//! reports). A thin shell: datagrams go to [`crate::audio::Audio`] and to the video path's
+//! sender-report slot with their kernel receive times.
+
+use crate::audio::{Audio, SrMap};
+use crate::net::McastSocket;
+use proto::{SessionInfo, TrackKind};
+use std::net::Ipv4Addr;
+
+/// Open sockets, in the order [`AudioNet::fds`] lists them.
+#[derive(Default)]
+pub struct AudioNet {
+    socks: Vec<(Kind, McastSocket)>,
+    /// Audio packets that failed authentication (encrypted sessions).
+    pub auth_failed: u64,
+    pub truncated: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Rtp,
+    Rtcp,
+    VideoRtcp,
+}
+
+impl AudioNet {
+    /// Opens the sockets when layer 0 is held (`base_held`), closes them when it is not.
+    pub fn sync(
+        &mut self,
+        base_held: bool,
+        info: Option<&SessionInfo>,
+        iface: Ipv4Addr,
+        ssm: Option<Ipv4Addr>,
+    ) {
+        if !base_held {
+            self.socks.clear();
+            return;
+        }
+        if !self.socks.is_empty() {
+            return;
+        }
+        let Some(info) = info else { return };
+        let mut want = Vec::new();
+        if let Some(s) = info.track(TrackKind::Audio).and_then(|t| t.streams.first()) {
+            want.push((Kind::Rtp, s.group, s.port));
+            want.push((Kind::Rtcp, s.group, s.port.wrapping_add(1)));
+        }
+        if let (Some(l0), Some(_)) = (info.layers.first(), info.track(TrackKind::Video)) {
+            want.push((Kind::VideoRtcp, l0.group, l0.port.wrapping_add(1)));
+        }
+        for (k, g, p) in want {
+            match McastSocket::open_from(g, p, iface, ssm) {
+                Ok(s) => self.socks.push((k, s)),
+                Err(e) => eprintln!("layercast-player: audio/RTCP socket {g}:{p}: {e}"),
+            }
+        }
+    }
+
+    /// Closes everything (a new session layout).
+    pub fn reset(&mut self) {
+        self.socks.clear();
+    }
+
+    pub fn fds(&self) -> Vec<i32> {
+        self.socks.iter().map(|(_, s)| s.raw_fd()).collect()
+    }
+
+    /// Reads what socket `i` (an index into [`AudioNet::fds`]) has: audio RTP (decrypted
+    /// with `opener` for an encrypted session) to `audio`, sender reports to `audio` and to
+    /// `video_sr` (layer 0's SSRC).
+    pub fn drain(
+        &mut self,
+        i: usize,
+        buf: &mut [u8],
+        mut opener: Option<&mut security::auth::MediaOpener>,
+        mut audio: Option<&mut Audio>,
+        video_sr: &mut Option<SrMap>,
+        video_ssrc: Option<u32>,
+    ) {
+        let Some((kind, s)) = self.socks.get(i) else {
+            return;
+        };
+        for _ in 0..64 {
+            let Ok(Some((n, ts, trunc))) = s.recv(buf) else {
+                break;
+            };
+            if trunc {
+                self.truncated += 1;
+                continue;
+            }
+            let data = &buf[..n];
+            match kind {
+                Kind::Rtp => {
+                    let plain;
+                    let pkt: &[u8] = match opener.as_deref_mut() {
+                        Some(o) => match o.open(data) {
+                            Ok(p) => {
+                                plain = p.packet;
+                                &plain
+                            }
+                            Err(_) => {
+                                self.auth_failed += 1;
+                                continue;
+                            }
+                        },
+                        None => data,
+                    };
+                    if let Some(a) = audio.as_deref_mut() {
+                        a.push_rtp(ts, pkt);
+                    }
+                }
+                Kind::Rtcp => {
+                    if let Some(a) = audio.as_deref_mut() {
+                        a.push_rtcp(data);
+                    }
+                }
+                Kind::VideoRtcp => {
+                    if let Some(m) = SrMap::from_rtcp(data, video_ssrc, 90_000) {
+                        *video_sr = Some(m);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! The audio track of a session: raw PCM with capture times in, Opus RTP packets (RFC 7587)
+//! with their capture times out, queued for the sender.
+//!
+//! [`AudioEncoder`] is sans-IO: the source's callback hands it PCM and its capture time, it
+//! encodes 20-ms frames (libopus, constant bit rate, in-band FEC) and returns ready packets.
+//! [`AudioQueue`] is the interface the sender drains: ready RTP packets in capture order,
+//! bounded. RTP time is the session's media clock ([`MediaClock`]): a packet's timestamp is
+//! the capture time of its first *decoded* sample on a 48-kHz clock that started at the
+//! session's media epoch, so audio and video (on the same epoch at 90 kHz) need no other
+//! mapping than the RTCP sender reports carry.
+
+use codec::opus::{Encoder, EncoderConfig, OpusPacketizer, FRAME_20MS};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// RTP payload type of the audio track.
+pub const PAYLOAD_TYPE: u8 = 111;
+/// Largest gap between where the audio timeline is and a new buffer's capture time that is
+/// still taken as the same timeline (sample counting); beyond it the stream is re-anchored on
+/// the capture time (a source restart, a clock step) and the next packet carries the marker.
+const REANCHOR_NS: u64 = 20_000_000;
+/// Packets queued before the oldest are dropped (1 s of 20-ms packets).
+pub const MAX_QUEUED: usize = 50;
+/// A source without sound: once the audio timeline lags the pictures by this much, silence is
+/// encoded up to [`SILENCE_LEAD_NS`] behind them, so the track never stops.
+const SILENCE_AFTER_NS: u64 = 200_000_000;
+const SILENCE_LEAD_NS: u64 = 100_000_000;
+
+/// The session's media clock: RTP time of any stream = (capture − epoch) × clock rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MediaClock {
+    /// Unix ns of RTP time 0.
+    pub epoch_ns: u64,
+}
+
+impl MediaClock {
+    /// RTP time (wrapping) of Unix time `ns` on a `rate`-Hz clock.
+    pub fn rtp(&self, ns: u64, rate: u32) -> u32 {
+        let d = ns.saturating_sub(self.epoch_ns) as u128;
+        (d * rate as u128 / 1_000_000_000) as u32
+    }
+}
+
+/// One ready RTP packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AudioPacket {
+    pub rtp: Vec<u8>,
+    /// Capture time of its first decoded sample (Unix ns).
+    pub capture_ns: u64,
+    pub rtp_ts: u32,
+}
+
+/// Counters of the audio track (API and `/metrics`).
+#[derive(Debug, Default)]
+pub struct AudioStats {
+    pub packets: AtomicU64,
+    pub bytes: AtomicU64,
+    pub encode_errors: AtomicU64,
+    /// Packets dropped because the queue was full (the sender did not keep up).
+    pub dropped: AtomicU64,
+    /// Re-anchorings of the timeline (source restart, clock step).
+    pub discontinuities: AtomicU64,
+    /// 20-ms frames of silence encoded for a source without sound.
+    pub silence_frames: AtomicU64,
+    /// Samples that arrived behind the timeline (overlap after silence), skipped.
+    pub late_samples: AtomicU64,
+    pub sent: AtomicU64,
+    pub send_errors: AtomicU64,
+}
+
+/// Ready packets for the sender, oldest first, bounded by [`MAX_QUEUED`].
+#[derive(Debug, Default)]
+pub struct AudioQueue {
+    q: Mutex<VecDeque<AudioPacket>>,
+    pub stats: AudioStats,
+}
+
+impl AudioQueue {
+    pub fn push(&self, p: AudioPacket) {
+        let mut q = self.q.lock().unwrap_or_else(|e| e.into_inner());
+        self.stats.packets.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .bytes
+            .fetch_add(p.rtp.len() as u64, Ordering::Relaxed);
+        q.push_back(p);
+        while q.len() > MAX_QUEUED {
+            q.pop_front();
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The oldest ready packet.
+    pub fn pop(&self) -> Option<AudioPacket> {
+        self.q.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.q.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// The audio track's settings (session config `audio`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AudioSettings {
+    pub channels: u8,
+    pub bitrate: u32,
+    pub inband_fec: bool,
+}
+
+impl AudioSettings {
+    /// Bytes of one RTP packet: 12-byte header plus the constant-bit-rate Opus packet.
+    pub fn packet_bytes(&self) -> u64 {
+        12 + self.bitrate as u64 * 20 / 8000
+    }
+
+    /// The stream's rate as announced (RTP packets of 20 ms, UDP payload bits), plus
+    /// `extra` bytes per packet (encryption).
+    pub fn rate_bps(&self, extra: u64) -> u64 {
+        (self.packet_bytes() + extra) * 8 * 50
+    }
+}
+
+/// PCM with capture times in, Opus RTP packets out.
+pub struct AudioEncoder {
+    enc: Encoder,
+    pkt: OpusPacketizer,
+    clock: MediaClock,
+    channels: usize,
+    /// Samples (interleaved) of the frame being filled.
+    pending: Vec<i16>,
+    /// RTP time and capture time of the first sample of `pending`, once anchored.
+    anchor: Option<(u32, u64)>,
+    /// The encoder's look-ahead, samples: subtracted from every timestamp so RTP time names
+    /// the first *decoded* sample (the decoder's output lags its input by this much).
+    lookahead: u32,
+    /// First picture seen before any sound (silence fill starts from there).
+    waiting_since: Option<u64>,
+}
+
+impl AudioEncoder {
+    pub fn new(s: &AudioSettings, ssrc: u32, clock: MediaClock) -> codec::Result<AudioEncoder> {
+        let mut enc = Encoder::new(&EncoderConfig {
+            channels: s.channels,
+            bitrate: s.bitrate,
+            inband_fec: s.inband_fec,
+            expected_loss_pct: if s.inband_fec { 10 } else { 0 },
+        })?;
+        let lookahead = enc.lookahead()?;
+        Ok(AudioEncoder {
+            enc,
+            pkt: OpusPacketizer::new(PAYLOAD_TYPE, ssrc, (ssrc >> 16) as u16),
+            clock,
+            channels: s.channels as usize,
+            pending: Vec::with_capacity(FRAME_20MS as usize * 2),
+            anchor: None,
+            lookahead,
+            waiting_since: None,
+        })
+    }
+
+    /// Capture time where the next sample of the timeline falls (None before the first).
+    fn timeline_end(&self) -> Option<u64> {
+        self.anchor.map(|(_, cap)| {
+            cap + (self.pending.len() / self.channels) as u64 * 1_000_000_000 / 48_000
+        })
+    }
+
+    /// Hands `pcm` (interleaved, 48 kHz) captured from `capture_ns` on; calls `out` for every
+    /// packet completed.
+    pub fn push_pcm(
+        &mut self,
+        pcm: &[i16],
+        capture_ns: u64,
+        stats: &AudioStats,
+        out: &mut dyn FnMut(AudioPacket),
+    ) {
+        let mut pcm = &pcm[..pcm.len() - pcm.len() % self.channels];
+        let mut cap = capture_ns;
+        if let Some(end) = self.timeline_end() {
+            if cap + REANCHOR_NS < end {
+                // Behind the timeline (silence was sent for it): skip what overlaps.
+                let skip_ns = end - cap;
+                let skip = ((skip_ns as u128 * 48_000 / 1_000_000_000) as usize * self.channels)
+                    .min(pcm.len());
+                stats
+                    .late_samples
+                    .fetch_add((skip / self.channels) as u64, Ordering::Relaxed);
+                pcm = &pcm[skip..];
+                cap = end;
+                if pcm.is_empty() {
+                    return;
+                }
+            } else if cap > end + REANCHOR_NS {
+                // A jump forward: finish the frame with silence, restart on the new time.
+                stats.discontinuities.fetch_add(1, Ordering::Relaxed);
+                self.flush(stats, out);
+                self.anchor = None;
+                self.pkt.discontinuity();
+            }
+        }
+        for chunk in pcm.chunks(self.channels) {
+            if self.anchor.is_none() {
+                let rtp = self.clock.rtp(cap, 48_000).wrapping_sub(self.lookahead);
+                self.anchor = Some((rtp, cap));
+            }
+            self.pending.extend_from_slice(chunk);
+            cap += 1_000_000_000 / 48_000;
+            if self.pending.len() == FRAME_20MS as usize * self.channels {
+                self.emit(stats, out);
+            }
+        }
+    }
+
+    /// A picture was captured at `capture_ns`: if no sound has come for a while (a source
+    /// without an audio track), encode silence up to shortly before it.
+    pub fn keep_up_with(
+        &mut self,
+        capture_ns: u64,
+        stats: &AudioStats,
+        out: &mut dyn FnMut(AudioPacket),
+    ) {
+        let end = match self.timeline_end() {
+            Some(e) => e,
+            None => *self.waiting_since.get_or_insert(capture_ns),
+        };
+        if capture_ns < end + SILENCE_AFTER_NS {
+            return;
+        }
+        let target = capture_ns - SILENCE_LEAD_NS;
+        // After a long gap the silence starts 2 s back (a re-anchoring), not at the old end.
+        let mut at = end.max(target.saturating_sub(2_000_000_000));
+        let zeros = vec![0i16; FRAME_20MS as usize * self.channels];
+        while at + 20_000_000 <= target {
+            stats.silence_frames.fetch_add(1, Ordering::Relaxed);
+            self.push_pcm(&zeros, at, stats, out);
+            at = self.timeline_end().unwrap_or(at + 20_000_000);
+        }
+    }
+
+    /// Completes a partial frame with silence.
+    fn flush(&mut self, stats: &AudioStats, out: &mut dyn FnMut(AudioPacket)) {
+        if !self.pending.is_empty() {
+            self.pending.resize(FRAME_20MS as usize * self.channels, 0);
+            self.emit(stats, out);
+        }
+    }
+
+    fn emit(&mut self, stats: &AudioStats, out: &mut dyn FnMut(AudioPacket)) {
+        let Some((rtp, cap)) = self.anchor else {
+            return;
+        };
+        let r = self
+            .enc
+            .encode(&self.pending)
+            .and_then(|opus| self.pkt.packetize(&opus, rtp));
+        self.pending.clear();
+        self.anchor = Some((
+            rtp.wrapping_add(FRAME_20MS),
+            cap + FRAME_20MS as u64 * 1_000_000_000 / 48_000,
+        ));
+        match r {
+            Ok(bytes) => out(AudioPacket {
+                rtp: bytes,
+                // The capture time of the first decoded sample (look-ahead earlier).
+                capture_ns: cap.saturating_sub(self.lookahead as u64 * 1_000_000_000 / 48_000),
+                rtp_ts: rtp,
+            }),
+            Err(_) => {
+                stats.encode_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use codec::opus::OpusDepacketizer;
+
+    fn settings() -> AudioSettings {
+        AudioSettings {
+            channels: 2,
+            bitrate: 64_000,
+            inband_fec: true,
+        }
+    }
+
+    /// 20-ms frames, timestamps 960 apart on the media clock, capture times and RTP times
+    /// consistent, the marker only at the start and after a jump; a source without sound gets
+    /// silence so the track keeps going.
+    #[test]
+    fn packets_follow_the_media_clock() {
+        let clock = MediaClock {
+            epoch_ns: 1_000_000_000_000,
+        };
+        let st = AudioStats::default();
+        let mut e = AudioEncoder::new(&settings(), 0x77, clock).unwrap();
+        let mut got = Vec::new();
+        let t0 = clock.epoch_ns + 5_000_000_000;
+        // 10 buffers of 10 ms.
+        for i in 0..10u64 {
+            e.push_pcm(&vec![100i16; 960], t0 + i * 10_000_000, &st, &mut |p| {
+                got.push(p)
+            });
+        }
+        assert_eq!(got.len(), 5);
+        let mut d = OpusDepacketizer::new(PAYLOAD_TYPE);
+        for (i, p) in got.iter().enumerate() {
+            let r = d.depacketize(&p.rtp).unwrap();
+            assert_eq!(r.marker, i == 0);
+            assert_eq!(p.rtp.len() as u64, settings().packet_bytes());
+            assert_eq!(
+                p.rtp_ts,
+                clock.rtp(t0, 48_000).wrapping_sub(312) + 960 * i as u32
+            );
+            // Capture time and RTP time name the same instant (within a sample).
+            assert!(clock.rtp(p.capture_ns, 48_000).abs_diff(p.rtp_ts) <= 1);
+        }
+        // A jump of a second (source restart): re-anchored, marker set.
+        got.clear();
+        e.push_pcm(&vec![0i16; 1920], t0 + 1_100_000_000, &st, &mut |p| {
+            got.push(p)
+        });
+        e.push_pcm(&vec![0i16; 1920], t0 + 1_120_000_000, &st, &mut |p| {
+            got.push(p)
+        });
+        assert_eq!(st.discontinuities.load(Ordering::Relaxed), 1);
+        assert_eq!(got.len(), 2);
+        let ts: Vec<u32> = got.iter().map(|p| p.rtp_ts).collect();
+        assert_eq!(
+            ts[0],
+            clock.rtp(t0 + 1_100_000_000, 48_000).wrapping_sub(312)
+        );
+        assert_eq!(ts[1], ts[0].wrapping_add(960));
+        assert!(d.depacketize(&got[0].rtp).unwrap().marker);
+        assert!(!d.depacketize(&got[1].rtp).unwrap().marker);
+        // No sound for 500 ms while pictures come: silence up to 100 ms before the picture.
+        got.clear();
+        e.keep_up_with(t0 + 1_640_000_000, &st, &mut |p| got.push(p));
+        assert!(got.len() >= 20, "{} silence packets", got.len());
+        let last = got.last().unwrap();
+        assert!(last.capture_ns + 120_000_000 >= t0 + 1_540_000_000 - 20_000_000);
+        // Real sound that overlaps the silence is skipped, not sent twice.
+        let before = got.len();
+        e.push_pcm(&vec![5i16; 1920], t0 + 1_500_000_000, &st, &mut |p| {
+            got.push(p)
+        });
+        assert!(st.late_samples.load(Ordering::Relaxed) > 0);
+        let ts: Vec<u32> = got.iter().map(|p| p.rtp_ts).collect();
+        assert!(
+            ts.windows(2).all(|w| w[1].wrapping_sub(w[0]) == 960),
+            "{ts:?}"
+        );
+        assert!(got.len() >= before);
+    }
+
+    #[test]
+    fn queue_is_bounded_and_counts_drops() {
+        let q = AudioQueue::default();
+        for i in 0..(MAX_QUEUED as u32 + 5) {
+            q.push(AudioPacket {
+                rtp: vec![0; 10],
+                capture_ns: i as u64,
+                rtp_ts: i,
+            });
+        }
+        assert_eq!(q.len(), MAX_QUEUED);
+        assert_eq!(q.stats.dropped.load(Ordering::Relaxed), 5);
+        assert_eq!(q.pop().unwrap().rtp_ts, 5);
+        assert_eq!(settings().rate_bps(0), 68_800);
+    }
+}

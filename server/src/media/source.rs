@@ -1,0 +1,775 @@
+//! A session's media source: one in-process GStreamer pipeline, built element by element
+//! (never from pipeline text), with an appsink for raw video (I420 at the encoder's size and
+//! rate) and one for raw audio (S16LE, 48 kHz).
+//!
+//! Why elements and not a description: a description is a small language (`!`, extra
+//! chains, properties), so a source string spliced into one could add elements that read or
+//! write files or open connections (review finding F1). Here the user's string can only ever
+//! be the `uri` property of `uridecodebin` (after an allow-list of schemes) or the device
+//! property of a capture element (after a check of its characters).
+//!
+//! Time: both appsinks report each buffer's capture time as the pipeline clock's instant for
+//! the buffer's running time, mapped to Unix time once per pipeline start. Audio and video of
+//! one source are therefore on one clock, without the jitter of when the buffers were pulled.
+//! Files play in real time (appsinks synchronise to the clock) and loop: at end of stream the
+//! pipeline is rebuilt. A watchdog rebuilds it too when no picture came for
+//! [`STALL_FRAME_PERIODS`] frame periods (a stalled camera, a dead RTSP server: finding F12),
+//! and counts it.
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+use gstreamer_video::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// URI schemes a session's `source` may use.
+pub const URI_SCHEMES: &[&str] = &["file", "http", "https", "rtsp", "rtsps", "srt"];
+
+/// Frame periods without a picture after which the pipeline is rebuilt.
+pub const STALL_FRAME_PERIODS: u32 = 30;
+
+/// Longest source string accepted.
+const MAX_SOURCE_LEN: usize = 2048;
+
+/// The test pattern's flash period: one white picture and one beep per period.
+pub const FLASH_PERIOD_NS: u64 = 1_000_000_000;
+/// Length of the beep.
+pub const BEEP_NS: u64 = 60_000_000;
+
+/// What a session's `source` names, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceSpec {
+    /// `gst-testpattern`: `videotestsrc` (moving ball) with a white flash every
+    /// [`FLASH_PERIOD_NS`], and an `audiotestsrc` tone with a beep at every flash.
+    TestPattern,
+    /// A URI of an allowed scheme, decoded by `uridecodebin`.
+    Uri(String),
+    /// A V4L2 camera by device path (`v4l2:///dev/video0`), and optionally an ALSA capture
+    /// device by name for its sound (`v4l2:///dev/video0?alsa=hw:1,0`).
+    Capture { video: String, alsa: Option<String> },
+}
+
+/// Why a `source` string was refused.
+pub fn parse(source: &str) -> Result<SourceSpec, String> {
+    if source == "gst-testpattern" {
+        return Ok(SourceSpec::TestPattern);
+    }
+    if source.len() > MAX_SOURCE_LEN {
+        return Err(format!("longer than {MAX_SOURCE_LEN} bytes"));
+    }
+    if let Some(c) = source
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\'' | '\\' | '!'))
+    {
+        return Err(format!("contains {c:?}: a source is one URI"));
+    }
+    let (scheme, rest) = source
+        .split_once("://")
+        .ok_or_else(|| "not a URI (scheme://...)".to_string())?;
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme == "v4l2" {
+        let (dev, query) = match rest.split_once('?') {
+            Some((d, q)) => (d, Some(q)),
+            None => (rest, None),
+        };
+        let ok_dev = dev.strip_prefix("/dev/video").is_some_and(|n| {
+            !n.is_empty() && n.len() <= 3 && n.bytes().all(|b| b.is_ascii_digit())
+        });
+        if !ok_dev {
+            return Err(format!("{dev:?} is not a /dev/videoN device"));
+        }
+        let alsa = match query {
+            None => None,
+            Some(q) => {
+                let name = q
+                    .strip_prefix("alsa=")
+                    .ok_or_else(|| format!("unknown parameter {q:?} (only alsa=NAME)"))?;
+                if name.is_empty()
+                    || name.len() > 64
+                    || !name.bytes().all(|b| {
+                        b.is_ascii_alphanumeric() || matches!(b, b':' | b',' | b'_' | b'-' | b'.')
+                    })
+                {
+                    return Err(format!("{name:?} is not an ALSA device name"));
+                }
+                Some(name.to_string())
+            }
+        };
+        return Ok(SourceSpec::Capture {
+            video: dev.to_string(),
+            alsa,
+        });
+    }
+    if !URI_SCHEMES.contains(&scheme.as_str()) {
+        return Err(format!(
+            "scheme {scheme:?} not allowed (one of {}, v4l2)",
+            URI_SCHEMES.join(", ")
+        ));
+    }
+    if rest.is_empty() {
+        return Err("URI without a location".into());
+    }
+    // RFC 3986 characters only (unreserved, reserved, percent escapes), less `!` and `'`.
+    if !rest
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-._~:/?#[]@$&()*+,;=%".contains(&b))
+    {
+        return Err("not a valid URI".into());
+    }
+    Ok(SourceSpec::Uri(source.to_string()))
+}
+
+/// What the source delivers: the encoder's picture format and the audio format.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceFormat {
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    /// Audio channels (0: no audio branch).
+    pub channels: u8,
+}
+
+/// One picture: tightly packed I420 and its capture time (Unix ns).
+pub struct Picture {
+    pub i420: Vec<u8>,
+    pub capture_ns: u64,
+}
+
+/// Interleaved S16 samples at 48 kHz and the capture time of the first one (Unix ns).
+pub type AudioSink = Box<dyn FnMut(&[i16], u64) + Send>;
+
+/// Counters of the source (exported per session in the API and `/metrics`).
+#[derive(Debug, Default)]
+pub struct SourceStats {
+    /// Pictures delivered to the encoder.
+    pub pictures: AtomicU64,
+    /// Audio buffers delivered.
+    pub audio_buffers: AtomicU64,
+    /// Pipeline (re)builds: the first start, end-of-stream loops, errors, stalls.
+    pub starts: AtomicU64,
+    pub eos: AtomicU64,
+    pub errors: AtomicU64,
+    /// Watchdog: times no picture came for [`STALL_FRAME_PERIODS`] frame periods.
+    pub stalls: AtomicU64,
+    /// The last error message of the pipeline, for the API.
+    pub last_error: Mutex<Option<String>>,
+}
+
+/// The running pipeline of a session and what rebuilds it.
+pub struct MediaSource {
+    spec: SourceSpec,
+    fmt: SourceFormat,
+    pipeline: Option<Running>,
+    audio: Arc<Mutex<Option<AudioSink>>>,
+    pub stats: Arc<SourceStats>,
+    frame_len: usize,
+    last_picture: Instant,
+}
+
+struct Running {
+    pipeline: gst::Pipeline,
+    video: gst_app::AppSink,
+    /// Unix ns of running time 0 (set at the first buffer of either sink).
+    anchor: Arc<Mutex<Option<u64>>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.pipeline.set_state(gst::State::Null);
+    }
+}
+
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn make(factory: &str, name: &str) -> Result<gst::Element, String> {
+    gst::ElementFactory::make(factory)
+        .name(name)
+        .build()
+        .map_err(|_| format!("GStreamer element {factory} missing (gstreamer1.0-plugins-*)"))
+}
+
+/// Capture time of a buffer: the anchor plus its running time.
+fn capture_ns(
+    anchor: &Mutex<Option<u64>>,
+    pipeline: &gst::Pipeline,
+    segment: Option<&gst::Segment>,
+    pts: Option<gst::ClockTime>,
+) -> Option<(u64, u64)> {
+    let pts = pts?;
+    let rt = segment
+        .and_then(|s| s.downcast_ref::<gst::format::Time>())
+        .and_then(|s| s.to_running_time(pts))
+        .unwrap_or(pts)
+        .nseconds();
+    let mut a = anchor.lock().unwrap_or_else(|p| p.into_inner());
+    let base = *a.get_or_insert_with(|| {
+        // Running time 0 was `now - (clock - base_time)` ago.
+        let now = unix_ns();
+        match (pipeline.clock(), pipeline.base_time()) {
+            (Some(c), Some(b)) => {
+                now.saturating_sub(c.time().nseconds().saturating_sub(b.nseconds()))
+            }
+            _ => now.saturating_sub(rt),
+        }
+    });
+    Some((base + rt, rt))
+}
+
+/// Whether running time `rt` falls in the first `len` ns of a flash period.
+fn in_flash(rt: u64, len: u64) -> bool {
+    rt % FLASH_PERIOD_NS < len
+}
+
+impl MediaSource {
+    /// A source of `spec` delivering `fmt`; nothing runs until the first [`Self::next_picture`].
+    /// `audio` receives the audio buffers (on a GStreamer thread).
+    pub fn new(spec: SourceSpec, fmt: SourceFormat, audio: Option<AudioSink>) -> MediaSource {
+        let frame_len = codec::synth::i420_len(fmt.width, fmt.height);
+        MediaSource {
+            spec,
+            fmt,
+            pipeline: None,
+            audio: Arc::new(Mutex::new(audio)),
+            stats: Arc::new(SourceStats::default()),
+            frame_len,
+            last_picture: Instant::now(),
+        }
+    }
+
+    fn frame_period(&self) -> Duration {
+        Duration::from_secs_f64(1.0 / self.fmt.fps.max(1) as f64)
+    }
+
+    /// The next picture, waiting for it; `None` once `stop` is set. Rebuilds the pipeline at
+    /// end of stream, on an error and when the watchdog fires.
+    pub fn next_picture(&mut self, stop: &std::sync::atomic::AtomicBool) -> Option<Picture> {
+        let stall = self.frame_period() * STALL_FRAME_PERIODS;
+        while !stop.load(Ordering::Relaxed) {
+            if self.pipeline.is_none() {
+                if self.stats.starts.load(Ordering::Relaxed) > 0 {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                self.stats.starts.fetch_add(1, Ordering::Relaxed);
+                match self.build() {
+                    Ok(r) => self.pipeline = Some(r),
+                    Err(e) => {
+                        self.note_error(e);
+                        std::thread::sleep(Duration::from_secs(1));
+                        continue;
+                    }
+                }
+                self.last_picture = Instant::now();
+            }
+            if let Some(p) = self.pull(Duration::from_millis(100)) {
+                self.last_picture = Instant::now();
+                self.stats.pictures.fetch_add(1, Ordering::Relaxed);
+                return Some(p);
+            }
+            if self.check_bus() {
+                self.pipeline = None;
+                continue;
+            }
+            if self.last_picture.elapsed() >= stall {
+                self.stats.stalls.fetch_add(1, Ordering::Relaxed);
+                self.note_error(format!(
+                    "no picture for {} ms: restarting the source",
+                    stall.as_millis()
+                ));
+                self.pipeline = None;
+            }
+        }
+        None
+    }
+
+    fn note_error(&self, e: String) {
+        *self
+            .stats
+            .last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(e);
+    }
+
+    /// End of stream or an error on the bus (the pipeline must be rebuilt).
+    fn check_bus(&self) -> bool {
+        let Some(r) = &self.pipeline else { return true };
+        let Some(bus) = r.pipeline.bus() else {
+            return true;
+        };
+        while let Some(msg) = bus.pop_filtered(&[gst::MessageType::Eos, gst::MessageType::Error]) {
+            match msg.view() {
+                gst::MessageView::Eos(_) => {
+                    self.stats.eos.fetch_add(1, Ordering::Relaxed);
+                    return true;
+                }
+                gst::MessageView::Error(e) => {
+                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    self.note_error(format!("{} ({:?})", e.error(), e.debug()));
+                    return true;
+                }
+                _ => {}
+            }
+        }
+        false
+    }
+
+    fn pull(&mut self, timeout: Duration) -> Option<Picture> {
+        let r = self.pipeline.as_ref()?;
+        let sample = r
+            .video
+            .try_pull_sample(gst::ClockTime::from_nseconds(timeout.as_nanos() as u64))?;
+        let buffer = sample.buffer()?;
+        let (cap, rt) = capture_ns(&r.anchor, &r.pipeline, sample.segment(), buffer.pts())
+            .unwrap_or((unix_ns(), 0));
+        let info = gstreamer_video::VideoInfo::from_caps(sample.caps()?).ok()?;
+        if info.width() != self.fmt.width || info.height() != self.fmt.height {
+            return None;
+        }
+        let frame = gstreamer_video::VideoFrameRef::from_buffer_ref_readable(buffer, &info).ok()?;
+        let (w, h) = (self.fmt.width as usize, self.fmt.height as usize);
+        let mut out = Vec::with_capacity(self.frame_len);
+        for (plane, pw, ph) in [
+            (0u32, w, h),
+            (1, w.div_ceil(2), h.div_ceil(2)),
+            (2, w.div_ceil(2), h.div_ceil(2)),
+        ] {
+            let data = frame.plane_data(plane).ok()?;
+            let stride = frame.plane_stride()[plane as usize] as usize;
+            for row in 0..ph {
+                out.extend_from_slice(data.get(row * stride..row * stride + pw)?);
+            }
+        }
+        let flash = self.spec == SourceSpec::TestPattern
+            && in_flash(rt, 1_000_000_000 / self.fmt.fps.max(1) as u64);
+        if flash {
+            paint_white(&mut out, w * h);
+        }
+        Some(Picture {
+            i420: out,
+            capture_ns: cap,
+        })
+    }
+
+    fn build(&self) -> Result<Running, String> {
+        gst::init().map_err(|e| e.to_string())?;
+        let pipeline = gst::Pipeline::with_name("layercast-source");
+        let anchor = Arc::new(Mutex::new(None));
+        let video = self.video_branch(&pipeline)?;
+        let audio_in = if self.fmt.channels > 0 {
+            Some(self.audio_branch(&pipeline, &anchor)?)
+        } else {
+            None
+        };
+        let video_in = video.0.clone();
+        match &self.spec {
+            SourceSpec::TestPattern => {
+                let v = make("videotestsrc", "vsrc")?;
+                v.set_property("is-live", true);
+                v.set_property_from_str("pattern", "ball");
+                pipeline.add(&v).map_err(|e| e.to_string())?;
+                v.link(&video_in).map_err(|e| e.to_string())?;
+                if let Some(a_in) = &audio_in {
+                    let a = make("audiotestsrc", "asrc")?;
+                    a.set_property("is-live", true);
+                    a.set_property("freq", 440.0f64);
+                    a.set_property("volume", 0.05f64);
+                    // 20-ms buffers keep the beep's start on a buffer boundary of the encoder.
+                    a.set_property("samplesperbuffer", 960i32);
+                    pipeline.add(&a).map_err(|e| e.to_string())?;
+                    a.link(a_in).map_err(|e| e.to_string())?;
+                }
+            }
+            SourceSpec::Uri(uri) => {
+                let d = make("uridecodebin", "dec")?;
+                d.set_property("uri", uri);
+                pipeline.add(&d).map_err(|e| e.to_string())?;
+                let (v_in, a_in) = (video_in.clone(), audio_in.clone());
+                d.connect_pad_added(move |_, pad| {
+                    let caps = pad.current_caps().or_else(|| Some(pad.query_caps(None)));
+                    let name = caps
+                        .as_ref()
+                        .and_then(|c| c.structure(0))
+                        .map(|s| s.name().to_string())
+                        .unwrap_or_default();
+                    let target = if name.starts_with("video/") {
+                        Some(&v_in)
+                    } else if name.starts_with("audio/") {
+                        a_in.as_ref()
+                    } else {
+                        None
+                    };
+                    if let Some(sink) = target.and_then(|e| e.static_pad("sink")) {
+                        if !sink.is_linked() {
+                            let _ = pad.link(&sink);
+                        }
+                    }
+                });
+            }
+            SourceSpec::Capture { video: dev, alsa } => {
+                let v = make("v4l2src", "vsrc")?;
+                v.set_property("device", dev);
+                pipeline.add(&v).map_err(|e| e.to_string())?;
+                v.link(&video_in).map_err(|e| e.to_string())?;
+                if let (Some(a_in), Some(name)) = (&audio_in, alsa) {
+                    let a = make("alsasrc", "asrc")?;
+                    a.set_property("device", name);
+                    pipeline.add(&a).map_err(|e| e.to_string())?;
+                    a.link(a_in).map_err(|e| e.to_string())?;
+                }
+            }
+        }
+        pipeline
+            .set_state(gst::State::Playing)
+            .map_err(|e| format!("starting the source pipeline: {e}"))?;
+        Ok(Running {
+            pipeline,
+            video: video.1,
+            anchor,
+        })
+    }
+
+    /// `videoconvert ! videoscale ! videorate ! I420 WxH@F ! appsink`; returns the first
+    /// element (to link the source to) and the sink.
+    fn video_branch(&self, p: &gst::Pipeline) -> Result<(gst::Element, gst_app::AppSink), String> {
+        let conv = make("videoconvert", "vconv")?;
+        let scale = make("videoscale", "vscale")?;
+        let rate = make("videorate", "vrate")?;
+        let caps = gst::Caps::builder("video/x-raw")
+            .field("format", "I420")
+            .field("width", self.fmt.width as i32)
+            .field("height", self.fmt.height as i32)
+            .field("framerate", gst::Fraction::new(self.fmt.fps as i32, 1))
+            .field("pixel-aspect-ratio", gst::Fraction::new(1, 1))
+            .build();
+        let sink = appsink("video", 2);
+        chain(p, &[&conv, &scale, &rate], &caps, &sink, "vcaps")?;
+        Ok((conv, sink))
+    }
+
+    /// `audioconvert ! audioresample ! S16LE 48 kHz ! appsink` with a callback that hands
+    /// each buffer (with its capture time) to the audio sink, adding the test pattern's beep.
+    fn audio_branch(
+        &self,
+        p: &gst::Pipeline,
+        anchor: &Arc<Mutex<Option<u64>>>,
+    ) -> Result<gst::Element, String> {
+        let conv = make("audioconvert", "aconv")?;
+        let res = make("audioresample", "ares")?;
+        let caps = gst::Caps::builder("audio/x-raw")
+            .field("format", "S16LE")
+            .field("rate", 48_000i32)
+            .field("channels", self.fmt.channels as i32)
+            .field("layout", "interleaved")
+            .build();
+        let sink = appsink("audio", 200);
+        chain(p, &[&conv, &res], &caps, &sink, "acaps")?;
+        let out = self.audio.clone();
+        let stats = self.stats.clone();
+        let anchor = anchor.clone();
+        let weak = p.downgrade();
+        let beep = self.spec == SourceSpec::TestPattern;
+        let channels = self.fmt.channels as usize;
+        sink.set_callbacks(
+            gst_app::AppSinkCallbacks::builder()
+                .new_sample(move |s| {
+                    let sample = s.pull_sample().map_err(|_| gst::FlowError::Eos)?;
+                    let (Some(buffer), Some(pipeline)) = (sample.buffer(), weak.upgrade()) else {
+                        return Ok(gst::FlowSuccess::Ok);
+                    };
+                    let Some((cap, rt)) =
+                        capture_ns(&anchor, &pipeline, sample.segment(), buffer.pts())
+                    else {
+                        return Ok(gst::FlowSuccess::Ok);
+                    };
+                    let map = buffer.map_readable().map_err(|_| gst::FlowError::Error)?;
+                    let mut pcm: Vec<i16> = map
+                        .chunks_exact(2)
+                        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+                        .collect();
+                    if beep {
+                        add_beeps(&mut pcm, channels, rt);
+                    }
+                    stats.audio_buffers.fetch_add(1, Ordering::Relaxed);
+                    if let Some(f) = out.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                        f(&pcm, cap);
+                    }
+                    Ok(gst::FlowSuccess::Ok)
+                })
+                .build(),
+        );
+        Ok(conv)
+    }
+}
+
+/// An appsink that synchronises to the pipeline clock and keeps at most `max` buffers (the
+/// oldest dropped when its reader falls behind).
+fn appsink(name: &str, max: u32) -> gst_app::AppSink {
+    gst_app::AppSink::builder()
+        .name(name)
+        .sync(true)
+        .max_buffers(max)
+        .drop(true)
+        .build()
+}
+
+/// Adds `elems ! capsfilter(caps) ! sink` to `p` and links them in that order.
+fn chain(
+    p: &gst::Pipeline,
+    elems: &[&gst::Element],
+    caps: &gst::Caps,
+    sink: &gst_app::AppSink,
+    filter_name: &str,
+) -> Result<(), String> {
+    let filter = make("capsfilter", filter_name)?;
+    filter.set_property("caps", caps);
+    let mut all: Vec<&gst::Element> = elems.to_vec();
+    all.push(&filter);
+    all.push(sink.upcast_ref());
+    p.add_many(all.iter().copied()).map_err(|e| e.to_string())?;
+    gst::Element::link_many(all.iter().copied()).map_err(|e| e.to_string())
+}
+
+/// Paints the luma of a picture white (235) and its chroma neutral: the test pattern's flash.
+fn paint_white(i420: &mut [u8], luma: usize) {
+    let (y, c) = i420.split_at_mut(luma.min(i420.len()));
+    y.fill(235);
+    c.fill(128);
+}
+
+/// Replaces the samples in the first [`BEEP_NS`] of every flash period by a loud 2-kHz tone
+/// (`rt` = running time of the first sample).
+fn add_beeps(pcm: &mut [i16], channels: usize, rt: u64) {
+    let ch = channels.max(1);
+    for (i, frame) in pcm.chunks_mut(ch).enumerate() {
+        let t = rt + i as u64 * 1_000_000_000 / 48_000;
+        if in_flash(t, BEEP_NS) {
+            let phase = (t % FLASH_PERIOD_NS) as f64 / 1e9;
+            let v = (16_000.0 * (2.0 * std::f64::consts::PI * 2000.0 * phase).sin()) as i16;
+            frame.fill(v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    /// Review finding F1: a `source` that smuggles pipeline text (extra elements writing a
+    /// file) is refused, and even a source that passes the scheme check can only ever be a
+    /// `uri` property: no element it names is created and no file appears.
+    #[test]
+    fn pipeline_text_in_a_source_is_refused_and_never_runs() {
+        let dir = std::env::temp_dir().join(format!("lc-f1-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pwn = dir.join("pwn");
+        let attacks = [
+            format!(
+                "file:///x filesrc location=/etc/hostname ! filesink location={}",
+                pwn.display()
+            ),
+            format!("file:///x!filesink location={}", pwn.display()),
+            "file:///x\tvideotestsrc".to_string(),
+            "videotestsrc ! fakesink".to_string(),
+            "fakesrc://x".to_string(),
+            "v4l2:///dev/video0 ! filesink".to_string(),
+            "v4l2:///etc/passwd".to_string(),
+            "v4l2:///dev/video0?alsa=hw:0 ! x".to_string(),
+            "http://".to_string(),
+        ];
+        for a in &attacks {
+            assert!(parse(a).is_err(), "accepted {a:?}");
+        }
+        // A hostile but syntactically plain URI is only a property value.
+        let spec = parse(&format!("file://{}/missing.mp4?x=filesink", dir.display())).unwrap();
+        let src = MediaSource::new(
+            spec,
+            SourceFormat {
+                width: 64,
+                height: 64,
+                fps: 30,
+                channels: 0,
+            },
+            None,
+        );
+        // The missing file fails the start (an error, counted by the caller); whatever the
+        // outcome, no element the string names was made and no file was written.
+        if let Ok(r) = src.build() {
+            let names: Vec<String> = r
+                .pipeline
+                .iterate_recurse()
+                .into_iter()
+                .filter_map(|e| e.ok())
+                .filter_map(|e| e.factory().map(|f| f.name().to_string()))
+                .collect();
+            assert!(!names.iter().any(|n| n == "filesink"), "{names:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!pwn.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn allowed_sources_parse() {
+        assert_eq!(parse("gst-testpattern"), Ok(SourceSpec::TestPattern));
+        for u in [
+            "file:///srv/a.mp4",
+            "https://cdn.example/a.m3u8",
+            "rtsp://cam/1",
+            "srt://h:9000",
+        ] {
+            assert_eq!(parse(u), Ok(SourceSpec::Uri(u.to_string())), "{u}");
+        }
+        assert_eq!(
+            parse("v4l2:///dev/video2?alsa=hw:1,0"),
+            Ok(SourceSpec::Capture {
+                video: "/dev/video2".into(),
+                alsa: Some("hw:1,0".into())
+            })
+        );
+        assert!(parse(&format!("file:///{}", "a".repeat(3000))).is_err());
+    }
+
+    /// The test pattern: pictures at the configured size with a white flash once per period,
+    /// audio with a beep that starts within one audio buffer of the flash's capture time.
+    #[test]
+    fn test_pattern_flashes_and_beeps_together() {
+        let beeps: Arc<Mutex<Vec<u64>>> = Arc::default();
+        let b2 = beeps.clone();
+        let mut loud_prev = false;
+        let sink: AudioSink = Box::new(move |pcm, cap| {
+            // Onset: first sample above half scale after a quiet buffer.
+            let ch = 2;
+            if let Some(i) = pcm.chunks(ch).position(|f| f[0].unsigned_abs() > 8000) {
+                if !loud_prev {
+                    b2.lock()
+                        .unwrap()
+                        .push(cap + i as u64 * 1_000_000_000 / 48_000);
+                }
+                loud_prev = true;
+            } else {
+                loud_prev = false;
+            }
+        });
+        let mut src = MediaSource::new(
+            SourceSpec::TestPattern,
+            SourceFormat {
+                width: 160,
+                height: 90,
+                fps: 30,
+                channels: 2,
+            },
+            Some(sink),
+        );
+        let stop = AtomicBool::new(false);
+        let mut flashes = Vec::new();
+        let mut last = 0;
+        for _ in 0..75 {
+            let p = src.next_picture(&stop).unwrap();
+            assert_eq!(p.i420.len(), codec::synth::i420_len(160, 90));
+            assert!(p.capture_ns > last);
+            last = p.capture_ns;
+            if p.i420[..160 * 90].iter().all(|&y| y == 235) {
+                flashes.push(p.capture_ns);
+            }
+        }
+        let beeps = beeps.lock().unwrap().clone();
+        assert!(flashes.len() >= 2, "flashes {flashes:?}");
+        assert!(
+            flashes.windows(2).all(|w| w[1] - w[0] == FLASH_PERIOD_NS),
+            "{flashes:?}"
+        );
+        // The first flash is at running time 0, where the audio may start a moment later.
+        for f in flashes.iter().filter(|&&f| f > flashes[0]) {
+            let near = beeps
+                .iter()
+                .map(|b| b.abs_diff(*f))
+                .min()
+                .unwrap_or(u64::MAX);
+            assert!(
+                near <= 1_000_000,
+                "flash at {f}: nearest beep {near} ns away ({beeps:?})"
+            );
+        }
+        assert_eq!(src.stats.starts.load(Ordering::Relaxed), 1);
+    }
+
+    /// Finding F12: a source that stops delivering pictures is rebuilt by the watchdog and
+    /// the stall is counted. A file that ends loops (end of stream, rebuilt).
+    #[test]
+    fn stalled_source_is_restarted_and_files_loop() {
+        let dir = std::env::temp_dir().join(format!("lc-loop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let clip = dir.join("clip.mkv");
+        let ok = std::process::Command::new("gst-launch-1.0")
+            .args([
+                "-q",
+                "videotestsrc",
+                "num-buffers=10",
+                "!",
+                "video/x-raw,width=64,height=64,framerate=30/1",
+                "!",
+                "vp8enc",
+                "!",
+                "matroskamux",
+                "!",
+                "filesink",
+            ])
+            .arg(format!("location={}", clip.display()))
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "making the test clip");
+        let uri = format!("file://{}", clip.display());
+        let mut src = MediaSource::new(
+            parse(&uri).unwrap(),
+            SourceFormat {
+                width: 64,
+                height: 64,
+                fps: 30,
+                channels: 0,
+            },
+            None,
+        );
+        let stop = AtomicBool::new(false);
+        for _ in 0..25 {
+            assert!(src.next_picture(&stop).is_some());
+        }
+        assert!(
+            src.stats.eos.load(Ordering::Relaxed) >= 2,
+            "the clip looped"
+        );
+        // A source whose pipeline delivers nothing: the watchdog fires and counts.
+        let mut dead = MediaSource::new(
+            SourceSpec::Uri("rtsp://127.0.0.1:1/none".into()),
+            SourceFormat {
+                width: 64,
+                height: 64,
+                fps: 30,
+                channels: 0,
+            },
+            None,
+        );
+        let stop2 = Arc::new(AtomicBool::new(false));
+        let s2 = stop2.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(2500));
+            s2.store(true, Ordering::Relaxed);
+        });
+        assert!(dead.next_picture(&stop2).is_none());
+        t.join().unwrap();
+        let st = &dead.stats;
+        assert!(
+            st.starts.load(Ordering::Relaxed) >= 2,
+            "rebuilt: starts {} errors {} stalls {}",
+            st.starts.load(Ordering::Relaxed),
+            st.errors.load(Ordering::Relaxed),
+            st.stalls.load(Ordering::Relaxed)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
