@@ -16,6 +16,7 @@ import { compareScenario } from './compare.js';
 import { analyseRun, qualitySummary } from './quality.js';
 import { reliabilityCommand, RELIABILITY_USAGE } from './reliability-cli.js';
 import { tfrcChecksCommand } from './tfrc-checks.js';
+import { runQualitySuite, CASES } from './quality-suite.js';
 
 const USAGE = `usage:
   layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
@@ -36,6 +37,12 @@ const USAGE = `usage:
                                         the scenario in layercast-sim and on the testbed, one table
   layercast-e2e quality RUN_DIR [--reference FILE]
                                         PSNR/SSIM, freezes, frame rate, latency of each player-*/
+  layercast-e2e quality-suite [--runs N] [--seconds S] [--protocols era,plm] [--video small|default]
+                              [--keep-pictures] [--no-keep-awake] [--out DIR]
+                                        issue 20: one session per run, one viewer per case
+                                        (${CASES.map((c) => c.id).join(', ')}), ERA and PLM,
+                                        N runs (default 5) of S s (default 60): mean ± 95% CI
+                                        of what each viewer sees, acceptance rows issue20/*
   layercast-e2e tfrc-checks [--only e1,e2,e3,e4,e5,e8] [--duration-scale K] [--out DIR]
                                         live TFRC flows: the TFRC checks E1-E5, E8 (tfrc-checks.ts)
   layercast-e2e cleanup [--all]         remove lc- namespaces left by dead runs (--all: every lc- namespace)
@@ -159,6 +166,27 @@ async function main(argv: string[]): Promise<number> {
         frrDefaults: args.includes('--frr-defaults'),
         keepAwake: !args.includes('--no-keep-awake'),
       });
+    }
+    case 'quality-suite': {
+      const runs = Number(flag(args, '--runs') ?? 5);
+      const seconds = Number(flag(args, '--seconds') ?? 60);
+      if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs wants a whole number >= 1, not ${flag(args, '--runs')}`);
+      if (!(seconds >= 10 && seconds <= 600)) throw new Error(`--seconds wants 10..600, not ${flag(args, '--seconds')}`);
+      const video = flag(args, '--video') ?? 'small';
+      if (video !== 'small' && video !== 'default') throw new Error(`--video is small or default, not ${video}`);
+      const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `quality-${stamp}`);
+      const results = await runQualitySuite({
+        runs,
+        seconds,
+        protocols: (flag(args, '--protocols') ?? 'era,plm').split(','),
+        video,
+        outDir: out,
+        keepPictures: args.includes('--keep-pictures'),
+        keepAwake: !args.includes('--no-keep-awake'),
+      });
+      console.log(fs.readFileSync(path.join(out, 'summary.md'), 'utf8'));
+      console.log(`outputs under ${out}`);
+      return results.every((r) => r.pass) ? 0 : 1;
     }
     case 'tfrc-checks':
       return tfrcChecksCommand(args);

@@ -69,6 +69,15 @@ export interface DemoResult {
  *  refuses the name at start-up with a config error, and the demo falls back to synthetic). */
 export const VP9_TEST_SOURCE = 'testpattern';
 
+/** The same picture through the server's in-process GStreamer source, with sound: a tone with
+ *  a beep at every white flash, carried as the session's Opus track (docs/protocols/audio.md).
+ *  'auto' tries it first, so the demo has sound wherever the server's GStreamer has the
+ *  elements; without them it falls back to the silent VP9 test pattern. */
+export const GST_TEST_SOURCE = 'gst-testpattern';
+
+/** The demo's audio track (64 kbit/s Opus, counted in layer 0's announced rate). */
+export const DEMO_AUDIO = { kbps: 64 };
+
 /** The test-pattern encode: the server's default video (1280x720 at 30 fps, L3T3, the codec's
  *  default ladder; docs/server.md "The default ladder"). With the scenario's 600-byte packets
  *  (the server's default for video) the server announces per-layer rates of 146, 135, 269, 307,
@@ -236,6 +245,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       protocol: flow.protocol,
       source: src,
       ...(src === 'synthetic' ? { layer_rates_bps: rates.map((r) => Math.round(r * 1000)) } : { video: DEMO_VIDEO }),
+      ...(src === GST_TEST_SOURCE ? { audio: DEMO_AUDIO } : {}),
       packet_size: flow.packet_size,
       bunch_len: flow.bunch,
       adapt_interval_ms: Math.round(flow.adapt_interval_s * 1000),
@@ -274,7 +284,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
       return { child: null, err: `${err}\nno answer on ${base} within 10 s` };
     };
     const wanted = opts.source ?? 'auto';
-    const tries = wanted === 'auto' ? [VP9_TEST_SOURCE, 'synthetic'] : [wanted];
+    const tries = wanted === 'auto' ? [GST_TEST_SOURCE, VP9_TEST_SOURCE, 'synthetic'] : [wanted];
     let server: ChildProcess | null = null;
     const refusals: string[] = [];
     for (const s of tries) {
@@ -366,9 +376,10 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     };
     out(
       `Layercast demo: session "${flow.name}", ${ladder.length} layers (${flow.protocol}), source ${source}` +
-        (source === VP9_TEST_SOURCE ? ` (VP9 SVC L${DEMO_VIDEO.spatial}T${DEMO_VIDEO.temporal}, ${DEMO_VIDEO.width}x${DEMO_VIDEO.height} @ ${DEMO_VIDEO.fps} fps)` : ''),
+        (source === VP9_TEST_SOURCE || source === GST_TEST_SOURCE ? ` (VP9 SVC L${DEMO_VIDEO.spatial}T${DEMO_VIDEO.temporal}, ${DEMO_VIDEO.width}x${DEMO_VIDEO.height} @ ${DEMO_VIDEO.fps} fps)` : ''),
     );
     out(`  cumulative layer rates (kbit/s): ${cumulative.map((r) => Math.round(r / 1000)).join(' ')}`);
+    if (source === GST_TEST_SOURCE) out(`  sound: Opus ${DEMO_AUDIO.kbps} kbit/s on its own group, joined with layer 0 (a tone, a beep at every white flash)`);
     if (sourceNote) out(`NOTE: ${sourceNote}`);
     for (const r of flow.receivers) {
       const shared = tcpFlows.filter((f) => f.to === r.at || f.from === r.at).map((f) => ` shared with TCP flow "${f.name}"`).join('');

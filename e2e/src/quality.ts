@@ -5,9 +5,12 @@
 //   <player>/frames.csv   index,frame_number,capture_unix_ns,arrival_unix_ns,decoded_unix_ns,
 //                         layers_held,width,height,file,file_index (display order)
 //   <player>/video-<seq>-<W>x<H>.y4m   decoded pictures, `file_index` = picture index in `file`
+//   <player>/frames.jsonl  one line per frames.csv row, same order: `t` = display time (unix s)
+//   <player>/player.jsonl  the exit line's packet and FEC totals
 // Per player: PSNR and SSIM (ffmpeg's psnr and ssim filters) of every picture whose stamped
 // frame number was read, against reference frame `frame_number` scaled to the picture's size;
-// freezes, harmonic frame rate and glass-to-glass latency from the per-frame log.
+// freezes, frame rate and glass-to-glass latency at display time (decode time when the player
+// wrote no frames.jsonl); the source's frame rate from the stamps.
 //
 // The y4m files are read here (header + fixed-size frames) so that the pairs handed to ffmpeg
 // are already aligned: for each segment we write the kept decoded pictures and the matching
@@ -33,6 +36,8 @@ export interface FrameRow {
   captureS: number | null;
   arrivalS: number | null;
   decodedS: number | null;
+  /** Display time (frames.jsonl `t`), null when the player wrote no display log. */
+  displayS: number | null;
   layersHeld: number;
   width: number;
   height: number;
@@ -84,6 +89,7 @@ export function parseFramesCsv(text: string): { rows: FrameRow[]; malformed: num
       captureS: ns('capture_unix_ns'),
       arrivalS: ns('arrival_unix_ns'),
       decodedS: ns('decoded_unix_ns'),
+      displayS: null,
       layersHeld: num(g('layers_held')) ?? 0,
       width,
       height,
@@ -92,6 +98,28 @@ export function parseFramesCsv(text: string): { rows: FrameRow[]; malformed: num
     });
   }
   return { rows, malformed };
+}
+
+/** Sets each row's `displayS` from `frames.jsonl` (the player writes one line per frames.csv
+ *  row, in the same order, `t` = the time the playout buffer shows the picture). Returns false,
+ *  leaving rows as they are, when the file is missing or its line count differs from the csv's
+ *  (then the analysis falls back to decode times and says so in `timeBase`). */
+export function applyDisplayTimes(rows: FrameRow[], jsonlText: string | null, csvRows: number): boolean {
+  if (jsonlText === null) return false;
+  const ts: (number | null)[] = [];
+  for (const l of jsonlText.split('\n')) {
+    if (!l.trim()) continue;
+    try {
+      const t = (JSON.parse(l) as { t?: unknown }).t;
+      ts.push(typeof t === 'number' && Number.isFinite(t) ? t : null);
+    } catch {
+      ts.push(null);
+    }
+  }
+  // A player stopped mid-write may leave one row more in either file.
+  if (Math.abs(ts.length - csvRows) > 1) return false;
+  for (const r of rows) r.displayS = r.index < ts.length ? ts[r.index] : null;
+  return true;
 }
 
 /** A y4m file opened for random access to its frames (4:2:0 only, fixed frame size). */
@@ -279,18 +307,30 @@ export async function frameQuality(playerDir: string, reference: string, rows: F
 
 export interface TimingStats {
   pictures: number;
+  /** Which clock the gaps and the latency are on: 'display' (frames.jsonl `t`, what a viewer
+   *  sees) or 'decode' (`decoded_unix_ns`, when the player wrote no display log). */
+  timeBase: 'display' | 'decode';
+  /** First to last shown picture (s). */
+  spanS: number;
   /** Mean interval between displayed pictures (s). */
   meanIntervalS: number;
   /** Freeze threshold (DESIGN.md): max(3 × mean interval, mean interval + 150 ms). */
   freezeThresholdS: number;
   freezes: number;
+  /** Freezes per minute of the span. */
+  freezesPerMin: number;
   freezeTimeS: number;
+  longestFreezeS: number;
   /** Σd / Σd² over display durations d (WebRTC's harmonic frame rate: long gaps weigh more). */
   harmonicFps: number;
   meanFps: number;
+  /** Glass-to-glass: shown (display time) minus the stamped capture time. */
   latencyP50Ms: number | null;
   latencyP95Ms: number | null;
   latencyMeanMs: number | null;
+  /** Capture to decode (the network, reassembly and decoding, without the playout buffer). */
+  decodeLatencyP50Ms: number | null;
+  decodeLatencyP95Ms: number | null;
 }
 
 function quantile(sorted: number[], q: number): number {
@@ -301,10 +341,13 @@ function quantile(sorted: number[], q: number): number {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (i - lo);
 }
 
-/** Freezes, harmonic frame rate and glass-to-glass latency from the per-frame log. The display
- *  time of a picture is its decode time (the headless player shows a picture when decoded). */
+/** Freezes, frame rate and glass-to-glass latency from the per-frame log, at display time when
+ *  every row has one (`applyDisplayTimes`), else at decode time (the headless player of old
+ *  showed a picture when decoded). */
 export function timingStats(rows: FrameRow[]): TimingStats {
-  const t = rows.map((r) => r.decodedS).filter((x): x is number => x !== null).sort((a, b) => a - b);
+  const display = rows.length > 0 && rows.every((r) => r.displayS !== null);
+  const shown = (r: FrameRow) => (display ? r.displayS : r.decodedS);
+  const t = rows.map(shown).filter((x): x is number => x !== null).sort((a, b) => a - b);
   const d: number[] = [];
   for (let i = 1; i < t.length; i++) d.push(t[i] - t[i - 1]);
   const sum = d.reduce((a, b) => a + b, 0);
@@ -312,22 +355,111 @@ export function timingStats(rows: FrameRow[]): TimingStats {
   const thr = Math.max(3 * mean, mean + 0.15);
   const fr = d.filter((x) => x > thr);
   const sq = d.reduce((a, b) => a + b * b, 0);
-  const lat = rows
-    .filter((r) => r.captureS !== null && r.decodedS !== null)
-    .map((r) => (r.decodedS! - r.captureS!) * 1000)
-    .sort((a, b) => a - b);
+  const lat = (end: (r: FrameRow) => number | null) =>
+    rows
+      .filter((r) => r.captureS !== null && end(r) !== null)
+      .map((r) => (end(r)! - r.captureS!) * 1000)
+      .sort((a, b) => a - b);
+  const g2g = lat(shown);
+  const dec = lat((r) => r.decodedS);
   return {
     pictures: rows.length,
+    timeBase: display ? 'display' : 'decode',
+    spanS: sum,
     meanIntervalS: mean,
     freezeThresholdS: thr,
     freezes: fr.length,
+    freezesPerMin: sum > 0 ? (fr.length * 60) / sum : NaN,
     freezeTimeS: fr.reduce((a, b) => a + b, 0),
+    longestFreezeS: fr.reduce((a, b) => Math.max(a, b), 0),
     harmonicFps: sq > 0 ? sum / sq : NaN,
     meanFps: sum > 0 ? d.length / sum : NaN,
-    latencyP50Ms: lat.length ? quantile(lat, 0.5) : null,
-    latencyP95Ms: lat.length ? quantile(lat, 0.95) : null,
-    latencyMeanMs: lat.length ? lat.reduce((a, b) => a + b, 0) / lat.length : null,
+    latencyP50Ms: g2g.length ? quantile(g2g, 0.5) : null,
+    latencyP95Ms: g2g.length ? quantile(g2g, 0.95) : null,
+    latencyMeanMs: g2g.length ? g2g.reduce((a, b) => a + b, 0) / g2g.length : null,
+    decodeLatencyP50Ms: dec.length ? quantile(dec, 0.5) : null,
+    decodeLatencyP95Ms: dec.length ? quantile(dec, 0.95) : null,
   };
+}
+
+/** The source's frame rate and the shown rate against it at the held layer. */
+export interface SourceRate {
+  /** Frames the sender stamped per second: Δ frame number / Δ capture time between the first
+   *  and the last stamped picture the player showed (the encoder's real rate, which on a
+   *  loaded host can be below the nominal one). */
+  sourceFps: number;
+  /** The rate the source produces pictures that carry a held layer, time-weighted over the
+   *  run: sourceFps × the share of source frames the held layers reach (`heldFrameShare`). */
+  heldLayerFps: number;
+  /** Shown pictures over the pictures of the held layers the source produced in the same time
+   *  (meanFps / heldLayerFps): 1 when the viewer saw every picture of the layers it held. */
+  fpsRatio: number;
+}
+
+/** Share of the source's frames that carry at least one of the first `layers` layers of a
+ *  spatial-major ladder with `temporalLayers` dyadic temporal layers per spatial layer. Within
+ *  spatial layer 0, temporal layer t reaches 2^(t−(T−1)) of the frames; once a second spatial
+ *  layer is held, spatial layer 0 is held whole and every frame carries a held layer (the
+ *  player shows the lower size when the top one is sparse, docs/player.md "Steady
+ *  resolution"), so a viewer that holds it can show every frame. */
+export function heldFrameShare(layers: number, temporalLayers: number): number {
+  if (!(layers >= 1) || !(temporalLayers >= 1)) return NaN;
+  return layers >= temporalLayers ? 1 : 2 ** (layers - temporalLayers);
+}
+
+/** `null` when fewer than 10 shown pictures carry a readable stamp. Display gaps are weighed
+ *  by the share of the layers held at the picture that ends them. */
+export function sourceRate(rows: FrameRow[], temporalLayers = 3): SourceRate | null {
+  const st = rows.filter((r) => r.frameNumber !== null && r.captureS !== null);
+  if (st.length < 10) return null;
+  const first = st[0];
+  const last = st[st.length - 1];
+  const dt = last.captureS! - first.captureS!;
+  if (!(dt > 0) || !(last.frameNumber! > first.frameNumber!)) return null;
+  const sourceFps = (last.frameNumber! - first.frameNumber!) / dt;
+  const display = rows.every((r) => r.displayS !== null);
+  const shown = rows
+    .map((r) => ({ t: display ? r.displayS : r.decodedS, share: heldFrameShare(r.layersHeld, temporalLayers) }))
+    .filter((x): x is { t: number; share: number } => x.t !== null && Number.isFinite(x.share))
+    .sort((a, b) => a.t - b.t);
+  let span = 0;
+  let expected = 0;
+  for (let i = 1; i < shown.length; i++) {
+    const d = shown[i].t - shown[i - 1].t;
+    span += d;
+    expected += d * sourceFps * shown[i].share;
+  }
+  if (!(span > 0 && expected > 0)) return null;
+  const heldLayerFps = expected / span;
+  return { sourceFps, heldLayerFps, fpsRatio: (shown.length - 1) / expected };
+}
+
+/** What the player's exit line (player.jsonl, `event: exit`) says about packets: those lost on
+ *  the way (sequence gaps, every packet kind of every held layer), and the media packets FEC
+ *  recovered. The player does not count lost media packets apart from lost repair and padding
+ *  packets, so `unrepaired` = lost − recovered is an upper bound on lost media packets. */
+export interface PacketTotals {
+  received: number;
+  lost: number;
+  fecRecovered: number;
+  fecRepairs: number;
+  unrepaired: number;
+}
+
+export function packetTotals(playerJsonl: string): PacketTotals | null {
+  const lines = playerJsonl.split('\n').filter((l) => l.includes('"exit"'));
+  for (const l of lines.reverse()) {
+    try {
+      const e = JSON.parse(l) as { event?: string; packets_received?: number; packets_lost?: number; video?: { fec_recovered?: number; fec_repairs?: number } | null };
+      if (e.event !== 'exit') continue;
+      const lost = Number(e.packets_lost ?? NaN);
+      const rec = Number(e.video?.fec_recovered ?? NaN);
+      return { received: Number(e.packets_received ?? NaN), lost, fecRecovered: rec, fecRepairs: Number(e.video?.fec_repairs ?? NaN), unrepaired: Math.max(0, lost - rec) };
+    } catch {
+      /* a torn last line: look further up */
+    }
+  }
+  return null;
 }
 
 export interface PlayerQuality extends TimingStats {
@@ -346,18 +478,30 @@ export interface PlayerQuality extends TimingStats {
   /** Mean PSNR / SSIM per number of layers held, for "PSNR ≥ floor for the layers held". */
   byLayers: { layers: number; width: number; height: number; pictures: number; psnrMeanDb: number; ssimMean: number }[];
   skipped: string[];
+  /** The source's rate and the shown rate against it (null: too few stamps read). */
+  source: SourceRate | null;
+  /** Median of `layers_held` over the shown pictures. */
+  layersHeldMedian: number;
+  /** Packet and FEC totals from the player's exit line (null: no exit line). */
+  packets: PacketTotals | null;
   /** Per-picture values for the report chart (time from the first decoded picture of the run). */
   series: FrameQuality[];
 }
 
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
 
-/** Analyses one player's output directory against `reference` (a y4m). */
-export async function analysePlayer(playerDir: string, reference: string, name = path.basename(playerDir)): Promise<PlayerQuality> {
+/** Analyses one player's output directory against `reference` (a y4m); `temporalLayers` of the
+ *  session's encode (every encode of this project is L3T3 unless configured otherwise). */
+export async function analysePlayer(playerDir: string, reference: string, name = path.basename(playerDir), temporalLayers = 3): Promise<PlayerQuality> {
   const csv = path.join(playerDir, 'frames.csv');
   if (!fs.existsSync(csv)) throw new QualityError(`${csv}: missing`);
   const { rows, malformed } = parseFramesCsv(fs.readFileSync(csv, 'utf8'));
+  const readOpt = (f: string) => (fs.existsSync(path.join(playerDir, f)) ? fs.readFileSync(path.join(playerDir, f), 'utf8') : null);
+  applyDisplayTimes(rows, readOpt('frames.jsonl'), rows.length + malformed);
+  const log = readOpt('player.jsonl');
   const { frames, skipped } = await frameQuality(playerDir, reference, rows);
+  const timing = timingStats(rows);
+  const held = rows.map((r) => r.layersHeld).sort((a, b) => a - b);
   const groups = new Map<string, FrameQuality[]>();
   for (const f of frames) {
     const k = `${f.layersHeld}|${f.width}x${f.height}`;
@@ -367,7 +511,10 @@ export async function analysePlayer(playerDir: string, reference: string, name =
   const psnrs = frames.map((f) => f.psnr).sort((a, b) => a - b);
   return {
     player: name,
-    ...timingStats(rows),
+    ...timing,
+    source: sourceRate(rows, temporalLayers),
+    layersHeldMedian: held.length ? quantile(held, 0.5) : NaN,
+    packets: log === null ? null : packetTotals(log),
     stamped: rows.filter((r) => r.frameNumber !== null).length,
     withoutPixels: rows.filter((r) => r.file === '').length,
     malformedRows: malformed,
@@ -387,14 +534,14 @@ export async function analysePlayer(playerDir: string, reference: string, name =
 
 /** Every `player-*` directory under `runDir` with a frames.csv, against `reference`
  *  (default `<runDir>/reference.y4m`, else the first `server-*` directory's). */
-export async function analyseRun(runDir: string, reference?: string): Promise<PlayerQuality[]> {
+export async function analyseRun(runDir: string, reference?: string, temporalLayers = 3): Promise<PlayerQuality[]> {
   const ref = reference ?? findReference(runDir);
   if (!ref) return [];
   const out: PlayerQuality[] = [];
   for (const d of fs.readdirSync(runDir).sort()) {
     const dir = path.join(runDir, d);
     if (!d.startsWith('player-') || !fs.existsSync(path.join(dir, 'frames.csv'))) continue;
-    out.push(await analysePlayer(dir, ref, d.replace(/^player-/, '')));
+    out.push(await analysePlayer(dir, ref, d.replace(/^player-/, ''), temporalLayers));
   }
   return out;
 }
@@ -423,9 +570,9 @@ export function qualityHtml(qs: PlayerQuality[]): string {
   const ser = (k: 'psnr' | 'ssim'): Series[] =>
     qs.map((q) => ({ name: q.player, points: q.series.filter((f) => f.decodedS !== null).map((f) => [f.decodedS! - t0, f[k]] as [number, number]) }));
   const v = (x: number | null, d = 2) => (x === null || !Number.isFinite(x) ? '—' : x.toFixed(d));
-  let h = '<h2>Video quality</h2><table><tr><th>player</th><th>pictures</th><th>stamped</th><th>compared</th><th>PSNR dB (Y)</th><th>PSNR p5</th><th>SSIM (Y)</th><th>freezes</th><th>freeze s</th><th>harmonic fps</th><th>latency p50/p95 ms</th><th>per layers held: PSNR / SSIM</th></tr>';
+  let h = '<h2>Video quality</h2><table><tr><th>player</th><th>pictures</th><th>stamped</th><th>compared</th><th>PSNR dB (Y)</th><th>PSNR p5</th><th>SSIM (Y)</th><th>freezes (/min)</th><th>freeze s (longest)</th><th>fps: shown / source at the held layer</th><th>harmonic fps</th><th>latency p50/p95 ms (to decode)</th><th>lost / FEC-recovered packets</th><th>per layers held: PSNR / SSIM</th></tr>';
   for (const q of qs) {
-    h += `<tr><td>${esc(q.player)}</td><td>${q.pictures}</td><td>${q.stamped}</td><td>${q.compared}</td><td>${v(q.psnrMeanDb)} (${v(q.psnrYMeanDb)})</td><td>${v(q.psnrP5Db)}</td><td>${v(q.ssimMean, 4)} (${v(q.ssimYMean, 4)})</td><td>${q.freezes}</td><td>${v(q.freezeTimeS)}</td><td>${v(q.harmonicFps, 1)}</td><td>${v(q.latencyP50Ms, 0)}/${v(q.latencyP95Ms, 0)}</td><td>${q.byLayers.map((b) => `${b.layers} (${b.width}x${b.height}, ${b.pictures}): ${v(b.psnrMeanDb)} / ${v(b.ssimMean, 3)}`).join('<br>')}</td></tr>`;
+    h += `<tr><td>${esc(q.player)}</td><td>${q.pictures}</td><td>${q.stamped}</td><td>${q.compared}</td><td>${v(q.psnrMeanDb)} (${v(q.psnrYMeanDb)})</td><td>${v(q.psnrP5Db)}</td><td>${v(q.ssimMean, 4)} (${v(q.ssimYMean, 4)})</td><td>${q.freezes} (${v(q.freezesPerMin, 1)})</td><td>${v(q.freezeTimeS)} (${v(q.longestFreezeS)})</td><td>${v(q.meanFps, 1)} / ${q.source ? `${v(q.source.heldLayerFps, 1)} (${v(q.source.fpsRatio, 3)})` : '—'}</td><td>${v(q.harmonicFps, 1)}</td><td>${v(q.latencyP50Ms, 0)}/${v(q.latencyP95Ms, 0)} (${v(q.decodeLatencyP50Ms, 0)}/${v(q.decodeLatencyP95Ms, 0)}) ${q.timeBase}</td><td>${q.packets ? `${q.packets.lost} / ${q.packets.fecRecovered}` : '—'}</td><td>${q.byLayers.map((b) => `${b.layers} (${b.width}x${b.height}, ${b.pictures}): ${v(b.psnrMeanDb)} / ${v(b.ssimMean, 3)}`).join('<br>')}</td></tr>`;
   }
   h += '</table>';
   h += svgChart('PSNR per picture', 'dB', ser('psnr'), xMax);

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { FRAMES_CSV_HEADER, Y4m, analysePlayer, analyseRun, ffmpeg, parseFramesCsv, parsePsnrStats, timingStats, type FrameRow } from '../src/quality.js';
+import { FRAMES_CSV_HEADER, Y4m, analysePlayer, analyseRun, applyDisplayTimes, ffmpeg, heldFrameShare, packetTotals, parseFramesCsv, parsePsnrStats, sourceRate, timingStats, type FrameRow } from '../src/quality.js';
 
 let dir = '';
 const T0 = 1_763_000_000; // unix seconds
@@ -114,7 +114,7 @@ test('freezes, harmonic frame rate and latency follow their definitions', () => 
   let t = 100;
   for (let i = 0; i < 100; i++) {
     t += i === 50 ? 1.0 : 0.04;
-    rows.push({ index: i, frameNumber: i, captureS: t - 0.08 - (i % 2) * 0.02, arrivalS: t, decodedS: t, layersHeld: 3, width: 2, height: 2, file: 'x', fileIndex: i });
+    rows.push({ index: i, frameNumber: i, captureS: t - 0.08 - (i % 2) * 0.02, arrivalS: t, decodedS: t, displayS: null, layersHeld: 3, width: 2, height: 2, file: 'x', fileIndex: i });
   }
   const s = timingStats(rows);
   // 99 intervals: 98 of 40 ms and one of 1 s.
@@ -122,7 +122,10 @@ test('freezes, harmonic frame rate and latency follow their definitions', () => 
   assert.ok(Math.abs(s.meanIntervalS - mean) < 1e-9);
   assert.ok(Math.abs(s.freezeThresholdS - Math.max(3 * mean, mean + 0.15)) < 1e-9);
   assert.equal(s.freezes, 1);
+  assert.equal(s.timeBase, 'decode');
   assert.ok(Math.abs(s.freezeTimeS - 1) < 1e-9);
+  assert.ok(Math.abs(s.longestFreezeS - 1) < 1e-9);
+  assert.ok(Math.abs(s.freezesPerMin - 60 / 4.92) < 1e-9);
   // Σd/Σd² = (3.92+1)/(98·0.0016+1) ≈ 4.24 fps: far below the 20 fps arithmetic mean.
   assert.ok(Math.abs(s.harmonicFps - 4.92 / (98 * 0.0016 + 1)) < 1e-9);
   assert.ok(Math.abs(s.meanFps - 99 / 4.92) < 1e-9);
@@ -132,6 +135,53 @@ test('freezes, harmonic frame rate and latency follow their definitions', () => 
   const steady = timingStats(rows.slice(0, 50));
   assert.equal(steady.freezes, 0);
   assert.ok(Math.abs(steady.harmonicFps - 25) < 1e-6);
+  // Shown by a playout buffer 0.5-1.5 s after decoding, every gap evened out to 40 ms: no freeze,
+  // and glass-to-glass latency counts to the display time, not to the decode.
+  const jsonl = rows.map((_r, i) => JSON.stringify({ t: 101.5 + i * 0.04, decoded_at: 0 })).join('\n') + '\n';
+  const shown = rows.map((r) => ({ ...r }));
+  assert.ok(applyDisplayTimes(shown, jsonl, rows.length));
+  const v = timingStats(shown);
+  assert.equal(v.timeBase, 'display');
+  assert.equal(v.freezes, 0);
+  assert.ok(Math.abs(v.meanFps - 25) < 1e-6);
+  assert.ok(v.latencyP50Ms! > 400, `p50 ${v.latencyP50Ms}`);
+  assert.ok(Math.abs(v.decodeLatencyP50Ms! - 90) < 1e-6);
+  // A display log that does not match the csv is not used.
+  assert.equal(applyDisplayTimes(rows.map((r) => ({ ...r })), jsonl.split('\n').slice(0, 50).join('\n'), rows.length), false);
+});
+
+test('source frame rate and shown rate at the held layer come from the stamps and the ladder', () => {
+  // A 30 fps source, L3T3. The viewer holds 2 layers (S0T1: half the frames) for 45 pictures,
+  // then 3 (S0T2: every frame) for 45 more, every picture shown at the source's pace, except
+  // for 10 frames' gap after picture 60; every 7th stamp unreadable.
+  assert.equal(heldFrameShare(1, 3), 0.25);
+  assert.equal(heldFrameShare(2, 3), 0.5);
+  assert.equal(heldFrameShare(3, 3), 1);
+  // Spatial layer 0 held whole: every frame carries a held layer.
+  assert.equal(heldFrameShare(4, 3), 1);
+  assert.equal(heldFrameShare(8, 3), 1);
+  const rows: FrameRow[] = [];
+  let fn = 0;
+  for (let i = 0; i < 90; i++) {
+    fn += i === 0 ? 0 : i < 45 ? 2 : i === 60 ? 11 : 1;
+    const cap = 1000 + fn / 30;
+    const unread = i % 7 === 3;
+    rows.push({ index: i, frameNumber: unread ? null : fn, captureS: unread ? null : cap, arrivalS: null, decodedS: cap + 0.1, displayS: cap + 0.9, layersHeld: i < 45 ? 2 : 3, width: 2, height: 2, file: '', fileIndex: null });
+  }
+  const s = sourceRate(rows)!;
+  assert.ok(Math.abs(s.sourceFps - 30) < 1e-6, `${s.sourceFps}`);
+  // 44 gaps of 2/30 s at 15 fps expected, then 45 gaps (one of them 11 frames) at 30: 89
+  // shown against 44 + 55 = 99 expected.
+  assert.ok(Math.abs(s.fpsRatio - 89 / 99) < 1e-9, `${s.fpsRatio}`);
+  assert.ok(s.heldLayerFps > 15 && s.heldLayerFps < 30, `${s.heldLayerFps}`);
+  // Too few stamps: no estimate rather than a wrong one.
+  assert.equal(sourceRate(rows.slice(0, 10)), null);
+});
+
+test('packet and FEC totals come from the exit line', () => {
+  const log = '{"t":1,"packets_lost":3}\n{"event":"exit","packets_received":1000,"packets_lost":12,"video":{"fec_recovered":9,"fec_repairs":80}}\n';
+  assert.deepEqual(packetTotals(log), { received: 1000, lost: 12, fecRecovered: 9, fecRepairs: 80, unrepaired: 3 });
+  assert.equal(packetTotals('{"t":1}\n{"event":"exit","packets_lost'), null);
 });
 
 test('frames.csv parsing: header checked, bad rows counted, empty fields are null', () => {

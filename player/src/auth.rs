@@ -43,6 +43,113 @@ pub fn client_options() -> &'static ClientOptions {
     OPTIONS.get_or_init(ClientOptions::default)
 }
 
+/// Refuses a bearer token over plain `http://` to a server that is not on this host (F5): the
+/// token, and the media and report keys it fetches, would cross the network in clear. A
+/// loopback server (a local TLS-terminating proxy, tests) is allowed; `--insecure` allows the
+/// rest.
+pub fn check_token_transport(url: &str, insecure: bool) -> Result<()> {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Ok(());
+    };
+    let host = rest.split(['/', '?']).next().unwrap_or("");
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback || insecure {
+        return Ok(());
+    }
+    Err(Error::arg(
+        "token",
+        format!("a token over plain http:// to {host} would cross the network in clear: use https:// (or --insecure)"),
+    ))
+}
+
+/// SAMs read from the announcement socket per loop turn at most (the rest wait in the socket
+/// buffer, and the kernel drops what does not fit).
+pub const SAMS_PER_TURN: usize = 64;
+
+/// What the announcement path spends on signatures (F10). The group is any-source, so any LAN
+/// host can send well-formed SAMs with a copied key id; each costs an Ed25519 verification.
+/// The gate skips, before any cryptography, a SAM whose sequence number is not newer than the
+/// newest verified one of its session (a replay, or a forgery that cannot advance anything),
+/// and spends at most `per_sec` verifications a second (burst `2 × per_sec`) on the rest.
+/// It also tells how long no SAM has verified, so that a refresh of the description is asked
+/// only when verification has stopped working, not for every forgery.
+#[derive(Debug)]
+pub struct SamGate {
+    per_sec: f64,
+    tokens: f64,
+    last: std::time::Instant,
+    /// Newest verified `announce_seq` per session id (a few sessions at most).
+    newest: Vec<(u32, u32)>,
+    last_verified: Option<std::time::Instant>,
+    /// SAMs skipped as not newer, and as over the verification budget.
+    pub skipped_old: u64,
+    pub over_budget: u64,
+}
+
+impl SamGate {
+    pub fn new(per_sec: f64, now: std::time::Instant) -> SamGate {
+        SamGate {
+            per_sec,
+            tokens: 2.0 * per_sec,
+            last: now,
+            newest: Vec::new(),
+            last_verified: None,
+            skipped_old: 0,
+            over_budget: 0,
+        }
+    }
+
+    /// Whether this SAM is worth a signature check now.
+    pub fn admit(&mut self, bytes: &[u8], now: std::time::Instant) -> bool {
+        if let Ok(d) = proto::wire::sam::decode(bytes) {
+            let (id, seq) = (d.info.session_id, d.info.announce_seq);
+            if let Some(&(_, top)) = self.newest.iter().find(|(s, _)| *s == id) {
+                // Serial-number order: newer is 1..2^31 ahead.
+                if (seq.wrapping_sub(top) as i32) <= 0 {
+                    self.skipped_old += 1;
+                    return false;
+                }
+            }
+        }
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + dt * self.per_sec).min(2.0 * self.per_sec);
+        if self.tokens < 1.0 {
+            self.over_budget += 1;
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
+
+    /// Records a SAM that verified.
+    pub fn verified(&mut self, info: &proto::SessionInfo, now: std::time::Instant) {
+        self.last_verified = Some(now);
+        match self.newest.iter_mut().find(|(s, _)| *s == info.session_id) {
+            Some(e) => e.1 = info.announce_seq,
+            None => {
+                if self.newest.len() >= 16 {
+                    self.newest.remove(0);
+                }
+                self.newest.push((info.session_id, info.announce_seq));
+            }
+        }
+    }
+
+    /// Whether no SAM has verified for `d` (or none ever did).
+    pub fn quiet_for(&self, d: Duration, now: std::time::Instant) -> bool {
+        self.last_verified
+            .is_none_or(|t| now.saturating_duration_since(t) >= d)
+    }
+}
+
 /// Parses `--tls-fingerprint`: 64 hex digits, colons and a `sha256:` prefix allowed.
 pub fn parse_fingerprint(s: &str) -> Result<[u8; 32]> {
     let t: String = s
@@ -107,6 +214,9 @@ pub struct SessionSecurity {
     pub ssm: Option<Ipv4Addr>,
     /// This receiver's TFMCC report key (sessions with `auth_reports`, TFMCC players only).
     pub report_key: Option<ReceiverKey>,
+    /// The UDP report channel: the server's report port and this viewer's key
+    /// (`crate::report`), when the server offers it and this player holds a token.
+    pub telemetry: Option<(u16, ReceiverKey)>,
 }
 
 /// The session description URL of an announcement URL
@@ -172,11 +282,36 @@ pub fn fetch_security(
     };
     let encrypted = d["encrypted"].as_bool() == Some(true);
     let report_rid = rid.filter(|_| d["auth_reports"].as_bool() == Some(true));
+    // A player with a token also asks for its UDP report key; without one (an open server)
+    // or if the server refuses, telemetry stays on HTTP.
+    let udp_rid = rid.filter(|_| client_options().token.is_some());
     let keys = if encrypted || report_rid.is_some() {
         let q = keys_query(report_rid, binding);
         Some(get(&format!("{description_url}/keys{q}"))?)
     } else {
         None
+    };
+    // Asked apart from the media key, so that a refusal (a full binding table) never costs
+    // the player its media key; with `auth_reports` the same id was asked for already.
+    let udp_keys = match (udp_rid, report_rid) {
+        (Some(_), Some(_)) => keys.clone(),
+        (Some(r), None) => {
+            let q = keys_query(Some(r), binding);
+            get(&format!("{description_url}/keys{q}")).ok()
+        }
+        _ => None,
+    };
+    let telemetry = match (udp_rid, &udp_keys) {
+        (Some(rid), Some(k)) => k["telemetry_key"]
+            .as_str()
+            .zip(k["report_port"].as_u64())
+            .and_then(|(hex, port)| {
+                Some((
+                    u16::try_from(port).ok()?,
+                    ReceiverKey::from_hex(rid, hex).ok()?,
+                ))
+            }),
+        _ => None,
     };
     let report_key = match (report_rid, &keys) {
         (Some(rid), Some(k)) => {
@@ -204,12 +339,77 @@ pub fn fetch_security(
         opener,
         ssm,
         report_key,
+        telemetry,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn info(session_id: u32, seq: u32) -> proto::SessionInfo {
+        proto::SessionInfo {
+            session_id,
+            announce_seq: seq,
+            sender: Ipv4Addr::new(10, 0, 0, 1),
+            layers: vec![proto::LayerInfo {
+                rate_bps: 100_000,
+                group: Ipv4Addr::new(239, 1, 1, 1),
+                port: 5004,
+            }],
+            packet_size: 512,
+            bunch_len: 2,
+            adapt_interval: Duration::from_secs(1),
+            announce_interval: Duration::from_secs(1),
+            tracks: vec![],
+        }
+    }
+
+    /// F10: 20,000 forged SAMs in one second cost at most the budget's verifications; once a
+    /// genuine SAM has verified, forgeries that do not advance its sequence cost none.
+    #[test]
+    fn sam_verification_is_budgeted() {
+        let signer = security::auth::SamSigner::from_seed(&[3; 32]);
+        let forger = security::auth::SamSigner::from_seed(&[4; 32]);
+        let t0 = std::time::Instant::now();
+        let mut g = SamGate::new(50.0, t0);
+        let mut admitted = 0;
+        for i in 0..20_000u32 {
+            let b = forger.to_signed_bytes(&info(7, 1000 + i), 1).unwrap();
+            let now = t0 + Duration::from_micros(50 * u64::from(i));
+            if g.admit(&b, now) {
+                admitted += 1;
+            }
+        }
+        assert!(admitted <= 100 + 50, "{admitted} verifications in 1 s");
+        assert!(g.over_budget >= 19_800);
+        let now = t0 + Duration::from_secs(2);
+        assert!(g.quiet_for(Duration::from_secs(3), now));
+        let good = info(7, 50_000);
+        assert!(g.admit(&signer.to_signed_bytes(&good, 1).unwrap(), now));
+        g.verified(&good, now);
+        assert!(!g.quiet_for(Duration::from_secs(3), now));
+        // Replays and forgeries at or below the verified sequence: skipped, no budget spent.
+        let before = g.over_budget;
+        for seq in [49_000, 50_000] {
+            let b = forger.to_signed_bytes(&info(7, seq), 1).unwrap();
+            assert!(!g.admit(&b, now));
+        }
+        assert_eq!((g.skipped_old, g.over_budget), (2, before));
+    }
+
+    /// F5: a token goes over plain HTTP only to loopback, or with `--insecure`.
+    #[test]
+    fn tokens_do_not_cross_the_network_in_clear() {
+        let u = "http://10.0.0.1:8080/api/sessions/a/announcement";
+        assert!(check_token_transport(u, false).is_err());
+        assert!(check_token_transport(u, true).is_ok());
+        assert!(check_token_transport("https://10.0.0.1:8080/x", false).is_ok());
+        assert!(check_token_transport("http://127.0.0.1:8080/x", false).is_ok());
+        assert!(check_token_transport("http://localhost/x", false).is_ok());
+        assert!(check_token_transport("http://[::1]:80/x", false).is_ok());
+        assert!(check_token_transport("http://[fe80::1]:80/x", false).is_err());
+    }
     use openssl::asn1::Asn1Time;
     use openssl::ec::{EcGroup, EcKey};
     use openssl::nid::Nid;

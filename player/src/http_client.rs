@@ -151,7 +151,8 @@ fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
         if size == 0 {
             return Some(out);
         }
-        if b.len() < size + 2 {
+        // `size + 2` overflows for a hostile size such as `ffffffffffffffff` (F14).
+        if b.len() < size.checked_add(2)? {
             return None;
         }
         out.extend_from_slice(&b[..size]);
@@ -180,5 +181,8 @@ mod tests {
             b"abcde"
         );
         assert!(dechunk(b"ff\r\nabc").is_none());
+        // F14: an overflowing chunk size is bad chunking, not a panic.
+        assert_eq!(dechunk(b"ffffffffffffffff\r\nX"), None);
+        assert_eq!(dechunk(b"fffffffffffffffe\r\nX"), None);
     }
 }

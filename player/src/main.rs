@@ -19,6 +19,7 @@ mod http_client;
 mod net;
 mod qr;
 mod receiver;
+mod report;
 mod tfmcc;
 #[cfg(feature = "research")]
 mod tfrc;
@@ -107,6 +108,7 @@ const HELP: &str = "layercast-player: receive a layered multicast session
   --playout-quantile Q   video: the playout clock follows this quantile of the last 2 s of
                          decode lateness, 0..=1 [default: 0.5]
   --token TOKEN          bearer token for the server's API [default: $LAYERCAST_TOKEN]
+  --insecure             allow --token over plain http:// to a non-loopback server
   --tls-fingerprint FP   https: accept only the server certificate with this SHA-256
   --ca-file PEM          https: verify the server against these CA certificates
   --sam-key ed25519:HEX  verify SAMs with this key (else the session description's key)
@@ -158,6 +160,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         },
     };
     let mut i = 0;
+    let mut insecure = false;
     while i < args.len() {
         let flag = args[i].as_str();
         if flag == "-h" || flag == "--help" {
@@ -166,6 +169,11 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         }
         if flag == "--headless" {
             a.headless = true;
+            i += 1;
+            continue;
+        }
+        if flag == "--insecure" {
+            insecure = true;
             i += 1;
             continue;
         }
@@ -240,6 +248,9 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
             _ => return Err(Error::arg(&key, "unknown flag (see --help)")),
         }
         i += 1;
+    }
+    if let (Some(u), true) = (&a.session_url, a.client.token.is_some()) {
+        auth::check_token_transport(u, insecure)?;
     }
     if a.session_url.is_none() && a.announce.is_none() && a.session_info.is_none() {
         return Err(Error::arg(

@@ -360,13 +360,16 @@ pub struct Drops {
 }
 
 /// The SAM verifier's counters as the player reports them.
-fn sam_json(v: Option<&security::auth::SamVerifier>) -> Value {
+fn sam_json(v: Option<&security::auth::SamVerifier>, gate: &crate::auth::SamGate) -> Value {
     match v {
         None => Value::Null,
         Some(v) => {
             let s = v.stats();
+            // `not_newer`: refused before verification as replays or stale sequence numbers;
+            // `over_budget`: refused by the verification budget (F10).
             json!({"accepted": s.accepted, "malformed": s.malformed, "unsigned": s.unsigned,
-                   "bad_signature": s.bad_signature, "stale": s.stale, "replayed": s.replayed})
+                   "bad_signature": s.bad_signature, "stale": s.stale, "replayed": s.replayed,
+                   "not_newer": gate.skipped_old, "over_budget": gate.over_budget})
         }
     }
 }
@@ -464,24 +467,32 @@ fn url_poller(
     }
 }
 
-/// Posts telemetry bodies it receives, dropping any backlog (only the newest matters).
-fn telemetry_poster(url: String, rx: Receiver<Value>) {
+/// Sends telemetry bodies it receives, dropping any backlog (only the newest matters): over
+/// the UDP report channel when it has a key and a report is due (a body that is not due is
+/// held, its decisions kept for the next), else over HTTP.
+fn telemetry_poster(
+    url: String,
+    rx: Receiver<Value>,
+    udp: Arc<Mutex<Option<crate::report::ReportSender>>>,
+) {
+    let mut held: Option<Value> = None;
     while let Ok(mut v) = rx.recv() {
-        while let Ok(mut newer) = rx.try_recv() {
-            // Keep decisions from skipped reports (bounded: a server away for long would
-            // otherwise grow this without limit while posts time out).
-            let mut d = match v["decisions"].take() {
-                Value::Array(a) => a,
-                _ => Vec::new(),
-            };
-            if let Value::Array(n) = newer["decisions"].take() {
-                d.extend(n);
+        if let Some(h) = held.take() {
+            v = merge_reports(h, v);
+        }
+        while let Ok(newer) = rx.try_recv() {
+            v = merge_reports(v, newer);
+        }
+        if let Some(r) = udp.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            r.poll_acks();
+            let now = Instant::now();
+            if !r.due(now) {
+                held = Some(v);
+                continue;
             }
-            if d.len() > MAX_DECISIONS_PER_REPORT {
-                d.drain(..d.len() - MAX_DECISIONS_PER_REPORT);
+            if r.send(v.to_string().as_bytes(), now).is_ok() {
+                continue;
             }
-            v = newer;
-            v["decisions"] = Value::Array(d);
         }
         let _ = http_client::request(
             "POST",
@@ -490,6 +501,23 @@ fn telemetry_poster(url: String, rx: Receiver<Value>) {
             Duration::from_millis(500),
         );
     }
+}
+
+/// The newer report with the decisions of both (bounded: a server away for long would
+/// otherwise grow this without limit while posts time out).
+fn merge_reports(mut older: Value, mut newer: Value) -> Value {
+    let mut d = match older["decisions"].take() {
+        Value::Array(a) => a,
+        _ => Vec::new(),
+    };
+    if let Value::Array(n) = newer["decisions"].take() {
+        d.extend(n);
+    }
+    if d.len() > MAX_DECISIONS_PER_REPORT {
+        d.drain(..d.len() - MAX_DECISIONS_PER_REPORT);
+    }
+    newer["decisions"] = Value::Array(d);
+    newer
 }
 
 /// `which` entries at and above this name the audio sockets (`crate::audio_net`).
@@ -608,12 +636,15 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         let (tx, st, rf) = (ev_tx.clone(), stop.clone(), refresh_security.clone());
         let every = Duration::from_millis(a.poll_interval_ms.max(50));
         let binding = crate::auth::new_binding()?;
+        // Every player has a receiver id: its UDP report key is issued for it.
+        let rid = tfmcc_rid.unwrap_or_else(|| crate::tfmcc::random_rid(&a.viewer_id));
         threads.push(std::thread::spawn(move || {
-            url_poller(url, every, tx, st, rf, tfmcc_rid, binding)
+            url_poller(url, every, tx, st, rf, Some(rid), binding)
         }));
     }
     // Authentication failures seen when the description was last asked for again.
     let mut auth_failures_seen = 0u64;
+    let mut sam_gate = crate::auth::SamGate::new(50.0, Instant::now());
     // Security state: the pinned SAM key, the media opener, the SSM source (from the flags,
     // then from the session description).
     let mut sam: Option<security::auth::SamVerifier> = match &a.sam_key {
@@ -636,9 +667,11 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         Some(sa) => Some(McastSocket::open(*sa.ip(), sa.port(), a.interface, true)?),
         None => None,
     };
+    let report_slot: Arc<Mutex<Option<crate::report::ReportSender>>> = Arc::default();
     let tele_tx = a.telemetry_url.clone().map(|url| {
         let (tx, rx) = mpsc::channel::<Value>();
-        std::thread::spawn(move || telemetry_poster(url, rx));
+        let slot = report_slot.clone();
+        std::thread::spawn(move || telemetry_poster(url, rx, slot));
         tx
     });
     let metrics_text = Arc::new(Mutex::new(String::new()));
@@ -759,6 +792,8 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     if let Some((fb, _)) = tfmcc.as_mut() {
                         fb.key = sec.report_key;
                     }
+                    *report_slot.lock().unwrap_or_else(|p| p.into_inner()) =
+                        crate::report::sender_for(&a, sec.telemetry);
                     eprintln!(
                         "layercast-player: SAM key {}, media {}, {}",
                         if sam.is_some() { "pinned" } else { "none" },
@@ -773,8 +808,13 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             }
         }
         // SAMs that stop verifying or packets that stop opening: ask for the description again.
-        let auth_failures =
-            sam.as_ref().map_or(0, |v| v.stats().bad_signature) + drops.media_auth_failed;
+        // Forged SAMs alone do not cause a refresh while genuine ones still verify (F10).
+        let sam_failing = sam_gate.quiet_for(Duration::from_secs(3), Instant::now());
+        let auth_failures = sam
+            .as_ref()
+            .filter(|_| sam_failing)
+            .map_or(0, |v| v.stats().bad_signature)
+            + drops.media_auth_failed;
         if auth_failures > auth_failures_seen {
             auth_failures_seen = auth_failures;
             refresh_security.store(true, Ordering::Relaxed);
@@ -822,7 +862,10 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             match which[i] {
                 None => {
                     let Some(s) = &ann_sock else { continue };
-                    while let Ok(Some((n, _ts, trunc))) = s.recv(&mut buf) {
+                    for _ in 0..crate::auth::SAMS_PER_TURN {
+                        let Ok(Some((n, _ts, trunc))) = s.recv(&mut buf) else {
+                            break;
+                        };
                         if trunc {
                             drops.malformed_sam += 1;
                             continue;
@@ -834,8 +877,12 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                         // With a pinned key only verified SAMs count (the verifier counts the
                         // rest by reason); without one, any well-formed SAM (legacy mode).
                         match sam.as_mut() {
+                            Some(_) if !sam_gate.admit(&buf[..n], Instant::now()) => {}
                             Some(v) => match v.verify(&buf[..n], net::realtime_ns() / 1_000_000) {
-                                Ok(ok) => anns.push(ok.info),
+                                Ok(ok) => {
+                                    sam_gate.verified(&ok.info, Instant::now());
+                                    anns.push(ok.info)
+                                }
                                 // Not a SAM at all: also the legacy counter, which means
                                 // "did not decode" in both modes.
                                 Err(
@@ -1289,7 +1336,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     "media_auth_failed": drops.media_auth_failed,
                     "sam_before_description": drops.sam_before_description,
                     "old_session": drops.old_session},
-                "security": {"sam": sam_json(sam.as_ref()), "encrypted": opener.is_some(),
+                "security": {"sam": sam_json(sam.as_ref(), &sam_gate), "encrypted": opener.is_some(),
                     "ssm_source": ssm.map(|s| s.to_string()),
                     "opened": opened, "open_ns_total": open_ns},
             });

@@ -46,12 +46,18 @@ fn sh(args: &[&str]) {
     );
 }
 
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
 struct Net {
     ns: Vec<String>,
     dir: PathBuf,
     children: Vec<Child>,
     /// Bearer token for [`Net::get`] (servers with `--api-token`).
     token: Option<String>,
+    /// [`Net::get`] over TLS (servers with `--tls`; the test does not verify the certificate,
+    /// the players it starts pin it).
+    tls: bool,
 }
 
 impl Net {
@@ -65,6 +71,7 @@ impl Net {
             dir,
             children: Vec::new(),
             token: None,
+            tls: false,
         };
         let (s, b, c1, c2) = (&names[0], &names[1], &names[2], &names[3]);
         for ns in &names {
@@ -173,6 +180,7 @@ impl Net {
     fn get(&self, path: &str) -> Option<Value> {
         let nsfile = format!("/var/run/netns/{}", self.ns[0]);
         let path = path.to_string();
+        let tls = self.tls;
         let auth = self
             .token
             .as_ref()
@@ -185,8 +193,16 @@ impl Net {
                 return None;
             }
             let addr = format!("{SERVER}:8080").parse().ok()?;
-            let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-            s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+            let tcp = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+            tcp.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+            let mut s: Box<dyn ReadWrite> = if tls {
+                let mut c =
+                    openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls()).ok()?;
+                c.set_verify(openssl::ssl::SslVerifyMode::NONE);
+                Box::new(c.build().connect("layercast", tcp).ok()?)
+            } else {
+                Box::new(tcp)
+            };
             write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n{auth}\r\n").ok()?;
             let mut body = String::new();
             s.read_to_string(&mut body).ok()?;
@@ -482,8 +498,14 @@ fn forged_tfmcc_feedback_cannot_drive_the_rate_down() {
     const ATTACK_S: f64 = 20.0;
     let mut net = Net::new();
     net.token = Some(PLAYER.to_string());
+    // Report keys cross the network: over HTTPS only (F5).
+    net.tls = true;
     let server = bin("layercast-server");
     let player = bin("layercast-player");
+    let (cert, key) = (
+        net.dir.join("cert.pem").to_string_lossy().to_string(),
+        net.dir.join("key.pem").to_string_lossy().to_string(),
+    );
     net.spawn(
         0,
         "server",
@@ -495,6 +517,12 @@ fn forged_tfmcc_feedback_cannot_drive_the_rate_down() {
             SERVER,
             "--loop",
             "false",
+            "--tls",
+            "true",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
             "--api-token",
             API,
             "--player-token",
@@ -519,10 +547,17 @@ fn forged_tfmcc_feedback_cannot_drive_the_rate_down() {
         }
     }
     assert_eq!(fb.len(), 2, "sessions did not come up");
+    let log = std::fs::read_to_string(net.dir.join("server.log")).unwrap_or_default();
+    let fp: String = log
+        .split("sha256:")
+        .nth(1)
+        .map(|s| s.trim().chars().take(64).collect())
+        .unwrap_or_default();
+    assert_eq!(fp.len(), 64, "certificate fingerprint in {log}");
     let d = (ATTACK_S + 60.0).to_string();
     for id in ["sec", "open"] {
         let out = net.dir.join(id).to_string_lossy().to_string();
-        let url = format!("http://{SERVER}:8080/api/sessions/{id}/announcement");
+        let url = format!("https://{SERVER}:8080/api/sessions/{id}/announcement");
         net.spawn(
             3,
             id,
@@ -532,6 +567,8 @@ fn forged_tfmcc_feedback_cannot_drive_the_rate_down() {
                 &url,
                 "--token",
                 PLAYER,
+                "--tls-fingerprint",
+                &fp,
                 "--controller",
                 "tfmcc",
                 "--interface",

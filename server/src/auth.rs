@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use security::auth::SamSigner;
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 
 /// What a request needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +56,40 @@ pub struct Tokens {
     pub api: Option<String>,
     pub player: Option<String>,
     pub dashboard: Option<String>,
+    /// HS256 key of signed tokens ([`Claims`]), if configured.
+    jwt: Option<Arc<[u8]>>,
+}
+
+/// What a presented token grants: a role, and for a signed token possibly one session only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    pub role: Role,
+    /// `Some(id)`: keys, telemetry and key requests of session `id` only.
+    pub session: Option<String>,
+}
+
+/// The claims of a signed token (JWT, RFC 7519, HS256), as LiveKit and MediaMTX scope theirs:
+/// a subject, a role, optionally one session, and an expiry.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Claims {
+    /// Who it was issued to (a viewer or an operator; logged, not checked).
+    pub sub: String,
+    /// `control`, `player` or `dashboard`.
+    pub role: String,
+    /// The one session it covers; absent: every session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Expiry, Unix seconds (required).
+    pub exp: u64,
+}
+
+fn role_named(s: &str) -> Option<Role> {
+    match s {
+        "control" => Some(Role::Control),
+        "player" => Some(Role::Player),
+        "dashboard" => Some(Role::Dashboard),
+        _ => None,
+    }
 }
 
 impl std::fmt::Debug for Tokens {
@@ -68,16 +103,28 @@ impl std::fmt::Debug for Tokens {
     }
 }
 
-/// Constant-time equality (the length is not secret).
+/// Constant-time equality (`subtle`; the length is not secret).
 fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq;
+    a.len() == b.len() && bool::from(a.ct_eq(b))
 }
 
-/// A refusal: status code and message.
+/// A refusal: who is asking is unknown (401), or may not do this (403).
 #[derive(Debug, PartialEq, Eq)]
-pub struct Denied {
-    pub code: u16,
-    pub msg: &'static str,
+pub enum Denied {
+    Unauthenticated(&'static str),
+    NotAllowed(&'static str),
+}
+
+#[cfg(test)]
+impl Denied {
+    /// Its HTTP status (tests and logs; `crate::api::error` maps it for responses).
+    pub fn code(&self) -> u16 {
+        match self {
+            Denied::Unauthenticated(_) => 401,
+            Denied::NotAllowed(_) => 403,
+        }
+    }
 }
 
 impl Tokens {
@@ -100,6 +147,7 @@ impl Tokens {
             api: norm("api_token", api)?,
             player: norm("player_token", player)?,
             dashboard: norm("dashboard_token", dashboard)?,
+            jwt: None,
         };
         if t.api.is_none() && (t.player.is_some() || t.dashboard.is_some()) {
             return Err(Error::config(
@@ -110,9 +158,80 @@ impl Tokens {
         Ok(t)
     }
 
+    /// Adds signed tokens with the HS256 key in `path` (64 hex digits), made there (0600) at
+    /// the first start.
+    pub fn with_jwt_secret_file(mut self, path: Option<&Path>) -> Result<Tokens> {
+        let Some(path) = path else { return Ok(self) };
+        let hex = match std::fs::read_to_string(path) {
+            Ok(h) => h.trim().to_string(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let mut k = [0u8; 32];
+                openssl::rand::rand_bytes(&mut k)
+                    .map_err(|e| Error::io("token key", std::io::Error::other(e.to_string())))?;
+                let h: String = k.iter().map(|b| format!("{b:02x}")).collect();
+                write_secret(path, &h)
+                    .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+                h
+            }
+            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+        };
+        let key = (0..hex.len())
+            .step_by(2)
+            .map(|i| {
+                hex.get(i..i + 2)
+                    .and_then(|b| u8::from_str_radix(b, 16).ok())
+            })
+            .collect::<Option<Vec<u8>>>()
+            .filter(|k| k.len() >= 32)
+            .ok_or_else(|| Error::config("token_secret_file", "64 or more hex digits"))?;
+        self.jwt = Some(key.into());
+        Ok(self)
+    }
+
+    /// Signs a token (the `token` subcommand; tests).
+    pub fn sign(&self, c: &Claims) -> Result<String> {
+        let key = self
+            .jwt
+            .as_ref()
+            .ok_or_else(|| Error::config("token_secret_file", "not configured"))?;
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+            c,
+            &jsonwebtoken::EncodingKey::from_secret(key),
+        )
+        .map_err(|e| Error::config("token", e.to_string()))
+    }
+
     /// Whether access control is on.
     pub fn enabled(&self) -> bool {
-        self.api.is_some()
+        self.api.is_some() || self.jwt.is_some()
+    }
+
+    /// The grant of a signed token: signature (constant-time, in the library), expiry (no
+    /// leeway beyond 30 s of clock skew) and a known role.
+    fn signed_grant(&self, presented: &str) -> std::result::Result<Grant, Denied> {
+        let Some(key) = &self.jwt else {
+            return Err(Denied::Unauthenticated("unknown token"));
+        };
+        let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+        v.leeway = 30;
+        v.set_required_spec_claims(&["exp"]);
+        let d = jsonwebtoken::decode::<Claims>(
+            presented,
+            &jsonwebtoken::DecodingKey::from_secret(key),
+            &v,
+        )
+        .map_err(|e| match e.kind() {
+            jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
+                Denied::Unauthenticated("expired token")
+            }
+            _ => Denied::Unauthenticated("unknown token"),
+        })?;
+        let role = role_named(&d.claims.role).ok_or(Denied::Unauthenticated("unknown role"))?;
+        Ok(Grant {
+            role,
+            session: d.claims.session,
+        })
     }
 
     fn role_of(&self, presented: &str) -> Option<Role> {
@@ -140,43 +259,38 @@ impl Tokens {
         &self,
         need: Need,
         presented: Option<&str>,
-    ) -> std::result::Result<(), Denied> {
+    ) -> std::result::Result<Option<Grant>, Denied> {
         if need == Need::Public {
-            return Ok(());
+            return Ok(None);
         }
         if !self.enabled() {
             return match need {
-                Need::Keys => Err(Denied {
-                    code: 403,
-                    msg: "media keys are only served with api_token configured",
-                }),
-                _ => Ok(()),
+                Need::Keys => Err(Denied::NotAllowed(
+                    "media keys are only served with api_token configured",
+                )),
+                _ => Ok(None),
             };
         }
         let Some(p) = presented else {
-            return Err(Denied {
-                code: 401,
-                msg: "missing bearer token",
-            });
+            return Err(Denied::Unauthenticated("missing bearer token"));
         };
-        let Some(role) = self.role_of(p) else {
-            return Err(Denied {
-                code: 401,
-                msg: "unknown token",
-            });
+        let grant = match self.role_of(p) {
+            Some(role) => Grant {
+                role,
+                session: None,
+            },
+            None => self.signed_grant(p)?,
         };
+        let role = grant.role;
         let ok = match need {
             Need::Public | Need::Read => true,
             Need::Telemetry | Need::Keys => matches!(role, Role::Control | Role::Player),
             Need::Control => role == Role::Control,
         };
         if ok {
-            Ok(())
+            Ok(Some(grant))
         } else {
-            Err(Denied {
-                code: 403,
-                msg: "this token does not allow that",
-            })
+            Err(Denied::NotAllowed("this token does not allow that"))
         }
     }
 }
@@ -196,25 +310,27 @@ pub fn need_of(method: &str, parts: &[&str]) -> Need {
 
 /// The token of a request: `Authorization: Bearer`, else (GET only) `access_token=` in the
 /// query.
-pub fn presented_token<'a>(
-    authorization: Option<&'a str>,
-    method: &str,
-    query: &'a str,
-) -> Option<&'a str> {
+pub fn presented_token(authorization: Option<&str>, method: &str, query: &str) -> Option<String> {
     if let Some(h) = authorization {
         let h = h.trim();
         let (scheme, rest) = h.split_once(' ').unwrap_or((h, ""));
         if scheme.eq_ignore_ascii_case("bearer") {
-            return Some(rest.trim());
+            return Some(rest.trim().to_string());
         }
         return None;
     }
     if method != "GET" {
         return None;
     }
-    query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("access_token="))
+    // Percent-decoded (F16: a token with `+/=` arrives encoded from the dashboard).
+    query_param(query, "access_token")
+}
+
+/// One query parameter, percent-decoded (`application/x-www-form-urlencoded`).
+pub fn query_param(query: &str, name: &str) -> Option<String> {
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
 }
 
 /// The SAM signing key: `sam_key` (hex seed) if set; else the file `sam_key_file`, created
@@ -241,17 +357,44 @@ pub fn load_signer(cfg: &ServerConfig) -> Result<(SamSigner, String)> {
 
 /// Writes a new secret file readable by its owner only; refuses to overwrite.
 pub fn write_secret(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut b = text.as_bytes().to_vec();
+    b.push(b'\n');
+    write_new_file(path, &b, 0o600)
+}
+
+/// Writes a new file atomically (F17): into a temporary file beside it (mode `mode`), synced,
+/// then linked to `path` (which fails if `path` exists: never an overwrite) and the directory
+/// synced. A crash or a full disk leaves either no `path` or the whole file, never a partial
+/// one that the next start would choke on; a leftover temporary file is removed.
+pub fn write_new_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(text.as_bytes())?;
-    f.write_all(b"\n")
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("no file name"))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&tmp);
+    let r = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::hard_link(&tmp, path)
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    r?;
+    std::fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]
@@ -266,7 +409,7 @@ mod tests {
     fn roles_and_refusals() {
         let t = Tokens::new(A, P, D).unwrap();
         let ok = |n, p| t.authorize(n, p).is_ok();
-        let code = |n, p| t.authorize(n, p).unwrap_err().code;
+        let code = |n, p| t.authorize(n, p).unwrap_err().code();
         assert!(ok(Need::Public, None));
         assert_eq!(code(Need::Read, None), 401);
         assert_eq!(code(Need::Read, Some("wrong-token-0123456789")), 401);
@@ -284,11 +427,84 @@ mod tests {
         assert_eq!(code(Need::Read, Some(&A[..A.len() - 1])), 401);
     }
 
+    /// F15: signed tokens carry a role, a session scope and an expiry; a forged or expired
+    /// one is 401, a known role keeps its rights.
+    #[test]
+    fn signed_tokens_have_role_scope_and_expiry() {
+        let dir = std::env::temp_dir().join(format!("lc-{}-jwt", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let f = dir.join("token.key");
+        let t = Tokens::new(A, "", "")
+            .unwrap()
+            .with_jwt_secret_file(Some(&f))
+            .unwrap();
+        // Made at first start, owner-only, and the same key at the next.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let again = Tokens::new(A, "", "")
+            .unwrap()
+            .with_jwt_secret_file(Some(&f))
+            .unwrap();
+        let now = crate::state::unix_now() as u64;
+        let claims = |role: &str, session: Option<&str>, exp: u64| Claims {
+            sub: "viewer-1".into(),
+            role: role.into(),
+            session: session.map(str::to_string),
+            exp,
+        };
+        let p = t.sign(&claims("player", Some("enc"), now + 3600)).unwrap();
+        let g = again.authorize(Need::Keys, Some(&p)).unwrap().unwrap();
+        assert_eq!((g.role, g.session.as_deref()), (Role::Player, Some("enc")));
+        assert_eq!(
+            t.authorize(Need::Control, Some(&p)).unwrap_err().code(),
+            403
+        );
+        let old = t.sign(&claims("player", None, now - 3600)).unwrap();
+        assert_eq!(t.authorize(Need::Read, Some(&old)).unwrap_err().code(), 401);
+        let mut forged = p.clone();
+        forged.pop();
+        forged.push(if p.ends_with('A') { 'B' } else { 'A' });
+        assert_eq!(
+            t.authorize(Need::Read, Some(&forged)).unwrap_err().code(),
+            401
+        );
+        let other = Tokens::new(A, "", "")
+            .unwrap()
+            .with_jwt_secret_file(Some(&dir.join("other.key")))
+            .unwrap();
+        assert_eq!(
+            other.authorize(Need::Read, Some(&p)).unwrap_err().code(),
+            401
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// F17: secret files appear whole or not at all, owner-only, never overwritten, and no
+    /// temporary file is left behind.
+    #[test]
+    fn secret_files_are_written_atomically() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("lc-{}-atomic", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let f = dir.join("sam.key");
+        write_secret(&f, "abc").unwrap();
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "abc\n");
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let e = write_secret(&f, "other").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "abc\n");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn open_mode_never_serves_keys() {
         let t = Tokens::new("", "", "").unwrap();
         assert!(t.authorize(Need::Control, None).is_ok());
-        assert_eq!(t.authorize(Need::Keys, Some(A)).unwrap_err().code, 403);
+        assert_eq!(t.authorize(Need::Keys, Some(A)).unwrap_err().code(), 403);
         assert!(Tokens::new("", P, "").is_err());
         assert!(Tokens::new("short", "", "").is_err());
         assert!(Tokens::new("has a space in it 0123", "", "").is_err());
@@ -311,19 +527,24 @@ mod tests {
         assert_eq!(need_of("POST", &["api", "sessions"]), Need::Control);
         assert_eq!(need_of("DELETE", &["api", "sessions", "a"]), Need::Control);
         assert_eq!(need_of("PUT", &["anything"]), Need::Control);
-        assert_eq!(presented_token(Some("Bearer abc"), "POST", ""), Some("abc"));
+        let p = |a, m, q| presented_token(a, m, q);
+        assert_eq!(p(Some("Bearer abc"), "POST", "").as_deref(), Some("abc"));
+        assert_eq!(p(Some("bearer  abc "), "GET", "").as_deref(), Some("abc"));
+        assert_eq!(p(Some("Basic abc"), "GET", "access_token=x"), None);
         assert_eq!(
-            presented_token(Some("bearer  abc "), "GET", ""),
-            Some("abc")
-        );
-        assert_eq!(
-            presented_token(Some("Basic abc"), "GET", "access_token=x"),
-            None
-        );
-        assert_eq!(
-            presented_token(None, "GET", "a=1&access_token=xyz"),
+            p(None, "GET", "a=1&access_token=xyz").as_deref(),
             Some("xyz")
         );
-        assert_eq!(presented_token(None, "POST", "access_token=xyz"), None);
+        assert_eq!(p(None, "POST", "access_token=xyz"), None);
+    }
+
+    /// F16: the dashboard percent-encodes the token in the query; `+/=` must survive.
+    #[test]
+    fn query_tokens_are_percent_decoded() {
+        let t = Tokens::new(A, P, "dash+board/token==0123").unwrap();
+        let q = "access_token=dash%2Bboard%2Ftoken%3D%3D0123";
+        let got = presented_token(None, "GET", q);
+        assert_eq!(got.as_deref(), Some("dash+board/token==0123"));
+        assert!(t.authorize(Need::Read, got.as_deref()).is_ok());
     }
 }

@@ -111,6 +111,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "Ed25519 SAM signing key, 64 hex digits (overrides sam_key_file)",
     ),
     (
+        "token_secret_file",
+        "",
+        "HS256 key (hex) of signed, scoped, expiring tokens (JWT); created (0600) if absent",
+    ),
+    (
         "sam_key_file",
         "",
         "file of the SAM signing key; made at first start (empty: a key per run)",
@@ -135,6 +140,31 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "telemetry_per_addr_per_sec",
         "20",
         "telemetry posts per second accepted from one source address",
+    ),
+    (
+        "report_addr",
+        "",
+        "UDP address of viewer reports (default: the HTTP address, port + 1; \"off\": none)",
+    ),
+    (
+        "report_budget_bps",
+        "2000000",
+        "bit/s all viewers' UDP reports may take together (players space reports to fit)",
+    ),
+    (
+        "http_idle_timeout_ms",
+        "60000",
+        "an API connection with nothing arriving this long is closed (keep-alive, WebSocket)",
+    ),
+    (
+        "http_max_connections",
+        "4096",
+        "API connections open at once; more are closed at accept",
+    ),
+    (
+        "http_max_websockets",
+        "256",
+        "live (/api/live) WebSocket clients at once",
     ),
 ];
 
@@ -167,10 +197,17 @@ pub struct ServerConfig {
     pub tls: bool,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
-    /// Receive timeout of API connections (`tls::bind_with_timeout`).
+    /// Deadline of an API connection's TLS handshake and request head, and of each write.
     pub http_io_timeout: Duration,
     /// Token-bucket refill of telemetry posts per source address (burst: twice this).
     pub telemetry_per_addr_per_sec: f64,
+    /// Idle (read) timeout of an API connection.
+    pub http_idle_timeout: Duration,
+    pub http_max_connections: usize,
+    pub http_max_websockets: usize,
+    /// UDP address of viewer reports (`crate::reports`), if on.
+    pub report_addr: Option<SocketAddr>,
+    pub report_budget_bps: u32,
 }
 
 /// One session, as a `[[session]]` table, a `--session` JSON flag or a `POST /api/sessions`
@@ -546,6 +583,7 @@ impl SessionConfig {
             return Err(Error::config(&key("protocol"), why));
         }
         let source = self.source.clone().unwrap_or_else(|| "synthetic".into());
+        check_source(&source).map_err(|reason| Error::config(&key("source"), reason))?;
         let video = if source == "synthetic" {
             None
         } else if crate::video::FrameSource::from_source(&source).is_some() {
@@ -864,7 +902,12 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         pacer_spin: Duration::from_micros(parse_val("pacer_spin_us", v("pacer_spin_us"))?),
         pacer_realtime: parse_bool("pacer_realtime", v("pacer_realtime"))?,
         sessions,
-        tokens: crate::auth::Tokens::new(v("api_token"), v("player_token"), v("dashboard_token"))?,
+        tokens: crate::auth::Tokens::new(v("api_token"), v("player_token"), v("dashboard_token"))?
+            .with_jwt_secret_file(
+                Some(v("token_secret_file"))
+                    .filter(|s| !s.is_empty())
+                    .map(std::path::Path::new),
+            )?,
         sam_key: Some(v("sam_key").to_string()).filter(|s| !s.is_empty()),
         sam_key_file: Some(v("sam_key_file"))
             .filter(|s| !s.is_empty())
@@ -890,8 +933,38 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
             }
             r
         },
+        http_idle_timeout: ms("http_idle_timeout_ms")?,
+        http_max_connections: parse_val("http_max_connections", v("http_max_connections"))?,
+        http_max_websockets: parse_val("http_max_websockets", v("http_max_websockets"))?,
+        report_addr: match v("report_addr") {
+            "off" => None,
+            "" => None,
+            a => Some(parse_val("report_addr", a)?),
+        },
+        report_budget_bps: parse_val("report_budget_bps", v("report_budget_bps"))?,
     };
+    let mut cfg = cfg;
+    if v("report_addr").is_empty() {
+        let mut a = cfg.http_addr;
+        a.set_port(a.port().wrapping_add(1).max(1));
+        cfg.report_addr = Some(a);
+    }
     Ok(Cli::Run(Box::new(cfg)))
+}
+
+/// A session `source` is a name (`synthetic`, `testpattern`, `gst-testpattern`) or one URI
+/// that [`crate::media::source::parse`] accepts: its allow-list of schemes (F1) is the only
+/// one, and the source is built from elements, never pipeline text. The URI must also parse
+/// as RFC 3986 says, so that what GStreamer's `uridecodebin` receives is a URI.
+pub fn check_source(source: &str) -> std::result::Result<(), String> {
+    if matches!(source, "synthetic" | "testpattern") {
+        return Ok(());
+    }
+    crate::media::source::parse(source).map_err(|why| format!("{source:?}: {why}"))?;
+    if source != "gst-testpattern" {
+        url::Url::parse(source).map_err(|e| format!("{source:?} is not a URI: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Splits a TOML file into server-level scalars (as strings) and `[[session]]` tables.
@@ -956,6 +1029,41 @@ fn help() -> String {
 mod tests {
     use super::*;
 
+    /// F1: the pipeline-injection payload of the review and its variants are refused before
+    /// any source is built; plain URIs pass.
+    #[test]
+    fn sources_are_uris_with_allowed_schemes_and_no_pipeline_text() {
+        for ok in [
+            "synthetic",
+            "testpattern",
+            "gst-testpattern",
+            "file:///srv/media/talk.mkv",
+            "rtsp://cam.local:554/stream1",
+            "http://media.local/live.ts?token=abc&x=1",
+            "v4l2:///dev/video0",
+            "v4l2:///dev/video0?alsa=hw:1,0",
+            "rtsps://cam.local/stream1",
+            // A comma is a URI sub-delimiter; as a `uri` property it adds nothing.
+            "file:///a,b",
+        ] {
+            assert!(check_source(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "file:///x filesrc location=/etc/layercast/server.toml ! tcpclientsink host=h port=4444 videotestsrc",
+            "file:///x!filesink",
+            "file:///x\tfilesrc",
+            "v4l2:///etc/passwd",
+            "v4l2:///dev/video0?alsa=hw:1 ! filesink",
+            "rtsp://h/x location=y",
+            "data:text/plain,hi",
+            "gopher://h/",
+            "appsrc",
+            "file:///x\"y",
+        ] {
+            assert!(check_source(bad).is_err(), "{bad}");
+        }
+    }
+
     fn args(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
     }
@@ -973,7 +1081,7 @@ mod tests {
 
     #[test]
     fn protocols_without_their_sender_layout_are_refused() {
-        for ok in ["era", "plm", "tfmcc", "PLM"] {
+        for ok in ["lcc", "era", "plm", "tfmcc", "PLM"] {
             assert!(check_protocol(ok).is_ok(), "{ok}");
         }
         for bad in ["rlc", "flid", "webrc", "nope"] {

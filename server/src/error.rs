@@ -20,6 +20,19 @@ pub enum Error {
     /// A session with this id already exists.
     #[error("a session with id {0:?} already exists")]
     Duplicate(String),
+    /// The caller may not do this (a report key bound to another client, keys over plain
+    /// HTTP to a remote client).
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// Too many requests from this client or viewer; try later.
+    #[error("rate limited: {0}")]
+    RateLimited(String),
+    /// A bounded table or queue is full; try later.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// Something other than a session is missing (a viewer, a session's video or keys).
+    #[error("not found: {0}")]
+    NotFound(String),
     /// A socket or file operation failed.
     #[error("{what}: {source}")]
     Io {

@@ -6,13 +6,16 @@
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod api;
 mod auth;
 mod config;
 mod error;
 mod fill_study;
-mod http;
+mod keyreq;
 mod media;
 mod pacer;
+mod render;
+mod reports;
 mod rtp_out;
 mod sock;
 mod state;
@@ -20,7 +23,9 @@ mod tfmcc;
 #[cfg(feature = "research")]
 mod tfrc;
 mod tls;
+mod token;
 mod video;
+mod viewers;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,6 +100,9 @@ fn main() {
             std::process::exit(2);
         }
     }
+    if args.first().map(String::as_str) == Some("token") {
+        std::process::exit(token::main(&args[1..]));
+    }
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let cfg = match config::load(&args, &env) {
         Ok(config::Cli::Run(c)) => *c,
@@ -113,10 +121,27 @@ fn main() {
     }
 }
 
+/// Raises the soft open-file limit to the hard one: each API connection is a descriptor, and
+/// the connection cap (`http_max_connections`) is meant to bind before the default soft limit
+/// of 1024 does.
+fn raise_nofile() {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid rlimit struct of this process.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
+}
+
 fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
     install_signals();
+    raise_nofile();
     let http_addr = cfg.http_addr;
-    let http_io_timeout = cfg.http_io_timeout;
     let initial = cfg.sessions.clone();
     let (signer, origin) = auth::load_signer(&cfg)?;
     eprintln!(
@@ -126,15 +151,37 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
     if !cfg.tokens.enabled() {
         eprintln!("layercast-server: no api_token: the API is open to anyone who can reach it");
     }
-    let tls = if cfg.tls {
-        Some(tls::load(
-            cfg.tls_cert.as_deref(),
-            cfg.tls_key.as_deref(),
-            http_addr.ip(),
-        )?)
-    } else {
-        None
+    let tls = match cfg.tls {
+        true => {
+            let t = tls::load(
+                cfg.tls_cert.as_deref(),
+                cfg.tls_key.as_deref(),
+                http_addr.ip(),
+            )?;
+            let acc = api::serve::acceptor(&t.cert_pem, &t.key_pem)?;
+            eprintln!(
+                "layercast-server: HTTPS on https://{http_addr}, certificate {} sha256:{}",
+                t.origin, t.fingerprint
+            );
+            Some(acc)
+        }
+        false => {
+            eprintln!("layercast-server: HTTP on http://{http_addr}");
+            None
+        }
     };
+    let limits = api::serve::Limits {
+        max_connections: cfg.http_max_connections.max(1),
+        io_timeout: cfg.http_io_timeout,
+        idle_timeout: cfg.http_idle_timeout,
+    };
+    let table = viewers::TableConfig {
+        viewer_timeout: cfg.viewer_timeout,
+        min_interval: cfg.telemetry_min_interval,
+        max_viewers: viewers::MAX_VIEWERS,
+    };
+    let ws_cap = cfg.http_max_websockets;
+    let request_timeout = cfg.http_io_timeout * 3;
     let state = state::State::new(cfg, signer);
     for (n, s) in initial.iter().enumerate() {
         let s = state.create_session(s, &format!("session[{n}]"))?;
@@ -146,42 +193,53 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
             s.cfg.port
         );
     }
-    let listen_err = |e: Box<dyn std::error::Error + Send + Sync>| error::Error::Io {
-        what: format!("listening on {http_addr}"),
-        source: std::io::Error::other(e.to_string()),
-    };
-    let listener = tls::bind_with_timeout(http_addr, http_io_timeout)?;
-    let server = match tls {
-        Some(t) => {
-            let s = tiny_http::Server::from_listener(
-                listener,
-                Some(tiny_http::SslConfig {
-                    certificate: t.cert_pem,
-                    private_key: t.key_pem,
-                }),
-            )
-            .map_err(listen_err)?;
-            eprintln!(
-                "layercast-server: HTTPS on https://{http_addr}, certificate {} sha256:{}",
-                t.origin, t.fingerprint
-            );
-            s
+    // The control plane's runtime: two workers (the machine class has two cores; the media
+    // threads are real-time threads of their own and share only lock-free queues with it).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("control")
+        .enable_all()
+        .build()
+        .map_err(|e| error::Error::io("starting the control-plane runtime", e))?;
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind(http_addr))
+        .map_err(|e| error::Error::io(format!("listening on {http_addr}"), e))?;
+    let report_sock = match state.cfg.report_addr {
+        Some(a) => {
+            let s = rt
+                .block_on(tokio::net::UdpSocket::bind(a))
+                .map_err(|e| error::Error::io(format!("viewer reports on {a}"), e))?;
+            eprintln!("layercast-server: viewer reports on udp://{a}");
+            Some(s)
         }
-        None => {
-            let s = tiny_http::Server::from_listener(listener, None).map_err(listen_err)?;
-            eprintln!("layercast-server: HTTP on http://{http_addr}");
-            s
-        }
+        None => None,
     };
-    let server = Arc::new(server);
+    let report_budget = state.cfg.report_budget_bps;
     let stop = Arc::new(AtomicBool::new(false));
     let ann = {
         let (st, sp) = (state.clone(), stop.clone());
         std::thread::spawn(move || state::announcer(st, sp))
     };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let web = {
-        let (srv, st, sp) = (server.clone(), state.clone(), stop.clone());
-        std::thread::spawn(move || http::serve(srv, st, sp, 3))
+        let st = state.clone();
+        rt.spawn(async move {
+            let publisher = render::json::LivePublisher::new(st.clone());
+            let viewers = viewers::Viewers::spawn(table, Duration::from_secs(1), publisher);
+            let app = api::App {
+                state: st,
+                viewers,
+                ws_slots: Arc::new(tokio::sync::Semaphore::new(ws_cap)),
+                request_timeout,
+            };
+            if let Some(sock) = report_sock {
+                tokio::spawn(reports::run(sock, app.clone(), report_budget));
+            }
+            api::serve::run(listener, tls, app, limits, async {
+                let _ = stop_rx.await;
+            })
+            .await;
+        })
     };
     let mut ticks: u64 = 0;
     while !SIGNALLED.load(Ordering::SeqCst) {
@@ -190,11 +248,19 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
         if ticks.is_multiple_of(TRIM_EVERY_TICKS) {
             trim_heap();
         }
+        if web.is_finished() {
+            // The API task ended without a stop: the process must not live on without its
+            // API (a supervisor restarts it).
+            return Err(error::Error::io(
+                "HTTP API",
+                std::io::Error::other("the API task ended"),
+            ));
+        }
     }
     eprintln!("layercast-server: shutting down");
     stop.store(true, Ordering::SeqCst);
-    server.unblock();
-    for s in state::lock(&state.sessions).values() {
+    let _ = stop_tx.send(());
+    for s in state.all_sessions() {
         let h = state::lock(&s.stats.errors).clone();
         eprintln!(
             "layercast-server: session {}: {} packets, {} bunches, realtime pacer {}, bunch start error p50 {} us p99 {} us max {} us",
@@ -209,6 +275,6 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
     }
     state.stop_all();
     let _ = ann.join();
-    let _ = web.join();
+    rt.shutdown_timeout(Duration::from_secs(2));
     Ok(())
 }

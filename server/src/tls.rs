@@ -20,42 +20,6 @@ use openssl::x509::{X509Name, X509};
 use std::net::IpAddr;
 use std::path::Path;
 
-/// Binds the API's listener with a receive timeout that every accepted connection inherits
-/// (Linux copies `SO_RCVTIMEO` from the listening socket to the sockets `accept` returns).
-/// `tiny_http` performs the TLS handshake on its single accept thread: without a timeout, one
-/// client that connects and sends nothing would stall every later connection. With it, such
-/// a client is dropped after `timeout`, as is any connection that stays silent that long
-/// (an idle keep-alive, a slow-loris request).
-pub fn bind_with_timeout(
-    addr: std::net::SocketAddr,
-    timeout: std::time::Duration,
-) -> Result<std::net::TcpListener> {
-    use std::os::fd::AsRawFd;
-    let l = std::net::TcpListener::bind(addr)
-        .map_err(|e| Error::io(format!("listening on {addr}"), e))?;
-    let tv = libc::timeval {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_usec: timeout.subsec_micros() as libc::suseconds_t,
-    };
-    // SAFETY: setsockopt on a socket we own, with a timeval of the stated size.
-    let r = unsafe {
-        libc::setsockopt(
-            l.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            &tv as *const libc::timeval as *const libc::c_void,
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(Error::io(
-            "SO_RCVTIMEO on the API listener",
-            std::io::Error::last_os_error(),
-        ));
-    }
-    Ok(l)
-}
-
 /// A certificate and its key, PEM, and the certificate's fingerprint.
 pub struct TlsMaterial {
     pub cert_pem: Vec<u8>,
@@ -131,7 +95,8 @@ pub fn load(cert: Option<&Path>, key: Option<&Path>, host: IpAddr) -> Result<Tls
             let (cp, kp) = self_signed(host)?;
             crate::auth::write_secret(k, std::str::from_utf8(&kp).unwrap_or_default())
                 .map_err(|e| Error::io(format!("writing {}", k.display()), e))?;
-            std::fs::write(c, &cp).map_err(|e| Error::io(format!("writing {}", c.display()), e))?;
+            crate::auth::write_new_file(c, &cp, 0o644)
+                .map_err(|e| Error::io(format!("writing {}", c.display()), e))?;
             (cp, kp, format!("self-signed, written to {}", c.display()))
         }
         (None, None) => {

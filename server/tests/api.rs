@@ -53,6 +53,10 @@ fn http(method: &str, path: &str, body: &str) -> (u16, String) {
     testkit::http::read_response(&mut s)
 }
 
+fn get_code(r: &[(String, u16, Value)], name: &str) -> u16 {
+    r.iter().find(|x| x.0 == name).map_or(0, |x| x.1)
+}
+
 fn json_body(resp: &str) -> Value {
     let body = resp.split("\r\n\r\n").nth(1).unwrap_or("");
     serde_json::from_str(body).unwrap_or(Value::Null)
@@ -65,6 +69,8 @@ fn api_sessions_telemetry_live_metrics_shutdown() {
         eprintln!("SKIPPED: needs root for a network namespace");
         return;
     }
+    let pwn = format!("/tmp/lc-{}-f1-pwn", std::process::id());
+    let _ = std::fs::remove_file(&pwn);
     let mut srv = Server::namespace("api");
     let ns = srv.ns.clone();
     srv.child = Some(
@@ -81,7 +87,9 @@ fn api_sessions_telemetry_live_metrics_shutdown() {
             .spawn()
             .unwrap(),
     );
-    let r = in_ns(&ns, || {
+    let pwn2 = pwn.clone();
+    let r = in_ns(&ns, move || {
+        let pwn = pwn2;
         let t0 = Instant::now();
         while TcpStream::connect("127.0.0.1:18090").is_err() {
             assert!(
@@ -110,6 +118,19 @@ fn api_sessions_telemetry_live_metrics_shutdown() {
             "/api/sessions",
             r#"{"name":"x","packet_size":5}"#,
         );
+        // F1: the review's pipeline-injection payload (a chain that writes a file) is refused
+        // before anything starts, and a cross-site form's text/plain body is refused outright.
+        let inject = format!(
+            r#"{{"name":"pwn","source":"file:///x filesrc location=/etc/hostname ! filesink location={pwn} videotestsrc"}}"#
+        );
+        call("inject", "POST", "/api/sessions", &inject);
+        let plain = {
+            let mut s = TcpStream::connect("127.0.0.1:18090").unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            let b = r#"{"name":"csrf"}"#;
+            write!(s, "POST /api/sessions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{b}", b.len()).unwrap();
+            testkit::http::read_response(&mut s).0
+        };
         call("ann", "GET", "/api/sessions/two/announcement", "");
         let sdp = call("sdp", "GET", "/api/sessions/one/sdp", "");
         let t = r#"{"viewer_id":"v1","session_id":"one","protocol":"era","layers":2,"max_layers":3,"rate_bps":100000,"estimate_bps":120000,"loss_ratio":0.01,"packets_received":10,"packets_lost":0,"decisions":[{"at_s":1.5,"from":1,"to":2,"reason":"rai","inputs":{"r_pp":120000}}]}"#;
@@ -143,9 +164,23 @@ fn api_sessions_telemetry_live_metrics_shutdown() {
                 break;
             }
         }
-        (r, sdp, metrics, String::from_utf8_lossy(&got).to_string())
+        std::thread::sleep(Duration::from_secs(1));
+        (
+            r,
+            sdp,
+            metrics,
+            String::from_utf8_lossy(&got).to_string(),
+            plain,
+        )
     });
-    let (results, sdp, metrics, ws) = r;
+    let (results, sdp, metrics, ws, plain) = r;
+    assert_eq!(get_code(&results, "inject"), 400);
+    assert_eq!(plain, 415, "a text/plain POST must be refused");
+    assert!(
+        !std::path::Path::new(&pwn).exists(),
+        "the injected pipeline wrote {pwn}"
+    );
+
     let get = |n: &str| results.iter().find(|x| x.0 == n).unwrap();
     assert_eq!(get("list").1, 200);
     assert_eq!(get("list").2[0]["id"], "one");
@@ -192,8 +227,10 @@ fn api_sessions_telemetry_live_metrics_shutdown() {
     assert_eq!(get("delete").1, 204);
     assert_eq!(get("delete-again").1, 404);
     assert!(ws.starts_with("HTTP/1.1 101"), "{ws}");
+    // Header names are case-insensitive (RFC 9110 §5.1).
     assert!(
-        ws.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="),
+        ws.to_ascii_lowercase()
+            .contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
         "{ws}"
     );
     assert!(

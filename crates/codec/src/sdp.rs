@@ -1,5 +1,6 @@
-//! SDP (RFC 8866) for one cumulative layer's RTP stream, so that stock receivers (GStreamer,
-//! ffmpeg/ffplay) can play layer 0 on its own.
+//! SDP (RFC 8866): [`SessionSdp`], the one writer, renders a whole session (one `m=` section
+//! per stream); [`LayerSdp`] is the view of layer 0 and the audio track that stock receivers
+//! (GStreamer, ffmpeg/ffplay) can play on their own.
 
 use crate::error::{Error, Result};
 use std::net::IpAddr;
@@ -32,7 +33,7 @@ pub struct LayerSdp {
     /// `session_id`.
     pub session_version: u64,
     /// Source-specific multicast: the one sender a receiver should accept, written as
-    /// `a=source-filter:` (RFC 4570) for the video group and for the audio group.
+    /// `a=source-filter:` (RFC 4570) in the video section and in the audio section.
     pub source: Option<IpAddr>,
     /// FEC of the stream (`a=x-layercast-fec:`, docs/protocols/fec.md). The repair payload
     /// type is not listed on the `m=` line: stock receivers drop its packets.
@@ -43,11 +44,11 @@ pub struct LayerSdp {
 
 /// The `m=audio` section of an Opus track (RFC 7587 §7): its own group, `opus/48000/2` as
 /// the RFC requires whatever the channel count, and the `fmtp` parameters a receiver needs.
+/// The session's TTL applies to its group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpusSdp {
     /// The audio group (or unicast destination), written as a media-level `c=`.
     pub dest: IpAddr,
-    pub ttl: u8,
     pub port: u16,
     pub payload_type: u8,
     /// Channels the encoder codes (2 = `stereo=1`).
@@ -56,54 +57,33 @@ pub struct OpusSdp {
     /// Target bit rate, bit/s (`maxaveragebitrate`).
     pub bitrate: u32,
     pub ssrc: Option<u32>,
+    /// `a=mid` (RFC 9143), when the stream belongs to a track.
+    pub mid: Option<String>,
 }
 
 impl OpusSdp {
-    /// The media section (CRLF line ends), `m=` line first; `source` as in [`LayerSdp`].
-    fn render(&self, source: Option<IpAddr>) -> Result<String> {
-        if !(96..=127).contains(&self.payload_type) {
-            return Err(Error::Config(
-                "Opus needs a dynamic payload type 96..=127".into(),
-            ));
+    /// The media section, for [`SessionSdp`]. Audio packets carry no congestion-control
+    /// extension (they ride in layer 0's rate), so none is declared.
+    pub fn media(&self) -> MediaSdp {
+        let stereo = u8::from(self.channels == 2);
+        MediaSdp {
+            media: "audio",
+            dest: self.dest,
+            port: self.port,
+            payload_type: self.payload_type,
+            encoding: "opus/48000/2".into(),
+            fmtp: Some(format!(
+                "minptime=10;useinbandfec={};stereo={stereo};sprop-stereo={stereo};maxaveragebitrate={}",
+                u8::from(self.inband_fec),
+                self.bitrate
+            )),
+            ptime_ms: Some(20),
+            cc_ext: false,
+            mid: self.mid.clone(),
+            ssrc: self.ssrc,
+            fec: None,
         }
-        let fam = if self.dest.is_ipv4() { "IP4" } else { "IP6" };
-        let c = match self.dest {
-            IpAddr::V4(a) if a.is_multicast() => format!("c=IN IP4 {a}/{}", self.ttl),
-            a => format!("c=IN {fam} {a}"),
-        };
-        let pt = self.payload_type;
-        let mut s = format!("m=audio {} RTP/AVP {pt}\r\n{c}\r\n", self.port);
-        s.push_str(&format!("a=rtpmap:{pt} opus/48000/2\r\n"));
-        s.push_str(&format!(
-            "a=fmtp:{pt} minptime=10;useinbandfec={};stereo={};sprop-stereo={};maxaveragebitrate={}\r\n",
-            u8::from(self.inband_fec),
-            u8::from(self.channels == 2),
-            u8::from(self.channels == 2),
-            self.bitrate
-        ));
-        s.push_str("a=ptime:20\r\n");
-        if let Some(ssrc) = self.ssrc {
-            s.push_str(&format!("a=ssrc:{ssrc} cname:layercast\r\n"));
-        }
-        if let Some(f) = source_filter(self.dest, source) {
-            s.push_str(&f);
-            s.push_str("\r\n");
-        }
-        s.push_str("a=recvonly\r\n");
-        Ok(s)
     }
-}
-
-/// `a=source-filter: incl` (RFC 4570) naming `source` as the one sender of `dest`, without
-/// line end; none when there is no source or the address families differ.
-fn source_filter(dest: IpAddr, source: Option<IpAddr>) -> Option<String> {
-    let src = source?;
-    let fam = match (dest, src) {
-        (IpAddr::V4(_), IpAddr::V4(_)) => "IP4",
-        (IpAddr::V6(_), IpAddr::V6(_)) => "IP6",
-        _ => return None,
-    };
-    Some(format!("a=source-filter: incl IN {fam} {dest} {src}"))
 }
 
 impl LayerSdp {
@@ -127,17 +107,115 @@ impl LayerSdp {
         }
     }
 
-    /// Render the SDP text (CRLF line ends).
+    /// Render the SDP text (CRLF line ends), through [`SessionSdp`] (the one SDP writer).
     pub fn render(&self) -> Result<String> {
-        if self.payload_type < 96 || self.payload_type > 127 {
-            return Err(Error::Config(
-                "VP9 needs a dynamic payload type 96..=127".into(),
-            ));
+        let mut media = vec![MediaSdp {
+            media: "video",
+            dest: self.dest,
+            port: self.port,
+            payload_type: self.payload_type,
+            encoding: self.encoding.clone(),
+            fmtp: None,
+            ptime_ms: None,
+            cc_ext: true,
+            mid: None,
+            ssrc: self.ssrc,
+            fec: self.fec,
+        }];
+        media.extend(self.audio.as_ref().map(OpusSdp::media));
+        SessionSdp {
+            session_name: self.session_name.replace(['\r', '\n'], " "),
+            origin: self.origin,
+            session_id: self.session_id,
+            version: self.session_version,
+            ttl: self.ttl,
+            source_filter: self.source,
+            cc_ext_id: self.cc_ext_id,
+            media,
         }
+        .render()
+    }
+}
+
+/// One `m=` section of a [`SessionSdp`]: one RTP stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediaSdp {
+    /// `video` or `audio`.
+    pub media: &'static str,
+    /// Destination group or address of this stream (`c=` at media level).
+    pub dest: IpAddr,
+    pub port: u16,
+    pub payload_type: u8,
+    /// `a=rtpmap` encoding, e.g. `VP9/90000` or `opus/48000/2`.
+    pub encoding: String,
+    /// `a=fmtp` parameters of the payload type, if any.
+    pub fmtp: Option<String>,
+    /// `a=ptime`, milliseconds.
+    pub ptime_ms: Option<u32>,
+    /// Whether the stream's packets carry the congestion-control extension (`a=extmap`).
+    pub cc_ext: bool,
+    /// `a=mid` (RFC 9143), when the stream belongs to a track.
+    pub mid: Option<String>,
+    pub ssrc: Option<u32>,
+    /// FEC of the stream (`a=x-layercast-fec:`, docs/protocols/fec.md). The repair payload
+    /// type is not listed on the `m=` line: stock receivers drop its packets.
+    pub fec: Option<crate::fec::FecParams>,
+}
+
+/// A whole session (RFC 8866): session-level lines and one `m=` section per stream, each with
+/// its own connection line, its source filter and `recvonly`. Every free text and token is
+/// checked: a CR, LF or other control character is an error, never written (a session name
+/// from the API must not add lines).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSdp {
+    pub session_name: String,
+    pub origin: IpAddr,
+    /// `o=` session id and version.
+    pub session_id: u64,
+    pub version: u64,
+    pub ttl: u8,
+    /// SSM source (RFC 4570 `a=source-filter`), per media section.
+    pub source_filter: Option<IpAddr>,
+    pub cc_ext_id: u8,
+    pub media: Vec<MediaSdp>,
+}
+
+fn clean(what: &str, v: &str) -> Result<()> {
+    if v.chars().any(|c| c.is_control()) {
+        return Err(Error::Config(format!(
+            "SDP {what} contains a control character"
+        )));
+    }
+    Ok(())
+}
+
+/// `a=source-filter: incl` (RFC 4570) naming `source` as the one sender of `dest`, without
+/// line end; none when there is no source or the address families differ.
+fn source_filter(dest: IpAddr, source: Option<IpAddr>) -> Option<String> {
+    let src = source?;
+    let fam = match (dest, src) {
+        (IpAddr::V4(_), IpAddr::V4(_)) => "IP4",
+        (IpAddr::V6(_), IpAddr::V6(_)) => "IP6",
+        _ => return None,
+    };
+    Some(format!("a=source-filter: incl IN {fam} {dest} {src}"))
+}
+
+impl SessionSdp {
+    /// Renders the SDP text (CRLF line ends).
+    pub fn render(&self) -> Result<String> {
+        clean("session name", &self.session_name)?;
         if !(1..=14).contains(&self.cc_ext_id) {
             return Err(Error::Config("extension id must be 1..=14".into()));
         }
+        if self.media.is_empty() {
+            return Err(Error::Config("an SDP needs at least one m= section".into()));
+        }
         let fam = |a: &IpAddr| if a.is_ipv4() { "IP4" } else { "IP6" };
+        let conn = |a: &IpAddr| match a {
+            IpAddr::V4(g) if g.is_multicast() => format!("IN IP4 {g}/{}", self.ttl),
+            a => format!("IN {} {a}", fam(a)),
+        };
         let mut s = String::new();
         let mut l = |line: String| {
             s.push_str(&line);
@@ -147,42 +225,60 @@ impl LayerSdp {
         l(format!(
             "o=- {} {} IN {} {}",
             self.session_id,
-            self.session_version,
+            self.version,
             fam(&self.origin),
             self.origin
         ));
         l(format!(
             "s={}",
-            self.session_name.replace(['\r', '\n'], " ")
+            if self.session_name.is_empty() {
+                "-"
+            } else {
+                &self.session_name
+            }
         ));
-        let c = match self.dest {
-            IpAddr::V4(a) if a.is_multicast() => format!("c=IN IP4 {a}/{}", self.ttl),
-            a => format!("c=IN {} {a}", fam(&a)),
-        };
-        l(c);
+        l(format!("c={}", conn(&self.media[0].dest)));
         l("t=0 0".into());
-        if let Some(f) = source_filter(self.dest, self.source) {
-            l(f);
-        }
-        l(format!(
-            "m=video {} RTP/AVP {}",
-            self.port, self.payload_type
-        ));
-        l(format!(
-            "a=rtpmap:{} {}",
-            self.payload_type,
-            self.encoding.replace(['\r', '\n'], " ")
-        ));
-        l(format!("a=extmap:{} {}", self.cc_ext_id, CC_EXTENSION_URI));
-        if let Some(f) = &self.fec {
-            l(format!("a=x-layercast-fec:{}", f.sdp_attribute()));
-        }
-        if let Some(ssrc) = self.ssrc {
-            l(format!("a=ssrc:{ssrc} cname:layercast"));
-        }
-        l("a=recvonly".into());
-        if let Some(a) = &self.audio {
-            s.push_str(&a.render(self.source)?);
+        for m in &self.media {
+            clean("encoding", &m.encoding)?;
+            if let Some(mid) = &m.mid {
+                clean("mid", mid)?;
+            }
+            if let Some(f) = &m.fmtp {
+                clean("fmtp", f)?;
+            }
+            if !(96..=127).contains(&m.payload_type) {
+                return Err(Error::Config(format!(
+                    "{}: dynamic payload types are 96..=127",
+                    m.media
+                )));
+            }
+            let pt = m.payload_type;
+            l(format!("m={} {} RTP/AVP {pt}", m.media, m.port));
+            l(format!("c={}", conn(&m.dest)));
+            if let Some(f) = source_filter(m.dest, self.source_filter) {
+                l(f);
+            }
+            l(format!("a=rtpmap:{pt} {}", m.encoding));
+            if let Some(f) = &m.fmtp {
+                l(format!("a=fmtp:{pt} {f}"));
+            }
+            if let Some(p) = m.ptime_ms {
+                l(format!("a=ptime:{p}"));
+            }
+            if m.cc_ext {
+                l(format!("a=extmap:{} {}", self.cc_ext_id, CC_EXTENSION_URI));
+            }
+            if let Some(f) = &m.fec {
+                l(format!("a=x-layercast-fec:{}", f.sdp_attribute()));
+            }
+            if let Some(mid) = &m.mid {
+                l(format!("a=mid:{mid}"));
+            }
+            if let Some(ssrc) = m.ssrc {
+                l(format!("a=ssrc:{ssrc} cname:layercast"));
+            }
+            l("a=recvonly".into());
         }
         Ok(s)
     }
@@ -211,6 +307,81 @@ mod tests {
         assert!(bad.render().is_err());
     }
 
+    fn session() -> SessionSdp {
+        SessionSdp {
+            session_name: "live".into(),
+            origin: "10.0.0.1".parse().unwrap(),
+            session_id: 7,
+            version: 3,
+            ttl: 8,
+            source_filter: Some("10.0.0.1".parse().unwrap()),
+            cc_ext_id: 1,
+            media: vec![
+                MediaSdp {
+                    media: "video",
+                    dest: "239.1.2.3".parse().unwrap(),
+                    port: 5004,
+                    payload_type: 96,
+                    encoding: "VP9/90000".into(),
+                    fmtp: None,
+                    ptime_ms: None,
+                    cc_ext: true,
+                    mid: Some("0".into()),
+                    ssrc: Some(9),
+                    fec: Some(crate::fec::FecParams::default()),
+                },
+                MediaSdp {
+                    media: "audio",
+                    dest: "239.1.2.9".parse().unwrap(),
+                    port: 5020,
+                    payload_type: 111,
+                    encoding: "opus/48000/2".into(),
+                    fmtp: None,
+                    ptime_ms: Some(20),
+                    cc_ext: false,
+                    mid: Some("1".into()),
+                    ssrc: None,
+                    fec: None,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn session_sdp_has_one_section_per_stream() {
+        let s = session().render().unwrap();
+        assert_eq!(s.matches("\r\nm=").count(), 2, "{s}");
+        assert!(
+            s.contains("m=audio 5020 RTP/AVP 111\r\nc=IN IP4 239.1.2.9/8\r\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("a=source-filter: incl IN IP4 239.1.2.3 10.0.0.1\r\n"),
+            "{s}"
+        );
+        assert!(s.contains("a=rtpmap:111 opus/48000/2\r\n"));
+        assert!(s.contains("o=- 7 3 IN IP4 10.0.0.1\r\n"));
+        // FEC is announced on the stream that carries it, and only there.
+        let fec = format!(
+            "a=x-layercast-fec:{}\r\n",
+            crate::fec::FecParams::default().sdp_attribute()
+        );
+        assert_eq!(s.matches(&fec).count(), 1, "{s}");
+        assert!(s.find(&fec) < s.find("m=audio"), "{s}");
+        assert!(s.lines().all(|l| !l.contains('\n')));
+    }
+
+    /// A name with a line break would inject SDP lines (an `a=` or a second `m=`): refused.
+    #[test]
+    fn control_characters_are_refused_not_written() {
+        let mut s = session();
+        s.session_name = "x\r\nm=application 9 TCP evil".into();
+        assert!(s.render().is_err());
+        let mut s = session();
+        s.media[0].encoding = "VP9/90000\na=evil".into();
+        assert!(s.render().is_err());
+    }
+
     #[test]
     fn opus_section_after_the_video() {
         let mut l = LayerSdp::new(
@@ -220,13 +391,13 @@ mod tests {
         );
         l.audio = Some(OpusSdp {
             dest: "239.1.2.9".parse().unwrap(),
-            ttl: 16,
             port: 5020,
             payload_type: 111,
             channels: 2,
             inband_fec: true,
             bitrate: 64_000,
             ssrc: Some(7),
+            mid: None,
         });
         l.fec = Some(crate::fec::FecParams::default());
         l.source = Some("10.0.0.1".parse().unwrap());
@@ -240,15 +411,16 @@ mod tests {
         let fec = s.find("a=x-layercast-fec:").unwrap();
         assert!(v < fec && fec < a, "{s}");
         assert_eq!(s.matches("a=x-layercast-fec:").count(), 1);
-        // SSM: one filter for the video group before the media sections, one for the audio
-        // group inside its section.
+        // SSM: one filter per media section, each naming its own group.
         let fv = s
             .find("a=source-filter: incl IN IP4 239.1.2.3 10.0.0.1\r\n")
             .unwrap();
         let fa = s
             .find("a=source-filter: incl IN IP4 239.1.2.9 10.0.0.1\r\n")
             .unwrap();
-        assert!(fv < v && a < fa, "{s}");
+        assert!(v < fv && fv < a && a < fa, "{s}");
+        // Audio packets carry no congestion-control extension: one extmap, the video's.
+        assert_eq!(s.matches("a=extmap:").count(), 1, "{s}");
         assert!(s.contains("a=rtpmap:111 opus/48000/2\r\n"));
         assert!(s.contains("useinbandfec=1;stereo=1;sprop-stereo=1;maxaveragebitrate=64000"));
         l.audio.as_mut().unwrap().payload_type = 0;

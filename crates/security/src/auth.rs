@@ -994,6 +994,12 @@ pub struct InfluenceConfig {
     pub max_entries: usize,
     /// An entry idle this long may be forgotten to make room. Default 60 s.
     pub idle: Duration,
+    /// Shortest limiter window, whatever window the caller passes (F8): the TFMCC sender
+    /// passes its feedback round or `R_max`, which on a LAN is a few milliseconds and grows
+    /// only as the rate falls, so one liar could halve the rate hundreds of times a second.
+    /// Default 1 s: one receiver id lowers the rate by at most half per second, all ids
+    /// together by at most three quarters.
+    pub min_window: Duration,
 }
 
 impl Default for InfluenceConfig {
@@ -1006,6 +1012,7 @@ impl Default for InfluenceConfig {
             burst: 40.0,
             max_entries: 4096,
             idle: Duration::from_secs(60),
+            min_window: Duration::from_secs(1),
         }
     }
 }
@@ -1038,9 +1045,19 @@ struct Window {
 #[derive(Clone, Copy, Debug, Default)]
 struct RidState {
     last_ts: Option<u32>,
+    /// When `last_ts` was accepted.
+    last_fresh: Time,
     window: Option<Window>,
     last_seen: Time,
 }
+
+/// How long a receiver's last report timestamp is trusted for the replay check. Its clock is
+/// 32-bit microseconds, so serial-number arithmetic reads "newer" only within 2^31 µs
+/// (35.8 min); after a longer silence an honest report would look old (F9). After this much
+/// silence the next authentic report starts a new sequence instead. What that admits: one
+/// report captured more than this long ago and replayed while its receiver is silent, whose
+/// effect on the rate the influence limiter bounds like any other report's.
+pub const FRESHNESS_MEMORY: Duration = Duration::from_secs(600);
 
 /// Sans-IO helper for the TFMCC sender: per-source rate limit, per-receiver replay check and
 /// the cap on how fast any receiver id can pull the sending rate down.
@@ -1184,7 +1201,8 @@ impl InfluenceLimiter {
                 detail: "receiver table full".into(),
             });
         };
-        if let Some(last) = s.last_ts {
+        let recent = now.saturating_since(s.last_fresh) <= FRESHNESS_MEMORY;
+        if let Some(last) = s.last_ts.filter(|_| recent) {
             let ahead = ts_us.wrapping_sub(last) as i32;
             if ahead <= 0 {
                 self.stats.replayed += 1;
@@ -1195,6 +1213,7 @@ impl InfluenceLimiter {
             }
         }
         s.last_ts = Some(ts_us);
+        s.last_fresh = now;
         Ok(())
     }
 
@@ -1217,6 +1236,7 @@ impl InfluenceLimiter {
         if requested >= current {
             return requested;
         }
+        let window = window.max(self.cfg.min_window);
         let open = |w: &mut Option<Window>| {
             let expired = match w {
                 Some(w) => now.saturating_since(w.opened) >= window,

@@ -7,7 +7,8 @@ use security::auth::{InfluenceConfig, InfluenceLimiter};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
-const W: Duration = Duration::from_millis(500);
+/// The default (and shortest) limiter window.
+const W: Duration = Duration::from_secs(1);
 
 fn ip(n: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 0, 0, n))
@@ -29,7 +30,7 @@ fn one_receiver_halves_at_most_per_window() {
     // Next window: another halving, and so on; the target is reached in log2(1000) windows.
     let mut windows = 1;
     while rate > 1_000.0 {
-        rate = l.clamp(t(500 * windows), 7, rate, 1_000.0, W);
+        rate = l.clamp(t(1000 * windows), 7, rate, 1_000.0, W);
         windows += 1;
         assert!(windows < 20);
     }
@@ -38,6 +39,29 @@ fn one_receiver_halves_at_most_per_window() {
                              // Requests at or above the current rate are never touched.
     assert_eq!(l.clamp(t(99_000), 7, rate, 5_000.0, W), 5_000.0);
     assert!(l.stats().clamped >= 10);
+}
+
+/// F8: the TFMCC sender passes its feedback round or R_max as the window, a few milliseconds
+/// on a LAN. A persistent liar sending a report every millisecond for 10 s must not take the
+/// rate below rid_floor per second (before the 1-s minimum window it reached 1/1000 of the
+/// rate in about 2 s), nor below the configured floor ever.
+#[test]
+fn a_liar_is_limited_per_second_whatever_window_the_caller_passes() {
+    let cfg = InfluenceConfig {
+        min_rate: 20_000.0,
+        ..InfluenceConfig::default()
+    };
+    let mut l = InfluenceLimiter::new(cfg);
+    let mut rate = 1_000_000.0;
+    for ms in 0..2_000u64 {
+        rate = l.clamp(t(ms), 9, rate, 1.0, Duration::from_millis(1));
+    }
+    // Two seconds: at most two halvings.
+    assert!(rate >= 250_000.0, "rate {rate} after 2 s");
+    for ms in 2_000..10_000u64 {
+        rate = l.clamp(t(ms), 9, rate, 1.0, Duration::from_millis(1));
+    }
+    assert!(rate >= 20_000.0, "rate {rate} under the floor after 10 s");
 }
 
 #[test]
@@ -156,9 +180,14 @@ fn report_timestamps_must_advance_per_receiver() {
     l.check_fresh(t(2), 5, 1_001).unwrap();
     // Other receivers are independent; the 32-bit clock may wrap.
     l.check_fresh(t(3), 6, u32::MAX - 10).unwrap();
+    // F9: a receiver silent for 40 minutes (more than 2^31 µs of its clock) is heard again.
+    let later = 1_000u32.wrapping_add(2_400_000_000);
+    l.check_fresh(t(40 * 60 * 1000), 5, later).unwrap();
+    // ... and its sequence continues from there.
+    assert!(l.check_fresh(t(40 * 60 * 1000 + 1), 5, later).is_err());
     l.check_fresh(t(4), 6, 5).unwrap();
     assert!(l.check_fresh(t(5), 6, u32::MAX - 5).is_err());
-    assert_eq!(l.stats().replayed, 3);
+    assert_eq!(l.stats().replayed, 4);
 }
 
 proptest! {
@@ -212,7 +241,7 @@ proptest! {
         let target = start * target_frac;
         let mut r = start;
         for w in 0..k {
-            r = l.clamp(Time::from_millis(w as u64 * 500), 3, r, target, W);
+            r = l.clamp(Time::from_millis(w as u64 * 1000), 3, r, target, W);
         }
         let bound = f64::max(target, start * 0.5f64.powi(k as i32));
         prop_assert!(r <= bound * (1.0 + 1e-12), "rate {} above {}", r, bound);

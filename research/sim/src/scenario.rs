@@ -586,7 +586,7 @@ fn invalid(field: &str, reason: &str) -> Error {
 impl Scenario {
     /// Parses YAML and validates.
     pub fn from_yaml(text: &str) -> Result<Scenario, Error> {
-        let s: Scenario = serde_yaml::from_str(text).map_err(|e| Error::Parse(e.to_string()))?;
+        let s: Scenario = serde_norway::from_str(text).map_err(|e| Error::Parse(e.to_string()))?;
         s.validate()?;
         Ok(s)
     }

@@ -150,7 +150,7 @@ fn every_catalogue_file_parses_and_validates_against_the_schema() {
             "name must match the file stem"
         );
         let text = std::fs::read_to_string(&f).unwrap();
-        let v: Value = serde_yaml::from_str(&text).unwrap();
+        let v: Value = serde_norway::from_str(&text).unwrap();
         let mut errs = Vec::new();
         check(&schema, &schema, &v, "$", &mut errs);
         assert!(errs.is_empty(), "{}: {errs:#?}", f.display());
@@ -169,7 +169,7 @@ topology:
 flows: [{name: c, type: cbr, from: a, to: b, rate_kbps: 10}]
 measurements: [{id: x, metric: throughput_kbps, of: [c], min: 1}]
 "#;
-    let v: Value = serde_yaml::from_str(good).unwrap();
+    let v: Value = serde_norway::from_str(good).unwrap();
     let mut errs = Vec::new();
     check(&schema, &schema, &v, "$", &mut errs);
     assert!(errs.is_empty(), "{errs:?}");
@@ -183,7 +183,7 @@ measurements: [{id: x, metric: throughput_kbps, of: [c], min: 1}]
     ] {
         let bad = good.replacen(from, to, 1);
         assert_ne!(bad, good);
-        let v: Value = serde_yaml::from_str(&bad).unwrap();
+        let v: Value = serde_norway::from_str(&bad).unwrap();
         let mut errs = Vec::new();
         check(&schema, &schema, &v, "$", &mut errs);
         assert!(!errs.is_empty(), "schema accepted {to}");
@@ -197,7 +197,7 @@ fn the_example_in_docs_scenarios_md_is_valid() {
     let start = md.find("```yaml\n").expect("yaml block") + 8;
     let end = start + md[start..].find("```").expect("block end");
     let sc = Scenario::from_yaml(&md[start..end]).unwrap_or_else(|e| panic!("{e}"));
-    let v: Value = serde_yaml::from_str(&md[start..end]).unwrap();
+    let v: Value = serde_norway::from_str(&md[start..end]).unwrap();
     let schema = schema();
     let mut errs = Vec::new();
     check(&schema, &schema, &v, "$", &mut errs);

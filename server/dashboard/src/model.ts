@@ -158,9 +158,20 @@ export class Model {
     const gap = this.version > 0 && s.t - this.t > GAP_S;
     this.t = s.t;
     this.sessions = s.sessions;
-    this.viewers = s.viewers;
+    // A delta updates the viewers it names and removes the ones it lists; the others keep
+    // their last report.
+    const delta = s.full === false;
+    let viewers: Viewer[] = s.viewers;
+    if (delta) {
+      const m = new Map(this.viewerById);
+      for (const id of s.removed ?? []) m.delete(id);
+      for (const v of s.viewers) m.set(v.id, v);
+      viewers = [...m.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    }
+    const reported = delta ? new Set(s.viewers.map((v) => v.id)) : null;
+    this.viewers = viewers;
     this.sessionById = new Map(s.sessions.map((x) => [x.id, x]));
-    this.viewerById = new Map(s.viewers.map((x) => [x.id, x]));
+    this.viewerById = new Map(viewers.map((x) => [x.id, x]));
 
     // Viewers the server no longer lists are forgotten, with their histories.
     for (const id of [...this.viewerHist.keys()]) {
@@ -174,7 +185,7 @@ export class Model {
       if (!this.sessionById.has(id)) this.sessionHist.delete(id);
     }
 
-    for (const v of s.viewers) {
+    for (const v of viewers) {
       let h = this.viewerHist.get(v.id);
       if (!h) {
         h = new Ring(HISTORY_S, VIEWER_KEYS);
@@ -191,6 +202,7 @@ export class Model {
           freezes: v.freezes,
         });
       }
+      if (reported && !reported.has(v.id)) continue;
       const all = this.decisions.get(v.id) ?? [];
       const before = all.length ? all[all.length - 1] : undefined;
       const n0 = all.length;
@@ -214,7 +226,7 @@ export class Model {
       }
       h.prevBytes = ses.bytes_sent;
       h.prevT = s.t;
-      const mine = s.viewers.filter((v) => v.session_id === ses.id && !v.gone);
+      const mine = viewers.filter((v) => v.session_id === ses.id && !v.gone);
       const lossMean = mine.length ? mine.reduce((a, v) => a + v.loss_ratio, 0) / mine.length : NaN;
       const recvMean = mine.length ? mine.reduce((a, v) => a + v.rate_bps, 0) / mine.length : NaN;
       if (gap && h.ring.length > 0) {
@@ -233,7 +245,7 @@ export class Model {
       h.byLayer.push(s.t, counts);
     }
 
-    this.agg = aggregate(s.viewers);
+    this.agg = aggregate(viewers);
     if (gap && this.global.length > 0) this.global.push(s.t - 1, {});
     this.global.push(s.t, {
       viewers: this.agg.total,

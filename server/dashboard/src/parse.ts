@@ -130,7 +130,14 @@ export function parseSnapshot(text: string): { snapshot: Snapshot; stats: ParseS
   const s = parseList(v.sessions ?? [], parseSession);
   const w = parseList(v.viewers ?? [], parseViewer);
   return {
-    snapshot: { type: "snapshot", t: num(v.t, Date.now() / 1000), sessions: s.items, viewers: w.items },
+    snapshot: {
+      type: "snapshot",
+      t: num(v.t, Date.now() / 1000),
+      sessions: s.items,
+      viewers: w.items,
+      full: v.full !== false,
+      removed: Array.isArray(v.removed) ? v.removed.filter((x): x is string => typeof x === "string") : [],
+    },
     stats: { droppedSessions: s.dropped, droppedViewers: w.dropped },
   };
 }

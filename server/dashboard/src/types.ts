@@ -1,7 +1,7 @@
 // Types of the server's HTTP/WebSocket contract (/api/sessions, /api/viewers, /api/live).
 // Field names follow the contract exactly (snake_case); see docs/dashboard.md.
 
-export type Protocol = "era" | "plm" | "rlm" | "rlc" | "flid" | "webrc" | "delay" | "tfmcc";
+export type Protocol = "lcc" | "era" | "plm" | "rlm" | "rlc" | "flid" | "webrc" | "delay" | "tfmcc";
 
 export interface Layer {
   index: number;
@@ -71,5 +71,9 @@ export interface Snapshot {
   type: "snapshot";
   t: number;
   sessions: Session[];
+  /** A full snapshot lists every viewer; a delta (`full: false`) only those that reported
+   *  since the previous message, with the decisions reported since, plus the ids removed. */
   viewers: Viewer[];
+  full?: boolean;
+  removed?: string[];
 }

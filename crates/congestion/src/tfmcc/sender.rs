@@ -106,7 +106,9 @@ pub struct TfmccSender {
     x_supp: f64,
     supp_from_loss: bool,
     cur: RoundSummary,
-    rates_in_round: Vec<f64>,
+    /// The two lowest rates reported in the current round (only the second lowest is used,
+    /// so a flood of reports in one round costs no memory: F18).
+    lowest_two: [f64; 2],
     second_lowest: Option<f64>,
     rounds: VecDeque<RoundSummary>,
     last_any_feedback: Time,
@@ -163,7 +165,7 @@ impl TfmccSender {
                 min_rate: f64::INFINITY,
                 ..Default::default()
             },
-            rates_in_round: Vec::new(),
+            lowest_two: [f64::INFINITY; 2],
             second_lowest: None,
             rounds: VecDeque::new(),
             last_any_feedback: Time::ZERO,
@@ -542,7 +544,11 @@ impl TfmccSender {
         }
         if current_round {
             self.cur.min_rate = self.cur.min_rate.min(rate);
-            self.rates_in_round.push(rate);
+            if rate < self.lowest_two[0] {
+                self.lowest_two = [rate, self.lowest_two[0]];
+            } else if rate < self.lowest_two[1] {
+                self.lowest_two[1] = rate;
+            }
         }
         // Suppression uses the uncorrected rate (RFC 4654 §3.4: otherwise implosion).
         if self.slow_start && rep.have_loss {
@@ -704,9 +710,10 @@ impl TfmccSender {
         if self.rounds.len() > ROUND_LOG {
             self.rounds.pop_front();
         }
-        let mut rates = std::mem::take(&mut self.rates_in_round);
-        rates.sort_by(|a, b| a.total_cmp(b));
-        self.second_lowest = rates.get(1).copied().or(self.second_lowest);
+        let second = std::mem::replace(&mut self.lowest_two, [f64::INFINITY; 2])[1];
+        if second.is_finite() {
+            self.second_lowest = Some(second);
+        }
         self.round = self.round.wrapping_add(1);
         self.round_start = now;
         self.saw_non_clr = false;

@@ -15,6 +15,24 @@ describe("Model.apply", () => {
     expect(m.version).toBe(4);
   });
 
+  it("applies deltas: named viewers change, removed ones go, the others stay", () => {
+    const m = new Model();
+    m.apply(snap(1, [session()], [viewer("a"), viewer("b", { layers: 2 })]));
+    const d = (t: number, vs: ReturnType<typeof viewer>[], removed: string[] = []) => ({ ...snap(t, [session()], vs), full: false, removed });
+    m.apply(d(2, [viewer("a", { layers: 3, decisions: [dec(1.5, 1, 3)] })]));
+    expect(m.viewers.map((v) => v.id)).toEqual(["a", "b"]);
+    expect(m.viewerById.get("a")!.layers).toBe(3);
+    expect(m.viewerById.get("b")!.layers).toBe(2);
+    expect(m.viewerHist.get("b")!.values("layers")).toEqual([2, 2]);
+    expect(m.changes.get("a")!.map((x) => x.to)).toEqual([3]);
+    m.apply(d(3, [viewer("c")], ["b"]));
+    expect(m.viewers.map((v) => v.id)).toEqual(["a", "c"]);
+    expect(m.viewerHist.has("b")).toBe(false);
+    // "a" did not report in this delta: its decisions are kept, not cleared.
+    expect(m.decisions.get("a")!.length).toBe(1);
+    expect(m.agg.total).toBe(2);
+  });
+
   it("ignores stale and duplicate snapshots (e.g. after reconnect)", () => {
     const m = new Model();
     expect(m.apply(snap(10, [session()], [viewer("a")]))).toBe(true);

@@ -1,0 +1,62 @@
+//! `layercast-server token`: signs a scoped, expiring token (JWT, HS256) with the server's
+//! token key (`token_secret_file`), for a viewer, a dashboard or an operator.
+
+use crate::auth::{Claims, Tokens};
+use clap::Parser;
+
+/// Sign a token for the API (docs/security.md "Signed tokens").
+#[derive(Parser, Debug)]
+#[command(name = "layercast-server token")]
+struct Args {
+    /// The server's token key file (made by the server at its first start).
+    #[arg(long, env = "LAYERCAST_TOKEN_SECRET_FILE")]
+    token_secret_file: std::path::PathBuf,
+    /// control, player or dashboard.
+    #[arg(long, value_parser = ["control", "player", "dashboard"])]
+    role: String,
+    /// The one session the token covers (default: every session).
+    #[arg(long)]
+    session: Option<String>,
+    /// Lifetime, seconds.
+    #[arg(long, default_value_t = 86_400)]
+    ttl_s: u64,
+    /// Who it is for (a viewer id, an operator's name).
+    #[arg(long, default_value = "layercast")]
+    sub: String,
+}
+
+/// Prints the token; exit code 0, or 2 with the reason on stderr.
+pub fn main(args: &[String]) -> i32 {
+    let a = match Args::try_parse_from(
+        std::iter::once("token".to_string()).chain(args.iter().cloned()),
+    ) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let t = match Tokens::default().with_jwt_secret_file(Some(&a.token_secret_file)) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("layercast-server token: {e}");
+            return 2;
+        }
+    };
+    let exp = crate::state::unix_now() as u64 + a.ttl_s;
+    match t.sign(&Claims {
+        sub: a.sub,
+        role: a.role,
+        session: a.session,
+        exp,
+    }) {
+        Ok(s) => {
+            println!("{s}");
+            0
+        }
+        Err(e) => {
+            eprintln!("layercast-server token: {e}");
+            2
+        }
+    }
+}
