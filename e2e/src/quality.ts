@@ -446,15 +446,33 @@ export interface PacketTotals {
   unrepaired: number;
 }
 
+/** The player's FEC counters (`fec` in its per-second and exit lines). */
+export interface FecCounters {
+  repairs?: number;
+  recovered?: number;
+  lost?: number;
+  unrepaired?: number;
+}
+
+interface ExitLine {
+  event?: string;
+  packets_received?: number;
+  packets_lost?: number;
+  fec?: FecCounters | null;
+  video?: { fec_recovered?: number; fec_repairs?: number } | null;
+}
+
 export function packetTotals(playerJsonl: string): PacketTotals | null {
   const lines = playerJsonl.split('\n').filter((l) => l.includes('"exit"'));
   for (const l of lines.reverse()) {
     try {
-      const e = JSON.parse(l) as { event?: string; packets_received?: number; packets_lost?: number; video?: { fec_recovered?: number; fec_repairs?: number } | null };
+      const e = JSON.parse(l) as ExitLine;
       if (e.event !== 'exit') continue;
       const lost = Number(e.packets_lost ?? NaN);
-      const rec = Number(e.video?.fec_recovered ?? NaN);
-      return { received: Number(e.packets_received ?? NaN), lost, fecRecovered: rec, fecRepairs: Number(e.video?.fec_repairs ?? NaN), unrepaired: Math.max(0, lost - rec) };
+      // The Subscriber's `fec` object; players before it put the two counters in `video`.
+      const rec = Number(e.fec?.recovered ?? e.video?.fec_recovered ?? NaN);
+      const repairs = Number(e.fec?.repairs ?? e.video?.fec_repairs ?? NaN);
+      return { received: Number(e.packets_received ?? NaN), lost, fecRecovered: rec, fecRepairs: repairs, unrepaired: Math.max(0, lost - rec) };
     } catch {
       /* a torn last line: look further up */
     }

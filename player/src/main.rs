@@ -13,14 +13,17 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod audio;
 mod audio_net;
 mod auth;
+mod decode;
 mod error;
+mod feedback;
 mod framelog;
 mod http_client;
 mod net;
+mod poller;
 mod qr;
 mod receiver;
 mod report;
-mod tfmcc;
+mod telemetry;
 #[cfg(feature = "research")]
 mod tfrc;
 mod video;

@@ -52,8 +52,6 @@ pub struct Video {
     /// Every layer on one stream (TFMCC): the layer of a packet comes from its payload
     /// descriptor, and holding the stream means holding every layer.
     single_stream: bool,
-    /// FEC decoder per layer (repair packets share each layer's stream, docs/protocols/fec.md).
-    fec: Vec<codec::fec::FecDecoder>,
     /// Issue 21: the video streams' RTP ↔ capture-time mapping (layer 0's RTCP sender
     /// report; every layer shares the picture's timestamp) and the audio clock. With both,
     /// pictures are shown when the audio of their capture time plays (audio is the master).
@@ -317,9 +315,6 @@ impl Video {
             sync_request: None,
             show: ShowFilter::default(),
             single_stream,
-            fec: (0..info.layers.len())
-                .map(|_| codec::fec::FecDecoder::new(codec::fec::FecParams::default()))
-                .collect(),
             sender_report: None,
             audio_clock: None,
             on_audio_clock: 0,
@@ -357,32 +352,12 @@ impl Video {
         self.sync_request.take()
     }
 
-    /// One received packet of layer `k` (payload-less padding packets are skipped; FEC repair
-    /// packets go to the layer's `codec::fec` decoder, and what it recovers to assembly).
+    /// One received packet of layer `k` (payload-less padding packets are skipped).
     pub fn push(&mut self, k: usize, data: &[u8], now_ns: u64) {
         let Ok(p) = RtpPacket::parse(data) else {
             self.push_errors += 1;
             return;
         };
-        if !self.single_stream {
-            if let Some(f) = self.fec.get_mut(k) {
-                let verdict = f.push(&p);
-                let recovered: Vec<Vec<u8>> = std::iter::from_fn(|| f.poll_recovered()).collect();
-                for r in &recovered {
-                    if let Ok(rp) = RtpPacket::parse(r) {
-                        if self.asm.push(k, &rp).is_err() {
-                            self.push_errors += 1;
-                        }
-                    }
-                }
-                if verdict != Ok(codec::fec::Received::Media) {
-                    // A repair packet (or a duplicate of a recovered one): nothing else to add.
-                    self.push_errors += verdict.is_err() as u64;
-                    self.assemble(now_ns);
-                    return;
-                }
-            }
-        }
         if p.payload().is_empty() {
             return;
         }
@@ -411,18 +386,6 @@ impl Video {
         if self.asm.push(k, &p).is_err() {
             self.push_errors += 1;
         }
-        self.assemble(now_ns);
-    }
-
-    /// FEC counters summed over the layers: (recovered media packets, repair packets).
-    pub fn fec_totals(&self) -> (u64, u64) {
-        self.fec.iter().fold((0, 0), |(r, n), f| {
-            (r + f.stats().recovered, n + f.stats().repairs)
-        })
-    }
-
-    /// Decodes every picture the assembler has completed and queues it for display.
-    fn assemble(&mut self, now_ns: u64) {
         while let Some(pic) = self.asm.pop() {
             let au = match pic.access_unit() {
                 Ok(a) => a,

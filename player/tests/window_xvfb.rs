@@ -18,6 +18,51 @@ impl Drop for Xvfb {
     }
 }
 
+/// A running Xvfb and its display name. Waits until the X server answers (`xwininfo -root`), so
+/// the player never starts before its display exists (a fixed sleep raced Xvfb's start-up on a
+/// loaded host: the player fell back to headless), and moves to the next display number when one
+/// is taken (Xvfb exits at once with "server already active").
+fn start_xvfb() -> (Xvfb, String) {
+    for attempt in 0..20 {
+        let display = format!(":{}", 90 + (std::process::id() + attempt) % 400);
+        let mut x = Xvfb(
+            Command::new("Xvfb")
+                .args([
+                    display.as_str(),
+                    "-screen",
+                    "0",
+                    "1024x768x24",
+                    "-nolisten",
+                    "tcp",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("Xvfb"),
+        );
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(15) {
+            if matches!(x.0.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            let up = Command::new("xwininfo")
+                .args(["-display", &display, "-root"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|st| st.success());
+            if up {
+                return (x, display);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if x.0.try_wait().ok().flatten().is_none() {
+            panic!("Xvfb on {display} did not answer within 15 s");
+        }
+    }
+    panic!("no free X display for Xvfb in 20 tries");
+}
+
 /// `(x, y)` of a mapped window of exactly `w x h`, from `xwininfo -root -tree`.
 fn find_window(display: &str, w: u32, h: u32) -> Option<(i32, i32, String)> {
     let out = Command::new("xwininfo")
@@ -47,22 +92,7 @@ fn window_shows_video_under_xvfb() {
     if Command::new("Xvfb").arg("-help").output().is_err() {
         panic!("Xvfb missing: apt-get install xvfb x11-utils (scripts/setup.sh)");
     }
-    let display = format!(":{}", 90 + std::process::id() % 400);
-    let _x = Xvfb(
-        Command::new("Xvfb")
-            .args([
-                display.as_str(),
-                "-screen",
-                "0",
-                "1024x768x24",
-                "-nolisten",
-                "tcp",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("Xvfb"),
-    );
+    let (_x, display) = start_xvfb();
     let mut tb = Testbed::new(100_000_000, 1_000_000, 1514);
     tb.start_server(
         r#"{"name":"win","source":"testpattern","protocol":"era","packet_size":1200,

@@ -13,14 +13,16 @@
 #![cfg(test)]
 
 use crate::config::{ResolvedVideo, SessionConfig, VideoConfig};
-use crate::pacer::{next_bunch, phase};
-use crate::video::{svc_config, Burst};
+use crate::video::svc_config;
 use codec::fec::{FecDecoder, FecEncoder, FecParams};
 use codec::rtp::RtpPacket;
 use codec::vp9rtp::LayerPacket;
 use codec::vpx::SvcEncoder;
+use congestion::Time;
+use session::publisher::burst::next_bunch;
+use session::publisher::Burst;
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const COMMAND: &str = "make bench-ladder";
 
@@ -122,7 +124,7 @@ fn simulate(
     fec: Option<&[FecParams]>,
 ) -> Outcome {
     let n = rates.len();
-    let t0 = Instant::now();
+    let t0 = Time::from_secs_f64(1.0);
     let iv: Vec<Duration> = rates
         .iter()
         .map(|&r| Duration::from_secs_f64(8.0 * packet_size as f64 * bunch as f64 / r as f64))
@@ -134,8 +136,8 @@ fn simulate(
         ),
         None => (iv.clone(), vec![Duration::ZERO; n]),
     };
-    let mut next: Vec<Instant> = (0..n).map(|k| t0 + iv[k].mul_f64(phase(k))).collect();
-    let mut last: Vec<Option<Instant>> = vec![None; n];
+    let mut next = first_bunches(rates, packet_size, bunch, t0);
+    let mut last: Vec<Option<Time>> = vec![None; n];
     let mut q: Vec<VecDeque<(usize, LayerPacket)>> = vec![VecDeque::new(); n];
     let max_payload = packet_size as usize - 12 - 16;
     let mut enc: Vec<Option<FecEncoder>> = (0..n)
@@ -144,8 +146,8 @@ fn simulate(
     let cap = |i: usize| t0 + Duration::from_secs_f64(i as f64 / fps as f64);
     // The encoder queues picture i 10 ms after its capture.
     let ready = |i: usize| cap(i) + Duration::from_millis(10);
-    let mut done: Vec<Vec<Option<Instant>>> = vec![vec![None; n]; pics.len()];
-    let mut starts: Vec<Vec<Instant>> = vec![Vec::new(); n];
+    let mut done: Vec<Vec<Option<Time>>> = vec![vec![None; n]; pics.len()];
+    let mut starts: Vec<Vec<Time>> = vec![Vec::new(); n];
     let mut tally = vec![Tally::default(); n];
     let mut media_bits = vec![0.0; n];
     let mut seq = vec![0u16; n];
@@ -187,7 +189,7 @@ fn simulate(
                     media_bits[k] -= 8.0 * packet_size as f64;
                 }
                 if let Some(e) = enc[k].as_mut() {
-                    e.push_media(s, &lp);
+                    e.push_media(s, &lp.header, &lp.payload);
                 }
                 let mut h = lp.header.clone();
                 h.sequence_number = s;
@@ -257,21 +259,37 @@ fn simulate(
     }
 }
 
+/// Each layer's first bunch time from `t0`: the bunch schedule's own phases
+/// (`congestion::schedule`, what the Publisher sends by). Shared with `video::latency_study`.
+pub(crate) fn first_bunches(rates: &[u64], packet_size: u16, bunch: usize, t0: Time) -> Vec<Time> {
+    let mut info =
+        congestion::SessionInfo::equal_layers(rates.len(), 1, std::net::Ipv4Addr::UNSPECIFIED, 1);
+    for (l, &r) in info.layers.iter_mut().zip(rates) {
+        l.rate_bps = r;
+    }
+    info.packet_size = packet_size;
+    info.bunch_len = bunch as u8;
+    let sched = congestion::schedule::Schedule::new(&info, t0).unwrap();
+    (0..rates.len())
+        .map(|k| sched.next_of(k).unwrap())
+        .collect()
+}
+
 /// Worst |rate / announced - 1| of any layer over 6-s windows (first to last bunch start in the
 /// window) starting every `step_ms` from `from` until the window passes `to`; `iv` is each
 /// layer's bunch interval. Shared with `video::latency_study`.
 pub(crate) fn worst_rate_deviation(
-    starts: &[Vec<Instant>],
+    starts: &[Vec<Time>],
     iv: &[Duration],
-    from: Instant,
-    to: Instant,
+    from: Time,
+    to: Time,
     step_ms: u64,
 ) -> f64 {
     let mut worst: f64 = 0.0;
     for (k, s) in starts.iter().enumerate() {
         let mut w0 = from;
         while w0 + Duration::from_secs(6) < to {
-            let inw: Vec<&Instant> = s
+            let inw: Vec<&Time> = s
                 .iter()
                 .filter(|&&t| t >= w0 && t < w0 + Duration::from_secs(6))
                 .collect();
@@ -350,7 +368,7 @@ fn fill_study() {
             p.span = sp.parse().unwrap();
         }
     }
-    let burst = Burst::for_video(&v);
+    let burst = crate::video::burst_for_video(&v);
     let o = simulate(
         &pics,
         v.fps,

@@ -16,7 +16,6 @@ mod media;
 mod pacer;
 mod render;
 mod reports;
-mod rtp_out;
 mod sock;
 mod state;
 mod tfmcc;

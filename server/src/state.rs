@@ -336,7 +336,9 @@ impl State {
         } else {
             r.packet_size
         };
-        let (queues, encoder) = match &r.video {
+        // Pictures go from the encoder thread to the media thread over a lock-free ring.
+        let (ring_tx, ring_rx) = rtrb::RingBuffer::new(crate::video::RING_PICTURES);
+        let (queues, encoder, ring_rx) = match &r.video {
             Some(v) => {
                 let src = crate::video::FrameSource::from_source(&r.source)
                     .ok_or_else(|| Error::config(&format!("{ctx}.source"), "not a video source"))?;
@@ -367,31 +369,68 @@ impl State {
                     },
                     ssrc_base,
                     q.clone(),
+                    ring_tx,
                     stop.clone(),
                 )?;
-                (Some(q), Some(h))
+                (Some(q), Some(h), Some(ring_rx))
             }
-            None => (None, None),
+            None => (None, None, None),
         };
+        let stats = Arc::new(PacerStats::default());
+        let (s2, st2) = (stats.clone(), stop.clone());
+        // Like the media key: fresh per session start, never stored (docs/security.md §4).
+        let report_mac = r.auth_reports.then(ReportMac::generate);
+        // The feedback port, layer 0's port + 1: TFMCC reports and every session's key-picture
+        // and re-sync requests. A TFMCC session needs it; a layered session whose port is
+        // taken (another session configured on the same ports) runs without (its receivers'
+        // requests then go unanswered; the periodic key pictures remain).
+        let fb_addr = SocketAddrV4::new(
+            self.cfg.interface,
+            crate::tfmcc::feedback_port(layers[0].port),
+        );
+        let feedback = match std::net::UdpSocket::bind(fb_addr).and_then(|s| {
+            s.set_nonblocking(true)?;
+            Ok(s)
+        }) {
+            Ok(s) => Some(s),
+            Err(e) if is_tfmcc => {
+                return Err(Error::io(format!("TFMCC feedback socket {fb_addr}"), e));
+            }
+            Err(e) => {
+                eprintln!("layercast-server: session {}: no feedback socket on {fb_addr} ({e}): key-picture requests only over HTTP", r.id);
+                None
+            }
+        };
+        let tfmcc = is_tfmcc.then(|| {
+            let announced = SocketAddrV4::new(
+                self.cfg.ssm_source.unwrap_or(self.cfg.interface),
+                fb_addr.port(),
+            );
+            Arc::new(crate::tfmcc::TfmccState::new(
+                announced,
+                layers[0].rate_bps as f64,
+                report_mac.is_some(),
+            ))
+        });
         let pc = PacerConfig {
-            rates_bps: r.rates_bps.clone(),
-            packet_size: r.packet_size,
-            bunch_len: r.bunch_len,
-            dests: layers
-                .iter()
-                .map(|l| SocketAddrV4::new(l.group, l.port))
-                .collect(),
-            ssrc_base,
-            spin: self.cfg.pacer_spin,
-            payload_type: 96,
-            realtime: self.cfg.pacer_realtime,
-            queues: queues.clone(),
-            sealer: media_key.clone().map(MediaSealer::new),
-            fec: match queues {
-                Some(_) => crate::video::fec_params(&r),
-                None => Vec::new(),
+            publisher: session::publisher::PublisherConfig {
+                media: r.video.is_some(),
+                burst: r.video.as_ref().and_then(crate::video::burst_for_video),
+                sealer: media_key.clone().map(MediaSealer::new),
+                report_mac: report_mac.clone(),
+                tfmcc: is_tfmcc.then(|| {
+                    r.video
+                        .as_ref()
+                        .map(|v| v.cell_kbps.iter().flatten().sum::<u32>())
+                }),
+                ..session::publisher::PublisherConfig::new(info.clone(), ssrc_base)
             },
-            // Issue 21: audio packets and RTCP sender reports, sent between bunches.
+            spin: self.cfg.pacer_spin,
+            realtime: self.cfg.pacer_realtime,
+            video: queues.clone().zip(ring_rx),
+            feedback,
+            tfmcc: tfmcc.clone(),
+            // The audio track and the RTCP sender reports, sent between bunches.
             side: r.video.as_ref().map(|_| {
                 let mut reports: Vec<crate::media::out::SrStream> = layers
                     .iter()
@@ -426,30 +465,10 @@ impl State {
                 )
             }),
         };
-        let stats = Arc::new(PacerStats::default());
-        let (s2, st2) = (stats.clone(), stop.clone());
-        // Like the media key: fresh per session start, never stored (docs/security.md §4).
-        let report_mac = r.auth_reports.then(ReportMac::generate);
-        let (h, tfmcc) = if is_tfmcc {
-            let (h, t) = crate::tfmcc::start(
-                &self.cfg,
-                &r,
-                &layers[0],
-                sock,
-                s2,
-                st2,
-                ssrc_base,
-                report_mac.clone(),
-                queues.clone(),
-            )?;
-            (h, Some(t))
-        } else {
-            let h = std::thread::Builder::new()
-                .name(format!("pacer-{}", r.id))
-                .spawn(move || pacer::run(pc, sock, s2, st2))
-                .map_err(|e| Error::io("spawning pacer thread", e))?;
-            (h, None)
-        };
+        let h = std::thread::Builder::new()
+            .name(format!("media-{}", r.id))
+            .spawn(move || pacer::run(pc, sock, s2, st2))
+            .map_err(|e| Error::io("spawning the media thread", e))?;
         let s = Arc::new(Session {
             cfg: r.clone(),
             info: Mutex::new(info),

@@ -11,12 +11,12 @@ use crate::error::{Error, Result};
 use crate::state::lock;
 use codec::ladder::LayerLadder;
 use codec::synth;
-use codec::vp9rtp::{LayerPacket, LayerStreams, StreamConfig};
+use codec::vp9rtp::{LayerStreams, StreamConfig};
 use codec::vpx::{SvcConfig, SvcEncoder};
 use proto::{LayerInfo, Track, Vp9Params};
-use std::collections::VecDeque;
+use session::publisher::{Burst, MediaPacket, Picture};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gstreamer as gst;
@@ -25,31 +25,29 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 use gstreamer_video::prelude::*;
 
-/// Packets waiting per layer. A layer whose queue exceeds `MAX_QUEUED` drops its oldest
-/// packets (counted): the encoder overshot the layer's announced rate for too long.
+/// The encoder's side of a video session: the flags the control plane and the media thread
+/// set for it, and its counters. Pictures themselves go to the media thread over a lock-free
+/// SPSC ring ([`start`]); the spacing of requested key pictures is the Publisher's
+/// (`session::publisher::requests`).
 #[derive(Default, Debug)]
 pub struct LayerQueues {
-    pub queues: Mutex<Vec<VecDeque<LayerPacket>>>,
-    /// Signalled (with `queues` held) whenever the encoder queues a picture, so a pacer that
-    /// may send media ahead of its schedule (`burst`) wakes for it at once.
-    pub pushed: Condvar,
-    /// How the pacer may run ahead of each layer's constant-rate schedule; set by [`start`]
-    /// before the pacer starts.
-    pub burst: Mutex<Option<Burst>>,
+    /// Pictures the ring was too full to take (the media thread fell far behind).
     pub dropped: AtomicU64,
     pub pictures: AtomicU64,
     pub encode_errors: AtomicU64,
     /// Frames the QR stamper or the reference writer failed on.
     pub stamp_errors: AtomicU64,
-    /// A receiver asked for a key picture (`POST /api/sessions/ID/keyframe`, sent by a
-    /// player when it joins): the encoder thread forces one on the next TL0 picture, at most
-    /// one per [`KEY_REQUEST_MIN_INTERVAL`] (a later request waits, it is not lost).
+    /// A client asked for a key picture over HTTP (`POST /api/sessions/ID/keyframe`); the
+    /// media thread hands it to the Publisher, which aggregates it with the UDP requests.
     pub key_requested: AtomicBool,
-    /// Spatial layers (bit s) a receiver asked to be re-synced (`?spatial=s`, sent by a player
-    /// when it joins a new upper spatial layer): forced on the next TL0 picture, at most one
-    /// re-sync or key picture per [`KEY_REQUEST_MIN_INTERVAL`].
+    /// Spatial layers (bit s) a client asked to be re-synced over HTTP (`?spatial=s`).
     pub sync_requested: AtomicU8,
-    /// Key-picture and re-sync requests received, and key pictures / re-syncs forced for them.
+    /// The Publisher asks the encoder for a key picture / re-syncs of these spatial layers
+    /// on its next picture.
+    pub force_key: AtomicBool,
+    pub force_sync: AtomicU8,
+    /// Key-picture and re-sync requests received (HTTP and UDP), and key pictures / re-syncs
+    /// forced for them.
     pub key_requests: AtomicU64,
     pub keys_forced: AtomicU64,
     pub syncs_forced: AtomicU64,
@@ -59,71 +57,40 @@ pub struct LayerQueues {
     pub target_kbps: AtomicU64,
 }
 
-/// The pacer's burst policy for media (docs/server.md "Pacer burst"): while layer k has queued
-/// media it may send a bunch every `interval_k / peak` instead of every `interval_k`, as long
-/// as it is at most `credit[k]` ahead of its constant-rate schedule. Every bunch, early or
-/// not, advances the schedule by one interval and padding is sent only when a slot is due, so
-/// over any window W the layer's rate deviates from the announced one by at most
-/// `credit[k]` / W; the bunches themselves (equal-size packets back to back in one
-/// `sendmmsg`) are unchanged.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Burst {
-    /// Peak rate / announced rate (> 1).
-    pub peak: f64,
-    /// Largest lead over the schedule per layer: `pacer_credit_ms`, at most one frame period
-    /// of the layer's temporal layer (the earlier rule, kept as a cap for low frame rates;
-    /// at 15 fps the 120-ms default is the smaller for every layer).
-    pub credit: Vec<Duration>,
-}
-
-impl Burst {
-    /// The policy for a video encode, `None` when `pacer_peak` is 1 (strict pacing).
-    pub fn for_video(v: &ResolvedVideo) -> Option<Burst> {
-        if v.pacer_peak <= 1.0 {
-            return None;
-        }
-        let mut credit = Vec::new();
-        for _ in 0..v.spatial {
-            for t in 0..v.temporal {
-                let fps = crate::config::temporal_fps(v.fps, v.temporal, t);
-                credit.push(Duration::from_secs_f64(1.0 / fps).min(v.pacer_credit));
-            }
-        }
-        Some(Burst {
-            peak: v.pacer_peak,
-            credit,
-        })
+/// The media burst policy of a video encode (docs/server.md "Pacer burst"), `None` when
+/// `pacer_peak` is 1 (strict pacing): the credit per layer is `pacer_credit_ms`, at most one
+/// frame period of the layer's temporal layer.
+pub fn burst_for_video(v: &ResolvedVideo) -> Option<Burst> {
+    if v.pacer_peak <= 1.0 {
+        return None;
     }
+    let mut credit = Vec::new();
+    for _ in 0..v.spatial {
+        for t in 0..v.temporal {
+            let fps = crate::config::temporal_fps(v.fps, v.temporal, t);
+            credit.push(Duration::from_secs_f64(1.0 / fps).min(v.pacer_credit));
+        }
+    }
+    Some(Burst {
+        peak: v.pacer_peak,
+        credit,
+    })
 }
 
-const MAX_QUEUED: usize = 400;
-
-/// Requested key pictures come no sooner than this after any key picture (periodic or
-/// requested), whatever the number of joining players: a join storm costs at most two key
-/// pictures per second, and a joiner waits at most this long on top of the next TL0 picture.
-/// With 1 s, 3 of 5 bench joins waited 0.85-0.9 s for their key picture (a periodic or the
-/// previous player's key had just gone), and join to first frame rose to 1.3-1.4 s at load
-/// 11-15; a request that arrives within it is kept, not lost.
-pub const KEY_REQUEST_MIN_INTERVAL: Duration = Duration::from_millis(500);
+/// Pictures the ring from the encoder to the media thread holds.
+pub const RING_PICTURES: usize = 64;
 
 impl LayerQueues {
-    /// Asks the encoder for a key picture (see `key_requested`).
+    /// Asks for a key picture (HTTP).
     pub fn request_key(&self) {
-        self.key_requests.fetch_add(1, Ordering::Relaxed);
         self.key_requested.store(true, Ordering::Relaxed);
     }
 
-    /// Asks the encoder to re-sync spatial layer `s` (1..=7; see `sync_requested`).
+    /// Asks to re-sync spatial layer `s` (1..=7; HTTP).
     pub fn request_sync(&self, s: u8) {
         if (1..8).contains(&s) {
-            self.key_requests.fetch_add(1, Ordering::Relaxed);
             self.sync_requested.fetch_or(1 << s, Ordering::Relaxed);
         }
-    }
-
-    /// Takes the next packet of layer `k`.
-    pub fn pop(&self, k: usize) -> Option<LayerPacket> {
-        lock(&self.queues).get_mut(k).and_then(VecDeque::pop_front)
     }
 }
 
@@ -291,15 +258,13 @@ pub fn start(
     packet_size: u16,
     ssrc_base: u32,
     queues: Arc<LayerQueues>,
+    mut ring: rtrb::Producer<Picture>,
     stop: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<()>> {
     let conf = svc_config(v);
     let mut streams = layer_streams(&conf, ssrc_base, packet_size, VIDEO_EXT_RESERVE)?;
-    let n = streams.packetizer().ladder().len();
     let mut enc = SvcEncoder::new(conf.clone())
         .map_err(|e| Error::BadRequest(format!("video encoder: {e}")))?;
-    *lock(&queues.queues) = vec![VecDeque::new(); n];
-    *lock(&queues.burst) = Burst::for_video(v);
     let (w, h, fps) = (v.width, v.height, v.fps);
     let v_spatial = v.spatial;
     // The audio callback runs on a GStreamer thread: it encodes and queues 20-ms packets.
@@ -340,9 +305,6 @@ pub fn start(
             let t0 = Instant::now();
             let mut i: u64 = 0;
             let mut applied_kbps = 0u64;
-            let mut last_key: Option<Instant> = None;
-            // Last key picture or spatial re-sync (the pictures with a large upper-layer frame).
-            let mut last_big: Option<Instant> = None;
             while !stop.load(Ordering::Relaxed) {
                 let due = t0 + frame_time * i as u32;
                 let now = Instant::now();
@@ -393,16 +355,12 @@ pub fn start(
                         queues.encode_errors.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                if queues.key_requested.load(Ordering::Relaxed)
-                    && last_key.is_none_or(|t| t.elapsed() >= KEY_REQUEST_MIN_INTERVAL)
-                {
-                    queues.key_requested.store(false, Ordering::Relaxed);
+                if queues.force_key.swap(false, Ordering::Relaxed) {
                     queues.keys_forced.fetch_add(1, Ordering::Relaxed);
                     enc.request_keyframe();
                 }
-                let sync = queues.sync_requested.load(Ordering::Relaxed);
-                if sync != 0 && last_big.is_none_or(|t| t.elapsed() >= KEY_REQUEST_MIN_INTERVAL) {
-                    queues.sync_requested.store(0, Ordering::Relaxed);
+                let sync = queues.force_sync.swap(0, Ordering::Relaxed);
+                if sync != 0 {
                     queues.syncs_forced.fetch_add(1, Ordering::Relaxed);
                     for sl in 1..v_spatial {
                         if sync & (1 << sl) != 0 {
@@ -416,14 +374,7 @@ pub fn start(
                     / 1_000_000_000) as i64;
                 i += 1;
                 match enc.encode(&f, pts) {
-                    Ok(Some(pic)) if pic.key || pic.sync_mask != 0 => {
-                        if pic.key {
-                            last_key = Some(Instant::now());
-                        }
-                        last_big = Some(Instant::now());
-                        queue_picture(&queues, &mut streams, &pic);
-                    }
-                    Ok(Some(pic)) => queue_picture(&queues, &mut streams, &pic),
+                    Ok(Some(pic)) => queue_picture(&queues, &mut streams, &pic, &mut ring),
                     Ok(None) => {}
                     Err(_) => {
                         queues.encode_errors.fetch_add(1, Ordering::Relaxed);
@@ -434,24 +385,34 @@ pub fn start(
         .map_err(|e| Error::io("spawning the encoder thread", e))
 }
 
-/// Packetizes one encoded picture into the layers' queues and wakes the pacer.
+/// Packetizes one encoded picture and hands it to the media thread.
 fn queue_picture(
     queues: &LayerQueues,
     streams: &mut LayerStreams,
     pic: &codec::vpx::EncodedPicture,
+    ring: &mut rtrb::Producer<Picture>,
 ) {
     match streams.packets(pic) {
         Ok(per_layer) => {
             queues.pictures.fetch_add(1, Ordering::Relaxed);
-            let mut q = lock(&queues.queues);
-            for (k, pkts) in per_layer.into_iter().enumerate() {
-                q[k].extend(pkts);
-                while q[k].len() > MAX_QUEUED {
-                    q[k].pop_front();
-                    queues.dropped.fetch_add(1, Ordering::Relaxed);
-                }
+            let p = Picture {
+                key: pic.key,
+                sync: pic.sync_mask != 0,
+                cells: per_layer
+                    .into_iter()
+                    .map(|pk| {
+                        pk.into_iter()
+                            .map(|lp| MediaPacket {
+                                header: lp.header,
+                                payload: lp.payload,
+                            })
+                            .collect()
+                    })
+                    .collect(),
+            };
+            if ring.push(p).is_err() {
+                queues.dropped.fetch_add(1, Ordering::Relaxed);
             }
-            queues.pushed.notify_all();
         }
         Err(_) => {
             queues.encode_errors.fetch_add(1, Ordering::Relaxed);
@@ -703,16 +664,16 @@ mod stamp_tests {
             pacer_peak: 8.0,
             pacer_credit: Duration::from_millis(120),
         };
-        let b = Burst::for_video(&v).unwrap();
+        let b = burst_for_video(&v).unwrap();
         assert_eq!(b.peak, 8.0);
         let ms = |b: &Burst| -> Vec<u128> { b.credit.iter().map(|d| d.as_millis()).collect() };
         assert_eq!(ms(&b), vec![120; 6]);
         // A credit longer than a frame period: TL0 and TL1 at 15/4 fps, TL2 at 15/2 fps.
         v.pacer_credit = Duration::from_millis(500);
-        let b = Burst::for_video(&v).unwrap();
+        let b = burst_for_video(&v).unwrap();
         assert_eq!(ms(&b), vec![266, 266, 133, 266, 266, 133]);
         v.pacer_peak = 1.0;
-        assert_eq!(Burst::for_video(&v), None);
+        assert_eq!(burst_for_video(&v), None);
     }
 
     #[test]
@@ -801,7 +762,9 @@ mod stamp_probe {
 #[cfg(test)]
 mod latency_study {
     use super::*;
-    use crate::pacer::next_bunch;
+    use congestion::Time;
+    use session::publisher::burst::next_bunch;
+    use std::collections::VecDeque;
 
     struct Pic {
         key: bool,
@@ -856,32 +819,30 @@ mod latency_study {
         credit: &[Duration],
     ) -> Outcome {
         let n = rates.len();
-        let t0 = Instant::now();
+        let t0 = Time::from_secs_f64(1.0);
         let bunch = 2usize;
         let iv: Vec<Duration> = rates
             .iter()
             .map(|&r| Duration::from_secs_f64(8.0 * packet_size as f64 * bunch as f64 / r as f64))
             .collect();
         let gap: Vec<Duration> = iv.iter().map(|i| i.div_f64(peak)).collect();
-        let mut next: Vec<Instant> = (0..n)
-            .map(|k| t0 + iv[k].mul_f64(crate::pacer::phase(k)))
-            .collect();
-        let mut last: Vec<Option<Instant>> = vec![None; n];
+        let mut next = crate::fill_study::first_bunches(rates, packet_size, bunch, t0);
+        let mut last: Vec<Option<Time>> = vec![None; n];
         // queue entries: picture index per packet
         let mut q: Vec<VecDeque<usize>> = vec![VecDeque::new(); n];
         let cap = |i: usize| t0 + Duration::from_secs_f64(i as f64 / fps as f64);
         // Encode time: 10 ms plus, with S_JIT=J (ms), a pseudo-random stall of up to J ms (a
         // CPU-starved encoder), never queueing a picture before the one ahead of it.
         let jit = env("S_JIT", 0.0);
-        let mut ready: Vec<Instant> = Vec::new();
+        let mut ready: Vec<Time> = Vec::new();
         for p in 0..pics.len() {
             let r = ((p as u64).wrapping_mul(2_654_435_761) % 1000) as f64 / 1000.0;
             let t = cap(p) + Duration::from_secs_f64((10.0 + jit * r) / 1e3);
             let prev = ready.last().copied().unwrap_or(t);
             ready.push(t.max(prev));
         }
-        let mut done: Vec<Vec<Option<Instant>>> = vec![vec![None; n]; pics.len()];
-        let mut starts: Vec<Vec<Instant>> = vec![Vec::new(); n];
+        let mut done: Vec<Vec<Option<Time>>> = vec![vec![None; n]; pics.len()];
+        let mut starts: Vec<Vec<Time>> = vec![Vec::new(); n];
         let mut i = 0;
         let end = cap(pics.len()) + Duration::from_secs(3);
         let mut max_queue = Duration::ZERO;
@@ -907,7 +868,7 @@ mod latency_study {
                 if let Some(p) = q[k].pop_front() {
                     if q[k].front() != Some(&p) {
                         done[p][k] = Some(due);
-                        max_queue = max_queue.max(due - cap(p));
+                        max_queue = max_queue.max(due.saturating_since(cap(p)));
                     }
                 }
             }
@@ -921,15 +882,15 @@ mod latency_study {
             prev = prev.max(all);
             usable.push(prev);
             if i as u32 >= 2 * fps {
-                lat.push((prev - cap(i)).as_secs_f64() * 1e3);
+                lat.push(prev.saturating_since(cap(i)).as_secs_f64() * 1e3);
             }
         }
         // Joins every 50 ms after the first 2 s: first key picture captured after the join.
         let mut joins = Vec::new();
         let mut j = cap(2 * fps as usize);
-        while j < cap(pics.len()) - Duration::from_secs(3) {
+        while j + Duration::from_secs(3) < cap(pics.len()) {
             if let Some(kp) = (0..pics.len()).find(|&p| pics[p].key && cap(p) >= j) {
-                joins.push((usable[kp] - j).as_secs_f64() * 1e3);
+                joins.push(usable[kp].saturating_since(j).as_secs_f64() * 1e3);
             }
             j += Duration::from_millis(50);
         }

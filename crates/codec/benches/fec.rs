@@ -33,7 +33,7 @@ fn bench(c: &mut Criterion) {
             let mut enc = FecEncoder::new(FecParams::default(), PAYLOAD + 16).unwrap();
             let mut repairs = 0;
             for (i, p) in pkts.iter().enumerate() {
-                enc.push_media(i as u16, p);
+                enc.push_media(i as u16, &p.header, &p.payload);
                 if i % 4 == 3 && enc.repair().is_some() {
                     repairs += 1;
                 }
@@ -46,7 +46,7 @@ fn bench(c: &mut Criterion) {
     let mut wire = Vec::new();
     let mut seq = 0u16;
     for (i, p) in pkts.iter().enumerate() {
-        enc.push_media(seq, p);
+        enc.push_media(seq, &p.header, &p.payload);
         let mut h = p.header.clone();
         h.sequence_number = seq;
         wire.push(h.to_vec(&p.payload).unwrap());

@@ -244,7 +244,7 @@ fn main() {
             if timed {
                 for (k, pkts) in ls.packets(&p).unwrap().iter().enumerate() {
                     for (j, lp) in pkts.iter().enumerate() {
-                        fec[k].push_media(seqs[k], lp);
+                        fec[k].push_media(seqs[k], &lp.header, &lp.payload);
                         seqs[k] = seqs[k].wrapping_add(1);
                         if j % 4 == 3 {
                             std::hint::black_box(fec[k].repair());

@@ -11,24 +11,12 @@ pub enum Error {
         need: usize,
         have: usize,
     },
-    /// RTP version field was not 2.
-    #[error("unsupported RTP version {0}")]
-    BadVersion(u8),
-    /// Padding count is zero or larger than the space after the header.
-    #[error("invalid RTP padding length {0}")]
-    BadPadding(usize),
-    /// An RFC 8285 header extension element is malformed.
-    #[error("malformed header extension: {0}")]
-    BadExtension(&'static str),
     /// A value does not fit its wire field.
     #[error("value out of range for {field}: {value}")]
     OutOfRange { field: &'static str, value: u64 },
     /// The VP9 payload descriptor is malformed.
     #[error("malformed VP9 payload descriptor: {0}")]
     BadDescriptor(&'static str),
-    /// A FEC repair packet is malformed (docs/protocols/fec.md).
-    #[error("malformed FEC repair packet: {0}")]
-    BadRepair(&'static str),
     /// The VP9 bitstream (superframe index) is malformed.
     #[error("malformed VP9 bitstream: {0}")]
     BadBitstream(&'static str),
@@ -41,6 +29,9 @@ pub enum Error {
     /// GStreamer failure (pipeline parse, state change, caps).
     #[error("gstreamer: {0}")]
     Gst(String),
+    /// A malformed or unwritable RTP packet (`proto::rtp`).
+    #[error("RTP: {0}")]
+    Rtp(String),
     /// Socket or file I/O.
     #[error("i/o: {0}")]
     Io(String),
@@ -49,6 +40,15 @@ pub enum Error {
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::Io(e.to_string())
+    }
+}
+
+impl From<proto::Error> for Error {
+    fn from(e: proto::Error) -> Self {
+        match e {
+            proto::Error::Truncated { what, need, have } => Error::Truncated { what, need, have },
+            other => Error::Rtp(other.to_string()),
+        }
     }
 }
 

@@ -7,8 +7,8 @@
 //! * [`ladder`]: which (spatial, temporal) cell is cumulative layer k, nominal rates.
 //! * [`vp9rtp`]: RFC 9628 payload descriptor, packetizer, per-layer RTP streams.
 //! * [`depay`]: picture assembly from any prefix of layers, with loss and reordering.
-//! * [`fec`]: XOR parity repair packets per layer (RFC 8627 header), sent where padding
-//!   went; recovery before picture assembly.
+//! * [`fec`] (`proto::fec`, re-exported): XOR parity repair packets per layer (RFC 8627
+//!   header), sent where padding went; recovery before picture assembly.
 //! * [`sdp`]: SDP for one layer stream (layer 0 plays in stock GStreamer and ffmpeg), with
 //!   the session's Opus track.
 //! * [`opus`]: Opus RTP payload (RFC 7587) packetizer and depacketizer; with feature `opus`
@@ -21,13 +21,15 @@
 
 pub mod depay;
 pub mod error;
-pub mod fec;
 #[cfg(feature = "gst")]
 pub mod gst;
 pub mod ladder;
 pub mod opus;
 pub mod rtcp;
-pub mod rtp;
+/// FEC repair packets, which live in `proto` so that sans-IO hosts need no libvpx.
+pub use proto::fec;
+/// RTP (RFC 3550/8285), which lives in `proto` so that sans-IO hosts need no libvpx.
+pub use proto::rtp;
 pub mod sdp;
 pub mod superframe;
 pub mod synth;

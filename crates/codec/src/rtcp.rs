@@ -77,7 +77,7 @@ pub fn parse_sender_reports(buf: &[u8]) -> Result<Vec<SenderReport>> {
     while !rest.is_empty() {
         need("rtcp header", 4, rest.len())?;
         if rest[0] >> 6 != 2 {
-            return Err(Error::BadVersion(rest[0] >> 6));
+            return Err(Error::Rtp(format!("RTCP version {}", rest[0] >> 6)));
         }
         let pt = rest[1];
         if first && pt != PT_SR && pt != 201 {

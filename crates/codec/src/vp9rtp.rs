@@ -539,7 +539,7 @@ impl LayerPacket {
     pub fn to_bytes(&self, extensions: &[(u8, Vec<u8>)]) -> Result<Vec<u8>> {
         let mut h = self.header.clone();
         h.extensions.extend(extensions.iter().cloned());
-        h.to_vec(&self.payload)
+        Ok(h.to_vec(&self.payload)?)
     }
 }
 

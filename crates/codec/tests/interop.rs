@@ -43,14 +43,19 @@ fn layer0_packets() -> (Vec<Vec<Vec<u8>>>, usize, usize) {
         }
         let mut v = Vec::new();
         for p in &per_layer[0] {
-            fec.push_media(seq, p);
+            fec.push_media(seq, &p.header, &p.payload);
             let mut p = p.clone();
             p.header.sequence_number = seq;
             v.push(p.to_bytes(&cc).unwrap());
             seq = seq.wrapping_add(1);
         }
         for _ in 0..1 + pics.len() % 2 {
-            let mut r = fec.repair().expect("a repair for every picture");
+            let r = fec.repair().expect("a repair for every picture");
+            let mut r = codec::vp9rtp::LayerPacket {
+                layer: 0,
+                header: r.header,
+                payload: r.payload,
+            };
             r.header.sequence_number = seq;
             v.push(r.to_bytes(&cc).unwrap());
             seq = seq.wrapping_add(1);

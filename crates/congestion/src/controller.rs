@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! on SAM:        ctl.handle_announcement(now, &info)
-//! on packet:     ctl.handle_packet(now, &arrival)
+//! on packet:     ctl.handle_packet_extended(now, &arrival, ext_block)   (or handle_packet)
 //! at deadline:   ctl.handle_timeout(now)            (deadline from ctl.poll_timeout())
 //! after each:    while let Some(a) = ctl.poll_action() { join / leave / exit / send }
 //!                while let Some(d) = ctl.poll_decision() { log it }
@@ -13,9 +13,11 @@
 
 use crate::session::SessionInfo;
 use crate::time::Time;
+use crate::Result;
 use serde::{Deserialize, Serialize};
 
-/// Everything a controller may learn from one received data packet.
+/// Everything a controller may learn from one received data packet (protocol-specific header
+/// extensions come beside it, [`LayeredController::handle_packet_extended`]).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PacketArrival {
     /// Cumulative layer index the packet belongs to (0 = base).
@@ -115,6 +117,29 @@ pub trait LayeredController: Send {
 
     /// A data packet arrived.
     fn handle_packet(&mut self, now: Time, pkt: &PacketArrival);
+
+    /// A data packet arrived with its RTP header-extension block (the 4-byte block header and
+    /// the elements, as on the wire; empty when the packet has none). Protocols whose sender
+    /// puts more than the cc fields into each packet (TFMCC: round, timestamps, echo) read
+    /// theirs here; the others ignore the block, and so does this default. An error says the
+    /// protocol's own element was malformed: the packet still counted (the host counts it).
+    fn handle_packet_extended(
+        &mut self,
+        now: Time,
+        pkt: &PacketArrival,
+        block: &[u8],
+    ) -> Result<()> {
+        let _ = block;
+        self.handle_packet(now, pkt);
+        Ok(())
+    }
+
+    /// The host leaves the session for good (the player exits). Protocols with receiver
+    /// feedback say goodbye (TFMCC's leave report, RFC 4654 §3.3) through
+    /// [`poll_action`](Self::poll_action); the default does nothing.
+    fn handle_close(&mut self, now: Time) {
+        let _ = now;
+    }
 
     /// The deadline returned by [`poll_timeout`](Self::poll_timeout) has passed. Spurious
     /// calls (early or repeated) must be harmless.

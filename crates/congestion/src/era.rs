@@ -856,6 +856,15 @@ impl LayeredController for Era {
             self.lost = self.lost.saturating_sub(1);
             self.rai_lost = self.rai_lost.saturating_sub(1);
         }
+        // A duplicate (a duplicating network, a replay) is no bunch member: a copy of a first
+        // packet would restart the bunch just before its second, a replayed pair would be
+        // timed by whoever replays it (reliability review F6).
+        if matches!(
+            ev,
+            crate::estimators::SeqEvent::Duplicate | crate::estimators::SeqEvent::TooOld
+        ) {
+            return;
+        }
         if let Some(s) = self.bunch.on_packet(pkt) {
             // E14: the highest rate the sample is consistent with, given the timing precision.
             let rate = s.rate_bps * (1.0 + self.cfg.pp_precision.max(0.0));
@@ -1143,13 +1152,12 @@ mod tests {
         assert!(last.inputs.contains(&("r_pp", -1.0)) && last.inputs.contains(&("plr", 0.0)));
     }
 
-    #[test]
-    fn carried_pairs_let_the_base_layer_climb() {
-        // 2 pairs per RAI on the base layer: first RAI holds, the second decides on 4.
+    /// Two pairs per RAI on the base layer of a 10 x 20 kbit/s session, each reading
+    /// 100 kbit/s, for two RAIs; returns the next sequence number and the last packet's time.
+    fn climb_on_base_pairs(e: &mut Era) -> (u64, Time) {
         let info = SessionInfo::equal_layers(10, 20_000, Ipv4Addr::new(239, 0, 0, 1), 5000);
-        let mut e = Era::default();
         e.handle_announcement(Time::ZERO, &info);
-        let mut seq = 0;
+        let (mut seq, mut last) = (0, Time::ZERO);
         for rai in 0..2u64 {
             for p in 0..2u64 {
                 let t0 = Time::from_millis(1000 * rai + 200 + 400 * p);
@@ -1158,15 +1166,39 @@ mod tests {
                 let t1 = t0 + Duration::from_micros(40_960);
                 e.handle_packet(t1, &pkt(0, seq + 1, 1, 2, t1));
                 seq += 2;
+                last = t1;
             }
             e.handle_timeout(Time::from_millis(1000 * (rai + 1)));
         }
+        (seq, last)
+    }
+
+    #[test]
+    fn carried_pairs_let_the_base_layer_climb() {
+        // 2 pairs per RAI on the base layer: first RAI holds, the second decides on 4.
+        let mut e = Era::default();
+        climb_on_base_pairs(&mut e);
         assert_eq!(e.layers(), 5);
         let d: Vec<Decision> = std::iter::from_fn(|| e.poll_decision()).collect();
         assert_eq!(
             d.iter().map(|d| d.reason).collect::<Vec<_>>(),
             ["join-base", "rai-hold", "rai"]
         );
+    }
+
+    /// Reliability review F6: a replayed pair (both packets again, 200 ms apart) reads 20
+    /// kbit/s and step 1 would cut to the base layer at once. Duplicates must not reach the
+    /// bunch sampler.
+    #[test]
+    fn a_replayed_pair_is_no_sample() {
+        let mut e = Era::default();
+        let (seq, last) = climb_on_base_pairs(&mut e);
+        assert_eq!(e.layers(), 5);
+        let t = last.max(Time::from_millis(2000)) + Duration::from_millis(10);
+        e.handle_packet(t, &pkt(0, seq - 2, 0, 2, t));
+        let t1 = t + Duration::from_millis(200);
+        e.handle_packet(t1, &pkt(0, seq - 1, 1, 2, t1));
+        assert_eq!(e.layers(), 5, "a replayed pair cut the level");
     }
 
     #[test]

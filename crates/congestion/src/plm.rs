@@ -728,7 +728,8 @@ impl LayeredController for Plm {
             }
         }
         self.on_loss_accounting(now, ev);
-        if (pkt.layer as usize) < self.n {
+        // A duplicate is no bunch member (reliability review F6; see `Era::handle_packet`).
+        if (pkt.layer as usize) < self.n && !matches!(ev, SeqEvent::Duplicate | SeqEvent::TooOld) {
             if let Some(s) = self.bunch.on_packet(pkt) {
                 self.on_sample(now, s.rate_bps);
             }
@@ -876,6 +877,38 @@ mod tests {
             pair(&mut p, 0, &mut s, Time::from_millis(100 + 32 * i), rate);
         }
         (p, s)
+    }
+
+    /// Reliability review F6: a replayed pair whose two packets arrive 100 ms apart reads 40
+    /// kbit/s, and a duplicated first packet just before the genuine second one reads as fast
+    /// as the attacker likes. Duplicates must not reach the bunch sampler.
+    #[test]
+    fn duplicates_never_make_a_pair_sample() {
+        let (mut p, s) = steady(PlmConfig::default(), 40, 95_000.0);
+        let level = p.layers();
+        assert!(level > 1, "{level}");
+        let t = Time::from_millis(100 + 32 * 40);
+        p.handle_packet(t, &pkt(0, s - 2, 0, t));
+        let t2 = t + Duration::from_millis(100);
+        p.handle_packet(t2, &pkt(0, s - 1, 1, t2));
+        assert_eq!(p.layers(), level, "a replayed pair cut the level");
+        // A genuine pair whose first packet is duplicated 0.1 ms before its second: the sample
+        // must come from the genuine first packet (95 kbit/s), not from the copy.
+        let t3 = t2 + Duration::from_millis(20);
+        p.handle_packet(t3, &pkt(0, s, 0, t3));
+        let gap = Duration::from_secs_f64(8.0 * 500.0 / 95_000.0);
+        let dup = t3 + gap - Duration::from_micros(100);
+        p.handle_packet(dup, &pkt(0, s, 0, dup));
+        p.handle_packet(t3 + gap, &pkt(0, s + 1, 1, t3 + gap));
+        let d: Vec<Decision> = std::iter::from_fn(|| p.poll_decision()).collect();
+        let samples: Vec<f64> = d
+            .iter()
+            .flat_map(|d| d.inputs.iter())
+            .filter(|(k, _)| *k == "pp_sample")
+            .map(|(_, v)| *v)
+            .collect();
+        assert!(samples.iter().all(|&x| x < 200_000.0), "{samples:?}");
+        assert_eq!(p.layers(), level);
     }
 
     #[test]

@@ -134,6 +134,16 @@ impl Schedule {
         )
     }
 
+    /// Number of layers.
+    pub fn layer_count(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Nominal time of layer `j`'s next bunch.
+    pub fn next_of(&self, j: usize) -> Option<Time> {
+        self.layers.get(j).map(|l| Time(l.next_ns))
+    }
+
     /// The next bunch, earliest first (ties to the lower layer).
     pub fn next_bunch(&mut self) -> Bunch {
         let (j, _) = self
@@ -142,6 +152,15 @@ impl Schedule {
             .enumerate()
             .min_by_key(|(_, l)| l.next_ns)
             .expect("at least one layer (checked in new)");
+        self.take(j)
+    }
+
+    /// Layer `j`'s next bunch, whichever layer is due first: for a host that sends some
+    /// layers ahead of their slots (a media burst policy), every bunch still advances its
+    /// layer by one interval, so each layer's long-run rate stays the announced one.
+    /// `j` past the last layer takes the last.
+    pub fn take(&mut self, j: usize) -> Bunch {
+        let j = j.min(self.layers.len() - 1);
         let l = &mut self.layers[j];
         let nominal = Time(l.next_ns);
         l.k += 1;

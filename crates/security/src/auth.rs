@@ -848,7 +848,7 @@ impl fmt::Debug for ReportMac {
 #[derive(Clone)]
 pub struct ReceiverKey {
     rid: u32,
-    key: [u8; 32],
+    pub(crate) key: [u8; 32],
 }
 
 impl fmt::Debug for ReceiverKey {
@@ -860,8 +860,14 @@ impl fmt::Debug for ReceiverKey {
 }
 
 fn report_tag(key: &[u8; 32], msg: &[u8]) -> HmacSha256 {
+    context_tag(key, REPORT_MAC_CONTEXT, msg)
+}
+
+/// HMAC-SHA256 of `context ‖ msg` under `key` (one key, several message kinds kept apart by
+/// their context strings).
+pub(crate) fn context_tag(key: &[u8; 32], context: &[u8], msg: &[u8]) -> HmacSha256 {
     let mut m = <HmacSha256 as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length");
-    m.update(REPORT_MAC_CONTEXT);
+    m.update(context);
     m.update(msg);
     m
 }

@@ -9,6 +9,7 @@
 pub mod auth;
 #[doc(hidden)]
 pub mod fuzz_entry;
+pub mod request_mac;
 
 pub use auth::*;
 pub use proto::{Error, Result};

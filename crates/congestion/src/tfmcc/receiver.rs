@@ -704,6 +704,19 @@ impl LayeredController for TfmccReceiver {
         }
     }
 
+    fn handle_packet_extended(
+        &mut self,
+        now: Time,
+        pkt: &PacketArrival,
+        block: &[u8],
+    ) -> crate::Result<()> {
+        self.handle_packet_with_extension(now, pkt, block)
+    }
+
+    fn handle_close(&mut self, now: Time) {
+        self.leave(now);
+    }
+
     fn handle_timeout(&mut self, now: Time) {
         if let Some(fire) = self.timer {
             if now >= fire {

@@ -4,6 +4,7 @@
 //!   RFC 8285) and the 16-bit → 64-bit sequence-number extender.
 //! - [`sam`]: the binary Session Announcement Message.
 //! - [`tfmcc`], [`tfrc`]: the single-rate protocols' data-packet fields and reports.
+//! - [`request`]: a receiver's key-picture and re-sync requests to the sender.
 //!
 //! Byte layouts with offsets: `docs/protocols/wire.md`. Every parser here returns
 //! [`crate::Error`] on malformed input and never panics; each has a cargo-fuzz target in
@@ -11,6 +12,7 @@
 //! test.
 
 pub mod cc_ext;
+pub mod request;
 pub mod sam;
 pub mod tfmcc;
 pub mod tfrc;

@@ -33,6 +33,16 @@ describe.skipIf(missing !== null)("Prometheus rules and Grafana panels against a
       sessions: [
         { id: "main", name: "main", protocol: "era", layers: 4, layer_rate_bps: 200_000 },
         { id: "tf", name: "tf", protocol: "tfmcc", layers: 1, layer_rate_bps: 300_000 },
+        // A real encode with sound, so the source, picture and audio counters behind the
+        // LayercastVideoStalled alert and the audio panels exist (small, to keep the CPU free).
+        {
+          id: "av",
+          name: "av",
+          protocol: "era",
+          source: "gst-testpattern",
+          video: { width: 320, height: 180, fps: 15, spatial: 1, temporal: 1 },
+          audio: { kbps: 32 },
+        },
       ],
       players: [
         { id: "pa", ns: "p1", metricsPort: 9181 },

@@ -1,4 +1,6 @@
-//! RTP fixed header (RFC 3550 §5.1) with RFC 8285 header extensions.
+//! RTP fixed header (RFC 3550 §5.1) with RFC 8285 header extensions: the generic part of the
+//! data packets every Layercast sender writes and every receiver reads (the codec crate
+//! re-exports it as `codec::rtp`).
 //!
 //! [`RtpPacket`] is a zero-copy view over a received datagram: [`RtpPacket::parse`] validates
 //! every length once, so the accessors afterwards cannot fail or panic. [`RtpHeader`] is the
@@ -11,7 +13,38 @@
 //! [`RtpPacket::extension_profile`] / [`RtpPacket::extension_data`]. On write, the one-byte
 //! form is chosen when every element fits it (id 1..=14, 1..=16 bytes), else the two-byte form.
 
-use crate::error::{need, Error, Result};
+use crate::error::{Error, Result};
+
+pub(crate) fn need(what: &'static str, need: usize, have: usize) -> Result<()> {
+    if have < need {
+        Err(Error::Truncated { what, need, have })
+    } else {
+        Ok(())
+    }
+}
+
+fn malformed(what: &'static str, detail: impl ToString) -> Error {
+    Error::Malformed {
+        what,
+        detail: detail.to_string(),
+    }
+}
+
+fn out_of_range(field: &'static str, value: u64) -> Error {
+    Error::Invalid {
+        field,
+        reason: format!("{value} does not fit"),
+    }
+}
+
+/// An RTP packet in owned form before its sender numbers it: what a packetizer hands a
+/// sender's queue, and what [`crate::fec::FecEncoder`] returns for a repair slot (the sender
+/// sets the stream's sequence number, and adds its header extensions, when it writes it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MediaPacket {
+    pub header: RtpHeader,
+    pub payload: Vec<u8>,
+}
 
 /// RTP fixed-header length without CSRCs.
 pub const FIXED_HEADER_LEN: usize = 12;
@@ -38,7 +71,7 @@ impl<'a> RtpPacket<'a> {
         need("RTP header", FIXED_HEADER_LEN, buf.len())?;
         let version = buf[0] >> 6;
         if version != 2 {
-            return Err(Error::BadVersion(version));
+            return Err(malformed("RTP version", version));
         }
         let cc = (buf[0] & 0x0f) as usize;
         let mut off = FIXED_HEADER_LEN + 4 * cc;
@@ -58,7 +91,7 @@ impl<'a> RtpPacket<'a> {
         if buf[0] & 0x20 != 0 {
             let pad = buf[buf.len() - 1] as usize;
             if pad == 0 || pad > buf.len() - off {
-                return Err(Error::BadPadding(pad));
+                return Err(malformed("RTP padding", pad));
             }
             end -= pad;
         }
@@ -201,7 +234,10 @@ impl<'a> Iterator for ExtensionIter<'a> {
             let (id, len, hdr) = if self.two_byte {
                 let Some(&l) = self.data.get(self.pos + 1) else {
                     self.pos = self.data.len();
-                    return Some(Err(Error::BadExtension("two-byte element header cut")));
+                    return Some(Err(malformed(
+                        "RTP header extension",
+                        "two-byte element header cut",
+                    )));
                 };
                 (b, l as usize, 2)
             } else {
@@ -217,7 +253,8 @@ impl<'a> Iterator for ExtensionIter<'a> {
             let end = start + len;
             if end > self.data.len() {
                 self.pos = self.data.len();
-                return Some(Err(Error::BadExtension(
+                return Some(Err(malformed(
+                    "RTP header extension",
                     "element longer than extension block",
                 )));
             }
@@ -267,25 +304,17 @@ impl RtpHeader {
     /// words.
     pub fn write(&self, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
         if self.csrcs.len() > 15 {
-            return Err(Error::OutOfRange {
-                field: "CSRC count",
-                value: self.csrcs.len() as u64,
-            });
+            return Err(out_of_range("CSRC count", self.csrcs.len() as u64));
         }
         if self.payload_type > 127 {
-            return Err(Error::OutOfRange {
-                field: "payload type",
-                value: self.payload_type as u64,
-            });
+            return Err(out_of_range("payload type", self.payload_type as u64));
         }
         let one = self.one_byte_ok();
         if !one {
             for (id, d) in &self.extensions {
                 if *id == 0 || d.len() > 255 {
-                    return Err(Error::OutOfRange {
-                        field: "extension element",
-                        value: if *id == 0 { 0 } else { d.len() as u64 },
-                    });
+                    let value = if *id == 0 { 0 } else { d.len() as u64 };
+                    return Err(out_of_range("extension element", value));
                 }
             }
         }
@@ -293,10 +322,7 @@ impl RtpHeader {
         if !self.extensions.is_empty()
             && (hl - FIXED_HEADER_LEN - 4 * self.csrcs.len() - 4) / 4 > 0xffff
         {
-            return Err(Error::OutOfRange {
-                field: "extension length",
-                value: hl as u64,
-            });
+            return Err(out_of_range("extension length", hl as u64));
         }
         let start = out.len();
         out.reserve(hl + payload.len() + self.padding as usize);
@@ -456,9 +482,21 @@ mod tests {
         ));
         let mut v = RtpHeader::default().to_vec(b"x").unwrap();
         v[0] = 0x40;
-        assert_eq!(RtpPacket::parse(&v).unwrap_err(), Error::BadVersion(1));
+        assert!(matches!(
+            RtpPacket::parse(&v),
+            Err(Error::Malformed {
+                what: "RTP version",
+                ..
+            })
+        ));
         v[0] = 0xa0; // padding bit, last byte 'x' = 120 > available
-        assert!(matches!(RtpPacket::parse(&v), Err(Error::BadPadding(_))));
+        assert!(matches!(
+            RtpPacket::parse(&v),
+            Err(Error::Malformed {
+                what: "RTP padding",
+                ..
+            })
+        ));
         v[0] = 0x8f; // 15 CSRCs but none present
         assert!(matches!(RtpPacket::parse(&v), Err(Error::Truncated { .. })));
         // One-byte element overrunning its block.
@@ -469,7 +507,13 @@ mod tests {
         .to_vec(&[])
         .unwrap();
         v[16] = 0x1f; // id 1, 16 bytes: overruns the 4-byte block
-        assert!(matches!(RtpPacket::parse(&v), Err(Error::BadExtension(_))));
+        assert!(matches!(
+            RtpPacket::parse(&v),
+            Err(Error::Malformed {
+                what: "RTP header extension",
+                ..
+            })
+        ));
         let too_many = RtpHeader {
             csrcs: vec![0; 16],
             ..Default::default()

@@ -29,6 +29,14 @@ pub use header::RepairHeader;
 
 use crate::error::{Error, Result};
 
+/// A parameter outside its range, or an attribute that does not parse.
+fn invalid(reason: String) -> Error {
+    Error::Invalid {
+        field: "FEC parameters",
+        reason,
+    }
+}
+
 /// RTP payload type of repair packets (the media uses 96).
 pub const REPAIR_PAYLOAD_TYPE: u8 = 97;
 
@@ -96,13 +104,13 @@ impl FecParams {
     /// Checks the ranges (`payload_type` 96..=127, `row` >= 1, `span` 2..=46, row <= span).
     pub fn validate(&self) -> Result<()> {
         if !(96..=127).contains(&self.payload_type) {
-            return Err(Error::Config(format!(
+            return Err(invalid(format!(
                 "FEC payload type {} outside 96..=127",
                 self.payload_type
             )));
         }
         if self.row == 0 || !(2..=MAX_SPAN).contains(&self.span) || self.row > self.span {
-            return Err(Error::Config(format!(
+            return Err(invalid(format!(
                 "FEC row {} / span {}: need 1 <= row <= span <= {MAX_SPAN}",
                 self.row, self.span
             )));
@@ -120,7 +128,7 @@ impl FecParams {
     /// [`FecParams::announced_params`] bytes; extra bytes are for later versions and ignored).
     pub fn from_announced(payload_type: u8, params: &[u8]) -> Result<FecParams> {
         let [row, span, ..] = params else {
-            return Err(Error::Config(format!(
+            return Err(invalid(format!(
                 "FEC parameters need 2 bytes, got {}",
                 params.len()
             )));
@@ -143,7 +151,7 @@ impl FecParams {
     /// Parses [`FecParams::sdp_attribute`]'s output (unknown keys are ignored, missing ones
     /// take the defaults).
     pub fn parse_sdp_attribute(v: &str) -> Result<FecParams> {
-        let bad = || Error::Config(format!("malformed x-layercast-fec attribute {v:?}"));
+        let bad = || invalid(format!("malformed x-layercast-fec attribute {v:?}"));
         let mut it = v.trim().splitn(2, ' ');
         let pt: u8 = it.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
         let mut p = FecParams {

@@ -1,9 +1,8 @@
 //! The sending side: repair packets for the slots of a layer that have no media.
 
-use super::{FecParams, Parity, Protected, RepairHeader, MAX_HEADER_LEN};
-use crate::error::{Error, Result};
-use crate::rtp::RtpHeader;
-use crate::vp9rtp::LayerPacket;
+use super::{invalid, FecParams, Parity, Protected, RepairHeader, MAX_HEADER_LEN};
+use crate::error::Result;
+use crate::rtp::{MediaPacket, RtpHeader};
 use std::collections::VecDeque;
 
 /// Counters of one layer's encoder.
@@ -68,8 +67,8 @@ pub struct FecEncoder {
     sent2: Vec<u128>,
     /// Size of the latest first-pass group.
     last_group: usize,
-    /// Layer, SSRC and timestamp of the latest media packet (the repair packet's header).
-    last: Option<(usize, u32, u32)>,
+    /// SSRC and timestamp of the latest media packet (the repair packet's header).
+    last: Option<(u32, u32)>,
     stats: FecEncoderStats,
 }
 
@@ -80,7 +79,7 @@ impl FecEncoder {
     pub fn new(params: FecParams, max_payload: usize) -> Result<FecEncoder> {
         params.validate()?;
         if max_payload <= MAX_HEADER_LEN {
-            return Err(Error::Config(format!(
+            return Err(invalid(format!(
                 "FEC needs more than {MAX_HEADER_LEN} payload bytes per packet, have {max_payload}"
             )));
         }
@@ -110,14 +109,15 @@ impl FecEncoder {
         self.pending
     }
 
-    /// One media packet of the layer, as sent with sequence number `seq`.
-    pub fn push_media(&mut self, seq: u16, p: &LayerPacket) {
+    /// One media packet of the layer (its header and payload as the packetizer built them),
+    /// as sent with sequence number `seq`.
+    pub fn push_media(&mut self, seq: u16, header: &RtpHeader, payload: &[u8]) {
         self.stats.media += 1;
-        if self.last.is_some_and(|(_, ssrc, _)| ssrc != p.header.ssrc) {
+        if self.last.is_some_and(|(ssrc, _)| ssrc != header.ssrc) {
             // A new stream: nothing before it can be combined with it.
             self.drop_all();
         }
-        self.last = Some((p.layer, p.header.ssrc, p.header.timestamp));
+        self.last = Some((header.ssrc, header.timestamp));
         // Forget what a mask starting at the oldest packet could not reach (or a sequence
         // number that went backwards: a restarted numbering).
         let span = self.params.span as u16;
@@ -130,17 +130,17 @@ impl FecEncoder {
         }
         self.pass2 = 0;
         self.sent2.clear();
-        if p.payload.len() + MAX_HEADER_LEN > self.max_payload {
+        if payload.len() + MAX_HEADER_LEN > self.max_payload {
             self.stats.unprotected += 1;
             return;
         }
         self.window.push_back((
             seq,
             Protected {
-                marker: p.header.marker,
-                payload_type: p.header.payload_type,
-                timestamp: p.header.timestamp,
-                payload: p.payload.clone(),
+                marker: header.marker,
+                payload_type: header.payload_type,
+                timestamp: header.timestamp,
+                payload: payload.to_vec(),
             },
         ));
         self.pending += 1;
@@ -148,7 +148,7 @@ impl FecEncoder {
 
     /// A repair packet for a slot without media, or `None` (send padding). The packet's
     /// sequence number is the caller's to set; its payload fits `max_payload`.
-    pub fn repair(&mut self) -> Option<LayerPacket> {
+    pub fn repair(&mut self) -> Option<MediaPacket> {
         let n = self.window.len();
         let row = self.params.row as usize;
         // The second pass works on the newest two rows (or the last first-pass group, if
@@ -199,7 +199,7 @@ impl FecEncoder {
                 }
             }
         };
-        let (layer, ssrc, ts) = self.last?;
+        let (ssrc, ts) = self.last?;
         let base = self.window[pick[0]].0;
         let mut par = Parity::default();
         let mut mask = 0u128;
@@ -223,8 +223,7 @@ impl FecEncoder {
         h.write(&mut payload);
         payload.extend_from_slice(&par.payload);
         debug_assert!(payload.len() <= self.max_payload);
-        Some(LayerPacket {
-            layer,
+        Some(MediaPacket {
             header: RtpHeader {
                 marker: false,
                 payload_type: self.params.payload_type,

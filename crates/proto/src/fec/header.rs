@@ -21,7 +21,8 @@
 //! protected. A k bit of 1 ends the mask (15 or 46 bits); otherwise it runs to 110 bits. The
 //! repair payload (the XOR of the protected packets' payloads) follows.
 
-use crate::error::{need, Error, Result};
+use crate::error::{Error, Result};
+use crate::rtp::need;
 
 /// One parsed repair header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,9 +108,10 @@ impl RepairHeader {
     pub fn parse(buf: &[u8]) -> Result<(RepairHeader, usize)> {
         need("FEC header", 12, buf.len())?;
         if buf[0] & 0xc0 != 0 {
-            return Err(Error::BadRepair(
-                "R or F bit set (only the flexible mask is used)",
-            ));
+            return Err(Error::Malformed {
+                what: "FEC repair header",
+                detail: "R or F bit set (only the flexible mask is used)".into(),
+            });
         }
         let mut h = RepairHeader {
             padding: buf[0] & 0x20 != 0,

@@ -1,13 +1,25 @@
-//! Builds data packets: an RTP header (via `codec::rtp`) carrying the congestion-control
-//! extension element (`congestion::wire::cc_ext`, id 1), then payload up to the session's
-//! packet size. Synthetic layers carry zero bytes as payload: the whole packet is padding
-//! that keeps the layer at its announced constant rate.
+//! Data packets: an RTP header (`proto::rtp`) carrying the congestion-control extension
+//! element (`proto::wire::cc_ext`, id 1), then payload up to the session's packet size.
+//! Synthetic layers carry zero bytes as payload: the whole packet is padding that keeps the
+//! layer at its announced constant rate.
 
-use codec::rtp::RtpHeader;
+use super::MediaPacket;
+use proto::rtp::RtpHeader;
 #[cfg(test)]
-use codec::rtp::RtpPacket;
-use codec::vp9rtp::LayerPacket;
-use congestion::wire::cc_ext::{self, CcFields};
+use proto::rtp::RtpPacket;
+use proto::wire::cc_ext::{self, CcFields};
+
+/// A payload-less header with the cc extension.
+fn cc_header(payload_type: u8, seq: u16, timestamp: u32, ssrc: u32, cc: &CcFields) -> RtpHeader {
+    RtpHeader {
+        payload_type,
+        sequence_number: seq,
+        timestamp,
+        ssrc,
+        extensions: vec![(cc_ext::DEFAULT_ID, cc.to_bytes().to_vec())],
+        ..RtpHeader::default()
+    }
+}
 
 /// Appends one packet of exactly `size` bytes (if `size` leaves room for the headers) to `out`.
 pub fn write_packet(
@@ -19,16 +31,7 @@ pub fn write_packet(
     cc: &CcFields,
     size: usize,
 ) {
-    let hdr = RtpHeader {
-        marker: false,
-        payload_type,
-        sequence_number: seq,
-        timestamp,
-        ssrc,
-        csrcs: Vec::new(),
-        extensions: vec![(cc_ext::DEFAULT_ID, cc.to_bytes().to_vec())],
-        padding: 0,
-    };
+    let hdr = cc_header(payload_type, seq, timestamp, ssrc, cc);
     let payload_len = size.saturating_sub(hdr.header_len());
     const ZEROS: [u8; 1500] = [0; 1500];
     // Cannot fail: PT ≤ 127, no CSRCs, one 11-byte element with id 1.
@@ -37,7 +40,7 @@ pub fn write_packet(
 
 /// Appends a media packet from the packetizer with sequence number `seq` and the cc
 /// extension, padded to exactly `size` bytes when it is shorter (see [`pad_to`]).
-pub fn write_media(out: &mut Vec<u8>, p: LayerPacket, seq: u16, cc: &CcFields, size: usize) {
+pub fn write_media(out: &mut Vec<u8>, p: MediaPacket, seq: u16, cc: &CcFields, size: usize) {
     let start = out.len();
     let mut hdr = p.header;
     hdr.sequence_number = seq;
@@ -64,16 +67,7 @@ pub fn write_padding(
     size: usize,
 ) {
     let start = out.len();
-    let hdr = RtpHeader {
-        marker: false,
-        payload_type,
-        sequence_number: seq,
-        timestamp,
-        ssrc,
-        csrcs: Vec::new(),
-        extensions: vec![(cc_ext::DEFAULT_ID, cc.to_bytes().to_vec())],
-        padding: 0,
-    };
+    let hdr = cc_header(payload_type, seq, timestamp, ssrc, cc);
     if hdr.write(&[], out).is_err() {
         out.truncate(start);
         return;
@@ -114,7 +108,7 @@ pub fn pad_to(out: &mut Vec<u8>, start: usize, size: usize) {
 
 /// Parses the cc fields back out of a packet (tests).
 #[cfg(test)]
-pub fn parse_cc(buf: &[u8]) -> Option<CcFields> {
+pub(crate) fn parse_cc(buf: &[u8]) -> Option<CcFields> {
     let p = RtpPacket::parse(buf).ok()?;
     CcFields::parse(p.extension(cc_ext::DEFAULT_ID)?).ok()
 }
@@ -122,7 +116,6 @@ pub fn parse_cc(buf: &[u8]) -> Option<CcFields> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use codec::rtp::RtpPacket;
 
     fn cc() -> CcFields {
         CcFields {
@@ -150,8 +143,7 @@ mod tests {
     #[test]
     fn media_packets_padded_to_size_keep_their_payload() {
         let payload: Vec<u8> = (0..301u32).map(|i| (i % 251) as u8).collect();
-        let lp = LayerPacket {
-            layer: 0,
+        let lp = MediaPacket {
             header: RtpHeader {
                 marker: true,
                 payload_type: 96,

@@ -1,15 +1,13 @@
 use super::*;
-use crate::rtp::{RtpHeader, RtpPacket};
-use crate::vp9rtp::LayerPacket;
+use crate::rtp::{MediaPacket, RtpHeader, RtpPacket};
 use proptest::prelude::*;
 
 const SSRC: u32 = 0x4c43_0007;
 /// Payload room of a 1200-byte packet after the RTP header and a 16-byte extension block.
 const MAX_PAYLOAD: usize = 1200 - 12 - 16;
 
-fn media(len: usize, seed: u32, marker: bool) -> LayerPacket {
-    LayerPacket {
-        layer: 3,
+fn media(len: usize, seed: u32, marker: bool) -> MediaPacket {
+    MediaPacket {
         header: RtpHeader {
             marker,
             payload_type: 96,
@@ -26,7 +24,7 @@ fn media(len: usize, seed: u32, marker: bool) -> LayerPacket {
 
 /// The packet as a sender puts it on the wire: sequence number, a header-extension element
 /// and RTP padding (neither is protected).
-fn wire(p: &LayerPacket, seq: u16) -> Vec<u8> {
+fn wire(p: &MediaPacket, seq: u16) -> Vec<u8> {
     let mut h = p.header.clone();
     h.sequence_number = seq;
     h.extensions = vec![(1, vec![0xab; 11])];
@@ -36,7 +34,7 @@ fn wire(p: &LayerPacket, seq: u16) -> Vec<u8> {
 
 /// What the decoder must give back for a lost media packet: the packet without extensions
 /// and padding.
-fn bare(p: &LayerPacket, seq: u16) -> Vec<u8> {
+fn bare(p: &MediaPacket, seq: u16) -> Vec<u8> {
     let mut h = p.header.clone();
     h.sequence_number = seq;
     h.to_vec(&p.payload).unwrap()
@@ -58,7 +56,7 @@ fn stream(
     for (r, chunk) in sizes.chunks(per_row).enumerate() {
         for (i, &len) in chunk.iter().enumerate() {
             let p = media(len, (r * 100 + i) as u32, i + 1 == chunk.len());
-            enc.push_media(seq, &p);
+            enc.push_media(seq, &p.header, &p.payload);
             out.push((wire(&p, seq), Some(bare(&p, seq))));
             seq = seq.wrapping_add(1);
         }
@@ -222,7 +220,10 @@ fn encoder_spends_idle_slots_once_then_pads() {
     let mut enc = FecEncoder::new(FecParams::default(), MAX_PAYLOAD).unwrap();
     assert!(enc.repair().is_none(), "nothing to protect yet");
     for s in 0..3u16 {
-        enc.push_media(s, &media(200, s as u32, false));
+        {
+            let m = media(200, s as u32, false);
+            enc.push_media(s, &m.header, &m.payload);
+        }
     }
     let mut n = 0;
     while enc.repair().is_some() {
@@ -234,7 +235,10 @@ fn encoder_spends_idle_slots_once_then_pads() {
     assert_eq!(enc.stats().first_pass, 1);
     assert_eq!(enc.stats().second_pass, 4);
     // New media restarts the second pass.
-    enc.push_media(3, &media(10, 9, true));
+    {
+        let m = media(10, 9, true);
+        enc.push_media(3, &m.header, &m.payload);
+    }
     assert!(enc.repair().is_some());
     assert_eq!(enc.stats().protected, 4);
 }
@@ -247,10 +251,16 @@ fn too_long_and_aged_out_packets_are_counted_unprotected() {
         ..FecParams::default()
     };
     let mut enc = FecEncoder::new(p, MAX_PAYLOAD).unwrap();
-    enc.push_media(0, &media(MAX_PAYLOAD - MAX_HEADER_LEN + 1, 0, false));
+    {
+        let m = media(MAX_PAYLOAD - MAX_HEADER_LEN + 1, 0, false);
+        enc.push_media(0, &m.header, &m.payload);
+    }
     assert_eq!(enc.stats().unprotected, 1);
     for s in 1..=6u16 {
-        enc.push_media(s, &media(100, s as u32, false));
+        {
+            let m = media(100, s as u32, false);
+            enc.push_media(s, &m.header, &m.payload);
+        }
     }
     // Window of span 4 keeps 3..=6: 1 and 2 left before any slot came.
     assert_eq!(enc.stats().unprotected, 3);
@@ -364,14 +374,15 @@ proptest! {
 }
 
 /// Writes the seed corpus of the `repair_packet` fuzz target (real streams with losses, and
-/// header-only inputs): `LC_WRITE_FEC_CORPUS=1 cargo test -p layercast-codec --lib
+/// header-only inputs): `LC_WRITE_FEC_CORPUS=1 cargo test -p layercast-proto --lib
 /// write_seed_corpus`.
 #[test]
 fn write_seed_corpus() {
     if std::env::var("LC_WRITE_FEC_CORPUS").is_err() {
         return;
     }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/repair_packet");
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../codec/fuzz/corpus/repair_packet");
     std::fs::create_dir_all(&dir).unwrap();
     let mut seeds: Vec<Vec<u8>> = Vec::new();
     for (row, rep, first) in [(1u8, 1, 0u16), (4, 1, 65530), (4, 3, 9), (16, 2, 300)] {

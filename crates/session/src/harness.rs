@@ -1,0 +1,218 @@
+//! The in-process harness: one [`Publisher`], one [`netmodel::Link`] per viewer (its
+//! bottleneck: rate, delay, jitter, loss, queue) and N [`Subscriber`]s, in virtual time.
+//! Deterministic (the links draw from seeded generators; nothing reads a clock), so product
+//! behaviour is tested here first, in milliseconds, and on the namespace testbed second.
+//!
+//! ```text
+//! Publisher --bunch--> [router: copies each packet to every viewer holding its group]
+//!     ^                   --> Link(viewer) --> Subscriber --Join/Leave--> router
+//!     |                                                   --Transmit----+
+//!     +------------------- feedback (reports, media requests) ----------+
+//! ```
+//!
+//! The router joins at once and leaves at once (a fast-leave IGMP router next to the
+//! bottleneck); feedback reaches the publisher after `feedback_delay`. Each packet counts
+//! its UDP payload plus [`WIRE_OVERHEAD`] bytes on the link, as tbf and the link emulator
+//! count Ethernet frames.
+
+use crate::publisher::{Publisher, PublisherConfig};
+use crate::subscriber::{Announcement, Event, Media, Output, Snapshot, Subscriber};
+use congestion::Decision;
+use netmodel::{Link, LinkConfig};
+use proto::{SessionInfo, Time};
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+/// UDP + IPv4 + Ethernet header bytes a packet takes on a link besides its payload.
+pub const WIRE_OVERHEAD: u32 = 8 + 20 + 14;
+
+/// A datagram in flight to a viewer.
+#[derive(Clone, Debug)]
+struct Datagram {
+    group: Ipv4Addr,
+    port: u16,
+    bytes: Vec<u8>,
+}
+
+/// One viewer: its bottleneck and its Subscriber, and what it said.
+pub struct Viewer {
+    pub sub: Subscriber,
+    link: Link<Datagram>,
+    joined: Vec<(Ipv4Addr, u16)>,
+    /// Its address as the sender sees its feedback.
+    pub addr: IpAddr,
+    pub snapshots: Vec<Snapshot>,
+    pub decisions: Vec<Decision>,
+    /// Media packets delivered.
+    pub media: u64,
+    /// Keep every delivered media packet in `media_packets` (tests that look at them).
+    pub keep_media: bool,
+    pub media_packets: Vec<Media>,
+    next_timeout: Time,
+}
+
+impl Viewer {
+    /// The layers held per snapshot: (time, layers).
+    pub fn levels(&self) -> Vec<(Time, u32)> {
+        self.snapshots.iter().map(|s| (s.at, s.layers)).collect()
+    }
+
+    /// The bottleneck's parameters from `now` on.
+    pub fn set_link(&mut self, now: Time, cfg: LinkConfig) -> crate::Result<()> {
+        self.link
+            .reconfigure(now, cfg)
+            .map_err(|e| crate::Error::Config(e.to_string()))
+    }
+}
+
+/// A Publisher, the links and the Subscribers.
+pub struct Harness {
+    pub now: Time,
+    pub publisher: Publisher,
+    pub viewers: Vec<Viewer>,
+    info: SessionInfo,
+    next_announce: Time,
+    feedback: Vec<(Time, IpAddr, Vec<u8>)>,
+    pub feedback_delay: Duration,
+}
+
+impl Harness {
+    /// A session sent by a publisher built from `cfg` (its `start` is time zero here).
+    pub fn new(cfg: PublisherConfig) -> crate::Result<Harness> {
+        let info = cfg.info.clone();
+        Ok(Harness {
+            now: Time::ZERO,
+            publisher: Publisher::new(cfg)?,
+            viewers: Vec::new(),
+            info,
+            next_announce: Time::ZERO,
+            feedback: Vec::new(),
+            feedback_delay: Duration::from_millis(10),
+        })
+    }
+
+    /// Adds a viewer behind a link of `cfg` (random draws from `seed`); it hears the next
+    /// announcement.
+    pub fn add_viewer(
+        &mut self,
+        sub: Subscriber,
+        cfg: LinkConfig,
+        seed: u64,
+    ) -> crate::Result<usize> {
+        let link = Link::new(cfg, seed).map_err(|e| crate::Error::Config(e.to_string()))?;
+        let n = self.viewers.len();
+        self.viewers.push(Viewer {
+            sub,
+            link,
+            joined: Vec::new(),
+            addr: IpAddr::V4(Ipv4Addr::new(10, 9, (n >> 8) as u8, n as u8 + 2)),
+            snapshots: Vec::new(),
+            decisions: Vec::new(),
+            media: 0,
+            keep_media: false,
+            media_packets: Vec::new(),
+            next_timeout: Time::ZERO,
+        });
+        self.next_announce = self.now;
+        Ok(n)
+    }
+
+    /// Runs until `until`.
+    pub fn run_until(&mut self, until: Time) {
+        while self.now < until {
+            let next = self.next_event().min(until);
+            self.now = self.now.max(next);
+            self.step();
+        }
+    }
+
+    fn next_event(&self) -> Time {
+        let mut t = self
+            .publisher
+            .poll_timeout(self.now)
+            .min(self.next_announce);
+        for v in &self.viewers {
+            t = t.min(v.link.next_wakeup()).min(v.next_timeout);
+        }
+        if let Some(f) = self.feedback.first() {
+            t = t.min(f.0);
+        }
+        t.max(self.now)
+    }
+
+    fn step(&mut self) {
+        let now = self.now;
+        // Feedback due at the publisher.
+        while self.feedback.first().is_some_and(|f| f.0 <= now) {
+            let (_, from, bytes) = self.feedback.remove(0);
+            self.publisher.handle_feedback(now, from, &bytes);
+        }
+        // Announcements, once per announce interval.
+        if now >= self.next_announce {
+            for v in &mut self.viewers {
+                v.sub
+                    .handle_announcement(now, Announcement::Info(self.info.clone()));
+                v.next_timeout = now;
+            }
+            self.next_announce = now + self.info.announce_interval;
+        }
+        // The publisher's bunches, copied to every viewer holding the group.
+        while let Some(b) = self.publisher.poll_transmit(now) {
+            for (p, d) in b.packets.iter().zip(b.dests) {
+                for v in &mut self.viewers {
+                    if v.joined.contains(&(*d.ip(), d.port())) {
+                        let dg = Datagram {
+                            group: *d.ip(),
+                            port: d.port(),
+                            bytes: p.clone(),
+                        };
+                        v.link.arrive(now, dg, p.len() as u32 + WIRE_OVERHEAD, 0);
+                        v.next_timeout = v.next_timeout.min(v.link.next_wakeup());
+                    }
+                }
+            }
+        }
+        while self.publisher.poll_encoder_control(now).is_some() {}
+        // Links deliver; Subscribers run.
+        for v in &mut self.viewers {
+            v.link.service(now);
+            while let Some((at, d)) = v.link.poll_release(now) {
+                // A packet for a group left while it was in flight is not delivered.
+                if v.joined.contains(&(d.group, d.port)) {
+                    v.sub.handle_datagram(now, d.group, d.port, at, &d.bytes);
+                }
+            }
+            if now >= v.next_timeout {
+                v.sub.handle_timeout(now);
+            }
+            loop {
+                match v.sub.poll_output() {
+                    Output::Timeout(t, _) => {
+                        v.next_timeout = t.max(now + Duration::from_micros(1));
+                        break;
+                    }
+                    Output::Join(e) => {
+                        if !v.joined.contains(&(e.group, e.port)) {
+                            v.joined.push((e.group, e.port));
+                        }
+                    }
+                    Output::Leave(e) => v.joined.retain(|x| *x != (e.group, e.port)),
+                    Output::Transmit(t) => {
+                        self.feedback
+                            .push((now + self.feedback_delay, v.addr, t.payload));
+                    }
+                    Output::Media(m) => {
+                        v.media += 1;
+                        if v.keep_media {
+                            v.media_packets.push(m);
+                        }
+                    }
+                    Output::Event(Event::Stats(s)) => v.snapshots.push(*s),
+                    Output::Event(Event::Decision(d)) => v.decisions.push(d),
+                    Output::Event(_) => {}
+                }
+            }
+        }
+        self.feedback.sort_by_key(|f| f.0);
+    }
+}

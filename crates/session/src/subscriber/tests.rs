@@ -1,0 +1,337 @@
+use super::*;
+use proto::rtp::RtpHeader;
+use proto::wire::cc_ext::CcFields;
+use stream::QUARANTINE;
+
+const G0: Ipv4Addr = Ipv4Addr::new(239, 1, 0, 0);
+
+fn info(n: usize, sid: u32) -> SessionInfo {
+    let mut i = SessionInfo::equal_layers(n, 100_000, G0, 5000);
+    i.session_id = sid;
+    i.sender = Ipv4Addr::new(10, 0, 0, 1);
+    i
+}
+
+fn with_video(mut i: SessionInfo, ssrc_base: u32) -> SessionInfo {
+    let p = proto::Vp9Params {
+        payload_type: 96,
+        width: 320,
+        height: 180,
+        fps_num: 15,
+        fps_den: 1,
+        spatial: 1,
+        temporal: i.layers.len() as u8,
+    };
+    i.tracks = vec![proto::Track::vp9_ladder(0, p, &i.layers, ssrc_base)];
+    i
+}
+
+/// One data packet of layer `k` with SSRC `ssrc`, sequence `seq`, sent at `send_ms`.
+fn pkt(k: u8, ssrc: u32, seq: u16, pos: u8, send_ms: u64, payload: &[u8]) -> Vec<u8> {
+    let cc = CcFields {
+        layer: k,
+        bunch_pos: pos,
+        bunch_len: 2,
+        send_time_us: send_ms * 1000,
+    };
+    RtpHeader {
+        payload_type: 96,
+        sequence_number: seq,
+        ssrc,
+        extensions: vec![(cc_ext::DEFAULT_ID, cc.to_bytes().to_vec())],
+        ..Default::default()
+    }
+    .to_vec(payload)
+    .unwrap()
+}
+
+fn ms(x: u64) -> Time {
+    Time::from_millis(x)
+}
+
+/// Drains the outputs up to the timeout.
+fn drain(s: &mut Subscriber) -> Vec<Output> {
+    let mut v = Vec::new();
+    loop {
+        match s.poll_output() {
+            Output::Timeout(..) => return v,
+            o => v.push(o),
+        }
+    }
+}
+
+fn joins(out: &[Output]) -> Vec<(u8, Ipv4Addr)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Join(e) => Some((e.layer, e.group)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn media(out: &[Output]) -> Vec<(u8, u32, Vec<u8>)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Media(m) => Some((m.layer, m.ssrc, m.packet.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn fixed(n: u8) -> Subscriber {
+    Subscriber::new(Control::Fixed(n), SubscriberConfig::default())
+}
+
+/// Joins on the first announcement; a joined layer's first packets are held for the
+/// quarantine, the stale ones among them dropped, the rest fed in order.
+#[test]
+fn join_quarantine_drops_what_sat_in_a_router_queue() {
+    let mut s = fixed(2);
+    s.handle_announcement(ms(0), Announcement::Info(with_video(info(2, 1), 100)));
+    let out = drain(&mut s);
+    assert_eq!(joins(&out), vec![(0, G0), (1, Ipv4Addr::new(239, 1, 0, 1))]);
+    // Layer 0: three packets 2 s old (flushed from a router queue), then fresh ones.
+    for i in 0..3u16 {
+        let b = pkt(0, 100, i, 0, 0, b"old");
+        s.handle_datagram(ms(2000), G0, 5000, ms(2000 + i as u64), &b);
+    }
+    for i in 3..10u16 {
+        let b = pkt(0, 100, i, 0, 1990 + 10 * i as u64, b"new");
+        s.handle_datagram(ms(2040), G0, 5000, ms(2000 + 10 * i as u64), &b);
+    }
+    assert!(
+        media(&drain(&mut s)).is_empty(),
+        "held during the quarantine"
+    );
+    s.handle_timeout(ms(2000 + QUARANTINE.as_millis() as u64));
+    let m = media(&drain(&mut s));
+    assert_eq!(m.len(), 7);
+    assert!(m.iter().all(|x| x.2.ends_with(b"new")));
+    assert_eq!(s.drops().stale, 3);
+}
+
+/// A restarted sender: its packets (new SSRC) come before its announcement; they are held,
+/// then delivered right after `SessionChanged`; late packets of the old session are refused.
+#[test]
+fn a_restart_holds_the_new_senders_media_until_its_announcement() {
+    let mut s = fixed(1);
+    s.handle_announcement(ms(0), Announcement::Info(with_video(info(1, 1), 100)));
+    drain(&mut s);
+    for i in 0..5u16 {
+        let b = pkt(0, 100, i, 0, 10 * i as u64, b"a");
+        s.handle_datagram(ms(10 * i as u64), G0, 5000, ms(10 * i as u64), &b);
+    }
+    s.handle_timeout(ms(200));
+    assert_eq!(media(&drain(&mut s)).len(), 5);
+    // New SSRC 200 with sequence numbers far away: no loss, held.
+    for i in 0..4u16 {
+        let b = pkt(0, 200, 40_000 + i, 0, 300 + i as u64, b"key");
+        s.handle_datagram(ms(300 + i as u64), G0, 5000, ms(300 + i as u64), &b);
+    }
+    let out = drain(&mut s);
+    assert!(media(&out).is_empty());
+    // The new announcement: SessionChanged, then the held media; the old SSRC is retired.
+    s.handle_announcement(ms(400), Announcement::Info(with_video(info(1, 2), 200)));
+    let b = pkt(0, 100, 5, 0, 50, b"a");
+    s.handle_datagram(ms(401), G0, 5000, ms(401), &b);
+    let out = drain(&mut s);
+    let changed = out
+        .iter()
+        .position(|o| {
+            matches!(
+                o,
+                Output::Event(Event::SessionChanged {
+                    new_instance: true,
+                    ..
+                })
+            )
+        })
+        .expect("session changed");
+    let first_media = out
+        .iter()
+        .position(|o| matches!(o, Output::Media(_)))
+        .unwrap();
+    assert!(changed < first_media);
+    let m = media(&out);
+    assert_eq!(m.len(), 4);
+    assert!(m.iter().all(|x| x.1 == 200));
+    assert!(out
+        .iter()
+        .any(|o| matches!(o, Output::Event(Event::RefreshSecurity))));
+    assert_eq!(s.drops().old_session, 1);
+    assert_eq!(s.limbo.stats.replayed, 4);
+    assert_eq!(s.tally.total.lost, 0);
+}
+
+/// Reliability review F6 at the receiver: a duplicate (a replayed authentic packet, or a
+/// duplicating network) is dropped before the controller and the decoder.
+#[test]
+fn replayed_packets_reach_neither_controller_nor_media() {
+    let ctl = congestion::live_controller_by_name("era").unwrap();
+    let mut s = Subscriber::new(Control::Layered(ctl), SubscriberConfig::default());
+    s.handle_announcement(ms(0), Announcement::Info(with_video(info(1, 1), 100)));
+    drain(&mut s);
+    let mut sent = Vec::new();
+    for i in 0..20u16 {
+        let b = pkt(0, 100, i, (i % 2) as u8, 10 * i as u64, b"x");
+        s.handle_datagram(ms(10 * i as u64), G0, 5000, ms(10 * i as u64), &b);
+        sent.push(b);
+    }
+    s.handle_timeout(ms(400));
+    let before = s.controller_stats().unwrap().packets_received;
+    let out = drain(&mut s);
+    assert_eq!(media(&out).len(), 20, "{out:?} {:?}", s.drops());
+    // The whole stream again, 50 ms later.
+    for (i, b) in sent.iter().enumerate() {
+        s.handle_datagram(ms(450), G0, 5000, ms(450 + i as u64), b);
+    }
+    s.handle_timeout(ms(500));
+    assert!(media(&drain(&mut s)).is_empty());
+    assert_eq!(s.controller_stats().unwrap().packets_received, before);
+    assert_eq!(s.drops().duplicate, 20, "{:?}", s.drops());
+}
+
+/// While the base layer is held and nothing is decoded, key pictures are requested every
+/// 1.5 s to the sender's feedback port; re-syncs go at once.
+#[test]
+fn key_requests_while_nothing_is_decoded() {
+    let mut s = fixed(1);
+    s.set_awaiting_key(true);
+    s.handle_announcement(ms(0), Announcement::Info(with_video(info(1, 9), 100)));
+    let reqs = |out: &[Output]| -> Vec<Transmit> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::Transmit(t) => Some(t.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let t = reqs(&drain(&mut s));
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].to, "10.0.0.1:5001".parse().unwrap());
+    let r = MediaRequest::parse(&t[0].payload).unwrap();
+    assert_eq!((r.kind, r.session_id), (RequestKind::KeyPicture, 9));
+    s.handle_timeout(ms(1000));
+    assert!(reqs(&drain(&mut s)).is_empty());
+    s.handle_timeout(ms(1500));
+    assert_eq!(reqs(&drain(&mut s)).len(), 1);
+    s.set_awaiting_key(false);
+    s.handle_timeout(ms(3100));
+    assert!(reqs(&drain(&mut s)).is_empty());
+    s.request_resync(ms(3200), 1);
+    let t = reqs(&drain(&mut s));
+    assert_eq!(t[0].kind, TransmitKind::Resync(1));
+}
+
+/// Hostile input: garbage, truncated RTP, a packet naming another layer and one on a group
+/// not held are counted, never fed; the Subscriber keeps working.
+#[test]
+fn bad_datagrams_are_counted_drops() {
+    let mut s = fixed(1);
+    s.handle_announcement(ms(0), Announcement::Info(info(2, 1)));
+    s.handle_announcement(ms(0), Announcement::Json(b"{not json"));
+    s.handle_announcement(ms(0), Announcement::Sam(b"LCSA\x01"));
+    drain(&mut s);
+    s.handle_datagram(ms(1), G0, 5000, ms(1), b"\x00\x01");
+    let mut no_cc = pkt(0, 1, 1, 0, 1, b"x");
+    no_cc[0] &= !0x10;
+    s.handle_datagram(ms(1), G0, 5000, ms(1), &no_cc[..12]);
+    s.handle_datagram(ms(1), G0, 5000, ms(1), &pkt(1, 1, 1, 0, 1, b"x"));
+    s.handle_datagram(
+        ms(1),
+        Ipv4Addr::new(239, 1, 0, 1),
+        5001,
+        ms(1),
+        &pkt(1, 1, 1, 0, 1, b"x"),
+    );
+    for n in 0..29 {
+        s.handle_datagram(ms(2), G0, 5000, ms(2), &pkt(0, 1, 2, 0, 2, b"y")[..n]);
+    }
+    drain(&mut s);
+    let d = s.drops();
+    assert_eq!(d.malformed_announcement, 1);
+    assert_eq!(d.malformed_sam, 1);
+    assert_eq!(d.wrong_layer, 2);
+    assert_eq!(d.missing_cc, 1);
+    assert!(d.malformed_rtp >= 2);
+}
+
+/// A stream with announced repair: a lost media packet is rebuilt from the repair packet and
+/// delivered (marked recovered, bit-exact); repair packets, a garbled one included, never
+/// reach the host; the counters say so.
+#[test]
+fn repair_rebuilds_a_lost_packet_and_keeps_repair_packets_in() {
+    use proto::fec::{FecEncoder, FecParams};
+    let mut i = with_video(info(1, 1), 100);
+    let fp = FecParams::default();
+    i.tracks[0].streams[0].repair = Some(proto::Repair {
+        payload_type: fp.payload_type,
+        params: fp.announced_params(),
+    });
+    let mut s = fixed(1);
+    s.handle_announcement(ms(0), Announcement::Info(i));
+    drain(&mut s);
+    let mut enc = FecEncoder::new(fp, 400).unwrap();
+    let wire = |pt: u8, seq: u16, ts: u32, payload: &[u8]| {
+        let cc = CcFields {
+            layer: 0,
+            bunch_pos: 0,
+            bunch_len: 1,
+            send_time_us: 1_000_000,
+        };
+        RtpHeader {
+            payload_type: pt,
+            sequence_number: seq,
+            timestamp: ts,
+            ssrc: 100,
+            extensions: vec![(cc_ext::DEFAULT_ID, cc.to_bytes().to_vec())],
+            ..Default::default()
+        }
+        .to_vec(payload)
+        .unwrap()
+    };
+    let mut sent = Vec::new();
+    for seq in 0..3u16 {
+        let h = RtpHeader {
+            payload_type: 96,
+            timestamp: 90 * seq as u32,
+            ssrc: 100,
+            ..Default::default()
+        };
+        let payload = vec![seq as u8 + 1; 50 + seq as usize];
+        enc.push_media(seq, &h, &payload);
+        sent.push(wire(96, seq, h.timestamp, &payload));
+    }
+    let r = enc.repair().unwrap();
+    sent.push(wire(97, 3, r.header.timestamp, &r.payload));
+    sent.push(wire(97, 4, 0, b"not a repair header"));
+    for (n, b) in sent.iter().enumerate() {
+        if n != 1 {
+            s.handle_datagram(ms(1000), G0, 5000, ms(1000 + n as u64), b);
+        }
+    }
+    s.handle_timeout(ms(1000 + QUARANTINE.as_millis() as u64));
+    let out = drain(&mut s);
+    let got: Vec<(bool, Vec<u8>)> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Media(m) => {
+                let p = RtpPacket::parse(&m.packet).unwrap();
+                assert_eq!(p.payload_type(), 96);
+                Some((m.recovered, p.payload().to_vec()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (false, vec![1; 50]),
+            (false, vec![3; 52]),
+            (true, vec![2; 51])
+        ]
+    );
+    let f = s.fec_stats();
+    assert_eq!((f.repairs, f.recovered, f.malformed), (2, 1, 1), "{f:?}");
+    assert_eq!((f.lost, f.unrepaired), (1, 0), "{f:?}");
+}
