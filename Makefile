@@ -1,7 +1,7 @@
 # Layercast: the two commands a new user runs are `make demo` and `make test` (see README.md).
 # Both install what is missing first (scripts/setup.sh) and are safe to re-run.
 
-.PHONY: demo test setup catalogue e2e-full rmcat quality bench bench-ladder fuzz acceptance clean-net containers soak faults capacity pim test-audio
+.PHONY: demo test setup catalogue e2e-full rmcat quality bench bench-ladder fuzz acceptance clean-net containers soak faults capacity pim test-audio edge-browser edge-bench
 
 demo: ## Live session with players behind emulated bottlenecks, and the dashboard
 	@scripts/demo.sh $(ARGS)
@@ -42,6 +42,12 @@ faults: ## Every fault-injection test on the testbed, with its figures (docs/rel
 
 pim: ## Through FRR PIM routers: join/leave latency 1-2 hops, ERA/PLM settle+shed, sender rate 1/4/16 viewers (~8 min)
 	@scripts/setup.sh && npm run -w e2e cli -- pim --frr-defaults $(ARGS)
+
+edge-browser: ## The WebRTC edge in headless Chromium: two paths, a step 4 -> 1 -> 4 Mbit/s, 2 % loss (~4 min)
+	@scripts/setup.sh && flock /tmp/layercast-heavy.lock npm run -w e2e cli -- edge $(ARGS)
+
+edge-bench: ## Viewers one edge core serves at ~1 Mbit/s each, edge-added latency (str0m load client)
+	@scripts/setup.sh && flock /tmp/layercast-heavy.lock cargo bench -p layercast-edge-core --bench viewers -- $(ARGS) && node scripts/acceptance.mjs
 
 capacity: ## Players one machine carries, synthetic and video (docs/reliability.md)
 	@scripts/setup.sh && npm run -w e2e cli -- capacity $(ARGS)

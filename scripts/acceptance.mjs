@@ -150,6 +150,19 @@ const ISSUE_CHECKS = [
   ['issue25/era-settle-frr-defaults', "ERA settle-and-shed with FRR's default IGMP timers (leave 2 × 1 s)", 'reported'],
   ['issue25/plm-settle-frr-defaults', "PLM settle-and-shed with FRR's default IGMP timers (leave 2 × 1 s)", 'reported'],
   ['issue25/sender-rate', 'Sender multicast output with 1, 4 and 16 viewers spread over 3 FRR routers', 'flat within 2 %'],
+  ['issue22/browser-fps', 'Headless Chromium behind 4 Mbit/s plays the session from the edge\'s watch page: framesDecoded rate (getStats)', '≥ 27 fps (source 30)'],
+  ['issue22/browser-top-layer', 'Same browser: frameWidth (getStats)', 'top spatial layer'],
+  ['issue22/browser-no-freeze', 'Same browser, clean path: freezes (getStats freezeCount)', '0'],
+  ['issue22/browser-audio', 'Same browser: audio packets received (getStats)', '> 0 once the session has audio'],
+  ['issue22/browser-on-dashboard', 'The browser appears in the server\'s /api/viewers (edge telemetry)', 'present, protocol webrtc'],
+  ['issue22/narrow-lower-spatial', 'Second browser behind 600 kbit/s', 'lower spatial layer than the 4 Mbit/s one'],
+  ['issue22/step-drop', 'Browser path steps 4 → 1 Mbit/s: the edge drops layers', '≤ 5 s'],
+  ['issue22/step-no-freeze', 'During the step down and back: freezes over 500 ms', '0'],
+  ['issue22/step-restore', 'Browser path steps back 1 → 4 Mbit/s: layers restored', '≤ 15 s'],
+  ['issue22/loss2-freezes', '2 % random loss on a browser path: NACK/RTX repair, freezes (getStats)', '≤ 1 per minute'],
+  ['issue22/bench-viewers', 'Viewers one edge core serves at ~1 Mbit/s each (str0m load client)', '≥ 200'],
+  ['issue22/bench-latency', 'Edge-added latency (frame\'s last packet into the edge → received by the client), p50', '≤ 20 ms'],
+  ['issue22/fuzz-offer-corpus', 'WHEP offer fuzz corpus replayed (cargo test)', 'no crash'],
 ];
 
 function parseSpecChecks() {

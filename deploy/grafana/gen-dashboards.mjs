@@ -71,6 +71,7 @@ const nav = [
   { title: "Overview", type: "link", url: "/d/layercast-overview", keepTime: true },
   { title: "Session", type: "link", url: "/d/layercast-session", keepTime: true, includeVars: true },
   { title: "Viewer", type: "link", url: "/d/layercast-viewer", keepTime: true, includeVars: true },
+  { title: "Edges", type: "link", url: "/d/layercast-edges", keepTime: true },
 ];
 
 const lossBy = (by, sel) =>
@@ -192,7 +193,62 @@ const viewer = dashboard(
   nav,
 );
 
-for (const d of [overview, session, viewer]) {
+// ---- WebRTC edges (job layercast-edge, one target per edge; docs/edge.md) ----
+// Its queries are checked against a running edge by e2e/test/edge.test.ts (every metric it uses
+// is in the edge's /metrics); the Prometheus live test's stack runs no edge.
+nextId = 1;
+const E = '{job="layercast-edge"}';
+const byEdge = (m, extra = "") => `sum by (instance${extra}) (rate(${m}${E}[$__rate_interval]))`;
+const edges = dashboard(
+  "layercast-edges",
+  "Layercast / Edges",
+  [
+    stat("Edges up", `sum(up${E})`, { x: 0, y: 0, w: 4, h: 4 }, "none"),
+    stat("Browsers connected", `sum(layercast_edge_peers{job="layercast-edge",state="connected"})`, { x: 4, y: 0, w: 4, h: 4 }, "none"),
+    stat("Sent to browsers", `sum(rate(layercast_edge_bytes_sent_total${E}[$__rate_interval])) * 8`, { x: 8, y: 0, w: 4, h: 4 }, "bps"),
+    stat("RTX / media packets", `sum(rate(layercast_edge_rtx_packets_total${E}[$__rate_interval])) / sum(rate(layercast_edge_media_packets_total${E}[$__rate_interval]))`, { x: 12, y: 0, w: 4, h: 4 }, "percentunit"),
+    stat("Key requests upstream / min", `sum(rate(layercast_edge_key_requests_total${E}[$__rate_interval])) * 60`, { x: 16, y: 0, w: 4, h: 4 }, "none"),
+    stat("Refused offers / min", `sum(rate(layercast_edge_refused_total${E}[$__rate_interval])) * 60`, { x: 20, y: 0, w: 4, h: 4 }, "none"),
+    ts("Browsers per edge", [[`sum by (instance, state) (layercast_edge_peers${E})`, "{{instance}} {{state}}"]], { x: 0, y: 4, w: 12, h: 8 }, "none", { stack: true }),
+    ts("Sent per edge", [[`${byEdge("layercast_edge_bytes_sent_total")} * 8`, "{{instance}}"]], { x: 12, y: 4, w: 12, h: 8 }, "bps"),
+    ts(
+      "Repair per edge: NACKs, RTX, PLIs",
+      [
+        [byEdge("layercast_edge_nacks_total"), "{{instance}} NACK"],
+        [byEdge("layercast_edge_rtx_packets_total"), "{{instance}} RTX"],
+        [byEdge("layercast_edge_plis_total"), "{{instance}} PLI"],
+      ],
+      { x: 0, y: 12, w: 12, h: 8 },
+      "pps",
+    ),
+    ts("Layer switches per edge", [[byEdge("layercast_edge_layer_switches_total", ", direction"), "{{instance}} {{direction}}"]], { x: 12, y: 12, w: 12, h: 8 }, "none"),
+    ts(
+      "Browser estimates (p10 / p50 / p90)",
+      [
+        [`quantile(0.1, layercast_edge_viewer_estimate_bps${E})`, "p10"],
+        [`quantile(0.5, layercast_edge_viewer_estimate_bps${E})`, "p50"],
+        [`quantile(0.9, layercast_edge_viewer_estimate_bps${E})`, "p90"],
+      ],
+      { x: 0, y: 20, w: 12, h: 8 },
+      "bps",
+    ),
+    ts("Edge-added latency per frame, worst 10 browsers", [[`topk(10, layercast_edge_viewer_latency_seconds${E})`, "{{viewer}}"]], { x: 12, y: 20, w: 12, h: 8 }, "s"),
+    ts(
+      "Upstream per edge and session: frames released / lost",
+      [
+        [byEdge("layercast_edge_upstream_frames_released_total", ", session"), "{{instance}} {{session}} released"],
+        [byEdge("layercast_edge_upstream_frames_lost_total", ", session"), "{{instance}} {{session}} lost"],
+      ],
+      { x: 0, y: 28, w: 12, h: 7 },
+      "none",
+    ),
+    ts("Browsers by spatial layer sent", [[`count_values("spatial", layercast_edge_viewer_spatial${E})`, "S{{spatial}}"]], { x: 12, y: 28, w: 12, h: 7 }, "none", { stack: true }),
+  ],
+  [],
+  nav,
+);
+
+for (const d of [overview, session, viewer, edges]) {
   const file = join(out, `${d.uid}.json`);
   writeFileSync(file, JSON.stringify(d, null, 2) + "\n");
   console.log(`wrote ${file} (${d.panels.length} panels)`);

@@ -16,6 +16,7 @@ import { compareScenario } from './compare.js';
 import { analyseRun, qualitySummary } from './quality.js';
 import { reliabilityCommand, RELIABILITY_USAGE } from './reliability-cli.js';
 import { tfrcChecksCommand } from './tfrc-checks.js';
+import { edgeCommand, EDGE_USAGE } from './edge-suite.js';
 import { runQualitySuite, CASES } from './quality-suite.js';
 
 const USAGE = `usage:
@@ -50,6 +51,7 @@ const USAGE = `usage:
                      [--status-every SECS] [--out DIR] [--port P]
                                         the live demo (docs/demo.md); until Ctrl-C without --duration
 ${PIM_USAGE}
+${EDGE_USAGE}
 ${RELIABILITY_USAGE}`;
 
 function routerFlag(args: string[]): RouterKind {
@@ -190,6 +192,8 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'tfrc-checks':
       return tfrcChecksCommand(args);
+    case 'edge':
+      return edgeCommand(args, stamp);
     case 'soak':
     case 'faults':
     case 'capacity':

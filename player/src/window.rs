@@ -40,9 +40,23 @@ impl Window {
             .ok_or("appsrc missing")?;
         let text = pipeline.by_name("text").ok_or("textoverlay missing")?;
         text.set_property("text", "layercast: waiting for video");
-        pipeline
-            .set_state(gst::State::Playing)
-            .map_err(|e| format!("starting the window pipeline: {e}"))?;
+        if let Err(e) = pipeline.set_state(gst::State::Playing) {
+            // The state change says only that it failed; the element that failed posts why.
+            let why = pipeline
+                .bus()
+                .and_then(|bus| bus.pop_filtered(&[gst::MessageType::Error]))
+                .and_then(|m| match m.view() {
+                    gst::MessageView::Error(err) => Some(format!(
+                        "{} ({})",
+                        err.error(),
+                        err.debug().map(|d| d.to_string()).unwrap_or_default()
+                    )),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            let _ = pipeline.set_state(gst::State::Null);
+            return Err(format!("starting the window pipeline: {e}: {why}"));
+        }
         Ok(Window {
             pipeline,
             src,

@@ -21,7 +21,9 @@ impl Drop for Xvfb {
 /// A running Xvfb and its display name. Waits until the X server answers (`xwininfo -root`), so
 /// the player never starts before its display exists (a fixed sleep raced Xvfb's start-up on a
 /// loaded host: the player fell back to headless), and moves to the next display number when one
-/// is taken (Xvfb exits at once with "server already active").
+/// is taken (Xvfb exits at once with "server already active"). `-noreset`: by default Xvfb resets
+/// when its last client leaves, and a player connecting during that reset (right after the
+/// readiness probe disconnects) gets "Could not open display" and runs headless.
 fn start_xvfb() -> (Xvfb, String) {
     for attempt in 0..20 {
         let display = format!(":{}", 90 + (std::process::id() + attempt) % 400);
@@ -34,6 +36,7 @@ fn start_xvfb() -> (Xvfb, String) {
                     "1024x768x24",
                     "-nolisten",
                     "tcp",
+                    "-noreset",
                 ])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())

@@ -136,7 +136,9 @@ describe.skipIf(missing !== null)("Prometheus rules and Grafana panels against a
     expect(viewers).toEqual(expect.arrayContaining(["pa", "pb"]));
     const empty: string[] = [];
     let n = 0;
-    for (const f of readdirSync(dir).filter((x) => x.endsWith(".json"))) {
+    // The edges' dashboard needs a running layercast-edge, which this stack does not have:
+    // e2e/test/edge.test.ts checks its metrics against a real edge instead.
+    for (const f of readdirSync(dir).filter((x) => x.endsWith(".json") && x !== "layercast-edges.json")) {
       for (const q of grafanaQueries(JSON.parse(readFileSync(join(dir, f), "utf8")))) {
         n++;
         // A panel works if it shows data for some value of its variables (e.g. the TFMCC

@@ -20,8 +20,8 @@ const dashboards = readdirSync(resolve(DIR, "dashboards"))
 const dsUid = /uid:\s*(\S+)/.exec(readFileSync(resolve(DIR, "provisioning/datasources/layercast.yml"), "utf8"))![1];
 
 describe("Grafana dashboards", () => {
-  it("are the three expected, with unique uids", () => {
-    expect(dashboards.map((x) => x.d.uid).sort()).toEqual(["layercast-overview", "layercast-session", "layercast-viewer"]);
+  it("are the four expected, with unique uids", () => {
+    expect(dashboards.map((x) => x.d.uid).sort()).toEqual(["layercast-edges", "layercast-overview", "layercast-session", "layercast-viewer"]);
   });
 
   for (const { f, d } of dashboards) {

@@ -1,0 +1,442 @@
+//! How many viewers one edge core serves at about 1 Mbit/s each, and the latency it adds
+//! (`make edge-bench`; docs/edge.md "Benchmark").
+//!
+//! One thread (pinned to CPU 0) runs the edge core with one UDP socket on loopback and feeds it
+//! a looped libvpx clip (640x360 L3T3 whose top operating point is about 1 Mbit/s), each layer
+//! spread over the frame interval as the server's pacer spreads it. Another thread (CPU 1)
+//! runs the load client: str0m peers, each with its own socket, doing what a browser's stack
+//! does for the edge (ICE, DTLS-SRTP, receiver reports, transport-wide feedback, NACKs). The
+//! number of viewers grows in steps; each step is measured for `--secs`: the media rate each
+//! viewer receives, the pictures it completes at the top layer, the edge thread's CPU time, and
+//! the edge-added latency (a frame's last packet fed to the edge -> received by the client).
+//! A step passes when every viewer gets ≥ 90 % of the top layer's pictures and the edge thread
+//! used < 90 % of its core. Flags: `--start N --step N --max N --secs S`.
+
+use codec::vp9rtp::PayloadDescriptor;
+use edge::source::Source;
+use edge::{Edge, EdgeConfig, UpstreamPacket};
+use std::collections::{HashMap, VecDeque};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+use str0m::change::SdpAnswer;
+use str0m::media::{Direction, MediaKind};
+use str0m::net::{Protocol, Receive};
+use str0m::{Candidate, Event, Input, Output, Rtc};
+
+const FRAME: Duration = Duration::from_micros(33_333);
+/// A frame's last packet fed to the edge, by (browser-side picture ID, spatial layer).
+type FedAt = Arc<Mutex<HashMap<(u16, u8), Instant>>>;
+
+enum Cmd {
+    Add(String, mpsc::Sender<Result<String, String>>),
+    Report(mpsc::Sender<EdgeReport>),
+    Stop,
+}
+
+struct EdgeReport {
+    viewers: usize,
+    top: usize,
+    cpu: Duration,
+}
+
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The edge thread: the core, the socket, the looped source.
+fn edge_thread(cmds: mpsc::Receiver<Cmd>, addr_tx: mpsc::Sender<SocketAddr>, fed: FedAt) {
+    pin(0);
+    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    sock.set_nonblocking(true).expect("nonblocking");
+    let local = sock.local_addr().expect("addr");
+    let _ = socket2::SockRef::from(&sock).set_send_buffer_size(8 << 20);
+    let _ = socket2::SockRef::from(&sock).set_recv_buffer_size(8 << 20);
+    addr_tx.send(local).expect("main");
+    let mut src = Source::small_l3t3(1000, 60).expect("source");
+    let clip: Vec<_> = (0..120)
+        .map(|_| src.encode_next().expect("encode"))
+        .collect();
+    let info = src.session().clone();
+    let mut conf = EdgeConfig::new(local);
+    conf.max_viewers = 2000;
+    conf.rtc.initial_estimate_bps = 1_500_000;
+    let mut edge = Edge::new(conf);
+    edge.set_session("bench", info).expect("session");
+    let mut feed: VecDeque<(Instant, usize, Vec<u8>)> = VecDeque::new();
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    let mut buf = vec![0u8; 2048];
+    loop {
+        let now = Instant::now();
+        while let Ok(c) = cmds.try_recv() {
+            match c {
+                Cmd::Add(offer, reply) => {
+                    let r = edge
+                        .add_viewer(now, "bench", &offer)
+                        .map(|(_, a)| a)
+                        .map_err(|e| e.to_string());
+                    let _ = reply.send(r);
+                }
+                Cmd::Report(reply) => {
+                    let reps = edge.reports(now);
+                    let _ = reply.send(EdgeReport {
+                        viewers: reps.len(),
+                        top: reps
+                            .iter()
+                            .filter(|r| r.current.spatial == 2 && r.current.temporal == 2)
+                            .count(),
+                        cpu: thread_cpu(),
+                    });
+                }
+                Cmd::Stop => return,
+            }
+        }
+        // The source: picture n at t0 + n frames, each layer spread over 80 % of a frame.
+        while feed.len() < 64 {
+            let mut pic = clip[(n % clip.len() as u64) as usize].clone();
+            pic.pts += (n / clip.len() as u64 * clip.len() as u64) as i64 * 3000;
+            let p = src.packetize(&pic).expect("packetize");
+            let base = t0 + FRAME * n as u32;
+            for (k, pkts) in p.layers.into_iter().enumerate() {
+                let m = pkts.len().max(1) as u32;
+                for (j, b) in pkts.into_iter().enumerate() {
+                    feed.push_back((base + FRAME.mul_f64(0.8) * j as u32 / m, k, b));
+                }
+            }
+            let mut v: Vec<_> = feed.drain(..).collect();
+            v.sort_by_key(|x| x.0);
+            feed.extend(v);
+            n += 1;
+        }
+        while feed.front().is_some_and(|x| x.0 <= now) {
+            let (_, k, b) = feed.pop_front().expect("front");
+            let at = Instant::now();
+            if let Ok(pk) = codec::rtp::RtpPacket::parse(&b) {
+                if let Ok((d, _)) = PayloadDescriptor::parse(pk.payload()) {
+                    if d.end {
+                        let mut m = fed.lock().expect("fed");
+                        m.insert(
+                            (
+                                d.picture_id.unwrap_or(0) & 0x7fff,
+                                d.layer.map_or(0, |l| l.sid),
+                            ),
+                            at,
+                        );
+                        if m.len() > 4000 {
+                            m.retain(|_, t| at.duration_since(*t) < Duration::from_secs(3));
+                        }
+                    }
+                }
+            }
+            edge.handle_upstream(
+                at,
+                "bench",
+                UpstreamPacket {
+                    track: 0,
+                    stream: k as u8,
+                    rtp: &b,
+                    at,
+                },
+            );
+        }
+        while let Ok((len, from)) = sock.recv_from(&mut buf) {
+            edge.handle_datagram(Instant::now(), from, local, &buf[..len]);
+        }
+        let now = Instant::now();
+        if edge.poll_timeout().is_some_and(|t| t <= now) {
+            edge.handle_timeout(now);
+        }
+        while let Some(t) = edge.poll_transmit() {
+            let _ = sock.send_to(&t.contents, t.destination);
+        }
+        while edge.poll_event().is_some() {}
+        let next = [edge.poll_timeout(), feed.front().map(|x| x.0)]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(now + Duration::from_millis(5));
+        let wait = next
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(5));
+        if !wait.is_zero() {
+            let mut pfd = libc::pollfd {
+                fd: sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = wait.as_millis().max(1) as i32;
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut pfd, 1, ms) };
+        }
+    }
+}
+
+#[derive(Default)]
+struct ClientStats {
+    bytes: AtomicU64,
+    top_pictures: AtomicU64,
+    connected: AtomicU64,
+}
+
+/// One load client: a str0m peer on its own socket.
+async fn client(
+    cmds: mpsc::Sender<Cmd>,
+    st: Arc<ClientStats>,
+    fed: FedAt,
+    lat: Arc<Mutex<Vec<u64>>>,
+) {
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let local = sock.local_addr().expect("addr");
+    let mut rtc = Rtc::builder().set_rtp_mode(true).build(Instant::now());
+    rtc.add_local_candidate(Candidate::host(local, "udp").expect("candidate"));
+    let mut api = rtc.sdp_api();
+    api.add_media(MediaKind::Video, Direction::RecvOnly, None, None, None);
+    let (offer, pending) = api.apply().expect("offer");
+    let (tx, rx) = mpsc::channel();
+    if cmds.send(Cmd::Add(offer.to_sdp_string(), tx)).is_err() {
+        return;
+    }
+    let answer = loop {
+        match rx.try_recv() {
+            Ok(a) => break a,
+            Err(mpsc::TryRecvError::Empty) => tokio::time::sleep(Duration::from_millis(2)).await,
+            Err(_) => return,
+        }
+    };
+    let Ok(answer) = answer else { return };
+    let answer = SdpAnswer::from_sdp_string(&answer).expect("answer");
+    rtc.sdp_api()
+        .accept_answer(pending, answer)
+        .expect("accept");
+    let mut buf = vec![0u8; 2048];
+    let mut samples = Vec::new();
+    loop {
+        let timeout = loop {
+            match rtc.poll_output() {
+                Ok(Output::Timeout(t)) => break t,
+                Ok(Output::Transmit(t)) => {
+                    let _ = sock.send_to(&t.contents, t.destination).await;
+                }
+                Ok(Output::Event(Event::Connected)) => {
+                    st.connected.store(1, Ordering::Relaxed);
+                }
+                Ok(Output::Event(Event::RtpPacket(p))) => {
+                    let now = Instant::now();
+                    st.bytes
+                        .fetch_add(p.payload.len() as u64, Ordering::Relaxed);
+                    if let Ok((d, _)) = PayloadDescriptor::parse(&p.payload) {
+                        let sid = d.layer.map_or(0, |l| l.sid);
+                        if d.end {
+                            if p.header.marker && sid == 2 {
+                                st.top_pictures.fetch_add(1, Ordering::Relaxed);
+                            }
+                            let key = (d.picture_id.unwrap_or(0) & 0x7fff, sid);
+                            if let Some(t) = fed.lock().expect("fed").get(&key) {
+                                samples.push(now.saturating_duration_since(*t).as_micros() as u64);
+                            }
+                            if samples.len() >= 64 {
+                                lat.lock().expect("lat").append(&mut samples);
+                            }
+                        }
+                    }
+                }
+                Ok(Output::Event(_)) => {}
+                Err(_) => return,
+            }
+        };
+        let wait = timeout.saturating_duration_since(Instant::now());
+        tokio::select! {
+            r = sock.recv_from(&mut buf) => {
+                if let Ok((n, from)) = r {
+                    let Ok(contents) = (&buf[..n]).try_into() else { continue };
+                    let input = Input::Receive(Instant::now(), Receive { proto: Protocol::Udp, source: from, destination: local, contents });
+                    if rtc.handle_input(input).is_err() {
+                        return;
+                    }
+                }
+            }
+            _ = tokio::time::sleep(wait) => {
+                if rtc.handle_input(Input::Timeout(Instant::now())).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn arg(args: &[String], name: &str, default: u64) -> u64 {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--list" || a == "--test") {
+        return; // cargo test --benches: nothing to list
+    }
+    let start = arg(&args, "--start", 50) as usize;
+    let step = arg(&args, "--step", 50) as usize;
+    let max = arg(&args, "--max", 300) as usize;
+    let secs = arg(&args, "--secs", 10);
+    let fed: FedAt = Arc::new(Mutex::new(HashMap::new()));
+    let (cmd_tx, cmd_rx) = mpsc::channel();
+    let (addr_tx, addr_rx) = mpsc::channel();
+    let fed2 = fed.clone();
+    let edge_t = std::thread::spawn(move || edge_thread(cmd_rx, addr_tx, fed2));
+    // The edge is listening once it reports its address (the clients learn it from the answer).
+    addr_rx.recv().expect("edge address");
+    let lat = Arc::new(Mutex::new(Vec::new()));
+    let stats: Arc<Mutex<Vec<Arc<ClientStats>>>> = Arc::new(Mutex::new(Vec::new()));
+    let (spawn_tx, spawn_rx) = mpsc::channel::<usize>();
+    {
+        let (cmd_tx, fed, lat, stats) = (cmd_tx.clone(), fed.clone(), lat.clone(), stats.clone());
+        std::thread::spawn(move || {
+            pin(1);
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("rt");
+            rt.block_on(async move {
+                loop {
+                    let n = match spawn_rx.try_recv() {
+                        Ok(n) => n,
+                        Err(mpsc::TryRecvError::Empty) => {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            continue;
+                        }
+                        Err(_) => return,
+                    };
+                    for _ in 0..n {
+                        let st = Arc::new(ClientStats::default());
+                        stats.lock().expect("stats").push(st.clone());
+                        tokio::spawn(client(cmd_tx.clone(), st, fed.clone(), lat.clone()));
+                        tokio::task::yield_now().await;
+                    }
+                }
+            });
+        });
+    }
+    let report = || {
+        let (tx, rx) = mpsc::channel();
+        cmd_tx.send(Cmd::Report(tx)).expect("edge");
+        rx.recv().expect("report")
+    };
+    let source_pps = 30.0;
+    let mut best = 0usize;
+    let mut best_p50 = f64::NAN;
+    let mut rows = Vec::new();
+    let mut n = 0usize;
+    let mut target = start;
+    while target <= max {
+        spawn_tx.send(target - n).expect("clients");
+        n = target;
+        // Let every new viewer connect, start and climb to the top layer.
+        let settle_end = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < settle_end {
+            std::thread::sleep(Duration::from_millis(500));
+            let r = report();
+            if r.viewers == n && r.top == n {
+                break;
+            }
+        }
+        let snap = |s: &Vec<Arc<ClientStats>>| -> Vec<(u64, u64)> {
+            s.iter()
+                .map(|c| {
+                    (
+                        c.bytes.load(Ordering::Relaxed),
+                        c.top_pictures.load(Ordering::Relaxed),
+                    )
+                })
+                .collect()
+        };
+        let r0 = report();
+        let a = snap(&stats.lock().expect("stats"));
+        lat.lock().expect("lat").clear();
+        let t = Instant::now();
+        std::thread::sleep(Duration::from_secs(secs));
+        let dt = t.elapsed().as_secs_f64();
+        let r1 = report();
+        let b = snap(&stats.lock().expect("stats"));
+        let cpu = (r1.cpu - r0.cpu).as_secs_f64() / dt;
+        let mut rates: Vec<f64> = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (y.0 - x.0) as f64 * 8.0 / dt)
+            .collect();
+        let pics: Vec<f64> = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (y.1 - x.1) as f64 / dt / source_pps)
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        let mut l = std::mem::take(&mut *lat.lock().expect("lat"));
+        l.sort_unstable();
+        let pct = |p: f64| {
+            l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1)))
+                .map_or(f64::NAN, |v| *v as f64 / 1000.0)
+        };
+        let worst_pics = pics.iter().copied().fold(f64::INFINITY, f64::min);
+        let ok = r1.viewers == n && worst_pics >= 0.9 && cpu < 0.9;
+        let row = format!(
+            "{n} viewers: edge CPU {:.0} % of a core, media rate per viewer min {:.0} / median {:.0} kbit/s, top-layer pictures worst {:.0} % of the source, {} at the top layer, latency p50 {:.1} ms p95 {:.1} ms ({} frames) -> {}",
+            cpu * 100.0,
+            rates.first().copied().unwrap_or(0.0) / 1000.0,
+            rates.get(rates.len() / 2).copied().unwrap_or(0.0) / 1000.0,
+            worst_pics * 100.0,
+            r1.top,
+            pct(0.5),
+            pct(0.95),
+            l.len(),
+            if ok { "served" } else { "NOT served" }
+        );
+        println!("{row}");
+        rows.push(row);
+        if !ok {
+            break;
+        }
+        best = n;
+        best_p50 = pct(0.5);
+        target += step;
+    }
+    let _ = cmd_tx.send(Cmd::Stop);
+    let _ = edge_t.join();
+    let cmd = "make edge-bench";
+    testkit::record(
+        "issue22/bench-viewers",
+        &format!(
+            "{best} viewers at ~1 Mbit/s each on one edge core ({})",
+            rows.last().cloned().unwrap_or_default()
+        ),
+        Some(best >= 200),
+        cmd,
+    );
+    testkit::record(
+        "issue22/bench-latency",
+        &format!("edge-added latency p50 {best_p50:.1} ms at {best} viewers"),
+        Some(best_p50.is_finite() && best_p50 <= 20.0),
+        cmd,
+    );
+}

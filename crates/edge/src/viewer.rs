@@ -1,0 +1,438 @@
+//! One browser: its str0m `Rtc` (ICE, DTLS-SRTP, RTCP, bandwidth estimate), its video
+//! forwarder and layer selection, its audio stream, and what the edge reports about it.
+//!
+//! str0m's contract is kept here: after every mutation of the `Rtc` (a datagram, a timeout, a
+//! written packet) its output is drained until it yields a timeout.
+
+use crate::forward::{Forwarder, Send};
+use crate::select::{Choice, Selector};
+use crate::whep::Negotiated;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use str0m::media::KeyframeRequestKind;
+use str0m::net::{Protocol, Receive};
+use str0m::rtp::{RtpWrite, SeqNo};
+use str0m::{Event, IceConnectionState, Input, Output, Rtc};
+
+/// A datagram to send.
+#[derive(Debug, Clone)]
+pub struct Transmit {
+    pub source: SocketAddr,
+    pub destination: SocketAddr,
+    pub contents: Vec<u8>,
+}
+
+/// What a viewer tells the edge.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ViewerSignal {
+    Connected,
+    /// The connection is gone (ICE failed or timed out, DTLS closed).
+    Closed,
+    /// The browser asked for a key picture (PLI or FIR).
+    KeyRequest,
+    /// A new bandwidth estimate or receiver report: time to re-evaluate the layers.
+    Estimate,
+}
+
+/// Counters and gauges of one viewer, from the edge's view.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ViewerStats {
+    /// str0m's send-side estimate, bit/s.
+    pub estimate_bps: Option<f64>,
+    /// Fraction lost from the browser's receiver reports (last interval).
+    pub loss: f32,
+    pub rtt: Option<Duration>,
+    /// Video RTP packets and bytes sent, including retransmissions (str0m's count).
+    pub video_packets: u64,
+    pub video_bytes: u64,
+    /// Media packets written (first transmissions) and audio packets written.
+    pub media_packets: u64,
+    pub audio_packets: u64,
+    /// NACK requests, PLIs and FIRs received from the browser.
+    pub nacks: u64,
+    pub plis: u64,
+    pub firs: u64,
+    /// Retransmissions answering NACKs (RTX), = str0m's sent count minus first transmissions.
+    pub rtx_packets: u64,
+    /// Packets the browser reports lost (cumulative, RTCP receiver reports).
+    pub remote_lost: u64,
+    /// Rate of media sent over the last stats interval, bit/s.
+    pub rate_bps: f64,
+    /// Edge-added latency of the last interval, from the arrival of a frame's last packet to
+    /// the transmission of its last packet to this browser (median, microseconds).
+    pub frame_latency_p50_us: Option<u64>,
+}
+
+/// A sent packet whose transmission time the latency figures need.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    seq: u16,
+    frame_done: Instant,
+}
+
+/// One browser.
+pub struct Viewer {
+    pub id: u64,
+    pub session: String,
+    rtc: Rtc,
+    neg: Negotiated,
+    video_ssrc: Option<u32>,
+    connected: bool,
+    closed: bool,
+    timeout: Instant,
+    pub fwd: Forwarder,
+    pub sel: Selector,
+    seq_video: u64,
+    seq_audio: u64,
+    stats: ViewerStats,
+    signals: VecDeque<ViewerSignal>,
+    pub created_at: Instant,
+    pub connected_at: Option<Instant>,
+    /// Bytes of media written since the last stats event.
+    interval_bytes: u64,
+    last_stats_at: Option<Instant>,
+    /// Frames sent whose last packet has not been seen leaving yet.
+    pending: VecDeque<Pending>,
+    latencies: Vec<u64>,
+    /// All latency samples (for the benchmark), when enabled.
+    pub latency_log: Option<Vec<u64>>,
+}
+
+impl Viewer {
+    pub fn new(
+        id: u64,
+        session: String,
+        now: Instant,
+        rtc: Rtc,
+        neg: Negotiated,
+        fwd: Forwarder,
+        sel: Selector,
+    ) -> Viewer {
+        // Random sequence starts below 2^15 (the ROC stays 0, RFC 3711 needs no signalling).
+        let mut v = Viewer {
+            id,
+            session,
+            rtc,
+            neg,
+            video_ssrc: None,
+            connected: false,
+            closed: false,
+            timeout: now,
+            fwd,
+            sel,
+            seq_video: fastrand::u64(0..32_768),
+            seq_audio: fastrand::u64(0..32_768),
+            stats: ViewerStats::default(),
+            signals: VecDeque::new(),
+            created_at: now,
+            connected_at: None,
+            interval_bytes: 0,
+            last_stats_at: None,
+            pending: VecDeque::new(),
+            latencies: Vec::new(),
+            latency_log: None,
+        };
+        let mut api = v.rtc.direct_api();
+        let ssrc = api.stream_tx_by_mid(neg.video, None).map(|s| *s.ssrc());
+        v.video_ssrc = ssrc;
+        v
+    }
+
+    pub fn connected(&self) -> bool {
+        self.connected
+    }
+
+    pub fn closed(&self) -> bool {
+        self.closed
+    }
+
+    pub fn has_audio(&self) -> bool {
+        self.neg.audio.is_some()
+    }
+
+    pub fn timeout(&self) -> Instant {
+        self.timeout
+    }
+
+    pub fn stats(&self) -> ViewerStats {
+        self.stats
+    }
+
+    pub fn poll_signal(&mut self) -> Option<ViewerSignal> {
+        self.signals.pop_front()
+    }
+
+    /// Whether this datagram is for this viewer.
+    pub fn accepts(&self, input: &Input<'_>) -> bool {
+        !self.closed && self.rtc.accepts(input)
+    }
+
+    pub fn handle_input(&mut self, now: Instant, input: Input<'_>, out: &mut VecDeque<Transmit>) {
+        if self.closed {
+            return;
+        }
+        if self.rtc.handle_input(input).is_err() {
+            self.close();
+            return;
+        }
+        self.drain(now, out);
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant, out: &mut VecDeque<Transmit>) {
+        if self.closed || now < self.timeout {
+            return;
+        }
+        if self.rtc.handle_input(Input::Timeout(now)).is_err() {
+            self.close();
+            return;
+        }
+        self.drain(now, out);
+    }
+
+    /// Ends the connection (DELETE, or the edge shutting down).
+    pub fn disconnect(&mut self, now: Instant, out: &mut VecDeque<Transmit>) {
+        if !self.closed {
+            let _ = self.rtc.close();
+            self.drain(now, out);
+            self.rtc.disconnect();
+        }
+        self.close();
+    }
+
+    fn close(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            self.signals.push_back(ViewerSignal::Closed);
+        }
+    }
+
+    /// Writes what the forwarder has queued to the video stream.
+    pub fn write_video(&mut self, now: Instant, out: &mut VecDeque<Transmit>) {
+        while let Some(s) = self.fwd.poll_send() {
+            if !self.connected || self.closed {
+                continue;
+            }
+            self.write_one_video(now, s, out);
+        }
+    }
+
+    fn write_one_video(&mut self, now: Instant, s: Send, out: &mut VecDeque<Transmit>) {
+        let seq = self.seq_video;
+        self.seq_video += 1;
+        let len = s.payload.len();
+        let w = RtpWrite::new(
+            self.neg.video_pt,
+            SeqNo::from(seq),
+            s.timestamp,
+            s.at,
+            s.payload,
+        )
+        .marker(s.marker)
+        .nackable(true);
+        let mut api = self.rtc.direct_api();
+        let Some(tx) = api.stream_tx_by_mid(self.neg.video, None) else {
+            return;
+        };
+        tx.write_rtp(w);
+        self.stats.media_packets += 1;
+        self.interval_bytes += len as u64;
+        if let Some(done) = s.frame_done {
+            self.pending.push_back(Pending {
+                seq: seq as u16,
+                frame_done: done,
+            });
+            if self.pending.len() > 512 {
+                self.pending.pop_front();
+            }
+        }
+        self.drain(now, out);
+    }
+
+    /// Forwards one audio packet (Opus payload as it came, timestamp in the edge's space).
+    pub fn write_audio(
+        &mut self,
+        now: Instant,
+        payload: Arc<[u8]>,
+        timestamp: u32,
+        marker: bool,
+        at: Instant,
+        out: &mut VecDeque<Transmit>,
+    ) {
+        let Some((mid, pt)) = self.neg.audio else {
+            return;
+        };
+        if !self.connected || self.closed {
+            return;
+        }
+        let seq = self.seq_audio;
+        self.seq_audio += 1;
+        let mut api = self.rtc.direct_api();
+        let Some(tx) = api.stream_tx_by_mid(mid, None) else {
+            return;
+        };
+        tx.write_rtp(RtpWrite::new(pt, SeqNo::from(seq), timestamp, at, payload).marker(marker));
+        self.stats.audio_packets += 1;
+        self.drain(now, out);
+    }
+
+    /// Asks str0m's estimator to keep traffic up to `min_bps` and probe towards `desired_bps`.
+    pub fn set_bwe_targets(
+        &mut self,
+        now: Instant,
+        min_bps: f64,
+        desired_bps: f64,
+        out: &mut VecDeque<Transmit>,
+    ) {
+        if self.closed {
+            return;
+        }
+        self.rtc.bwe().set_bitrate(
+            str0m::bwe::Bitrate::bps(min_bps.max(0.0) as u64),
+            str0m::bwe::Bitrate::bps(desired_bps.max(0.0) as u64),
+        );
+        self.drain(now, out);
+    }
+
+    fn drain(&mut self, now: Instant, out: &mut VecDeque<Transmit>) {
+        loop {
+            match self.rtc.poll_output() {
+                Ok(Output::Timeout(t)) => {
+                    self.timeout = t;
+                    return;
+                }
+                Ok(Output::Transmit(t)) => {
+                    let contents: Vec<u8> = t.contents.into();
+                    self.on_transmit(now, &contents);
+                    out.push_back(Transmit {
+                        source: t.source,
+                        destination: t.destination,
+                        contents,
+                    });
+                }
+                Ok(Output::Event(e)) => self.on_event(now, e),
+                Err(_) => {
+                    self.close();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Matches a first transmission of a frame's last packet with its arrival time.
+    fn on_transmit(&mut self, now: Instant, b: &[u8]) {
+        if b.len() < 12 || b[0] >> 6 != 2 || (192..=223).contains(&b[1]) {
+            return;
+        }
+        let ssrc = u32::from_be_bytes([b[8], b[9], b[10], b[11]]);
+        if Some(ssrc) != self.video_ssrc {
+            return;
+        }
+        let seq = u16::from_be_bytes([b[2], b[3]]);
+        while let Some(p) = self.pending.front().copied() {
+            if p.seq == seq {
+                self.pending.pop_front();
+                let us = now.saturating_duration_since(p.frame_done).as_micros() as u64;
+                self.latencies.push(us);
+                if let Some(log) = &mut self.latency_log {
+                    log.push(us);
+                }
+                break;
+            }
+            // Behind the packet now leaving: it left before (or never will).
+            if (seq.wrapping_sub(p.seq) as i16) > 0 {
+                self.pending.pop_front();
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn on_event(&mut self, now: Instant, e: Event) {
+        match e {
+            Event::Connected => {
+                self.connected = true;
+                self.connected_at = Some(now);
+                self.signals.push_back(ViewerSignal::Connected);
+            }
+            Event::IceConnectionStateChange(IceConnectionState::Disconnected) | Event::Closed => {
+                self.close();
+            }
+            Event::KeyframeRequest(r) if r.mid == self.neg.video => {
+                match r.kind {
+                    KeyframeRequestKind::Pli => self.stats.plis += 1,
+                    KeyframeRequestKind::Fir => self.stats.firs += 1,
+                }
+                self.signals.push_back(ViewerSignal::KeyRequest);
+            }
+            Event::EgressBitrateEstimate(str0m::bwe::BweKind::Twcc { estimate, .. }) => {
+                self.stats.estimate_bps = Some(estimate.as_f64());
+                self.signals.push_back(ViewerSignal::Estimate);
+            }
+            Event::PeerStats(p) => {
+                if let Some(l) = p.egress_loss_fraction {
+                    self.stats.loss = l;
+                }
+                if p.rtt.is_some() {
+                    self.stats.rtt = p.rtt;
+                }
+            }
+            Event::MediaEgressStats(m) if m.mid == self.neg.video => {
+                self.stats.video_packets = m.packets;
+                self.stats.video_bytes = m.bytes;
+                self.stats.nacks = m.nacks;
+                self.stats.rtx_packets = m.packets.saturating_sub(self.stats.media_packets);
+                if let Some(r) = &m.remote {
+                    self.stats.remote_lost = r.packets_lost;
+                }
+                if let Some(l) = m.loss {
+                    self.stats.loss = l;
+                }
+                if m.rtt.is_some() {
+                    self.stats.rtt = m.rtt;
+                }
+                if let Some(last) = self.last_stats_at {
+                    let dt = now.saturating_duration_since(last).as_secs_f64();
+                    if dt > 0.0 {
+                        self.stats.rate_bps = self.interval_bytes as f64 * 8.0 / dt;
+                    }
+                }
+                self.interval_bytes = 0;
+                self.last_stats_at = Some(now);
+                if !self.latencies.is_empty() {
+                    self.latencies.sort_unstable();
+                    self.stats.frame_latency_p50_us =
+                        Some(self.latencies[self.latencies.len() / 2]);
+                    self.latencies.clear();
+                }
+                self.signals.push_back(ViewerSignal::Estimate);
+            }
+            _ => {}
+        }
+    }
+
+    /// The layers the browser decodes now.
+    pub fn layers(&self) -> Choice {
+        self.fwd.current()
+    }
+}
+
+/// A datagram from the shell as str0m's input (None if it is not something str0m parses:
+/// neither STUN, DTLS, RTP nor RTCP).
+pub fn input<'a>(
+    now: Instant,
+    source: SocketAddr,
+    destination: SocketAddr,
+    contents: &'a [u8],
+) -> Option<Input<'a>> {
+    Some(Input::Receive(
+        now,
+        Receive {
+            proto: Protocol::Udp,
+            source,
+            destination,
+            contents: contents.try_into().ok()?,
+        },
+    ))
+}

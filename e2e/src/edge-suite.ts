@@ -1,0 +1,139 @@
+// The WebRTC edge's browser measurements (issue 22; `make edge-browser`, ~4 min): two headless
+// Chromium browsers play the session from the edge's watch page, one behind 4 Mbit/s, one
+// behind 600 kbit/s (it must get a lower spatial layer); the first one's path then steps to
+// 1 Mbit/s (the edge must drop layers within 5 s, no freeze over 500 ms) and back (layers
+// restored within 15 s); then the second one's path becomes 4 Mbit/s with 2 % random loss for a
+// minute (NACK/RTX must keep it at ≤ 1 freeze per minute). Every figure comes from the
+// browser's own getStats() and frame callbacks, and the edge's view of the viewer.
+import path from 'node:path';
+import { recordAcceptance } from './acceptance.js';
+import { repoRoot } from './bins.js';
+import { CHROMIUM_ARGS, EDGE_HTTP, EdgeBed, type PageState } from './edge.js';
+import { sleep } from './sh.js';
+
+const CMD = 'make edge-browser';
+
+interface Viewer {
+  state(): Promise<PageState>;
+  markGaps(): Promise<void>;
+}
+
+export async function edgeSuite(opts: { outDir: string; lossSecs?: number }): Promise<number> {
+  const { chromium } = await import('playwright-core');
+  const bed = new EdgeBed({ outDir: opts.outDir, paths: [{ rateBps: 4_000_000 }, { rateBps: 600_000 }] });
+  const ctxs: { close(): Promise<void> }[] = [];
+  let failures = 0;
+  const check = (id: string, value: string, pass: boolean) => {
+    recordAcceptance(id, value, pass, CMD);
+    console.log(`${pass ? 'PASS' : 'FAIL'} ${id}: ${value}`);
+    if (!pass) failures++;
+  };
+  try {
+    await bed.start();
+    const open = async (i: number): Promise<Viewer> => {
+      const ctx = await chromium.launchPersistentContext(bed.profileDir(i), {
+        executablePath: bed.chromiumIn(i),
+        headless: true,
+        args: CHROMIUM_ARGS,
+        viewport: { width: 900, height: 600 },
+      });
+      ctxs.push(ctx);
+      const page = ctx.pages()[0] ?? (await ctx.newPage());
+      page.on('pageerror', (e) => console.error(`browser ${i}: ${e.message}`));
+      await page.goto(`${EDGE_HTTP}/watch/main`);
+      return {
+        state: () => page.evaluate(() => (window as unknown as { lc: PageState }).lc),
+        markGaps: () => page.evaluate(() => (window as unknown as { lc: { markGaps(): void } }).lc.markGaps()),
+      };
+    };
+    const wide = await open(0);
+    const narrow = await open(1);
+    for (const [n, v] of [['wide', wide], ['narrow', narrow]] as const) {
+      await bed.waitFor(`${n} decodes`, async () => ((await v.state()).stats?.framesDecoded ?? 0) > 0, 30_000, 250);
+    }
+    // 1. Steady state: the wide browser at the top, the narrow one lower.
+    await sleep(15_000);
+    const w = await wide.state();
+    const n = await narrow.state();
+    console.log(`wide: ${w.stats?.frameWidth}x${w.stats?.frameHeight} S${w.edge?.spatial}T${w.edge?.temporal} est ${w.edge?.estimate_bps}; narrow: ${n.stats?.frameWidth}x${n.stats?.frameHeight} S${n.edge?.spatial}T${n.edge?.temporal} est ${n.edge?.estimate_bps}`);
+    check(
+      'issue22/narrow-lower-spatial',
+      `600 kbit/s: ${n.stats?.frameWidth}x${n.stats?.frameHeight} (spatial ${n.edge?.spatial}), 4 Mbit/s: ${w.stats?.frameWidth}x${w.stats?.frameHeight} (spatial ${w.edge?.spatial})`,
+      (n.edge?.spatial ?? 9) < (w.edge?.spatial ?? 0) && (n.stats?.frameWidth ?? 9999) < (w.stats?.frameWidth ?? 0),
+    );
+    // 2. The wide path steps to 1 Mbit/s, then back to 4 Mbit/s.
+    const top = w.edge?.spatial ?? 2;
+    const before = (await wide.state()).stats!;
+    await wide.markGaps();
+    await bed.setPath(0, { rateBps: 1_000_000 });
+    const tDown = Date.now();
+    let dropped: number | null = null;
+    while (Date.now() - tDown < 20_000) {
+      await sleep(200);
+      const s = await wide.state();
+      if (dropped === null && s.edge && s.edge.spatial < top) dropped = (Date.now() - tDown) / 1000;
+      if (dropped !== null && Date.now() - tDown > 15_000) break;
+    }
+    await bed.setPath(0, { rateBps: 4_000_000 });
+    const tUp = Date.now();
+    let restored: number | null = null;
+    while (Date.now() - tUp < 25_000) {
+      await sleep(200);
+      const s = await wide.state();
+      if (s.edge && s.edge.spatial >= top) {
+        restored = (Date.now() - tUp) / 1000;
+        break;
+      }
+    }
+    await sleep(3000);
+    const after = await wide.state();
+    const freezes = after.stats!.freezeCount - before.freezeCount;
+    const freezeS = after.stats!.totalFreezesDuration - before.totalFreezesDuration;
+    check('issue22/step-drop', dropped === null ? 'no layer dropped within 20 s' : `layers dropped ${dropped.toFixed(1)} s after the step to 1 Mbit/s`, dropped !== null && dropped <= 5);
+    check(
+      'issue22/step-no-freeze',
+      `longest frame gap ${after.gaps.max.toFixed(0)} ms, ${after.gaps.over500} gaps over 500 ms; getStats: ${freezes} freezes, ${freezeS.toFixed(2)} s frozen`,
+      after.gaps.over500 === 0,
+    );
+    check('issue22/step-restore', restored === null ? 'not restored within 25 s' : `top layer back ${restored.toFixed(1)} s after the step to 4 Mbit/s`, restored !== null && restored <= 15);
+    // 3. 2 % random loss on the narrow browser's path, now 4 Mbit/s.
+    await bed.setPath(1, { rateBps: 4_000_000, loss: 0.02 });
+    await sleep(8000);
+    const l0 = await narrow.state();
+    const lossSecs = opts.lossSecs ?? 60;
+    await sleep(lossSecs * 1000);
+    const l1 = await narrow.state();
+    const lf = l1.stats!.freezeCount - l0.stats!.freezeCount;
+    const perMin = (lf * 60) / lossSecs;
+    const nacks = l1.stats!.nackCount - l0.stats!.nackCount;
+    const rtx = (l1.edge?.rtx_packets ?? 0) - (l0.edge?.rtx_packets ?? 0);
+    const lost = l1.stats!.packetsLost - l0.stats!.packetsLost;
+    const fps = ((l1.stats!.framesDecoded - l0.stats!.framesDecoded) * 1000) / (l1.stats!.at - l0.stats!.at);
+    check(
+      'issue22/loss2-freezes',
+      `${perMin.toFixed(1)} freezes/min over ${lossSecs} s (${lf}); ${nacks} NACKs sent, ${rtx} RTX from the edge, ${lost} packets lost after repair, ${fps.toFixed(1)} fps, ${l1.stats?.frameWidth}x${l1.stats?.frameHeight}`,
+      perMin <= 1 && rtx > 0,
+    );
+  } catch (e) {
+    console.error(`edge suite: ${(e as Error).message}`);
+    failures++;
+  } finally {
+    for (const c of ctxs) await c.close().catch(() => undefined);
+    await bed.teardown();
+  }
+  console.log(failures ? `edge suite: ${failures} check(s) failed (logs: ${opts.outDir})` : 'edge suite: all checks passed');
+  return failures ? 1 : 0;
+}
+
+export const EDGE_USAGE = `  layercast-e2e edge [--out DIR] [--loss-secs N]
+                                        the WebRTC edge in headless Chromium: two paths, a
+                                        step, 2 % loss (issue 22; make edge-browser)`;
+
+export function edgeCommand(args: string[], stamp: string): Promise<number> {
+  const i = args.indexOf('--out');
+  const j = args.indexOf('--loss-secs');
+  return edgeSuite({
+    outDir: i >= 0 ? args[i + 1]! : path.join(repoRoot, 'e2e', 'runs', `edge-${stamp}`),
+    lossSecs: j >= 0 ? Number(args[j + 1]) : undefined,
+  });
+}
