@@ -144,7 +144,7 @@ mod tests {
                         header,
                         payload: rp.payload().to_vec(),
                     };
-                    enc[k].push_media(seq[k], &lp);
+                    enc[k].push_media(seq[k], &lp.header, &lp.payload);
                     seq[k] = seq[k].wrapping_add(1);
                     if !(j == 0 && drop(i, k)) {
                         out.push((i, k, lp.to_bytes(&[]).unwrap()));
@@ -153,7 +153,9 @@ mod tests {
                 if let Some(mut r) = enc[k].repair() {
                     r.header.sequence_number = seq[k];
                     seq[k] = seq[k].wrapping_add(1);
-                    out.push((i, k, r.to_bytes(&[]).unwrap()));
+                    let mut bytes = Vec::new();
+                    r.header.write(&r.payload, &mut bytes).unwrap();
+                    out.push((i, k, bytes));
                 }
             }
         }
