@@ -1,7 +1,7 @@
 # Layercast: the two commands a new user runs are `make demo` and `make test` (see README.md).
 # Both install what is missing first (scripts/setup.sh) and are safe to re-run.
 
-.PHONY: demo test setup catalogue e2e-full quality bench bench-ladder fuzz acceptance clean-net containers soak faults capacity pim test-audio edge-browser edge-bench
+.PHONY: demo test setup catalogue e2e-full rmcat quality bench bench-ladder fuzz acceptance clean-net containers soak faults capacity pim test-audio edge-browser edge-bench
 
 demo: ## Live session with players behind emulated bottlenecks, and the dashboard
 	@scripts/demo.sh $(ARGS)
@@ -17,6 +17,9 @@ catalogue: ## The simulator's full catalogue of published experiments (long)
 
 e2e-full: ## Every emulated-network acceptance scenario (long)
 	@scripts/setup.sh && npm run -w e2e full -- $(ARGS)
+
+rmcat: ## Issue 24's RMCAT set and TCP model check on the testbed, 5 runs each (docs/protocols/lcc.md)
+	@scripts/setup.sh && npm run -w e2e full -- --only rmcat-,tcp-model-,demo --reps 5 $(ARGS)
 
 quality: ## Issue 20: what viewers see (freezes, frame rate, PSNR/SSIM, latency, repairs) on clean, middle-layer, lossy, jittery and CUBIC-shared paths, ERA and PLM, 5 runs x 60 s (~20 min; ARGS='--runs 3')
 	@scripts/setup.sh && { flock /tmp/layercast-heavy.lock npm run -w e2e cli -- quality-suite $(ARGS); rc=$$?; node scripts/acceptance.mjs; exit $$rc; }

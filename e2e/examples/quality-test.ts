@@ -3,7 +3,7 @@
 // and assert on each player's video quality.
 //
 //   node --import tsx e2e/examples/quality-test.ts [--seconds 20] [--source clip|testpattern]
-//        [--viewers 350,1000,3000] [--protocol era|plm] [--out DIR]
+//        [--viewers 350,1000,3000] [--protocol lcc|era|plm] [--out DIR]
 //
 // Needs root (namespaces), ffmpeg, and release builds of layercast-server, layercast-player and
 // layercast-linkemu (LAYERCAST_BIN_DIR or target/release). Exits 1 when an assertion fails.
@@ -52,7 +52,7 @@ export interface QualityTestOptions {
   /** The session's `packet_size` (default: the server's default for video). */
   packetSize?: number;
   /** Congestion control of the session and its players (default 'era'). */
-  protocol?: 'era' | 'plm';
+  protocol?: 'lcc' | 'era' | 'plm';
 }
 
 export interface QualityTestResult {
@@ -219,7 +219,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.a
   const viewers = arg('--viewers')
     ?.split(',')
     .map((k) => ({ name: `v${k}`, bottleneckKbps: Number(k), minPsnrDb: 0 }));
-  const protocol = (arg('--protocol') ?? 'era') as 'era' | 'plm';
+  const protocol = (arg('--protocol') ?? 'era') as 'lcc' | 'era' | 'plm';
   qualityTest({ seconds: Number(arg('--seconds') ?? 20), source: (arg('--source') as 'clip' | 'testpattern') ?? 'clip', outDir: arg('--out'), viewers, protocol }).then(
     (r) => {
       if (r.skipped) console.log(`not measured: ${r.skipped}`);

@@ -20,6 +20,16 @@ import type { DerivedRow } from './tfmcc.js';
 import { AGGREGATE, inBand, type MeasResult } from './metrics.js';
 import { repeatRows, type Sample } from './repeat.js';
 
+/** The issue-24 checks: each RMCAT case on FIFO and FQ-CoDel, the TCP model scenarios. */
+export function ISSUE24_CHECKS(): string[] {
+  const cases = ['variable-capacity', 'three-sessions', 'rtt-fairness', 'long-cubic', 'long-bbr', 'short-tcp', 'pause-resume'];
+  return [
+    ...cases.flatMap((c) => [`issue24/${c}-fifo`, `issue24/${c}-fqcodel`]),
+    ...['cubic-1', 'cubic-2', 'bbr-1', 'bbr-2'].map((m) => `issue24/tcp-model-${m}`),
+    'issue24/demo-v4m-tcp',
+  ];
+}
+
 /** The checks the full set must report (issue 7): ERA §5, PLM §9.B with FQ and the FIFO
  *  comparison, the delay-based scheme's §10.B. */
 export const FULL_CHECKS = [
@@ -30,10 +40,12 @@ export const FULL_CHECKS = [
   'era/AC-13', 'plm/E1', 'plm/E3', 'plm/E4', 'plm/E6', 'plm/E7', 'plm/E8', 'plm/E9', 'plm/E10', 'plm/E11', 'plm/E12',
   'delay/DE0', 'delay/DE3', 'delay/DE4', 'delay/DE5', 'delay/DE7', 'delay/DE8',
   'tfmcc/E6', 'tfmcc/E7', 'tfmcc/E9', 'tfmcc/E10', 'tfmcc/E11', 'tfmcc/E12', 'tfmcc/E13', 'tfmcc/E14', 'tfmcc/E15', 'tfmcc/E16',
+  // Issue 24: LCC's RMCAT set (research/scenarios/rmcat-*.yaml, `make rmcat`) and the Linux TCP model check.
+  ...ISSUE24_CHECKS(),
 ];
 
 /** Checks of FULL_CHECKS that the simulator's catalogue records under the same id. */
-export const SIM_ALSO = ['era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-6', 'era/AC-8', 'era/AC-9', 'era/AC-10', 'era/AC-12'];
+export const SIM_ALSO = ['era/AC-2', 'era/AC-3', 'era/AC-4', 'era/AC-6', 'era/AC-8', 'era/AC-9', 'era/AC-10', 'era/AC-12', ...ISSUE24_CHECKS()];
 
 export const SCENARIO_DIRS = [path.join(repoRoot, 'research', 'scenarios'), path.join(repoRoot, 'e2e', 'scenarios')];
 

@@ -36,6 +36,9 @@ export interface DirCounters {
   queue_bytes: number;
   queue_max_packets: number;
   in_flight: number;
+  /** Queueing delay histogram, cumulative: whole milliseconds -> frames (absent from old
+   *  emulator builds). */
+  sojourn_ms?: Record<string, number>;
 }
 
 export interface GroupStats {

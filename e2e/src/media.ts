@@ -83,9 +83,10 @@ export function announceIntervalArgs(f: LayeredFlow): string[] {
  *  the receivers of ERA Exp. I start at 3.0 s, just as the sender's SAM of 3.0x s passes, and
  *  joined at 4.10 s on the next one (docs/testbed.md, "ERA checks, fourth pass"; plm/E3).
  *  A player started by a user with `--session-url` gets the description the same way. The
- *  multicast SAMs still arrive and re-phase the RAI grid (era.md §1.1.14). */
+ *  multicast SAMs still arrive and re-phase the RAI grid (era.md §1.1.14). LCC sessions too:
+ *  the product's player starts from the description (`--session-url`). */
 export function prefetchesDescription(f: LayeredFlow): boolean {
-  return f.protocol === 'plm' || f.protocol === 'era' || f.protocol.startsWith('era-');
+  return f.protocol === 'plm' || f.protocol === 'lcc' || f.protocol === 'era' || f.protocol.startsWith('era-');
 }
 
 /** The server's announcement of session `f` (the JSON `--session-info` reads). */

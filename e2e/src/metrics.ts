@@ -3,7 +3,7 @@
 // from either engine can be compared field by field.
 import { expand, type Measurement, type Scenario } from './scenario.js';
 
-export type MonKind = 'layered' | 'tcp' | 'cbr' | 'onoff' | 'tfmcc';
+export type MonKind = 'layered' | 'tcp' | 'cbr' | 'onoff' | 'tfmcc' | 'queue';
 
 /** One receiver's (or unicast flow's) binned record, like the simulator's Monitor. */
 export class Monitor {
@@ -17,6 +17,8 @@ export class Monitor {
   start: number | null = null;
   /** Set when the flow could not be run (e.g. a binary is missing). */
   notRun: string | null = null;
+  /** Queue monitors: the emulator's cumulative sojourn histogram (ms -> frames) at each poll. */
+  sojourn: [number, Map<number, number>][] = [];
 
   constructor(
     readonly name: string,
@@ -80,6 +82,12 @@ export class Monitor {
     return this.segments(t0, t1).reduce((s, [a, b, k]) => s + (b - a) * k, 0) / (t1 - t0);
   }
 
+  /** Share of [t0, t1] spent holding at least `min` layers (0..1). */
+  timeAtLevel(t0: number, t1: number, min: number): number {
+    if (t1 <= t0) return NaN;
+    return this.segments(t0, t1).reduce((s, [a, b, k]) => s + (k >= min ? b - a : 0), 0) / (t1 - t0);
+  }
+
   levelRange(t0: number, t1: number): [number, number] {
     const s = this.segments(t0, t1).map((x) => x[2]);
     return [Math.min(...s), Math.max(...s)];
@@ -113,6 +121,32 @@ export class Monitor {
       } else runStart = null;
     }
     return Infinity;
+  }
+
+  /** Quantile `q` of the per-frame queueing delay in [t0, t1] (ms), from the difference of
+   *  the cumulative histograms polled last at or before t0 and t1; a bucket counts at its
+   *  middle (ms + 0.5). NaN without frames. */
+  queueDelayQuantile(t0: number, t1: number, q: number): number {
+    const at = (t: number) => {
+      let h: Map<number, number> | null = null;
+      for (const [ts, m] of this.sojourn) {
+        if (ts > t) break;
+        h = m;
+      }
+      return h;
+    };
+    const end = at(t1);
+    if (!end) return NaN;
+    const start = at(t0) ?? new Map<number, number>();
+    const diff = [...end.entries()].map(([ms, n]) => [ms, n - (start.get(ms) ?? 0)] as [number, number]).filter(([, n]) => n > 0).sort((a, b) => a[0] - b[0]);
+    const total = diff.reduce((s, [, n]) => s + n, 0);
+    if (total === 0) return NaN;
+    let acc = 0;
+    for (const [ms, n] of diff) {
+      acc += n;
+      if (acc >= q * total) return ms + 0.5;
+    }
+    return diff[diff.length - 1][0] + 0.5;
   }
 
   maxIntervalLoss(iv: number, t0: number, t1: number): number {
@@ -236,6 +270,9 @@ export function measure(sc: Scenario, mons: Map<string, Monitor>, m: Measurement
     case 'mean_layers':
       values = per((mon) => mon.meanLayers(...win(mon)));
       break;
+    case 'time_at_level':
+      values = per((mon) => mon.timeAtLevel(...win(mon), m.min_layers ?? 1));
+      break;
     case 'min_level':
       values = per((mon) => mon.levelRange(...win(mon))[0]);
       break;
@@ -244,6 +281,10 @@ export function measure(sc: Scenario, mons: Map<string, Monitor>, m: Measurement
       break;
     case 'layer_changes':
       values = per((mon) => mon.changesIn(...win(mon)));
+      break;
+    case 'queue_delay_median_ms':
+    case 'queue_delay_p95_ms':
+      values = per((mon) => mon.queueDelayQuantile(...win(mon), m.metric === 'queue_delay_p95_ms' ? 0.95 : 0.5));
       break;
     case 'layer_changes_per_min':
       values = per((mon) => {

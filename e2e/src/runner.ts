@@ -171,8 +171,15 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
   const iv = sc.interval_s;
   const mons = new Map<string, Monitor>();
   for (const n of monitorNames(sc)) {
+    if (n.startsWith('queue:')) {
+      // A link's queue (`monitor_queue`): filled from the emulator's counters at every poll.
+      const m = new Monitor(n, n, 'queue');
+      m.start = 0;
+      mons.set(n, m);
+      continue;
+    }
     const f = sc.flows.find((x) => n === x.name || n.startsWith(`${x.name}/`));
-    if (!f) continue; // a simulator queue probe (`queue:FROM-TO`): not measured on the testbed
+    if (!f) continue;
     if (f.type === 'tfrc' || f.type === 'web' || f.type === 'tfrc-pcc' || f.type === 'aer') continue; // simulator only (refused above)
     const m = new Monitor(n, f.name, f.type);
     if (f.type === 'layered') {
@@ -423,6 +430,7 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
 
     // ---- poll the emulators every interval
     let polling = true;
+    const lastQ = new Map<string, { t: number; tx_bytes: number; tx_packets: number; drops: number }>();
     const poller = (async () => {
       await sleep(at(0));
       while (polling) {
@@ -434,6 +442,17 @@ export async function runScenario(scIn: Scenario, opts: RunOptions): Promise<Run
             for (const dir of ['ab', 'ba'] as const) {
               const c = s[dir].counters;
               linkSamples.push({ t, link: bl.name, dir, tx_bytes: c.tx_bytes, queue_packets: c.queue_packets, drops: c.drop_overflow + c.drop_early + c.drop_loss });
+            }
+            // A monitored queue: its sojourn histogram, and the link's output and drops since the
+            // last poll (as the simulator's probe: throughput = output, loss = drop ratio).
+            const qm = mons.get(`queue:${bl.def.from}-${bl.def.to}`);
+            const c = s.ab.counters;
+            if (qm && c.sojourn_ms) {
+              qm.sojourn.push([t, new Map(Object.entries(c.sojourn_ms).map(([k, v]) => [Number(k), v]))]);
+              const drops = c.drop_overflow + c.drop_early + c.drop_loss;
+              const prev = lastQ.get(qm.name);
+              if (prev && t > prev.t) qm.add(iv, (prev.t + t) / 2, c.tx_bytes - prev.tx_bytes, c.tx_packets - prev.tx_packets, drops - prev.drops);
+              lastQ.set(qm.name, { t, tx_bytes: c.tx_bytes, tx_packets: c.tx_packets, drops });
             }
             finals.set(bl.index, s);
           } catch {

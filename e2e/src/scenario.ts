@@ -17,7 +17,9 @@ export interface LinkDef {
   loss: number;
   duplex: boolean;
   reverse_queue?: QdiscConfig | null;
-  /** The simulator's queue probe: a monitor `queue:FROM-TO` (metric mean_queue_packets). */
+  /** A monitor `queue:FROM-TO` of the from->to queue: the simulator probes the waiting time
+   *  every 10 ms, the testbed reads the emulator's per-packet sojourn histogram (metrics
+   *  queue_delay_median_ms, queue_delay_p95_ms; the link's output and drops). */
   monitor_queue?: boolean;
   /** ACC TCP active router on this link's from->to queue (simulator only; the runner refuses it). */
   acc?: boolean;
@@ -423,9 +425,9 @@ export function parseScenario(text: string): Scenario {
   return sc;
 }
 
-/** TCP variants of the scenario format: the simulator's (`agents::tcp`), plus `cubic`, which
- *  only the testbed runs (the kernel's CUBIC, the modern robustness case of DESIGN.md). */
-export const TCP_VARIANTS = ['reno', 'newreno', 'sack', 'acc-reno', 'cubic'] as const;
+/** TCP variants of the scenario format: the simulator's ns-2-style ones (`agents::tcp`) and
+ *  Linux's `cubic` and `bbr` (the kernel modules here; the simulator's `agents::linux_tcp`). */
+export const TCP_VARIANTS = ['reno', 'newreno', 'sack', 'acc-reno', 'cubic', 'bbr'] as const;
 
 /**
  * The kernel congestion control (`iperf3 -C`) that runs a scenario's TCP variant on the

@@ -132,7 +132,8 @@ export async function buildTopology(net: Net, sc: Scenario, opts: BuildOptions):
     const b = nodeNs.get(def.to)!;
     const q = def.queue ?? DEFAULT_QUEUE;
     const rq = def.reverse_queue ?? q;
-    const rateOnly = def.delay_ms === 0 && def.jitter_ms === 0 && def.loss === 0 && q.kind === 'droptail' && rq.kind === 'droptail' && def.duplex;
+    // A monitored queue needs the emulator's sojourn histogram.
+    const rateOnly = def.delay_ms === 0 && def.jitter_ms === 0 && def.loss === 0 && q.kind === 'droptail' && rq.kind === 'droptail' && def.duplex && !def.monitor_queue;
     const kind = opts.linkMode !== 'linkemu' && rateOnly ? 'tbf' : 'linkemu';
     const bl: BuiltLink = {
       index: i,

@@ -89,8 +89,9 @@ const HELP: &str = "layercast-player: receive a layered multicast session
   --session-info FILE    start from this session description (the JSON the server serves at
                          /api/sessions/ID/announcement): join the base layer at once instead
                          of waiting up to one announcement interval; later SAMs replace it
-  --controller NAME      receiver-driven controller (era, era-thesis, plm, ..., tfmcc) [default: era;
-                         era is the thesis' ERA without single-pair decisions, docs/protocols/era.md E13];
+  --controller NAME      receiver-driven controller (lcc, era, era-thesis, plm, ..., tfmcc)
+                         [default: lcc, docs/protocols/lcc.md; era is the thesis' ERA without
+                         single-pair decisions, docs/protocols/era.md E13];
                          tfrc: receive a unicast TFRC flow instead (--controller tfrc --help)
   --tfmcc-feedback A:P   TFMCC: send reports here [default: SAM sender, layer 0 port + 1]
   --fixed-layers N       no controller: hold layers 0..N-1 (measurement mode)
@@ -134,7 +135,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         session_url: None,
         session_info: None,
         announce: None,
-        controller: "era".into(),
+        controller: "lcc".into(),
         fixed_layers: None,
         interface: Ipv4Addr::UNSPECIFIED,
         headless: false,

@@ -219,7 +219,8 @@ pub struct SessionConfig {
     /// player's announcement URL keeps working.
     pub id: Option<String>,
     pub name: Option<String>,
-    /// Congestion-control protocol receivers should run (`era`, `plm`, ...). Default `era`.
+    /// Congestion-control protocol receivers should run (`lcc`, `era`, `plm`, ...). Default
+    /// `lcc`, the product controller (docs/protocols/lcc.md).
     pub protocol: Option<String>,
     /// `synthetic` (constant-rate padding layers). Video sources need the codec crate.
     pub source: Option<String>,
@@ -531,7 +532,7 @@ pub fn check_protocol(protocol: &str) -> std::result::Result<(), String> {
     match spec.layout {
         SenderLayout::ConstantLayers => Ok(()),
         other => Err(format!(
-            "{protocol} needs a sender with {}, which this server does not send; use era, plm or tfmcc",
+            "{protocol} needs a sender with {}, which this server does not send; use lcc, era, plm or tfmcc",
             match other {
                 SenderLayout::SyncPoints => "synchronisation-point bursts",
                 SenderLayout::DynamicLayers => "dynamic layers",
@@ -577,7 +578,7 @@ impl SessionConfig {
         default_port: u16,
     ) -> Result<ResolvedSession> {
         let key = |k: &str| format!("{ctx}.{k}");
-        let protocol = self.protocol.clone().unwrap_or_else(|| "era".into());
+        let protocol = self.protocol.clone().unwrap_or_else(|| "lcc".into());
         if let Err(why) = check_protocol(&protocol) {
             return Err(Error::config(&key("protocol"), why));
         }
@@ -1080,7 +1081,7 @@ mod tests {
 
     #[test]
     fn protocols_without_their_sender_layout_are_refused() {
-        for ok in ["era", "plm", "tfmcc", "PLM"] {
+        for ok in ["lcc", "era", "plm", "tfmcc", "PLM"] {
             assert!(check_protocol(ok).is_ok(), "{ok}");
         }
         for bad in ["rlc", "flid", "webrc", "nope"] {

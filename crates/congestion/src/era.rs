@@ -883,12 +883,7 @@ impl LayeredController for Era {
             return; // spurious
         }
         // Keep the grid: the next deadline is the first grid point after `now`.
-        let rai = self.rai.as_nanos() as u64;
-        let behind = now.as_nanos() - due.as_nanos();
-        self.next_adapt = Some(Time(
-            due.as_nanos()
-                .saturating_add((behind / rai).saturating_add(1).saturating_mul(rai)),
-        ));
+        self.next_adapt = Some(Time::next_on_grid(due, now, self.rai));
         self.on_rai(now);
     }
 

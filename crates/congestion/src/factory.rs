@@ -11,6 +11,7 @@
 
 use crate::controller::LayeredController;
 use crate::era::{Era, EraConfig, RttMode};
+use crate::lcc::Lcc;
 use crate::plm::{Plm, PlmConfig};
 use proto::{Error, Result};
 
@@ -67,6 +68,9 @@ fn era_rtt_join() -> Box<dyn LayeredController> {
         ..EraConfig::live()
     }))
 }
+fn lcc() -> Box<dyn LayeredController> {
+    Box::new(Lcc::default())
+}
 fn plm_paper() -> Box<dyn LayeredController> {
     Box::new(Plm::default())
 }
@@ -74,9 +78,20 @@ fn plm_confirm() -> Box<dyn LayeredController> {
     Box::new(Plm::new(PlmConfig::confirming()))
 }
 
-/// The product's controllers, as the player runs them on real sockets. `tfmcc` is not here:
-/// its receiver needs a receiver id and a feedback path, so hosts build it directly.
+/// LCC has one configuration, live and in the simulator (it has no paper to reproduce).
+const LCC: ControllerSpec = ControllerSpec {
+    name: "lcc",
+    protocol: "lcc",
+    layout: SenderLayout::ConstantLayers,
+    about: "the product default, for FIFO, FQ-CoDel and fair queues (docs/protocols/lcc.md)",
+    build: lcc,
+};
+
+/// The product's controllers, as the player runs them on real sockets; the first is the
+/// default. `tfmcc` is not here: its receiver needs a receiver id and a feedback path, so hosts
+/// build it directly.
 pub const LIVE_CONTROLLERS: &[ControllerSpec] = &[
+    LCC,
     ControllerSpec {
         name: "era",
         protocol: "era",
@@ -115,8 +130,9 @@ pub const LIVE_CONTROLLERS: &[ControllerSpec] = &[
     },
 ];
 
-/// The papers' parameters for the product controllers (what the simulator reproduces).
+/// The papers' parameters for the product controllers (what the simulator reproduces), and LCC.
 pub const PAPER_CONTROLLERS: &[ControllerSpec] = &[
+    LCC,
     ControllerSpec {
         name: "era",
         protocol: "era",
@@ -172,6 +188,12 @@ mod tests {
             assert_eq!(c.layers(), 0);
             assert_eq!(s.layout, SenderLayout::ConstantLayers);
         }
+        assert_eq!(
+            LIVE_CONTROLLERS[0].name, "lcc",
+            "the product default comes first"
+        );
+        assert_eq!(live_controller_by_name("LCC").unwrap().name(), "lcc");
+        assert_eq!(product_controller_by_name("lcc").unwrap().name(), "lcc");
         assert_eq!(live_controller_by_name("ERA").unwrap().name(), "era");
         assert_eq!(
             live_controller_by_name("plm-confirm").unwrap().name(),

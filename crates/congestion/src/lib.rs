@@ -1,6 +1,7 @@
 //! Sans-IO congestion control for the product's layered and single-rate multicast sessions:
-//! the receiver-driven controllers ERA and PLM, TFMCC (sender and receiver) with the TFRC
-//! building blocks it needs, the estimators they share, and the sender's bunch schedule.
+//! the receiver-driven controllers LCC (the default), ERA and PLM, TFMCC (sender and receiver)
+//! with the TFRC building blocks it needs, the estimators they share, and the sender's bunch
+//! schedule.
 //!
 //! Nothing in this crate reads a clock, spawns a thread or touches a socket: inputs carry the
 //! current [`Time`], outputs are polled. The simulator (`layercast-sim`) drives the controllers
@@ -13,6 +14,7 @@ pub mod estimators;
 pub mod factory;
 
 pub mod era;
+pub mod lcc;
 pub mod plm;
 pub mod schedule;
 pub mod tfmcc;

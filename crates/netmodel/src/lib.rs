@@ -15,9 +15,12 @@
 //! | RED, optional gentle mode | [`red`] | `{kind: red, min_th: 5, max_th: 15, limit_packets: 30}` |
 //! | REM | [`rem`] | `{kind: rem, limit_packets: 25}` |
 //! | per-flow fair queue (DRR, one-packet quantum) | [`fq`] | `{kind: fq, per_flow_packets: 20}` |
+//! | FQ-CoDel (RFC 8290; CoDel per flow, RFC 8289) | [`fq_codel`], [`codel`] | `{kind: fq_codel}` (Linux defaults) |
 
+pub mod codel;
 pub mod droptail;
 pub mod fq;
+pub mod fq_codel;
 pub mod link;
 pub mod loss;
 pub mod red;
@@ -27,6 +30,7 @@ pub mod scfq;
 
 pub use droptail::DropTail;
 pub use fq::FairQueue;
+pub use fq_codel::{FqCodel, FqCodelParams};
 pub use link::{Link, LinkConfig, LinkCounters};
 pub use loss::{LossModel, LossState};
 pub use red::{Red, RedParams};
@@ -77,6 +81,12 @@ pub trait QueueDiscipline<P>: Send {
     fn enqueue(&mut self, now: Time, pkt: Queued<P>) -> Vec<(Queued<P>, DropReason)>;
     /// Takes the next packet to serialise, if any.
     fn dequeue(&mut self, now: Time) -> Option<Queued<P>>;
+    /// The packets earlier [`dequeue`](Self::dequeue) calls dropped instead of sending (CoDel
+    /// drops at the head), for the caller to count. Disciplines that drop only on enqueue
+    /// have none.
+    fn take_dropped(&mut self) -> Vec<(Queued<P>, DropReason)> {
+        Vec::new()
+    }
     /// Packets waiting.
     fn len_packets(&self) -> usize;
     /// Bytes waiting.
@@ -127,6 +137,9 @@ pub enum QdiscConfig {
         #[serde(default = "default_per_flow")]
         per_flow_packets: usize,
     },
+    /// FQ-CoDel (RFC 8290) with Linux's defaults unless given (`fq_codel.rs`).
+    #[serde(rename = "fq_codel")]
+    FqCodel(FqCodelParams),
 }
 
 fn default_per_flow() -> usize {
@@ -214,6 +227,11 @@ impl QdiscConfig {
                     return bad("scfq", "per_flow_packets must be positive");
                 }
             }
+            QdiscConfig::FqCodel(p) => {
+                if let Err((field, reason)) = p.check() {
+                    return bad(field, reason);
+                }
+            }
         }
         Ok(())
     }
@@ -260,6 +278,7 @@ pub fn build_seeded<P: Send + 'static>(
             *quantum_bytes,
         )),
         QdiscConfig::Scfq { per_flow_packets } => Box::new(Scfq::new(*per_flow_packets)),
+        QdiscConfig::FqCodel(p) => Box::new(FqCodel::new(p.clone(), seed)),
     })
 }
 
@@ -298,6 +317,15 @@ mod tests {
         );
         let c: QdiscConfig = serde_json::from_str(r#"{"kind":"rem","limit_packets":25}"#).unwrap();
         assert!(build::<u32>(&c, 1_000_000).is_ok());
+        let c: QdiscConfig = serde_json::from_str(r#"{"kind":"fq_codel"}"#).unwrap();
+        assert_eq!(c, QdiscConfig::FqCodel(FqCodelParams::default()));
+        let c: QdiscConfig =
+            serde_json::from_str(r#"{"kind":"fq_codel","target_ms":10,"flows":1}"#).unwrap();
+        let QdiscConfig::FqCodel(p) = &c else {
+            panic!("{c:?}")
+        };
+        assert_eq!((p.target_ms, p.interval_ms, p.flows), (10.0, 100.0, 1));
+        assert!(build::<u32>(&c, 1_000_000).is_ok());
     }
 
     #[test]
@@ -309,11 +337,16 @@ mod tests {
             r#"{"kind":"red","min_th":15,"max_th":5,"limit_packets":30}"#,
             r#"{"kind":"rem","phi":0.5,"limit_packets":25}"#,
             r#"{"kind":"fq","per_flow_packets":0}"#,
+            r#"{"kind":"fq_codel","target_ms":0}"#,
+            r#"{"kind":"fq_codel","target_ms":200}"#,
+            r#"{"kind":"fq_codel","flows":0}"#,
+            r#"{"kind":"fq_codel","limit_packets":0}"#,
         ] {
             let c: QdiscConfig = serde_json::from_str(s).unwrap();
             assert!(build::<u32>(&c, 1_000_000).is_err(), "{s}");
         }
         assert!(serde_json::from_str::<QdiscConfig>(r#"{"kind":"codel"}"#).is_err());
+        assert!(serde_json::from_str::<QdiscConfig>(r#"{"kind":"fq_codel","bogus":1}"#).is_err());
         assert!(
             serde_json::from_str::<QdiscConfig>(r#"{"kind":"fq","bogus":1}"#).is_err(),
             "unknown fields are rejected"

@@ -19,7 +19,7 @@ use crate::rng::Rng;
 use crate::{build_seeded, DropReason, Error, QdiscConfig, QueueDiscipline, Queued};
 use proto::Time;
 use serde::Serialize;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 /// Packets waiting in the delay line beyond this are dropped (and counted): it bounds memory
@@ -122,7 +122,14 @@ pub struct LinkCounters {
     pub queue_max_packets: u64,
     /// Packets serialised and waiting in the delay line.
     pub in_flight: u64,
+    /// Queueing delay of every packet that left the queue (arrival to the start of its
+    /// serialisation), as a histogram: whole milliseconds (capped at [`SOJOURN_MAX_MS`]) to
+    /// packets. Cumulative, so the difference of two snapshots is the histogram in between.
+    pub sojourn_ms: BTreeMap<u32, u64>,
 }
+
+/// Queueing delays above this many milliseconds share the last histogram bucket.
+pub const SOJOURN_MAX_MS: u64 = 5_000;
 
 /// One direction of a link carrying items of type `P`.
 pub struct Link<P> {
@@ -191,6 +198,9 @@ impl<P: Send + 'static> Link<P> {
                     self.count_drop(why);
                 }
             }
+            for (_, why) in self.qdisc.take_dropped() {
+                self.count_drop(why);
+            }
             self.qdisc = q;
         }
         self.cfg = cfg;
@@ -238,11 +248,22 @@ impl<P: Send + 'static> Link<P> {
     /// `wire_drop` says so (counted as loss), for tests that need a deterministic pattern.
     pub fn service_with(&mut self, now: Time, mut wire_drop: impl FnMut(&P) -> bool) {
         while self.link_free_at <= now {
-            let Some(pkt) = self.qdisc.dequeue(self.link_free_at) else {
+            let next = self.qdisc.dequeue(self.link_free_at);
+            // CoDel drops at dequeue: count them like the drops at enqueue.
+            for (_, why) in self.qdisc.take_dropped() {
+                self.count_drop(why);
+            }
+            let Some(pkt) = next else {
                 break;
             };
             // Busy link: start exactly when the previous one ended; idle link: when it arrived.
             let start = self.link_free_at.max(pkt.enqueued_at);
+            let wait_ms = start.saturating_since(pkt.enqueued_at).as_millis() as u64;
+            *self
+                .counters
+                .sojourn_ms
+                .entry(wait_ms.min(SOJOURN_MAX_MS) as u32)
+                .or_default() += 1;
             let end = start + self.ser(pkt.size);
             self.link_free_at = end;
             if self.loss.lose(&self.cfg.loss, &mut self.rng) || wire_drop(&pkt.item) {

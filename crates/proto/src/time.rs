@@ -54,6 +54,17 @@ impl Time {
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / 1e9
     }
+    /// The first point of the grid `due + k·period` (k ≥ 1) after `now`, for a periodic timer
+    /// that fired at `now ≥ due`: late wake-ups neither shift the grid nor fire it twice.
+    pub fn next_on_grid(due: Time, now: Time, period: Duration) -> Time {
+        let p = (period.as_nanos().min(u64::MAX as u128) as u64).max(1);
+        let behind = now.0.saturating_sub(due.0);
+        Time(
+            due.0
+                .saturating_add((behind / p).saturating_add(1).saturating_mul(p)),
+        )
+    }
+
     /// `self - earlier`, or zero if `earlier` is later (clocks that step backwards must not panic).
     pub fn saturating_since(self, earlier: Time) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
@@ -105,5 +116,14 @@ mod tests {
         assert_eq!(Time::NEVER + Duration::from_secs(1), Time::NEVER);
         assert_eq!(t + Duration::from_millis(1), Time::from_micros(6_000));
         assert_eq!(Time::from_secs_f64(1.5).as_micros(), 1_500_000);
+        let ms = Duration::from_millis(100);
+        assert_eq!(
+            Time::next_on_grid(Time::from_millis(1000), Time::from_millis(1000), ms),
+            Time::from_millis(1100)
+        );
+        assert_eq!(
+            Time::next_on_grid(Time::from_millis(1000), Time::from_millis(1250), ms),
+            Time::from_millis(1300)
+        );
     }
 }

@@ -539,7 +539,18 @@ impl Net {
     fn start_tx(&mut self, l: LinkId) {
         let now = self.now;
         let link = &mut self.links[l];
-        if let Some(p) = link.queue.dequeue(now) {
+        let next = link.queue.dequeue(now);
+        // An AQM that drops at dequeue (CoDel) hands its drops over here.
+        for (d, why) in link.queue.take_dropped() {
+            match why {
+                DropReason::Overflow => link.drops_overflow += 1,
+                DropReason::Early => link.drops_early += 1,
+            }
+            if let Some(c) = self.flow_drops.get_mut(d.item.flow as usize) {
+                *c += 1;
+            }
+        }
+        if let Some(p) = next {
             link.busy = true;
             let tx = tx_time(p.size, link.rate_bps);
             // Serialisation ends at now + tx; the packet rides with the TxDone event.

@@ -413,6 +413,19 @@ impl Monitor {
             / (t1 - t0)
     }
 
+    /// Share of [t0, t1] spent holding at least `min` layers (0..1).
+    pub fn time_at_level(&self, t0: f64, t1: f64, min: u8) -> f64 {
+        if t1 <= t0 {
+            return f64::NAN;
+        }
+        self.segments(t0, t1)
+            .iter()
+            .filter(|s| s.2 >= min)
+            .map(|&(a, b, _)| b - a)
+            .sum::<f64>()
+            / (t1 - t0)
+    }
+
     /// Minimum and maximum level held during [t0, t1].
     pub fn level_range(&self, t0: f64, t1: f64) -> (u8, u8) {
         let s = self.segments(t0, t1);

@@ -22,6 +22,7 @@ pub const METRICS: &[&str] = &[
     "mean_queue_packets",
     "min_level",
     "max_level",
+    "time_at_level",
     "layer_changes",
     "layer_changes_per_min",
     "layer_changes_after_level",
@@ -318,6 +319,10 @@ pub fn measure(sc: &Scenario, sim: &Sim, m: &Measurement) -> Result<MeasResult, 
         "mean_layers" => per(&|mon| {
             let (a, b) = window(mon);
             mon.mean_layers(a, b)
+        }),
+        "time_at_level" => per(&|mon| {
+            let (a, b) = window(mon);
+            mon.time_at_level(a, b, m.min_layers.unwrap_or(1))
         }),
         "min_level" => per(&|mon| {
             let (a, b) = window(mon);

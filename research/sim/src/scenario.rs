@@ -4,6 +4,7 @@
 
 use crate::agents::cbr::{DatagramSink, DatagramSource, OnOff};
 use crate::agents::layered::{LayeredReceiver, LayeredSender, Layering};
+use crate::agents::linux_tcp::{LinuxCc, LinuxTcpSender, LINUX_HEADER};
 use crate::agents::local_controllers::local_controller;
 use crate::agents::probe::QueueProbe;
 use crate::agents::tcp::{TcpSender, TcpSink, Variant};
@@ -239,7 +240,9 @@ pub enum Flow {
         from: String,
         to: String,
         /// `reno` (default), `newreno`, `sack` (RFC 6675 recovery with an RFC 2018 SACK
-        /// sink, `agents::sack`) or `acc-reno` (`agents::acc`).
+        /// sink, `agents::sack`), `acc-reno` (`agents::acc`), or Linux's `cubic` / `bbr`
+        /// (`agents::linux_tcp`: `packet_size` is then the IP packet size, as the testbed's
+        /// iperf3 `-M`, and goodput excludes its 52 header bytes).
         #[serde(default = "d_variant")]
         variant: String,
         #[serde(default = "d_size")]
@@ -254,6 +257,11 @@ pub enum Flow {
         /// with_bug_fix`). Default false.
         #[serde(default)]
         bug_fix: bool,
+        /// `cubic` and `bbr` sinks delay their ACKs as Linux does unless this is set (the
+        /// testbed sets `quickack` on the sink's routes for it). The ns-2 variants' sinks always
+        /// ACK every segment.
+        #[serde(default)]
+        ack_every_segment: bool,
         #[serde(default)]
         start_s: f64,
         #[serde(default)]
@@ -887,8 +895,14 @@ impl Scenario {
                 } => {
                     node(from)?;
                     node(to)?;
-                    if !matches!(variant.as_str(), "reno" | "newreno" | "sack" | "acc-reno") {
-                        return Err(invalid("variant", "reno, newreno, sack or acc-reno"));
+                    if !matches!(
+                        variant.as_str(),
+                        "reno" | "newreno" | "sack" | "acc-reno" | "cubic" | "bbr"
+                    ) {
+                        return Err(invalid(
+                            "variant",
+                            "reno, newreno, sack, acc-reno, cubic or bbr",
+                        ));
                     }
                     if *packet_size == 0 {
                         return Err(invalid("packet_size", "must be positive"));
@@ -1431,6 +1445,7 @@ impl Scenario {
                     max_cwnd,
                     header_bytes,
                     bug_fix,
+                    ack_every_segment,
                     start_s,
                     start_jitter_s,
                     stop_s,
@@ -1441,6 +1456,29 @@ impl Scenario {
                             .monitors
                             .add(name.clone(), name.clone(), MonKind::Tcp, Vec::new());
                     let sink_id = sim.agents.len() + 1;
+                    if matches!(variant.as_str(), "cubic" | "bbr") {
+                        let cc = if variant == "bbr" {
+                            LinuxCc::bbr(Rng::derive(seed, 0xbb00 + fi as u64).next_u64())
+                        } else {
+                            LinuxCc::cubic(true)
+                        };
+                        let snd =
+                            LinuxTcpSender::new(a, Dest::Agent(b, sink_id), flow, *packet_size, cc);
+                        let s_id = sim.add_agent(a, Box::new(snd));
+                        let sink = TcpSink::new(b, mon)
+                            .with_header(LINUX_HEADER)
+                            .with_sack(true)
+                            .with_delayed_ack(!ack_every_segment);
+                        let k_id = sim.add_agent(b, Box::new(sink));
+                        debug_assert_eq!(k_id, sink_id);
+                        let t0 = start_of(*start_s, *start_jitter_s);
+                        sim.net.schedule_command(t0, k_id, Command::Start);
+                        sim.net.schedule_command(t0, s_id, Command::Start);
+                        if let Some(t) = stop_s {
+                            sim.net.schedule_command(at(*t), s_id, Command::Stop);
+                        }
+                        continue;
+                    }
                     let v = match variant.as_str() {
                         "newreno" => Variant::NewReno,
                         "sack" => Variant::Sack,

@@ -1,7 +1,7 @@
 // Types of the server's HTTP/WebSocket contract (/api/sessions, /api/viewers, /api/live).
 // Field names follow the contract exactly (snake_case); see docs/dashboard.md.
 
-export type Protocol = "era" | "plm" | "rlm" | "rlc" | "flid" | "webrc" | "delay" | "tfmcc";
+export type Protocol = "lcc" | "era" | "plm" | "rlm" | "rlc" | "flid" | "webrc" | "delay" | "tfmcc";
 
 export interface Layer {
   index: number;

@@ -290,6 +290,10 @@ impl QueueDiscipline<Packet> for AlmaQueue {
         self.inner.dequeue(now)
     }
 
+    fn take_dropped(&mut self) -> Vec<(Queued<Packet>, netmodel::DropReason)> {
+        self.inner.take_dropped()
+    }
+
     fn len_packets(&self) -> usize {
         self.inner.len_packets()
     }

@@ -3,9 +3,12 @@
 pub mod acc;
 pub mod aer;
 pub mod alma;
+pub mod bbr;
 pub mod cbr;
+pub mod cubic;
 pub mod dlm_trace;
 pub mod layered;
+pub mod linux_tcp;
 pub mod local_controllers;
 pub mod nca;
 pub mod pgmcc;

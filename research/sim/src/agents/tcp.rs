@@ -554,8 +554,9 @@ impl Agent for TcpSender {
     }
 }
 
-/// The sink: cumulative ACK per segment, goodput (new in-order or buffered data, no
-/// duplicates, payload bytes only) into a monitor.
+/// The sink: cumulative ACK per segment (or, with [`TcpSink::with_delayed_ack`], Linux's
+/// delayed ACKs), goodput (new in-order or buffered data, no duplicates, payload bytes only)
+/// into a monitor.
 pub struct TcpSink {
     node: NodeId,
     mon: MonId,
@@ -563,7 +564,21 @@ pub struct TcpSink {
     ooo: RecvBuffer,
     header: u32,
     sack: bool,
+    delayed: bool,
+    /// In-order segments received since the last ACK (delayed ACKs).
+    unacked: u32,
+    /// Segments still ACKed at once at the start (Linux's quick-ACK mode).
+    quick: u32,
+    delack_epoch: u64,
+    /// The sender and the echo of the segment the pending delayed ACK answers.
+    pending: Option<(NodeId, AgentId, u32, Time, u64)>,
 }
+
+/// Linux's delayed-ACK timer (`TCP_DELACK_MIN`).
+pub const DELACK_S: f64 = 0.04;
+/// Segments ACKed one by one at the start of a connection (Linux quick-ACK mode, for a
+/// receive window of at least 16 segments).
+pub const QUICK_ACKS: u32 = 16;
 
 impl TcpSink {
     /// A sink on `node` recording into `mon`.
@@ -575,6 +590,11 @@ impl TcpSink {
             ooo: RecvBuffer::default(),
             header: 0,
             sack: false,
+            delayed: false,
+            unacked: 0,
+            quick: QUICK_ACKS,
+            delack_epoch: 0,
+            pending: None,
         }
     }
 
@@ -590,6 +610,47 @@ impl TcpSink {
         self.header = header;
         self
     }
+
+    /// Linux's delayed ACKs: after the first [`QUICK_ACKS`] segments, one ACK for every second
+    /// in-order segment or [`DELACK_S`] after the first unacknowledged one; an out-of-order
+    /// segment, or one that fills a hole, is ACKed at once (RFC 5681 §4.2). The ACK echoes the
+    /// send time of the oldest segment it acknowledges (RFC 7323's TS.Recent).
+    pub fn with_delayed_ack(mut self, on: bool) -> Self {
+        self.delayed = on;
+        self
+    }
+
+    fn send_ack(
+        &mut self,
+        net: &mut Net,
+        me: AgentId,
+        to: (NodeId, AgentId, u32),
+        echo: Time,
+        trigger: u64,
+    ) {
+        let ack = self.next;
+        let body = if self.sack {
+            Body::SackAck {
+                ack,
+                echo,
+                blocks: self.ooo.sack(ack, trigger),
+            }
+        } else {
+            Body::Ack { ack, echo }
+        };
+        self.unacked = 0;
+        self.pending = None;
+        self.delack_epoch += 1;
+        net.send(Packet {
+            src: self.node,
+            src_agent: me,
+            dst: Dest::Agent(to.0, to.1),
+            size: ACK_SIZE,
+            flow: to.2,
+            sent_at: net.now(),
+            body,
+        });
+    }
 }
 
 impl Agent for TcpSink {
@@ -604,32 +665,39 @@ impl Agent for TcpSink {
             return;
         };
         let now = net.now();
+        let had_holes = self.ooo.block_count() > 0;
+        let in_order = seq == self.next;
         let new = seq >= self.next && !self.ooo.contains(seq);
         if new {
             net.monitors
                 .packet(self.mon, now, pkt.size.saturating_sub(self.header).max(1));
             self.next = self.ooo.receive(self.next, seq);
         }
-        let (ack, echo) = (self.next, pkt.sent_at);
-        let body = if self.sack {
-            Body::SackAck {
-                ack,
-                echo,
-                blocks: self.ooo.sack(ack, seq),
-            }
-        } else {
-            Body::Ack { ack, echo }
-        };
-        net.send(Packet {
-            src: self.node,
-            src_agent: me,
-            dst: Dest::Agent(pkt.src, pkt.src_agent),
-            size: ACK_SIZE,
-            flow: pkt.flow,
-            sent_at: now,
-            body,
-        });
+        let to = (pkt.src, pkt.src_agent, pkt.flow);
+        if !self.delayed {
+            return self.send_ack(net, me, to, pkt.sent_at, seq);
+        }
+        let echo = self.pending.map_or(pkt.sent_at, |p| p.3);
+        if !in_order || had_holes || !new || self.quick > 0 || self.unacked >= 1 {
+            self.quick = self.quick.saturating_sub(1);
+            return self.send_ack(net, me, to, echo, seq);
+        }
+        self.unacked += 1;
+        self.pending = Some((to.0, to.1, to.2, echo, seq));
+        self.delack_epoch += 1;
+        net.set_timer(
+            me,
+            now + std::time::Duration::from_secs_f64(DELACK_S),
+            self.delack_epoch,
+        );
     }
 
-    fn on_timer(&mut self, _net: &mut Net, _me: AgentId, _token: u64) {}
+    fn on_timer(&mut self, net: &mut Net, me: AgentId, token: u64) {
+        if token != self.delack_epoch {
+            return;
+        }
+        if let Some((n, a, f, echo, seq)) = self.pending {
+            self.send_ack(net, me, (n, a, f), echo, seq);
+        }
+    }
 }

@@ -1,0 +1,327 @@
+//! LCC (`congestion::lcc`) on a small fluid model of one bottleneck, sans-IO: the controller's
+//! layers (in pairs) and an optional competitor feed a queue of capacity `C`; each packet's
+//! one-way delay is the base delay plus the queue it found, a pair leaves the queue back to back
+//! (its dispersion measures `C`, as on a FIFO), and packets are lost when the buffer is full.
+//! The simulator's RMCAT scenarios (`research/scenarios/rmcat-*.yaml`) test the same rules against real
+//! TCP agents; these tests pin each rule down on its own.
+
+use congestion::lcc::{Lcc, LccConfig};
+use congestion::{Action, Decision, LayeredController, PacketArrival, SessionInfo, Time};
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+/// The demo's ladder (kbit/s per layer).
+const LADDER: [f64; 9] = [182.4, 88.8, 130.8, 416.4, 166.8, 208.8, 978.0, 354.0, 396.0];
+const SIZE: u32 = 1400;
+
+fn session() -> SessionInfo {
+    let mut s = SessionInfo::equal_layers(9, 1, Ipv4Addr::new(239, 1, 0, 0), 5000);
+    for (l, r) in s.layers.iter_mut().zip(LADDER) {
+        l.rate_bps = (r * 1000.0) as u64;
+    }
+    s.packet_size = SIZE as u16;
+    s
+}
+
+fn cum(n: usize) -> f64 {
+    LADDER.iter().take(n).sum::<f64>() * 1000.0
+}
+
+/// One bottleneck in 1-ms steps.
+struct Path {
+    /// Capacity over time (bit/s).
+    capacity: Box<dyn Fn(f64) -> f64>,
+    /// A Reno-like competitor from this time on (s): +200 kbit/s each second, halved when it
+    /// finds the buffer full (at most once per 300 ms).
+    tcp_from: Option<f64>,
+    tcp_rate: f64,
+    tcp_cut: f64,
+    buffer_s: f64,
+    base_owd_ms: u64,
+    /// Queue in bits.
+    queue: f64,
+    /// Per layer: sequence number and time of the next pair.
+    next_pair: Vec<(u64, f64)>,
+    /// (time s, layers held, queueing delay s) every 100 ms.
+    trace: Vec<(f64, u8, f64)>,
+    decisions: Vec<Decision>,
+    lost: u64,
+    /// Packets in the queue and on the wire, in departure order (FIFO).
+    in_flight: std::collections::VecDeque<PacketArrival>,
+}
+
+impl Path {
+    fn new(capacity: impl Fn(f64) -> f64 + 'static, tcp_from: Option<f64>) -> Path {
+        Path {
+            capacity: Box::new(capacity),
+            tcp_from,
+            tcp_rate: 100_000.0,
+            tcp_cut: 0.0,
+            buffer_s: 0.3,
+            base_owd_ms: 25,
+            queue: 0.0,
+            next_pair: vec![(0, 0.0); LADDER.len()],
+            trace: Vec::new(),
+            decisions: Vec::new(),
+            lost: 0,
+            in_flight: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Runs `c` from `t0` to `t1` seconds.
+    fn run(&mut self, c: &mut Lcc, t0: f64, t1: f64) {
+        let info = session();
+        if t0 == 0.0 {
+            c.handle_announcement(Time::ZERO, &info);
+        }
+        let mut t = t0;
+        while t < t1 {
+            let now = Time::from_secs_f64(t);
+            let cap = (self.capacity)(t);
+            let held = c.layers() as usize;
+            // The competitor fills what the queue takes; our layers send pairs on schedule.
+            let mut arrivals: Vec<(u8, u64, u8)> = Vec::new();
+            for (k, np) in self.next_pair.iter_mut().enumerate().take(held) {
+                if np.1 <= t {
+                    arrivals.push((k as u8, np.0, 0));
+                    arrivals.push((k as u8, np.0 + 1, 1));
+                    np.0 += 2;
+                    np.1 += 2.0 * f64::from(SIZE) * 8.0 / (LADDER[k] * 1000.0);
+                }
+            }
+            for k in held..self.next_pair.len() {
+                self.next_pair[k].1 = t;
+            }
+            let dt = 0.001;
+            let limit = self.buffer_s * cap;
+            if self.tcp_from.is_some_and(|t0| t >= t0) {
+                self.tcp_rate += 200_000.0 * dt;
+                let x = self.tcp_rate * dt;
+                if self.queue + x > limit && t - self.tcp_cut > 0.3 {
+                    self.tcp_rate *= 0.5;
+                    self.tcp_cut = t;
+                }
+                self.queue += x;
+            }
+            self.queue = (self.queue - cap * dt).clamp(0.0, limit);
+            for (layer, seq, pos) in arrivals {
+                let bits = f64::from(SIZE) * 8.0;
+                if self.queue + bits > limit {
+                    self.lost += 1;
+                    continue;
+                }
+                self.queue += bits;
+                // Leaves the FIFO when the bits ahead of it (and its own) are served.
+                let q_s = self.queue / cap;
+                let recv =
+                    now + Duration::from_millis(self.base_owd_ms) + Duration::from_secs_f64(q_s);
+                self.in_flight.push_back(PacketArrival {
+                    layer,
+                    seq,
+                    bunch_pos: pos,
+                    bunch_len: 2,
+                    size: SIZE,
+                    send_time_us: now.as_micros() + 7_000_000,
+                    recv_time: recv,
+                });
+            }
+            while self.in_flight.front().is_some_and(|p| p.recv_time <= now) {
+                let p = self.in_flight.pop_front().unwrap();
+                c.handle_packet(p.recv_time, &p);
+            }
+            if let Some((at, _)) = c.poll_timeout() {
+                if at <= now {
+                    c.handle_timeout(now);
+                }
+            }
+            while let Some(a) = c.poll_action() {
+                assert!(matches!(a, Action::Join(_) | Action::Leave(_)), "{a:?}");
+            }
+            while let Some(d) = c.poll_decision() {
+                self.decisions.push(d);
+            }
+            if ((t * 1000.0).round() as u64).is_multiple_of(100) {
+                self.trace.push((t, c.layers(), self.queue / cap));
+            }
+            t += dt;
+        }
+    }
+
+    fn layers_between(&self, a: f64, b: f64) -> Vec<u8> {
+        self.trace
+            .iter()
+            .filter(|x| x.0 >= a && x.0 < b)
+            .map(|x| x.1)
+            .collect()
+    }
+
+    fn reasons(&self) -> Vec<&'static str> {
+        self.decisions.iter().map(|d| d.reason).collect()
+    }
+}
+
+#[test]
+fn nothing_before_the_announcement_then_the_base_layer() {
+    let mut c = Lcc::default();
+    let p = PacketArrival {
+        layer: 0,
+        seq: 0,
+        bunch_pos: 0,
+        bunch_len: 2,
+        size: SIZE,
+        send_time_us: 0,
+        recv_time: Time::ZERO,
+    };
+    c.handle_packet(Time::ZERO, &p);
+    c.handle_timeout(Time::from_secs_f64(5.0));
+    assert_eq!(c.layers(), 0);
+    assert!(c.poll_action().is_none());
+    c.handle_announcement(Time::from_secs_f64(1.0), &session());
+    assert_eq!(c.poll_action(), Some(Action::Join(0)));
+    let d = c.poll_decision().unwrap();
+    assert_eq!((d.reason, d.from_layers, d.to_layers), ("join-base", 0, 1));
+    // A repeated, older announcement changes nothing.
+    let mut old = session();
+    old.announce_seq = 0;
+    c.handle_announcement(Time::from_secs_f64(2.0), &old);
+    assert!(c.poll_action().is_none());
+    assert_eq!(c.stats().protocol, "lcc");
+}
+
+#[test]
+fn alone_it_climbs_within_the_dispersion_ceiling_and_keeps_the_queue_short() {
+    // 2 Mbit/s: 0.95 × 2000 = 1900 kbit/s allows 6 layers (1194); 7 (2172) never.
+    let mut path = Path::new(|_| 2_000_000.0, None);
+    let mut c = Lcc::default();
+    path.run(&mut c, 0.0, 40.0);
+    let late = path.layers_between(20.0, 40.0);
+    assert!(late.iter().all(|&l| l == 6), "{late:?}");
+    // The harness sends every layer's pairs on aligned clocks, so now and then all six
+    // pairs meet (12 packets, 67 ms at 2 Mbit/s); the real sender staggers them.
+    let mut qs: Vec<f64> = path.trace.iter().map(|x| x.2).collect();
+    qs.sort_by(f64::total_cmp);
+    let p95 = qs[qs.len() * 95 / 100];
+    assert!(
+        p95 < 0.05 && qs[qs.len() - 1] < 0.1,
+        "queue p95 {p95}, max {}",
+        qs[qs.len() - 1]
+    );
+    assert_eq!(path.lost, 0);
+    // One layer per join, each after the additive-increase wait: never two joins within
+    // 0.5 s x 0.75.
+    let joins: Vec<f64> = path
+        .decisions
+        .iter()
+        .filter(|d| d.reason == "probe")
+        .map(|d| d.at.as_secs_f64())
+        .collect();
+    assert_eq!(joins.len(), 5);
+    assert!(joins.windows(2).all(|w| w[1] - w[0] >= 0.375), "{joins:?}");
+    let d = path.decisions.iter().find(|d| d.reason == "probe").unwrap();
+    let names: Vec<&str> = d.inputs.iter().map(|x| x.0).collect();
+    for n in ["q_ms", "cap_kbps", "r_recv_kbps", "r_after_kbps"] {
+        assert!(names.contains(&n), "{names:?}");
+    }
+}
+
+#[test]
+fn a_capacity_drop_is_answered_within_a_second_without_going_below_the_base() {
+    // 2 Mbit/s, then 0.6 from 20 s: at or below 600 kbit/s (3 layers, 402) quickly; never 0.
+    let mut path = Path::new(|t| if t < 20.0 { 2_000_000.0 } else { 600_000.0 }, None);
+    let mut c = Lcc::default();
+    path.run(&mut c, 0.0, 40.0);
+    let after = path.layers_between(21.0, 40.0);
+    assert!(after.iter().all(|&l| (1..=3).contains(&l)), "{after:?}");
+    let first = path
+        .decisions
+        .iter()
+        .find(|d| d.at.as_secs_f64() >= 20.0)
+        .unwrap();
+    assert!(
+        matches!(first.reason, "delay-drop" | "loss-drop"),
+        "{}",
+        first.reason
+    );
+    assert!(first.at.as_secs_f64() < 21.0);
+    assert!(cum(first.to_layers as usize) <= 600_000.0);
+    // After the drop the queue drains; one decrease answered it (no cascade to the base).
+    assert!(path.layers_between(25.0, 40.0).iter().all(|&l| l >= 2));
+}
+
+#[test]
+fn a_competitor_that_fills_the_buffer_meets_a_floor_of_half_the_capacity() {
+    // A loss-based (Reno-like) competitor from 5 s on fills the 300-ms buffer, halves, fills
+    // it again. Yielding would leave LCC on the base layer; the floor (half of 2 Mbit/s,
+    // nearest level on a log scale: 985) holds it at about 5 layers.
+    let mut path = Path::new(|_| 2_000_000.0, Some(5.0));
+    let mut c = Lcc::default();
+    path.run(&mut c, 0.0, 60.0);
+    let late = path.layers_between(30.0, 60.0);
+    let mean = late.iter().map(|&l| f64::from(l)).sum::<f64>() / late.len() as f64;
+    assert!(mean >= 4.0, "mean layers {mean}: {late:?}");
+    assert!(late.iter().all(|&l| l >= 1));
+    assert!(
+        path.reasons().contains(&"floor-join"),
+        "{:?}",
+        path.reasons()
+    );
+    let j = path
+        .decisions
+        .iter()
+        .find(|d| d.reason == "floor-join")
+        .unwrap();
+    // At most half the capacity (the dispersion median); the loss events' TCP rate may bound
+    // it lower.
+    let floor = j.inputs.iter().find(|x| x.0 == "floor_kbps").unwrap().1;
+    assert!((400.0..=1000.0).contains(&floor), "floor {floor}");
+}
+
+#[test]
+fn silence_falls_back_to_the_base_layer() {
+    let mut path = Path::new(|_| 2_000_000.0, None);
+    let mut c = Lcc::default();
+    path.run(&mut c, 0.0, 15.0);
+    assert!(c.layers() > 1);
+    // No packet at all for 3 s.
+    for ms in 0..3000u64 {
+        c.handle_timeout(Time::from_secs_f64(15.0) + Duration::from_millis(ms));
+    }
+    assert_eq!(c.layers(), 1);
+    let mut last = None;
+    while let Some(d) = c.poll_decision() {
+        last = Some(d);
+    }
+    assert_eq!(last.unwrap().reason, "silence");
+}
+
+#[test]
+fn hostile_input_never_panics_nor_leaves_the_base() {
+    // Garbage: layers past the ladder, sequence jumps, times going backwards, zero sizes.
+    let mut c = Lcc::new(LccConfig::default());
+    c.handle_announcement(Time::from_secs_f64(1.0), &session());
+    let mut x: u64 = 12345;
+    let mut held_seen = Vec::new();
+    for i in 0..200_000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let t = Time::from_micros(1_000_000 + i * 50 - (x % 3000));
+        let p = PacketArrival {
+            layer: (x % 12) as u8,
+            seq: x % 100_000,
+            bunch_pos: (x % 3) as u8,
+            bunch_len: (x % 4) as u8,
+            size: (x % 1500) as u32,
+            send_time_us: x % 5_000_000,
+            recv_time: t,
+        };
+        c.handle_packet(t, &p);
+        if i % 100 == 0 {
+            c.handle_timeout(t);
+        }
+        while c.poll_action().is_some() {}
+        while c.poll_decision().is_some() {}
+        held_seen.push(c.layers());
+    }
+    assert!(held_seen.iter().all(|&l| (1..=9).contains(&l)));
+}
