@@ -70,6 +70,9 @@ pub struct PacerStats {
     /// Video slots without media: sent as FEC repair, or as padding.
     pub repair_packets: AtomicU64,
     pub padding_packets: AtomicU64,
+    /// Datagrams read on the session's feedback socket (reports and media requests, before
+    /// the Publisher vets them).
+    pub feedback_datagrams: AtomicU64,
 }
 
 /// What the media thread runs.
@@ -210,6 +213,7 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
                 let Ok((len, from)) = fb.recv_from(&mut rbuf) else {
                     break;
                 };
+                stats.feedback_datagrams.fetch_add(1, Ordering::Relaxed);
                 if len < rbuf.len() {
                     publisher.handle_feedback(clock(Instant::now()), from.ip(), &rbuf[..len]);
                 }

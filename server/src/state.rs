@@ -44,6 +44,41 @@ pub fn random_u32() -> u32 {
     h.finish() as u32
 }
 
+/// Ports a session takes from its layer 0 port on: RTP and RTCP for each layer and for the
+/// audio track (the feedback socket is on layer 0's RTCP port number, on the sender's own
+/// address).
+fn port_span(r: &ResolvedSession) -> u32 {
+    2 * (r.rates_bps.len() as u32 + u32::from(r.audio.is_some()))
+}
+
+/// The first port from `base` on whose `span` ports overlap none of the `taken` (first, span)
+/// ranges, if one fits below 65536.
+fn free_ports(base: u16, span: u32, taken: &[(u32, u32)]) -> Option<u16> {
+    let mut p = u32::from(base).max(1);
+    loop {
+        if p + span > 65_536 {
+            return None;
+        }
+        match taken.iter().find(|&&(q, n)| p < q + n && q < p + span) {
+            Some(&(q, n)) => p = q + n,
+            None => return Some(p as u16),
+        }
+    }
+}
+
+/// Binds a session's feedback socket on `addr`, or on a free port of the same address when
+/// `addr`'s port is in use.
+fn bind_feedback(addr: SocketAddrV4) -> std::io::Result<std::net::UdpSocket> {
+    let s = match std::net::UdpSocket::bind(addr) {
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            std::net::UdpSocket::bind(SocketAddrV4::new(*addr.ip(), 0))?
+        }
+        r => r?,
+    };
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
 /// One running session.
 pub struct Session {
     pub cfg: ResolvedSession,
@@ -224,7 +259,7 @@ impl State {
         }
         let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
         let mut next_group = lock(&self.next_group);
-        let r = c.resolve(
+        let mut r = c.resolve(
             ctx,
             &format!("s{n}"),
             Ipv4Addr::from(*next_group),
@@ -233,6 +268,24 @@ impl State {
         let mut sessions = lock(&self.sessions);
         if sessions.contains_key(&r.id) {
             return Err(Error::Duplicate(r.id));
+        }
+        if c.port.is_none() {
+            // Like the groups: each session its own ports, so that its feedback socket (on
+            // layer 0's port + 1) is its own.
+            let taken: Vec<(u32, u32)> = sessions
+                .values()
+                .map(|s| (u32::from(s.cfg.port), port_span(&s.cfg)))
+                .collect();
+            r.port = free_ports(self.cfg.port_base, port_span(&r), &taken).ok_or_else(|| {
+                Error::config(
+                    &format!("{ctx}.port"),
+                    format!(
+                        "no {} free ports from port_base {}",
+                        port_span(&r),
+                        self.cfg.port_base
+                    ),
+                )
+            })?;
         }
         if c.group.is_none() {
             // The audio track (issue 21) takes the group after the layers.
@@ -307,7 +360,7 @@ impl State {
             tracks.push(crate::media::audio_track(a, g, p, audio_ssrc, rate));
             layers[0].rate_bps += rate;
         }
-        let info = SessionInfo {
+        let mut info = SessionInfo {
             session_id: random_u32(),
             announce_seq: 0,
             sender,
@@ -317,6 +370,7 @@ impl State {
             adapt_interval: r.adapt_interval,
             announce_interval: self.cfg.announce_interval,
             tracks,
+            feedback_port: None,
         };
         congestion::wire::sam::validate(&info)?;
         let sock = sock::sender_socket(&self.cfg)?;
@@ -380,32 +434,34 @@ impl State {
         let (s2, st2) = (stats.clone(), stop.clone());
         // Like the media key: fresh per session start, never stored (docs/security.md §4).
         let report_mac = r.auth_reports.then(ReportMac::generate);
-        // The feedback port, layer 0's port + 1: TFMCC reports and every session's key-picture
-        // and re-sync requests. A TFMCC session needs it; a layered session whose port is
-        // taken (another session configured on the same ports) runs without (its receivers'
-        // requests then go unanswered; the periodic key pictures remain).
-        let fb_addr = SocketAddrV4::new(
-            self.cfg.interface,
-            crate::tfmcc::feedback_port(layers[0].port),
-        );
-        let feedback = match std::net::UdpSocket::bind(fb_addr).and_then(|s| {
-            s.set_nonblocking(true)?;
-            Ok(s)
-        }) {
+        // The feedback socket: TFMCC reports and every session's key-picture and re-sync
+        // requests, on layer 0's port + 1, or on a port of the system's choosing when that one
+        // is taken (another session configured on the same ports); the SAM announces it.
+        let fb_default = SocketAddrV4::new(self.cfg.interface, layers[0].port.wrapping_add(1));
+        let feedback = match bind_feedback(fb_default) {
             Ok(s) => Some(s),
             Err(e) if is_tfmcc => {
-                return Err(Error::io(format!("TFMCC feedback socket {fb_addr}"), e));
+                return Err(Error::io(format!("TFMCC feedback socket {fb_default}"), e));
             }
             Err(e) => {
-                eprintln!("layercast-server: session {}: no feedback socket on {fb_addr} ({e}): key-picture requests only over HTTP", r.id);
+                eprintln!("layercast-server: session {}: no feedback socket on {fb_default} ({e}): key-picture requests only over HTTP", r.id);
                 None
             }
         };
-        let tfmcc = is_tfmcc.then(|| {
-            let announced = SocketAddrV4::new(
-                self.cfg.ssm_source.unwrap_or(self.cfg.interface),
-                fb_addr.port(),
+        let fb_port = feedback
+            .as_ref()
+            .and_then(|s| s.local_addr().ok())
+            .map_or(fb_default.port(), |a| a.port());
+        if fb_port != fb_default.port() {
+            eprintln!(
+                "layercast-server: session {}: {fb_default} is taken; feedback on port {fb_port} (announced)",
+                r.id
             );
+        }
+        info.feedback_port = Some(fb_port);
+        let tfmcc = is_tfmcc.then(|| {
+            let announced =
+                SocketAddrV4::new(self.cfg.ssm_source.unwrap_or(self.cfg.interface), fb_port);
             Arc::new(crate::tfmcc::TfmccState::new(
                 announced,
                 layers[0].rate_bps as f64,
@@ -643,5 +699,25 @@ pub fn announcer(state: Arc<State>, stop: Arc<AtomicBool>) {
         while Instant::now() < next && !stop.load(Ordering::Relaxed) {
             std::thread::sleep((next - Instant::now()).min(Duration::from_millis(100)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::free_ports;
+
+    #[test]
+    fn free_ports_skip_every_taken_range() {
+        assert_eq!(free_ports(5004, 8, &[]), Some(5004));
+        // Two sessions from the base: the second starts where the first's range ends.
+        assert_eq!(free_ports(5004, 6, &[(5004, 8)]), Some(5012));
+        // A configured session in the way is skipped too, in whatever order they are listed.
+        assert_eq!(free_ports(5004, 6, &[(5014, 4), (5004, 8)]), Some(5018));
+        // A gap that fits is used.
+        assert_eq!(free_ports(5004, 4, &[(5004, 2), (5010, 2)]), Some(5006));
+        assert_eq!(free_ports(5004, 6, &[(5004, 2), (5010, 2)]), Some(5012));
+        // Nothing past 65535.
+        assert_eq!(free_ports(65_530, 8, &[]), None);
+        assert_eq!(free_ports(65_528, 8, &[]), Some(65_528));
     }
 }
