@@ -105,6 +105,10 @@ pub struct Session {
     /// Keys of the UDP report channel (`crate::reports`): per session start, never stored;
     /// viewers get their receiver id's key from the key API.
     pub telemetry_mac: ReportMac,
+    /// A handle on the feedback socket that acknowledgements of viewer reports leave by.
+    pub feedback_reply: Option<std::net::UdpSocket>,
+    /// The feedback port the SAM announces (or implies).
+    pub feedback_port: Option<u16>,
     /// Receiver id -> SHA-256 of the binding secret of the client its report key was first
     /// issued to (`keys_json`): the key of an id goes to that client only.
     report_bindings: Mutex<std::collections::HashMap<u32, [u8; 32]>>,
@@ -188,6 +192,10 @@ pub struct State {
     pub drops: Drops,
     /// Counters of the UDP report channel.
     pub reports: crate::reports::Counters,
+    /// The sessions' media threads queue viewer reports here (`udp_reports`); the report
+    /// task takes the receiving end once ([`State::take_report_queue`]).
+    report_tx: Option<tokio::sync::mpsc::Sender<crate::reports::Inbound>>,
+    report_rx: Mutex<Option<tokio::sync::mpsc::Receiver<crate::reports::Inbound>>>,
     next_group: Mutex<u32>,
     counter: AtomicU64,
     /// Signs every SAM (multicast and `?format=sam`).
@@ -207,7 +215,16 @@ impl State {
             burst: 2.0 * cfg.telemetry_per_addr_per_sec,
             ..InfluenceConfig::default()
         });
+        let (report_tx, report_rx) = match cfg.udp_reports {
+            true => {
+                let (tx, rx) = tokio::sync::mpsc::channel(crate::reports::QUEUE);
+                (Some(tx), Some(rx))
+            }
+            false => (None, None),
+        };
         Arc::new(State {
+            report_tx,
+            report_rx: Mutex::new(report_rx),
             sam_key: signer.published_key(),
             signer,
             telemetry_limiter: Mutex::new(limiter),
@@ -219,6 +236,13 @@ impl State {
             reports: crate::reports::Counters::default(),
             counter: AtomicU64::new(0),
         })
+    }
+
+    /// The receiving end of the viewer-report queue (once; `None` with `udp_reports` off).
+    pub fn take_report_queue(
+        &self,
+    ) -> Option<tokio::sync::mpsc::Receiver<crate::reports::Inbound>> {
+        lock(&self.report_rx).take()
     }
 
     /// Takes a token from `addr`'s telemetry bucket (`false`: refuse, counted).
@@ -459,6 +483,7 @@ impl State {
             );
         }
         info.feedback_port = Some(fb_port);
+        let feedback_reply = feedback.as_ref().and_then(|s| s.try_clone().ok());
         let tfmcc = is_tfmcc.then(|| {
             let announced =
                 SocketAddrV4::new(self.cfg.ssm_source.unwrap_or(self.cfg.interface), fb_port);
@@ -485,6 +510,10 @@ impl State {
             realtime: self.cfg.pacer_realtime,
             video: queues.clone().zip(ring_rx),
             feedback,
+            reports: self
+                .report_tx
+                .clone()
+                .map(|tx| (tx, Arc::<str>::from(r.id.as_str()))),
             tfmcc: tfmcc.clone(),
             // The audio track and the RTCP sender reports, sent between bunches.
             side: r.video.as_ref().map(|_| {
@@ -541,6 +570,8 @@ impl State {
             report_mac,
             telemetry_mac: ReportMac::generate(),
             report_bindings: Mutex::new(std::collections::HashMap::new()),
+            feedback_reply,
+            feedback_port: Some(fb_port),
         });
         sessions.insert(r.id.clone(), s.clone());
         Ok(s)
@@ -617,8 +648,16 @@ impl State {
                 "telemetry_key".into(),
                 json!(s.telemetry_mac.receiver_key(rid).key_hex()),
             );
-            if let Some(a) = self.cfg.report_addr {
-                v.insert("report_port".into(), json!(a.port()));
+            // Reports go to the session's feedback port, on the SAM's sender when it names
+            // one (else the host the player reached the API on).
+            if let (Some(_), Some(p)) = (&s.feedback_reply, s.feedback_port) {
+                if self.report_tx.is_some() {
+                    v.insert("report_port".into(), json!(p));
+                    let host = lock(&s.info).sender;
+                    if !host.is_unspecified() {
+                        v.insert("report_host".into(), json!(host.to_string()));
+                    }
+                }
             }
         }
         Ok(Value::Object(v))
