@@ -1,11 +1,16 @@
 //! The sockets of the audio track and of the sender reports, joined and left with transport
 //! layer 0 (the audio stream rides in it: `SessionInfo::endpoints_of_layer(0)`): the audio
-//! group's RTP port, its RTCP port (+1) and layer 0's RTCP port (+1, the video's sender
-//! reports). A thin shell: datagrams go to [`crate::audio::Audio`] and to the video path's
-//! sender-report slot with their kernel receive times.
+//! group's RTP port, its RTCP port (+1), its repair stream's port (+2, when the SAM announces
+//! repair for the stream) and layer 0's RTCP port (+1, the video's sender reports). Datagrams
+//! go to [`crate::audio::Audio`] and to the video path's sender-report slot with their kernel
+//! receive times; audio packets and repairs also go through a FEC decoder (column parity,
+//! docs/protocols/audio.md "Burst repair"), and what it rebuilds goes to the audio path as if
+//! it had arrived with the repair that completed it.
 
 use crate::audio::{Audio, SrMap};
 use crate::net::McastSocket;
+use proto::fec::{FecDecoder, FecParams};
+use proto::rtp::RtpPacket;
 use proto::{SessionInfo, TrackKind};
 use std::net::Ipv4Addr;
 
@@ -13,15 +18,23 @@ use std::net::Ipv4Addr;
 #[derive(Default)]
 pub struct AudioNet {
     socks: Vec<(Kind, McastSocket)>,
+    /// The audio stream's repair decoder and repair payload type, when it has repair.
+    fec: Option<(FecDecoder, u8)>,
     /// Audio packets that failed authentication (encrypted sessions).
     pub auth_failed: u64,
     pub truncated: u64,
+    /// Repair packets received, malformed or of another payload type, and audio packets
+    /// rebuilt from them.
+    pub repairs: u64,
+    pub bad_repairs: u64,
+    pub repaired: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
     Rtp,
     Rtcp,
+    Repair,
     VideoRtcp,
 }
 
@@ -36,6 +49,7 @@ impl AudioNet {
     ) {
         if !base_held {
             self.socks.clear();
+            self.fec = None;
             return;
         }
         if !self.socks.is_empty() {
@@ -46,6 +60,12 @@ impl AudioNet {
         if let Some(s) = info.track(TrackKind::Audio).and_then(|t| t.streams.first()) {
             want.push((Kind::Rtp, s.group, s.port));
             want.push((Kind::Rtcp, s.group, s.port.wrapping_add(1)));
+            if let Some(r) = &s.repair {
+                if let Ok(p) = FecParams::from_announced(r.payload_type, &r.params) {
+                    want.push((Kind::Repair, s.group, s.port.wrapping_add(2)));
+                    self.fec = Some((FecDecoder::new(p), r.payload_type));
+                }
+            }
         }
         if let (Some(l0), Some(_)) = (info.layers.first(), info.track(TrackKind::Video)) {
             want.push((Kind::VideoRtcp, l0.group, l0.port.wrapping_add(1)));
@@ -61,6 +81,7 @@ impl AudioNet {
     /// Closes everything (a new session layout).
     pub fn reset(&mut self) {
         self.socks.clear();
+        self.fec = None;
     }
 
     pub fn fds(&self) -> Vec<i32> {
@@ -107,8 +128,37 @@ impl AudioNet {
                         },
                         None => data,
                     };
+                    if let (Some((dec, _)), Ok(p)) = (self.fec.as_mut(), RtpPacket::parse(pkt)) {
+                        let _ = dec.push(&p);
+                    }
                     if let Some(a) = audio.as_deref_mut() {
                         a.push_rtp(ts, pkt);
+                    }
+                }
+                Kind::Repair => {
+                    let plain;
+                    let pkt: &[u8] = match opener.as_deref_mut() {
+                        Some(o) => match o.open(data) {
+                            Ok(p) => {
+                                plain = p.packet;
+                                &plain
+                            }
+                            Err(_) => {
+                                self.auth_failed += 1;
+                                continue;
+                            }
+                        },
+                        None => data,
+                    };
+                    self.repairs += 1;
+                    let ok = match (self.fec.as_mut(), RtpPacket::parse(pkt)) {
+                        (Some((dec, pt)), Ok(p)) if p.payload_type() == *pt => {
+                            dec.push_separate_repair(p.payload()).is_ok()
+                        }
+                        _ => false,
+                    };
+                    if !ok {
+                        self.bad_repairs += 1;
                     }
                 }
                 Kind::Rtcp => {
@@ -119,6 +169,14 @@ impl AudioNet {
                 Kind::VideoRtcp => {
                     if let Some(m) = SrMap::from_rtcp(data, video_ssrc, 90_000) {
                         *video_sr = Some(m);
+                    }
+                }
+            }
+            if let Some((dec, _)) = self.fec.as_mut() {
+                while let Some(rec) = dec.poll_recovered() {
+                    self.repaired += 1;
+                    if let Some(a) = audio.as_deref_mut() {
+                        a.push_rtp(ts, &rec);
                     }
                 }
             }

@@ -45,10 +45,10 @@ pub fn random_u32() -> u32 {
 }
 
 /// Ports a session takes from its layer 0 port on: RTP and RTCP for each layer and for the
-/// audio track (the feedback socket is on layer 0's RTCP port number, on the sender's own
+/// audio track, and the audio track's repair stream (the feedback socket is on layer 0's RTCP port number, on the sender's own
 /// address).
 fn port_span(r: &ResolvedSession) -> u32 {
-    2 * (r.rates_bps.len() as u32 + u32::from(r.audio.is_some()))
+    2 * (r.rates_bps.len() as u32 + 2 * u32::from(r.audio.is_some()))
 }
 
 /// The first port from `base` on whose `span` ports overlap none of the `taken` (first, span)
@@ -358,7 +358,7 @@ impl State {
             (
                 Ipv4Addr::from(u32::from(r.group) + n),
                 r.port + 2 * n as u16,
-                a.rate_bps(extra),
+                a.rate_bps(extra) + a.repair_rate_bps(extra),
             )
         });
         let mut tracks: Vec<proto::Track> = r
@@ -536,6 +536,8 @@ impl State {
                         Some(crate::media::out::AudioSide {
                             queue: q.clone(),
                             dest: SocketAddrV4::new(g, p),
+                            repair: crate::media::audio_repair(audio_ssrc)
+                                .map(|e| (e, SocketAddrV4::new(g, p + 2))),
                         })
                     }
                     _ => None,
