@@ -3,8 +3,8 @@
 //! group's RTP port, its RTCP port (+1), its repair stream's port (+2, when the SAM announces
 //! repair for the stream) and layer 0's RTCP port (+1, the video's sender reports). Datagrams
 //! go to [`crate::audio::Audio`] and to the video path's sender-report slot with their kernel
-//! receive times; audio packets and repairs also go through a FEC decoder (column parity,
-//! docs/protocols/audio.md "Burst repair"), and what it rebuilds goes to the audio path as if
+//! receive times; audio packets and repairs also go through a FEC decoder (lagged one-packet
+//! repairs, docs/protocols/audio.md "Burst repair"), and what it rebuilds goes to the audio path as if
 //! it had arrived with the repair that completed it.
 
 use crate::audio::{Audio, SrMap};

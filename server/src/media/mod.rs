@@ -48,12 +48,11 @@ pub fn audio_track(
     }
 }
 
-/// The audio track's burst-repair encoder (column parity, `audio::REPAIR_*`), its repairs on
-/// SSRC `audio_ssrc + 1`.
-pub fn audio_repair(audio_ssrc: u32) -> Option<codec::fec::ColumnEncoder> {
-    codec::fec::ColumnEncoder::new(
-        audio::REPAIR_STRIDE,
-        audio::REPAIR_DEPTH,
+/// The audio track's burst repair (lagged copies, `audio::REPAIR_*`), its repairs on SSRC
+/// `audio_ssrc + 1`.
+pub fn audio_repair(audio_ssrc: u32) -> Option<codec::fec::LaggedRepair> {
+    codec::fec::LaggedRepair::new(
+        audio::REPAIR_LAG,
         audio::REPAIR_PAYLOAD_TYPE,
         audio_ssrc.wrapping_add(1),
     )

@@ -22,8 +22,8 @@ pub const SR_INTERVAL: Duration = Duration::from_secs(1);
 pub struct AudioSide {
     pub queue: Arc<AudioQueue>,
     pub dest: SocketAddrV4,
-    /// Its burst repair (column parity) and where the repair stream goes.
-    pub repair: Option<(codec::fec::ColumnEncoder, SocketAddrV4)>,
+    /// Its burst repair (lagged copies) and where the repair stream goes.
+    pub repair: Option<(codec::fec::LaggedRepair, SocketAddrV4)>,
 }
 
 /// A stream that gets sender reports: its SSRC, RTP clock rate and RTCP destination (its
@@ -93,7 +93,7 @@ impl SideStreams {
                     Some(l) => l + seq.wrapping_sub(l as u16) as u64,
                 };
                 self.audio_ext_seq = Some(ext);
-                let repairs = match (&mut a.repair, codec::rtp::RtpPacket::parse(&p.rtp)) {
+                let repair = match (&mut a.repair, codec::rtp::RtpPacket::parse(&p.rtp)) {
                     (Some((enc, _)), Ok(rp)) => {
                         let h = codec::rtp::RtpHeader {
                             marker: rp.marker(),
@@ -103,7 +103,7 @@ impl SideStreams {
                         };
                         enc.push_media(seq, &h, rp.payload())
                     }
-                    _ => Vec::new(),
+                    _ => None,
                 };
                 let bytes = match self.sealer.as_mut() {
                     Some(s) => match s.seal(&p.rtp, ext) {
@@ -125,24 +125,23 @@ impl SideStreams {
                         a.queue.stats.send_errors.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                let Some((_, dest)) = a.repair else { continue };
-                for r in repairs {
-                    let Ok(plain) = r.header.to_vec(&r.payload) else {
-                        continue;
-                    };
-                    // The encoder numbers its repairs 1, 2, ...: the extended number is the
-                    // count.
-                    self.repair_ext_seq += 1;
-                    let bytes = match self.sealer.as_mut() {
-                        Some(s) => match s.seal(&plain, self.repair_ext_seq) {
-                            Ok(b) => b,
-                            Err(_) => continue,
-                        },
-                        None => plain,
-                    };
-                    if sock.send_to(&bytes, dest).is_ok() {
-                        self.repairs_sent += 1;
-                    }
+                let (Some((_, dest)), Some(r)) = (&a.repair, repair) else {
+                    continue;
+                };
+                let Ok(plain) = r.header.to_vec(&r.payload) else {
+                    continue;
+                };
+                // The encoder numbers its repairs 1, 2, ...: the extended number is the count.
+                self.repair_ext_seq += 1;
+                let bytes = match self.sealer.as_mut() {
+                    Some(s) => match s.seal(&plain, self.repair_ext_seq) {
+                        Ok(b) => b,
+                        Err(_) => continue,
+                    },
+                    None => plain,
+                };
+                if sock.send_to(&bytes, *dest).is_ok() {
+                    self.repairs_sent += 1;
                 }
             }
         }
@@ -250,8 +249,8 @@ mod tests {
             let p = codec::rtp::RtpPacket::parse(&buf[..n]).unwrap();
             assert_eq!(p.sequence_number(), 100 + i);
         }
-        // A full block of 16: one repair per column, on the repair stream's own SSRC.
-        for i in 0..4 {
+        // The copies of the first 6 came with the last 6, on the repair stream's own SSRC.
+        for i in 0..6 {
             let n = rep.recv(&mut buf).unwrap();
             let p = codec::rtp::RtpPacket::parse(&buf[..n]).unwrap();
             assert_eq!(
@@ -259,7 +258,7 @@ mod tests {
                 (10, 97, 1 + i)
             );
         }
-        assert_eq!(side.repairs_sent, 4);
+        assert_eq!(side.repairs_sent, 6);
         let mut srs = Vec::new();
         for _ in 0..2 {
             let n = rtcp.recv(&mut buf).unwrap();

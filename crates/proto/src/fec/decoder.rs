@@ -151,7 +151,7 @@ impl FecDecoder {
     }
 
     /// The payload of a repair packet that came on a stream of its own (its own SSRC and
-    /// sequence numbers: [`super::ColumnEncoder`]); its SN base is placed against the newest
+    /// sequence numbers: [`super::LaggedRepair`]); its SN base is placed against the newest
     /// media packet seen, so it must come within half the sequence space of it. Malformed:
     /// an error (counted).
     pub fn push_separate_repair(&mut self, payload: &[u8]) -> Result<()> {

@@ -19,15 +19,15 @@
 //! repair payload type (every stock RTP receiver with the layer's SDP) sees a plain VP9 stream
 //! with a gap in the sequence numbers where a repair went.
 
-mod column;
 mod decoder;
 mod encoder;
 pub mod header;
+mod lagged;
 
-pub use column::ColumnEncoder;
 pub use decoder::{FecDecoder, FecDecoderStats, Received};
 pub use encoder::{FecEncoder, FecEncoderStats};
 pub use header::RepairHeader;
+pub use lagged::LaggedRepair;
 
 use crate::error::{Error, Result};
 

@@ -412,47 +412,43 @@ fn write_seed_corpus() {
     }
 }
 
-/// Column parity on a separate repair stream: every burst of up to `stride` consecutive
-/// losses, wherever it starts in the stream (sequence numbers wrapping), comes back bit-exact;
-/// a burst one longer loses something; malformed repairs are errors.
+/// Lagged one-packet repairs on a separate stream: every burst shorter than the lag,
+/// wherever it starts (sequence numbers wrapping), comes back bit-exact when the repairs
+/// arrive; a burst that also takes the repairs of its packets does not; malformed repairs
+/// are errors.
 #[test]
-fn column_parity_recovers_any_burst_up_to_the_stride() {
-    let (stride, depth) = (4u8, 4u8);
-    let n = 3 * (stride * depth) as usize;
+fn lagged_repairs_recover_any_burst_shorter_than_the_lag() {
+    let lag = 10u8;
+    let n = 60usize;
     let first = 65_530u16;
     let pkts: Vec<MediaPacket> = (0..n)
         .map(|i| media(40 + (i * 13) % 160, i as u32, false))
         .collect();
-    let mut enc = ColumnEncoder::new(stride, depth, 97, SSRC ^ 1).unwrap();
-    assert_eq!(enc.announced_params(), vec![4, 13]);
-    // (index of the media packet after which the repairs went, repair payloads)
+    let mut enc = LaggedRepair::new(lag, 97, SSRC ^ 1).unwrap();
+    assert_eq!(enc.announced_params(), vec![1, 11]);
+    assert!(FecParams::from_announced(97, &enc.announced_params()).is_ok());
+    // (index of the media packet the repair went with, repair payload)
     let mut repairs: Vec<(usize, Vec<u8>)> = Vec::new();
     for (i, p) in pkts.iter().enumerate() {
         let seq = first.wrapping_add(i as u16);
-        for r in enc.push_media(seq, &p.header, &p.payload) {
-            assert_eq!(r.header.ssrc, SSRC ^ 1);
-            assert_eq!(r.header.payload_type, 97);
+        if let Some(r) = enc.push_media(seq, &p.header, &p.payload) {
+            assert_eq!((r.header.ssrc, r.header.payload_type), (SSRC ^ 1, 97));
             repairs.push((i, r.payload));
         }
     }
-    assert_eq!(
-        repairs.len(),
-        n / depth as usize,
-        "one repair per column per block"
-    );
-    let run = |lost: &dyn Fn(usize) -> bool| -> (usize, usize) {
-        let mut dec = FecDecoder::new(FecParams::default());
-        let mut got = 0;
-        let mut want = 0;
+    assert_eq!(repairs.len(), n - lag as usize);
+    // `lost(i)`: media packet i is lost; `rlost(i)`: the repair sent with packet i is lost.
+    let run = |lost: &dyn Fn(usize) -> bool, rlost: &dyn Fn(usize) -> bool| -> (usize, usize) {
+        let mut dec = FecDecoder::new(FecParams::from_announced(97, &[1, 11]).unwrap());
+        let (mut got, mut want) = (0, 0);
         for (i, p) in pkts.iter().enumerate() {
             let seq = first.wrapping_add(i as u16);
             if lost(i) {
-                want += 1;
+                want += usize::from(i + (lag as usize) < n);
             } else {
-                let w = wire(p, seq);
-                dec.push(&RtpPacket::parse(&w).unwrap()).unwrap();
+                dec.push(&RtpPacket::parse(&wire(p, seq)).unwrap()).unwrap();
             }
-            for (_, r) in repairs.iter().filter(|r| r.0 == i) {
+            for (_, r) in repairs.iter().filter(|r| r.0 == i && !rlost(i)) {
                 dec.push_separate_repair(r).unwrap();
             }
             while let Some(rec) = dec.poll_recovered() {
@@ -465,16 +461,19 @@ fn column_parity_recovers_any_burst_up_to_the_stride() {
         }
         (got, want)
     };
-    for start in 0..n - stride as usize {
-        for len in 1..=stride as usize {
-            let (got, want) = run(&|i| (start..start + len).contains(&i));
+    for start in 0..n - 2 * lag as usize {
+        for len in 1..lag as usize {
+            let burst = |i: usize| (start..start + len).contains(&i);
+            let (got, want) = run(&burst, &burst);
             assert_eq!(got, want, "burst of {len} from {start}");
         }
     }
-    let (got, want) = run(&|i| (5..5 + stride as usize + 1).contains(&i));
+    // A burst as long as the lag takes the repair of its first packet with it.
+    let burst = |i: usize| (5..5 + 2 * lag as usize).contains(&i);
+    let (got, want) = run(&burst, &burst);
     assert!(got < want);
     let mut dec = FecDecoder::new(FecParams::default());
     assert!(dec.push_separate_repair(&[1, 2, 3]).is_err());
-    assert!(ColumnEncoder::new(16, 4, 97, 1).is_err(), "span over 46");
-    assert!(ColumnEncoder::new(4, 1, 97, 1).is_err());
+    assert!(LaggedRepair::new(0, 97, 1).is_err());
+    assert!(LaggedRepair::new(46, 97, 1).is_err());
 }
