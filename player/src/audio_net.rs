@@ -115,18 +115,16 @@ impl AudioNet {
             match kind {
                 Kind::Rtp => {
                     let plain;
-                    let pkt: &[u8] = match opener.as_deref_mut() {
-                        Some(o) => match o.open(data) {
-                            Ok(p) => {
-                                plain = p.packet;
-                                &plain
-                            }
-                            Err(_) => {
-                                self.auth_failed += 1;
-                                continue;
-                            }
-                        },
-                        None => data,
+                    let pkt: &[u8] = match open(opener.as_deref_mut(), data) {
+                        Ok(Some(p)) => {
+                            plain = p;
+                            &plain
+                        }
+                        Ok(None) => data,
+                        Err(()) => {
+                            self.auth_failed += 1;
+                            continue;
+                        }
                     };
                     if let (Some((dec, _)), Ok(p)) = (self.fec.as_mut(), RtpPacket::parse(pkt)) {
                         let _ = dec.push(&p);
@@ -137,18 +135,16 @@ impl AudioNet {
                 }
                 Kind::Repair => {
                     let plain;
-                    let pkt: &[u8] = match opener.as_deref_mut() {
-                        Some(o) => match o.open(data) {
-                            Ok(p) => {
-                                plain = p.packet;
-                                &plain
-                            }
-                            Err(_) => {
-                                self.auth_failed += 1;
-                                continue;
-                            }
-                        },
-                        None => data,
+                    let pkt: &[u8] = match open(opener.as_deref_mut(), data) {
+                        Ok(Some(p)) => {
+                            plain = p;
+                            &plain
+                        }
+                        Ok(None) => data,
+                        Err(()) => {
+                            self.auth_failed += 1;
+                            continue;
+                        }
                     };
                     self.repairs += 1;
                     let ok = match (self.fec.as_mut(), RtpPacket::parse(pkt)) {
@@ -181,5 +177,17 @@ impl AudioNet {
                 }
             }
         }
+    }
+}
+
+/// A datagram of an encrypted session opened (`Ok(Some)`), of a session in the clear
+/// (`Ok(None)`: use it as it is), or one that does not open (`Err`, the caller counts it).
+fn open(
+    opener: Option<&mut security::auth::MediaOpener>,
+    data: &[u8],
+) -> Result<Option<Vec<u8>>, ()> {
+    match opener {
+        Some(o) => o.open(data).map(|p| Some(p.packet)).map_err(|_| ()),
+        None => Ok(None),
     }
 }

@@ -11,7 +11,7 @@
 //! the queue dropped 6 of 7 audio packets in 140 ms, two per column, and its repairs, sent
 //! together at the block's end, shared the packets' fate.
 
-use super::{invalid, Parity, Protected, RepairHeader, MAX_SPAN};
+use super::{invalid, Parity, Protected, MAX_SPAN};
 use crate::error::Result;
 use crate::rtp::{MediaPacket, RtpHeader};
 use std::collections::VecDeque;
@@ -80,20 +80,7 @@ impl LaggedRepair {
         let (base, p) = self.window.pop_front()?;
         let mut par = Parity::default();
         par.add(&p);
-        let h = RepairHeader {
-            padding: false,
-            extension: false,
-            csrc_count: 0,
-            marker: par.marker,
-            payload_type: par.payload_type,
-            length: par.length,
-            timestamp: par.timestamp,
-            sn_base: base,
-            mask: 1,
-        };
-        let mut out = Vec::with_capacity(h.len() + par.payload.len());
-        h.write(&mut out);
-        out.extend_from_slice(&par.payload);
+        let out = par.repair_payload(base, 1);
         self.seq = self.seq.wrapping_add(1);
         Some(MediaPacket {
             header: RtpHeader {

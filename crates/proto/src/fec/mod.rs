@@ -195,6 +195,26 @@ pub(crate) struct Parity {
 }
 
 impl Parity {
+    /// The repair payload: the RFC 8627 header for the packets of `mask` from `sn_base`,
+    /// then the XOR of their payloads.
+    pub fn repair_payload(&self, sn_base: u16, mask: u128) -> Vec<u8> {
+        let h = RepairHeader {
+            padding: false,
+            extension: false,
+            csrc_count: 0,
+            marker: self.marker,
+            payload_type: self.payload_type,
+            length: self.length,
+            timestamp: self.timestamp,
+            sn_base,
+            mask,
+        };
+        let mut out = Vec::with_capacity(h.len() + self.payload.len());
+        h.write(&mut out);
+        out.extend_from_slice(&self.payload);
+        out
+    }
+
     pub fn add(&mut self, p: &Protected) {
         self.marker ^= p.marker;
         self.payload_type ^= p.payload_type;
