@@ -20,6 +20,9 @@ pub struct AudioNet {
     socks: Vec<(Kind, McastSocket)>,
     /// The audio stream's repair decoder and repair payload type, when it has repair.
     fec: Option<(FecDecoder, u8)>,
+    /// First audio sequence number since the sockets opened: the first repairs carry packets
+    /// from before it (sent before the join), which are not losses and are not played.
+    first_seq: Option<u16>,
     /// Audio packets that failed authentication (encrypted sessions).
     pub auth_failed: u64,
     pub truncated: u64,
@@ -48,8 +51,7 @@ impl AudioNet {
         ssm: Option<Ipv4Addr>,
     ) {
         if !base_held {
-            self.socks.clear();
-            self.fec = None;
+            self.reset();
             return;
         }
         if !self.socks.is_empty() {
@@ -82,6 +84,7 @@ impl AudioNet {
     pub fn reset(&mut self) {
         self.socks.clear();
         self.fec = None;
+        self.first_seq = None;
     }
 
     pub fn fds(&self) -> Vec<i32> {
@@ -127,6 +130,7 @@ impl AudioNet {
                         }
                     };
                     if let (Some((dec, _)), Ok(p)) = (self.fec.as_mut(), RtpPacket::parse(pkt)) {
+                        self.first_seq.get_or_insert(p.sequence_number());
                         let _ = dec.push(&p);
                     }
                     if let Some(a) = audio.as_deref_mut() {
@@ -170,6 +174,13 @@ impl AudioNet {
             }
             if let Some((dec, _)) = self.fec.as_mut() {
                 while let Some(rec) = dec.poll_recovered() {
+                    let seq = RtpPacket::parse(&rec).map_or(0, |p| p.sequence_number());
+                    if self
+                        .first_seq
+                        .is_none_or(|f| (seq.wrapping_sub(f) as i16) < 0)
+                    {
+                        continue;
+                    }
                     self.repaired += 1;
                     if let Some(a) = audio.as_deref_mut() {
                         a.push_rtp(ts, &rec);
