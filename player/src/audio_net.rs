@@ -115,20 +115,25 @@ impl AudioNet {
                 continue;
             }
             let data = &buf[..n];
+            // Media and repairs are sealed in encrypted sessions; RTCP is not.
+            let plain;
+            let pkt: &[u8] = if matches!(kind, Kind::Rtp | Kind::Repair) {
+                match open(opener.as_deref_mut(), data) {
+                    Ok(Some(p)) => {
+                        plain = p;
+                        &plain
+                    }
+                    Ok(None) => data,
+                    Err(()) => {
+                        self.auth_failed += 1;
+                        continue;
+                    }
+                }
+            } else {
+                data
+            };
             match kind {
                 Kind::Rtp => {
-                    let plain;
-                    let pkt: &[u8] = match open(opener.as_deref_mut(), data) {
-                        Ok(Some(p)) => {
-                            plain = p;
-                            &plain
-                        }
-                        Ok(None) => data,
-                        Err(()) => {
-                            self.auth_failed += 1;
-                            continue;
-                        }
-                    };
                     if let (Some((dec, _)), Ok(p)) = (self.fec.as_mut(), RtpPacket::parse(pkt)) {
                         self.first_seq.get_or_insert(p.sequence_number());
                         let _ = dec.push(&p);
@@ -138,18 +143,6 @@ impl AudioNet {
                     }
                 }
                 Kind::Repair => {
-                    let plain;
-                    let pkt: &[u8] = match open(opener.as_deref_mut(), data) {
-                        Ok(Some(p)) => {
-                            plain = p;
-                            &plain
-                        }
-                        Ok(None) => data,
-                        Err(()) => {
-                            self.auth_failed += 1;
-                            continue;
-                        }
-                    };
                     self.repairs += 1;
                     let ok = match (self.fec.as_mut(), RtpPacket::parse(pkt)) {
                         (Some((dec, pt)), Ok(p)) if p.payload_type() == *pt => {

@@ -134,15 +134,7 @@ impl FecEncoder {
             self.stats.unprotected += 1;
             return;
         }
-        self.window.push_back((
-            seq,
-            Protected {
-                marker: header.marker,
-                payload_type: header.payload_type,
-                timestamp: header.timestamp,
-                payload: payload.to_vec(),
-            },
-        ));
+        self.window.push_back((seq, Protected::of(header, payload)));
         self.pending += 1;
     }
 

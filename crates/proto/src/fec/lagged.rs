@@ -65,15 +65,7 @@ impl LaggedRepair {
                 self.window.clear();
             }
         }
-        self.window.push_back((
-            seq,
-            Protected {
-                marker: header.marker,
-                payload_type: header.payload_type,
-                timestamp: header.timestamp,
-                payload: payload.to_vec(),
-            },
-        ));
+        self.window.push_back((seq, Protected::of(header, payload)));
         if self.window.len() <= self.lag {
             return None;
         }

@@ -184,6 +184,18 @@ pub(crate) struct Protected {
     pub payload: Vec<u8>,
 }
 
+impl Protected {
+    /// The protected form of a media packet sent with `header` and `payload`.
+    pub fn of(header: &crate::rtp::RtpHeader, payload: &[u8]) -> Protected {
+        Protected {
+            marker: header.marker,
+            payload_type: header.payload_type,
+            timestamp: header.timestamp,
+            payload: payload.to_vec(),
+        }
+    }
+}
+
 /// XOR of protected packets, in the layout of the RFC 8627 recovery fields.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Parity {
