@@ -127,6 +127,16 @@ pub fn tls_connect_with(
     })
 }
 
+/// Where this viewer's UDP reports go and the key they carry (`crate::report`).
+#[derive(Clone)]
+pub struct ReportChannel {
+    /// The key API's `report_host` (the SAM's sender), if it names one.
+    pub host: Option<std::net::IpAddr>,
+    /// The session's feedback port.
+    pub port: u16,
+    pub key: ReceiverKey,
+}
+
 /// What the session description says about security.
 pub struct SessionSecurity {
     /// Verifies SAMs on the announcement group.
@@ -137,9 +147,9 @@ pub struct SessionSecurity {
     pub ssm: Option<Ipv4Addr>,
     /// This receiver's TFMCC report key (sessions with `auth_reports`, TFMCC players only).
     pub report_key: Option<ReceiverKey>,
-    /// The UDP report channel: the server's report port and this viewer's key
+    /// The UDP report channel: the session's feedback port and this viewer's key
     /// (`crate::report`), when the server offers it and this player holds a token.
-    pub telemetry: Option<(u16, ReceiverKey)>,
+    pub telemetry: Option<ReportChannel>,
 }
 
 /// The session description URL of an announcement URL
@@ -229,10 +239,11 @@ pub fn fetch_security(
             .as_str()
             .zip(k["report_port"].as_u64())
             .and_then(|(hex, port)| {
-                Some((
-                    u16::try_from(port).ok()?,
-                    ReceiverKey::from_hex(rid, hex).ok()?,
-                ))
+                Some(ReportChannel {
+                    host: k["report_host"].as_str().and_then(|h| h.parse().ok()),
+                    port: u16::try_from(port).ok()?,
+                    key: ReceiverKey::from_hex(rid, hex).ok()?,
+                })
             }),
         _ => None,
     };

@@ -1,6 +1,6 @@
 //! The unicast socket the Subscriber's transmits leave by: TFMCC receiver reports and
 //! key-picture / re-sync requests, to the sender's feedback port (the Subscriber picks the
-//! address: the announced sender on layer 0's port + 1, the `--session-url` host when the
+//! address: the announced sender on the SAM's feedback port, the `--session-url` host when the
 //! sender announces 0.0.0.0, or `--tfmcc-feedback`).
 
 use crate::error::{Error, Result};

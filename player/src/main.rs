@@ -93,7 +93,7 @@ const HELP: &str = "layercast-player: receive a layered multicast session
                          [default: lcc, docs/protocols/lcc.md; era is the thesis' ERA without
                          single-pair decisions, docs/protocols/era.md E13];
                          tfrc: receive a unicast TFRC flow instead (--controller tfrc --help)
-  --tfmcc-feedback A:P   TFMCC: send reports here [default: SAM sender, layer 0 port + 1]
+  --tfmcc-feedback A:P   TFMCC: send reports here [default: SAM sender, its feedback port]
   --fixed-layers N       no controller: hold layers 0..N-1 (measurement mode)
   --interface ADDR       IPv4 address of the interface to join on [default: 0.0.0.0]
   --headless             no window (also when DISPLAY is not set)

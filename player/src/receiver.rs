@@ -532,6 +532,9 @@ impl Shell {
                 x.flush();
                 let mut j = x.json();
                 j["auth_failed"] = json!(self.audio_net.auth_failed);
+                j["repairs"] = json!(self.audio_net.repairs);
+                j["bad_repairs"] = json!(self.audio_net.bad_repairs);
+                j["repaired"] = json!(self.audio_net.repaired);
                 j
             }),
             "fec": s.fec,

@@ -161,16 +161,30 @@ impl ReportSender {
     }
 }
 
-/// The sender for a session's report channel (`telemetry` from the key API), to the host of
-/// the session URL; `None` without a key or a session name.
-pub fn sender_for(a: &crate::Args, telemetry: Option<(u16, ReceiverKey)>) -> Option<ReportSender> {
-    let (port, key) = telemetry?;
-    let (host, _) = crate::http_client::split_url(a.session_url.as_deref()?).ok()?;
-    let ip: std::net::IpAddr = match host.rsplit_once(':') {
-        Some((h, _)) => h.trim_matches(['[', ']']).parse().ok()?,
-        None => host.parse().ok()?,
+/// The sender for a session's report channel (`telemetry` from the key API): to the
+/// session's feedback port on the host the key API names (the SAM's sender), else on the host
+/// of the session URL; `None` without a key or a session name.
+pub fn sender_for(
+    a: &crate::Args,
+    telemetry: Option<crate::auth::ReportChannel>,
+) -> Option<ReportSender> {
+    let c = telemetry?;
+    let ip: std::net::IpAddr = match c.host {
+        Some(h) => h,
+        None => {
+            let (host, _) = crate::http_client::split_url(a.session_url.as_deref()?).ok()?;
+            match host.rsplit_once(':') {
+                Some((h, _)) => h.trim_matches(['[', ']']).parse().ok()?,
+                None => host.parse().ok()?,
+            }
+        }
     };
-    ReportSender::new(SocketAddr::new(ip, port), key, a.session_name.as_deref()?).ok()
+    ReportSender::new(
+        SocketAddr::new(ip, c.port),
+        c.key,
+        a.session_name.as_deref()?,
+    )
+    .ok()
 }
 
 #[cfg(test)]

@@ -72,6 +72,7 @@ fn forged_info() -> SessionInfo {
         adapt_interval: Duration::from_secs(1),
         announce_interval: Duration::from_secs(1),
         tracks: Vec::new(),
+        feedback_port: None,
     }
 }
 

@@ -142,9 +142,9 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "telemetry posts per second accepted from one source address",
     ),
     (
-        "report_addr",
-        "",
-        "UDP address of viewer reports (default: the HTTP address, port + 1; \"off\": none)",
+        "udp_reports",
+        "true",
+        "accept viewer reports on each session's feedback port (false: HTTP telemetry only)",
     ),
     (
         "report_budget_bps",
@@ -205,8 +205,8 @@ pub struct ServerConfig {
     pub http_idle_timeout: Duration,
     pub http_max_connections: usize,
     pub http_max_websockets: usize,
-    /// UDP address of viewer reports (`crate::reports`), if on.
-    pub report_addr: Option<SocketAddr>,
+    /// Viewer reports (`crate::reports`) on each session's feedback port.
+    pub udp_reports: bool,
     pub report_budget_bps: u32,
 }
 
@@ -936,19 +936,9 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         http_idle_timeout: ms("http_idle_timeout_ms")?,
         http_max_connections: parse_val("http_max_connections", v("http_max_connections"))?,
         http_max_websockets: parse_val("http_max_websockets", v("http_max_websockets"))?,
-        report_addr: match v("report_addr") {
-            "off" => None,
-            "" => None,
-            a => Some(parse_val("report_addr", a)?),
-        },
+        udp_reports: parse_bool("udp_reports", v("udp_reports"))?,
         report_budget_bps: parse_val("report_budget_bps", v("report_budget_bps"))?,
     };
-    let mut cfg = cfg;
-    if v("report_addr").is_empty() {
-        let mut a = cfg.http_addr;
-        a.set_port(a.port().wrapping_add(1).max(1));
-        cfg.report_addr = Some(a);
-    }
     Ok(Cli::Run(Box::new(cfg)))
 }
 

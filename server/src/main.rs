@@ -203,16 +203,7 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
     let listener = rt
         .block_on(tokio::net::TcpListener::bind(http_addr))
         .map_err(|e| error::Error::io(format!("listening on {http_addr}"), e))?;
-    let report_sock = match state.cfg.report_addr {
-        Some(a) => {
-            let s = rt
-                .block_on(tokio::net::UdpSocket::bind(a))
-                .map_err(|e| error::Error::io(format!("viewer reports on {a}"), e))?;
-            eprintln!("layercast-server: viewer reports on udp://{a}");
-            Some(s)
-        }
-        None => None,
-    };
+    let report_queue = state.take_report_queue();
     let report_budget = state.cfg.report_budget_bps;
     let stop = Arc::new(AtomicBool::new(false));
     let ann = {
@@ -231,8 +222,8 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
                 ws_slots: Arc::new(tokio::sync::Semaphore::new(ws_cap)),
                 request_timeout,
             };
-            if let Some(sock) = report_sock {
-                tokio::spawn(reports::run(sock, app.clone(), report_budget));
+            if let Some(q) = report_queue {
+                tokio::spawn(reports::run(q, app.clone(), report_budget));
             }
             api::serve::run(listener, tls, app, limits, async {
                 let _ = stop_rx.await;

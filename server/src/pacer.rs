@@ -70,6 +70,12 @@ pub struct PacerStats {
     /// Video slots without media: sent as FEC repair, or as padding.
     pub repair_packets: AtomicU64,
     pub padding_packets: AtomicU64,
+    /// Datagrams read on the session's feedback socket (reports and media requests, before
+    /// the Publisher vets them).
+    pub feedback_datagrams: AtomicU64,
+    /// Viewer reports read on it that the report task could not take (queue full, or
+    /// `udp_reports` off).
+    pub reports_dropped: AtomicU64,
 }
 
 /// What the media thread runs.
@@ -84,8 +90,11 @@ pub struct PacerConfig {
         Arc<crate::video::LayerQueues>,
         rtrb::Consumer<session::publisher::Picture>,
     )>,
-    /// The feedback port (reports, media requests), when it could be bound.
+    /// The feedback port (TFMCC reports, media requests, viewer reports), when it could be
+    /// bound.
     pub feedback: Option<UdpSocket>,
+    /// Where viewer reports read on it go (`crate::reports`), with the session's id.
+    pub reports: Option<(tokio::sync::mpsc::Sender<crate::reports::Inbound>, Arc<str>)>,
     /// TFMCC sessions: the state the API shows.
     pub tfmcc: Option<Arc<crate::tfmcc::TfmccState>>,
     /// The audio track and the RTCP sender reports: sent between bunches, never inside one
@@ -210,6 +219,17 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
                 let Ok((len, from)) = fb.recv_from(&mut rbuf) else {
                     break;
                 };
+                stats.feedback_datagrams.fetch_add(1, Ordering::Relaxed);
+                let b = &rbuf[..len];
+                if b.starts_with(crate::reports::MAGIC) {
+                    match &cfg.reports {
+                        Some((tx, id)) if crate::reports::offer(tx, id, from, b) => {}
+                        _ => {
+                            stats.reports_dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    continue;
+                }
                 if len < rbuf.len() {
                     publisher.handle_feedback(clock(Instant::now()), from.ip(), &rbuf[..len]);
                 }
@@ -434,6 +454,7 @@ mod tests {
             realtime: false,
             video: None,
             feedback: None,
+            reports: None,
             tfmcc: None,
             side: None,
         }

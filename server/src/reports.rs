@@ -1,6 +1,10 @@
 //! Viewer reports over UDP (`docs/protocols/reports.md`): telemetry and key requests in one
 //! authenticated datagram, so that a large audience costs the server datagrams, not TCP and
-//! TLS connections. Vetting runs cheapest first: a per-source token bucket (bounded table),
+//! TLS connections. Reports come to the session's feedback port, the one socket per session
+//! that also takes TFMCC reports and media requests: its media thread hands every datagram
+//! that starts with [`MAGIC`] to this task over a bounded queue (a full queue is a counted
+//! drop) and the Publisher the rest, and acknowledgements leave by the same socket. Vetting
+//! runs cheapest first: a per-source token bucket (bounded table),
 //! the header, the session, the MAC under the viewer's report key (per session secret, per
 //! receiver id, as the TFMCC report keys), the per-receiver timestamp order, then the JSON.
 //! Accepted telemetry goes to the viewer actor; key requests are coalesced per session under
@@ -14,9 +18,11 @@ use proto::Time;
 use security::auth::{InfluenceConfig, InfluenceLimiter};
 use std::collections::HashMap;
 use std::fmt::Write;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq;
+use tokio::sync::mpsc::{Receiver, Sender};
 
 /// First bytes of a report and of its acknowledgement.
 pub const MAGIC: &[u8; 4] = b"LCR1";
@@ -67,6 +73,33 @@ pub fn parse(b: &[u8]) -> Option<Report<'_>> {
     })
 }
 
+/// Reports the media threads may queue for this task before they drop (about 1.4 MB).
+pub const QUEUE: usize = 1024;
+
+/// A datagram that looked like a report, as the media thread of `session` read it.
+#[derive(Debug)]
+pub struct Inbound {
+    pub session: std::sync::Arc<str>,
+    pub from: SocketAddr,
+    pub bytes: Vec<u8>,
+}
+
+/// Hands a datagram read on `session`'s feedback socket to the report task; `false` (the
+/// caller counts it) when the queue is full or the task is gone.
+pub fn offer(
+    tx: &Sender<Inbound>,
+    session: &std::sync::Arc<str>,
+    from: SocketAddr,
+    b: &[u8],
+) -> bool {
+    tx.try_send(Inbound {
+        session: session.clone(),
+        from,
+        bytes: b.to_vec(),
+    })
+    .is_ok()
+}
+
 /// Counters of the report channel (`layercast_reports_total{result}` and
 /// `layercast_key_requests_total{result}`).
 #[derive(Debug, Default)]
@@ -115,8 +148,9 @@ pub fn metrics(c: &Counters, m: &mut String) {
     }
 }
 
-/// Serves the report socket until the runtime stops. `budget_bps` is announced to players.
-pub async fn run(sock: tokio::net::UdpSocket, app: App, budget_bps: u32) {
+/// Vets the reports the sessions' media threads queue until every sender is gone or the
+/// runtime stops. `budget_bps` is announced to players.
+pub async fn run(mut rx: Receiver<Inbound>, app: App, budget_bps: u32) {
     let epoch = Instant::now();
     let mut limiter = InfluenceLimiter::new(InfluenceConfig {
         reports_per_sec: 4.0,
@@ -127,22 +161,23 @@ pub async fn run(sock: tokio::net::UdpSocket, app: App, budget_bps: u32) {
     });
     let mut last_key: HashMap<String, Instant> = HashMap::new();
     let c = &app.state.reports;
-    let mut buf = vec![0u8; MAX_REPORT + 1];
-    loop {
-        let Ok((n, src)) = sock.recv_from(&mut buf).await else {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            continue;
-        };
+    while let Some(m) = rx.recv().await {
+        let src = m.from;
         let now = Time(epoch.elapsed().as_nanos() as u64);
         if limiter.admit(now, src.ip()).is_err() {
             c.rate_limited.fetch_add(1, Ordering::Relaxed);
             continue;
         }
-        let Some(r) = parse(&buf[..n]) else {
+        let Some(r) = parse(&m.bytes) else {
             c.malformed.fetch_add(1, Ordering::Relaxed);
             continue;
         };
-        let Some(s) = app.state.session(r.session) else {
+        // A report names the session whose feedback port it came to.
+        let s = match app.state.session(r.session) {
+            Some(s) if r.session == &*m.session => Some(s),
+            _ => None,
+        };
+        let Some(s) = s else {
             c.unknown_session.fetch_add(1, Ordering::Relaxed);
             continue;
         };
@@ -197,7 +232,11 @@ pub async fn run(sock: tokio::net::UdpSocket, app: App, budget_bps: u32) {
         ack.extend_from_slice(&budget_bps.to_be_bytes());
         let tag = key.tag(&ack);
         ack.extend_from_slice(&tag);
-        let _ = sock.send_to(&ack, src).await;
+        if let Some(sock) = &s.feedback_reply {
+            // Non-blocking: a full send buffer loses an acknowledgement, which the player
+            // survives (it keeps its last interval).
+            let _ = sock.send_to(&ack, src);
+        }
     }
 }
 

@@ -44,6 +44,41 @@ pub fn random_u32() -> u32 {
     h.finish() as u32
 }
 
+/// Ports a session takes from its layer 0 port on: RTP and RTCP for each layer and for the
+/// audio track, and the audio track's repair stream (the feedback socket is on layer 0's RTCP port number, on the sender's own
+/// address).
+fn port_span(r: &ResolvedSession) -> u32 {
+    2 * (r.rates_bps.len() as u32 + 2 * u32::from(r.audio.is_some()))
+}
+
+/// The first port from `base` on whose `span` ports overlap none of the `taken` (first, span)
+/// ranges, if one fits below 65536.
+fn free_ports(base: u16, span: u32, taken: &[(u32, u32)]) -> Option<u16> {
+    let mut p = u32::from(base).max(1);
+    loop {
+        if p + span > 65_536 {
+            return None;
+        }
+        match taken.iter().find(|&&(q, n)| p < q + n && q < p + span) {
+            Some(&(q, n)) => p = q + n,
+            None => return Some(p as u16),
+        }
+    }
+}
+
+/// Binds a session's feedback socket on `addr`, or on a free port of the same address when
+/// `addr`'s port is in use.
+fn bind_feedback(addr: SocketAddrV4) -> std::io::Result<std::net::UdpSocket> {
+    let s = match std::net::UdpSocket::bind(addr) {
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            std::net::UdpSocket::bind(SocketAddrV4::new(*addr.ip(), 0))?
+        }
+        r => r?,
+    };
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
 /// One running session.
 pub struct Session {
     pub cfg: ResolvedSession,
@@ -70,6 +105,10 @@ pub struct Session {
     /// Keys of the UDP report channel (`crate::reports`): per session start, never stored;
     /// viewers get their receiver id's key from the key API.
     pub telemetry_mac: ReportMac,
+    /// A handle on the feedback socket that acknowledgements of viewer reports leave by.
+    pub feedback_reply: Option<std::net::UdpSocket>,
+    /// The feedback port the SAM announces (or implies).
+    pub feedback_port: Option<u16>,
     /// Receiver id -> SHA-256 of the binding secret of the client its report key was first
     /// issued to (`keys_json`): the key of an id goes to that client only.
     report_bindings: Mutex<std::collections::HashMap<u32, [u8; 32]>>,
@@ -153,6 +192,10 @@ pub struct State {
     pub drops: Drops,
     /// Counters of the UDP report channel.
     pub reports: crate::reports::Counters,
+    /// The sessions' media threads queue viewer reports here (`udp_reports`); the report
+    /// task takes the receiving end once ([`State::take_report_queue`]).
+    report_tx: Option<tokio::sync::mpsc::Sender<crate::reports::Inbound>>,
+    report_rx: Mutex<Option<tokio::sync::mpsc::Receiver<crate::reports::Inbound>>>,
     next_group: Mutex<u32>,
     counter: AtomicU64,
     /// Signs every SAM (multicast and `?format=sam`).
@@ -172,7 +215,16 @@ impl State {
             burst: 2.0 * cfg.telemetry_per_addr_per_sec,
             ..InfluenceConfig::default()
         });
+        let (report_tx, report_rx) = match cfg.udp_reports {
+            true => {
+                let (tx, rx) = tokio::sync::mpsc::channel(crate::reports::QUEUE);
+                (Some(tx), Some(rx))
+            }
+            false => (None, None),
+        };
         Arc::new(State {
+            report_tx,
+            report_rx: Mutex::new(report_rx),
             sam_key: signer.published_key(),
             signer,
             telemetry_limiter: Mutex::new(limiter),
@@ -184,6 +236,13 @@ impl State {
             reports: crate::reports::Counters::default(),
             counter: AtomicU64::new(0),
         })
+    }
+
+    /// The receiving end of the viewer-report queue (once; `None` with `udp_reports` off).
+    pub fn take_report_queue(
+        &self,
+    ) -> Option<tokio::sync::mpsc::Receiver<crate::reports::Inbound>> {
+        lock(&self.report_rx).take()
     }
 
     /// Takes a token from `addr`'s telemetry bucket (`false`: refuse, counted).
@@ -224,7 +283,7 @@ impl State {
         }
         let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
         let mut next_group = lock(&self.next_group);
-        let r = c.resolve(
+        let mut r = c.resolve(
             ctx,
             &format!("s{n}"),
             Ipv4Addr::from(*next_group),
@@ -233,6 +292,24 @@ impl State {
         let mut sessions = lock(&self.sessions);
         if sessions.contains_key(&r.id) {
             return Err(Error::Duplicate(r.id));
+        }
+        if c.port.is_none() {
+            // Like the groups: each session its own ports, so that its feedback socket (on
+            // layer 0's port + 1) is its own.
+            let taken: Vec<(u32, u32)> = sessions
+                .values()
+                .map(|s| (u32::from(s.cfg.port), port_span(&s.cfg)))
+                .collect();
+            r.port = free_ports(self.cfg.port_base, port_span(&r), &taken).ok_or_else(|| {
+                Error::config(
+                    &format!("{ctx}.port"),
+                    format!(
+                        "no {} free ports from port_base {}",
+                        port_span(&r),
+                        self.cfg.port_base
+                    ),
+                )
+            })?;
         }
         if c.group.is_none() {
             // The audio track (issue 21) takes the group after the layers.
@@ -281,7 +358,7 @@ impl State {
             (
                 Ipv4Addr::from(u32::from(r.group) + n),
                 r.port + 2 * n as u16,
-                a.rate_bps(extra),
+                a.rate_bps(extra) + a.repair_rate_bps(extra),
             )
         });
         let mut tracks: Vec<proto::Track> = r
@@ -307,7 +384,7 @@ impl State {
             tracks.push(crate::media::audio_track(a, g, p, audio_ssrc, rate));
             layers[0].rate_bps += rate;
         }
-        let info = SessionInfo {
+        let mut info = SessionInfo {
             session_id: random_u32(),
             announce_seq: 0,
             sender,
@@ -317,6 +394,7 @@ impl State {
             adapt_interval: r.adapt_interval,
             announce_interval: self.cfg.announce_interval,
             tracks,
+            feedback_port: None,
         };
         congestion::wire::sam::validate(&info)?;
         let sock = sock::sender_socket(&self.cfg)?;
@@ -380,32 +458,35 @@ impl State {
         let (s2, st2) = (stats.clone(), stop.clone());
         // Like the media key: fresh per session start, never stored (docs/security.md §4).
         let report_mac = r.auth_reports.then(ReportMac::generate);
-        // The feedback port, layer 0's port + 1: TFMCC reports and every session's key-picture
-        // and re-sync requests. A TFMCC session needs it; a layered session whose port is
-        // taken (another session configured on the same ports) runs without (its receivers'
-        // requests then go unanswered; the periodic key pictures remain).
-        let fb_addr = SocketAddrV4::new(
-            self.cfg.interface,
-            crate::tfmcc::feedback_port(layers[0].port),
-        );
-        let feedback = match std::net::UdpSocket::bind(fb_addr).and_then(|s| {
-            s.set_nonblocking(true)?;
-            Ok(s)
-        }) {
+        // The feedback socket: TFMCC reports and every session's key-picture and re-sync
+        // requests, on layer 0's port + 1, or on a port of the system's choosing when that one
+        // is taken (another session configured on the same ports); the SAM announces it.
+        let fb_default = SocketAddrV4::new(self.cfg.interface, layers[0].port.wrapping_add(1));
+        let feedback = match bind_feedback(fb_default) {
             Ok(s) => Some(s),
             Err(e) if is_tfmcc => {
-                return Err(Error::io(format!("TFMCC feedback socket {fb_addr}"), e));
+                return Err(Error::io(format!("TFMCC feedback socket {fb_default}"), e));
             }
             Err(e) => {
-                eprintln!("layercast-server: session {}: no feedback socket on {fb_addr} ({e}): key-picture requests only over HTTP", r.id);
+                eprintln!("layercast-server: session {}: no feedback socket on {fb_default} ({e}): key-picture requests only over HTTP", r.id);
                 None
             }
         };
-        let tfmcc = is_tfmcc.then(|| {
-            let announced = SocketAddrV4::new(
-                self.cfg.ssm_source.unwrap_or(self.cfg.interface),
-                fb_addr.port(),
+        let fb_port = feedback
+            .as_ref()
+            .and_then(|s| s.local_addr().ok())
+            .map_or(fb_default.port(), |a| a.port());
+        if fb_port != fb_default.port() {
+            eprintln!(
+                "layercast-server: session {}: {fb_default} is taken; feedback on port {fb_port} (announced)",
+                r.id
             );
+        }
+        info.feedback_port = Some(fb_port);
+        let feedback_reply = feedback.as_ref().and_then(|s| s.try_clone().ok());
+        let tfmcc = is_tfmcc.then(|| {
+            let announced =
+                SocketAddrV4::new(self.cfg.ssm_source.unwrap_or(self.cfg.interface), fb_port);
             Arc::new(crate::tfmcc::TfmccState::new(
                 announced,
                 layers[0].rate_bps as f64,
@@ -429,6 +510,10 @@ impl State {
             realtime: self.cfg.pacer_realtime,
             video: queues.clone().zip(ring_rx),
             feedback,
+            reports: self
+                .report_tx
+                .clone()
+                .map(|tx| (tx, Arc::<str>::from(r.id.as_str()))),
             tfmcc: tfmcc.clone(),
             // The audio track and the RTCP sender reports, sent between bunches.
             side: r.video.as_ref().map(|_| {
@@ -451,6 +536,8 @@ impl State {
                         Some(crate::media::out::AudioSide {
                             queue: q.clone(),
                             dest: SocketAddrV4::new(g, p),
+                            repair: crate::media::audio_repair(audio_ssrc)
+                                .map(|e| (e, SocketAddrV4::new(g, p + 2))),
                         })
                     }
                     _ => None,
@@ -485,6 +572,8 @@ impl State {
             report_mac,
             telemetry_mac: ReportMac::generate(),
             report_bindings: Mutex::new(std::collections::HashMap::new()),
+            feedback_reply,
+            feedback_port: Some(fb_port),
         });
         sessions.insert(r.id.clone(), s.clone());
         Ok(s)
@@ -561,8 +650,16 @@ impl State {
                 "telemetry_key".into(),
                 json!(s.telemetry_mac.receiver_key(rid).key_hex()),
             );
-            if let Some(a) = self.cfg.report_addr {
-                v.insert("report_port".into(), json!(a.port()));
+            // Reports go to the session's feedback port, on the SAM's sender when it names
+            // one (else the host the player reached the API on).
+            if let (Some(_), Some(p)) = (&s.feedback_reply, s.feedback_port) {
+                if self.report_tx.is_some() {
+                    v.insert("report_port".into(), json!(p));
+                    let host = lock(&s.info).sender;
+                    if !host.is_unspecified() {
+                        v.insert("report_host".into(), json!(host.to_string()));
+                    }
+                }
             }
         }
         Ok(Value::Object(v))
@@ -643,5 +740,25 @@ pub fn announcer(state: Arc<State>, stop: Arc<AtomicBool>) {
         while Instant::now() < next && !stop.load(Ordering::Relaxed) {
             std::thread::sleep((next - Instant::now()).min(Duration::from_millis(100)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::free_ports;
+
+    #[test]
+    fn free_ports_skip_every_taken_range() {
+        assert_eq!(free_ports(5004, 8, &[]), Some(5004));
+        // Two sessions from the base: the second starts where the first's range ends.
+        assert_eq!(free_ports(5004, 6, &[(5004, 8)]), Some(5012));
+        // A configured session in the way is skipped too, in whatever order they are listed.
+        assert_eq!(free_ports(5004, 6, &[(5014, 4), (5004, 8)]), Some(5018));
+        // A gap that fits is used.
+        assert_eq!(free_ports(5004, 4, &[(5004, 2), (5010, 2)]), Some(5006));
+        assert_eq!(free_ports(5004, 6, &[(5004, 2), (5010, 2)]), Some(5012));
+        // Nothing past 65535.
+        assert_eq!(free_ports(65_530, 8, &[]), None);
+        assert_eq!(free_ports(65_528, 8, &[]), Some(65_528));
     }
 }

@@ -42,9 +42,7 @@ use crate::state::lock;
 use crate::state::Session;
 use serde::Serialize;
 use serde_json::{json, Value};
-pub use session::publisher::tfmcc::{
-    feedback_port, ReportCounters, Snapshot, HEADER_LEN, VIDEO_PACKET_RESERVE,
-};
+pub use session::publisher::tfmcc::{ReportCounters, Snapshot, HEADER_LEN, VIDEO_PACKET_RESERVE};
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicU64, Ordering};

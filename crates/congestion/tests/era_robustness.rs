@@ -79,6 +79,7 @@ fn drive(mut c: Box<dyn LayeredController>, inputs: &[Input]) -> Result<(), Test
                     adapt_interval: Duration::from_micros(*adapt_us),
                     announce_interval: Duration::from_secs(1),
                     tracks: Vec::new(),
+                    feedback_port: None,
                 };
                 c.handle_announcement(Time::from_micros(now.max(0) as u64), &info);
             }

@@ -42,6 +42,10 @@ pub struct SessionInfo {
     /// The media tracks; empty for synthetic constant-rate layers (protocol experiments).
     #[serde(default)]
     pub tracks: Vec<Track>,
+    /// The sender's feedback port (receiver reports, media requests) when it is not layer 0's
+    /// port + 1; `None` means that default. See [`SessionInfo::feedback_port_or_default`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback_port: Option<u16>,
 }
 
 impl SessionInfo {
@@ -58,6 +62,13 @@ impl SessionInfo {
     /// Number of layers in the session.
     pub fn layer_count(&self) -> usize {
         self.layers.len()
+    }
+
+    /// The UDP port on the sender's address that receives the session's feedback: the
+    /// announced one, else layer 0's port + 1 (the convention of senders that announce none).
+    pub fn feedback_port_or_default(&self) -> Option<u16> {
+        self.feedback_port
+            .or_else(|| self.layers.first()?.port.checked_add(1))
     }
 
     /// The first track of `kind`.
@@ -118,6 +129,7 @@ impl SessionInfo {
             adapt_interval: Duration::from_secs(1),
             announce_interval: Duration::from_secs(1),
             tracks: Vec::new(),
+            feedback_port: None,
         }
     }
 }

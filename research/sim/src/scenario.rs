@@ -1174,6 +1174,7 @@ impl Scenario {
                         adapt_interval: Duration::from_secs_f64(*adapt_interval_s),
                         announce_interval: Duration::from_secs_f64(*adapt_interval_s),
                         tracks: Vec::new(),
+                        feedback_port: None,
                     };
                     // RLC, FLID-DL and WEBRC need their own sender behaviour (agents::layered).
                     let layering = Layering::for_protocol(protocol, &info);

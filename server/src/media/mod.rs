@@ -38,9 +38,25 @@ pub fn audio_track(
             port,
             ssrc,
             rate_bps,
-            repair: None,
+            repair: Some(proto::Repair {
+                payload_type: audio::REPAIR_PAYLOAD_TYPE,
+                params: audio_repair(ssrc)
+                    .map(|e| e.announced_params())
+                    .unwrap_or_default(),
+            }),
         }],
     }
+}
+
+/// The audio track's burst repair (lagged copies, `audio::REPAIR_*`), its repairs on SSRC
+/// `audio_ssrc + 1`.
+pub fn audio_repair(audio_ssrc: u32) -> Option<codec::fec::LaggedRepair> {
+    codec::fec::LaggedRepair::new(
+        audio::REPAIR_LAG,
+        audio::REPAIR_PAYLOAD_TYPE,
+        audio_ssrc.wrapping_add(1),
+    )
+    .ok()
 }
 
 /// The source and audio counters of a session for the API (`source`, `audio` objects).

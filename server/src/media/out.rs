@@ -22,6 +22,8 @@ pub const SR_INTERVAL: Duration = Duration::from_secs(1);
 pub struct AudioSide {
     pub queue: Arc<AudioQueue>,
     pub dest: SocketAddrV4,
+    /// Its burst repair (lagged copies) and where the repair stream goes.
+    pub repair: Option<(codec::fec::LaggedRepair, SocketAddrV4)>,
 }
 
 /// A stream that gets sender reports: its SSRC, RTP clock rate and RTCP destination (its
@@ -46,6 +48,9 @@ pub struct SideStreams {
     pub sealer: Option<security::auth::MediaSealer>,
     next_sr: Option<Instant>,
     audio_ext_seq: Option<u64>,
+    /// Extended sequence number of the last repair sealed (its own SSRC, its own nonces).
+    repair_ext_seq: u64,
+    pub repairs_sent: u64,
     audio_octets: u64,
     audio_packets: u64,
     pub reports_sent: u64,
@@ -69,6 +74,8 @@ impl SideStreams {
             sealer,
             next_sr: None,
             audio_ext_seq: None,
+            repair_ext_seq: 0,
+            repairs_sent: 0,
             audio_octets: 0,
             audio_packets: 0,
             reports_sent: 0,
@@ -78,7 +85,7 @@ impl SideStreams {
     /// Sends every ready audio packet and the sender reports when due. `video_packets[k]` is
     /// the count of packets layer k has sent. Returns when it next wants to run.
     pub fn poll(&mut self, now: Instant, sock: &UdpSocket, video_packets: &[u64]) -> Instant {
-        if let Some(a) = &self.audio {
+        if let Some(a) = &mut self.audio {
             while let Some(p) = a.queue.pop() {
                 let seq = u16::from_be_bytes([p.rtp[2], p.rtp[3]]);
                 let ext = match self.audio_ext_seq {
@@ -86,6 +93,18 @@ impl SideStreams {
                     Some(l) => l + seq.wrapping_sub(l as u16) as u64,
                 };
                 self.audio_ext_seq = Some(ext);
+                let repair = match (&mut a.repair, codec::rtp::RtpPacket::parse(&p.rtp)) {
+                    (Some((enc, _)), Ok(rp)) => {
+                        let h = codec::rtp::RtpHeader {
+                            marker: rp.marker(),
+                            payload_type: rp.payload_type(),
+                            timestamp: rp.timestamp(),
+                            ..Default::default()
+                        };
+                        enc.push_media(seq, &h, rp.payload())
+                    }
+                    _ => None,
+                };
                 let bytes = match self.sealer.as_mut() {
                     Some(s) => match s.seal(&p.rtp, ext) {
                         Ok(b) => b,
@@ -105,6 +124,24 @@ impl SideStreams {
                     Err(_) => {
                         a.queue.stats.send_errors.fetch_add(1, Ordering::Relaxed);
                     }
+                }
+                let (Some((_, dest)), Some(r)) = (&a.repair, repair) else {
+                    continue;
+                };
+                let Ok(plain) = r.header.to_vec(&r.payload) else {
+                    continue;
+                };
+                // The encoder numbers its repairs 1, 2, ...: the extended number is the count.
+                self.repair_ext_seq += 1;
+                let bytes = match self.sealer.as_mut() {
+                    Some(s) => match s.seal(&plain, self.repair_ext_seq) {
+                        Ok(b) => b,
+                        Err(_) => continue,
+                    },
+                    None => plain,
+                };
+                if sock.send_to(&bytes, *dest).is_ok() {
+                    self.repairs_sent += 1;
                 }
             }
         }
@@ -159,6 +196,8 @@ mod tests {
     fn audio_and_reports_go_out() {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let rtcp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let rep = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rep.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         rtcp.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -174,6 +213,7 @@ mod tests {
             Some(AudioSide {
                 queue: q.clone(),
                 dest: v4(&rx),
+                repair: crate::media::audio_repair(9).map(|e| (e, v4(&rep))),
             }),
             clock,
             vec![
@@ -193,7 +233,7 @@ mod tests {
             None,
         );
         let mut pk = codec::opus::OpusPacketizer::new(111, 9, 100);
-        for i in 0..3u32 {
+        for i in 0..16u32 {
             q.push(AudioPacket {
                 rtp: pk.packetize(&[0xfc, 1, 2], i * 960).unwrap(),
                 capture_ns: 0,
@@ -204,11 +244,21 @@ mod tests {
         let next = side.poll(now, &tx, &[10]);
         assert!(next <= now + Duration::from_millis(4));
         let mut buf = [0u8; 1500];
-        for i in 0..3 {
+        for i in 0..16 {
             let n = rx.recv(&mut buf).unwrap();
             let p = codec::rtp::RtpPacket::parse(&buf[..n]).unwrap();
             assert_eq!(p.sequence_number(), 100 + i);
         }
+        // The copies of the first 6 came with the last 6, on the repair stream's own SSRC.
+        for i in 0..6 {
+            let n = rep.recv(&mut buf).unwrap();
+            let p = codec::rtp::RtpPacket::parse(&buf[..n]).unwrap();
+            assert_eq!(
+                (p.ssrc(), p.payload_type(), p.sequence_number()),
+                (10, 97, 1 + i)
+            );
+        }
+        assert_eq!(side.repairs_sent, 6);
         let mut srs = Vec::new();
         for _ in 0..2 {
             let n = rtcp.recv(&mut buf).unwrap();
@@ -216,7 +266,7 @@ mod tests {
         }
         srs.sort_by_key(|s| s.ssrc);
         assert_eq!((srs[0].packets, srs[0].octets), (10, 11_880));
-        assert_eq!(srs[1].packets, 3);
+        assert_eq!(srs[1].packets, 16);
         for (s, rate) in [(&srs[0], 90_000), (&srs[1], 48_000)] {
             let t = codec::rtcp::unix_ns_from_ntp(s.ntp);
             assert!(clock.rtp(t, rate).abs_diff(s.rtp_ts) <= 1);

@@ -23,7 +23,7 @@ pub fn metrics(state: &State, table: &Table) -> String {
     let mut m = String::new();
     let sessions = state.all_sessions();
     type Read = fn(&PacerStats) -> u64;
-    let counters: [(&str, Read); 7] = [
+    let counters: [(&str, Read); 9] = [
         ("layercast_sender_packets_total", |st| {
             st.packets.load(Ordering::Relaxed)
         }),
@@ -45,6 +45,14 @@ pub fn metrics(state: &State, table: &Table) -> String {
         }),
         ("layercast_sender_padding_packets_total", |st| {
             st.padding_packets.load(Ordering::Relaxed)
+        }),
+        // Datagrams on the session's feedback port (reports, key and re-sync requests).
+        ("layercast_feedback_datagrams_total", |st| {
+            st.feedback_datagrams.load(Ordering::Relaxed)
+        }),
+        // Viewer reports among them the report task could not take (queue full, or off).
+        ("layercast_feedback_reports_dropped_total", |st| {
+            st.reports_dropped.load(Ordering::Relaxed)
         }),
     ];
     for (name, get) in counters {

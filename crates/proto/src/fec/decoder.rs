@@ -122,29 +122,10 @@ impl FecDecoder {
             let data = &p.payload()[n..];
             // SN base is at or before the repair's own sequence number.
             let back = p.sequence_number().wrapping_sub(h.sn_base) as u64;
-            let Some(base) = ext.checked_sub(back) else {
-                self.stats.unusable += 1;
-                return Ok(Received::Repair);
-            };
-            let seqs: Vec<u64> = (0..110u64)
-                .filter(|i| h.mask >> i & 1 == 1)
-                .map(|i| base + i)
-                .collect();
-            let newest = self.highest.unwrap_or(ext);
-            if seqs.is_empty() || seqs.iter().any(|&s| s + HISTORY <= newest) {
-                self.stats.unusable += 1;
-                return Ok(Received::Repair);
+            match ext.checked_sub(back) {
+                Some(base) => self.keep_repair(h, data, base, ext),
+                None => self.stats.unusable += 1,
             }
-            if self.repairs.len() >= MAX_REPAIRS {
-                self.repairs.pop_front();
-                self.stats.expired += 1;
-            }
-            self.repairs.push_back(Stored {
-                seqs,
-                header: h,
-                data: data.to_vec(),
-            });
-            self.peel();
             return Ok(Received::Repair);
         }
         self.stats.media += 1;
@@ -167,6 +148,55 @@ impl FecDecoder {
         );
         self.peel();
         Ok(Received::Media)
+    }
+
+    /// The payload of a repair packet that came on a stream of its own (its own SSRC and
+    /// sequence numbers: [`super::LaggedRepair`]); its SN base is placed against the newest
+    /// media packet seen, so it must come within half the sequence space of it. Malformed:
+    /// an error (counted).
+    pub fn push_separate_repair(&mut self, payload: &[u8]) -> Result<()> {
+        self.stats.repairs += 1;
+        let (h, n) = match RepairHeader::parse(payload) {
+            Ok(x) => x,
+            Err(e) => {
+                self.stats.malformed += 1;
+                return Err(e);
+            }
+        };
+        let Some(high) = self.highest else {
+            self.stats.unusable += 1;
+            return Ok(());
+        };
+        let d = h.sn_base.wrapping_sub(high as u16) as i16 as i64;
+        match u64::try_from(high as i64 + d) {
+            Ok(base) => self.keep_repair(h, &payload[n..], base, high),
+            Err(_) => self.stats.unusable += 1,
+        }
+        Ok(())
+    }
+
+    /// Keeps a repair whose SN base is the extended `base` (`newest`: the newest sequence
+    /// number known when it came) and recovers what it can.
+    fn keep_repair(&mut self, h: RepairHeader, data: &[u8], base: u64, newest: u64) {
+        let seqs: Vec<u64> = (0..110u64)
+            .filter(|i| h.mask >> i & 1 == 1)
+            .map(|i| base + i)
+            .collect();
+        let newest = self.highest.unwrap_or(newest);
+        if seqs.is_empty() || seqs.iter().any(|&s| s + HISTORY <= newest) {
+            self.stats.unusable += 1;
+            return;
+        }
+        if self.repairs.len() >= MAX_REPAIRS {
+            self.repairs.pop_front();
+            self.stats.expired += 1;
+        }
+        self.repairs.push_back(Stored {
+            seqs,
+            header: h,
+            data: data.to_vec(),
+        });
+        self.peel();
     }
 
     /// The next recovered media packet (serialised RTP, no header extension), if any.

@@ -1,6 +1,6 @@
 //! The sending side: repair packets for the slots of a layer that have no media.
 
-use super::{invalid, FecParams, Parity, Protected, RepairHeader, MAX_HEADER_LEN};
+use super::{invalid, FecParams, Parity, Protected, MAX_HEADER_LEN};
 use crate::error::Result;
 use crate::rtp::{MediaPacket, RtpHeader};
 use std::collections::VecDeque;
@@ -134,15 +134,7 @@ impl FecEncoder {
             self.stats.unprotected += 1;
             return;
         }
-        self.window.push_back((
-            seq,
-            Protected {
-                marker: header.marker,
-                payload_type: header.payload_type,
-                timestamp: header.timestamp,
-                payload: payload.to_vec(),
-            },
-        ));
+        self.window.push_back((seq, Protected::of(header, payload)));
         self.pending += 1;
     }
 
@@ -208,20 +200,7 @@ impl FecEncoder {
             mask |= 1u128 << s.wrapping_sub(base);
             par.add(p);
         }
-        let h = RepairHeader {
-            padding: false,
-            extension: false,
-            csrc_count: 0,
-            marker: par.marker,
-            payload_type: par.payload_type,
-            length: par.length,
-            timestamp: par.timestamp,
-            sn_base: base,
-            mask,
-        };
-        let mut payload = Vec::with_capacity(h.len() + par.payload.len());
-        h.write(&mut payload);
-        payload.extend_from_slice(&par.payload);
+        let payload = par.repair_payload(base, mask);
         debug_assert!(payload.len() <= self.max_payload);
         Some(MediaPacket {
             header: RtpHeader {

@@ -22,10 +22,12 @@
 mod decoder;
 mod encoder;
 pub mod header;
+mod lagged;
 
 pub use decoder::{FecDecoder, FecDecoderStats, Received};
 pub use encoder::{FecEncoder, FecEncoderStats};
 pub use header::RepairHeader;
+pub use lagged::LaggedRepair;
 
 use crate::error::{Error, Result};
 
@@ -182,6 +184,18 @@ pub(crate) struct Protected {
     pub payload: Vec<u8>,
 }
 
+impl Protected {
+    /// The protected form of a media packet sent with `header` and `payload`.
+    pub fn of(header: &crate::rtp::RtpHeader, payload: &[u8]) -> Protected {
+        Protected {
+            marker: header.marker,
+            payload_type: header.payload_type,
+            timestamp: header.timestamp,
+            payload: payload.to_vec(),
+        }
+    }
+}
+
 /// XOR of protected packets, in the layout of the RFC 8627 recovery fields.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Parity {
@@ -193,6 +207,26 @@ pub(crate) struct Parity {
 }
 
 impl Parity {
+    /// The repair payload: the RFC 8627 header for the packets of `mask` from `sn_base`,
+    /// then the XOR of their payloads.
+    pub fn repair_payload(&self, sn_base: u16, mask: u128) -> Vec<u8> {
+        let h = RepairHeader {
+            padding: false,
+            extension: false,
+            csrc_count: 0,
+            marker: self.marker,
+            payload_type: self.payload_type,
+            length: self.length,
+            timestamp: self.timestamp,
+            sn_base,
+            mask,
+        };
+        let mut out = Vec::with_capacity(h.len() + self.payload.len());
+        h.write(&mut out);
+        out.extend_from_slice(&self.payload);
+        out
+    }
+
     pub fn add(&mut self, p: &Protected) {
         self.marker ^= p.marker;
         self.payload_type ^= p.payload_type;

@@ -411,3 +411,69 @@ fn write_seed_corpus() {
         std::fs::write(dir.join(format!("seed-{i:02}")), s).unwrap();
     }
 }
+
+/// Lagged one-packet repairs on a separate stream: every burst shorter than the lag,
+/// wherever it starts (sequence numbers wrapping), comes back bit-exact when the repairs
+/// arrive; a burst that also takes the repairs of its packets does not; malformed repairs
+/// are errors.
+#[test]
+fn lagged_repairs_recover_any_burst_shorter_than_the_lag() {
+    let lag = 10u8;
+    let n = 60usize;
+    let first = 65_530u16;
+    let pkts: Vec<MediaPacket> = (0..n)
+        .map(|i| media(40 + (i * 13) % 160, i as u32, false))
+        .collect();
+    let mut enc = LaggedRepair::new(lag, 97, SSRC ^ 1).unwrap();
+    assert_eq!(enc.announced_params(), vec![1, 11]);
+    assert!(FecParams::from_announced(97, &enc.announced_params()).is_ok());
+    // (index of the media packet the repair went with, repair payload)
+    let mut repairs: Vec<(usize, Vec<u8>)> = Vec::new();
+    for (i, p) in pkts.iter().enumerate() {
+        let seq = first.wrapping_add(i as u16);
+        if let Some(r) = enc.push_media(seq, &p.header, &p.payload) {
+            assert_eq!((r.header.ssrc, r.header.payload_type), (SSRC ^ 1, 97));
+            repairs.push((i, r.payload));
+        }
+    }
+    assert_eq!(repairs.len(), n - lag as usize);
+    // `lost(i)`: media packet i is lost; `rlost(i)`: the repair sent with packet i is lost.
+    let run = |lost: &dyn Fn(usize) -> bool, rlost: &dyn Fn(usize) -> bool| -> (usize, usize) {
+        let mut dec = FecDecoder::new(FecParams::from_announced(97, &[1, 11]).unwrap());
+        let (mut got, mut want) = (0, 0);
+        for (i, p) in pkts.iter().enumerate() {
+            let seq = first.wrapping_add(i as u16);
+            if lost(i) {
+                want += usize::from(i + (lag as usize) < n);
+            } else {
+                dec.push(&RtpPacket::parse(&wire(p, seq)).unwrap()).unwrap();
+            }
+            for (_, r) in repairs.iter().filter(|r| r.0 == i && !rlost(i)) {
+                dec.push_separate_repair(r).unwrap();
+            }
+            while let Some(rec) = dec.poll_recovered() {
+                let s = RtpPacket::parse(&rec).unwrap().sequence_number();
+                let k = s.wrapping_sub(first) as usize;
+                assert!(lost(k), "recovered a packet that came");
+                assert_eq!(rec, bare(&pkts[k], s));
+                got += 1;
+            }
+        }
+        (got, want)
+    };
+    for start in 0..n - 2 * lag as usize {
+        for len in 1..lag as usize {
+            let burst = |i: usize| (start..start + len).contains(&i);
+            let (got, want) = run(&burst, &burst);
+            assert_eq!(got, want, "burst of {len} from {start}");
+        }
+    }
+    // A burst as long as the lag takes the repair of its first packet with it.
+    let burst = |i: usize| (5..5 + 2 * lag as usize).contains(&i);
+    let (got, want) = run(&burst, &burst);
+    assert!(got < want);
+    let mut dec = FecDecoder::new(FecParams::default());
+    assert!(dec.push_separate_repair(&[1, 2, 3]).is_err());
+    assert!(LaggedRepair::new(0, 97, 1).is_err());
+    assert!(LaggedRepair::new(46, 97, 1).is_err());
+}

@@ -1,8 +1,8 @@
 //! Media requests: what a receiver asks of the sender's encoder (a key picture when it joins
 //! and has decoded nothing, a re-sync of an upper spatial layer it just joined), sent as one
-//! small UDP datagram to the session's feedback port (layer 0's port + 1, where TFMCC reports
-//! go). RTCP would send a PLI or FIR here; a receiver of a layered multicast session has no
-//! RTCP session, and the feedback port already exists.
+//! small UDP datagram to the session's feedback port (the SAM's, by default the port after
+//! layer 0's, where TFMCC reports go). RTCP would send a PLI or FIR here; a receiver of a
+//! layered multicast session has no RTCP session, and the feedback port already exists.
 //!
 //! # Layout (big-endian)
 //!

@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | 0 | 4 | magic `"LCSA"` |
 //! | 4 | 1 | version = 2 |
-//! | 5 | 1 | flags: bit 0 = signature trailer present; other bits must be 0 |
+//! | 5 | 1 | flags: bit 0 = signature trailer present; bit 1 = feedback port present; other bits must be 0 |
 //! | 6 | 2 | N = number of transport layers, 1..=256 |
 //! | 8 | 4 | session id |
 //! | 12 | 4 | announce seq |
@@ -20,6 +20,7 @@
 //! | 32 | 14·N | per layer: rate bit/s u64, group IPv4 (4), port u16 |
 //! | 32+14N | 1 | T = number of tracks, 0..=16 |
 //! | … | | T track records (below) |
+//! | | 2 | feedback port (only if flag bit 1) |
 //! | | 2 | signature trailer length S (only if flag bit 0) |
 //! | | S | signature trailer (opaque here; `security::auth` fills and checks it) |
 //!
@@ -30,6 +31,12 @@
 //! (1..=64), then per stream: transport layer u8, spatial u8, temporal u8, group IPv4 (4),
 //! port u16, SSRC u32, rate bit/s u64, repair payload type u8 (0 = no repair), and if it is not
 //! 0 a repair parameter length u8 and that many bytes.
+//!
+//! The feedback port (where receivers send reports and media requests, on the sender's address)
+//! is layer 0's port + 1 unless the message carries one: a sender sets flag bit 1 only when
+//! its feedback port differs from that default, so every session on the default stays
+//! readable by receivers that predate the field (they refuse the bit with a clear error), and
+//! the field has one encoding (a present port equal to the default, or 0, is an error).
 //!
 //! Version 1 (before tracks: a free-form codec string where the track list is) is refused with
 //! a clear error rather than misread. The signed bytes are everything before the trailer's
@@ -57,6 +64,8 @@ pub const MAX_TRACKS: usize = 16;
 pub const MAX_STREAMS: usize = 64;
 /// Flags bit: a signature trailer follows the track list.
 pub const FLAG_SIGNED: u8 = 0x01;
+/// Flags bit: a feedback port follows the track list.
+pub const FLAG_FEEDBACK_PORT: u8 = 0x02;
 /// Fixed header length (bytes before the layer table).
 pub const HEADER_LEN: usize = 32;
 /// Bytes per layer entry.
@@ -163,6 +172,9 @@ pub fn validate(info: &SessionInfo) -> Result<()> {
     }
     micros_u32(info.adapt_interval, "adapt_interval")?;
     micros_u32(info.announce_interval, "announce_interval")?;
+    if info.feedback_port == Some(0) {
+        return Err(invalid("feedback port", "must not be 0"));
+    }
     if info.tracks.len() > MAX_TRACKS {
         return Err(invalid(
             "track count",
@@ -249,8 +261,21 @@ fn encode_track(t: &Track, out: &mut Vec<u8>) {
     out[at..at + 2].copy_from_slice(&len.to_be_bytes());
 }
 
+/// The feedback port to put on the wire: the announced one unless it is the default.
+fn explicit_feedback_port(info: &SessionInfo) -> Option<u16> {
+    let default = info.layers.first()?.port.checked_add(1);
+    info.feedback_port.filter(|&p| Some(p) != default)
+}
+
 fn encode_body(info: &SessionInfo, flags: u8, out: &mut Vec<u8>) -> Result<()> {
     validate(info)?;
+    let feedback = explicit_feedback_port(info);
+    let flags = flags
+        | if feedback.is_some() {
+            FLAG_FEEDBACK_PORT
+        } else {
+            0
+        };
     out.reserve(HEADER_LEN + LAYER_ENTRY_LEN * info.layers.len() + 1 + 64 * info.tracks.len());
     out.extend_from_slice(&MAGIC);
     out.push(VERSION);
@@ -272,6 +297,9 @@ fn encode_body(info: &SessionInfo, flags: u8, out: &mut Vec<u8>) -> Result<()> {
     out.push(info.tracks.len() as u8);
     for t in &info.tracks {
         encode_track(t, out);
+    }
+    if let Some(p) = feedback {
+        out.extend_from_slice(&p.to_be_bytes());
     }
     Ok(())
 }
@@ -334,7 +362,7 @@ pub fn decode(buf: &[u8]) -> Result<DecodedSam<'_>> {
         });
     }
     let flags = r.u8("SAM header")?;
-    if flags & !FLAG_SIGNED != 0 {
+    if flags & !(FLAG_SIGNED | FLAG_FEEDBACK_PORT) != 0 {
         return Err(Error::Malformed {
             what: "SAM flags",
             detail: format!("unknown bits in {flags:#04x}"),
@@ -405,6 +433,18 @@ pub fn decode(buf: &[u8]) -> Result<DecodedSam<'_>> {
         let body = r.take(len, "SAM track")?;
         tracks.push(decode_track(body, n)?);
     }
+    let feedback_port = if flags & FLAG_FEEDBACK_PORT != 0 {
+        let p = r.u16("SAM feedback port")?;
+        if p == 0 || Some(p) == layers[0].port.checked_add(1) {
+            return Err(invalid(
+                "feedback port",
+                format!("{p}: 0, or layer 0's port + 1 sent explicitly"),
+            ));
+        }
+        Some(p)
+    } else {
+        None
+    };
     let signed_end = r.pos;
     let signature = if flags & FLAG_SIGNED != 0 {
         let slen = r.u16("SAM signature trailer")? as usize;
@@ -439,6 +479,7 @@ pub fn decode(buf: &[u8]) -> Result<DecodedSam<'_>> {
             adapt_interval: Duration::from_micros(adapt as u64),
             announce_interval: Duration::from_micros(announce as u64),
             tracks,
+            feedback_port,
         },
         signature,
     })
@@ -707,6 +748,44 @@ mod tests {
         assert!(to_bytes(&s).is_err());
     }
 
+    #[test]
+    fn feedback_port_only_when_not_the_default() {
+        let mut s = sample();
+        let plain = to_bytes(&s).unwrap();
+        assert_eq!(plain[5], 0);
+        assert_eq!(
+            decode(&plain).unwrap().info.feedback_port_or_default(),
+            Some(5001)
+        );
+        // The default port set explicitly encodes as its absence.
+        s.feedback_port = Some(5001);
+        assert_eq!(to_bytes(&s).unwrap(), plain);
+        s.feedback_port = Some(41_000);
+        let b = to_bytes(&s).unwrap();
+        assert_eq!(b[5], FLAG_FEEDBACK_PORT);
+        assert_eq!(b.len(), plain.len() + 2);
+        assert_eq!(&b[b.len() - 2..], &41_000u16.to_be_bytes());
+        let d = decode(&b).unwrap();
+        assert_eq!(d.info, s);
+        assert_eq!(d.info.feedback_port_or_default(), Some(41_000));
+        // Signed: the port is under the signature.
+        let mut v = Vec::new();
+        encode_signed(&s, &mut v, |_| vec![7; 8]).unwrap();
+        let d = decode(&v).unwrap();
+        assert_eq!(d.info.feedback_port, Some(41_000));
+        assert_eq!(d.signature.unwrap().signed_range, 0..b.len());
+        // A second encoding of the default, port 0, or a missing port are refused.
+        let mut bad = b.clone();
+        let n = bad.len();
+        bad[n - 2..].copy_from_slice(&5001u16.to_be_bytes());
+        assert!(decode(&bad).is_err());
+        bad[n - 2..].copy_from_slice(&[0, 0]);
+        assert!(decode(&bad).is_err());
+        assert!(decode(&b[..n - 1]).is_err());
+        s.feedback_port = Some(0);
+        assert!(to_bytes(&s).is_err());
+    }
+
     fn arb_info() -> impl Strategy<Value = SessionInfo> {
         (
             any::<u32>(),
@@ -718,9 +797,12 @@ mod tests {
             1u32..,
             1u32..,
             proptest::collection::vec(arb_track(), 0..=3),
+            proptest::option::of(1u16..),
         )
-            .prop_map(|(sid, seq, snd, layers, m, b, ai, an, mut tracks)| {
+            .prop_map(|(sid, seq, snd, layers, m, b, ai, an, mut tracks, fb)| {
                 let n = layers.len() as u8;
+                // One encoding: the default port is announced by its absence.
+                let fb = fb.filter(|&p| Some(p) != layers[0].2.checked_add(1));
                 for st in tracks.iter_mut().flat_map(|t| t.streams.iter_mut()) {
                     st.layer %= n;
                 }
@@ -741,6 +823,7 @@ mod tests {
                     adapt_interval: Duration::from_micros(ai as u64),
                     announce_interval: Duration::from_micros(an as u64),
                     tracks,
+                    feedback_port: fb,
                 }
             })
     }

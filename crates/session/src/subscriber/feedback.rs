@@ -4,13 +4,14 @@ use super::*;
 
 impl Subscriber {
     /// Where reports and requests go: the override, else the announced sender (or the
-    /// fallback host when it announces 0.0.0.0) on layer 0's port + 1.
+    /// fallback host when it announces 0.0.0.0) on the announced feedback port (layer 0's
+    /// port + 1 when the SAM names none).
     pub(super) fn feedback_dest(&self) -> Option<SocketAddrV4> {
         if let Some(a) = self.cfg.feedback_override {
             return Some(a);
         }
         let info = self.info.as_ref()?;
-        let port = info.layers.first()?.port.checked_add(1)?;
+        let port = info.feedback_port_or_default()?;
         let host = if info.sender.is_unspecified() {
             self.cfg.feedback_fallback_host?
         } else {

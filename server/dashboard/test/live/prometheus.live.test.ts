@@ -32,9 +32,7 @@ describe.skipIf(missing !== null)("Prometheus rules and Grafana panels against a
       controller: process.env.LAYERCAST_TEST_CONTROLLER ?? "era",
       sessions: [
         { id: "main", name: "main", protocol: "era", layers: 4, layer_rate_bps: 200_000 },
-        // Own ports: a session's feedback socket is on its layer 0's port + 1, and a TFMCC
-        // session cannot run without it (docs/server.md).
-        { id: "tf", name: "tf", protocol: "tfmcc", layers: 1, layer_rate_bps: 300_000, port: 5104 },
+        { id: "tf", name: "tf", protocol: "tfmcc", layers: 1, layer_rate_bps: 300_000 },
         // A real encode with sound, so the source, picture and audio counters behind the
         // LayercastVideoStalled alert and the audio panels exist (small, to keep the CPU free).
         {
@@ -44,7 +42,6 @@ describe.skipIf(missing !== null)("Prometheus rules and Grafana panels against a
           source: "gst-testpattern",
           video: { width: 320, height: 180, fps: 15, spatial: 1, temporal: 1 },
           audio: { kbps: 32 },
-          port: 5204,
         },
       ],
       players: [

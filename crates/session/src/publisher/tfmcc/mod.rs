@@ -5,8 +5,9 @@
 //! receiver reports vetted ([`gate`]) before the sender acts on them, and a video encoder
 //! target that follows the rate ([`follower`]).
 //!
-//! Reports and media requests come to the sender's unicast address on layer 0's port + 1
-//! (RFC 3550 §11: data ports are `port + 2k`, so odd ports are free).
+//! Reports and media requests come to the sender's unicast address on the session's feedback
+//! port ([`proto::SessionInfo::feedback_port_or_default`]: layer 0's port + 1 unless the SAM
+//! announces another; RFC 3550 §11: data ports are `port + 2k`, so odd ports are free).
 
 pub mod follower;
 pub mod gate;
@@ -39,11 +40,6 @@ pub const VIDEO_PACKET_RESERVE: u16 = (HEADER_LEN - 28) as u16;
 
 /// Reports per receiver kept for the CLR's RTT and rate (oldest forgotten beyond this).
 const MAX_TRACKED: usize = 4096;
-
-/// The feedback port of a session whose layer 0 is on `port0`.
-pub fn feedback_port(port0: u16) -> u16 {
-    port0.wrapping_add(1)
-}
 
 /// What a data packet is made of.
 #[derive(Clone, Debug)]
