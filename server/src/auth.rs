@@ -202,6 +202,11 @@ impl Tokens {
         .map_err(|e| Error::config("token", e.to_string()))
     }
 
+    /// Whether signed tokens are configured.
+    pub fn has_signing_key(&self) -> bool {
+        self.jwt.is_some()
+    }
+
     /// Whether access control is on.
     pub fn enabled(&self) -> bool {
         self.api.is_some() || self.jwt.is_some()

@@ -93,7 +93,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     (
         "api_token",
         "",
-        "bearer token for the control API (empty: API open, no media keys)",
+        "bearer token for the control API (empty: generated at the first start; with dev, API open)",
     ),
     (
         "player_token",
@@ -121,9 +121,19 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "file of the SAM signing key; made at first start (empty: a key per run)",
     ),
     (
-        "tls",
+        "dev",
         "false",
-        "serve the API over HTTPS (false: plain HTTP)",
+        "development mode: tokens optional (none: API open), plain HTTP, keys per run; loopback or a lab only",
+    ),
+    (
+        "state_dir",
+        "",
+        "where the first start writes tokens, keys and the certificate, 0600 (default $XDG_STATE_HOME/layercast, else ~/.local/state/layercast)",
+    ),
+    (
+        "tls",
+        "",
+        "serve the API over HTTPS (default true; with dev, false)",
     ),
     (
         "tls_cert",
@@ -193,6 +203,10 @@ pub struct ServerConfig {
     pub sam_key: Option<String>,
     /// SAM signing key file.
     pub sam_key_file: Option<PathBuf>,
+    /// Development mode (`--dev`): no tokens needed, plain HTTP by default, keys per run.
+    pub dev: bool,
+    /// Where the first start writes what it generates (`crate::provision`).
+    pub state_dir: PathBuf,
     /// HTTPS instead of HTTP.
     pub tls: bool,
     pub tls_cert: Option<PathBuf>,
@@ -793,6 +807,12 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         if a == "-h" || a == "--help" {
             return Ok(Cli::Help(help()));
         }
+        if a == "--dev" {
+            // The one flag without a value: the explicit opt-out of the safe defaults.
+            flags.insert("dev".into(), "true".into());
+            i += 1;
+            continue;
+        }
         let Some(body) = a.strip_prefix("--") else {
             return Err(Error::config(
                 a,
@@ -881,6 +901,7 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         return Err(Error::config("ttl", format!("{ttl} outside 1..=255")));
     }
     let ssm = v("ssm_source");
+    let dev = parse_bool("dev", v("dev"))?;
     let cfg = ServerConfig {
         http_addr: parse_val("http_addr", v("http_addr"))?,
         announce,
@@ -912,7 +933,12 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         sam_key_file: Some(v("sam_key_file"))
             .filter(|s| !s.is_empty())
             .map(PathBuf::from),
-        tls: parse_bool("tls", v("tls"))?,
+        dev,
+        state_dir: state_dir(v("state_dir"), env),
+        tls: match v("tls") {
+            "" => !dev,
+            t => parse_bool("tls", t)?,
+        },
         http_io_timeout: ms("http_io_timeout_ms")?,
         tls_cert: Some(v("tls_cert"))
             .filter(|s| !s.is_empty())
@@ -944,12 +970,37 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         report_budget_bps: parse_val("report_budget_bps", v("report_budget_bps"))?,
     };
     let mut cfg = cfg;
+    if !cfg.dev && !cfg.tls && !cfg.http_addr.ip().is_loopback() {
+        return Err(Error::config(
+            "tls",
+            format!(
+                "false on {}: bearer tokens would cross the network in clear; \
+                 listen on a loopback address (behind a TLS proxy), keep tls on, or run with --dev",
+                cfg.http_addr
+            ),
+        ));
+    }
     if v("report_addr").is_empty() {
         let mut a = cfg.http_addr;
         a.set_port(a.port().wrapping_add(1).max(1));
         cfg.report_addr = Some(a);
     }
     Ok(Cli::Run(Box::new(cfg)))
+}
+
+/// The state directory: `state_dir` if set, else `$XDG_STATE_HOME/layercast`, else
+/// `$HOME/.local/state/layercast` (XDG Base Directory), else `./layercast-state`.
+fn state_dir(given: &str, env: &BTreeMap<String, String>) -> PathBuf {
+    let non_empty = |k: &str| env.get(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if !given.is_empty() {
+        PathBuf::from(given)
+    } else if let Some(x) = non_empty("XDG_STATE_HOME") {
+        x.join("layercast")
+    } else if let Some(h) = non_empty("HOME") {
+        h.join(".local/state/layercast")
+    } else {
+        PathBuf::from("layercast-state")
+    }
 }
 
 /// A session `source` is a name (`synthetic`, `testpattern`, `gst-testpattern`) or one URI
@@ -1009,7 +1060,9 @@ fn parse_file(path: &str, text: &str) -> Result<(BTreeMap<String, String>, Vec<S
 fn help() -> String {
     let mut s = String::from(
         "layercast-server: layered multicast sender, session announcements, HTTP API\n\n\
-         Precedence: --flag > LAYERCAST_KEY env > config file > default.\n\n",
+         Precedence: --flag > LAYERCAST_KEY env > config file > default.\n\
+         Safe by default: tokens required, HTTPS, generated at the first start into state_dir;\n\
+         --dev (no value needed) opts out, for loopback and labs only (docs/security.md).\n\n",
     );
     for (k, d, h) in KEYS {
         s.push_str(&format!(

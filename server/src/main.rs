@@ -14,6 +14,7 @@ mod fill_study;
 mod keyreq;
 mod media;
 mod pacer;
+mod provision;
 mod render;
 mod reports;
 mod sock;
@@ -137,9 +138,10 @@ fn raise_nofile() {
     }
 }
 
-fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
+fn run(mut cfg: config::ServerConfig) -> Result<(), error::Error> {
     install_signals();
     raise_nofile();
+    let first = provision::provision(&mut cfg)?;
     let http_addr = cfg.http_addr;
     let initial = cfg.sessions.clone();
     let (signer, origin) = auth::load_signer(&cfg)?;
@@ -147,9 +149,7 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
         "layercast-server: SAM signing key {} ({origin})",
         signer.published_key()
     );
-    if !cfg.tokens.enabled() {
-        eprintln!("layercast-server: no api_token: the API is open to anyone who can reach it");
-    }
+    let mut pin = None;
     let tls = match cfg.tls {
         true => {
             let t = tls::load(
@@ -162,6 +162,7 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
                 "layercast-server: HTTPS on https://{http_addr}, certificate {} sha256:{}",
                 t.origin, t.fingerprint
             );
+            pin = Some(t.fingerprint);
             Some(acc)
         }
         false => {
@@ -169,6 +170,7 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
             None
         }
     };
+    eprint!("{}", provision::report(&first, &cfg, pin.as_deref()));
     let limits = api::serve::Limits {
         max_connections: cfg.http_max_connections.max(1),
         io_timeout: cfg.http_io_timeout,

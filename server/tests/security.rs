@@ -56,6 +56,8 @@ impl Ns {
                     &self.name,
                     env!("CARGO_BIN_EXE_layercast-server"),
                 ])
+                .arg("--state-dir")
+                .arg(self.dir.join("state"))
                 .args(args)
                 .stdout(Stdio::null())
                 .stderr(log)
@@ -136,6 +138,8 @@ fn tokens_hostile_http_telemetry_flood_and_signed_sams() {
         "239.255.76.1:5000",
         "--announce-interval-ms",
         "200",
+        "--tls",
+        "false",
         "--api-token",
         API,
         "--player-token",
@@ -436,8 +440,9 @@ fn tokens_hostile_http_telemetry_flood_and_signed_sams() {
 #[test]
 fn tls_self_signed_certificate_pinned_by_fingerprint() {
     let Some(mut ns) = Ns::new("tls") else { return };
-    let cert = ns.dir.join("c.pem");
-    let key = ns.dir.join("k.pem");
+    // No TLS, token or key setting at all: the safe defaults (docs/security.md §9.8) make
+    // the certificate and the tokens in the state directory at the first start.
+    let cert = ns.dir.join("state/cert.pem");
     ns.server(&[
         "--http-addr",
         "127.0.0.1:18191",
@@ -445,12 +450,6 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
         "127.0.0.1",
         "--announce",
         "",
-        "--tls",
-        "true",
-        "--tls-cert",
-        &cert.to_string_lossy(),
-        "--tls-key",
-        &key.to_string_lossy(),
         "--http-io-timeout-ms",
         "1000",
         "--session",
@@ -460,7 +459,7 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
         let t0 = Instant::now();
         loop {
             let l = ns.log();
-            if l.contains("sha256:") || t0.elapsed() > Duration::from_secs(15) {
+            if l.contains("dashboard ") || t0.elapsed() > Duration::from_secs(15) {
                 break l;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -474,7 +473,20 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
         .to_vec();
     let fp_hex: String = fp.iter().map(|b| format!("{b:02x}")).collect();
     assert!(log_has_fp.contains(&fp_hex), "{log_has_fp}");
-    let (pinned, system, plain) = ns.run(move || {
+    // The generated tokens: 0600 files, printed once (this first start) with the pin.
+    let token = |name: &str| {
+        let f = ns.dir.join(format!("state/{name}.token"));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+        std::fs::read_to_string(f).unwrap().trim().to_string()
+    };
+    let dash = token("dashboard");
+    assert!(
+        log_has_fp.contains(&token("api")) && log_has_fp.contains(&dash),
+        "{log_has_fp}"
+    );
+    let (pinned, anonymous, system, plain) = ns.run(move || {
         wait_port(18191);
         // A client that connects and never says anything: the server's accept thread does
         // the TLS handshake, so without its receive timeout every later client would hang.
@@ -498,8 +510,17 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
         let mut s = cfg
             .connect("localhost", tcp)
             .expect("pinned handshake despite a stalled client");
-        s.write_all(&req("GET", "/api/sessions", None, "")).unwrap();
+        s.write_all(&req("GET", "/api/sessions", Some(&dash), ""))
+            .unwrap();
         let pinned = read_response(&mut s);
+        // Tokens are required by default.
+        let tcp = TcpStream::connect("127.0.0.1:18191").unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut anon = SslConnector::builder(SslMethod::tls_client()).unwrap();
+        anon.set_verify(SslVerifyMode::NONE);
+        let mut s = anon.build().connect("localhost", tcp).unwrap();
+        s.write_all(&req("GET", "/api/sessions", None, "")).unwrap();
+        let anonymous = read_response(&mut s).0;
         // The system's CAs do not know a self-signed certificate.
         let b = SslConnector::builder(SslMethod::tls_client())
             .unwrap()
@@ -509,9 +530,10 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
         let system = b.connect("localhost", tcp).is_ok();
         // Plain HTTP to the TLS port gets no HTTP answer.
         let plain = raw(18191, &req("GET", "/api/sessions", None, "")).0;
-        (pinned, system, plain)
+        (pinned, anonymous, system, plain)
     });
     assert_eq!(pinned.0, 200, "{}", pinned.1);
+    assert_eq!(anonymous, 401);
     assert_eq!(body(&pinned.1)[0]["id"], "one");
     assert!(
         !system,
@@ -548,6 +570,8 @@ fn auth_reports_keys_per_receiver() {
         "127.0.0.1:18192",
         "--interface",
         "127.0.0.1",
+        "--tls",
+        "false",
         "--api-token",
         API,
         "--player-token",
@@ -694,6 +718,8 @@ fn udp_reports_authenticated_acknowledged_and_counted() {
         "127.0.0.1",
         "--announce",
         "",
+        "--tls",
+        "false",
         "--api-token",
         API,
         "--player-token",
