@@ -55,8 +55,8 @@ pub fn provision(cfg: &mut ServerConfig) -> Result<FirstStart> {
         out.token_files = Some(dir.clone());
     }
     if !cfg.tokens.has_signing_key() {
-        cfg.tokens = std::mem::take(&mut cfg.tokens)
-            .with_jwt_secret_file(Some(&dir.join("token.key")))?;
+        cfg.tokens =
+            std::mem::take(&mut cfg.tokens).with_jwt_secret_file(Some(&dir.join("token.key")))?;
     }
     if cfg.sam_key.is_none() && cfg.sam_key_file.is_none() {
         cfg.sam_key_file = Some(dir.join("sam.key"));
@@ -215,7 +215,10 @@ mod tests {
             assert_eq!(mode(&state.join(f)), 0o600, "{f}");
         }
         let text = report(&first, &c, Some("ab12"));
-        assert!(text.contains(&api) && text.contains("sha256:ab12"), "{text}");
+        assert!(
+            text.contains(&api) && text.contains("sha256:ab12"),
+            "{text}"
+        );
         // The next start reads the same tokens and prints none.
         let mut again = cfg(&[], &state);
         let second = provision(&mut again).unwrap();
@@ -224,7 +227,10 @@ mod tests {
         let text = report(&second, &again, Some("ab12"));
         assert!(!text.contains(&api), "{text}");
         // Configured tokens are used as given and nothing is generated for them.
-        let mut given = cfg(&["--api-token", "given-api-token-0123456789"], &dir.join("s2"));
+        let mut given = cfg(
+            &["--api-token", "given-api-token-0123456789"],
+            &dir.join("s2"),
+        );
         let f = provision(&mut given).unwrap();
         assert!(f.generated_tokens.is_empty());
         assert!(!dir.join("s2/api.token").exists());

@@ -805,3 +805,114 @@ fn udp_reports_authenticated_acknowledged_and_counted() {
         1
     );
 }
+
+/// A viewer's own token (a signed player token whose subject is the viewer id) speaks for
+/// that viewer only: its HTTP telemetry naming another viewer is 403, and a report key issued
+/// on it MACs reports for that viewer only (others are counted `wrong_viewer`, not heard).
+/// Shared static tokens bind no viewer (`udp_reports_authenticated_acknowledged_and_counted`).
+#[test]
+fn viewer_tokens_speak_for_their_viewer_only() {
+    let Some(mut ns) = Ns::new("vb") else { return };
+    ns.server(&[
+        "--http-addr",
+        "127.0.0.1:18291",
+        "--interface",
+        "127.0.0.1",
+        "--announce",
+        "",
+        "--tls",
+        "false",
+        "--api-token",
+        API,
+        "--player-token",
+        PLAYER,
+        "--session",
+        r#"{"name":"one","layers":2,"layer_rate_bps":50000}"#,
+    ]);
+    // The token key the server made in its state directory at start.
+    let key_file = ns.dir.join("state/token.key");
+    let t0 = Instant::now();
+    while !key_file.exists() && t0.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let sign = |sub: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_layercast-server"))
+            .args(["token", "--role", "player", "--sub", sub])
+            .arg("--token-secret-file")
+            .arg(&key_file)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    let (alice, bob) = (sign("alice"), sign("bob"));
+    let tele = |viewer: &str| {
+        format!(
+            r#"{{"viewer_id":"{viewer}","session_id":"one","protocol":"era","layers":1,"max_layers":2,"rate_bps":50000,"estimate_bps":null,"loss_ratio":0}}"#
+        )
+    };
+    let r = ns.run(move || {
+        wait_port(18291);
+        let post = |tok: &str, viewer: &str| {
+            raw(
+                18291,
+                &req("POST", "/api/telemetry", Some(tok), &tele(viewer)),
+            )
+            .0
+        };
+        let http = (post(&alice, "alice"), post(&alice, "bob"));
+        let binding = "cd".repeat(16);
+        let path = format!("/api/sessions/one/keys?rid=91&binding={binding}");
+        let keys = body(&raw(18291, &req("GET", &path, Some(&alice), "")).1);
+        // The same rid and secret on another viewer's token: not issued.
+        let bob_same_rid = raw(18291, &req("GET", &path, Some(&bob), "")).0;
+        let port = keys["report_port"].as_u64().expect("report_port") as u16;
+        let key =
+            security::auth::ReceiverKey::from_hex(91, keys["telemetry_key"].as_str().unwrap())
+                .unwrap();
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(1500)))
+            .unwrap();
+        let dst = ("127.0.0.1", port);
+        let mut buf = [0u8; 256];
+        sock.send_to(&report(&key, 0, 1000, "one", &tele("mallory")), dst)
+            .unwrap();
+        let as_other = sock.recv(&mut buf).is_ok();
+        sock.send_to(&report(&key, 0, 2000, "one", &tele("alice")), dst)
+            .unwrap();
+        let as_self = sock.recv(&mut buf).is_ok();
+        std::thread::sleep(Duration::from_millis(1300));
+        let viewers = body(&raw(18291, &req("GET", "/api/viewers", Some(API), "")).1);
+        let metrics = raw(18291, &req("GET", "/metrics", Some(API), "")).1;
+        (http, bob_same_rid, as_other, as_self, viewers, metrics)
+    });
+    let (http, bob_same_rid, as_other, as_self, viewers, metrics) = r;
+    assert_eq!(http, (204, 403), "alice's token for alice, then for bob");
+    assert_eq!(bob_same_rid, 403);
+    assert!(
+        !as_other,
+        "a report naming another viewer is not acknowledged"
+    );
+    assert!(as_self, "the viewer's own report is acknowledged");
+    let ids: Vec<&str> = viewers
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["alice"], "{viewers}");
+    for (k, want) in [
+        ("layercast_reports_total{result=\"wrong_viewer\"}", 1),
+        ("layercast_reports_total{result=\"accepted\"}", 1),
+        (
+            "layercast_dropped_total{what=\"telemetry\",reason=\"wrong_viewer\"}",
+            1,
+        ),
+    ] {
+        let got = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{k} ")))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        assert_eq!(got, Some(want), "{k}: {metrics}");
+    }
+}

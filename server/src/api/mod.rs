@@ -318,6 +318,7 @@ async fn keyframe(
 async fn keys(
     Ax(app): Ax<App>,
     Path(id): Path<String>,
+    grant: Option<axum::Extension<Grant>>,
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
     let s = session_of(&app, &id)?;
@@ -326,7 +327,12 @@ async fn keys(
     let binding = query_param(&q, "binding");
     let v = app
         .state
-        .keys_json(&s, rid.as_deref(), binding.as_deref())
+        .keys_json(
+            &s,
+            rid.as_deref(),
+            binding.as_deref(),
+            grant.as_ref().and_then(|g| g.viewer.as_deref()),
+        )
         .map_err(|e| bad_request(&app, e))?;
     // A key must not stay in a cache on the way (F16).
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(v)).into_response())
@@ -364,6 +370,15 @@ async fn telemetry(
             d.api_forbidden.fetch_add(1, Ordering::Relaxed);
             return Err(ApiError::Forbidden(
                 "this token is scoped to another session".into(),
+            ));
+        }
+    }
+    // A viewer's own token speaks for that viewer only.
+    if let Some(v) = grant.as_ref().and_then(|g| g.viewer.as_deref()) {
+        if v != t.viewer_id {
+            d.telemetry_wrong_viewer.fetch_add(1, Ordering::Relaxed);
+            return Err(ApiError::Forbidden(
+                "this token belongs to another viewer".into(),
             ));
         }
     }
