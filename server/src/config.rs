@@ -197,8 +197,11 @@ pub struct ServerConfig {
     pub pacer_spin: Duration,
     pub pacer_realtime: bool,
     pub sessions: Vec<SessionConfig>,
-    /// Bearer tokens (`crate::auth`).
+    /// Bearer tokens (`crate::auth`); the signing key of signed tokens is added from
+    /// `token_secret_file` by `crate::provision`, so that loading a configuration writes no
+    /// file.
     pub tokens: crate::auth::Tokens,
+    pub token_secret_file: Option<PathBuf>,
     /// SAM signing key as hex, if given directly.
     pub sam_key: Option<String>,
     /// SAM signing key file.
@@ -797,8 +800,24 @@ pub enum Cli {
     Help(String),
 }
 
-/// Builds the configuration from `args` (without the program name) and `env`.
+/// Builds the configuration from `args` (without the program name) and `env`. Reads the
+/// config file, writes nothing.
 pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
+    load_inner(args, env, None)
+}
+
+/// The configuration a config file's `text` alone gives (no flags, no environment): the
+/// config-file fuzz target's entry.
+pub fn load_file_text(text: &str) -> Result<Cli> {
+    let args = ["--config".to_string(), "config.toml".to_string()];
+    load_inner(&args, &BTreeMap::new(), Some(text))
+}
+
+fn load_inner(
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    file_text: Option<&str>,
+) -> Result<Cli> {
     let mut flags: BTreeMap<String, String> = BTreeMap::new();
     let mut flag_sessions: Vec<String> = Vec::new();
     let mut i = 0;
@@ -850,10 +869,13 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         .or_else(|| env.get("LAYERCAST_CONFIG").cloned());
     let mut sessions = Vec::new();
     if let Some(path) = config_path.filter(|p| !p.is_empty()) {
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::ConfigFile {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
+        let text = match file_text {
+            Some(t) => t.to_string(),
+            None => std::fs::read_to_string(&path).map_err(|e| Error::ConfigFile {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?,
+        };
         let (file_vals, file_sessions) = parse_file(&path, &text)?;
         vals.extend(file_vals);
         sessions = file_sessions;
@@ -923,12 +945,10 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         pacer_spin: Duration::from_micros(parse_val("pacer_spin_us", v("pacer_spin_us"))?),
         pacer_realtime: parse_bool("pacer_realtime", v("pacer_realtime"))?,
         sessions,
-        tokens: crate::auth::Tokens::new(v("api_token"), v("player_token"), v("dashboard_token"))?
-            .with_jwt_secret_file(
-                Some(v("token_secret_file"))
-                    .filter(|s| !s.is_empty())
-                    .map(std::path::Path::new),
-            )?,
+        tokens: crate::auth::Tokens::new(v("api_token"), v("player_token"), v("dashboard_token"))?,
+        token_secret_file: Some(v("token_secret_file"))
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
         sam_key: Some(v("sam_key").to_string()).filter(|s| !s.is_empty()),
         sam_key_file: Some(v("sam_key_file"))
             .filter(|s| !s.is_empty())

@@ -6,33 +6,15 @@
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-mod api;
-mod auth;
-mod config;
-mod error;
-mod fill_study;
-mod keyreq;
-mod media;
-mod pacer;
-mod provision;
-mod render;
-mod reports;
-mod sock;
-mod state;
-mod tfmcc;
 #[cfg(feature = "research")]
-mod tfrc;
-mod tls;
-mod token;
-mod video;
-mod viewers;
+use layercast_server::tfrc;
+use layercast_server::{api, auth, config, error, provision, render, reports, state, tls, token};
+use layercast_server::{viewers, SIGNALLED};
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     SIGNALLED.store(true, Ordering::SeqCst);

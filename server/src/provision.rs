@@ -11,6 +11,9 @@
 //! | `sam.key` | Ed25519 SAM signing seed | no `sam_key`/`sam_key_file` |
 //! | `cert.pem`, `key.pem` | self-signed certificate and key | `tls` on, no `tls_cert`/`tls_key` |
 //!
+//! A configured `token_secret_file` is loaded (or made) here too, with or without `--dev`:
+//! loading a configuration (`config::load`) writes nothing.
+//!
 //! Every file is written whole or not at all, mode 0600 (the certificate 0644), never
 //! overwritten (`auth::write_new_file`); the directory is made 0700. Generated tokens are
 //! printed once, at the start that made them, together with the certificate pin; later starts
@@ -33,6 +36,9 @@ pub struct FirstStart {
 /// documentation). Does nothing with `--dev`.
 pub fn provision(cfg: &mut ServerConfig) -> Result<FirstStart> {
     let mut out = FirstStart::default();
+    if let Some(f) = cfg.token_secret_file.clone() {
+        cfg.tokens = std::mem::take(&mut cfg.tokens).with_jwt_secret_file(Some(&f))?;
+    }
     if cfg.dev {
         return Ok(out);
     }

@@ -472,6 +472,7 @@ mod tests {
         let key = std::env::temp_dir().join(format!("lc-{}-api-token.key", std::process::id()));
         let key = key.to_string_lossy().to_string();
         let args: Vec<String> = [
+            "--dev",
             "--api-token",
             API,
             "--player-token",
@@ -482,10 +483,11 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let cfg = match crate::config::load(&args, &Default::default()).unwrap() {
+        let mut cfg = match crate::config::load(&args, &Default::default()).unwrap() {
             crate::config::Cli::Run(c) => *c,
             crate::config::Cli::Help(_) => unreachable!("no --help given"),
         };
+        crate::provision::provision(&mut cfg).unwrap();
         let state = State::new(cfg, security::auth::SamSigner::from_seed(&[7; 32]));
         let viewers = Viewers::spawn(
             crate::viewers::TableConfig {

@@ -1,0 +1,40 @@
+//! Replays every committed fuzz corpus file (`server/fuzz/corpus/<target>/`) through the
+//! entry point its cargo-fuzz target calls (`layercast_server::fuzz_entry`), on stable Rust.
+//! A panic is a finding; the test names the target and the file.
+
+use layercast_server::fuzz_entry::TARGETS;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+
+#[test]
+fn server_corpora_replay_without_findings() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+    let (mut total, mut failures) = (0, Vec::new());
+    for (name, check) in TARGETS {
+        let dir = root.join(name);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        files.sort();
+        assert!(!files.is_empty(), "{} is empty", dir.display());
+        for f in files {
+            let data = std::fs::read(&f).unwrap();
+            total += 1;
+            if catch_unwind(AssertUnwindSafe(|| check(&data))).is_err() {
+                failures.push(format!("{name}: {}", f.display()));
+            }
+        }
+    }
+    testkit::record(
+        "issue23/fuzz-server-corpus",
+        &format!(
+            "{} targets, {total} corpus inputs replayed, {} findings",
+            TARGETS.len(),
+            failures.len()
+        ),
+        Some(failures.is_empty()),
+        "cargo test --release -p layercast-server --test fuzz_corpus",
+    );
+    assert!(failures.is_empty(), "{failures:#?}");
+}
