@@ -10,8 +10,11 @@ use crate::viewers::{Table, TableConfig, Telemetry};
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
+/// A target's entry point.
+pub type Entry = fn(&[u8]);
+
 /// Every target: its corpus directory name and its entry point.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Entry)] = &[
     ("telemetry", telemetry),
     ("report", report),
     ("config_file", config_file),
