@@ -22,6 +22,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use testkit::netns::{in_ns, Net};
 
+mod common;
+
 const API: &str = "bench-control-token-0123456789";
 const PLAYER: &str = "bench-player-token-0123456789";
 const DASH: &str = "bench-dashboard-token-0123456789";
@@ -126,20 +128,6 @@ fn quantile(v: &mut [f64], q: f64) -> f64 {
     }
     v.sort_by(|a, b| a.total_cmp(b));
     v[((v.len() - 1) as f64 * q).round() as usize]
-}
-
-/// One report datagram (`docs/protocols/reports.md`).
-fn report(key: &security::auth::ReceiverKey, ts: u32, json: &str) -> Vec<u8> {
-    let mut b = b"LCR1".to_vec();
-    b.extend_from_slice(&[0, 0]);
-    b.extend_from_slice(&key.rid().to_be_bytes());
-    b.extend_from_slice(&ts.to_be_bytes());
-    b.push(3);
-    b.extend_from_slice(b"one");
-    b.extend_from_slice(json.as_bytes());
-    let tag = key.tag(&b);
-    b.extend_from_slice(&tag);
-    b
 }
 
 #[test]
@@ -260,7 +248,7 @@ fn audience_udp_reports_and_dashboards() {
                 r#"{{"viewer_id":"synthetic-{i:05}","session_id":"one","protocol":"lcc","layers":2,"max_layers":2,"rate_bps":100000,"estimate_bps":150000,"loss_ratio":0.001,"packets_received":1000,"packets_lost":1,"fps":30,"frames":900}}"#
             )
         };
-        let size = report(&keys[0].1, 0, &json(0)).len() as f64;
+        let size = common::report(&keys[0].1, 0, 0, "one", &json(0)).len() as f64;
         let mean = VIEWERS as f64 * size * 8.0 / BUDGET_BPS;
         let socks: Vec<UdpSocket> = (0..SOURCES)
             .map(|s| {
@@ -298,8 +286,11 @@ fn audience_udp_reports_and_dashboards() {
                     let (_, key) = &keys[i];
                     let ts = (now - t0).as_micros() as u32;
                     let s = &socks[i % SOURCES as usize];
-                    if s.send_to(&report(key, ts, &json(i as u32)), ("127.0.0.1", port))
-                        .is_ok()
+                    if s.send_to(
+                        &common::report(key, 0, ts, "one", &json(i as u32)),
+                        ("127.0.0.1", port),
+                    )
+                    .is_ok()
                     {
                         sent += 1;
                     }

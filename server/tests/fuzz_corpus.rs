@@ -3,7 +3,6 @@
 //! A panic is a finding; the test names the target and the file.
 
 use layercast_server::fuzz_entry::TARGETS;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
 #[test]
@@ -11,20 +10,14 @@ fn server_corpora_replay_without_findings() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
     let (mut total, mut failures) = (0, Vec::new());
     for (name, check) in TARGETS {
-        let dir = root.join(name);
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .collect();
-        files.sort();
-        assert!(!files.is_empty(), "{} is empty", dir.display());
-        for f in files {
-            let data = std::fs::read(&f).unwrap();
-            total += 1;
-            if catch_unwind(AssertUnwindSafe(|| check(&data))).is_err() {
-                failures.push(format!("{name}: {}", f.display()));
-            }
-        }
+        let r = testkit::fuzz::replay_dir(&root.join(name), check);
+        assert!(r.files > 0, "{name}: empty corpus");
+        total += r.files;
+        failures.extend(
+            r.failures
+                .iter()
+                .map(|f| format!("{name}: {}", f.display())),
+        );
     }
     testkit::record(
         "issue23/fuzz-server-corpus",

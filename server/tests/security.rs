@@ -11,6 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use testkit::netns::{in_ns, Net};
 
+mod common;
+use common::report;
+
 const API: &str = "control-token-0123456789abcdef";
 const PLAYER: &str = "player-token-0123456789abcdef";
 const DASH: &str = "dashboard-token-0123456789abcdef";
@@ -682,26 +685,6 @@ fn auth_reports_keys_per_receiver() {
     assert_eq!(tf["reports_dropped"]["replayed"], 1, "{tf}");
     assert_eq!(tf["reports_dropped"]["auth"], 2, "{tf}");
     assert_eq!(tf["reports_dropped"]["forged"], 0, "{tf}");
-}
-
-/// One report datagram (`docs/protocols/reports.md`), tagged with `key`.
-fn report(
-    key: &security::auth::ReceiverKey,
-    flags: u8,
-    ts: u32,
-    session: &str,
-    json: &str,
-) -> Vec<u8> {
-    let mut b = b"LCR1".to_vec();
-    b.extend_from_slice(&[flags, 0]);
-    b.extend_from_slice(&key.rid().to_be_bytes());
-    b.extend_from_slice(&ts.to_be_bytes());
-    b.push(session.len() as u8);
-    b.extend_from_slice(session.as_bytes());
-    b.extend_from_slice(json.as_bytes());
-    let tag = key.tag(&b);
-    b.extend_from_slice(&tag);
-    b
 }
 
 /// The UDP report channel: a viewer with its key (from the key API, bound to its secret)
