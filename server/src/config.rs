@@ -1010,7 +1010,7 @@ fn load_inner(
 
 /// The state directory: `state_dir` if set, else `$XDG_STATE_HOME/layercast`, else
 /// `$HOME/.local/state/layercast` (XDG Base Directory), else `./layercast-state`.
-fn state_dir(given: &str, env: &BTreeMap<String, String>) -> PathBuf {
+pub fn state_dir(given: &str, env: &BTreeMap<String, String>) -> PathBuf {
     let non_empty = |k: &str| env.get(k).filter(|v| !v.is_empty()).map(PathBuf::from);
     if !given.is_empty() {
         PathBuf::from(given)
