@@ -646,7 +646,16 @@ impl SessionConfig {
             }
             (None, Some(r)) => r.clone(),
             (None, None) => {
+                // Checked before the allocation: a `layers` of 10^11 from a file, a flag or
+                // a POST body must be an error, not an allocation failure that aborts the
+                // process (found by the config_file fuzz target).
                 let n = self.layers.unwrap_or(10);
+                if !(1..=255).contains(&n) {
+                    return Err(Error::config(
+                        &key("layers"),
+                        format!("{n} layers; need 1..=255"),
+                    ));
+                }
                 vec![self.layer_rate_bps.unwrap_or(100_000); n]
             }
         };
@@ -1229,6 +1238,14 @@ mod tests {
         };
         let e = bad.resolve("body", "x", g, 5004).unwrap_err().to_string();
         assert!(e.contains("body.packet_size"), "{e}");
+        // A huge layer count is refused before anything is allocated for it (it aborted the
+        // process before: the config_file fuzz target's finding).
+        let huge = SessionConfig {
+            layers: Some(100_009_551_615),
+            ..Default::default()
+        };
+        let e = huge.resolve("body", "x", g, 5004).unwrap_err().to_string();
+        assert!(e.contains("body.layers"), "{e}");
         let bad = SessionConfig {
             protocol: Some("tcp".into()),
             ..Default::default()
