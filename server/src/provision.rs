@@ -6,7 +6,7 @@
 //!
 //! | file | what | made when |
 //! |---|---|---|
-//! | `api.token`, `player.token`, `dashboard.token` | the three bearer tokens | no `api_token` configured |
+//! | `api.token`, `player.token`, `dashboard.token` | the three bearer tokens | neither `api_token` nor `token_secret_file` configured |
 //! | `token.key` | HS256 key of signed tokens | no `token_secret_file` |
 //! | `sam.key` | Ed25519 SAM signing seed | no `sam_key`/`sam_key_file` |
 //! | `cert.pem`, `key.pem` | self-signed certificate and key | `tls` on, no `tls_cert`/`tls_key` |
@@ -44,7 +44,9 @@ pub fn provision(cfg: &mut ServerConfig) -> Result<FirstStart> {
     }
     let dir = cfg.state_dir.clone();
     make_private_dir(&dir)?;
-    if cfg.tokens.api.is_none() {
+    // Static tokens only when the configuration has no way in at all: a deployment of signed
+    // tokens only (`token_secret_file`, no `api_token`) stays that.
+    if cfg.tokens.api.is_none() && cfg.token_secret_file.is_none() {
         let mut got = Vec::new();
         for key in ["api_token", "player_token", "dashboard_token"] {
             let file = dir.join(format!("{}.token", key.trim_end_matches("_token")));
