@@ -1,7 +1,7 @@
 # Layercast: the two commands a new user runs are `make demo` and `make test` (see README.md).
 # Both install what is missing first (scripts/setup.sh) and are safe to re-run.
 
-.PHONY: demo test setup catalogue e2e-full rmcat quality bench bench-ladder fuzz acceptance clean-net containers soak faults capacity pim test-audio edge-browser edge-bench
+.PHONY: demo test setup catalogue e2e-full rmcat quality bench bench-ladder fuzz acceptance clean-net containers soak faults capacity pim test-audio edge-browser edge-bench bench-control
 
 demo: ## Live session with players behind emulated bottlenecks, and the dashboard
 	@scripts/demo.sh $(ARGS)
@@ -48,6 +48,9 @@ edge-browser: ## The WebRTC edge in headless Chromium: two paths, a step 4 -> 1 
 
 edge-bench: ## Viewers one edge core serves at ~1 Mbit/s each, edge-added latency (str0m load client)
 	@scripts/setup.sh && flock /tmp/layercast-heavy.lock cargo bench -p layercast-edge-core --bench viewers -- $(ARGS) && node scripts/acceptance.mjs
+
+bench-control: ## Issue 23: 10,000 UDP-reporting viewers + 50 dashboards (control-plane CPU, RSS, update p99); 1,000 HTTPS clients at once (~2 min)
+	@scripts/setup.sh && . scripts/features.sh && cargo test --release -p layercast-server --features research --test control_bench --no-run -q && flock /tmp/layercast-heavy.lock cargo test --release -p layercast-server --features research --test control_bench -- --ignored --test-threads 1 --nocapture && node scripts/acceptance.mjs
 
 capacity: ## Players one machine carries, synthetic and video (docs/reliability.md)
 	@scripts/setup.sh && npm run -w e2e cli -- capacity $(ARGS)

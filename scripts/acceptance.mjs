@@ -163,6 +163,9 @@ const ISSUE_CHECKS = [
   ['issue22/bench-viewers', 'Viewers one edge core serves at ~1 Mbit/s each (str0m load client)', '≥ 200'],
   ['issue22/bench-latency', 'Edge-added latency (frame\'s last packet into the edge → received by the client), p50', '≤ 20 ms'],
   ['issue22/fuzz-offer-corpus', 'WHEP offer fuzz corpus replayed (cargo test)', 'no crash'],
+  ['issue23/audience-10k-udp', '10,000 synthetic viewers reporting over UDP + 50 dashboard clients on loopback (make bench-control)', 'control plane < 25 % of one core, RSS < 300 MB, dashboard update p99 ≤ 1.5 s'],
+  ['issue23/https-1000', '1,000 HTTPS clients connecting at once to a server on its safe defaults (make bench-control)', 'all served, handshake p99 ≤ 1 s'],
+  ['issue23/fuzz-server-corpus', 'Server fuzz corpora (telemetry JSON, UDP reports, config file) replayed (cargo test)', 'no finding'],
 ];
 
 function parseSpecChecks() {

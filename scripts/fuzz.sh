@@ -4,7 +4,7 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #
 # SECONDS_PER_TARGET defaults to 60. With no TARGET names every target of every fuzz crate
-# (crates/security/fuzz, crates/codec/fuzz if present) runs. Corpora live in <crate>/fuzz/corpus/<target>/
+# (crates/security/fuzz, crates/codec/fuzz if present, crates/edge/fuzz, server/fuzz) runs. Corpora live in <crate>/fuzz/corpus/<target>/
 # and are committed: `cargo test -p layercast-security --test fuzz_corpus` replays them on
 # stable. Crashes land in <crate>/fuzz/artifacts/<target>/ (not committed; turn each into a
 # corpus file or a unit test once fixed).
@@ -33,7 +33,7 @@ fi
 
 summary=()
 crashed=0
-for crate in congestion codec; do
+for crate in crates/security crates/codec crates/edge server; do
     [ -f "$root/$crate/fuzz/Cargo.toml" ] || continue
     cd "$root/$crate" || exit 2
     echo "== building $crate/fuzz (sanitizer $san)"

@@ -88,7 +88,7 @@ ip -n "$ns" link set lo multicast on up
 ip -n "$ns" route add 224.0.0.0/4 dev lo
 session='{"name":"ctr","protocol":"era","layers":4,"layer_rate_bps":100000,"packet_size":500,"bunch_len":2,"group":"239.255.99.0"}'
 podman run -d --name "lc-ctr-server-$$" --network "ns:/run/netns/$ns" localhost/layercast-server \
-  --http-addr 127.0.0.1:18080 --interface 127.0.0.1 --ttl 1 --announce "" --session "$session" >/dev/null
+  --dev --http-addr 127.0.0.1:18080 --interface 127.0.0.1 --ttl 1 --announce "" --session "$session" >/dev/null
 for _ in $(seq 50); do
   ip netns exec "$ns" curl -sf http://127.0.0.1:18080/api/sessions >/dev/null 2>&1 && break
   sleep 0.2

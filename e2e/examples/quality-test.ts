@@ -128,7 +128,7 @@ flows:
       group: '239.255.100.0',
       port: 5004,
     };
-    const srv = net.procs.spawnIn(app.ns, 'server', server, ['--http_addr', `${app.addr}:8080`, '--announce', '239.255.76.1:5000', '--interface', app.addr, '--ttl', '16', '--session', JSON.stringify(session)]);
+    const srv = net.procs.spawnIn(app.ns, 'server', server, ['--dev', '--http_addr', `${app.addr}:8080`, '--announce', '239.255.76.1:5000', '--interface', app.addr, '--ttl', '16', '--session', JSON.stringify(session)]);
     const srvLog = fs.createWriteStream(path.join(serverDir, 'server.log'));
     // Both outputs into one file, ended once the process has closed both (a pipe would end
     // the file when the first of them ends, and the other's last write would throw).

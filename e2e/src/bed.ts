@@ -300,6 +300,7 @@ export class Bed {
     if (o.source === 'video') Object.assign(session, { source: 'testpattern', video: o.video ?? VIDEO_SMALL });
     else Object.assign(session, { source: 'synthetic', layer_rates_bps: ladder.map((r) => Math.round(r * 1000)) });
     this.serverArgs = [
+      '--dev', // the bed's private namespaces: docs/security.md §9.8
       '--http-addr', `0.0.0.0:${HTTP_PORT}`,
       '--announce', '239.255.76.1:5000',
       '--interface', this.appAddr,

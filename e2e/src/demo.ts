@@ -259,6 +259,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     }
     const startServer = async (src: string): Promise<{ child: ChildProcess | null; err: string }> => {
       const args = [
+        '--dev', // the demo's private namespaces, dashboard without a token: docs/security.md §9.8
         '--http-addr', `0.0.0.0:${port}`,
         '--announce', '239.255.76.1:5000',
         '--interface', srcAddr,

@@ -136,7 +136,7 @@ export class EdgeBed {
       this.browserNs.push(b);
     }
     const serverArgs = [
-      '--http-addr', `${SERVER_IP}:8080`, '--interface', SERVER_IP, '--loop', 'false', '--ttl', '4',
+      '--dev', '--http-addr', `${SERVER_IP}:8080`, '--interface', SERVER_IP, '--loop', 'false', '--ttl', '4',
       '--announce', '', '--session', JSON.stringify(this.opts.session ?? EDGE_SESSION),
       ...(this.opts.serverArgs ?? []),
     ];

@@ -45,6 +45,7 @@ export function serverArgs(f: LayeredFlow, k: number, ifAddr: string): string[] 
     session.layer_rate_bps = Math.round(rates[0] * 1000);
   } else session.layer_rates_bps = rates.map((r) => Math.round(r * 1000));
   return [
+    '--dev', // the bed's private namespaces: docs/security.md §9.8
     '--http_addr', `${ifAddr}:8080`,
     '--announce', a.announce,
     ...announceIntervalArgs(f),

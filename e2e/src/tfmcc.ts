@@ -44,6 +44,7 @@ export function tfmccServerArgs(sc: Scenario, f: TfmccFlow, k: number, ifAddr: s
     port: a.port,
   };
   return [
+    '--dev', // the bed's private namespaces: docs/security.md §9.8
     '--http-addr', `${ifAddr}:${tfmccHttpPort(k)}`,
     '--announce', a.announce,
     '--announce-interval-ms', '500',

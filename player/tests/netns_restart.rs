@@ -30,7 +30,13 @@ struct Bed {
 impl Bed {
     fn server_args(&self) -> Vec<String> {
         let key = self.dir.join("sam.key").to_string_lossy().to_string();
+        let state = self.dir.join("state").to_string_lossy().to_string();
         [
+            // Plain HTTP on loopback (allowed outside --dev); the rest from the state dir.
+            "--tls",
+            "false",
+            "--state-dir",
+            &state,
             "--http-addr",
             &format!("127.0.0.1:{PORT}"),
             "--interface",

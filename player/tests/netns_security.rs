@@ -106,6 +106,7 @@ fn secured_session_survives_forged_announcements_and_injected_data() {
         key.to_string_lossy().to_string(),
         sam_file.to_string_lossy().to_string(),
     );
+    let state = tb.dir.join("state").to_string_lossy().to_string();
     let srv = bin("layercast-server");
     tb.spawn(
         "server",
@@ -132,6 +133,8 @@ fn secured_session_survives_forged_announcements_and_injected_data() {
             &cert_s,
             "--tls-key",
             &key_s,
+            "--state-dir",
+            &state,
             "--session",
             r#"{"name":"enc","layers":3,"layer_rate_bps":200000,"encrypt":true}"#,
         ],

@@ -265,6 +265,8 @@ fn spawn_server(net: &mut Net, server: &std::path::Path, session: &str) {
         "server",
         server,
         &[
+            // Development mode: the test's private namespaces (docs/security.md §9.8).
+            "--dev",
             "--http-addr",
             "10.78.0.1:8080",
             "--interface",
@@ -506,6 +508,7 @@ fn forged_tfmcc_feedback_cannot_drive_the_rate_down() {
         net.dir.join("cert.pem").to_string_lossy().to_string(),
         net.dir.join("key.pem").to_string_lossy().to_string(),
     );
+    let state = net.dir.join("state").to_string_lossy().to_string();
     net.spawn(
         0,
         "server",
@@ -523,6 +526,8 @@ fn forged_tfmcc_feedback_cannot_drive_the_rate_down() {
             &cert,
             "--tls-key",
             &key,
+            "--state-dir",
+            &state,
             "--api-token",
             API,
             "--player-token",

@@ -66,13 +66,18 @@ pub struct Grant {
     pub role: Role,
     /// `Some(id)`: keys, telemetry and key requests of session `id` only.
     pub session: Option<String>,
+    /// `Some(viewer id)`: a signed player token, issued to one viewer (its `sub`). Telemetry
+    /// and report keys of this grant are that viewer's only (docs/security.md §9.8). Shared
+    /// static tokens and operator tokens bind no viewer.
+    pub viewer: Option<String>,
 }
 
 /// The claims of a signed token (JWT, RFC 7519, HS256), as LiveKit and MediaMTX scope theirs:
 /// a subject, a role, optionally one session, and an expiry.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Claims {
-    /// Who it was issued to (a viewer or an operator; logged, not checked).
+    /// Who it was issued to: for a player token the viewer id its telemetry and report key
+    /// must carry (checked); for the others a name (logged).
     pub sub: String,
     /// `control`, `player` or `dashboard`.
     pub role: String,
@@ -202,6 +207,11 @@ impl Tokens {
         .map_err(|e| Error::config("token", e.to_string()))
     }
 
+    /// Whether signed tokens are configured.
+    pub fn has_signing_key(&self) -> bool {
+        self.jwt.is_some()
+    }
+
     /// Whether access control is on.
     pub fn enabled(&self) -> bool {
         self.api.is_some() || self.jwt.is_some()
@@ -231,6 +241,7 @@ impl Tokens {
         Ok(Grant {
             role,
             session: d.claims.session,
+            viewer: (role == Role::Player).then_some(d.claims.sub),
         })
     }
 
@@ -278,6 +289,7 @@ impl Tokens {
             Some(role) => Grant {
                 role,
                 session: None,
+                viewer: None,
             },
             None => self.signed_grant(p)?,
         };

@@ -93,7 +93,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     (
         "api_token",
         "",
-        "bearer token for the control API (empty: API open, no media keys)",
+        "bearer token for the control API (empty: generated at the first start; with dev, API open)",
     ),
     (
         "player_token",
@@ -121,9 +121,19 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "file of the SAM signing key; made at first start (empty: a key per run)",
     ),
     (
-        "tls",
+        "dev",
         "false",
-        "serve the API over HTTPS (false: plain HTTP)",
+        "development mode: tokens optional (none: API open), plain HTTP, keys per run; loopback or a lab only",
+    ),
+    (
+        "state_dir",
+        "",
+        "where the first start writes tokens, keys and the certificate, 0600 (default $XDG_STATE_HOME/layercast, else ~/.local/state/layercast)",
+    ),
+    (
+        "tls",
+        "",
+        "serve the API over HTTPS (default true; with dev, false)",
     ),
     (
         "tls_cert",
@@ -187,12 +197,19 @@ pub struct ServerConfig {
     pub pacer_spin: Duration,
     pub pacer_realtime: bool,
     pub sessions: Vec<SessionConfig>,
-    /// Bearer tokens (`crate::auth`).
+    /// Bearer tokens (`crate::auth`); the signing key of signed tokens is added from
+    /// `token_secret_file` by `crate::provision`, so that loading a configuration writes no
+    /// file.
     pub tokens: crate::auth::Tokens,
+    pub token_secret_file: Option<PathBuf>,
     /// SAM signing key as hex, if given directly.
     pub sam_key: Option<String>,
     /// SAM signing key file.
     pub sam_key_file: Option<PathBuf>,
+    /// Development mode (`--dev`): no tokens needed, plain HTTP by default, keys per run.
+    pub dev: bool,
+    /// Where the first start writes what it generates (`crate::provision`).
+    pub state_dir: PathBuf,
     /// HTTPS instead of HTTP.
     pub tls: bool,
     pub tls_cert: Option<PathBuf>,
@@ -629,7 +646,16 @@ impl SessionConfig {
             }
             (None, Some(r)) => r.clone(),
             (None, None) => {
+                // Checked before the allocation: a `layers` of 10^11 from a file, a flag or
+                // a POST body must be an error, not an allocation failure that aborts the
+                // process (found by the config_file fuzz target).
                 let n = self.layers.unwrap_or(10);
+                if !(1..=255).contains(&n) {
+                    return Err(Error::config(
+                        &key("layers"),
+                        format!("{n} layers; need 1..=255"),
+                    ));
+                }
                 vec![self.layer_rate_bps.unwrap_or(100_000); n]
             }
         };
@@ -783,8 +809,24 @@ pub enum Cli {
     Help(String),
 }
 
-/// Builds the configuration from `args` (without the program name) and `env`.
+/// Builds the configuration from `args` (without the program name) and `env`. Reads the
+/// config file, writes nothing.
 pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
+    load_inner(args, env, None)
+}
+
+/// The configuration a config file's `text` alone gives (no flags, no environment): the
+/// config-file fuzz target's entry.
+pub fn load_file_text(text: &str) -> Result<Cli> {
+    let args = ["--config".to_string(), "config.toml".to_string()];
+    load_inner(&args, &BTreeMap::new(), Some(text))
+}
+
+fn load_inner(
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    file_text: Option<&str>,
+) -> Result<Cli> {
     let mut flags: BTreeMap<String, String> = BTreeMap::new();
     let mut flag_sessions: Vec<String> = Vec::new();
     let mut i = 0;
@@ -792,6 +834,12 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         let a = &args[i];
         if a == "-h" || a == "--help" {
             return Ok(Cli::Help(help()));
+        }
+        if a == "--dev" {
+            // The one flag without a value: the explicit opt-out of the safe defaults.
+            flags.insert("dev".into(), "true".into());
+            i += 1;
+            continue;
         }
         let Some(body) = a.strip_prefix("--") else {
             return Err(Error::config(
@@ -830,10 +878,13 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         .or_else(|| env.get("LAYERCAST_CONFIG").cloned());
     let mut sessions = Vec::new();
     if let Some(path) = config_path.filter(|p| !p.is_empty()) {
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::ConfigFile {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
+        let text = match file_text {
+            Some(t) => t.to_string(),
+            None => std::fs::read_to_string(&path).map_err(|e| Error::ConfigFile {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?,
+        };
         let (file_vals, file_sessions) = parse_file(&path, &text)?;
         vals.extend(file_vals);
         sessions = file_sessions;
@@ -881,6 +932,7 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         return Err(Error::config("ttl", format!("{ttl} outside 1..=255")));
     }
     let ssm = v("ssm_source");
+    let dev = parse_bool("dev", v("dev"))?;
     let cfg = ServerConfig {
         http_addr: parse_val("http_addr", v("http_addr"))?,
         announce,
@@ -902,17 +954,20 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         pacer_spin: Duration::from_micros(parse_val("pacer_spin_us", v("pacer_spin_us"))?),
         pacer_realtime: parse_bool("pacer_realtime", v("pacer_realtime"))?,
         sessions,
-        tokens: crate::auth::Tokens::new(v("api_token"), v("player_token"), v("dashboard_token"))?
-            .with_jwt_secret_file(
-                Some(v("token_secret_file"))
-                    .filter(|s| !s.is_empty())
-                    .map(std::path::Path::new),
-            )?,
+        tokens: crate::auth::Tokens::new(v("api_token"), v("player_token"), v("dashboard_token"))?,
+        token_secret_file: Some(v("token_secret_file"))
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
         sam_key: Some(v("sam_key").to_string()).filter(|s| !s.is_empty()),
         sam_key_file: Some(v("sam_key_file"))
             .filter(|s| !s.is_empty())
             .map(PathBuf::from),
-        tls: parse_bool("tls", v("tls"))?,
+        dev,
+        state_dir: state_dir(v("state_dir"), env),
+        tls: match v("tls") {
+            "" => !dev,
+            t => parse_bool("tls", t)?,
+        },
         http_io_timeout: ms("http_io_timeout_ms")?,
         tls_cert: Some(v("tls_cert"))
             .filter(|s| !s.is_empty())
@@ -939,7 +994,32 @@ pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
         udp_reports: parse_bool("udp_reports", v("udp_reports"))?,
         report_budget_bps: parse_val("report_budget_bps", v("report_budget_bps"))?,
     };
+    if !cfg.dev && !cfg.tls && !cfg.http_addr.ip().is_loopback() {
+        return Err(Error::config(
+            "tls",
+            format!(
+                "false on {}: bearer tokens would cross the network in clear; \
+                 listen on a loopback address (behind a TLS proxy), keep tls on, or run with --dev",
+                cfg.http_addr
+            ),
+        ));
+    }
     Ok(Cli::Run(Box::new(cfg)))
+}
+
+/// The state directory: `state_dir` if set, else `$XDG_STATE_HOME/layercast`, else
+/// `$HOME/.local/state/layercast` (XDG Base Directory), else `./layercast-state`.
+pub fn state_dir(given: &str, env: &BTreeMap<String, String>) -> PathBuf {
+    let non_empty = |k: &str| env.get(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if !given.is_empty() {
+        PathBuf::from(given)
+    } else if let Some(x) = non_empty("XDG_STATE_HOME") {
+        x.join("layercast")
+    } else if let Some(h) = non_empty("HOME") {
+        h.join(".local/state/layercast")
+    } else {
+        PathBuf::from("layercast-state")
+    }
 }
 
 /// A session `source` is a name (`synthetic`, `testpattern`, `gst-testpattern`) or one URI
@@ -999,7 +1079,9 @@ fn parse_file(path: &str, text: &str) -> Result<(BTreeMap<String, String>, Vec<S
 fn help() -> String {
     let mut s = String::from(
         "layercast-server: layered multicast sender, session announcements, HTTP API\n\n\
-         Precedence: --flag > LAYERCAST_KEY env > config file > default.\n\n",
+         Precedence: --flag > LAYERCAST_KEY env > config file > default.\n\
+         Safe by default: tokens required, HTTPS, generated at the first start into state_dir;\n\
+         --dev (no value needed) opts out, for loopback and labs only (docs/security.md).\n\n",
     );
     for (k, d, h) in KEYS {
         s.push_str(&format!(
@@ -1146,6 +1228,14 @@ mod tests {
         };
         let e = bad.resolve("body", "x", g, 5004).unwrap_err().to_string();
         assert!(e.contains("body.packet_size"), "{e}");
+        // A huge layer count is refused before anything is allocated for it (it aborted the
+        // process before: the config_file fuzz target's finding).
+        let huge = SessionConfig {
+            layers: Some(100_009_551_615),
+            ..Default::default()
+        };
+        let e = huge.resolve("body", "x", g, 5004).unwrap_err().to_string();
+        assert!(e.contains("body.layers"), "{e}");
         let bad = SessionConfig {
             protocol: Some("tcp".into()),
             ..Default::default()

@@ -6,32 +6,15 @@
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-mod api;
-mod auth;
-mod config;
-mod error;
-mod fill_study;
-mod keyreq;
-mod media;
-mod pacer;
-mod render;
-mod reports;
-mod sock;
-mod state;
-mod tfmcc;
 #[cfg(feature = "research")]
-mod tfrc;
-mod tls;
-mod token;
-mod video;
-mod viewers;
+use layercast_server::tfrc;
+use layercast_server::{api, auth, config, error, provision, render, reports, state, tls, token};
+use layercast_server::{viewers, SIGNALLED};
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     SIGNALLED.store(true, Ordering::SeqCst);
@@ -137,9 +120,10 @@ fn raise_nofile() {
     }
 }
 
-fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
+fn run(mut cfg: config::ServerConfig) -> Result<(), error::Error> {
     install_signals();
     raise_nofile();
+    let first = provision::provision(&mut cfg)?;
     let http_addr = cfg.http_addr;
     let initial = cfg.sessions.clone();
     let (signer, origin) = auth::load_signer(&cfg)?;
@@ -147,9 +131,7 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
         "layercast-server: SAM signing key {} ({origin})",
         signer.published_key()
     );
-    if !cfg.tokens.enabled() {
-        eprintln!("layercast-server: no api_token: the API is open to anyone who can reach it");
-    }
+    let mut pin = None;
     let tls = match cfg.tls {
         true => {
             let t = tls::load(
@@ -162,6 +144,7 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
                 "layercast-server: HTTPS on https://{http_addr}, certificate {} sha256:{}",
                 t.origin, t.fingerprint
             );
+            pin = Some(t.fingerprint);
             Some(acc)
         }
         false => {
@@ -169,6 +152,7 @@ fn run(cfg: config::ServerConfig) -> Result<(), error::Error> {
             None
         }
     };
+    eprint!("{}", provision::report(&first, &cfg, pin.as_deref()));
     let limits = api::serve::Limits {
         max_connections: cfg.http_max_connections.max(1),
         io_timeout: cfg.http_io_timeout,

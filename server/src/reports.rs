@@ -111,6 +111,8 @@ pub struct Counters {
     pub auth_failed: AtomicU64,
     pub replayed: AtomicU64,
     pub bad_telemetry: AtomicU64,
+    /// Telemetry naming another viewer than the token its report key was issued on.
+    pub wrong_viewer: AtomicU64,
     pub keys_forwarded: AtomicU64,
     pub keys_coalesced: AtomicU64,
     /// Live viewers at the last tick (the audience size in acknowledgements).
@@ -128,6 +130,7 @@ pub fn metrics(c: &Counters, m: &mut String) {
         ("auth_failed", &c.auth_failed),
         ("replayed", &c.replayed),
         ("bad_telemetry", &c.bad_telemetry),
+        ("wrong_viewer", &c.wrong_viewer),
     ] {
         let _ = writeln!(
             m,
@@ -192,6 +195,10 @@ pub async fn run(mut rx: Receiver<Inbound>, app: App, budget_bps: u32) {
         }
         if !r.json.is_empty() {
             match serde_json::from_slice::<Telemetry>(r.json) {
+                Ok(t) if !s.rid_may_report_as(r.rid, &t.viewer_id) => {
+                    c.wrong_viewer.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 Ok(t) if t.session_id == r.session => {
                     let addr = src.to_string();
                     if crate::api::accept_telemetry(&app, t, addr, false)

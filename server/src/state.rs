@@ -110,8 +110,16 @@ pub struct Session {
     /// The feedback port the SAM announces (or implies).
     pub feedback_port: Option<u16>,
     /// Receiver id -> SHA-256 of the binding secret of the client its report key was first
-    /// issued to (`keys_json`): the key of an id goes to that client only.
-    report_bindings: Mutex<std::collections::HashMap<u32, [u8; 32]>>,
+    /// issued to (`keys_json`), and the viewer id of its token if the token names one: the key
+    /// of an id goes to that client only, and its reports speak for that viewer only.
+    report_bindings: Mutex<std::collections::HashMap<u32, RidBinding>>,
+}
+
+/// Who a receiver id's report key was issued to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct RidBinding {
+    secret: [u8; 32],
+    viewer: Option<String>,
 }
 
 /// Most receiver ids whose report keys one session hands out (bindings are kept for the
@@ -135,6 +143,17 @@ impl Session {
         lock(&self.report_bindings).len()
     }
 
+    /// Whether a report under `rid`'s key may speak for `viewer_id`: yes unless the key was
+    /// issued on a token bound to another viewer.
+    pub fn rid_may_report_as(&self, rid: u32, viewer_id: &str) -> bool {
+        match lock(&self.report_bindings).get(&rid) {
+            Some(RidBinding {
+                viewer: Some(v), ..
+            }) => v == viewer_id,
+            _ => true,
+        }
+    }
+
     /// Stops the pacer and waits for it.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -155,6 +174,8 @@ pub struct Drops {
     pub telemetry_malformed: AtomicU64,
     pub telemetry_rate_limited: AtomicU64,
     pub telemetry_unknown_session: AtomicU64,
+    /// HTTP telemetry whose viewer id is not the one its viewer-bound token was issued to.
+    pub telemetry_wrong_viewer: AtomicU64,
     pub api_bad_request: AtomicU64,
     /// Telemetry refused by the per-source-address token bucket.
     pub telemetry_addr_rate_limited: AtomicU64,
@@ -618,6 +639,7 @@ impl State {
         s: &Session,
         rid: Option<&str>,
         binding: Option<&str>,
+        viewer: Option<&str>,
     ) -> Result<Value> {
         if s.media_key.is_none() && s.report_mac.is_none() && rid.is_none() {
             return Err(Error::NotFound(
@@ -640,7 +662,7 @@ impl State {
                 .ok()
                 .filter(|&r| r != 0)
                 .ok_or_else(|| Error::BadRequest("rid: a non-zero 32-bit decimal".into()))?;
-            self.bind_rid(s, rid, binding)?;
+            self.bind_rid(s, rid, binding, viewer)?;
             v.insert("rid".into(), json!(rid));
             if let Some(m) = &s.report_mac {
                 v.insert("report_key".into(), json!(m.receiver_key(rid).key_hex()));
@@ -666,8 +688,15 @@ impl State {
     }
 
     /// Binds receiver id `rid` of `s` to the client's `binding` secret on first use; later
-    /// requests for the id need the same secret (403), and a full table refuses new ids (503).
-    fn bind_rid(&self, s: &Session, rid: u32, binding: Option<&str>) -> Result<()> {
+    /// requests for the id need the same secret and the same viewer (403), and a full table
+    /// refuses new ids (503).
+    fn bind_rid(
+        &self,
+        s: &Session,
+        rid: u32,
+        binding: Option<&str>,
+        viewer: Option<&str>,
+    ) -> Result<()> {
         let h = binding.and_then(binding_of).ok_or_else(|| {
             Error::BadRequest(
                 "rid needs binding=<32-128 hex digits>: a receiver id's report key is issued to \
@@ -677,8 +706,12 @@ impl State {
         })?;
         let mut b = lock(&s.report_bindings);
         let full = b.len() >= MAX_REPORT_BINDINGS;
+        let want = RidBinding {
+            secret: h,
+            viewer: viewer.map(str::to_string),
+        };
         match b.get(&rid) {
-            Some(known) if *known == h => Ok(()),
+            Some(known) if *known == want => Ok(()),
             Some(_) => {
                 self.drops.api_rid_taken.fetch_add(1, Ordering::Relaxed);
                 Err(Error::Forbidden(
@@ -694,7 +727,7 @@ impl State {
                 )))
             }
             None => {
-                b.insert(rid, h);
+                b.insert(rid, want);
                 Ok(())
             }
         }

@@ -8,9 +8,10 @@ use clap::Parser;
 #[derive(Parser, Debug)]
 #[command(name = "layercast-server token")]
 struct Args {
-    /// The server's token key file (made by the server at its first start).
+    /// The server's token key file (made by the server at its first start; default
+    /// `token.key` in the state directory, `LAYERCAST_STATE_DIR` or the XDG default).
     #[arg(long, env = "LAYERCAST_TOKEN_SECRET_FILE")]
-    token_secret_file: std::path::PathBuf,
+    token_secret_file: Option<std::path::PathBuf>,
     /// control, player or dashboard.
     #[arg(long, value_parser = ["control", "player", "dashboard"])]
     role: String,
@@ -36,7 +37,19 @@ pub fn main(args: &[String]) -> i32 {
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
-    let t = match Tokens::default().with_jwt_secret_file(Some(&a.token_secret_file)) {
+    let file = a.token_secret_file.unwrap_or_else(|| {
+        let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+        let given = env.get("LAYERCAST_STATE_DIR").cloned().unwrap_or_default();
+        crate::config::state_dir(&given, &env).join("token.key")
+    });
+    if !file.exists() {
+        eprintln!(
+            "layercast-server token: {} does not exist (start the server once, or give --token-secret-file)",
+            file.display()
+        );
+        return 2;
+    }
+    let t = match Tokens::default().with_jwt_secret_file(Some(&file)) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("layercast-server token: {e}");

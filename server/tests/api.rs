@@ -76,6 +76,8 @@ fn api_sessions_telemetry_live_metrics_shutdown() {
     srv.child = Some(
         Command::new("ip")
             .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])
+            // Development mode: a private namespace on loopback (docs/security.md §9.8).
+            .arg("--dev")
             .args(["--http-addr", "127.0.0.1:18090", "--interface", "127.0.0.1"])
             // A minute between reports: the second post below is rate-limited whatever the load.
             .args(["--telemetry-min-interval-ms", "60000"])
@@ -329,6 +331,8 @@ fn gst_session(session: &str, want: u64, port: u16) {
     srv.child = Some(
         Command::new("ip")
             .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])
+            // Development mode: a private namespace on loopback (docs/security.md §9.8).
+            .arg("--dev")
             .arg("--http-addr")
             .arg(format!("127.0.0.1:{port}"))
             .args(["--interface", "127.0.0.1", "--session", session])

@@ -35,6 +35,8 @@ fn sender_cpu_and_bunch_timing_at_10mbit() {
         r#"{"name":"bench","layers":10,"layer_rate_bps":1000000,"packet_size":512,"bunch_len":2}"#;
     let child = Command::new("ip")
         .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])
+        // Development mode: a private namespace on loopback (docs/security.md §9.8).
+        .arg("--dev")
         .args([
             "--http-addr",
             "127.0.0.1:18099",

@@ -11,6 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use testkit::netns::{in_ns, Net};
 
+mod common;
+use common::report;
+
 const API: &str = "control-token-0123456789abcdef";
 const PLAYER: &str = "player-token-0123456789abcdef";
 const DASH: &str = "dashboard-token-0123456789abcdef";
@@ -56,6 +59,8 @@ impl Ns {
                     &self.name,
                     env!("CARGO_BIN_EXE_layercast-server"),
                 ])
+                .arg("--state-dir")
+                .arg(self.dir.join("state"))
                 .args(args)
                 .stdout(Stdio::null())
                 .stderr(log)
@@ -136,6 +141,8 @@ fn tokens_hostile_http_telemetry_flood_and_signed_sams() {
         "239.255.76.1:5000",
         "--announce-interval-ms",
         "200",
+        "--tls",
+        "false",
         "--api-token",
         API,
         "--player-token",
@@ -436,8 +443,9 @@ fn tokens_hostile_http_telemetry_flood_and_signed_sams() {
 #[test]
 fn tls_self_signed_certificate_pinned_by_fingerprint() {
     let Some(mut ns) = Ns::new("tls") else { return };
-    let cert = ns.dir.join("c.pem");
-    let key = ns.dir.join("k.pem");
+    // No TLS, token or key setting at all: the safe defaults (docs/security.md §9.8) make
+    // the certificate and the tokens in the state directory at the first start.
+    let cert = ns.dir.join("state/cert.pem");
     ns.server(&[
         "--http-addr",
         "127.0.0.1:18191",
@@ -445,12 +453,6 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
         "127.0.0.1",
         "--announce",
         "",
-        "--tls",
-        "true",
-        "--tls-cert",
-        &cert.to_string_lossy(),
-        "--tls-key",
-        &key.to_string_lossy(),
         "--http-io-timeout-ms",
         "1000",
         "--session",
@@ -460,7 +462,7 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
         let t0 = Instant::now();
         loop {
             let l = ns.log();
-            if l.contains("sha256:") || t0.elapsed() > Duration::from_secs(15) {
+            if l.contains("dashboard ") || t0.elapsed() > Duration::from_secs(15) {
                 break l;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -474,7 +476,20 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
         .to_vec();
     let fp_hex: String = fp.iter().map(|b| format!("{b:02x}")).collect();
     assert!(log_has_fp.contains(&fp_hex), "{log_has_fp}");
-    let (pinned, system, plain) = ns.run(move || {
+    // The generated tokens: 0600 files, printed once (this first start) with the pin.
+    let token = |name: &str| {
+        let f = ns.dir.join(format!("state/{name}.token"));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+        std::fs::read_to_string(f).unwrap().trim().to_string()
+    };
+    let dash = token("dashboard");
+    assert!(
+        log_has_fp.contains(&token("api")) && log_has_fp.contains(&dash),
+        "{log_has_fp}"
+    );
+    let (pinned, anonymous, system, plain) = ns.run(move || {
         wait_port(18191);
         // A client that connects and never says anything: the server's accept thread does
         // the TLS handshake, so without its receive timeout every later client would hang.
@@ -498,8 +513,17 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
         let mut s = cfg
             .connect("localhost", tcp)
             .expect("pinned handshake despite a stalled client");
-        s.write_all(&req("GET", "/api/sessions", None, "")).unwrap();
+        s.write_all(&req("GET", "/api/sessions", Some(&dash), ""))
+            .unwrap();
         let pinned = read_response(&mut s);
+        // Tokens are required by default.
+        let tcp = TcpStream::connect("127.0.0.1:18191").unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut anon = SslConnector::builder(SslMethod::tls_client()).unwrap();
+        anon.set_verify(SslVerifyMode::NONE);
+        let mut s = anon.build().connect("localhost", tcp).unwrap();
+        s.write_all(&req("GET", "/api/sessions", None, "")).unwrap();
+        let anonymous = read_response(&mut s).0;
         // The system's CAs do not know a self-signed certificate.
         let b = SslConnector::builder(SslMethod::tls_client())
             .unwrap()
@@ -509,9 +533,10 @@ fn tls_self_signed_certificate_pinned_by_fingerprint() {
         let system = b.connect("localhost", tcp).is_ok();
         // Plain HTTP to the TLS port gets no HTTP answer.
         let plain = raw(18191, &req("GET", "/api/sessions", None, "")).0;
-        (pinned, system, plain)
+        (pinned, anonymous, system, plain)
     });
     assert_eq!(pinned.0, 200, "{}", pinned.1);
+    assert_eq!(anonymous, 401);
     assert_eq!(body(&pinned.1)[0]["id"], "one");
     assert!(
         !system,
@@ -548,6 +573,8 @@ fn auth_reports_keys_per_receiver() {
         "127.0.0.1:18192",
         "--interface",
         "127.0.0.1",
+        "--tls",
+        "false",
         "--api-token",
         API,
         "--player-token",
@@ -660,26 +687,6 @@ fn auth_reports_keys_per_receiver() {
     assert_eq!(tf["reports_dropped"]["forged"], 0, "{tf}");
 }
 
-/// One report datagram (`docs/protocols/reports.md`), tagged with `key`.
-fn report(
-    key: &security::auth::ReceiverKey,
-    flags: u8,
-    ts: u32,
-    session: &str,
-    json: &str,
-) -> Vec<u8> {
-    let mut b = b"LCR1".to_vec();
-    b.extend_from_slice(&[flags, 0]);
-    b.extend_from_slice(&key.rid().to_be_bytes());
-    b.extend_from_slice(&ts.to_be_bytes());
-    b.push(session.len() as u8);
-    b.extend_from_slice(session.as_bytes());
-    b.extend_from_slice(json.as_bytes());
-    let tag = key.tag(&b);
-    b.extend_from_slice(&tag);
-    b
-}
-
 /// The UDP report channel: a viewer with its key (from the key API, bound to its secret)
 /// is heard, gets an authenticated acknowledgement with the audience size and the budget;
 /// a forged tag, a replayed timestamp and garbage are counted and change nothing; key
@@ -694,6 +701,8 @@ fn udp_reports_authenticated_acknowledged_and_counted() {
         "127.0.0.1",
         "--announce",
         "",
+        "--tls",
+        "false",
         "--api-token",
         API,
         "--player-token",
@@ -779,4 +788,115 @@ fn udp_reports_authenticated_acknowledged_and_counted() {
         count("layercast_key_requests_total{result=\"coalesced\"}"),
         1
     );
+}
+
+/// A viewer's own token (a signed player token whose subject is the viewer id) speaks for
+/// that viewer only: its HTTP telemetry naming another viewer is 403, and a report key issued
+/// on it MACs reports for that viewer only (others are counted `wrong_viewer`, not heard).
+/// Shared static tokens bind no viewer (`udp_reports_authenticated_acknowledged_and_counted`).
+#[test]
+fn viewer_tokens_speak_for_their_viewer_only() {
+    let Some(mut ns) = Ns::new("vb") else { return };
+    ns.server(&[
+        "--http-addr",
+        "127.0.0.1:18291",
+        "--interface",
+        "127.0.0.1",
+        "--announce",
+        "",
+        "--tls",
+        "false",
+        "--api-token",
+        API,
+        "--player-token",
+        PLAYER,
+        "--session",
+        r#"{"name":"one","layers":2,"layer_rate_bps":50000}"#,
+    ]);
+    // The token key the server made in its state directory at start.
+    let key_file = ns.dir.join("state/token.key");
+    let t0 = Instant::now();
+    while !key_file.exists() && t0.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let sign = |sub: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_layercast-server"))
+            .args(["token", "--role", "player", "--sub", sub])
+            .arg("--token-secret-file")
+            .arg(&key_file)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    let (alice, bob) = (sign("alice"), sign("bob"));
+    let tele = |viewer: &str| {
+        format!(
+            r#"{{"viewer_id":"{viewer}","session_id":"one","protocol":"era","layers":1,"max_layers":2,"rate_bps":50000,"estimate_bps":null,"loss_ratio":0}}"#
+        )
+    };
+    let r = ns.run(move || {
+        wait_port(18291);
+        let post = |tok: &str, viewer: &str| {
+            raw(
+                18291,
+                &req("POST", "/api/telemetry", Some(tok), &tele(viewer)),
+            )
+            .0
+        };
+        let http = (post(&alice, "alice"), post(&alice, "bob"));
+        let binding = "cd".repeat(16);
+        let path = format!("/api/sessions/one/keys?rid=91&binding={binding}");
+        let keys = body(&raw(18291, &req("GET", &path, Some(&alice), "")).1);
+        // The same rid and secret on another viewer's token: not issued.
+        let bob_same_rid = raw(18291, &req("GET", &path, Some(&bob), "")).0;
+        let port = keys["report_port"].as_u64().expect("report_port") as u16;
+        let key =
+            security::auth::ReceiverKey::from_hex(91, keys["telemetry_key"].as_str().unwrap())
+                .unwrap();
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(1500)))
+            .unwrap();
+        let dst = ("127.0.0.1", port);
+        let mut buf = [0u8; 256];
+        sock.send_to(&report(&key, 0, 1000, "one", &tele("mallory")), dst)
+            .unwrap();
+        let as_other = sock.recv(&mut buf).is_ok();
+        sock.send_to(&report(&key, 0, 2000, "one", &tele("alice")), dst)
+            .unwrap();
+        let as_self = sock.recv(&mut buf).is_ok();
+        std::thread::sleep(Duration::from_millis(1300));
+        let viewers = body(&raw(18291, &req("GET", "/api/viewers", Some(API), "")).1);
+        let metrics = raw(18291, &req("GET", "/metrics", Some(API), "")).1;
+        (http, bob_same_rid, as_other, as_self, viewers, metrics)
+    });
+    let (http, bob_same_rid, as_other, as_self, viewers, metrics) = r;
+    assert_eq!(http, (204, 403), "alice's token for alice, then for bob");
+    assert_eq!(bob_same_rid, 403);
+    assert!(
+        !as_other,
+        "a report naming another viewer is not acknowledged"
+    );
+    assert!(as_self, "the viewer's own report is acknowledged");
+    let ids: Vec<&str> = viewers
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["alice"], "{viewers}");
+    for (k, want) in [
+        ("layercast_reports_total{result=\"wrong_viewer\"}", 1),
+        ("layercast_reports_total{result=\"accepted\"}", 1),
+        (
+            "layercast_dropped_total{what=\"telemetry\",reason=\"wrong_viewer\"}",
+            1,
+        ),
+    ] {
+        let got = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{k} ")))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        assert_eq!(got, Some(want), "{k}: {metrics}");
+    }
 }

@@ -84,6 +84,8 @@ fn video_layers_are_paced_at_their_announced_rate() {
     srv.child = Some(
         Command::new("ip")
             .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])
+            // Development mode: a private namespace on loopback (docs/security.md §9.8).
+            .arg("--dev")
             .args(["--http-addr", &format!("127.0.0.1:{PORT}")])
             .args(["--interface", "127.0.0.1"])
             .args([

@@ -4,6 +4,7 @@
 //! up to regenerate `docs/acceptance.md`. Tests call it with what they measured, so the table
 //! is only ever written by a measurement.
 
+pub mod fuzz;
 pub mod http;
 pub mod netns;
 

@@ -372,6 +372,8 @@ impl Testbed {
             &s,
             &p,
             &[
+                // Development mode: the test's private namespaces (docs/security.md §9.8).
+                "--dev",
                 "--http-addr",
                 "0.0.0.0:8080",
                 "--interface",

@@ -157,7 +157,7 @@ export class Stack {
   private server: ChildProcess | null = null;
 
   startServer(): void {
-    const sargs = ["--http-addr", `${SERVER_ADDR}:8080`, "--interface", SERVER_ADDR, "--loop", "false", "--ttl", "4", "--dashboard-dir", resolve(__dirname, "../dist"), "--announce", "", ...(this.opts.serverArgs ?? [])];
+    const sargs = ["--dev", "--http-addr", `${SERVER_ADDR}:8080`, "--interface", SERVER_ADDR, "--loop", "false", "--ttl", "4", "--dashboard-dir", resolve(__dirname, "../dist"), "--announce", "", ...(this.opts.serverArgs ?? [])];
     for (const ses of this.opts.sessions) sargs.push("--session", JSON.stringify(ses));
     this.serverStarts++;
     this.server = this.spawnIn(this.ns.s, `server-${this.serverStarts}`, this.bins.server, sargs);

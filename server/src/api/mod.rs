@@ -318,6 +318,7 @@ async fn keyframe(
 async fn keys(
     Ax(app): Ax<App>,
     Path(id): Path<String>,
+    grant: Option<axum::Extension<Grant>>,
     RawQuery(q): RawQuery,
 ) -> ApiResult<Response> {
     let s = session_of(&app, &id)?;
@@ -326,7 +327,12 @@ async fn keys(
     let binding = query_param(&q, "binding");
     let v = app
         .state
-        .keys_json(&s, rid.as_deref(), binding.as_deref())
+        .keys_json(
+            &s,
+            rid.as_deref(),
+            binding.as_deref(),
+            grant.as_ref().and_then(|g| g.viewer.as_deref()),
+        )
         .map_err(|e| bad_request(&app, e))?;
     // A key must not stay in a cache on the way (F16).
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(v)).into_response())
@@ -364,6 +370,15 @@ async fn telemetry(
             d.api_forbidden.fetch_add(1, Ordering::Relaxed);
             return Err(ApiError::Forbidden(
                 "this token is scoped to another session".into(),
+            ));
+        }
+    }
+    // A viewer's own token speaks for that viewer only.
+    if let Some(v) = grant.as_ref().and_then(|g| g.viewer.as_deref()) {
+        if v != t.viewer_id {
+            d.telemetry_wrong_viewer.fetch_add(1, Ordering::Relaxed);
+            return Err(ApiError::Forbidden(
+                "this token belongs to another viewer".into(),
             ));
         }
     }
@@ -457,6 +472,7 @@ mod tests {
         let key = std::env::temp_dir().join(format!("lc-{}-api-token.key", std::process::id()));
         let key = key.to_string_lossy().to_string();
         let args: Vec<String> = [
+            "--dev",
             "--api-token",
             API,
             "--player-token",
@@ -467,10 +483,11 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let cfg = match crate::config::load(&args, &Default::default()).unwrap() {
+        let mut cfg = match crate::config::load(&args, &Default::default()).unwrap() {
             crate::config::Cli::Run(c) => *c,
             crate::config::Cli::Help(_) => unreachable!("no --help given"),
         };
+        crate::provision::provision(&mut cfg).unwrap();
         let state = State::new(cfg, security::auth::SamSigner::from_seed(&[7; 32]));
         let viewers = Viewers::spawn(
             crate::viewers::TableConfig {

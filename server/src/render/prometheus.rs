@@ -181,6 +181,7 @@ pub fn metrics(state: &State, table: &Table) -> String {
     for (what, reason, c) in [
         ("telemetry", "malformed", &d.telemetry_malformed),
         ("telemetry", "unknown_session", &d.telemetry_unknown_session),
+        ("telemetry", "wrong_viewer", &d.telemetry_wrong_viewer),
         ("api", "bad_request", &d.api_bad_request),
         (
             "telemetry",
