@@ -191,7 +191,8 @@ impl Selector {
             self.short_since = None;
         } else {
             let since = *self.short_since.get_or_insert(now);
-            let deep = loss >= self.conf.loss_low || v < self.wire_rate(cur_c) * self.conf.deep_down;
+            let deep =
+                loss >= self.conf.loss_low || v < self.wire_rate(cur_c) * self.conf.deep_down;
             if !deep && now < since + self.conf.down_hold {
                 return None;
             }
@@ -286,7 +287,9 @@ mod tests {
         s.update(t0, 4e6, 0.0, &c);
         assert_eq!(s.current().unwrap().spatial, 2);
         // 0.8 Mbit/s is a deep shortfall under 720p's 1.65 Mbit/s on the wire: at once.
-        let (ch, r) = s.update(t0 + Duration::from_secs(1), 0.8e6, 0.0, &c).unwrap();
+        let (ch, r) = s
+            .update(t0 + Duration::from_secs(1), 0.8e6, 0.0, &c)
+            .unwrap();
         assert_eq!((ch.spatial, r), (1, Reason::Down));
         // The estimate recovers at once, but 720p waits for the hold.
         assert_eq!(s.update(t0 + Duration::from_secs(2), 4e6, 0.0, &c), None);
@@ -320,10 +323,19 @@ mod tests {
             let now = t0 + Duration::from_secs(1) + Duration::from_millis(ms);
             assert_eq!(s.update(now, 1.4e6, 0.0, &c), None, "dip at +{ms} ms");
         }
-        assert_eq!(s.update(t0 + Duration::from_millis(2100), 2.9e6, 0.0, &c), None);
+        assert_eq!(
+            s.update(t0 + Duration::from_millis(2100), 2.9e6, 0.0, &c),
+            None
+        );
         // A second dip starts its own hold.
-        assert_eq!(s.update(t0 + Duration::from_millis(2200), 1.4e6, 0.0, &c), None);
-        assert_eq!(s.update(t0 + Duration::from_millis(3000), 1.4e6, 0.0, &c), None);
+        assert_eq!(
+            s.update(t0 + Duration::from_millis(2200), 1.4e6, 0.0, &c),
+            None
+        );
+        assert_eq!(
+            s.update(t0 + Duration::from_millis(3000), 1.4e6, 0.0, &c),
+            None
+        );
         assert_eq!(s.current(), Some(at(2, 2)));
     }
 
@@ -342,7 +354,9 @@ mod tests {
         // The same shallow shortfall with loss reported: the path is full, down at once.
         let mut s = Selector::new(SelectConfig::default());
         s.update(t0, 2.9e6, 0.0, &c);
-        let (ch, r) = s.update(t0 + Duration::from_secs(1), 1.4e6, 0.03, &c).unwrap();
+        let (ch, r) = s
+            .update(t0 + Duration::from_secs(1), 1.4e6, 0.03, &c)
+            .unwrap();
         assert_eq!((ch, r), (at(2, 1), Reason::Down));
     }
 
