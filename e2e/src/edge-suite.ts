@@ -4,11 +4,13 @@
 // 1 Mbit/s (the edge must drop layers within 5 s, no freeze over 500 ms) and back (layers
 // restored within 15 s); then the second one's path becomes 4 Mbit/s with 2 % random loss for a
 // minute (NACK/RTX must keep it at ≤ 1 freeze per minute). Every figure comes from the
-// browser's own getStats() and frame callbacks, and the edge's view of the viewer.
+// browser's own getStats() and frame callbacks, and the edge's view of the viewer. The source
+// is a noisy clip that fills the ladder's rates (edge.ts `noisyClip`): the plain test pattern
+// fits whole in 450 kbit/s and would leave the edge nothing to choose.
 import path from 'node:path';
 import { recordAcceptance } from './acceptance.js';
 import { repoRoot } from './bins.js';
-import { CHROMIUM_ARGS, EDGE_HTTP, EdgeBed, type PageState } from './edge.js';
+import { CHROMIUM_ARGS, EDGE_HTTP, EDGE_SESSION, EdgeBed, noisyClip, type PageState } from './edge.js';
 import { sleep } from './sh.js';
 
 const CMD = 'make edge-browser';
@@ -45,7 +47,12 @@ class Trace {
 
 export async function edgeSuite(opts: { outDir: string; lossSecs?: number }): Promise<number> {
   const { chromium } = await import('playwright-core');
-  const bed = new EdgeBed({ outDir: opts.outDir, paths: [{ rateBps: 4_000_000 }, { rateBps: 600_000 }] });
+  const source = `file://${await noisyClip()}`;
+  const bed = new EdgeBed({
+    outDir: opts.outDir,
+    paths: [{ rateBps: 4_000_000 }, { rateBps: 600_000 }],
+    session: { ...EDGE_SESSION, source },
+  });
   const ctxs: { close(): Promise<void> }[] = [];
   let failures = 0;
   const check = (id: string, value: string, pass: boolean) => {
