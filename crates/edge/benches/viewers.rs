@@ -4,11 +4,11 @@
 //! One thread (pinned to CPU 0) runs the edge core with one UDP socket on loopback and feeds it
 //! a looped libvpx clip (640x360 L3T3 whose top operating point is about 1 Mbit/s), each layer
 //! spread over the frame interval as the server's pacer spreads it. Another thread (CPU 1)
-//! runs the load client (one poll(2) loop, no async runtime): str0m peers, each with its own
-//! socket, doing what a browser's stack does for the edge (ICE, DTLS-SRTP, receiver reports,
-//! transport-wide feedback, NACKs). The number of viewers grows in steps; each step is measured
-//! for `--secs`: the media rate each viewer receives, the pictures it completes at the top
-//! layer, the edge thread's and the client thread's CPU time, and the edge-added latency (a frame's last packet fed to the edge -> received by the client).
+//! runs the load client: str0m peers, each with its own socket, doing what a browser's stack
+//! does for the edge (ICE, DTLS-SRTP, receiver reports, transport-wide feedback, NACKs). The
+//! number of viewers grows in steps; each step is measured for `--secs`: the media rate each
+//! viewer receives, the pictures it completes at the top layer, the edge thread's CPU time, and
+//! the edge-added latency (a frame's last packet fed to the edge -> received by the client).
 //! A step passes when every viewer gets ≥ 90 % of the top layer's pictures and the edge thread
 //! used < 90 % of its core. Flags: `--start N --step N --max N --secs S`.
 
@@ -27,8 +27,6 @@ use str0m::net::{Protocol, Receive};
 use str0m::{Candidate, Event, Input, Output, Rtc};
 
 const FRAME: Duration = Duration::from_micros(33_333);
-/// The load client thread's CPU time, ns (to tell which side ran out of core first).
-static CLIENT_CPU_NS: AtomicU64 = AtomicU64::new(0);
 /// A frame's last packet fed to the edge, by (browser-side picture ID, spatial layer).
 type FedAt = Arc<Mutex<HashMap<(u16, u8), Instant>>>;
 
@@ -199,171 +197,90 @@ struct ClientStats {
 }
 
 /// One load client: a str0m peer on its own socket.
-struct Peer {
-    rtc: Rtc,
-    sock: UdpSocket,
-    local: SocketAddr,
+async fn client(
+    cmds: mpsc::Sender<Cmd>,
     st: Arc<ClientStats>,
-    timeout: Instant,
-    dead: bool,
-}
-
-impl Peer {
-    /// Offers, has the edge answer, accepts; `None` if the edge refused.
-    fn connect(cmds: &mpsc::Sender<Cmd>, st: Arc<ClientStats>) -> Option<Peer> {
-        let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
-        sock.set_nonblocking(true).expect("nonblocking");
-        let _ = socket2::SockRef::from(&sock).set_recv_buffer_size(1 << 20);
-        let local = sock.local_addr().expect("addr");
-        let mut rtc = Rtc::builder().set_rtp_mode(true).build(Instant::now());
-        rtc.add_local_candidate(Candidate::host(local, "udp").expect("candidate"));
-        let mut api = rtc.sdp_api();
-        api.add_media(MediaKind::Video, Direction::RecvOnly, None, None, None);
-        let (offer, pending) = api.apply().expect("offer");
-        let (tx, rx) = mpsc::channel();
-        cmds.send(Cmd::Add(offer.to_sdp_string(), tx)).ok()?;
-        let answer = rx.recv().ok()?.ok()?;
-        let answer = SdpAnswer::from_sdp_string(&answer).expect("answer");
-        rtc.sdp_api()
-            .accept_answer(pending, answer)
-            .expect("accept");
-        Some(Peer {
-            rtc,
-            sock,
-            local,
-            st,
-            timeout: Instant::now(),
-            dead: false,
-        })
+    fed: FedAt,
+    lat: Arc<Mutex<Vec<u64>>>,
+) {
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let local = sock.local_addr().expect("addr");
+    let mut rtc = Rtc::builder().set_rtp_mode(true).build(Instant::now());
+    rtc.add_local_candidate(Candidate::host(local, "udp").expect("candidate"));
+    let mut api = rtc.sdp_api();
+    api.add_media(MediaKind::Video, Direction::RecvOnly, None, None, None);
+    let (offer, pending) = api.apply().expect("offer");
+    let (tx, rx) = mpsc::channel();
+    if cmds.send(Cmd::Add(offer.to_sdp_string(), tx)).is_err() {
+        return;
     }
-
-    /// Sends what str0m has to send, counts what it received, until its next timeout.
-    fn drain(&mut self, fed: &FedAt, samples: &mut Vec<u64>) {
-        loop {
-            match self.rtc.poll_output() {
-                Ok(Output::Timeout(t)) => {
-                    self.timeout = t;
-                    return;
-                }
+    let answer = loop {
+        match rx.try_recv() {
+            Ok(a) => break a,
+            Err(mpsc::TryRecvError::Empty) => tokio::time::sleep(Duration::from_millis(2)).await,
+            Err(_) => return,
+        }
+    };
+    let Ok(answer) = answer else { return };
+    let answer = SdpAnswer::from_sdp_string(&answer).expect("answer");
+    rtc.sdp_api()
+        .accept_answer(pending, answer)
+        .expect("accept");
+    let mut buf = vec![0u8; 2048];
+    let mut samples = Vec::new();
+    loop {
+        let timeout = loop {
+            match rtc.poll_output() {
+                Ok(Output::Timeout(t)) => break t,
                 Ok(Output::Transmit(t)) => {
-                    let _ = self.sock.send_to(&t.contents, t.destination);
+                    let _ = sock.send_to(&t.contents, t.destination).await;
                 }
                 Ok(Output::Event(Event::Connected)) => {
-                    self.st.connected.store(1, Ordering::Relaxed);
+                    st.connected.store(1, Ordering::Relaxed);
                 }
                 Ok(Output::Event(Event::RtpPacket(p))) => {
                     let now = Instant::now();
-                    self.st
-                        .bytes
+                    st.bytes
                         .fetch_add(p.payload.len() as u64, Ordering::Relaxed);
                     if let Ok((d, _)) = PayloadDescriptor::parse(&p.payload) {
                         let sid = d.layer.map_or(0, |l| l.sid);
                         if d.end {
                             if p.header.marker && sid == 2 {
-                                self.st.top_pictures.fetch_add(1, Ordering::Relaxed);
+                                st.top_pictures.fetch_add(1, Ordering::Relaxed);
                             }
                             let key = (d.picture_id.unwrap_or(0) & 0x7fff, sid);
                             if let Some(t) = fed.lock().expect("fed").get(&key) {
                                 samples.push(now.saturating_duration_since(*t).as_micros() as u64);
                             }
+                            if samples.len() >= 64 {
+                                lat.lock().expect("lat").append(&mut samples);
+                            }
                         }
                     }
                 }
                 Ok(Output::Event(_)) => {}
-                Err(_) => {
-                    self.dead = true;
+                Err(_) => return,
+            }
+        };
+        let wait = timeout.saturating_duration_since(Instant::now());
+        tokio::select! {
+            r = sock.recv_from(&mut buf) => {
+                if let Ok((n, from)) = r {
+                    let Ok(contents) = (&buf[..n]).try_into() else { continue };
+                    let input = Input::Receive(Instant::now(), Receive { proto: Protocol::Udp, source: from, destination: local, contents });
+                    if rtc.handle_input(input).is_err() {
+                        return;
+                    }
+                }
+            }
+            _ = tokio::time::sleep(wait) => {
+                if rtc.handle_input(Input::Timeout(Instant::now())).is_err() {
                     return;
                 }
             }
         }
-    }
-}
-
-/// The load clients, all on this thread: one poll(2) over every peer's socket, str0m's
-/// timeouts in between. No async runtime: its per-packet wakeups cost more than str0m's
-/// receive path, and the client thread must not become the bottleneck before the edge does.
-fn clients(
-    spawn: mpsc::Receiver<usize>,
-    cmds: mpsc::Sender<Cmd>,
-    stats: Arc<Mutex<Vec<Arc<ClientStats>>>>,
-    fed: FedAt,
-    lat: Arc<Mutex<Vec<u64>>>,
-) {
-    let mut peers: Vec<Peer> = Vec::new();
-    let mut buf = vec![0u8; 2048];
-    let mut samples = Vec::new();
-    let mut pfds: Vec<libc::pollfd> = Vec::new();
-    loop {
-        match spawn.try_recv() {
-            Ok(n) => {
-                for _ in 0..n {
-                    let st = Arc::new(ClientStats::default());
-                    stats.lock().expect("stats").push(st.clone());
-                    if let Some(mut p) = Peer::connect(&cmds, st) {
-                        p.drain(&fed, &mut samples);
-                        peers.push(p);
-                    }
-                }
-            }
-            Err(mpsc::TryRecvError::Empty) => {}
-            Err(mpsc::TryRecvError::Disconnected) => return,
-        }
-        peers.retain(|p| !p.dead);
-        let now = Instant::now();
-        let next = peers.iter().map(|p| p.timeout).min();
-        let wait = next
-            .map_or(Duration::from_millis(5), |t| {
-                t.saturating_duration_since(now)
-            })
-            .min(Duration::from_millis(5));
-        pfds.clear();
-        pfds.extend(peers.iter().map(|p| libc::pollfd {
-            fd: p.sock.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }));
-        let ms = if wait.is_zero() {
-            0
-        } else {
-            wait.as_millis().max(1) as i32
-        };
-        // SAFETY: pfds is a valid array of pfds.len() pollfds.
-        unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
-        for (p, pfd) in peers.iter_mut().zip(&pfds) {
-            if pfd.revents & libc::POLLIN != 0 {
-                while let Ok((n, from)) = p.sock.recv_from(&mut buf) {
-                    let Ok(contents) = (&buf[..n]).try_into() else {
-                        continue;
-                    };
-                    let input = Input::Receive(
-                        Instant::now(),
-                        Receive {
-                            proto: Protocol::Udp,
-                            source: from,
-                            destination: p.local,
-                            contents,
-                        },
-                    );
-                    if p.rtc.handle_input(input).is_err() {
-                        p.dead = true;
-                        break;
-                    }
-                    p.drain(&fed, &mut samples);
-                }
-            }
-            let now = Instant::now();
-            if !p.dead && p.timeout <= now {
-                if p.rtc.handle_input(Input::Timeout(now)).is_err() {
-                    p.dead = true;
-                } else {
-                    p.drain(&fed, &mut samples);
-                }
-            }
-        }
-        if samples.len() >= 256 {
-            lat.lock().expect("lat").append(&mut samples);
-        }
-        CLIENT_CPU_NS.store(thread_cpu().as_nanos() as u64, Ordering::Relaxed);
     }
 }
 
@@ -398,7 +315,28 @@ fn main() {
         let (cmd_tx, fed, lat, stats) = (cmd_tx.clone(), fed.clone(), lat.clone(), stats.clone());
         std::thread::spawn(move || {
             pin(1);
-            clients(spawn_rx, cmd_tx, stats, fed, lat);
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("rt");
+            rt.block_on(async move {
+                loop {
+                    let n = match spawn_rx.try_recv() {
+                        Ok(n) => n,
+                        Err(mpsc::TryRecvError::Empty) => {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            continue;
+                        }
+                        Err(_) => return,
+                    };
+                    for _ in 0..n {
+                        let st = Arc::new(ClientStats::default());
+                        stats.lock().expect("stats").push(st.clone());
+                        tokio::spawn(client(cmd_tx.clone(), st, fed.clone(), lat.clone()));
+                        tokio::task::yield_now().await;
+                    }
+                }
+            });
         });
     }
     let report = || {
@@ -435,7 +373,6 @@ fn main() {
                 .collect()
         };
         let r0 = report();
-        let c0 = CLIENT_CPU_NS.load(Ordering::Relaxed);
         let a = snap(&stats.lock().expect("stats"));
         lat.lock().expect("lat").clear();
         let t = Instant::now();
@@ -444,7 +381,6 @@ fn main() {
         let r1 = report();
         let b = snap(&stats.lock().expect("stats"));
         let cpu = (r1.cpu - r0.cpu).as_secs_f64() / dt;
-        let client_cpu = (CLIENT_CPU_NS.load(Ordering::Relaxed) - c0) as f64 / 1e9 / dt;
         let mut rates: Vec<f64> = a
             .iter()
             .zip(&b)
@@ -465,9 +401,8 @@ fn main() {
         let worst_pics = pics.iter().copied().fold(f64::INFINITY, f64::min);
         let ok = r1.viewers == n && worst_pics >= 0.9 && cpu < 0.9;
         let row = format!(
-            "{n} viewers: edge CPU {:.0} % of a core (load client {:.0} %), media rate per viewer min {:.0} / median {:.0} kbit/s, top-layer pictures worst {:.0} % of the source, {} at the top layer, latency p50 {:.1} ms p95 {:.1} ms ({} frames) -> {}",
+            "{n} viewers: edge CPU {:.0} % of a core, media rate per viewer min {:.0} / median {:.0} kbit/s, top-layer pictures worst {:.0} % of the source, {} at the top layer, latency p50 {:.1} ms p95 {:.1} ms ({} frames) -> {}",
             cpu * 100.0,
-            client_cpu * 100.0,
             rates.first().copied().unwrap_or(0.0) / 1000.0,
             rates.get(rates.len() / 2).copied().unwrap_or(0.0) / 1000.0,
             worst_pics * 100.0,
