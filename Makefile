@@ -44,10 +44,11 @@ pim: ## Through FRR PIM routers: join/leave latency 1-2 hops, ERA/PLM settle+she
 	@scripts/setup.sh && npm run -w e2e cli -- pim --frr-defaults $(ARGS)
 
 edge-browser: ## The WebRTC edge in headless Chromium: two paths, a step 4 -> 1 -> 4 Mbit/s, 2 % loss (~4 min)
-	@scripts/setup.sh && flock /tmp/layercast-heavy.lock npm run -w e2e cli -- edge $(ARGS)
+	@scripts/setup.sh && { flock /tmp/layercast-heavy.lock timeout 900 npm run -w e2e cli -- edge $(ARGS); rc=$$?; node scripts/acceptance.mjs; exit $$rc; }
 
 edge-bench: ## Viewers one edge core serves at ~1 Mbit/s each, edge-added latency (str0m load client)
-	@scripts/setup.sh && flock /tmp/layercast-heavy.lock cargo bench -p layercast-edge-core --bench viewers -- $(ARGS) && node scripts/acceptance.mjs
+	@scripts/setup.sh && cargo bench -p layercast-edge-core --bench viewers --no-run \
+	  && flock /tmp/layercast-heavy.lock timeout 900 cargo bench -p layercast-edge-core --bench viewers -- $(ARGS) && node scripts/acceptance.mjs
 
 bench-control: ## Issue 23: 10,000 UDP-reporting viewers + 50 dashboards (control-plane CPU, RSS, update p99); 1,000 HTTPS clients at once (~2 min)
 	@scripts/setup.sh && . scripts/features.sh && cargo test --release -p layercast-server --features research --test control_bench --no-run -q && flock /tmp/layercast-heavy.lock cargo test --release -p layercast-server --features research --test control_bench -- --ignored --test-threads 1 --nocapture && node scripts/acceptance.mjs

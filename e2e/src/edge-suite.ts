@@ -4,11 +4,13 @@
 // 1 Mbit/s (the edge must drop layers within 5 s, no freeze over 500 ms) and back (layers
 // restored within 15 s); then the second one's path becomes 4 Mbit/s with 2 % random loss for a
 // minute (NACK/RTX must keep it at ≤ 1 freeze per minute). Every figure comes from the
-// browser's own getStats() and frame callbacks, and the edge's view of the viewer.
+// browser's own getStats() and frame callbacks, and the edge's view of the viewer. The source
+// is a noisy clip that fills the ladder's rates (edge.ts `noisyClip`): the plain test pattern
+// fits whole in 450 kbit/s and would leave the edge nothing to choose.
 import path from 'node:path';
 import { recordAcceptance } from './acceptance.js';
 import { repoRoot } from './bins.js';
-import { CHROMIUM_ARGS, EDGE_HTTP, EdgeBed, type PageState } from './edge.js';
+import { CHROMIUM_ARGS, EDGE_HTTP, EDGE_SESSION, EdgeBed, noisyClip, type PageState } from './edge.js';
 import { sleep } from './sh.js';
 
 const CMD = 'make edge-browser';
@@ -18,9 +20,39 @@ interface Viewer {
   markGaps(): Promise<void>;
 }
 
+/** A browser's layers and estimate over time, from the watch page's view of the edge. */
+class Trace {
+  spatialChanges = 0;
+  changes = 0;
+  private last: string | null = null;
+  private lastSpatial: number | null = null;
+  private est: number[] = [];
+
+  add(s: PageState): void {
+    if (!s.edge) return;
+    const point = `S${s.edge.spatial}T${s.edge.temporal}`;
+    if (this.last !== null && point !== this.last) this.changes++;
+    if (this.lastSpatial !== null && s.edge.spatial !== this.lastSpatial) this.spatialChanges++;
+    this.last = point;
+    this.lastSpatial = s.edge.spatial;
+    if (s.edge.estimate_bps !== null) this.est.push(s.edge.estimate_bps);
+  }
+
+  describe(): string {
+    const mb = (v: number) => (v / 1e6).toFixed(2);
+    const range = this.est.length ? `${mb(Math.min(...this.est))}–${mb(Math.max(...this.est))} Mbit/s` : 'none';
+    return `${this.changes} layer changes (${this.spatialChanges} spatial), at ${this.last ?? '?'}, estimate ${range}`;
+  }
+}
+
 export async function edgeSuite(opts: { outDir: string; lossSecs?: number }): Promise<number> {
   const { chromium } = await import('playwright-core');
-  const bed = new EdgeBed({ outDir: opts.outDir, paths: [{ rateBps: 4_000_000 }, { rateBps: 600_000 }] });
+  const source = `file://${await noisyClip()}`;
+  const bed = new EdgeBed({
+    outDir: opts.outDir,
+    paths: [{ rateBps: 4_000_000 }, { rateBps: 600_000 }],
+    session: { ...EDGE_SESSION, source },
+  });
   const ctxs: { close(): Promise<void> }[] = [];
   let failures = 0;
   const check = (id: string, value: string, pass: boolean) => {
@@ -51,8 +83,21 @@ export async function edgeSuite(opts: { outDir: string; lossSecs?: number }): Pr
     for (const [n, v] of [['wide', wide], ['narrow', narrow]] as const) {
       await bed.waitFor(`${n} decodes`, async () => ((await v.state()).stats?.framesDecoded ?? 0) > 0, 30_000, 250);
     }
-    // 1. Steady state: the wide browser at the top, the narrow one lower.
-    await sleep(15_000);
+    // 1. Steady state: the wide browser at the top, the narrow one lower. Sampled twice a
+    // second: how often each browser's layers move and how far the estimate wanders.
+    const trace = { wide: new Trace(), narrow: new Trace() };
+    const steadyEnd = Date.now() + 20_000;
+    while (Date.now() < steadyEnd) {
+      await sleep(500);
+      trace.wide.add(await wide.state());
+      trace.narrow.add(await narrow.state());
+    }
+    console.log(`steady: wide ${trace.wide.describe()}; narrow ${trace.narrow.describe()}`);
+    check(
+      'issue22/clean-layer-stability',
+      `20 s on clean paths: 4 Mbit/s browser ${trace.wide.describe()}; 600 kbit/s browser ${trace.narrow.describe()}`,
+      trace.wide.spatialChanges === 0 && trace.narrow.spatialChanges === 0,
+    );
     const w = await wide.state();
     const n = await narrow.state();
     console.log(`wide: ${w.stats?.frameWidth}x${w.stats?.frameHeight} S${w.edge?.spatial}T${w.edge?.temporal} est ${w.edge?.estimate_bps}; narrow: ${n.stats?.frameWidth}x${n.stats?.frameHeight} S${n.edge?.spatial}T${n.edge?.temporal} est ${n.edge?.estimate_bps}`);

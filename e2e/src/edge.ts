@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
-import { requireBinary } from './bins.js';
+import { repoRoot, requireBinary } from './bins.js';
 import { LinkEmu, type LinkSettings } from './linkemu.js';
 import { Net } from './netns.js';
 import { nsRun, run } from './sh.js';
@@ -40,6 +40,29 @@ export const EDGE_SESSION = {
   group: '239.80.0.0',
   port: 5004,
 };
+
+/** A source that fills the ladder's rates, for the suite's rate-dependent checks: the
+ *  moving test pattern above compresses to about a quarter of the announced rates (the whole
+ *  L3T3 stream fits in 450 kbit/s), so a 600 kbit/s or 1 Mbit/s path would carry every layer
+ *  and there would be nothing for the edge to choose. Temporal noise over ffmpeg's testsrc2
+ *  makes every picture cost what the encoder's rate control allows, as natural video with
+ *  motion does. 640x360 at 30 fps with a 440 Hz stereo tone, 200 s (longer than the suite,
+ *  so the server's end-of-file loop never falls inside a measurement), MJPEG in Matroska (fast
+ *  to make and to decode), made once into .cache/media (16 s, 140 MB). */
+export async function noisyClip(): Promise<string> {
+  const f = path.join(repoRoot, '.cache', 'media', 'edge-noise-640x360-200s.mkv');
+  if (fs.existsSync(f) && fs.statSync(f).size > 0) return f;
+  fs.mkdirSync(path.dirname(f), { recursive: true });
+  const tmp = `${f}.${process.pid}.tmp.mkv`;
+  await run('ffmpeg', [
+    '-v', 'error', '-y',
+    '-f', 'lavfi', '-i', 'testsrc2=size=640x360:rate=30,noise=alls=12:allf=t',
+    '-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=48000',
+    '-ac', '2', '-t', '200', '-c:v', 'mjpeg', '-q:v', '8', '-c:a', 'libopus', '-b:a', '64k', tmp,
+  ], { timeoutMs: 300_000 });
+  fs.renameSync(tmp, f);
+  return f;
+}
 
 export interface PathSpec {
   rateBps: number;

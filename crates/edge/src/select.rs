@@ -6,9 +6,17 @@
 //! the estimate (retransmissions and key pictures need the headroom on a path that is already
 //! full), and from `loss_low` on only the share that gets through counts (`1 - loss`, at most
 //! halved). The choice is the best candidate whose rate, with packet overhead, fits the
-//! virtual rate. Down-switches happen at once. Up-switches need a margin, and after a
-//! spatial down-switch caused by the estimate a spatial up-switch waits `spatial_up_hold` (so a
-//! browser does not bounce between resolutions while the estimate recovers).
+//! virtual rate.
+//!
+//! Switch points have hysteresis, because str0m's delay-based estimate wanders on a clean path
+//! (dips of a few hundred milliseconds to well under the current layers after a key picture's
+//! burst, see docs/edge.md "Layer choice"), and every spatial switch costs the viewer a
+//! resolution change and a burst of repair. A down-switch happens at once when the shortfall
+//! is deep (virtual rate below `deep_down` of the current point) or the browser reports loss
+//! (the path is really full); a shallower shortfall must last `down_hold` first. Up-switches
+//! need a margin (`up_margin`), and after a spatial down-switch caused by the estimate a
+//! spatial up-switch waits `spatial_up_hold` (so a browser does not bounce between
+//! resolutions while the estimate recovers).
 //!
 //! Candidates: every (s, t) whose cells the edge receives, except upper spatial layers below
 //! `min_upper_fps`: a viewer is better served by a smooth lower resolution than by a larger
@@ -37,6 +45,11 @@ pub struct SelectConfig {
     pub spatial_up_hold: Duration,
     /// Loss from which the virtual rate is the share of the estimate that gets through.
     pub loss_low: f32,
+    /// A shortfall down to this share of the current point's wire rate, without loss, must
+    /// last `down_hold` before a down-switch; a deeper one switches at once.
+    pub deep_down: f64,
+    /// How long a shallow shortfall must last.
+    pub down_hold: Duration,
 }
 
 impl Default for SelectConfig {
@@ -47,6 +60,8 @@ impl Default for SelectConfig {
             min_upper_fps: 14.0,
             spatial_up_hold: Duration::from_secs(4),
             loss_low: 0.02,
+            deep_down: 0.6,
+            down_hold: Duration::from_millis(1500),
         }
     }
 }
@@ -112,6 +127,8 @@ pub struct Selector {
     conf: SelectConfig,
     current: Option<Choice>,
     last_spatial_down: Option<Instant>,
+    /// Since when the virtual rate has been below the current point (without a switch).
+    short_since: Option<Instant>,
 }
 
 impl Selector {
@@ -120,6 +137,7 @@ impl Selector {
             conf,
             current: None,
             last_spatial_down: None,
+            short_since: None,
         }
     }
 
@@ -151,7 +169,8 @@ impl Selector {
     ) -> Option<(Choice, Reason)> {
         let first = cands.first()?;
         let v = self.virtual_rate(estimate_bps, loss);
-        let fits = |c: &Candidate, share: f64| self.wire_rate(c) <= v * share;
+        let overhead = self.conf.overhead;
+        let fits = |c: &Candidate, share: f64| c.rate_bps * overhead <= v * share;
         let best_down = cands
             .iter()
             .rev()
@@ -168,7 +187,16 @@ impl Selector {
             self.current = Some(best_down);
             return Some((best_down, Reason::Available));
         };
-        if !fits(cur_c, 1.0) && best_down != cur {
+        if fits(cur_c, 1.0) || best_down == cur {
+            self.short_since = None;
+        } else {
+            let since = *self.short_since.get_or_insert(now);
+            let deep =
+                loss >= self.conf.loss_low || v < self.wire_rate(cur_c) * self.conf.deep_down;
+            if !deep && now < since + self.conf.down_hold {
+                return None;
+            }
+            self.short_since = None;
             if best_down.spatial < cur.spatial {
                 self.last_spatial_down = Some(now);
             }
@@ -258,7 +286,10 @@ mod tests {
         let mut s = Selector::new(SelectConfig::default());
         s.update(t0, 4e6, 0.0, &c);
         assert_eq!(s.current().unwrap().spatial, 2);
-        let (ch, r) = s.update(t0 + Duration::from_secs(1), 1e6, 0.0, &c).unwrap();
+        // 0.8 Mbit/s is a deep shortfall under 720p's 1.65 Mbit/s on the wire: at once.
+        let (ch, r) = s
+            .update(t0 + Duration::from_secs(1), 0.8e6, 0.0, &c)
+            .unwrap();
         assert_eq!((ch.spatial, r), (1, Reason::Down));
         // The estimate recovers at once, but 720p waits for the hold.
         assert_eq!(s.update(t0 + Duration::from_secs(2), 4e6, 0.0, &c), None);
@@ -273,6 +304,60 @@ mod tests {
                 Reason::Up
             )
         );
+    }
+
+    fn at(spatial: u8, temporal: u8) -> Choice {
+        Choice { spatial, temporal }
+    }
+
+    #[test]
+    fn a_short_shallow_dip_keeps_the_layers() {
+        // The clean-path wander of str0m's estimate: 1.65 Mbit/s of 720p on the wire, the
+        // estimate dips to 1.4 Mbit/s for a second and comes back.
+        let t0 = Instant::now();
+        let c = cands();
+        let mut s = Selector::new(SelectConfig::default());
+        s.update(t0, 2.9e6, 0.0, &c);
+        assert_eq!(s.current(), Some(at(2, 2)));
+        for ms in [0, 300, 600, 1000] {
+            let now = t0 + Duration::from_secs(1) + Duration::from_millis(ms);
+            assert_eq!(s.update(now, 1.4e6, 0.0, &c), None, "dip at +{ms} ms");
+        }
+        assert_eq!(
+            s.update(t0 + Duration::from_millis(2100), 2.9e6, 0.0, &c),
+            None
+        );
+        // A second dip starts its own hold.
+        assert_eq!(
+            s.update(t0 + Duration::from_millis(2200), 1.4e6, 0.0, &c),
+            None
+        );
+        assert_eq!(
+            s.update(t0 + Duration::from_millis(3000), 1.4e6, 0.0, &c),
+            None
+        );
+        assert_eq!(s.current(), Some(at(2, 2)));
+    }
+
+    #[test]
+    fn a_lasting_shortfall_or_loss_moves_down() {
+        let t0 = Instant::now();
+        let c = cands();
+        let mut s = Selector::new(SelectConfig::default());
+        s.update(t0, 2.9e6, 0.0, &c);
+        assert_eq!(s.update(t0 + Duration::from_secs(1), 1.4e6, 0.0, &c), None);
+        let hold = SelectConfig::default().down_hold;
+        let (ch, r) = s
+            .update(t0 + Duration::from_secs(1) + hold, 1.4e6, 0.0, &c)
+            .unwrap();
+        assert_eq!((ch, r), (at(2, 1), Reason::Down));
+        // The same shallow shortfall with loss reported: the path is full, down at once.
+        let mut s = Selector::new(SelectConfig::default());
+        s.update(t0, 2.9e6, 0.0, &c);
+        let (ch, r) = s
+            .update(t0 + Duration::from_secs(1), 1.4e6, 0.03, &c)
+            .unwrap();
+        assert_eq!((ch, r), (at(2, 1), Reason::Down));
     }
 
     #[test]
