@@ -251,12 +251,15 @@ export class PimEdgeBed {
     if (router) {
       const text = await router.vtysh('show ip igmp sources');
       fs.writeFileSync(path.join(this.o.outDir, `igmp-sources-${at}.txt`), text);
-      for (const l of text.split('\n')) {
-        const f = l.trim().split(/\s+/);
-        // Interface Address Group Source Timer Fwd Uptime
-        if (f[0] !== link.ifName || !f[2]?.startsWith(prefix)) continue;
-        if (f[3] === sender) routerSG++;
-        else if (f[3] === '*') routerAny++;
+      // Columns by the header (FRR 8.4: Interface Group Source Timer Fwd Uptime; some
+      // versions add Address after Interface).
+      const lines = text.split('\n').map((l) => l.trim().split(/\s+/));
+      const head = lines.find((f) => f[0] === 'Interface') ?? [];
+      const [gi, si] = [head.indexOf('Group'), head.indexOf('Source')];
+      for (const f of lines) {
+        if (gi < 0 || si < 0 || f[0] !== link.ifName || !f[gi]?.startsWith(prefix)) continue;
+        if (f[si] === sender) routerSG++;
+        else if (f[si] === '*') routerAny++;
       }
     }
     return { edge: name, router: at, groups, ssmGroups, users: groups.map((g) => m.users.get(g)!), routerSG, routerAny };
