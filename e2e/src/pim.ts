@@ -4,7 +4,8 @@
 //   - ERA and PLM reaching, holding and shedding their level two routers away from the sender,
 //     with the leave latency the routers give (the settle-and-shed shape of
 //     player/tests/netns_control.rs);
-//   - the sender's output rate with 1, 4 and 16 viewers spread over three routers.
+//   - the sender's output rate with 1, 4 and 16 viewers spread over three routers;
+//   - WebRTC edges behind three routers serving browsers (src/pim-edges.ts).
 // Each records its acceptance row (scripts/acceptance.mjs, issue 25).
 import fs from 'node:fs';
 import path from 'node:path';
@@ -15,6 +16,7 @@ import { FRR_CONF, withFrrDefaults } from './frr.js';
 import { measureLeaveLatency, type LeaveResult } from './leave.js';
 import { recordAcceptance } from './acceptance.js';
 import { sleep } from './sh.js';
+import { pimEdges } from './pim-edges.js';
 
 export const PIM_COMMAND = 'npm run cli -w e2e -- pim';
 /** plm.md E0: join → first packet ≤ 50 ms, judged on the median of the cycles (each cycle's
@@ -124,10 +126,11 @@ export interface SettleResult {
  *  with 12 % to spare (netns_control.rs keeps 15 % the same way). */
 const SETTLE_LADDER = Array(8).fill(220);
 
-/** ERA or PLM two PIM routers away from the sender (SSM), behind a 1 Mbit/s emulated access
- *  link that drops to 500 kbit/s after 14 s: the level reached and held, the reaction to the
- *  step, and how long the routers kept the shed layers on the link. */
-export async function pimSettle(controller: 'era' | 'plm', o: { outDir: string; frrDefaults?: boolean; keepAwake?: boolean; record?: boolean; log?: (m: string) => void }): Promise<SettleResult> {
+/** ERA, PLM or LCC (the product default, docs/protocols/lcc.md) two PIM routers away from the
+ *  sender (SSM), behind a 1 Mbit/s emulated access link that drops to 500 kbit/s after 14 s:
+ *  the level reached and held, the reaction to the step, and how long the routers kept the
+ *  shed layers on the link. */
+export async function pimSettle(controller: 'era' | 'plm' | 'lcc', o: { outDir: string; frrDefaults?: boolean; keepAwake?: boolean; record?: boolean; log?: (m: string) => void }): Promise<SettleResult> {
   const log = o.log ?? (() => {});
   const dir = path.join(o.outDir, `settle-${controller}${o.frrDefaults ? '-frr-defaults' : ''}`);
   const bed = await Bed.start({
@@ -292,19 +295,20 @@ export async function pimSenderRate(o: { outDir: string; counts?: number[]; wind
   return rows;
 }
 
-export const PIM_USAGE = `  layercast-e2e pim [--only latency,settle,rate] [--cycles N] [--frr-defaults] [--out DIR]
-                    [--no-keep-awake]
+export const PIM_USAGE = `  layercast-e2e pim [--only latency,settle,rate,edges] [--cycles N] [--frr-defaults]
+                    [--out DIR] [--no-keep-awake]
                                         Layercast through FRR PIM routers: join/leave latency
-                                        through 1 and 2 routers (and the mrouter's), ERA and PLM
-                                        settle-and-shed 2 routers away, the sender's rate with
-                                        1/4/16 viewers; --frr-defaults also runs settle with
-                                        FRR's default IGMP timers (informative)`;
+                                        through 1 and 2 routers (and the mrouter's), ERA, PLM
+                                        and LCC settle-and-shed 2 routers away, the sender's
+                                        rate with 1/4/16 viewers, WebRTC edges on 3 routers
+                                        serving Chromium (1 then 3 edges); --frr-defaults also
+                                        runs settle with FRR's default IGMP timers (informative)`;
 
 /** `layercast-e2e pim`: every PIM measurement (or `only` some), under keep-awake spinners. */
 export async function pimCommand(o: { outDir: string; only?: string[]; cycles?: number; frrDefaults?: boolean; keepAwake?: boolean }): Promise<number> {
   const log = (m: string) => console.log(`[pim] ${m}`);
   const want = (x: string) => !o.only || o.only.includes(x);
-  for (const x of o.only ?? []) if (!['latency', 'settle', 'rate'].includes(x)) throw new Error(`--only takes latency, settle, rate; not ${x}`);
+  for (const x of o.only ?? []) if (!['latency', 'settle', 'rate', 'edges'].includes(x)) throw new Error(`--only takes latency, settle, rate, edges; not ${x}`);
   fs.mkdirSync(o.outDir, { recursive: true });
   const spinner = o.keepAwake !== false ? spawn(requireBinary('layercast-linkemu'), ['keep-awake'], { stdio: 'ignore' }) : null;
   let fails = 0;
@@ -313,7 +317,7 @@ export async function pimCommand(o: { outDir: string; only?: string[]; cycles?: 
       fails += (await pimLatency({ outDir: o.outDir, cycles: o.cycles, log })).fails;
     }
     if (want('settle')) {
-      for (const c of ['era', 'plm'] as const) {
+      for (const c of ['era', 'plm', 'lcc'] as const) {
         if (!(await pimSettle(c, { outDir: o.outDir, log })).pass) fails++;
         if (o.frrDefaults) await pimSettle(c, { outDir: o.outDir, frrDefaults: true, log });
       }
@@ -322,6 +326,9 @@ export async function pimCommand(o: { outDir: string; only?: string[]; cycles?: 
       const rows = await pimSenderRate({ outDir: o.outDir, log });
       const rates = rows.map((r) => r.senderKbps);
       if (!rows.every((r) => r.allAtTop) || Math.max(...rates) / Math.min(...rates) - 1 > 0.02) fails++;
+    }
+    if (want('edges')) {
+      fails += (await pimEdges({ outDir: o.outDir, keepAwake: false, log })).fails;
     }
   } finally {
     spinner?.kill('SIGTERM');

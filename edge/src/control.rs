@@ -17,6 +17,8 @@ use tokio::sync::{broadcast, mpsc};
 struct Sub {
     info: SessionInfo,
     endpoints: Vec<(Ipv4Addr, u16)>,
+    /// The SSM source of the session's description (source-specific joins), if any.
+    ssm: Option<Ipv4Addr>,
     idle_since: Option<Instant>,
 }
 
@@ -65,21 +67,30 @@ impl Control {
         }
         let info = self.0.server.announcement(name).await?;
         edge::layout::VideoLayout::from_session(name, &info)?;
-        if self.0.server.encrypted(name).await? {
+        let desc = self.0.server.description(name).await?;
+        if desc.encrypted {
             return Err(Error::Server(format!(
                 "session {name:?} is encrypted; the edge's temporary receive path does not decrypt"
             )));
         }
-        let sockets = upstream::open(&info, self.0.conf.interface)?;
+        let sockets = upstream::open(&info, self.0.conf.interface, desc.ssm_source)?;
         self.0
             .media
             .set_session(name, info.clone(), sockets)
             .await?;
-        tracing::info!("subscribed to session {name}: {}", info.describe());
+        tracing::info!(
+            "subscribed to session {name} ({}): {}",
+            match desc.ssm_source {
+                Some(s) => format!("source-specific joins to {s}"),
+                None => "any-source joins".into(),
+            },
+            info.describe()
+        );
         subs.insert(
             name.to_string(),
             Sub {
                 endpoints: upstream::endpoints(&info),
+                ssm: desc.ssm_source,
                 info,
                 idle_since: None,
             },
@@ -193,7 +204,7 @@ impl Control {
             }
             // New sockets (and so a new SSRC map) for the new description.
             let endpoints = upstream::endpoints(&info);
-            let sockets = match upstream::open(&info, self.0.conf.interface) {
+            let sockets = match upstream::open(&info, self.0.conf.interface, sub.ssm) {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::warn!("session {name}: {e}");

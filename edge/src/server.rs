@@ -4,7 +4,17 @@
 use crate::cli::Config;
 use crate::error::{Error, Result};
 use proto::SessionInfo;
+use std::net::Ipv4Addr;
 use std::time::Duration;
+
+/// The parts of a session's description the edge's upstream needs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Description {
+    pub encrypted: bool,
+    /// Join every group source-specifically to this sender (IGMPv3 INCLUDE {S}): in an SSM
+    /// range a router ignores any-source joins.
+    pub ssm_source: Option<Ipv4Addr>,
+}
 
 pub struct Server {
     base: String,
@@ -63,22 +73,35 @@ impl Server {
             .map_err(|e| Error::Server(format!("announcement of {id}: {e}")))
     }
 
-    /// Whether the session is encrypted (its description on `/api/sessions/{id}`).
-    pub async fn encrypted(&self, id: &str) -> Result<bool> {
+    /// What the session's description (`/api/sessions/{id}`) says beyond the announcement:
+    /// whether its media is encrypted, and the SSM source receivers join (S,G) to. A
+    /// description the edge cannot read counts as unencrypted and any-source, as before.
+    pub async fn description(&self, id: &str) -> Result<Description> {
         let r = self
             .req(reqwest::Method::GET, &format!("/api/sessions/{id}"))
             .send()
             .await
             .map_err(|e| Error::Server(e.to_string()))?;
         if !r.status().is_success() {
-            return Ok(false);
+            return Ok(Description::default());
         }
         let body = r.bytes().await.map_err(|e| Error::Server(e.to_string()))?;
         let v: serde_json::Value =
             serde_json::from_slice(&body).map_err(|e| Error::Server(e.to_string()))?;
-        Ok(v.get("encrypted")
-            .and_then(|e| e.as_bool())
-            .unwrap_or(false))
+        let ssm_source = match v.get("ssm_source").and_then(|s| s.as_str()) {
+            Some(s) => Some(
+                s.parse()
+                    .map_err(|e| Error::Server(format!("session {id}: ssm_source {s:?}: {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(Description {
+            encrypted: v
+                .get("encrypted")
+                .and_then(|e| e.as_bool())
+                .unwrap_or(false),
+            ssm_source,
+        })
     }
 
     /// Asks the sender for a key picture (`POST /api/sessions/{id}/keyframe`).

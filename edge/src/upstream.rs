@@ -40,8 +40,14 @@ pub fn ssrc_map(info: &SessionInfo) -> Arc<HashMap<u32, (u8, u8)>> {
     Arc::new(m)
 }
 
-/// Opens and joins one socket per endpoint.
-pub fn open(info: &SessionInfo, interface: Ipv4Addr) -> Result<Vec<std::net::UdpSocket>> {
+/// Opens and joins one socket per endpoint: source-specifically to `ssm` when the session's
+/// description names a source (an SSM range, where routers build only (S,G) state), else
+/// any-source.
+pub fn open(
+    info: &SessionInfo,
+    interface: Ipv4Addr,
+    ssm: Option<Ipv4Addr>,
+) -> Result<Vec<std::net::UdpSocket>> {
     endpoints(info)
         .into_iter()
         .map(|(g, p)| {
@@ -53,8 +59,10 @@ pub fn open(info: &SessionInfo, interface: Ipv4Addr) -> Result<Vec<std::net::Udp
             // Bound to the group: only that group's datagrams reach this socket.
             s.bind(&SocketAddr::V4(SocketAddrV4::new(g, p)).into())
                 .map_err(io)?;
-            if g.is_multicast() {
-                s.join_multicast_v4(&g, &interface).map_err(io)?;
+            match (g.is_multicast(), ssm) {
+                (true, Some(src)) => s.join_ssm_v4(&src, &g, &interface).map_err(io)?,
+                (true, None) => s.join_multicast_v4(&g, &interface).map_err(io)?,
+                (false, _) => {}
             }
             s.set_nonblocking(true).map_err(io)?;
             Ok(s.into())
@@ -85,5 +93,77 @@ pub(crate) async fn receive(
             continue;
         };
         deliver(&tx, &counters, &session, track, stream, b.to_vec(), at);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::LayerInfo;
+    use std::time::Duration;
+
+    fn info(groups: &[(Ipv4Addr, u16)]) -> SessionInfo {
+        SessionInfo {
+            session_id: 1,
+            announce_seq: 0,
+            sender: Ipv4Addr::new(127, 0, 0, 1),
+            layers: groups
+                .iter()
+                .map(|&(group, port)| LayerInfo {
+                    rate_bps: 100_000,
+                    group,
+                    port,
+                })
+                .collect(),
+            packet_size: 1000,
+            bunch_len: 2,
+            adapt_interval: Duration::from_secs(1),
+            announce_interval: Duration::from_secs(1),
+            tracks: vec![],
+        }
+    }
+
+    /// The kernel's source filters (/proc/net/mcfilter) for `group`: (source, include, exclude).
+    fn filters(group: Ipv4Addr) -> Vec<(Ipv4Addr, u32, u32)> {
+        let t = std::fs::read_to_string("/proc/net/mcfilter").unwrap();
+        t.lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let hex = |s: &str| u32::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+                (f.len() >= 6 && hex(f[2])? == u32::from(group)).then(|| {
+                    Some((
+                        Ipv4Addr::from(hex(f[3])?),
+                        f[4].parse().ok()?,
+                        f[5].parse().ok()?,
+                    ))
+                })?
+            })
+            .collect()
+    }
+
+    /// With a source, each group is joined as INCLUDE {source} (an SSM join a router in the
+    /// SSM range acts on); without, any-source, with no source filter at all.
+    #[test]
+    fn joins_source_specific_when_the_description_names_a_source() {
+        let lo = Ipv4Addr::LOCALHOST;
+        let src = Ipv4Addr::new(10, 201, 0, 2);
+        let ssm = [
+            (Ipv4Addr::new(232, 254, 77, 1), 47101),
+            (Ipv4Addr::new(232, 254, 77, 2), 47102),
+        ];
+        let socks = open(&info(&ssm), lo, Some(src)).unwrap();
+        assert_eq!(socks.len(), 2);
+        for (g, _) in ssm {
+            assert_eq!(filters(g), vec![(src, 1, 0)], "group {g}");
+        }
+        let asm = [(Ipv4Addr::new(239, 254, 77, 1), 47103)];
+        let asm_socks = open(&info(&asm), lo, None).unwrap();
+        assert_eq!(asm_socks.len(), 1);
+        assert!(filters(asm[0].0).is_empty());
+        drop(socks);
+        for (g, _) in ssm {
+            assert!(filters(g).is_empty(), "group {g} left on close");
+        }
     }
 }
