@@ -120,6 +120,7 @@ mod tests {
             adapt_interval: Duration::from_secs(1),
             announce_interval: Duration::from_secs(1),
             tracks: vec![],
+            feedback_port: None,
         }
     }
 
