@@ -27,6 +27,8 @@ use codec::vp9rtp::{LayerStreams, StreamConfig};
 use codec::vpx::{Decoder, EncodedPicture, SvcConfig, SvcEncoder};
 
 const SCALES: [f64; 4] = [0.6, 0.8, 1.0, 1.3];
+/// Key picture period of both streams, seconds (the server's `video.keyframe_interval_s`).
+const KEY_SECONDS: u32 = 2;
 const COMMAND: &str =
     "cargo run --release -p layercast-codec --example rd_bench (make bench-ladder)";
 
@@ -198,7 +200,19 @@ fn main() {
     let n = clip.len() * loops;
     let frame = |i: usize| clip[i % clip.len()];
     let secs = n as f64 / 30.0;
-    let base = SvcConfig::l3t3_720p();
+    // What the server sends (server/src/video.rs `svc_config`, docs/server.md): a key picture
+    // every 2 s and no periodic spatial re-sync. Both streams key every 2 s of their own frame
+    // rate, same speed, error resilience, aq-mode and rate-control buffer (docs/codec.md
+    // "Rate-quality against one plain stream", "Fairness").
+    let mut base = SvcConfig::l3t3_720p();
+    base.keyframe_interval = KEY_SECONDS * 30;
+    base.spatial_sync_interval = 0;
+    if let Ok(v) = std::env::var("LAYER_SPEEDS") {
+        base.layer_speeds = v
+            .split(',')
+            .map(|x| x.parse().expect("LAYER_SPEEDS"))
+            .collect();
+    }
     let sizes: Vec<(u32, u32)> = (0..3).map(|s| base.layer_size(s)).collect();
     let refs = |s: usize| {
         let (w, h) = sizes[s];
@@ -299,7 +313,11 @@ fn main() {
             conf.spatial_layers = 1;
             conf.temporal_layers = 1;
             conf.scales = vec![(1, 1)];
+            // The speed the layered encode spends on pictures of this size.
+            conf.speed = base.layer_speed(pt.spatial);
+            conf.layer_speeds = Vec::new();
             conf.fps_num = 30 / pt.step as u32;
+            conf.keyframe_interval = KEY_SECONDS * conf.fps_num;
             conf.cell_kbps = vec![vec![kbps.round().max(1.0) as u32]];
             // libvpx's SVC frame dropping misjudges a single-layer stream (it dropped most
             // frames at every rate); one plain stream needs none at its own rate.
@@ -366,8 +384,9 @@ fn main() {
     testkit::record(
         "issue19/encode-fec-speed",
         &format!(
-            "{fps:.1} fps = {:.2}x real time: encode 720p30 L3T3 (cpu-used 9, one thread) + RTP + FEC, BBB, thread CPU time",
-            fps / 30.0
+            "{fps:.1} fps = {:.2}x real time: encode 720p30 L3T3 (cpu-used {:?}, one thread) + RTP + FEC, BBB, thread CPU time",
+            fps / 30.0,
+            (0..3).map(|s| base.layer_speed(s)).collect::<Vec<_>>()
         ),
         Some(fps >= 36.0),
         COMMAND,

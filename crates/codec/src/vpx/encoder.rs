@@ -28,6 +28,10 @@ pub struct SvcConfig {
     /// libvpx `cpu-used` (realtime speed, 5..=9 sensible). Default 9: about 64 fps for 720p
     /// L3T3 on one thread here, against about 48 at speed 8 (docs/codec.md).
     pub speed: i32,
+    /// `cpu-used` per spatial layer, lowest first (libvpx `speed_per_layer`); empty = `speed`
+    /// for every layer. The lower layers have a sixteenth and a quarter of the top layer's
+    /// pixels, so a slower (better) setting there costs little encode time.
+    pub layer_speeds: Vec<i32>,
     /// Distance between periodic key pictures, in frames (placed on the next TL0 picture);
     /// 0 disables them. Default 300 (10 s at 30 fps).
     pub keyframe_interval: u32,
@@ -97,6 +101,7 @@ impl SvcConfig {
                 .map(|r| r.to_vec())
                 .collect(),
             speed: 9,
+            layer_speeds: Vec::new(),
             keyframe_interval: 300,
             spatial_sync_interval: 28,
             threads: 1,
@@ -110,6 +115,11 @@ impl SvcConfig {
             drop_mode: DropMode::Layer,
             max_consec_drop: 4,
         }
+    }
+
+    /// `cpu-used` of spatial layer `s`.
+    pub fn layer_speed(&self, s: usize) -> i32 {
+        self.layer_speeds.get(s).copied().unwrap_or(self.speed)
     }
 
     /// Scale factors actually used per spatial layer.
@@ -156,6 +166,9 @@ impl SvcConfig {
             return bad("scale factors must be in (0, 1]");
         }
         self.check_rates(&self.cell_kbps)?;
+        if !self.layer_speeds.is_empty() && self.layer_speeds.len() != self.spatial_layers {
+            return bad("one speed per spatial layer (or none)");
+        }
         if self.min_q > self.max_q || self.max_q > 63 {
             return bad("need min_q <= max_q <= 63");
         }
@@ -378,7 +391,7 @@ impl SvcEncoder {
         for s in 0..ns {
             p.scaling_factor_num[s] = scales[s].0 as c_int;
             p.scaling_factor_den[s] = scales[s].1 as c_int;
-            p.speed_per_layer[s] = self.conf.speed;
+            p.speed_per_layer[s] = self.conf.layer_speed(s);
             p.loopfilter_ctrl[s] = 0;
         }
         // Per (spatial x temporal) layer: leaving any at zero codes that layer near-lossless.
