@@ -11,7 +11,8 @@
 //! * Plain: libvpx VP9 realtime without SVC, at the point's size (the clip scaled by ffmpeg's
 //!   Lanczos filter, close to libvpx's own down-scaler the layered encode uses) and frame
 //!   rate, at four rates from 0.3x the layered prefix's lowest to its highest (so that the
-//!   plain curve covers the layered stream's quality range), same speed and rate control.
+//!   plain curve covers the layered stream's quality range), the speed the layered encode
+//!   spends on that size, the same key period (2 s), error resilience and rate control.
 //! * Bjøntegaard delta rate (cubic fit of log rate over quality, over the overlapping range)
 //!   of layered against plain, per point, on PSNR and on SSIM: how much more rate the layered
 //!   stream needs for the same quality. Target: at most 30 % at every point.
@@ -207,11 +208,11 @@ fn main() {
     let mut base = SvcConfig::l3t3_720p();
     base.keyframe_interval = KEY_SECONDS * 30;
     base.spatial_sync_interval = 0;
-    if let Ok(v) = std::env::var("LAYER_SPEEDS") {
-        base.layer_speeds = v
-            .split(',')
-            .map(|x| x.parse().expect("LAYER_SPEEDS"))
-            .collect();
+    if let Some(v) = std::env::var("LOWER_SPEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        base.lower_speed = v;
     }
     let sizes: Vec<(u32, u32)> = (0..3).map(|s| base.layer_size(s)).collect();
     let refs = |s: usize| {
@@ -315,7 +316,6 @@ fn main() {
             conf.scales = vec![(1, 1)];
             // The speed the layered encode spends on pictures of this size.
             conf.speed = base.layer_speed(pt.spatial);
-            conf.layer_speeds = Vec::new();
             conf.fps_num = 30 / pt.step as u32;
             conf.keyframe_interval = KEY_SECONDS * conf.fps_num;
             conf.cell_kbps = vec![vec![kbps.round().max(1.0) as u32]];
