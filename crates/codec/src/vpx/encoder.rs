@@ -1,5 +1,6 @@
 #![allow(clippy::needless_range_loop)] // index loops mirror libvpx's fixed C arrays
 //! `SvcEncoder`: libvpx VP9 spatial/temporal SVC, one superframe per picture.
+//! (Just over 800 lines: one libvpx context, its configuration and its output mapping.)
 
 use super::{sys, vpx_error};
 use crate::error::{Error, Result};
@@ -25,14 +26,12 @@ pub struct SvcConfig {
     pub scales: Vec<(u32, u32)>,
     /// `cell_kbps[s][t]`: the increment of cell (s, t), kbit/s.
     pub cell_kbps: Vec<Vec<u32>>,
-    /// libvpx `cpu-used` (realtime speed, 5..=9 sensible). Default 9: about 64 fps for 720p
-    /// L3T3 on one thread here, against about 48 at speed 8 (docs/codec.md).
+    /// libvpx `cpu-used` of the top spatial layer (and of a one-layer encode); 5..=9 sensible.
+    /// Default 9: about 64 fps for 720p L3T3 on one thread here, 48 at 8 (docs/codec.md).
     pub speed: i32,
     /// `cpu-used` of every spatial layer below the top one (libvpx `speed_per_layer`). Default
-    /// 8: they hold a sixteenth and a quarter of the top layer's pixels, so the slower setting
-    /// costs little encode time, and it buys 0.5-0.8 dB at 180p and 360p on the clip, where
-    /// the same step gains a plain stream of that size less (docs/codec.md "Rate-quality
-    /// against one plain stream").
+    /// 8: a sixteenth and a quarter of the top's pixels, so little encode time, for 0.5-0.8 dB
+    /// at 180p and 360p (docs/codec.md "Rate-quality against one plain stream").
     pub lower_speed: i32,
     /// Distance between periodic key pictures, in frames (placed on the next TL0 picture);
     /// 0 disables them. Default 300 (10 s at 30 fps).
@@ -808,20 +807,3 @@ fn fill_rates(cfg: &mut sys::vpx_codec_enc_cfg_t, cells: &[Vec<u32>], ns: usize,
     cfg.rc_target_bitrate = total;
 }
 
-#[cfg(test)]
-mod tests {
-    use super::SvcConfig;
-
-    #[test]
-    fn lower_layers_take_lower_speed_and_the_top_or_only_layer_takes_speed() {
-        let mut c = SvcConfig::l3t3_720p();
-        c.speed = 9;
-        c.lower_speed = 7;
-        assert_eq!(
-            (0..3).map(|s| c.layer_speed(s)).collect::<Vec<_>>(),
-            [7, 7, 9]
-        );
-        c.spatial_layers = 1;
-        assert_eq!(c.layer_speed(0), 9);
-    }
-}
