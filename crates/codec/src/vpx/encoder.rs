@@ -806,4 +806,3 @@ fn fill_rates(cfg: &mut sys::vpx_codec_enc_cfg_t, cells: &[Vec<u32>], ns: usize,
     }
     cfg.rc_target_bitrate = total;
 }
-
