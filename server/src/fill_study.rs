@@ -91,6 +91,13 @@ fn encode(v: &ResolvedVideo, packet_size: u16, secs: f64) -> Option<(Vec<Pic>, V
         conf.drop_thresh = x[3];
         conf.max_intra_pct = x[4];
     }
+    // S_LOWER_SPEED: cpu-used of the spatial layers below the top.
+    if let Some(s) = std::env::var("S_LOWER_SPEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        conf.lower_speed = s;
+    }
     let mut streams =
         crate::video::layer_streams(&conf, 0, packet_size, crate::video::VIDEO_EXT_RESERVE)
             .unwrap();
@@ -435,9 +442,16 @@ fn fill_study() {
     );
     let (lost, rec): (u64, u64) = (o.lost.iter().sum(), o.recovered.iter().sum());
     println!("2 % random loss on every layer: {lost} media packets lost, {rec} recovered by FEC");
-    let custom = ["S_VIDEO", "S_PKT", "S_CELLS", "S_RC", "S_SPAN"]
-        .iter()
-        .any(|e| std::env::var(e).is_ok());
+    let custom = [
+        "S_VIDEO",
+        "S_PKT",
+        "S_CELLS",
+        "S_RC",
+        "S_SPAN",
+        "S_LOWER_SPEED",
+    ]
+    .iter()
+    .any(|e| std::env::var(e).is_ok());
     if !custom {
         let cfg = format!(
             "BBB 720p30 looped {secs} s, server defaults ({} B packets, headroom {}/{}), pacer replayed in virtual time",

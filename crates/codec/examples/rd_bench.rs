@@ -11,7 +11,8 @@
 //! * Plain: libvpx VP9 realtime without SVC, at the point's size (the clip scaled by ffmpeg's
 //!   Lanczos filter, close to libvpx's own down-scaler the layered encode uses) and frame
 //!   rate, at four rates from 0.3x the layered prefix's lowest to its highest (so that the
-//!   plain curve covers the layered stream's quality range), same speed and rate control.
+//!   plain curve covers the layered stream's quality range), the speed the layered encode
+//!   spends on that size, the same key period (2 s), error resilience and rate control.
 //! * Bjøntegaard delta rate (cubic fit of log rate over quality, over the overlapping range)
 //!   of layered against plain, per point, on PSNR and on SSIM: how much more rate the layered
 //!   stream needs for the same quality. Target: at most 30 % at every point.
@@ -27,6 +28,8 @@ use codec::vp9rtp::{LayerStreams, StreamConfig};
 use codec::vpx::{Decoder, EncodedPicture, SvcConfig, SvcEncoder};
 
 const SCALES: [f64; 4] = [0.6, 0.8, 1.0, 1.3];
+/// Key picture period of both streams, seconds (the server's `video.keyframe_interval_s`).
+const KEY_SECONDS: u32 = 2;
 const COMMAND: &str =
     "cargo run --release -p layercast-codec --example rd_bench (make bench-ladder)";
 
@@ -198,7 +201,19 @@ fn main() {
     let n = clip.len() * loops;
     let frame = |i: usize| clip[i % clip.len()];
     let secs = n as f64 / 30.0;
-    let base = SvcConfig::l3t3_720p();
+    // What the server sends (server/src/video.rs `svc_config`, docs/server.md): a key picture
+    // every 2 s and no periodic spatial re-sync. Both streams key every 2 s of their own frame
+    // rate, same speed, error resilience, aq-mode and rate-control buffer (docs/codec.md
+    // "Rate-quality against one plain stream", "Fairness").
+    let mut base = SvcConfig::l3t3_720p();
+    base.keyframe_interval = KEY_SECONDS * 30;
+    base.spatial_sync_interval = 0;
+    if let Some(v) = std::env::var("LOWER_SPEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        base.lower_speed = v;
+    }
     let sizes: Vec<(u32, u32)> = (0..3).map(|s| base.layer_size(s)).collect();
     let refs = |s: usize| {
         let (w, h) = sizes[s];
@@ -299,7 +314,10 @@ fn main() {
             conf.spatial_layers = 1;
             conf.temporal_layers = 1;
             conf.scales = vec![(1, 1)];
+            // The speed the layered encode spends on pictures of this size.
+            conf.speed = base.layer_speed(pt.spatial);
             conf.fps_num = 30 / pt.step as u32;
+            conf.keyframe_interval = KEY_SECONDS * conf.fps_num;
             conf.cell_kbps = vec![vec![kbps.round().max(1.0) as u32]];
             // libvpx's SVC frame dropping misjudges a single-layer stream (it dropped most
             // frames at every rate); one plain stream needs none at its own rate.
@@ -366,8 +384,9 @@ fn main() {
     testkit::record(
         "issue19/encode-fec-speed",
         &format!(
-            "{fps:.1} fps = {:.2}x real time: encode 720p30 L3T3 (cpu-used 9, one thread) + RTP + FEC, BBB, thread CPU time",
-            fps / 30.0
+            "{fps:.1} fps = {:.2}x real time: encode 720p30 L3T3 (cpu-used {:?}, one thread) + RTP + FEC, BBB, thread CPU time",
+            fps / 30.0,
+            (0..3).map(|s| base.layer_speed(s)).collect::<Vec<_>>()
         ),
         Some(fps >= 36.0),
         COMMAND,
