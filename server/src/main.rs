@@ -123,6 +123,7 @@ fn raise_nofile() {
 fn run(mut cfg: config::ServerConfig) -> Result<(), error::Error> {
     install_signals();
     raise_nofile();
+    let state_lock = provision::lock_state(&cfg)?;
     let first = provision::provision(&mut cfg)?;
     let http_addr = cfg.http_addr;
     let initial = cfg.sessions.clone();
@@ -152,6 +153,7 @@ fn run(mut cfg: config::ServerConfig) -> Result<(), error::Error> {
             None
         }
     };
+    drop(state_lock);
     eprint!("{}", provision::report(&first, &cfg, pin.as_deref()));
     let limits = api::serve::Limits {
         max_connections: cfg.http_max_connections.max(1),

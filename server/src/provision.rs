@@ -76,6 +76,38 @@ pub fn provision(cfg: &mut ServerConfig) -> Result<FirstStart> {
     Ok(out)
 }
 
+/// The state directory's lock, held while a start reads or writes its secrets: two servers
+/// started at once on one directory (a supervisor's restart racing a manual start, parallel
+/// tests) then make one set of files and both read it, instead of one of them failing on a
+/// file the other has just linked, or pairing a certificate with the other's key.
+pub struct StateLock(#[allow(dead_code)] Option<std::fs::File>);
+
+/// Takes the lock of [`StateLock`] (blocking); nothing with `--dev`, which uses no state directory.
+pub fn lock_state(cfg: &ServerConfig) -> Result<StateLock> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    if cfg.dev {
+        return Ok(StateLock(None));
+    }
+    make_private_dir(&cfg.state_dir)?;
+    let path = cfg.state_dir.join(".lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    // SAFETY: flock on a descriptor this function owns; released when the file is closed.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(Error::io(
+            format!("locking {}", path.display()),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(StateLock(Some(f)))
+}
+
 /// 32 random bytes as 64 hex digits.
 fn random_token() -> Result<String> {
     let mut k = [0u8; 32];
@@ -197,6 +229,43 @@ mod tests {
             crate::config::Cli::Run(c) => *c,
             crate::config::Cli::Help(_) => unreachable!(),
         }
+    }
+
+    /// Several servers starting at once on one fresh state directory all start, with one set
+    /// of secrets: the same tokens, SAM key and certificate (make test once ran two first starts
+    /// in parallel, and one failed on the token key the other had just written).
+    #[test]
+    fn simultaneous_first_starts_share_one_set_of_secrets() {
+        let dir = std::env::temp_dir().join(format!("lc-{}-first-starts", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let state = dir.join("state");
+        let starts: Vec<_> = (0..6)
+            .map(|_| {
+                let mut c = cfg(&[], &state);
+                std::thread::spawn(move || {
+                    let lock = lock_state(&c)?;
+                    provision(&mut c)?;
+                    let (signer, _) = crate::auth::load_signer(&c)?;
+                    let tls = crate::tls::load(
+                        c.tls_cert.as_deref(),
+                        c.tls_key.as_deref(),
+                        c.http_addr.ip(),
+                    )?;
+                    drop(lock);
+                    Ok::<_, Error>((
+                        c.tokens.api.clone(),
+                        signer.published_key(),
+                        tls.fingerprint,
+                    ))
+                })
+            })
+            .collect();
+        let got: Vec<_> = starts
+            .into_iter()
+            .map(|t| t.join().unwrap().expect("every start succeeds"))
+            .collect();
+        assert!(got.iter().all(|g| *g == got[0]), "{got:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A server started with no configuration is closed and encrypted, from files it made at
