@@ -60,6 +60,8 @@ pub struct PacerStats {
     pub resyncs: AtomicU64,
     pub realtime: AtomicBool,
     pub per_layer_packets: Mutex<Vec<u64>>,
+    /// Media packets waiting per layer at the last flush (`Publisher::queued_packets`).
+    pub per_layer_queued: Mutex<Vec<u64>>,
     pub errors: Mutex<ErrorHistogram>,
     /// Packets the sealer refused (never expected; such a packet is not sent).
     pub seal_errors: AtomicU64,
@@ -407,6 +409,11 @@ fn flush(
         .padding_packets
         .store(st.padding_packets, Ordering::Relaxed);
     (done.packets, done.bytes, done.bunches) = (st.packets, st.bytes, st.bunches);
+    *stats
+        .per_layer_queued
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) =
+        p.queued_packets().into_iter().map(|n| n as u64).collect();
     let mut pl = stats
         .per_layer_packets
         .lock()

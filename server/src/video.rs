@@ -35,6 +35,10 @@ pub struct LayerQueues {
     pub dropped: AtomicU64,
     pub pictures: AtomicU64,
     pub encode_errors: AtomicU64,
+    /// Layer frames the encoder's rate control dropped (`SvcConfig::drop_thresh`): a
+    /// holder of that layer gets the picture without it, so a count that keeps rising is
+    /// a layer coded over its budget.
+    pub layer_frames_dropped: AtomicU64,
     /// Frames the QR stamper or the reference writer failed on.
     pub stamp_errors: AtomicU64,
     /// A client asked for a key picture over HTTP (`POST /api/sessions/ID/keyframe`); the
@@ -395,6 +399,9 @@ fn queue_picture(
     match streams.packets(pic) {
         Ok(per_layer) => {
             queues.pictures.fetch_add(1, Ordering::Relaxed);
+            queues
+                .layer_frames_dropped
+                .fetch_add(u64::from(pic.dropped_mask.count_ones()), Ordering::Relaxed);
             let p = Picture {
                 key: pic.key,
                 sync: pic.sync_mask != 0,
@@ -846,6 +853,7 @@ mod latency_study {
         let mut i = 0;
         let end = cap(pics.len()) + Duration::from_secs(3);
         let mut max_queue = Duration::ZERO;
+        let mut layer_max = vec![Duration::ZERO; n];
         loop {
             let (k, due) = next_bunch(&next, &last, |k| !q[k].is_empty(), &gap, credit).unwrap();
             if i < pics.len() && ready[i] <= due {
@@ -869,9 +877,16 @@ mod latency_study {
                     if q[k].front() != Some(&p) {
                         done[p][k] = Some(due);
                         max_queue = max_queue.max(due.saturating_since(cap(p)));
+                        layer_max[k] = layer_max[k].max(due.saturating_since(cap(p)));
                     }
                 }
             }
+        }
+        if std::env::var("S_DBG").is_ok() {
+            eprintln!(
+                "    max queue per layer (ms): {:?}",
+                layer_max.iter().map(|d| d.as_millis()).collect::<Vec<_>>()
+            );
         }
         // In-order delivery: picture i is usable when all its layers arrived and i-1 was.
         let mut lat = Vec::new();
@@ -979,7 +994,7 @@ mod latency_study {
                     others.iter().sum::<usize>() as f64 / others.len().max(1) as f64
                 );
             }
-            // policy = headroom:peak:credit_periods:cap_ms[:slot packets per frame]
+            // policy = headroom:peak:credit_periods:cap_ms[:slot packets per frame[:key_headroom[:key_cap_ms]]]
             for pol in policies.split(',') {
                 let f: Vec<f64> = pol.split(':').map(|s| s.parse().unwrap()).collect();
                 v.rate_headroom = f[0];
@@ -1006,6 +1021,11 @@ mod latency_study {
                         let mut c = Duration::from_secs_f64(f[2] / fps_t);
                         if f[3] > 0.0 {
                             c = c.min(Duration::from_secs_f64(f[3] / 1e3));
+                        }
+                        // `key_cap_ms`: the credit of the temporal-layer-0 layers (the key
+                        // pictures' layers), not capped at one frame period.
+                        if let (0, Some(&k)) = (t, f.get(6)) {
+                            c = Duration::from_secs_f64(k / 1e3);
                         }
                         credit.push(if f[1] <= 1.0 { Duration::ZERO } else { c });
                     }

@@ -93,6 +93,7 @@ pub struct SessionMedia<'a> {
     pub id: &'a str,
     pub pictures: Option<u64>,
     pub encode_errors: Option<u64>,
+    pub layer_frames_dropped: Option<u64>,
     pub source: Option<&'a source::SourceStats>,
     pub audio: Option<&'a audio::AudioQueue>,
 }
@@ -119,6 +120,13 @@ pub fn metrics(sessions: &[SessionMedia<'_>], m: &mut String) {
         sessions
             .iter()
             .filter_map(|s| Some((lab(s), s.encode_errors?)))
+            .collect(),
+    );
+    family(
+        "layercast_video_layer_frames_dropped_total",
+        sessions
+            .iter()
+            .filter_map(|s| Some((lab(s), s.layer_frames_dropped?)))
             .collect(),
     );
     family(

@@ -80,6 +80,16 @@ pub fn metrics(state: &State, table: &Table) -> String {
             }
         }
     }
+    m.push_str("# HELP layercast_sender_queued_packets Media packets waiting in a layer's send queue.\n# TYPE layercast_sender_queued_packets gauge\n");
+    for s in &sessions {
+        for (k, n) in lock(&s.stats.per_layer_queued).iter().enumerate() {
+            let _ = writeln!(
+                m,
+                "layercast_sender_queued_packets{{session=\"{}\",layer=\"{k}\"}} {n}",
+                s.cfg.id
+            );
+        }
+    }
     m.push_str("# HELP layercast_sender_bunch_error_seconds Bunch start time minus schedule.\n# TYPE layercast_sender_bunch_error_seconds summary\n");
     for s in &sessions {
         let h = lock(&s.stats.errors).clone();
@@ -165,6 +175,10 @@ pub fn metrics(state: &State, table: &Table) -> String {
                 .queues
                 .as_ref()
                 .map(|q| q.encode_errors.load(Ordering::Relaxed)),
+            layer_frames_dropped: s
+                .queues
+                .as_ref()
+                .map(|q| q.layer_frames_dropped.load(Ordering::Relaxed)),
             source: src.as_deref(),
             audio: s.audio.as_deref(),
         })
