@@ -1,5 +1,5 @@
 // How the testbed starts the project's own sender and receivers. Kept in one place so the
-// command lines can follow the media binaries as they evolve (server/src/config.rs and
+// command lines can follow the media binaries as they evolve (server/src/config/ and
 // player/src/main.rs are the reference).
 import { findBinary } from './bins.js';
 import type { LayeredFlow, ReceiverDef } from './scenario.js';

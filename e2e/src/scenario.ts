@@ -1,4 +1,4 @@
-// The scenario file (YAML), the same one the simulator runs (`research/sim/src/scenario.rs`,
+// The scenario file (YAML), the same one the simulator runs (`research/sim/src/scenario/`,
 // `docs/scenarios.md`): topology, flows, schedule and measurements with pass bands. This module
 // mirrors its types, defaults and checks so the testbed refuses what the simulator refuses.
 import fs from 'node:fs';
@@ -185,7 +185,7 @@ function only(obj: Record<string, unknown>, allowed: string[], where: string) {
   for (const k of Object.keys(obj)) if (!allowed.includes(k)) throw bad(where, `unknown field ${JSON.stringify(k)}`);
 }
 /** A flow's receivers; `count: N` replicates an entry as `name-1` … `name-N`, as the simulator
- *  does (scenario.rs `ReceiverDef::names`). `protocol` overrides are for layered flows only. */
+ *  does (scenario/flow.rs `ReceiverDef::names`). `protocol` overrides are for layered flows only. */
 function receiverDefs(recv: Record<string, unknown>[], w: string, withProtocol: boolean): ReceiverDef[] {
   return recv.flatMap((r, j) => {
     const at = `${w}.receivers[${j}]`;

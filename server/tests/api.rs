@@ -9,6 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use testkit::netns::{in_ns, Net};
 
+mod common;
+use common::{loopback_ns, root_or_skip, server_in};
+
 struct Server {
     ns: String,
     child: Option<Child>,
@@ -19,10 +22,7 @@ struct Server {
 impl Server {
     /// A namespace whose only interface is `lo`, with multicast routed to it.
     fn namespace(tag: &str) -> Server {
-        let mut net = Net::new();
-        let ns = net.ns(tag).unwrap();
-        net.ip(&ns, &["route", "add", "224.0.0.0/4", "dev", "lo"])
-            .unwrap();
+        let (net, ns) = loopback_ns(tag);
         Server {
             ns,
             child: None,
@@ -64,9 +64,7 @@ fn json_body(resp: &str) -> Value {
 
 #[test]
 fn api_sessions_telemetry_live_metrics_shutdown() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root for a network namespace");
+    if !root_or_skip() {
         return;
     }
     let pwn = format!("/tmp/lc-{}-f1-pwn", std::process::id());
@@ -74,8 +72,7 @@ fn api_sessions_telemetry_live_metrics_shutdown() {
     let mut srv = Server::namespace("api");
     let ns = srv.ns.clone();
     srv.child = Some(
-        Command::new("ip")
-            .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])
+        server_in(&ns)
             // Development mode: a private namespace on loopback (docs/security.md §9.8).
             .arg("--dev")
             .args(["--http-addr", "127.0.0.1:18090", "--interface", "127.0.0.1"])
@@ -329,8 +326,7 @@ fn gst_session(session: &str, want: u64, port: u16) {
     let mut srv = Server::namespace("gst");
     let ns = srv.ns.clone();
     srv.child = Some(
-        Command::new("ip")
-            .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])
+        server_in(&ns)
             // Development mode: a private namespace on loopback (docs/security.md §9.8).
             .arg("--dev")
             .arg("--http-addr")

@@ -16,11 +16,11 @@ use futures_util::StreamExt;
 use std::io::Write;
 use std::net::{Ipv4Addr, TcpStream, UdpSocket};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use testkit::netns::{in_ns, Net};
+use testkit::netns::in_ns;
 
 mod common;
 
@@ -54,8 +54,7 @@ fn start(ns: &str, args: &[&str]) -> Server {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let log = std::fs::File::create(dir.join("server.log")).unwrap();
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_layercast-server")])
+    let child = common::server_in(ns)
         .arg("--state-dir")
         .arg(dir.join("state"))
         .args(args)
@@ -67,14 +66,7 @@ fn start(ns: &str, args: &[&str]) -> Server {
 }
 
 fn wait_port(port: u16) {
-    let t0 = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "server did not come up"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_port(port, Duration::from_secs(20));
 }
 
 fn get(port: u16, path: &str, token: &str) -> (u16, String) {
@@ -133,15 +125,10 @@ fn quantile(v: &mut [f64], q: f64) -> f64 {
 #[test]
 #[ignore = "benchmark: make bench-control"]
 fn audience_udp_reports_and_dashboards() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root for a network namespace");
+    if !common::root_or_skip() {
         return;
     }
-    let mut net = Net::new();
-    let ns = net.ns("ctl").unwrap();
-    net.ip(&ns, &["route", "add", "224.0.0.0/4", "dev", "lo"])
-        .unwrap();
+    let (_net, ns) = common::loopback_ns("ctl");
     let srv = start(
         &ns,
         &[
@@ -366,15 +353,10 @@ fn audience_udp_reports_and_dashboards() {
 #[test]
 #[ignore = "benchmark: make bench-control"]
 fn https_thousand_clients_at_once() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root for a network namespace");
+    if !common::root_or_skip() {
         return;
     }
-    let mut net = Net::new();
-    let ns = net.ns("tls").unwrap();
-    net.ip(&ns, &["route", "add", "224.0.0.0/4", "dev", "lo"])
-        .unwrap();
+    let (_net, ns) = common::loopback_ns("tls");
     // The safe defaults: HTTPS with the self-signed certificate and tokens of the first start.
     let srv = start(
         &ns,

@@ -11,9 +11,12 @@ use proto::wire::request::{MediaRequest, RequestKind};
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddrV4, TcpStream, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use testkit::netns::{in_ns, Net};
+
+mod common;
+use common::{loopback_ns, root_or_skip, server_in};
 
 const HTTP: &str = "127.0.0.1:18091";
 
@@ -63,13 +66,9 @@ fn metric(text: &str, name: &str, id: &str) -> Option<u64> {
 /// `ids`: one datagram sent to its announced feedback port is counted by that session alone.
 /// Returns the feedback ports seen.
 fn check(tag: &str, sessions: &[&str], ids: &[&str]) -> Vec<u16> {
-    let mut net = Net::new();
-    let ns = net.ns(tag).unwrap();
-    net.ip(&ns, &["route", "add", "224.0.0.0/4", "dev", "lo"])
-        .unwrap();
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])
-        .args(["--http-addr", HTTP, "--interface", "127.0.0.1"])
+    let (net, ns) = loopback_ns(tag);
+    let mut cmd = server_in(&ns);
+    cmd.args(["--http-addr", HTTP, "--interface", "127.0.0.1"])
         // Ports, not access control, are under test: no state directory, plain HTTP.
         .arg("--dev");
     for s in sessions {
@@ -138,18 +137,9 @@ fn check(tag: &str, sessions: &[&str], ids: &[&str]) -> Vec<u16> {
     }
 }
 
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root for a network namespace");
-        return false;
-    }
-    true
-}
-
 #[test]
 fn sessions_without_ports_each_get_a_feedback_port() {
-    if !root() {
+    if !root_or_skip() {
         return;
     }
     let two = check(
@@ -176,7 +166,7 @@ fn sessions_without_ports_each_get_a_feedback_port() {
 
 #[test]
 fn a_colliding_configured_port_gets_an_announced_feedback_port() {
-    if !root() {
+    if !root_or_skip() {
         return;
     }
     // "b" is configured on "a"'s ports (allowed: other groups): its feedback socket cannot

@@ -4,9 +4,10 @@
 //!
 //! `cargo test -p layercast-server --release --test pacer_bench -- --ignored --nocapture`
 
-use std::process::Command;
 use std::time::{Duration, Instant};
-use testkit::netns::Net;
+
+mod common;
+use common::{loopback_ns, root_or_skip, server_in};
 
 fn cpu_ticks(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -20,21 +21,15 @@ fn cpu_ticks(pid: u32) -> u64 {
 #[test]
 #[ignore]
 fn sender_cpu_and_bunch_timing_at_10mbit() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root for a network namespace");
+    if !root_or_skip() {
         return;
     }
-    let mut net = Net::new();
-    let ns = net.ns("bench").unwrap();
-    net.ip(&ns, &["route", "add", "224.0.0.0/4", "dev", "lo"])
-        .unwrap();
+    let (_net, ns) = loopback_ns("bench");
     let secs = 10.0;
     // 10 layers x 1 Mbit/s, 512-byte packets in pairs: 2441 packets/s, 1221 bunches/s.
     let session =
         r#"{"name":"bench","layers":10,"layer_rate_bps":1000000,"packet_size":512,"bunch_len":2}"#;
-    let child = Command::new("ip")
-        .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])
+    let child = server_in(&ns)
         // Development mode: a private namespace on loopback (docs/security.md §9.8).
         .arg("--dev")
         .args([

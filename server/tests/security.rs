@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use testkit::netns::{in_ns, Net};
 
 mod common;
-use common::report;
+use common::{loopback_ns, report, root_or_skip, server_in};
 
 const API: &str = "control-token-0123456789abcdef";
 const PLAYER: &str = "player-token-0123456789abcdef";
@@ -28,18 +28,13 @@ struct Ns {
 
 impl Ns {
     fn new(tag: &str) -> Option<Ns> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIPPED: needs root for a network namespace");
+        if !root_or_skip() {
             return None;
         }
-        let mut net = Net::new();
-        let name = net.ns(tag).unwrap();
+        let (net, name) = loopback_ns(tag);
         let dir = std::env::temp_dir().join(&name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        net.ip(&name, &["route", "add", "224.0.0.0/4", "dev", "lo"])
-            .unwrap();
         Some(Ns {
             name,
             children: Vec::new(),
@@ -52,13 +47,7 @@ impl Ns {
     fn server(&mut self, args: &[&str]) {
         let log = std::fs::File::create(self.dir.join("server.log")).unwrap();
         self.children.push(
-            Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    &self.name,
-                    env!("CARGO_BIN_EXE_layercast-server"),
-                ])
+            server_in(&self.name)
                 .arg("--state-dir")
                 .arg(self.dir.join("state"))
                 .args(args)
@@ -118,14 +107,7 @@ fn body(resp: &str) -> Value {
 }
 
 fn wait_port(port: u16) {
-    let t0 = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(15),
-            "server did not come up"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_port(port, Duration::from_secs(15));
 }
 
 #[test]

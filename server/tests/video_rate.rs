@@ -7,9 +7,12 @@
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use testkit::netns::{in_ns, Net};
+
+mod common;
+use common::{loopback_ns, root_or_skip, server_in};
 
 const PORT: u16 = 18097;
 
@@ -65,15 +68,10 @@ fn rtp_payload_len(p: &[u8]) -> usize {
 
 #[test]
 fn video_layers_are_paced_at_their_announced_rate() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root for a network namespace");
+    if !root_or_skip() {
         return;
     }
-    let mut net = Net::new();
-    let ns = net.ns("vr").unwrap();
-    net.ip(&ns, &["route", "add", "224.0.0.0/4", "dev", "lo"])
-        .unwrap();
+    let (net, ns) = loopback_ns("vr");
     let mut srv = Server {
         child: None,
         _net: net,
@@ -82,8 +80,7 @@ fn video_layers_are_paced_at_their_announced_rate() {
     // output is mostly below the announced rates (30% headroom plus a packet slot per frame),
     // so most of each layer's budget is padding.
     srv.child = Some(
-        Command::new("ip")
-            .args(["netns", "exec", &ns, env!("CARGO_BIN_EXE_layercast-server")])
+        server_in(&ns)
             // Development mode: a private namespace on loopback (docs/security.md §9.8).
             .arg("--dev")
             .args(["--http-addr", &format!("127.0.0.1:{PORT}")])

@@ -1,0 +1,289 @@
+//! The SVC encode of a video session and its defaults.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The SVC encode of a video source. Layers are the ladder's cells in spatial-major order
+/// (`codec::ladder::LayerLadder::spatial_major`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VideoConfig {
+    /// Top spatial layer size (even). Default 1280x720 (docs/server.md "The default ladder").
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+    /// Frames per second. Default 30.
+    pub fps: Option<u32>,
+    /// Spatial and temporal layers, 1..=3 each. Default 3 and 3.
+    pub spatial: Option<usize>,
+    pub temporal: Option<usize>,
+    /// Multiplies the codec's default 720p30 L3T3 cell rates (`codec::ladder`). Default 1.
+    pub kbps_scale: Option<f64>,
+    /// Stamp each source frame with a QR code of its frame number and capture time (unix ns),
+    /// GStreamer `qroverlay` in-process, any video source (see docs/server.md). Default false.
+    pub qroverlay: Option<bool>,
+    /// Write the source frames (after the stamp, before the encoder) to `DIR/reference.y4m`
+    /// at the top resolution; frame n of the file is frame number n. Default: none.
+    pub reference_dir: Option<String>,
+    /// Seconds between key pictures: the longest a receiver that joins mid-stream waits
+    /// before it can decode the base layer (multicast receivers cannot ask for one). Default 2.
+    pub keyframe_interval_s: Option<f64>,
+    /// Announced layer rate over what the layer's frames occupy on the wire at the encoder's
+    /// cell budget (`video_layer_rate`), 1.0..=5.0, for the layers above temporal layer 0; the
+    /// slots media leaves free carry FEC repair (RTP/payload headers are in the occupancy;
+    /// this covers encoder overshoot and the time a frame takes to drain). Default 1.1
+    /// (`DEFAULT_RATE_HEADROOM`, docs/server.md "Layer rates": 1.15 put the small layers
+    /// above 25 % repair, the issue-19 bound).
+    pub rate_headroom: Option<f64>,
+    /// The same for the temporal-layer-0 layers (S*T0), which carry the key pictures
+    /// (1.0..=5.0; below `rate_headroom` it is raised to it). Default 1.1
+    /// (`DEFAULT_KEY_HEADROOM`): key pictures are budgeted by the encoder (base-layer intra cap
+    /// 150 %, frame dropping after an overshoot) and their queueing is measured, docs/server.md.
+    pub key_headroom: Option<f64>,
+    /// Pacer burst (1.0..=16.0): a layer with queued media may send its bunches at up to this
+    /// multiple of its announced rate, running ahead of its constant-rate schedule by at most
+    /// the burst credit (`pacer_credit_ms`); the padding slots it ran ahead of are then
+    /// skipped, so the mean rate stays the announced one. 1 = strict constant-rate pacing.
+    /// Default 8 (`DEFAULT_PACER_PEAK`, docs/server.md "Pacer burst").
+    pub pacer_peak: Option<f64>,
+    /// Largest lead of a layer over its constant-rate schedule, ms (1..=1000), further capped
+    /// at one frame period of the layer's temporal layer. A layer's rate over any window W
+    /// deviates from its announced rate by at most credit / W. Default 120
+    /// (`DEFAULT_PACER_CREDIT_MS`: 2 % over the 6-s window of the per-layer rate check).
+    pub pacer_credit_ms: Option<u64>,
+}
+
+/// A resolved video encode.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResolvedVideo {
+    pub width: u32,
+    pub height: u32,
+    pub fps: u32,
+    pub spatial: usize,
+    pub temporal: usize,
+    /// `cell_kbps[s][t]`, the encoder's per-cell budget.
+    pub cell_kbps: Vec<Vec<u32>>,
+    /// Frames between key pictures.
+    pub keyframe_interval: u32,
+    /// Stamp frame number and capture time with `qroverlay`.
+    pub qroverlay: bool,
+    /// Where to write `reference.y4m`, if anywhere.
+    pub reference_dir: Option<std::path::PathBuf>,
+    /// Announced rate / encoder budget of the layers above temporal layer 0.
+    pub rate_headroom: f64,
+    /// Announced rate / encoder budget of the temporal-layer-0 layers (>= `rate_headroom`).
+    pub key_headroom: f64,
+    /// Peak rate / announced rate of a layer's media bunches (1 = constant-rate pacing).
+    pub pacer_peak: f64,
+    /// Largest lead over the constant-rate schedule (before the one-frame-period cap).
+    pub pacer_credit: Duration,
+}
+
+/// Default per-cell rates of the 720p30 L3T3 ladder (kbit/s).
+const L3T3_CELL_KBPS: [[u32; 3]; 3] = codec::ladder::DEFAULT_L3T3_CELL_KBPS;
+
+impl VideoConfig {
+    pub(super) fn resolve(&self, key: &dyn Fn(&str) -> String) -> Result<ResolvedVideo> {
+        let (w, h) = (self.width.unwrap_or(1280), self.height.unwrap_or(720));
+        if w < 64 || h < 64 || w > 1920 || h > 1088 || w % 2 == 1 || h % 2 == 1 {
+            return Err(Error::config(
+                &key("video.width"),
+                format!("{w}x{h}: even, 64..=1920 x 64..=1088"),
+            ));
+        }
+        let fps = self.fps.unwrap_or(30);
+        if !(1..=60).contains(&fps) {
+            return Err(Error::config(
+                &key("video.fps"),
+                format!("{fps} outside 1..=60"),
+            ));
+        }
+        let (ns, nt) = (self.spatial.unwrap_or(3), self.temporal.unwrap_or(3));
+        if !(1..=3).contains(&ns) || !(1..=3).contains(&nt) {
+            return Err(Error::config(
+                &key("video.spatial"),
+                format!("L{ns}T{nt}: 1..=3 each"),
+            ));
+        }
+        let scale = self.kbps_scale.unwrap_or(1.0);
+        if !(0.01..=10.0).contains(&scale) {
+            return Err(Error::config(
+                &key("video.kbps_scale"),
+                format!("{scale} outside 0.01..=10"),
+            ));
+        }
+        let cell_kbps = (0..ns)
+            .map(|s| {
+                (0..nt)
+                    .map(|t| ((L3T3_CELL_KBPS[3 - ns + s][t] as f64 * scale).round() as u32).max(1))
+                    .collect()
+            })
+            .collect();
+        let ki = self.keyframe_interval_s.unwrap_or(2.0);
+        if !(0.1..=60.0).contains(&ki) {
+            return Err(Error::config(
+                &key("video.keyframe_interval_s"),
+                format!("{ki} outside 0.1..=60"),
+            ));
+        }
+        let keyframe_interval = ((ki * fps as f64).round() as u32).max(1);
+        let rate_headroom = self.rate_headroom.unwrap_or(DEFAULT_RATE_HEADROOM);
+        if !(1.0..=5.0).contains(&rate_headroom) {
+            return Err(Error::config(
+                &key("video.rate_headroom"),
+                format!("{rate_headroom} outside 1..=5"),
+            ));
+        }
+        let pacer_peak = self.pacer_peak.unwrap_or(DEFAULT_PACER_PEAK);
+        if !(1.0..=16.0).contains(&pacer_peak) {
+            return Err(Error::config(
+                &key("video.pacer_peak"),
+                format!("{pacer_peak} outside 1..=16"),
+            ));
+        }
+        let key_headroom = self.key_headroom.unwrap_or(DEFAULT_KEY_HEADROOM);
+        if !(1.0..=5.0).contains(&key_headroom) {
+            return Err(Error::config(
+                &key("video.key_headroom"),
+                format!("{key_headroom} outside 1..=5"),
+            ));
+        }
+        let credit_ms = self.pacer_credit_ms.unwrap_or(DEFAULT_PACER_CREDIT_MS);
+        if !(1..=1000).contains(&credit_ms) {
+            return Err(Error::config(
+                &key("video.pacer_credit_ms"),
+                format!("{credit_ms} outside 1..=1000"),
+            ));
+        }
+        Ok(ResolvedVideo {
+            width: w,
+            height: h,
+            fps,
+            spatial: ns,
+            temporal: nt,
+            cell_kbps,
+            keyframe_interval,
+            qroverlay: self.qroverlay.unwrap_or(false),
+            reference_dir: match self.reference_dir.as_deref() {
+                None | Some("") => None,
+                Some(d) => Some(std::path::PathBuf::from(d)),
+            },
+            rate_headroom,
+            key_headroom: key_headroom.max(rate_headroom),
+            pacer_peak,
+            pacer_credit: Duration::from_millis(credit_ms),
+        })
+    }
+}
+
+/// Default `packet_size` of video sessions: small enough that the smallest cells of the default
+/// ladder fill about two packets per frame (docs/server.md "The default ladder": at 1200 bytes
+/// the 180p and 360p TL1/TL2 layers were 26-36 % repair and padding).
+pub const DEFAULT_VIDEO_PACKET: u16 = 600;
+
+/// Default `video.pacer_peak`.
+pub const DEFAULT_PACER_PEAK: f64 = 8.0;
+
+/// Default `video.pacer_credit_ms`.
+pub const DEFAULT_PACER_CREDIT_MS: u64 = 120;
+
+/// Default `video.key_headroom`.
+pub const DEFAULT_KEY_HEADROOM: f64 = 1.1;
+
+/// Default `video.rate_headroom`.
+pub const DEFAULT_RATE_HEADROOM: f64 = 1.1;
+
+#[cfg(test)]
+mod tests {
+    use super::super::SessionConfig;
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    /// Default video layer rates at 640x360@15 L3T3 (kbps_scale 0.5, 1200-B pairs): the
+    /// budget times 2, plus one bunch (2 x 1200 B) per frame of the layer; the TL0 layers
+    /// follow `key_headroom`; and the new keys' errors name them.
+    #[test]
+    fn video_layer_rates_and_pacing_keys() {
+        let g = Ipv4Addr::new(239, 255, 77, 0);
+        let v = SessionConfig {
+            source: Some("testpattern".into()),
+            ..Default::default()
+        }
+        .resolve("s", "s1", g, 5004)
+        .unwrap();
+        // The default ladder (docs/server.md "The default ladder"): 720p30 L3T3, 600-byte
+        // pairs, headroom 1.1 x (budget in packets of 556 payload bytes + one packet per
+        // frame); TL0/TL1 at 7.5 fps, TL2 at 15 fps.
+        assert_eq!(v.packet_size, 600);
+        assert_eq!(
+            v.rates_bps,
+            vec![146_435, 134_564, 269_128, 306_686, 146_435, 239_452, 1_535_283, 538_161, 577_761]
+        );
+        let rule = |c: f64, fps: f64, h: f64| {
+            (h * fps * (c / fps / (8.0 * 556.0) + 1.0) * 4800.0).round() as u64
+        };
+        assert_eq!(v.rates_bps[6], rule(1_260_000.0, 7.5, 1.1));
+        assert_eq!(v.rates_bps[8], rule(420_000.0, 15.0, 1.1));
+        // rate_headroom 1.3 raises the TL0 layers' key_headroom (1.1) to it too.
+        let v13 = SessionConfig {
+            source: Some("testpattern".into()),
+            video: Some(VideoConfig {
+                rate_headroom: Some(1.3),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .resolve("s", "s1", g, 5004)
+        .unwrap();
+        assert_eq!(
+            &v13.rates_bps[..3],
+            &[
+                rule(90_000.0, 7.5, 1.3),
+                rule(80_000.0, 7.5, 1.3),
+                rule(160_000.0, 15.0, 1.3)
+            ]
+        );
+        let rv = v.video.unwrap();
+        assert_eq!((rv.pacer_peak, rv.pacer_credit.as_millis()), (8.0, 120));
+        assert_eq!((rv.rate_headroom, rv.key_headroom), (1.1, 1.1));
+        assert_eq!((rv.width, rv.height, rv.fps), (1280, 720, 30));
+        // key_headroom below rate_headroom is raised to it.
+        let v = SessionConfig {
+            source: Some("testpattern".into()),
+            video: Some(VideoConfig {
+                rate_headroom: Some(2.5),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .resolve("s", "s1", g, 5004)
+        .unwrap();
+        assert_eq!(v.video.unwrap().key_headroom, 2.5);
+        for (vc, k) in [
+            (
+                VideoConfig {
+                    key_headroom: Some(0.5),
+                    ..Default::default()
+                },
+                "s.video.key_headroom",
+            ),
+            (
+                VideoConfig {
+                    pacer_credit_ms: Some(0),
+                    ..Default::default()
+                },
+                "s.video.pacer_credit_ms",
+            ),
+        ] {
+            let e = SessionConfig {
+                source: Some("testpattern".into()),
+                video: Some(vc),
+                ..Default::default()
+            }
+            .resolve("s", "s1", g, 5004)
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(k), "{e}");
+        }
+    }
+}
