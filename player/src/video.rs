@@ -147,13 +147,20 @@ impl PlayoutClock {
 /// layers: spatial 1 at 7.5 of 15 fps). The others are still decoded (the decoder's
 /// reference state needs them) but not shown (`hidden`). Below half the rate (4 layers:
 /// spatial 1 at TL0 only, 3.75 fps) the lower layer is steady and everything is shown, as a
-/// 3.75-fps picture would count as a freeze. If no picture has reached the steady layer for
-/// [`STEADY_LAYER_STALE_NS`] (the layer was just joined and waits for its switch point, or
-/// its packets are lost), lower pictures are shown rather than nothing.
+/// 3.75-fps picture would count as a freeze. Only pictures that are *meant* to stop below the
+/// steady layer (their temporal layer is not held there) are hidden: a picture the
+/// subscription expects at the steady layer that arrives without it (that layer's frame was
+/// late or lost, issue 20: "shows the layer below, scaled, instead of a frozen picture") is
+/// shown. If no picture has reached the steady layer for [`STEADY_LAYER_STALE_NS`] (the layer
+/// was just joined and waits for its switch point), lower pictures are shown rather than
+/// nothing.
 #[derive(Debug, Clone, Default)]
 struct ShowFilter {
-    /// Pictures whose top spatial layer is below this are decoded, not shown.
+    /// Pictures whose top spatial layer is below this are decoded, not shown, if their
+    /// temporal layer is not held at it.
     min_spatial: u8,
+    /// Per temporal layer, the highest spatial layer the subscription holds it at.
+    expected: Vec<u8>,
     /// Decode time of the last picture at `min_spatial` or above (ns).
     last_steady_ns: Option<u64>,
 }
@@ -166,13 +173,28 @@ impl ShowFilter {
     /// The subscription is layers 0..=`top` of `ladder`.
     fn set_top(&mut self, ladder: &LayerLadder, top: Option<usize>) {
         self.min_spatial = top.map_or(0, |k| steady_spatial(ladder, k));
+        self.expected = (0..ladder.temporal_layers())
+            .map(|t| {
+                (0..ladder.spatial_layers())
+                    .filter(|&s| top.is_some_and(|k| ladder.keeps(k, s, t)))
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
     }
 
-    /// Whether a picture whose top spatial layer is `top_spatial`, decoded at `now_ns`, is
-    /// shown.
-    fn show(&mut self, top_spatial: u8, now_ns: u64) -> bool {
+    /// Whether a picture of temporal layer `temporal` whose top spatial layer is
+    /// `top_spatial`, decoded at `now_ns`, is shown.
+    fn show(&mut self, top_spatial: u8, temporal: u8, now_ns: u64) -> bool {
         if top_spatial >= self.min_spatial {
             self.last_steady_ns = Some(now_ns);
+            return true;
+        }
+        let broken = self
+            .expected
+            .get(usize::from(temporal))
+            .is_some_and(|&e| e >= self.min_spatial);
+        if broken {
             return true;
         }
         self.last_steady_ns
@@ -274,12 +296,15 @@ impl Video {
             }
         }
         // Layers reach the receiver with different delays: each is paced at its own constant
-        // rate, so a key picture waits in its layer's sender queue for up to ~0.5 s while
-        // other layers' packets of later pictures go ahead. The assembler must therefore wait
-        // about 1.5 s of pictures before giving one up (its default, 4 pictures, gave up on
-        // nearly every picture: 164 of 170 skipped behind a 1 Mbit/s link).
+        // rate, so a key picture's upper frames wait in their layers' sender queues for up to
+        // ~1 s while other layers' packets of later pictures go ahead. A frame of a lagging
+        // layer is waited for up to 1.5 s of pictures (`patience_pictures`); a frame whose own
+        // layer has moved 0.5 s of pictures past it is lost, not late (its FEC repair had that
+        // long to come), and is given up then instead of holding every later picture for the
+        // whole 1.5 s (docs/player.md "Late and lost layers").
         let conf = AssemblerConfig {
-            reorder_pictures: (1.5 * fps).ceil().max(8.0) as u64,
+            reorder_pictures: (0.5 * fps).ceil().max(4.0) as u64,
+            patience_pictures: (1.5 * fps).ceil().max(8.0) as u64,
             max_pending: ((3.0 * fps).ceil() as usize).max(32),
         };
         Some(Video {
@@ -399,7 +424,7 @@ impl Video {
                     self.decoded += 1;
                     let decoded_ns = crate::net::realtime_ns();
                     self.first_decoded_ns.get_or_insert(decoded_ns);
-                    if !self.show.show(pic.top_spatial(), decoded_ns) {
+                    if !self.show.show(pic.top_spatial(), pic.temporal, decoded_ns) {
                         self.hidden += 1;
                         continue;
                     }
@@ -619,7 +644,8 @@ mod tests {
 
     /// Five layers of L3T3: the 0212 pattern gives 320x180 (top spatial 1) TL0/TL1
     /// pictures and 160x90 TL2 pictures; only the 320x180 ones are shown once they flow,
-    /// lower ones when the upper layer stalls.
+    /// lower ones when the upper layer stalls, and a TL0/TL1 picture that arrives without
+    /// its spatial-1 frame (late or lost) is shown at 160x90 rather than left out.
     #[test]
     fn only_steady_layer_pictures_are_shown() {
         let ladder =
@@ -629,29 +655,35 @@ mod tests {
         let mut f = ShowFilter::default();
         f.set_top(&ladder, Some(4));
         // Just joined spatial 1 (waiting for its sync): spatial-0 pictures are shown.
-        assert!(f.show(0, 0));
-        assert!(f.show(0, 67 * ms));
+        assert!(f.show(0, 2, 0));
+        assert!(f.show(0, 2, 67 * ms));
         // Spatial 1 flows: TL2 pictures (spatial 0 only) are hidden.
         let mut t = 134 * ms;
         let mut shown = Vec::new();
         for i in 0..16 {
-            let top = if i % 2 == 1 { 0 } else { 1 };
-            shown.push(f.show(top, t));
+            let (top, tid) = if i % 2 == 1 {
+                (0, 2)
+            } else {
+                (1, (i / 2 % 2) as u8)
+            };
+            shown.push(f.show(top, tid, t));
             t += 67 * ms;
         }
         assert_eq!(shown, (0..16).map(|i| i % 2 == 0).collect::<Vec<_>>());
-        // Spatial 1 stops (packets lost) after the picture at `last`: for 0.5 s spatial-0
+        // A TL0 picture without its spatial-1 frame: shown (the layer below, scaled).
+        assert!(f.show(0, 0, t));
+        // Spatial 1 stops (packets lost) after the picture at `last`: for 0.5 s the TL2
         // pictures stay hidden, then they are shown again.
         let last = t - 2 * 67 * ms;
         while t <= last + 480 * ms {
-            assert!(!f.show(0, t));
+            assert!(!f.show(0, 2, t));
             t += 20 * ms;
         }
         t = last + 520 * ms;
-        assert!(f.show(0, t));
+        assert!(f.show(0, 2, t));
         // Down to 4 layers: spatial 1 at 1/4 of the rate is not steady, everything shows.
         f.set_top(&ladder, Some(3));
-        assert!(f.show(1, t + 67 * ms));
-        assert!(f.show(0, t + 134 * ms));
+        assert!(f.show(1, 0, t + 67 * ms));
+        assert!(f.show(0, 2, t + 134 * ms));
     }
 }

@@ -23,8 +23,19 @@ use std::collections::{BTreeMap, HashSet};
 /// Tuning for the assembler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AssemblerConfig {
-    /// Give up on an incomplete picture once a picture this many IDs newer has arrived.
+    /// A frame missing from a picture is lost, not late, once its own layer has delivered a
+    /// picture this many IDs newer (or, before that layer delivered anything, once any layer
+    /// has). A whole picture missing between two others counts as lost on the same rule.
     pub reorder_pictures: u64,
+    /// Longest wait for a layer that lags the others, in picture IDs behind the newest
+    /// picture on any layer. Layers are paced apart, each at its own rate, so an upper
+    /// layer's frames can arrive hundreds of ms after the base layer's (a key picture's
+    /// upper frames are many times the layer's frame budget); a frame of a lagging layer is
+    /// waited for, not given up as soon as the base layer has moved on, since giving it up
+    /// breaks that layer's prediction chain until its next switch point. A layer that lags
+    /// by more than this is stalled (left, or dropped by the network): it is no longer
+    /// waited for.
+    pub patience_pictures: u64,
     /// Hard cap on pictures held; the oldest is forced out beyond it.
     pub max_pending: usize,
 }
@@ -33,6 +44,7 @@ impl Default for AssemblerConfig {
     fn default() -> Self {
         AssemblerConfig {
             reorder_pictures: 4,
+            patience_pictures: 24,
             max_pending: 32,
         }
     }
@@ -174,6 +186,8 @@ pub struct Assembler {
     pid: Unwrapper,
     pending: BTreeMap<u64, PendingPicture>,
     newest: Option<u64>,
+    /// Newest picture ID each layer has delivered a packet of.
+    newest_on: Vec<Option<u64>>,
     /// Pictures below this ID are done (returned or given up).
     done_below: u64,
     decoded: HashSet<(u8, u64)>,
@@ -200,6 +214,7 @@ impl Assembler {
             pid: Unwrapper::default(),
             pending: BTreeMap::new(),
             newest: None,
+            newest_on: vec![None; n],
             done_below: 0,
             decoded: HashSet::new(),
             tl0_pids: Default::default(),
@@ -314,6 +329,8 @@ impl Assembler {
         let bits = if desc.long_picture_id { 15 } else { 7 };
         let pid = self.pid.unwrap(pid15 as u64, bits);
         let seq = self.seq[layer].unwrap(packet.sequence_number() as u64, 16);
+        // Where this layer is, late packet or not (`missing_given_up`).
+        self.newest_on[layer] = Some(self.newest_on[layer].map_or(pid, |n| n.max(pid)));
         if pid < self.done_below {
             // Nothing decodable returned yet and a slightly older picture turns up: the first
             // packet seen was of a later picture. Layers are paced independently, so a higher
@@ -424,6 +441,38 @@ impl Assembler {
         self.gof.get(idx).map(|e| e.tid)
     }
 
+    /// Whether every frame incomplete picture `p` still misses is lost rather than late: its
+    /// layer has moved `reorder_pictures` past it (a frame of the top temporal layer, which
+    /// no later picture references, as soon as its layer has moved past it at all: waiting
+    /// for its repair would hold every later picture back for one picture's detail), or (no
+    /// packet of that layer yet) any layer has, or the layer lags the newest picture by more
+    /// than `patience_pictures` (stalled).
+    fn missing_given_up(&self, pid: u64, p: &PendingPicture, newest: u64) -> bool {
+        let patience = self.conf.patience_pictures.max(self.conf.reorder_pictures);
+        if newest.saturating_sub(pid) >= patience {
+            return true;
+        }
+        let top_temporal = p.tid + 1 >= self.ladder.temporal_layers();
+        let reorder = if top_temporal {
+            1
+        } else {
+            self.conf.reorder_pictures
+        };
+        self.expected_sids(p.tid).into_iter().all(|s| {
+            if p.frames.get(&s).is_some_and(|f| f.complete().is_some()) {
+                return true;
+            }
+            let on = self
+                .ladder
+                .layer_of(s, p.tid)
+                .and_then(|k| self.newest_on.get(k).copied().flatten());
+            match on {
+                Some(n) => n.saturating_sub(pid) >= reorder || newest.saturating_sub(n) >= patience,
+                None => newest.saturating_sub(pid) >= self.conf.reorder_pictures,
+            }
+        })
+    }
+
     /// Whether `p` is a key picture whose every expected frame is here (a switch point for
     /// every layer held).
     fn is_complete_key(&self, p: &PendingPicture) -> bool {
@@ -467,8 +516,11 @@ impl Assembler {
             let newest = self.newest.unwrap_or(pid);
             let gap_ok = pid.saturating_sub(self.done_below) <= 64
                 && (self.done_below..pid).all(|x| self.not_expected(x));
-            let timed_out = newest.saturating_sub(pid) >= self.conf.reorder_pictures
-                || self.pending.len() > self.conf.max_pending;
+            let timed_out = if complete {
+                newest.saturating_sub(pid) >= self.conf.reorder_pictures
+            } else {
+                self.missing_given_up(pid, p, newest)
+            } || self.pending.len() > self.conf.max_pending;
             if !(force || timed_out || (complete && gap_ok)) {
                 break;
             }
@@ -760,12 +812,111 @@ mod prop {
     /// went by before the join), 11..=15 whole (undecodable: their references are gone),
     /// then the key picture 16. The key picture is returned as soon as it is complete, not
     /// once the reorder window has given picture 10 up.
+    /// The top spatial layer's packets lag the others by 10 pictures (its layers' sender
+    /// queues are behind, as after a key picture): every picture still comes out whole,
+    /// because the layers that lag are waited for, while a frame lost on a layer that has
+    /// moved on is given up after `reorder_pictures` of that layer, well before the
+    /// `patience_pictures` a lagging layer gets.
+    #[test]
+    fn lagging_layer_is_waited_for_and_a_lost_frame_is_not() {
+        let (ladder, packets, _) = stream(40, 300);
+        let conf = AssemblerConfig {
+            reorder_pictures: 4,
+            patience_pictures: 20,
+            max_pending: 64,
+        };
+        let top = |k: usize| ladder.cell(k).unwrap().spatial == 2;
+        let mut asm = Assembler::new(ladder.clone(), Some(8), conf);
+        let mut outs = Vec::new();
+        let lag = 10;
+        for i in 0..packets.len() + lag {
+            // Pictures i's lower layers, and picture i - lag's top spatial layer.
+            let mut feed = |pic: usize, want_top: bool| {
+                for (layer, v) in packets[pic].iter().enumerate() {
+                    if top(layer) != want_top {
+                        continue;
+                    }
+                    for p in v {
+                        asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+                    }
+                }
+            };
+            if i < packets.len() {
+                feed(i, false);
+            }
+            if i >= lag {
+                feed(i - lag, true);
+            }
+            while let Some(p) = asm.pop() {
+                outs.push(p);
+            }
+        }
+        assert_eq!(outs.len(), 40);
+        // Before the top layer delivered anything its frames are not waited for (pictures
+        // 0..=7, as at a join); from its first switch point on (the re-sync at 8) every
+        // picture comes out whole, each waiting for its lagging top layer.
+        let partial: Vec<u64> = outs
+            .iter()
+            .filter(|p| !(p.complete && p.top_spatial() == 2))
+            .map(|p| p.picture_id % (1 << 15))
+            .collect();
+        assert_eq!(partial, (0..8).collect::<Vec<u64>>());
+
+        // Now in order, but the top-layer frame of picture 9 (TL2, referenced by no later
+        // picture) is lost: picture 9 comes out without it as soon as its layer has delivered
+        // the next TL2 picture (11), not at 9 + 4 or 9 + 20.
+        let mut asm = Assembler::new(ladder.clone(), Some(8), conf);
+        let lost_layer = ladder.layer_of(2, 2).unwrap();
+        let mut out_at = None;
+        for (i, per_layer) in packets.iter().enumerate() {
+            for (layer, v) in per_layer.iter().enumerate() {
+                if i == 9 && layer == lost_layer {
+                    continue;
+                }
+                for p in v {
+                    asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+                }
+            }
+            while let Some(p) = asm.pop() {
+                if p.picture_id % (1 << 15) == 9 && out_at.is_none() {
+                    assert!(!p.complete);
+                    out_at = Some(i);
+                }
+            }
+        }
+        let at = out_at.expect("picture 9 came out");
+        assert_eq!(at, 11, "picture 9 given up after picture {at}");
+
+        // A lost frame of a referenced layer (picture 8's top layer, TL0) waits for repair
+        // until its layer has moved `reorder_pictures` on (the TL0 layer's next picture, 12).
+        let mut asm = Assembler::new(ladder.clone(), Some(8), conf);
+        let lost_layer = ladder.layer_of(2, 0).unwrap();
+        let mut out_at = None;
+        for (i, per_layer) in packets.iter().enumerate() {
+            for (layer, v) in per_layer.iter().enumerate() {
+                if i == 8 && layer == lost_layer {
+                    continue;
+                }
+                for p in v {
+                    asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+                }
+            }
+            while let Some(p) = asm.pop() {
+                if p.picture_id % (1 << 15) == 8 && out_at.is_none() {
+                    out_at = Some(i);
+                }
+            }
+        }
+        assert_eq!(out_at, Some(12));
+    }
+
     #[test]
     fn key_picture_at_start_does_not_wait_for_older_partial_pictures() {
         let (ladder, packets, _) = stream(20, 300);
         let k = 8;
         let conf = AssemblerConfig {
             reorder_pictures: 23,
+            patience_pictures: 23,
             max_pending: 45,
         };
         let mut asm = Assembler::new(ladder, Some(k), conf);
