@@ -26,6 +26,7 @@
 //! Time: `now` and receive times are one clock, the player's `CLOCK_REALTIME` (kernel
 //! timestamps). SAM freshness is checked against it as Unix time.
 
+mod audio_in;
 mod feedback;
 pub mod limbo;
 mod membership;
@@ -46,6 +47,7 @@ pub use output::{
 pub use repair::FecStats;
 pub use tfmcc::TfmccView;
 
+use crate::audio::{AudioReceive, AudioStats};
 use congestion::tfmcc::{TfmccConfig, TfmccReceiver};
 use congestion::wire::cc_ext::{self, CcFields};
 use congestion::{Action, LayeredController, PacketArrival};
@@ -106,6 +108,9 @@ pub struct SubscriberConfig {
     pub feedback_fallback_host: Option<Ipv4Addr>,
     /// Send key-picture and re-sync requests.
     pub media_requests: bool,
+    /// The audio track's playout delay after its first packet ([`crate::audio::playout`]);
+    /// the track is received (and [`Output::Audio`] given) when media is delivered.
+    pub audio_delay: Duration,
 }
 
 impl Default for SubscriberConfig {
@@ -120,6 +125,7 @@ impl Default for SubscriberConfig {
             feedback_override: None,
             feedback_fallback_host: None,
             media_requests: true,
+            audio_delay: Duration::from_millis(800),
         }
     }
 }
@@ -201,6 +207,8 @@ pub struct Subscriber {
     stale: StaleFilter,
     limbo: Limbo,
     repair: repair::Repair,
+    /// The audio track's receive side (a session with one, media delivered).
+    audio: Option<AudioReceive>,
     /// SSRCs of the session before the current one.
     retired: Vec<u32>,
     /// SSRCs that replaced another since the current session was accepted.
@@ -259,6 +267,7 @@ impl Subscriber {
             stale: StaleFilter::default(),
             limbo: Limbo::default(),
             repair: repair::Repair::default(),
+            audio: None,
             retired: Vec::new(),
             new_ssrcs: Vec::new(),
             drops: Drops::default(),
@@ -305,6 +314,31 @@ impl Subscriber {
     /// The FEC counters (streams with repair).
     pub fn fec_stats(&self) -> FecStats {
         self.repair.stats()
+    }
+
+    /// The audio track's receive side, when the session has one.
+    pub fn audio(&self) -> Option<&AudioReceive> {
+        self.audio.as_ref()
+    }
+
+    /// The audio track's counters.
+    pub fn audio_stats(&self) -> Option<AudioStats> {
+        self.audio.as_ref().map(AudioReceive::stats)
+    }
+
+    /// Whether a new audio sender instance began since the last call (the host's clock
+    /// mapping from its sender reports is stale).
+    pub fn take_audio_new_instance(&mut self) -> bool {
+        self.audio
+            .as_mut()
+            .is_some_and(AudioReceive::take_new_instance)
+    }
+
+    /// The host could not decode the audio frame `f` it was given.
+    pub fn audio_decode_failed(&mut self, f: &crate::audio::PlayFrame) {
+        if let Some(a) = self.audio.as_mut() {
+            a.decode_failed(f);
+        }
     }
 
     /// The TFMCC receiver's view, for a TFMCC subscriber.
@@ -418,6 +452,9 @@ impl Subscriber {
         bytes: &[u8],
     ) {
         self.advance(now);
+        if self.audio_datagram(group, port, recv_time, bytes) {
+            return;
+        }
         let Some(layer) = self
             .streams
             .iter()
@@ -550,6 +587,10 @@ impl Subscriber {
             consider(s.quarantine_due(), TimeoutReason::Quarantine);
         }
         consider(self.limbo.deadline(), TimeoutReason::Limbo);
+        consider(
+            self.audio.as_ref().and_then(|a| a.next_due()).map(Time),
+            TimeoutReason::AudioPlayout,
+        );
         if self.key_requests_due() {
             consider(
                 Some(
@@ -576,6 +617,11 @@ impl Subscriber {
             self.admit(p);
         }
         self.release_quarantines(now);
+        if let Some(a) = self.audio.as_mut() {
+            while let Some(o) = a.poll(now.as_nanos()) {
+                self.out.push_back(Output::Audio(o));
+            }
+        }
         if self.limbo.expired(now) {
             // No new announcement in time: the SSRC change was not a new session.
             let held = self.limbo.release(self.cfg.deliver_media, false);
