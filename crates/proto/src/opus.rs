@@ -67,9 +67,7 @@ fn frame_len(b: &[u8]) -> Result<(usize, usize)> {
 /// Checks an Opus packet's framing (RFC 6716 §3.4) and says how long it is.
 pub fn packet_info(p: &[u8]) -> Result<PacketInfo> {
     // R1: at least one byte.
-    let (&toc, rest) = p
-        .split_first()
-        .ok_or(bad("opus: empty packet"))?;
+    let (&toc, rest) = p.split_first().ok_or(bad("opus: empty packet"))?;
     if p.len() > MAX_PACKET_BYTES {
         return Err(bad("opus: packet too long"));
     }
@@ -442,4 +440,3 @@ mod tests {
         }
     }
 }
-

@@ -18,11 +18,11 @@
 
 use crate::audio::{AudioOutput, PlayFrame};
 use crate::publisher::{Publisher, PublisherConfig};
-use std::collections::HashMap;
 use crate::subscriber::{Announcement, Event, Media, Output, Snapshot, Subscriber};
 use congestion::Decision;
 use netmodel::{Link, LinkConfig};
 use proto::{SessionInfo, Time};
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 

@@ -104,14 +104,13 @@ fn run(repair: bool, loss: LossModel, seed: u64) -> Outcome {
             .unwrap_or(0)
     };
     let st = view.sub.audio_stats().unwrap();
-    let count = |f: fn(&FrameSource) -> bool| {
-        view.audio_frames
-            .iter()
-            .filter(|p| f(&p.source))
-            .count()
-    };
+    let count =
+        |f: fn(&FrameSource) -> bool| view.audio_frames.iter().filter(|p| f(&p.source)).count();
     // The per-second snapshot carries the same counters.
-    assert_eq!(view.snapshots.last().unwrap().audio.unwrap().repairs, st.repairs);
+    assert_eq!(
+        view.snapshots.last().unwrap().audio.unwrap().repairs,
+        st.repairs
+    );
     assert_eq!(view.audio_refused, st.playout.late + st.playout.duplicates);
     Outcome {
         sent,
@@ -136,9 +135,17 @@ fn accounted(o: &Outcome) {
     assert!(o.repaired + o.lost <= o.dropped, "{o:?}");
     let unseen = o.dropped - (o.repaired + o.lost);
     assert!(unseen <= 11, "{o:?}");
-    assert_eq!(o.played as u64, FRAMES as u64 - unseen + o.trailing, "{o:?}");
+    assert_eq!(
+        o.played as u64,
+        FRAMES as u64 - unseen + o.trailing,
+        "{o:?}"
+    );
     assert_eq!(o.from_packet as u64, o.sent - o.lost - unseen, "{o:?}");
-    assert_eq!((o.from_fec + o.concealed) as u64 - o.trailing, o.lost, "{o:?}");
+    assert_eq!(
+        (o.from_fec + o.concealed) as u64 - o.trailing,
+        o.lost,
+        "{o:?}"
+    );
 }
 
 /// 5 % random loss on every packet: about 150 audio packets dropped; the repair stream
@@ -151,7 +158,10 @@ fn random_loss_is_repaired() {
     eprintln!("with repair: {with:?}");
     accounted(&with);
     assert!((100..=200).contains(&with.dropped), "{with:?}");
-    assert!(with.repairs_delivered >= (FRAMES as u64 - 10) * 9 / 10, "{with:?}");
+    assert!(
+        with.repairs_delivered >= (FRAMES as u64 - 10) * 9 / 10,
+        "{with:?}"
+    );
     assert!(with.lost <= 20, "{with:?}");
     assert!(with.repaired >= with.dropped * 85 / 100, "{with:?}");
     let without = run(false, loss(), 7);

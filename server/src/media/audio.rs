@@ -1,15 +1,17 @@
-//! The audio track of a session: raw PCM with capture times in, Opus RTP packets (RFC 7587)
-//! with their capture times out, queued for the sender.
+//! The audio track's encoder: raw PCM with capture times in, encoded Opus frames with their
+//! RTP and capture times out, queued for the media thread, whose `session::Publisher` makes
+//! them RTP packets (RFC 7587) and repairs (`session::audio`).
 //!
 //! [`AudioEncoder`] is sans-IO: the source's callback hands it PCM and its capture time, it
-//! encodes 20-ms frames (libopus, constant bit rate, in-band FEC) and returns ready packets.
-//! [`AudioQueue`] is the interface the sender drains: ready RTP packets in capture order,
+//! encodes 20-ms frames (libopus, constant bit rate, in-band FEC) and returns ready frames.
+//! [`AudioQueue`] is the interface the media thread drains: ready frames in capture order,
 //! bounded. RTP time is the session's media clock ([`MediaClock`]): a packet's timestamp is
 //! the capture time of its first *decoded* sample on a 48-kHz clock that started at the
 //! session's media epoch, so audio and video (on the same epoch at 90 kHz) need no other
 //! mapping than the RTCP sender reports carry.
 
-use codec::opus::{Encoder, EncoderConfig, OpusPacketizer, FRAME_20MS};
+use codec::opus::{Encoder, EncoderConfig, FRAME_20MS};
+use session::audio::AudioFrame;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -54,13 +56,12 @@ impl MediaClock {
     }
 }
 
-/// One ready RTP packet.
+/// One encoded frame ready for the Publisher.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AudioPacket {
-    pub rtp: Vec<u8>,
+    pub frame: AudioFrame,
     /// Capture time of its first decoded sample (Unix ns).
     pub capture_ns: u64,
-    pub rtp_ts: u32,
 }
 
 /// Counters of the audio track (API and `/metrics`).
@@ -81,7 +82,7 @@ pub struct AudioStats {
     pub send_errors: AtomicU64,
 }
 
-/// Ready packets for the sender, oldest first, bounded by [`MAX_QUEUED`].
+/// Ready frames for the media thread, oldest first, bounded by [`MAX_QUEUED`].
 #[derive(Debug, Default)]
 pub struct AudioQueue {
     q: Mutex<VecDeque<AudioPacket>>,
@@ -94,7 +95,7 @@ impl AudioQueue {
         self.stats.packets.fetch_add(1, Ordering::Relaxed);
         self.stats
             .bytes
-            .fetch_add(p.rtp.len() as u64, Ordering::Relaxed);
+            .fetch_add(12 + p.frame.opus.len() as u64, Ordering::Relaxed);
         q.push_back(p);
         while q.len() > MAX_QUEUED {
             q.pop_front();
@@ -140,10 +141,11 @@ impl AudioSettings {
     }
 }
 
-/// PCM with capture times in, Opus RTP packets out.
+/// PCM with capture times in, Opus frames out.
 pub struct AudioEncoder {
     enc: Encoder,
-    pkt: OpusPacketizer,
+    /// The next frame follows a discontinuity (its packet carries the marker).
+    discontinuity: bool,
     clock: MediaClock,
     channels: usize,
     /// Samples (interleaved) of the frame being filled.
@@ -158,7 +160,7 @@ pub struct AudioEncoder {
 }
 
 impl AudioEncoder {
-    pub fn new(s: &AudioSettings, ssrc: u32, clock: MediaClock) -> codec::Result<AudioEncoder> {
+    pub fn new(s: &AudioSettings, clock: MediaClock) -> codec::Result<AudioEncoder> {
         let mut enc = Encoder::new(&EncoderConfig {
             channels: s.channels,
             bitrate: s.bitrate,
@@ -168,7 +170,7 @@ impl AudioEncoder {
         let lookahead = enc.lookahead()?;
         Ok(AudioEncoder {
             enc,
-            pkt: OpusPacketizer::new(PAYLOAD_TYPE, ssrc, (ssrc >> 16) as u16),
+            discontinuity: false,
             clock,
             channels: s.channels as usize,
             pending: Vec::with_capacity(FRAME_20MS as usize * 2),
@@ -215,7 +217,7 @@ impl AudioEncoder {
                 stats.discontinuities.fetch_add(1, Ordering::Relaxed);
                 self.flush(stats, out);
                 self.anchor = None;
-                self.pkt.discontinuity();
+                self.discontinuity = true;
             }
         }
         for chunk in pcm.chunks(self.channels) {
@@ -269,21 +271,21 @@ impl AudioEncoder {
         let Some((rtp, cap)) = self.anchor else {
             return;
         };
-        let r = self
-            .enc
-            .encode(&self.pending)
-            .and_then(|opus| self.pkt.packetize(&opus, rtp));
+        let r = self.enc.encode(&self.pending);
         self.pending.clear();
         self.anchor = Some((
             rtp.wrapping_add(FRAME_20MS),
             cap + FRAME_20MS as u64 * 1_000_000_000 / 48_000,
         ));
         match r {
-            Ok(bytes) => out(AudioPacket {
-                rtp: bytes,
+            Ok(opus) => out(AudioPacket {
+                frame: AudioFrame {
+                    opus,
+                    rtp_ts: rtp,
+                    discontinuity: std::mem::take(&mut self.discontinuity),
+                },
                 // The capture time of the first decoded sample (look-ahead earlier).
                 capture_ns: cap.saturating_sub(self.lookahead as u64 * 1_000_000_000 / 48_000),
-                rtp_ts: rtp,
             }),
             Err(_) => {
                 stats.encode_errors.fetch_add(1, Ordering::Relaxed);
@@ -295,7 +297,6 @@ impl AudioEncoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use codec::opus::OpusDepacketizer;
 
     fn settings() -> AudioSettings {
         AudioSettings {
@@ -314,7 +315,7 @@ mod tests {
             epoch_ns: 1_000_000_000_000,
         };
         let st = AudioStats::default();
-        let mut e = AudioEncoder::new(&settings(), 0x77, clock).unwrap();
+        let mut e = AudioEncoder::new(&settings(), clock).unwrap();
         let mut got = Vec::new();
         let t0 = clock.epoch_ns + 5_000_000_000;
         // 10 buffers of 10 ms.
@@ -324,17 +325,16 @@ mod tests {
             });
         }
         assert_eq!(got.len(), 5);
-        let mut d = OpusDepacketizer::new(PAYLOAD_TYPE);
         for (i, p) in got.iter().enumerate() {
-            let r = d.depacketize(&p.rtp).unwrap();
-            assert_eq!(r.marker, i == 0);
-            assert_eq!(p.rtp.len() as u64, settings().packet_bytes());
+            assert!(!p.frame.discontinuity);
+            assert!(codec::opus::packet_info(&p.frame.opus).is_ok());
+            assert_eq!(12 + p.frame.opus.len() as u64, settings().packet_bytes());
             assert_eq!(
-                p.rtp_ts,
+                p.frame.rtp_ts,
                 clock.rtp(t0, 48_000).wrapping_sub(312) + 960 * i as u32
             );
             // Capture time and RTP time name the same instant (within a sample).
-            assert!(clock.rtp(p.capture_ns, 48_000).abs_diff(p.rtp_ts) <= 1);
+            assert!(clock.rtp(p.capture_ns, 48_000).abs_diff(p.frame.rtp_ts) <= 1);
         }
         // A jump of a second (source restart): re-anchored, marker set.
         got.clear();
@@ -346,14 +346,14 @@ mod tests {
         });
         assert_eq!(st.discontinuities.load(Ordering::Relaxed), 1);
         assert_eq!(got.len(), 2);
-        let ts: Vec<u32> = got.iter().map(|p| p.rtp_ts).collect();
+        let ts: Vec<u32> = got.iter().map(|p| p.frame.rtp_ts).collect();
         assert_eq!(
             ts[0],
             clock.rtp(t0 + 1_100_000_000, 48_000).wrapping_sub(312)
         );
         assert_eq!(ts[1], ts[0].wrapping_add(960));
-        assert!(d.depacketize(&got[0].rtp).unwrap().marker);
-        assert!(!d.depacketize(&got[1].rtp).unwrap().marker);
+        assert!(got[0].frame.discontinuity);
+        assert!(!got[1].frame.discontinuity);
         // No sound for 500 ms while pictures come: silence up to 100 ms before the picture.
         got.clear();
         e.keep_up_with(t0 + 1_640_000_000, &st, &mut |p| got.push(p));
@@ -366,7 +366,7 @@ mod tests {
             got.push(p)
         });
         assert!(st.late_samples.load(Ordering::Relaxed) > 0);
-        let ts: Vec<u32> = got.iter().map(|p| p.rtp_ts).collect();
+        let ts: Vec<u32> = got.iter().map(|p| p.frame.rtp_ts).collect();
         assert!(
             ts.windows(2).all(|w| w[1].wrapping_sub(w[0]) == 960),
             "{ts:?}"
@@ -379,14 +379,17 @@ mod tests {
         let q = AudioQueue::default();
         for i in 0..(MAX_QUEUED as u32 + 5) {
             q.push(AudioPacket {
-                rtp: vec![0; 10],
+                frame: AudioFrame {
+                    opus: vec![0xfc],
+                    rtp_ts: i,
+                    discontinuity: false,
+                },
                 capture_ns: i as u64,
-                rtp_ts: i,
             });
         }
         assert_eq!(q.len(), MAX_QUEUED);
         assert_eq!(q.stats.dropped.load(Ordering::Relaxed), 5);
-        assert_eq!(q.pop().unwrap().rtp_ts, 5);
+        assert_eq!(q.pop().unwrap().frame.rtp_ts, 5);
         assert_eq!(settings().rate_bps(0), 68_800);
     }
 }

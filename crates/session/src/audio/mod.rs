@@ -52,7 +52,10 @@ impl AudioLayout {
             ssrc: s.ssrc,
             payload_type: p.payload_type,
             channels: p.channels,
-            repair: s.repair.as_ref().map(|r| (r.payload_type, r.params.clone())),
+            repair: s
+                .repair
+                .as_ref()
+                .map(|r| (r.payload_type, r.params.clone())),
         })
     }
 

@@ -239,9 +239,10 @@ mod tests {
             }
         }
         assert_eq!(media.len(), 16);
-        assert!(media.iter().enumerate().all(|(i, m)| m.0 == 9
-            && m.2 == i as u16
-            && m.3 == (i == 0 || i == 12)));
+        assert!(media
+            .iter()
+            .enumerate()
+            .all(|(i, m)| m.0 == 9 && m.2 == i as u16 && m.3 == (i == 0 || i == 12)));
         assert_eq!(repairs.len(), 6);
         assert!(repairs
             .iter()

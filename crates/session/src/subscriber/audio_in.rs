@@ -47,7 +47,11 @@ impl Subscriber {
         if l.group != group || (l.port != port && !repair) {
             return false;
         }
-        if !self.streams.iter().any(|s| (s.group, s.port) == (group, port)) {
+        if !self
+            .streams
+            .iter()
+            .any(|s| (s.group, s.port) == (group, port))
+        {
             self.drops.wrong_layer += 1;
             return true;
         }

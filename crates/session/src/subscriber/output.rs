@@ -7,9 +7,9 @@ use serde::Serialize;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use super::limbo::LimboStats;
-use crate::audio::{AudioOutput, AudioStats};
 use super::repair::FecStats;
 use super::tfmcc::TfmccView;
+use crate::audio::{AudioOutput, AudioStats};
 
 /// One (group, port) a receiver joins: a transport layer's own, or a stream riding in it on a
 /// group of its own (`SessionInfo::endpoints_of_layer`).

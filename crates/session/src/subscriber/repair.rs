@@ -61,7 +61,10 @@ impl Repair {
         (self.lost, self.duplicates, self.malformed) = (0, 0, 0);
         self.decoders.clear();
         // The audio track repairs itself (`crate::audio`): its packets never come here.
-        let video = info.tracks.iter().filter(|t| t.kind != proto::TrackKind::Audio);
+        let video = info
+            .tracks
+            .iter()
+            .filter(|t| t.kind != proto::TrackKind::Audio);
         for s in video.flat_map(|t| t.streams.iter()) {
             let Some(r) = &s.repair else { continue };
             match FecParams::from_announced(r.payload_type, &r.params) {

@@ -61,7 +61,9 @@ fn clean_path_plays_every_frame() {
         (100, 0, 0, 0, 0),
         "{s:?}"
     );
-    assert!(played.windows(2).all(|w| w[1].at_ns - w[0].at_ns == FRAME_NS));
+    assert!(played
+        .windows(2)
+        .all(|w| w[1].at_ns - w[0].at_ns == FRAME_NS));
     assert_eq!(played[0].at_ns, t0 + 60 * MS);
 }
 
