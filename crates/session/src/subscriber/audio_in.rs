@@ -55,24 +55,14 @@ impl Subscriber {
             self.drops.wrong_layer += 1;
             return true;
         }
-        let opened;
-        let data: &[u8] = match self.opener.as_mut() {
-            Some(o) => match o.open(bytes) {
-                Ok(p) => {
-                    opened = p.packet;
-                    &opened
-                }
-                Err(_) => {
-                    a.auth_failed();
-                    return true;
-                }
-            },
-            None => bytes,
+        let Some(data) = super::input::open_media(self.opener.as_mut(), bytes) else {
+            a.auth_failed();
+            return true;
         };
         if repair {
-            a.push_repair(recv_time.as_nanos(), data);
+            a.push_repair(recv_time.as_nanos(), &data);
         } else {
-            a.push_media(recv_time.as_nanos(), data);
+            a.push_media(recv_time.as_nanos(), &data);
         }
         true
     }

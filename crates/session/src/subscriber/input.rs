@@ -106,20 +106,11 @@ impl Subscriber {
         let size = bytes.len() as u32;
         // Encrypted session: authenticate and decrypt first; the wire size still counts for
         // rates, the kernel time for timing.
-        let opened;
-        let data: &[u8] = match self.opener.as_mut() {
-            Some(o) => match o.open(bytes) {
-                Ok(p) => {
-                    opened = p.packet;
-                    &opened
-                }
-                Err(_) => {
-                    self.drops.media_auth_failed += 1;
-                    return;
-                }
-            },
-            None => bytes,
+        let Some(data) = open_media(self.opener.as_mut(), bytes) else {
+            self.drops.media_auth_failed += 1;
+            return;
         };
+        let data: &[u8] = &data;
         let Ok(p) = RtpPacket::parse(data) else {
             self.drops.malformed_rtp += 1;
             return;
@@ -159,5 +150,17 @@ impl Subscriber {
                 Vec::new()
             },
         });
+    }
+}
+
+/// `bytes` opened with `opener` (an encrypted session) or as they are (one in the clear);
+/// `None` when they do not open (the caller counts it).
+pub(super) fn open_media<'a>(
+    opener: Option<&mut MediaOpener>,
+    bytes: &'a [u8],
+) -> Option<std::borrow::Cow<'a, [u8]>> {
+    match opener {
+        Some(o) => o.open(bytes).ok().map(|p| p.packet.into()),
+        None => Some(bytes.into()),
     }
 }
