@@ -10,8 +10,8 @@
 //! session's media epoch, so audio and video (on the same epoch at 90 kHz) need no other
 //! mapping than the RTCP sender reports carry.
 
-use codec::opus::{Encoder, EncoderConfig, FRAME_20MS};
-use session::audio::AudioFrame;
+use codec::opus::{Encoder, EncoderConfig};
+use session::audio::{AudioFrame, PcmFrame, Timeline, TimelineStats};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -30,31 +30,10 @@ pub const REPAIR_LAG: u8 = 10;
 /// Bytes a repair packet carries beyond an audio packet (the RFC 8627 header with a short
 /// mask).
 const REPAIR_OVERHEAD: u64 = 12;
-/// Largest gap between where the audio timeline is and a new buffer's capture time that is
-/// still taken as the same timeline (sample counting); beyond it the stream is re-anchored on
-/// the capture time (a source restart, a clock step) and the next packet carries the marker.
-const REANCHOR_NS: u64 = 20_000_000;
 /// Packets queued before the oldest are dropped (1 s of 20-ms packets).
 pub const MAX_QUEUED: usize = 50;
-/// A source without sound: once the audio timeline lags the pictures by this much, silence is
-/// encoded up to [`SILENCE_LEAD_NS`] behind them, so the track never stops.
-const SILENCE_AFTER_NS: u64 = 200_000_000;
-const SILENCE_LEAD_NS: u64 = 100_000_000;
-
-/// The session's media clock: RTP time of any stream = (capture − epoch) × clock rate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MediaClock {
-    /// Unix ns of RTP time 0.
-    pub epoch_ns: u64,
-}
-
-impl MediaClock {
-    /// RTP time (wrapping) of Unix time `ns` on a `rate`-Hz clock.
-    pub fn rtp(&self, ns: u64, rate: u32) -> u32 {
-        let d = ns.saturating_sub(self.epoch_ns) as u128;
-        (d * rate as u128 / 1_000_000_000) as u32
-    }
-}
+/// The session's media clock (`session::audio::timeline`).
+pub use session::audio::MediaClock;
 
 /// One encoded frame ready for the Publisher.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -141,22 +120,16 @@ impl AudioSettings {
     }
 }
 
-/// PCM with capture times in, Opus frames out.
+/// PCM with capture times in, Opus frames out: the session's audio timeline
+/// (`session::audio::Timeline`: RTP times, re-anchoring, silence for a source without sound)
+/// and libopus.
 pub struct AudioEncoder {
     enc: Encoder,
-    /// The next frame follows a discontinuity (its packet carries the marker).
+    timeline: Timeline,
+    /// The timeline's counters already added to the shared [`AudioStats`].
+    seen: TimelineStats,
+    /// A discontinuity whose frame failed to encode: carried to the next frame.
     discontinuity: bool,
-    clock: MediaClock,
-    channels: usize,
-    /// Samples (interleaved) of the frame being filled.
-    pending: Vec<i16>,
-    /// RTP time and capture time of the first sample of `pending`, once anchored.
-    anchor: Option<(u32, u64)>,
-    /// The encoder's look-ahead, samples: subtracted from every timestamp so RTP time names
-    /// the first *decoded* sample (the decoder's output lags its input by this much).
-    lookahead: u32,
-    /// First picture seen before any sound (silence fill starts from there).
-    waiting_since: Option<u64>,
 }
 
 impl AudioEncoder {
@@ -170,25 +143,14 @@ impl AudioEncoder {
         let lookahead = enc.lookahead()?;
         Ok(AudioEncoder {
             enc,
+            timeline: Timeline::new(clock, s.channels, lookahead),
+            seen: TimelineStats::default(),
             discontinuity: false,
-            clock,
-            channels: s.channels as usize,
-            pending: Vec::with_capacity(FRAME_20MS as usize * 2),
-            anchor: None,
-            lookahead,
-            waiting_since: None,
-        })
-    }
-
-    /// Capture time where the next sample of the timeline falls (None before the first).
-    fn timeline_end(&self) -> Option<u64> {
-        self.anchor.map(|(_, cap)| {
-            cap + (self.pending.len() / self.channels) as u64 * 1_000_000_000 / 48_000
         })
     }
 
     /// Hands `pcm` (interleaved, 48 kHz) captured from `capture_ns` on; calls `out` for every
-    /// packet completed.
+    /// frame encoded.
     pub fn push_pcm(
         &mut self,
         pcm: &[i16],
@@ -196,41 +158,10 @@ impl AudioEncoder {
         stats: &AudioStats,
         out: &mut dyn FnMut(AudioPacket),
     ) {
-        let mut pcm = &pcm[..pcm.len() - pcm.len() % self.channels];
-        let mut cap = capture_ns;
-        if let Some(end) = self.timeline_end() {
-            if cap + REANCHOR_NS < end {
-                // Behind the timeline (silence was sent for it): skip what overlaps.
-                let skip_ns = end - cap;
-                let skip = ((skip_ns as u128 * 48_000 / 1_000_000_000) as usize * self.channels)
-                    .min(pcm.len());
-                stats
-                    .late_samples
-                    .fetch_add((skip / self.channels) as u64, Ordering::Relaxed);
-                pcm = &pcm[skip..];
-                cap = end;
-                if pcm.is_empty() {
-                    return;
-                }
-            } else if cap > end + REANCHOR_NS {
-                // A jump forward: finish the frame with silence, restart on the new time.
-                stats.discontinuities.fetch_add(1, Ordering::Relaxed);
-                self.flush(stats, out);
-                self.anchor = None;
-                self.discontinuity = true;
-            }
-        }
-        for chunk in pcm.chunks(self.channels) {
-            if self.anchor.is_none() {
-                let rtp = self.clock.rtp(cap, 48_000).wrapping_sub(self.lookahead);
-                self.anchor = Some((rtp, cap));
-            }
-            self.pending.extend_from_slice(chunk);
-            cap += 1_000_000_000 / 48_000;
-            if self.pending.len() == FRAME_20MS as usize * self.channels {
-                self.emit(stats, out);
-            }
-        }
+        let mut frames = Vec::new();
+        self.timeline
+            .push_pcm(pcm, capture_ns, &mut |f| frames.push(f));
+        self.encode(frames, stats, out);
     }
 
     /// A picture was captured at `capture_ns`: if no sound has come for a while (a source
@@ -241,54 +172,48 @@ impl AudioEncoder {
         stats: &AudioStats,
         out: &mut dyn FnMut(AudioPacket),
     ) {
-        let end = match self.timeline_end() {
-            Some(e) => e,
-            None => *self.waiting_since.get_or_insert(capture_ns),
-        };
-        if capture_ns < end + SILENCE_AFTER_NS {
-            return;
-        }
-        let target = capture_ns - SILENCE_LEAD_NS;
-        // After a long gap the silence starts 2 s back (a re-anchoring), not at the old end.
-        let mut at = end.max(target.saturating_sub(2_000_000_000));
-        let zeros = vec![0i16; FRAME_20MS as usize * self.channels];
-        while at + 20_000_000 <= target {
-            stats.silence_frames.fetch_add(1, Ordering::Relaxed);
-            self.push_pcm(&zeros, at, stats, out);
-            at = self.timeline_end().unwrap_or(at + 20_000_000);
-        }
+        let mut frames = Vec::new();
+        self.timeline
+            .keep_up_with(capture_ns, &mut |f| frames.push(f));
+        self.encode(frames, stats, out);
     }
 
-    /// Completes a partial frame with silence.
-    fn flush(&mut self, stats: &AudioStats, out: &mut dyn FnMut(AudioPacket)) {
-        if !self.pending.is_empty() {
-            self.pending.resize(FRAME_20MS as usize * self.channels, 0);
-            self.emit(stats, out);
-        }
-    }
-
-    fn emit(&mut self, stats: &AudioStats, out: &mut dyn FnMut(AudioPacket)) {
-        let Some((rtp, cap)) = self.anchor else {
-            return;
+    fn encode(
+        &mut self,
+        frames: Vec<PcmFrame>,
+        stats: &AudioStats,
+        out: &mut dyn FnMut(AudioPacket),
+    ) {
+        let t = self.timeline.stats;
+        let add = |c: &AtomicU64, now: u64, seen: u64| {
+            c.fetch_add(now - seen, Ordering::Relaxed);
         };
-        let r = self.enc.encode(&self.pending);
-        self.pending.clear();
-        self.anchor = Some((
-            rtp.wrapping_add(FRAME_20MS),
-            cap + FRAME_20MS as u64 * 1_000_000_000 / 48_000,
-        ));
-        match r {
-            Ok(opus) => out(AudioPacket {
-                frame: AudioFrame {
-                    opus,
-                    rtp_ts: rtp,
-                    discontinuity: std::mem::take(&mut self.discontinuity),
-                },
-                // The capture time of the first decoded sample (look-ahead earlier).
-                capture_ns: cap.saturating_sub(self.lookahead as u64 * 1_000_000_000 / 48_000),
-            }),
-            Err(_) => {
-                stats.encode_errors.fetch_add(1, Ordering::Relaxed);
+        add(
+            &stats.discontinuities,
+            t.discontinuities,
+            self.seen.discontinuities,
+        );
+        add(
+            &stats.silence_frames,
+            t.silence_frames,
+            self.seen.silence_frames,
+        );
+        add(&stats.late_samples, t.late_samples, self.seen.late_samples);
+        self.seen = t;
+        for f in frames {
+            self.discontinuity |= f.discontinuity;
+            match self.enc.encode(&f.pcm) {
+                Ok(opus) => out(AudioPacket {
+                    frame: AudioFrame {
+                        opus,
+                        rtp_ts: f.rtp_ts,
+                        discontinuity: std::mem::take(&mut self.discontinuity),
+                    },
+                    capture_ns: f.capture_ns,
+                }),
+                Err(_) => {
+                    stats.encode_errors.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
     }

@@ -1,5 +1,6 @@
-//! The audio track of a session (docs/protocols/audio.md), sans-IO on both sides: Opus frames
-//! in, RTP packets (RFC 7587) and their lagged one-packet repairs out on the send side
+//! The audio track of a session (docs/protocols/audio.md), sans-IO on both sides: PCM with
+//! capture times in, 20-ms frames with RTP times out for the host's encoder ([`timeline`]);
+//! encoded frames in, RTP packets (RFC 7587) and their lagged one-packet repairs out
 //! ([`send`]); datagrams and time in, frames to play out on the receive side ([`receive`],
 //! with the jitter buffer and playout clock in [`playout`]). The codec (libopus) is the host's:
 //! the publisher's host hands over encoded frames, the subscriber's host decodes what the
@@ -13,10 +14,12 @@
 pub mod playout;
 pub mod receive;
 pub mod send;
+pub mod timeline;
 
 pub use playout::{FrameSource, PlayFrame, Refusal};
 pub use receive::{AudioOutput, AudioReceive, AudioStats};
 pub use send::{AudioFrame, AudioSend, AudioSendStats, Datagram, DatagramKind};
+pub use timeline::{MediaClock, PcmFrame, Timeline, TimelineStats};
 
 use proto::{Codec, SessionInfo, TrackKind};
 use std::net::Ipv4Addr;
