@@ -1,35 +1,23 @@
-//! The audio path: Opus RTP packets (RFC 7587) with their receive times in, a jitter buffer,
-//! libopus decode with in-band FEC and loss concealment, playout on the audio clock, out to
-//! the speaker (`autoaudiosink`, window build) and/or headless files: `DIR/audio.wav` (what
+//! The audio path's codec and output: the frames the session's audio track plays
+//! (`session::audio`: repair, jitter buffer, playout clock, loss tally) are decoded here with
+//! libopus (the frame's packet, the next packet's in-band FEC, or concealment) and go to the
+//! speaker (`autoaudiosink`, window build) and/or headless files: `DIR/audio.wav` (what
 //! played, sample-exact in time) and `DIR/audio.csv` (one row per 20-ms frame played, one per
 //! refused packet).
 //!
-//! Audio is the master clock (docs/player.md "Audio and lip sync"): frame `n` of the stream
-//! plays at `start + n x 20 ms`, whatever the network does; the video path asks
-//! [`Audio::clock`] when a picture of a given capture time is due. A frame whose packet is
-//! missing at its play time is recovered from the next packet's FEC when that one is there, and
-//! concealed otherwise; a packet that comes after its frame played is late (counted, dropped).
-//! Frames missing without a sequence gap are the sender's silence (a source restart): silence
-//! is played, nothing is concealed. When the stream stops (layer 0 left, sender gone) the
-//! output stops after [`IDLE_NS`], and the next packet starts it again on a new anchor.
+//! Audio is the master clock (docs/player.md "Audio and lip sync"): the track's playout names
+//! the local time of its next frame and that frame's RTP time; with the stream's RTCP sender
+//! report ([`SrMap`]) that gives [`AudioClock`], where a capture time plays, which the video
+//! path schedules its pictures against.
 
-use codec::opus::{Decoder, OpusDepacketizer, OpusRtp, FRAME_20MS};
+use codec::opus::{Decoder, FRAME_20MS};
 use codec::rtcp::{parse_sender_reports, unix_ns_from_ntp};
-use std::collections::BTreeMap;
+use session::audio::{AudioStats, FrameSource, PlayFrame, Refusal};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 /// Nanoseconds of one 20-ms frame.
-const FRAME_NS: u64 = 20_000_000;
-/// No packet for this long with nothing buffered: the stream stopped; output pauses.
-pub const IDLE_NS: u64 = 500_000_000;
-/// Packets further ahead of the play position than this are from a new timeline.
-const MAX_AHEAD_FRAMES: u64 = 150;
-/// Consecutive late packets (200 ms of audio) after which the playout restarts later.
-const LATE_RESYNC: u64 = 10;
-/// Smallest playout delay after the first packet (jitter and the FEC look-ahead of one
-/// packet).
-pub const MIN_DELAY_NS: u64 = 60_000_000;
+const FRAME_NS: u64 = session::audio::playout::FRAME_NS;
 
 /// The NTP ↔ RTP mapping of one stream from its latest RTCP sender report, in the sender's
 /// Unix time.
@@ -73,70 +61,21 @@ impl AudioClock {
     }
 }
 
-/// What the audio path did (per-second log, telemetry, `/metrics`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AudioStats {
-    /// Packets accepted into the jitter buffer.
-    pub packets: u64,
-    /// Packets the sequence numbers say were sent and never arrived.
-    pub lost: u64,
-    /// Frames played from their own packet, from the next packet's FEC, concealed.
-    pub decoded: u64,
-    pub fec: u64,
-    pub concealed: u64,
-    /// Runs of consecutive concealed frames.
-    pub concealment_events: u64,
-    /// Frames of the sender's silence (a timestamp gap without a sequence gap).
-    pub silence: u64,
-    pub late: u64,
-    pub duplicates: u64,
-    /// Malformed packets (not RTP, wrong payload type, invalid Opus), counted and dropped.
-    pub malformed: u64,
-    pub decode_errors: u64,
-    /// Times the output stopped because the stream did (and restarted on a new anchor).
-    pub underruns: u64,
-    /// Times the playout restarted on a new anchor while packets kept coming: every packet
-    /// came late for 200 ms (the path's delay rose), the sender's timeline jumped, or a new
-    /// sender instance.
-    pub resyncs: u64,
-    /// Frames played (concealed) after the stream's last packet before it counted as
-    /// stopped.
-    pub trailing: u64,
-    pub sender_reports: u64,
-}
-
 /// Options of the audio output.
 pub struct AudioOptions<'a> {
     /// Headless files `audio.wav` and `audio.csv` in this directory.
     pub out: Option<&'a Path>,
     /// Play through `autoaudiosink`.
     pub speaker: bool,
-    /// Playout delay after the first packet (at least [`MIN_DELAY_NS`]).
-    pub delay_ns: u64,
 }
 
-/// The audio path of one session.
+/// The decoder and outputs of one session's audio track.
 pub struct Audio {
-    depay: OpusDepacketizer,
     dec: Decoder,
     channels: usize,
     ssrc: Option<u32>,
-    /// Jitter buffer: extended timestamp -> (packet, arrival ns).
-    buf: BTreeMap<u64, (OpusRtp, u64)>,
-    /// (local ns, extended timestamp) of the next frame to play.
-    next: Option<(u64, u64)>,
-    /// Extended sequence number of the last frame played from a packet (loss detection).
-    last_seq: Option<u64>,
-    highest_seq: Option<u64>,
-    last_arrival: u64,
-    delay_ns: u64,
-    concealing: bool,
-    late_streak: u64,
-    /// Frames of the concealed run in progress (if the stream stops, they were the end of
-    /// the stream, not a loss: taken back from the concealment counts).
-    run: u64,
     sr: Option<SrMap>,
-    pub stats: AudioStats,
+    pub sender_reports: u64,
     out: Output,
     /// Sum of squares and count of the samples of the current second (level meter).
     level: (f64, u64),
@@ -183,21 +122,11 @@ impl Audio {
             }
         }
         Some(Audio {
-            depay: OpusDepacketizer::new(p.payload_type),
             dec,
             channels: channels as usize,
             ssrc: track.streams.first().map(|s| s.ssrc),
-            buf: BTreeMap::new(),
-            next: None,
-            last_seq: None,
-            highest_seq: None,
-            last_arrival: 0,
-            delay_ns: o.delay_ns.max(MIN_DELAY_NS),
-            concealing: false,
-            late_streak: 0,
-            run: 0,
             sr: None,
-            stats: AudioStats::default(),
+            sender_reports: 0,
             out,
             level: (0.0, 0),
             last_level_db: f64::NEG_INFINITY,
@@ -205,87 +134,28 @@ impl Audio {
         })
     }
 
-    /// One datagram of the audio stream (after decryption), received at `recv_ns` (kernel
-    /// time, Unix ns). A malformed one is counted and dropped.
-    pub fn push_rtp(&mut self, recv_ns: u64, datagram: &[u8]) {
-        let p = match self.depay.depacketize(datagram) {
-            Ok(p) => p,
-            Err(_) => {
-                self.stats.malformed += 1;
-                self.log_refused(recv_ns, "malformed");
-                return;
-            }
-        };
-        if p.new_stream && self.ssrc.is_some_and(|s| s != p.ssrc) && self.next.is_some() {
-            // A new sender instance: its timeline (and clock mapping) replace the old one.
-            self.stats.resyncs += 1;
-            self.restart();
-            self.sr = None;
-        }
-        self.ssrc = Some(p.ssrc);
-        self.last_arrival = recv_ns;
-        if let Some((_, ts)) = self.next {
-            if p.timestamp < ts {
-                self.stats.late += 1;
-                self.late_streak += 1;
-                self.log_refused(recv_ns, "late");
-                if self.late_streak < LATE_RESYNC {
-                    return;
-                }
-                // Every packet for a while came after its play time: the path's delay rose
-                // past the playout delay (a queue filled). Start again behind it: one gap
-                // instead of silence for as long as the delay stays up.
-                self.stats.resyncs += 1;
-                self.restart();
-            }
-            self.late_streak = 0;
-            if p.timestamp >= ts + MAX_AHEAD_FRAMES * FRAME_20MS as u64 {
-                // Far ahead: the sender's timeline jumped; start again on it.
-                self.stats.resyncs += 1;
-                self.restart();
-            }
-        }
-        if self.buf.len() >= 2 * MAX_AHEAD_FRAMES as usize {
-            // Cannot happen with a sane sender (packets this far ahead restart the timeline);
-            // keeps the buffer bounded whatever arrives.
-            self.stats.resyncs += 1;
-            self.restart();
-        }
-        if self.buf.contains_key(&p.timestamp) {
-            self.stats.duplicates += 1;
-            self.log_refused(recv_ns, "duplicate");
-            return;
-        }
-        self.stats.packets += 1;
-        self.highest_seq = Some(self.highest_seq.map_or(p.seq, |h| h.max(p.seq)));
-        if self.next.is_none() {
-            self.next = Some((recv_ns + self.delay_ns, p.timestamp));
-        }
-        self.buf.insert(p.timestamp, (p, recv_ns));
-    }
-
     /// One datagram from the stream's RTCP port: its sender report gives the audio clock's
     /// capture-time mapping.
     pub fn push_rtcp(&mut self, datagram: &[u8]) {
         if let Some(m) = SrMap::from_rtcp(datagram, self.ssrc, 48_000) {
             self.sr = Some(m);
-            self.stats.sender_reports += 1;
+            self.sender_reports += 1;
         }
     }
 
-    /// Where a sender capture time plays (needs a sender report and a running stream).
-    pub fn clock(&self) -> Option<AudioClock> {
-        let (local, ts) = self.next?;
-        let sr = self.sr?;
-        let cap = sr.capture_of(ts as u32);
+    /// A new sender instance: its clock mapping comes with its own reports.
+    pub fn forget_sender_report(&mut self) {
+        self.sr = None;
+    }
+
+    /// Where a sender capture time plays, given the playout's next frame (local ns, RTP time;
+    /// `session::audio::AudioReceive::anchor`): needs a sender report and a running stream.
+    pub fn clock(&self, anchor: Option<(u64, u64)>) -> Option<AudioClock> {
+        let (local, ts) = anchor?;
+        let cap = self.sr?.capture_of(ts as u32);
         Some(AudioClock {
             offset_ns: local as i64 - cap as i64,
         })
-    }
-
-    /// When [`Audio::tick`] next has a frame to play.
-    pub fn next_due(&self) -> Option<u64> {
-        self.next.map(|(t, _)| t)
     }
 
     /// Level of the last second, dBFS (overlay).
@@ -293,116 +163,35 @@ impl Audio {
         self.last_level_db
     }
 
-    /// Drops the buffer and the anchor: the next packet starts the playout again.
-    fn restart(&mut self) {
-        self.buf.clear();
-        self.next = None;
-        self.last_seq = None;
-        self.concealing = false;
-        self.late_streak = 0;
-    }
-
-    /// Plays every frame whose time has come by `now_ns`.
-    pub fn tick(&mut self, now_ns: u64) {
-        while let Some((t, ts)) = self.next {
-            if t > now_ns {
-                break;
-            }
-            if self.buf.is_empty() && now_ns.saturating_sub(self.last_arrival) > IDLE_NS {
-                // The stream stopped: pause; the next packet starts it on a new anchor. The
-                // frames concealed since the last packet were the stream's end, not a loss.
-                if self.concealing {
-                    self.stats.concealed -= self.run;
-                    self.stats.concealment_events -= 1;
-                    self.stats.trailing += self.run;
-                }
-                self.next = None;
-                self.last_seq = None;
-                self.concealing = false;
-                self.stats.underruns += 1;
-                break;
-            }
-            let ts = self.play_frame(t, ts);
-            self.next = Some((t + FRAME_NS, ts + FRAME_20MS as u64));
-        }
-    }
-
-    /// Plays the frame due at local time `t` whose RTP time is `ts`; returns the RTP time it
-    /// played (the grid follows a packet that starts inside the frame: after a sender
-    /// discontinuity the stream's timestamps are re-anchored on its capture clock, which
-    /// shifts them by a fraction of a frame).
-    fn play_frame(&mut self, t: u64, ts: u64) -> u64 {
+    /// Decodes and plays frame `f`; returns false if the decoder failed on it (concealed
+    /// instead: the caller tells the track).
+    pub fn play(&mut self, f: &PlayFrame) -> bool {
         self.pcm.clear();
         let n = FRAME_20MS as usize;
-        let f = FRAME_20MS as u64;
-        let key = self.buf.range(ts..ts + f).next().map(|(k, _)| *k);
-        let ts = key.unwrap_or(ts);
-        let own = key.and_then(|k| self.buf.remove(&k));
-        let (status, arrival, seq) = match own {
-            Some((p, arr)) => {
-                if let Some(l) = self.last_seq {
-                    if p.seq > l + 1 {
-                        // Counted here once, whether the missing frames were recovered or not.
-                        self.stats.lost += p.seq - l - 1;
-                    }
+        let (status, arrival, seq, ok) = match &f.source {
+            FrameSource::Packet {
+                payload,
+                seq,
+                arrival_ns,
+            } => match self.dec.decode(payload, &mut self.pcm) {
+                Ok(_) => ("decoded", Some(*arrival_ns), Some(*seq), true),
+                Err(_) => {
+                    let _ = self.dec.conceal(n, &mut self.pcm);
+                    ("decode_error", Some(*arrival_ns), Some(*seq), false)
                 }
-                self.last_seq = Some(p.seq);
-                match self.dec.decode(&p.payload, &mut self.pcm) {
-                    Ok(_) => {
-                        self.stats.decoded += 1;
-                        ("decoded", Some(arr), Some(p.seq))
-                    }
-                    Err(_) => {
-                        self.stats.decode_errors += 1;
-                        let _ = self.dec.conceal(n, &mut self.pcm);
-                        ("decode_error", Some(arr), Some(p.seq))
-                    }
+            },
+            FrameSource::Fec { next_payload } => {
+                match self.dec.decode_fec(next_payload, n, &mut self.pcm) {
+                    Ok(_) => ("fec", None, None, true),
+                    Err(_) => ("decode_error", None, None, false),
                 }
             }
-            None => {
-                // The next packet held, wherever it is: its sequence number says whether this
-                // frame was sent at all (no sequence gap: the sender's silence). Its in-band FEC
-                // covers this frame only if it is the frame right after.
-                let later = self.buf.range(ts + f..).next();
-                let sent = match (later, self.last_seq) {
-                    (Some((_, (np, _))), Some(l)) => np.seq > l + 1,
-                    _ => true,
-                };
-                let next = later.filter(|(k, _)| **k < ts + 2 * f).map(|(_, v)| v);
-                if !sent {
-                    self.stats.silence += 1;
-                    self.pcm.resize(n * self.channels, 0);
-                }
-                match next {
-                    _ if !sent => ("silence", None, None),
-                    Some((np, _)) => {
-                        let payload = np.payload.clone();
-                        match self.dec.decode_fec(&payload, n, &mut self.pcm) {
-                            Ok(_) => {
-                                self.stats.fec += 1;
-                                ("fec", None, None)
-                            }
-                            Err(_) => {
-                                self.stats.decode_errors += 1;
-                                ("decode_error", None, None)
-                            }
-                        }
-                    }
-                    None => {
-                        let _ = self.dec.conceal(n, &mut self.pcm);
-                        self.stats.concealed += 1;
-                        ("concealed", None, None)
-                    }
-                }
+            FrameSource::Conceal => {
+                let _ = self.dec.conceal(n, &mut self.pcm);
+                ("concealed", None, None, true)
             }
+            FrameSource::Silence => ("silence", None, None, true),
         };
-        let concealed = status == "concealed";
-        if concealed && !self.concealing {
-            self.stats.concealment_events += 1;
-            self.run = 0;
-        }
-        self.run += u64::from(concealed);
-        self.concealing = concealed;
         self.pcm.resize(n * self.channels, 0);
         for &s in &self.pcm {
             self.level.0 += (s as f64 / 32768.0).powi(2);
@@ -412,13 +201,14 @@ impl Audio {
             self.last_level_db = 10.0 * (self.level.0 / self.level.1 as f64).max(1e-10).log10();
             self.level = (0.0, 0);
         }
-        let capture = self.sr.map(|m| m.capture_of(ts as u32));
+        let t = f.at_ns;
+        let capture = self.sr.map(|m| m.capture_of(f.rtp_ts as u32));
         let wav_sample = self.out.wav.as_mut().map(|w| w.write_at(t, &self.pcm));
         if let Some(c) = self.out.csv.as_mut() {
             let _ = writeln!(
                 c,
                 "{},{},{},{},{},{},{}",
-                ts,
+                f.rtp_ts,
                 seq.map_or(String::new(), |s| s.to_string()),
                 t,
                 wav_sample.map_or(String::new(), |s| s.to_string()),
@@ -430,12 +220,13 @@ impl Audio {
         if let Some(s) = self.out.speaker.as_mut() {
             s.play(t, &self.pcm);
         }
-        ts
+        ok
     }
 
-    fn log_refused(&mut self, recv_ns: u64, what: &str) {
+    /// A packet the track refused (a row of `audio.csv`).
+    pub fn refused(&mut self, recv_ns: u64, why: Refusal) {
         if let Some(c) = self.out.csv.as_mut() {
-            let _ = writeln!(c, ",,,,{what},{recv_ns},");
+            let _ = writeln!(c, ",,,,{},{recv_ns},", why.as_str());
         }
     }
 
@@ -449,33 +240,34 @@ impl Audio {
         }
     }
 
-    /// The counters as JSON (per-second log, telemetry).
-    pub fn json(&self) -> serde_json::Value {
-        let s = &self.stats;
-        serde_json::json!({"packets": s.packets, "lost": s.lost, "decoded": s.decoded,
-            "fec": s.fec, "concealed": s.concealed, "concealment_events": s.concealment_events,
-            "silence": s.silence, "late": s.late, "duplicates": s.duplicates,
-            "malformed": s.malformed, "decode_errors": s.decode_errors,
-            "underruns": s.underruns, "resyncs": s.resyncs, "trailing": s.trailing, "sender_reports": s.sender_reports,
-            "level_db": if self.last_level_db.is_finite() { Some(self.last_level_db) } else { None }})
+    /// The track's counters and this path's as JSON (per-second log, telemetry).
+    pub fn json(&self, s: &AudioStats) -> serde_json::Value {
+        let mut j = serde_json::to_value(s).unwrap_or_default();
+        j["sender_reports"] = serde_json::json!(self.sender_reports);
+        j["level_db"] = serde_json::json!(if self.last_level_db.is_finite() {
+            Some(self.last_level_db)
+        } else {
+            None
+        });
+        j
     }
 
     /// `/metrics` lines (`lab` = `{viewer="..."}`).
-    pub fn metrics(&self, lab: &str) -> String {
-        let s = &self.stats;
+    pub fn metrics(s: &AudioStats, lab: &str) -> String {
+        let p = &s.playout;
         let mut m = String::new();
         for (name, v) in [
-            ("layercast_player_audio_packets_total", s.packets),
-            ("layercast_player_audio_lost_total", s.lost),
-            ("layercast_player_audio_fec_recovered_total", s.fec),
-            ("layercast_player_audio_concealed_frames_total", s.concealed),
+            ("layercast_player_audio_packets_total", p.packets),
+            ("layercast_player_audio_lost_total", p.lost),
+            ("layercast_player_audio_fec_recovered_total", p.fec),
+            ("layercast_player_audio_concealed_frames_total", p.concealed),
             (
                 "layercast_player_audio_concealment_events_total",
-                s.concealment_events,
+                p.concealment_events,
             ),
-            ("layercast_player_audio_late_total", s.late),
-            ("layercast_player_audio_malformed_total", s.malformed),
-            ("layercast_player_audio_underruns_total", s.underruns),
+            ("layercast_player_audio_late_total", p.late),
+            ("layercast_player_audio_malformed_total", p.malformed),
+            ("layercast_player_audio_underruns_total", p.underruns),
         ] {
             m.push_str(&format!("# TYPE {name} counter\n{name}{lab} {v}\n"));
         }
@@ -648,6 +440,9 @@ impl Drop for Speaker {
 mod tests {
     use super::*;
     use codec::opus::{Encoder, EncoderConfig, OpusPacketizer};
+    use session::audio::{AudioLayout, AudioOutput, AudioReceive};
+
+    const MS: u64 = 1_000_000;
 
     fn track() -> proto::Track {
         proto::Track {
@@ -672,7 +467,19 @@ mod tests {
         }
     }
 
-    /// `n` RTP packets of a 440-Hz tone, 20 ms each, from RTP time `ts0`.
+    fn new() -> Audio {
+        Audio::new(
+            &track(),
+            &AudioOptions {
+                out: None,
+                speaker: false,
+            },
+            None,
+        )
+        .unwrap()
+    }
+
+    /// `n` RTP packets of a 440-Hz tone (libopus, in-band FEC), 20 ms each, from RTP time `ts0`.
     fn packets(n: usize, ts0: u32) -> Vec<Vec<u8>> {
         let mut enc = Encoder::new(&EncoderConfig::default()).unwrap();
         let mut pk = OpusPacketizer::new(111, 42, 1000);
@@ -691,178 +498,59 @@ mod tests {
             .collect()
     }
 
-    fn run(a: &mut Audio, pkts: &[Vec<u8>], arrive: impl Fn(usize) -> Option<u64>, end: u64) {
-        let mut order: Vec<(u64, usize)> = (0..pkts.len())
-            .filter_map(|i| arrive(i).map(|t| (t, i)))
-            .collect();
-        order.sort();
-        for (t, i) in order {
-            a.tick(t);
-            a.push_rtp(t, &pkts[i]);
-        }
-        a.tick(end);
-    }
-
-    fn new(delay_ms: u64) -> Audio {
-        Audio::new(
-            &track(),
-            &AudioOptions {
-                out: None,
-                speaker: false,
-                delay_ns: delay_ms * 1_000_000,
-            },
-            None,
-        )
-        .unwrap()
-    }
-
-    const MS: u64 = 1_000_000;
-
-    /// Clean path with jitter (up to 30 ms) under a 60-ms delay: every frame decoded, none
-    /// concealed, none late; frames play exactly 20 ms apart.
+    /// Real Opus packets through the track's playout and this decoder: with isolated losses
+    /// and a burst of three, every frame decodes (its packet or the next one's FEC) except the
+    /// two the track conceals; no decode error; the level meter hears the tone.
     #[test]
-    fn clean_path_plays_every_frame() {
-        let pkts = packets(100, u32::MAX - 10 * 960);
-        let mut a = new(60);
-        let t0 = 1_000_000 * MS;
-        let last = t0 + 60 * MS + 99 * 20 * MS;
-        run(
-            &mut a,
-            &pkts,
-            |i| Some(t0 + i as u64 * 20 * MS + (i as u64 * 7919 % 31) * MS),
-            last,
-        );
-        let s = &a.stats;
-        assert_eq!(
-            (s.decoded, s.concealed, s.fec, s.late, s.lost),
-            (100, 0, 0, 0, 0),
-            "{s:?}"
-        );
-    }
-
-    /// Isolated losses are recovered from the next packet's FEC; a burst of three loses
-    /// one recovered and two concealed (one concealment event); nothing is late.
-    #[test]
-    fn loss_is_recovered_by_fec_then_concealed() {
+    fn the_track_plays_through_libopus() {
+        let layout = AudioLayout::of(&proto::SessionInfo {
+            tracks: vec![track()],
+            ..proto::SessionInfo::equal_layers(1, 1, std::net::Ipv4Addr::LOCALHOST, 1)
+        })
+        .unwrap();
+        let mut rx = AudioReceive::new(&layout, 60 * MS);
+        let mut a = new();
         let pkts = packets(100, 0);
-        let mut a = new(60);
         let t0 = 5_000 * MS;
         let lost = [10usize, 30, 50, 70, 71, 72];
-        run(
-            &mut a,
-            &pkts,
-            |i| (!lost.contains(&i)).then_some(t0 + i as u64 * 20 * MS),
-            t0 + 2040 * MS,
-        );
-        let s = &a.stats;
-        assert_eq!(s.lost, 6, "{s:?}");
-        assert_eq!(s.fec, 4, "{s:?}");
-        assert_eq!((s.concealed, s.concealment_events), (2, 1), "{s:?}");
-        assert_eq!(s.decoded, 94);
-    }
-
-    /// Late, duplicate and malformed packets are counted and dropped; the stream stopping
-    /// pauses the output (an underrun) instead of concealing forever; it starts again.
-    #[test]
-    fn bad_input_and_a_stopped_stream() {
-        let pkts = packets(60, 0);
-        let mut a = new(60);
-        let t0 = 9_000 * MS;
-        for (i, p) in pkts.iter().take(20).enumerate() {
+        let mut fails = 0;
+        let mut play = |rx: &mut AudioReceive, a: &mut Audio, now: u64| {
+            while let Some(o) = rx.poll(now) {
+                if let AudioOutput::Play(f) = o {
+                    if !a.play(&f) {
+                        rx.decode_failed(&f);
+                        fails += 1;
+                    }
+                }
+            }
+        };
+        for (i, p) in pkts.iter().enumerate() {
             let t = t0 + i as u64 * 20 * MS;
-            a.tick(t);
-            a.push_rtp(t, p);
-            a.push_rtp(t, p);
+            play(&mut rx, &mut a, t);
+            if !lost.contains(&i) {
+                rx.push_media(t, p);
+            }
         }
-        a.push_rtp(t0 + 400 * MS, &[0x80, 111, 0, 1]);
-        a.push_rtp(t0 + 400 * MS, b"garbage");
-        a.tick(t0 + 500 * MS);
-        a.push_rtp(t0 + 500 * MS, &pkts[0]);
+        play(&mut rx, &mut a, t0 + 2040 * MS);
+        let s = rx.stats().playout;
         assert_eq!(
-            (a.stats.duplicates, a.stats.malformed, a.stats.late),
-            (20, 2, 1)
+            (s.decoded, s.fec, s.concealed, s.lost),
+            (94, 4, 2, 6),
+            "{s:?}"
         );
-        a.tick(t0 + 2_000 * MS);
-        assert_eq!(a.stats.underruns, 1);
-        // The frames after the last packet are the stream's end, not concealed loss.
-        assert_eq!(
-            (a.stats.concealed, a.stats.concealment_events),
-            (0, 0),
-            "{:?}",
-            a.stats
-        );
-        assert!(a.stats.trailing > 0 && a.stats.trailing <= IDLE_NS / FRAME_NS + 2);
-        assert_eq!(a.next_due(), None);
-        // The stream resumes (the sender's timeline moved on 2 s): played again.
-        let decoded = a.stats.decoded;
-        let later = packets(60, 2 * 48_000);
-        for (i, p) in later.iter().enumerate().skip(40) {
-            let t = t0 + 3_000 * MS + i as u64 * 20 * MS;
-            a.tick(t);
-            a.push_rtp(t, p);
-        }
-        a.tick(t0 + 5_000 * MS);
-        assert_eq!(a.stats.decoded - decoded, 20);
-    }
-
-    /// After a sender discontinuity (a looping file) the timestamps are re-anchored on the
-    /// capture clock, off the old 960-sample grid: the playout follows the new grid, plays
-    /// every packet, and the gap (no sequence gap) is the sender's silence, not concealment.
-    #[test]
-    fn misaligned_timestamps_after_a_discontinuity_are_played() {
-        let mut pkts = packets(50, 0);
-        // The second half: 200 ms later plus 333 samples, sequence numbers continuing.
-        let mut enc = Encoder::new(&EncoderConfig::default()).unwrap();
-        let mut pk = OpusPacketizer::new(111, 42, 1000 + 50);
-        pk.discontinuity();
-        for f in 0..50u32 {
-            let ts = 50 * 960 + 9600 + 333 + f * 960;
-            pkts.push(
-                pk.packetize(&enc.encode(&vec![0; 1920]).unwrap(), ts)
-                    .unwrap(),
-            );
-        }
-        let mut a = new(300);
-        let t0 = 7_000 * MS;
-        let at = |i: usize| Some(t0 + i as u64 * 20 * MS + if i >= 50 { 200 * MS } else { 0 });
-        run(&mut a, &pkts, at, t0 + 300 * MS + 109 * 20 * MS);
-        let s = &a.stats;
-        assert_eq!((s.decoded, s.concealed, s.lost), (100, 0, 0), "{s:?}");
-        assert_eq!(s.silence, 10, "{s:?}");
-        assert!(a.buf.is_empty());
-    }
-
-    /// The path's delay rises to 1.5 s and stays (a queue filling at 15 ms per packet while
-    /// packets keep coming): after 200 ms of late packets each time, the playout restarts
-    /// behind the new delay instead of concealing for as long as the delay stays up; once
-    /// the delay is steady every packet plays.
-    #[test]
-    fn a_rising_delay_restarts_the_playout() {
-        let pkts = packets(400, 0);
-        let mut a = new(100);
-        let t0 = 3_000 * MS;
-        let lag = |i: usize| (i.saturating_sub(100) as u64 * 15).min(1_500) * MS;
-        run(
-            &mut a,
-            &pkts,
-            |i| Some(t0 + i as u64 * 20 * MS + lag(i)),
-            t0 + 1_600 * MS + 399 * 20 * MS,
-        );
-        let s = &a.stats;
-        assert!((1..=20).contains(&s.resyncs), "{s:?}");
-        assert_eq!(s.late, 10 * s.resyncs, "{s:?}");
-        // Everything after the last restart played: the last 200 packets at least.
-        assert!(s.decoded >= 300, "{s:?}");
-        assert_eq!(s.underruns, 0, "{s:?}");
+        assert_eq!((s.decode_errors, fails), (0, 0));
+        assert!(a.level_db() > -40.0, "{}", a.level_db());
     }
 
     /// The sender report maps RTP time to capture time; the audio clock then says where a
     /// capture time plays: the frame of capture C plays at C + offset.
     #[test]
     fn clock_from_the_sender_report() {
-        let pkts = packets(10, 48_000);
-        let mut a = new(100);
-        assert_eq!(a.clock(), None);
+        let mut a = new();
+        let t0 = 1_700_000_001_030_000_000u64;
+        // The playout's next frame: RTP time 48 000 at t0 + 100 ms.
+        let anchor = Some((t0 + 100 * MS, 48_000));
+        assert_eq!(a.clock(anchor), None);
         let sr = codec::rtcp::SenderReport {
             ssrc: 42,
             ntp: codec::rtcp::ntp_from_unix_ns(1_700_000_001_000_000_000),
@@ -871,11 +559,10 @@ mod tests {
             octets: 0,
         };
         a.push_rtcp(&sr.to_bytes("x"));
-        let t0 = 1_700_000_001_030_000_000u64;
-        a.push_rtp(t0, &pkts[0]);
-        let c = a.clock().unwrap();
-        // Captured at ...001.000, arrived 30 ms later, plays 100 ms after arrival.
+        let c = a.clock(anchor).unwrap();
+        // Captured at ...001.000, plays at t0 + 100 ms.
         assert_eq!(c.play_time(1_700_000_001_000_000_000), t0 + 100 * MS);
+        assert_eq!(a.clock(None), None);
         let m = SrMap {
             capture_ns: 1_000_000_000,
             rtp: u32::MAX - 899,

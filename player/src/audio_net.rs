@@ -1,47 +1,28 @@
-//! The sockets of the audio track and of the sender reports, joined and left with transport
-//! layer 0 (the audio stream rides in it: `SessionInfo::endpoints_of_layer(0)`): the audio
-//! group's RTP port, its RTCP port (+1), its repair stream's port (+2, when the SAM announces
-//! repair for the stream) and layer 0's RTCP port (+1, the video's sender reports). Datagrams
-//! go to [`crate::audio::Audio`] and to the video path's sender-report slot with their kernel
-//! receive times; audio packets and repairs also go through a FEC decoder (lagged one-packet
-//! repairs, docs/protocols/audio.md "Burst repair"), and what it rebuilds goes to the audio path as if
-//! it had arrived with the repair that completed it.
+//! The RTCP sockets of a session, open while transport layer 0 is held: the audio stream's
+//! RTCP port (its RTP port + 1: the audio sender reports, [`crate::audio::Audio::push_rtcp`])
+//! and layer 0's (the video's sender reports, one mapping for every layer). The audio stream
+//! and its repair stream are media: their sockets follow the Subscriber's joins like every
+//! stream of layer 0, and their datagrams go to the session's audio track.
 
 use crate::audio::{Audio, SrMap};
 use crate::net::McastSocket;
-use proto::fec::{FecDecoder, FecParams};
-use proto::rtp::RtpPacket;
 use proto::{SessionInfo, TrackKind};
 use std::net::Ipv4Addr;
 
-/// Open sockets, in the order [`AudioNet::fds`] lists them.
+/// Open sockets, in the order [`RtcpNet::fds`] lists them.
 #[derive(Default)]
-pub struct AudioNet {
+pub struct RtcpNet {
     socks: Vec<(Kind, McastSocket)>,
-    /// The audio stream's repair decoder and repair payload type, when it has repair.
-    fec: Option<(FecDecoder, u8)>,
-    /// First audio sequence number since the sockets opened: the first repairs carry packets
-    /// from before it (sent before the join), which are not losses and are not played.
-    first_seq: Option<u16>,
-    /// Audio packets that failed authentication (encrypted sessions).
-    pub auth_failed: u64,
     pub truncated: u64,
-    /// Repair packets received, malformed or of another payload type, and audio packets
-    /// rebuilt from them.
-    pub repairs: u64,
-    pub bad_repairs: u64,
-    pub repaired: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
-    Rtp,
-    Rtcp,
-    Repair,
-    VideoRtcp,
+    Audio,
+    Video,
 }
 
-impl AudioNet {
+impl RtcpNet {
     /// Opens the sockets when layer 0 is held (`base_held`), closes them when it is not.
     pub fn sync(
         &mut self,
@@ -60,22 +41,15 @@ impl AudioNet {
         let Some(info) = info else { return };
         let mut want = Vec::new();
         if let Some(s) = info.track(TrackKind::Audio).and_then(|t| t.streams.first()) {
-            want.push((Kind::Rtp, s.group, s.port));
-            want.push((Kind::Rtcp, s.group, s.port.wrapping_add(1)));
-            if let Some(r) = &s.repair {
-                if let Ok(p) = FecParams::from_announced(r.payload_type, &r.params) {
-                    want.push((Kind::Repair, s.group, s.port.wrapping_add(2)));
-                    self.fec = Some((FecDecoder::new(p), r.payload_type));
-                }
-            }
+            want.push((Kind::Audio, s.group, s.port.wrapping_add(1)));
         }
         if let (Some(l0), Some(_)) = (info.layers.first(), info.track(TrackKind::Video)) {
-            want.push((Kind::VideoRtcp, l0.group, l0.port.wrapping_add(1)));
+            want.push((Kind::Video, l0.group, l0.port.wrapping_add(1)));
         }
         for (k, g, p) in want {
             match McastSocket::open_from(g, p, iface, ssm) {
                 Ok(s) => self.socks.push((k, s)),
-                Err(e) => eprintln!("layercast-player: audio/RTCP socket {g}:{p}: {e}"),
+                Err(e) => eprintln!("layercast-player: RTCP socket {g}:{p}: {e}"),
             }
         }
     }
@@ -83,22 +57,18 @@ impl AudioNet {
     /// Closes everything (a new session layout).
     pub fn reset(&mut self) {
         self.socks.clear();
-        self.fec = None;
-        self.first_seq = None;
     }
 
     pub fn fds(&self) -> Vec<i32> {
         self.socks.iter().map(|(_, s)| s.raw_fd()).collect()
     }
 
-    /// Reads what socket `i` (an index into [`AudioNet::fds`]) has: audio RTP (decrypted
-    /// with `opener` for an encrypted session) to `audio`, sender reports to `audio` and to
-    /// `video_sr` (layer 0's SSRC).
+    /// Reads what socket `i` (an index into [`RtcpNet::fds`]) has: audio sender reports to
+    /// `audio`, the video's (layer 0's SSRC) to `video_sr`.
     pub fn drain(
         &mut self,
         i: usize,
         buf: &mut [u8],
-        mut opener: Option<&mut security::auth::MediaOpener>,
         mut audio: Option<&mut Audio>,
         video_sr: &mut Option<SrMap>,
         video_ssrc: Option<u32>,
@@ -107,7 +77,7 @@ impl AudioNet {
             return;
         };
         for _ in 0..64 {
-            let Ok(Some((n, ts, trunc))) = s.recv(buf) else {
+            let Ok(Some((n, _ts, trunc))) = s.recv(buf) else {
                 break;
             };
             if trunc {
@@ -115,83 +85,18 @@ impl AudioNet {
                 continue;
             }
             let data = &buf[..n];
-            // Media and repairs are sealed in encrypted sessions; RTCP is not.
-            let plain;
-            let pkt: &[u8] = if matches!(kind, Kind::Rtp | Kind::Repair) {
-                match open(opener.as_deref_mut(), data) {
-                    Ok(Some(p)) => {
-                        plain = p;
-                        &plain
-                    }
-                    Ok(None) => data,
-                    Err(()) => {
-                        self.auth_failed += 1;
-                        continue;
-                    }
-                }
-            } else {
-                data
-            };
             match kind {
-                Kind::Rtp => {
-                    if let (Some((dec, _)), Ok(p)) = (self.fec.as_mut(), RtpPacket::parse(pkt)) {
-                        self.first_seq.get_or_insert(p.sequence_number());
-                        let _ = dec.push(&p);
-                    }
-                    if let Some(a) = audio.as_deref_mut() {
-                        a.push_rtp(ts, pkt);
-                    }
-                }
-                Kind::Repair => {
-                    self.repairs += 1;
-                    let ok = match (self.fec.as_mut(), RtpPacket::parse(pkt)) {
-                        (Some((dec, pt)), Ok(p)) if p.payload_type() == *pt => {
-                            dec.push_separate_repair(p.payload()).is_ok()
-                        }
-                        _ => false,
-                    };
-                    if !ok {
-                        self.bad_repairs += 1;
-                    }
-                }
-                Kind::Rtcp => {
+                Kind::Audio => {
                     if let Some(a) = audio.as_deref_mut() {
                         a.push_rtcp(data);
                     }
                 }
-                Kind::VideoRtcp => {
+                Kind::Video => {
                     if let Some(m) = SrMap::from_rtcp(data, video_ssrc, 90_000) {
                         *video_sr = Some(m);
                     }
                 }
             }
-            if let Some((dec, _)) = self.fec.as_mut() {
-                while let Some(rec) = dec.poll_recovered() {
-                    let seq = RtpPacket::parse(&rec).map_or(0, |p| p.sequence_number());
-                    if self
-                        .first_seq
-                        .is_none_or(|f| (seq.wrapping_sub(f) as i16) < 0)
-                    {
-                        continue;
-                    }
-                    self.repaired += 1;
-                    if let Some(a) = audio.as_deref_mut() {
-                        a.push_rtp(ts, &rec);
-                    }
-                }
-            }
         }
-    }
-}
-
-/// A datagram of an encrypted session opened (`Ok(Some)`), of a session in the clear
-/// (`Ok(None)`: use it as it is), or one that does not open (`Err`, the caller counts it).
-fn open(
-    opener: Option<&mut security::auth::MediaOpener>,
-    data: &[u8],
-) -> Result<Option<Vec<u8>>, ()> {
-    match opener {
-        Some(o) => o.open(data).map(|p| Some(p.packet)).map_err(|_| ()),
-        None => Ok(None),
     }
 }

@@ -12,6 +12,7 @@ use crate::telemetry::{self, Telemetry, MAX_DECISIONS_PER_REPORT};
 use crate::Args;
 use congestion::{LayeredController, Time};
 use serde_json::{json, Value};
+use session::audio::AudioOutput;
 use session::subscriber::{
     Announcement, Control, Endpoint, Event, Output, Security, Snapshot, SubscriberConfig,
     TransmitKind,
@@ -71,14 +72,13 @@ struct Shell {
     ticks: u64,
     exit: bool,
     buf: Vec<u8>,
-    /// The audio track (issue 21): its playout (`crate::audio`) and its sockets, held with
-    /// layer 0 (`crate::audio_net`), beside the Subscriber; the description in force, the
-    /// media opener and the SSM source the audio sockets use; layer 0's sender report (the
-    /// video's RTP <-> capture mapping) and what the decoder thread last got of it.
+    /// The audio track's decoder and outputs (`crate::audio`; the track itself is the
+    /// Subscriber's) and the RTCP sockets, held with layer 0 (`crate::audio_net`); the
+    /// description in force and the SSM source the RTCP sockets use; layer 0's sender report
+    /// (the video's RTP <-> capture mapping) and what the decoder thread last got of it.
     audio: Option<crate::audio::Audio>,
-    audio_net: crate::audio_net::AudioNet,
+    rtcp: crate::audio_net::RtcpNet,
     info: Option<proto::SessionInfo>,
-    opener: Option<security::auth::MediaOpener>,
     ssm: Option<Ipv4Addr>,
     video_sr: Option<crate::audio::SrMap>,
     av_sent: (
@@ -160,6 +160,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             .and_then(|(h, _)| h.parse::<std::net::SocketAddrV4>().ok())
             .map(|sa| *sa.ip()),
         media_requests: true,
+        audio_delay: Duration::from_millis(a.playout_delay_ms),
     };
     let mut sub = Subscriber::new(control, cfg);
     // A description handed over at start is the first announcement: the base layer is joined
@@ -190,9 +191,8 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         exit: false,
         buf: vec![0u8; 2048],
         audio: None,
-        audio_net: crate::audio_net::AudioNet::default(),
+        rtcp: crate::audio_net::RtcpNet::default(),
         info: None,
-        opener: None,
         ssm: a.ssm,
         video_sr: None,
         av_sent: (None, None),
@@ -220,7 +220,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         let deadline = sh.outputs(&mut sub);
         sh.wait_and_read(&mut sub, deadline);
         sh.video_turn(&mut sub);
-        sh.audio_turn();
+        sh.audio_turn(&mut sub);
         if now() >= deadline {
             sub.handle_timeout(now());
         }
@@ -271,7 +271,6 @@ impl Shell {
         if let Some(t) = &self.telemetry {
             t.set_udp(crate::report::sender_for(&self.a, sec.telemetry));
         }
-        self.opener = sec.opener.clone();
         if self.a.ssm.is_none() && !self.a.ssm_any {
             self.ssm = sec.ssm;
         }
@@ -291,8 +290,6 @@ impl Shell {
         loop {
             match sub.poll_output() {
                 Output::Timeout(t, _) => return t,
-                // The audio stream's group is the audio sockets' (`audio_turn`).
-                Output::Join(e) if self.is_audio(e.group, e.port) => {}
                 Output::Join(e) => {
                     match McastSocket::open_from(e.group, e.port, self.a.interface, e.source) {
                         Ok(s) => {
@@ -315,6 +312,18 @@ impl Shell {
                     }
                     self.feedback.send(&t);
                 }
+                Output::Audio(AudioOutput::Play(f)) => {
+                    if let Some(a) = self.audio.as_mut() {
+                        if !a.play(&f) {
+                            sub.audio_decode_failed(&f);
+                        }
+                    }
+                }
+                Output::Audio(AudioOutput::Refused { recv_ns, why }) => {
+                    if let Some(a) = self.audio.as_mut() {
+                        a.refused(recv_ns, why);
+                    }
+                }
                 Output::Media(m) => {
                     self.decoder
                         .packet(m.layer as usize, m.packet, m.recv_time.as_nanos())
@@ -327,13 +336,12 @@ impl Shell {
                         info.packet_size,
                         info.bunch_len
                     );
-                    self.audio_net.reset();
+                    self.rtcp.reset();
                     self.video_sr = None;
                     self.audio = info.track(proto::TrackKind::Audio).and_then(|t| {
                         let o = crate::audio::AudioOptions {
                             out: self.a.out.as_deref(),
                             speaker: self.a.window,
-                            delay_ns: self.a.playout_delay_ms * 1_000_000,
                         };
                         crate::audio::Audio::new(t, &o, self.audio.take())
                     });
@@ -378,13 +386,10 @@ impl Shell {
         }
         fds.extend(self.socks.iter().map(|(_, s)| s.raw_fd()));
         let n_media = fds.len();
-        fds.extend(self.audio_net.fds());
+        fds.extend(self.rtcp.fds());
         let now_ns = net::realtime_ns() as i64;
         let ms = |t: i64| ((t - now_ns) / 1_000_000).max(0);
-        let mut wait_ms = ms(deadline.as_nanos().min(i64::MAX as u64) as i64).min(50);
-        if let Some(d) = self.audio.as_ref().and_then(|x| x.next_due()) {
-            wait_ms = wait_ms.min(ms(d as i64));
-        }
+        let wait_ms = ms(deadline.as_nanos().min(i64::MAX as u64) as i64).min(50);
         let ann = self.ann_sock.is_some();
         for i in net::poll_readable(&fds, wait_ms as i32) {
             if i >= n_media {
@@ -394,10 +399,9 @@ impl Shell {
                     .and_then(|i| i.track(proto::TrackKind::Video))
                     .and_then(|t| t.streams.first())
                     .map(|s| s.ssrc);
-                self.audio_net.drain(
+                self.rtcp.drain(
                     i - n_media,
                     &mut self.buf,
-                    self.opener.as_mut(),
                     self.audio.as_mut(),
                     &mut self.video_sr,
                     vssrc,
@@ -449,25 +453,23 @@ impl Shell {
         }
     }
 
-    /// Whether `group:port` is the audio stream's (its sockets are `audio_net`'s).
-    fn is_audio(&self, group: Ipv4Addr, port: u16) -> bool {
-        self.info
-            .as_ref()
-            .and_then(|i| i.track(proto::TrackKind::Audio))
-            .is_some_and(|t| t.streams.iter().any(|s| (s.group, s.port) == (group, port)))
-    }
-
-    /// The audio's part of a turn: its sockets follow layer 0, it plays what is due on its
-    /// own clock, and the video's pictures are scheduled against that clock (the decoder
-    /// thread gets the mapping when it changes).
-    fn audio_turn(&mut self) {
+    /// The audio's part of a turn: the RTCP sockets follow layer 0, and the video's pictures
+    /// are scheduled against the audio clock (the decoder thread gets the mapping when it
+    /// changes).
+    fn audio_turn(&mut self, sub: &mut Subscriber) {
         let base_held = self.socks.iter().any(|(e, _)| e.layer == 0);
-        self.audio_net
+        self.rtcp
             .sync(base_held, self.info.as_ref(), self.a.interface, self.ssm);
+        let anchor = sub.audio().and_then(|t| t.anchor());
         if let Some(x) = self.audio.as_mut() {
-            x.tick(net::realtime_ns());
+            if sub.take_audio_new_instance() {
+                x.forget_sender_report();
+            }
         }
-        let av = (self.video_sr, self.audio.as_ref().and_then(|x| x.clock()));
+        let av = (
+            self.video_sr,
+            self.audio.as_ref().and_then(|x| x.clock(anchor)),
+        );
         if av != self.av_sent {
             self.av_sent = av;
             self.decoder.send(crate::decode::Cmd::AvSync {
@@ -504,7 +506,7 @@ impl Shell {
                 self.audio.as_ref().map_or(String::new(), |x| format!(
                     "\naudio {:.0} dBFS  concealed {}",
                     x.level_db().max(-99.0),
-                    x.stats.concealed
+                    s.audio.map_or(0, |a| a.playout.concealed)
                 ))
             ),
             Duration::from_millis(100),
@@ -530,12 +532,7 @@ impl Shell {
             "video": video,
             "audio": self.audio.as_mut().map(|x| {
                 x.flush();
-                let mut j = x.json();
-                j["auth_failed"] = json!(self.audio_net.auth_failed);
-                j["repairs"] = json!(self.audio_net.repairs);
-                j["bad_repairs"] = json!(self.audio_net.bad_repairs);
-                j["repaired"] = json!(self.audio_net.repaired);
-                j
+                x.json(&s.audio.unwrap_or_default())
             }),
             "fec": s.fec,
             "stale_resets": s.stale_resets,
@@ -572,9 +569,9 @@ impl Shell {
                 "frames": v["frames"].as_u64().unwrap_or(0),
                 "freezes": v["freezes"].as_u64().unwrap_or(0),
                 "rtt_s": s.rtt_s,
-                "audio_packets": self.audio.as_ref().map_or(0, |x| x.stats.packets),
-                "audio_lost": self.audio.as_ref().map_or(0, |x| x.stats.lost),
-                "audio_concealed": self.audio.as_ref().map_or(0, |x| x.stats.concealed),
+                "audio_packets": s.audio.map_or(0, |x| x.playout.packets),
+                "audio_lost": s.audio.map_or(0, |x| x.playout.lost),
+                "audio_concealed": s.audio.map_or(0, |x| x.playout.concealed),
                 "decisions": line["decisions"],
                 "tfmcc": line["tfmcc"],
             }));
@@ -585,8 +582,11 @@ impl Shell {
                 s,
                 line["tfmcc"].as_object().map(|_| &line["tfmcc"]),
             );
-            if let Some(x) = self.audio.as_ref() {
-                m.push_str(&x.metrics(&format!("{{viewer=\"{}\"}}", self.a.viewer_id)));
+            if let (Some(_), Some(st)) = (self.audio.as_ref(), s.audio.as_ref()) {
+                m.push_str(&crate::audio::Audio::metrics(
+                    st,
+                    &format!("{{viewer=\"{}\"}}", self.a.viewer_id),
+                ));
             }
             if let Ok(mut t) = self.metrics_text.lock() {
                 *t = m;

@@ -445,9 +445,9 @@ impl State {
                 let audio_io = match (&r.audio, &audio_queue) {
                     (Some(a), Some(queue)) => Some(crate::video::AudioIo {
                         encoder: Arc::new(Mutex::new(
-                            crate::media::audio::AudioEncoder::new(a, audio_ssrc, clock).map_err(
-                                |e| Error::config(&format!("{ctx}.audio"), e.to_string()),
-                            )?,
+                            crate::media::audio::AudioEncoder::new(a, clock).map_err(|e| {
+                                Error::config(&format!("{ctx}.audio"), e.to_string())
+                            })?,
                         )),
                         queue: queue.clone(),
                         channels: a.channels,
@@ -547,29 +547,19 @@ impl State {
                         rtcp: SocketAddrV4::new(l.group, l.port + 1),
                     })
                     .collect();
-                let audio = match (&audio_queue, audio_dest) {
-                    (Some(q), Some((g, p, _))) => {
-                        reports.push(crate::media::out::SrStream {
-                            ssrc: audio_ssrc,
-                            rate: 48_000,
-                            rtcp: SocketAddrV4::new(g, p + 1),
-                        });
-                        Some(crate::media::out::AudioSide {
-                            queue: q.clone(),
-                            dest: SocketAddrV4::new(g, p),
-                            repair: crate::media::audio_repair(audio_ssrc)
-                                .map(|e| (e, SocketAddrV4::new(g, p + 2))),
-                        })
-                    }
-                    _ => None,
-                };
+                if let (Some(_), Some((g, p, _))) = (&audio_queue, audio_dest) {
+                    reports.push(crate::media::out::SrStream {
+                        ssrc: audio_ssrc,
+                        rate: 48_000,
+                        rtcp: SocketAddrV4::new(g, p + 1),
+                    });
+                }
                 crate::media::out::SideStreams::new(
-                    audio,
+                    audio_queue.clone(),
                     clock,
                     reports,
                     format!("layercast-{}@{}", r.id, sender),
                     plain_size.saturating_sub(28) as u64,
-                    media_key.clone().map(MediaSealer::new),
                 )
             }),
         };

@@ -2,7 +2,8 @@
 //! ([`SessionInfo`]: transport layers and the media tracks riding on them) and the wire formats
 //! (`wire`: the per-packet congestion-control header extension, the Session Announcement
 //! Message, TFMCC and TFRC fields, media requests) and [`fec`], the XOR-parity repair packets
-//! (RFC 8627 header) each video layer carries in its spare slots.
+//! (RFC 8627 header) each video layer carries in its spare slots, and [`opus`], the Opus RTP
+//! payload format (RFC 7587).
 //!
 //! No I/O, no clocks, no randomness: every parser returns [`Error`] on malformed input and
 //! never panics.
@@ -10,6 +11,7 @@
 pub mod error;
 pub mod fec;
 pub mod media;
+pub mod opus;
 pub mod rtp;
 pub mod session;
 pub mod time;

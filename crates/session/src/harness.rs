@@ -10,16 +10,19 @@
 //!     +------------------- feedback (reports, media requests) ----------+
 //! ```
 //!
-//! The router joins at once and leaves at once (a fast-leave IGMP router next to the
+//! Datagrams the Publisher sends on their own (the audio track's packets and repairs) take the
+//! same router and links. The router joins at once and leaves at once (a fast-leave IGMP router next to the
 //! bottleneck); feedback reaches the publisher after `feedback_delay`. Each packet counts
 //! its UDP payload plus [`WIRE_OVERHEAD`] bytes on the link, as tbf and the link emulator
 //! count Ethernet frames.
 
+use crate::audio::{AudioOutput, PlayFrame};
 use crate::publisher::{Publisher, PublisherConfig};
 use crate::subscriber::{Announcement, Event, Media, Output, Snapshot, Subscriber};
 use congestion::Decision;
 use netmodel::{Link, LinkConfig};
 use proto::{SessionInfo, Time};
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
@@ -48,6 +51,11 @@ pub struct Viewer {
     /// Keep every delivered media packet in `media_packets` (tests that look at them).
     pub keep_media: bool,
     pub media_packets: Vec<Media>,
+    /// Audio frames the Subscriber gave to play, by what plays them, and packets it refused.
+    pub audio_frames: Vec<PlayFrame>,
+    pub audio_refused: u64,
+    /// Datagrams the link delivered, per (group, port).
+    pub delivered: HashMap<(Ipv4Addr, u16), u64>,
     next_timeout: Time,
 }
 
@@ -111,6 +119,9 @@ impl Harness {
             media: 0,
             keep_media: false,
             media_packets: Vec::new(),
+            audio_frames: Vec::new(),
+            audio_refused: 0,
+            delivered: HashMap::new(),
             next_timeout: Time::ZERO,
         });
         self.next_announce = self.now;
@@ -172,6 +183,21 @@ impl Harness {
                 }
             }
         }
+        // Datagrams sent on their own (the audio track's), to every viewer holding the group.
+        while let Some(d) = self.publisher.poll_datagram() {
+            for v in &mut self.viewers {
+                if v.joined.contains(&(*d.to.ip(), d.to.port())) {
+                    let size = d.bytes.len() as u32 + WIRE_OVERHEAD;
+                    let dg = Datagram {
+                        group: *d.to.ip(),
+                        port: d.to.port(),
+                        bytes: d.bytes.clone(),
+                    };
+                    v.link.arrive(now, dg, size, 0);
+                    v.next_timeout = v.next_timeout.min(v.link.next_wakeup());
+                }
+            }
+        }
         while self.publisher.poll_encoder_control(now).is_some() {}
         // Links deliver; Subscribers run.
         for v in &mut self.viewers {
@@ -179,6 +205,7 @@ impl Harness {
             while let Some((at, d)) = v.link.poll_release(now) {
                 // A packet for a group left while it was in flight is not delivered.
                 if v.joined.contains(&(d.group, d.port)) {
+                    *v.delivered.entry((d.group, d.port)).or_default() += 1;
                     v.sub.handle_datagram(now, d.group, d.port, at, &d.bytes);
                 }
             }
@@ -207,6 +234,8 @@ impl Harness {
                             v.media_packets.push(m);
                         }
                     }
+                    Output::Audio(AudioOutput::Play(f)) => v.audio_frames.push(f),
+                    Output::Audio(AudioOutput::Refused { .. }) => v.audio_refused += 1,
                     Output::Event(Event::Stats(s)) => v.snapshots.push(*s),
                     Output::Event(Event::Decision(d)) => v.decisions.push(d),
                     Output::Event(_) => {}

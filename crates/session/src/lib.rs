@@ -9,11 +9,14 @@
 //! - [`publisher::Publisher`]: the send side of one session. Encoded media per track and
 //!   stream, feedback datagrams and time in; paced bunches (the congestion crate's bunch
 //!   schedule, or TFMCC's rate), encoder control and the next timeout out.
+//! - [`audio`]: the audio track of both (RTP packets and their lagged repairs out of encoded
+//!   frames; repair, jitter buffer and playout of received ones), the codec being the host's.
 //! - `harness` (feature `harness`): a Publisher, [`netmodel::Link`]s and N Subscribers in
 //!   virtual time, in-process and deterministic.
 //!
 //! Signal flow and the choices made: `docs/ARCHITECTURE.md` ("Sessions").
 
+pub mod audio;
 pub mod error;
 #[cfg(feature = "harness")]
 pub mod harness;

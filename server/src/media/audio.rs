@@ -1,15 +1,17 @@
-//! The audio track of a session: raw PCM with capture times in, Opus RTP packets (RFC 7587)
-//! with their capture times out, queued for the sender.
+//! The audio track's encoder: raw PCM with capture times in, encoded Opus frames with their
+//! RTP and capture times out, queued for the media thread, whose `session::Publisher` makes
+//! them RTP packets (RFC 7587) and repairs (`session::audio`).
 //!
 //! [`AudioEncoder`] is sans-IO: the source's callback hands it PCM and its capture time, it
-//! encodes 20-ms frames (libopus, constant bit rate, in-band FEC) and returns ready packets.
-//! [`AudioQueue`] is the interface the sender drains: ready RTP packets in capture order,
+//! encodes 20-ms frames (libopus, constant bit rate, in-band FEC) and returns ready frames.
+//! [`AudioQueue`] is the interface the media thread drains: ready frames in capture order,
 //! bounded. RTP time is the session's media clock ([`MediaClock`]): a packet's timestamp is
 //! the capture time of its first *decoded* sample on a 48-kHz clock that started at the
 //! session's media epoch, so audio and video (on the same epoch at 90 kHz) need no other
 //! mapping than the RTCP sender reports carry.
 
-use codec::opus::{Encoder, EncoderConfig, OpusPacketizer, FRAME_20MS};
+use codec::opus::{Encoder, EncoderConfig};
+use session::audio::{AudioFrame, PcmFrame, Timeline, TimelineStats};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -28,39 +30,17 @@ pub const REPAIR_LAG: u8 = 10;
 /// Bytes a repair packet carries beyond an audio packet (the RFC 8627 header with a short
 /// mask).
 const REPAIR_OVERHEAD: u64 = 12;
-/// Largest gap between where the audio timeline is and a new buffer's capture time that is
-/// still taken as the same timeline (sample counting); beyond it the stream is re-anchored on
-/// the capture time (a source restart, a clock step) and the next packet carries the marker.
-const REANCHOR_NS: u64 = 20_000_000;
 /// Packets queued before the oldest are dropped (1 s of 20-ms packets).
 pub const MAX_QUEUED: usize = 50;
-/// A source without sound: once the audio timeline lags the pictures by this much, silence is
-/// encoded up to [`SILENCE_LEAD_NS`] behind them, so the track never stops.
-const SILENCE_AFTER_NS: u64 = 200_000_000;
-const SILENCE_LEAD_NS: u64 = 100_000_000;
+/// The session's media clock (`session::audio::timeline`).
+pub use session::audio::MediaClock;
 
-/// The session's media clock: RTP time of any stream = (capture − epoch) × clock rate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MediaClock {
-    /// Unix ns of RTP time 0.
-    pub epoch_ns: u64,
-}
-
-impl MediaClock {
-    /// RTP time (wrapping) of Unix time `ns` on a `rate`-Hz clock.
-    pub fn rtp(&self, ns: u64, rate: u32) -> u32 {
-        let d = ns.saturating_sub(self.epoch_ns) as u128;
-        (d * rate as u128 / 1_000_000_000) as u32
-    }
-}
-
-/// One ready RTP packet.
+/// One encoded frame ready for the Publisher.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AudioPacket {
-    pub rtp: Vec<u8>,
+    pub frame: AudioFrame,
     /// Capture time of its first decoded sample (Unix ns).
     pub capture_ns: u64,
-    pub rtp_ts: u32,
 }
 
 /// Counters of the audio track (API and `/metrics`).
@@ -81,7 +61,7 @@ pub struct AudioStats {
     pub send_errors: AtomicU64,
 }
 
-/// Ready packets for the sender, oldest first, bounded by [`MAX_QUEUED`].
+/// Ready frames for the media thread, oldest first, bounded by [`MAX_QUEUED`].
 #[derive(Debug, Default)]
 pub struct AudioQueue {
     q: Mutex<VecDeque<AudioPacket>>,
@@ -94,7 +74,7 @@ impl AudioQueue {
         self.stats.packets.fetch_add(1, Ordering::Relaxed);
         self.stats
             .bytes
-            .fetch_add(p.rtp.len() as u64, Ordering::Relaxed);
+            .fetch_add(12 + p.frame.opus.len() as u64, Ordering::Relaxed);
         q.push_back(p);
         while q.len() > MAX_QUEUED {
             q.pop_front();
@@ -140,25 +120,20 @@ impl AudioSettings {
     }
 }
 
-/// PCM with capture times in, Opus RTP packets out.
+/// PCM with capture times in, Opus frames out: the session's audio timeline
+/// (`session::audio::Timeline`: RTP times, re-anchoring, silence for a source without sound)
+/// and libopus.
 pub struct AudioEncoder {
     enc: Encoder,
-    pkt: OpusPacketizer,
-    clock: MediaClock,
-    channels: usize,
-    /// Samples (interleaved) of the frame being filled.
-    pending: Vec<i16>,
-    /// RTP time and capture time of the first sample of `pending`, once anchored.
-    anchor: Option<(u32, u64)>,
-    /// The encoder's look-ahead, samples: subtracted from every timestamp so RTP time names
-    /// the first *decoded* sample (the decoder's output lags its input by this much).
-    lookahead: u32,
-    /// First picture seen before any sound (silence fill starts from there).
-    waiting_since: Option<u64>,
+    timeline: Timeline,
+    /// The timeline's counters already added to the shared [`AudioStats`].
+    seen: TimelineStats,
+    /// A discontinuity whose frame failed to encode: carried to the next frame.
+    discontinuity: bool,
 }
 
 impl AudioEncoder {
-    pub fn new(s: &AudioSettings, ssrc: u32, clock: MediaClock) -> codec::Result<AudioEncoder> {
+    pub fn new(s: &AudioSettings, clock: MediaClock) -> codec::Result<AudioEncoder> {
         let mut enc = Encoder::new(&EncoderConfig {
             channels: s.channels,
             bitrate: s.bitrate,
@@ -168,25 +143,14 @@ impl AudioEncoder {
         let lookahead = enc.lookahead()?;
         Ok(AudioEncoder {
             enc,
-            pkt: OpusPacketizer::new(PAYLOAD_TYPE, ssrc, (ssrc >> 16) as u16),
-            clock,
-            channels: s.channels as usize,
-            pending: Vec::with_capacity(FRAME_20MS as usize * 2),
-            anchor: None,
-            lookahead,
-            waiting_since: None,
-        })
-    }
-
-    /// Capture time where the next sample of the timeline falls (None before the first).
-    fn timeline_end(&self) -> Option<u64> {
-        self.anchor.map(|(_, cap)| {
-            cap + (self.pending.len() / self.channels) as u64 * 1_000_000_000 / 48_000
+            timeline: Timeline::new(clock, s.channels, lookahead),
+            seen: TimelineStats::default(),
+            discontinuity: false,
         })
     }
 
     /// Hands `pcm` (interleaved, 48 kHz) captured from `capture_ns` on; calls `out` for every
-    /// packet completed.
+    /// frame encoded.
     pub fn push_pcm(
         &mut self,
         pcm: &[i16],
@@ -194,41 +158,10 @@ impl AudioEncoder {
         stats: &AudioStats,
         out: &mut dyn FnMut(AudioPacket),
     ) {
-        let mut pcm = &pcm[..pcm.len() - pcm.len() % self.channels];
-        let mut cap = capture_ns;
-        if let Some(end) = self.timeline_end() {
-            if cap + REANCHOR_NS < end {
-                // Behind the timeline (silence was sent for it): skip what overlaps.
-                let skip_ns = end - cap;
-                let skip = ((skip_ns as u128 * 48_000 / 1_000_000_000) as usize * self.channels)
-                    .min(pcm.len());
-                stats
-                    .late_samples
-                    .fetch_add((skip / self.channels) as u64, Ordering::Relaxed);
-                pcm = &pcm[skip..];
-                cap = end;
-                if pcm.is_empty() {
-                    return;
-                }
-            } else if cap > end + REANCHOR_NS {
-                // A jump forward: finish the frame with silence, restart on the new time.
-                stats.discontinuities.fetch_add(1, Ordering::Relaxed);
-                self.flush(stats, out);
-                self.anchor = None;
-                self.pkt.discontinuity();
-            }
-        }
-        for chunk in pcm.chunks(self.channels) {
-            if self.anchor.is_none() {
-                let rtp = self.clock.rtp(cap, 48_000).wrapping_sub(self.lookahead);
-                self.anchor = Some((rtp, cap));
-            }
-            self.pending.extend_from_slice(chunk);
-            cap += 1_000_000_000 / 48_000;
-            if self.pending.len() == FRAME_20MS as usize * self.channels {
-                self.emit(stats, out);
-            }
-        }
+        let mut frames = Vec::new();
+        self.timeline
+            .push_pcm(pcm, capture_ns, &mut |f| frames.push(f));
+        self.encode(frames, stats, out);
     }
 
     /// A picture was captured at `capture_ns`: if no sound has come for a while (a source
@@ -239,54 +172,48 @@ impl AudioEncoder {
         stats: &AudioStats,
         out: &mut dyn FnMut(AudioPacket),
     ) {
-        let end = match self.timeline_end() {
-            Some(e) => e,
-            None => *self.waiting_since.get_or_insert(capture_ns),
-        };
-        if capture_ns < end + SILENCE_AFTER_NS {
-            return;
-        }
-        let target = capture_ns - SILENCE_LEAD_NS;
-        // After a long gap the silence starts 2 s back (a re-anchoring), not at the old end.
-        let mut at = end.max(target.saturating_sub(2_000_000_000));
-        let zeros = vec![0i16; FRAME_20MS as usize * self.channels];
-        while at + 20_000_000 <= target {
-            stats.silence_frames.fetch_add(1, Ordering::Relaxed);
-            self.push_pcm(&zeros, at, stats, out);
-            at = self.timeline_end().unwrap_or(at + 20_000_000);
-        }
+        let mut frames = Vec::new();
+        self.timeline
+            .keep_up_with(capture_ns, &mut |f| frames.push(f));
+        self.encode(frames, stats, out);
     }
 
-    /// Completes a partial frame with silence.
-    fn flush(&mut self, stats: &AudioStats, out: &mut dyn FnMut(AudioPacket)) {
-        if !self.pending.is_empty() {
-            self.pending.resize(FRAME_20MS as usize * self.channels, 0);
-            self.emit(stats, out);
-        }
-    }
-
-    fn emit(&mut self, stats: &AudioStats, out: &mut dyn FnMut(AudioPacket)) {
-        let Some((rtp, cap)) = self.anchor else {
-            return;
+    fn encode(
+        &mut self,
+        frames: Vec<PcmFrame>,
+        stats: &AudioStats,
+        out: &mut dyn FnMut(AudioPacket),
+    ) {
+        let t = self.timeline.stats;
+        let add = |c: &AtomicU64, now: u64, seen: u64| {
+            c.fetch_add(now - seen, Ordering::Relaxed);
         };
-        let r = self
-            .enc
-            .encode(&self.pending)
-            .and_then(|opus| self.pkt.packetize(&opus, rtp));
-        self.pending.clear();
-        self.anchor = Some((
-            rtp.wrapping_add(FRAME_20MS),
-            cap + FRAME_20MS as u64 * 1_000_000_000 / 48_000,
-        ));
-        match r {
-            Ok(bytes) => out(AudioPacket {
-                rtp: bytes,
-                // The capture time of the first decoded sample (look-ahead earlier).
-                capture_ns: cap.saturating_sub(self.lookahead as u64 * 1_000_000_000 / 48_000),
-                rtp_ts: rtp,
-            }),
-            Err(_) => {
-                stats.encode_errors.fetch_add(1, Ordering::Relaxed);
+        add(
+            &stats.discontinuities,
+            t.discontinuities,
+            self.seen.discontinuities,
+        );
+        add(
+            &stats.silence_frames,
+            t.silence_frames,
+            self.seen.silence_frames,
+        );
+        add(&stats.late_samples, t.late_samples, self.seen.late_samples);
+        self.seen = t;
+        for f in frames {
+            self.discontinuity |= f.discontinuity;
+            match self.enc.encode(&f.pcm) {
+                Ok(opus) => out(AudioPacket {
+                    frame: AudioFrame {
+                        opus,
+                        rtp_ts: f.rtp_ts,
+                        discontinuity: std::mem::take(&mut self.discontinuity),
+                    },
+                    capture_ns: f.capture_ns,
+                }),
+                Err(_) => {
+                    stats.encode_errors.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -295,7 +222,6 @@ impl AudioEncoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use codec::opus::OpusDepacketizer;
 
     fn settings() -> AudioSettings {
         AudioSettings {
@@ -314,7 +240,7 @@ mod tests {
             epoch_ns: 1_000_000_000_000,
         };
         let st = AudioStats::default();
-        let mut e = AudioEncoder::new(&settings(), 0x77, clock).unwrap();
+        let mut e = AudioEncoder::new(&settings(), clock).unwrap();
         let mut got = Vec::new();
         let t0 = clock.epoch_ns + 5_000_000_000;
         // 10 buffers of 10 ms.
@@ -324,17 +250,16 @@ mod tests {
             });
         }
         assert_eq!(got.len(), 5);
-        let mut d = OpusDepacketizer::new(PAYLOAD_TYPE);
         for (i, p) in got.iter().enumerate() {
-            let r = d.depacketize(&p.rtp).unwrap();
-            assert_eq!(r.marker, i == 0);
-            assert_eq!(p.rtp.len() as u64, settings().packet_bytes());
+            assert!(!p.frame.discontinuity);
+            assert!(codec::opus::packet_info(&p.frame.opus).is_ok());
+            assert_eq!(12 + p.frame.opus.len() as u64, settings().packet_bytes());
             assert_eq!(
-                p.rtp_ts,
+                p.frame.rtp_ts,
                 clock.rtp(t0, 48_000).wrapping_sub(312) + 960 * i as u32
             );
             // Capture time and RTP time name the same instant (within a sample).
-            assert!(clock.rtp(p.capture_ns, 48_000).abs_diff(p.rtp_ts) <= 1);
+            assert!(clock.rtp(p.capture_ns, 48_000).abs_diff(p.frame.rtp_ts) <= 1);
         }
         // A jump of a second (source restart): re-anchored, marker set.
         got.clear();
@@ -346,14 +271,14 @@ mod tests {
         });
         assert_eq!(st.discontinuities.load(Ordering::Relaxed), 1);
         assert_eq!(got.len(), 2);
-        let ts: Vec<u32> = got.iter().map(|p| p.rtp_ts).collect();
+        let ts: Vec<u32> = got.iter().map(|p| p.frame.rtp_ts).collect();
         assert_eq!(
             ts[0],
             clock.rtp(t0 + 1_100_000_000, 48_000).wrapping_sub(312)
         );
         assert_eq!(ts[1], ts[0].wrapping_add(960));
-        assert!(d.depacketize(&got[0].rtp).unwrap().marker);
-        assert!(!d.depacketize(&got[1].rtp).unwrap().marker);
+        assert!(got[0].frame.discontinuity);
+        assert!(!got[1].frame.discontinuity);
         // No sound for 500 ms while pictures come: silence up to 100 ms before the picture.
         got.clear();
         e.keep_up_with(t0 + 1_640_000_000, &st, &mut |p| got.push(p));
@@ -366,7 +291,7 @@ mod tests {
             got.push(p)
         });
         assert!(st.late_samples.load(Ordering::Relaxed) > 0);
-        let ts: Vec<u32> = got.iter().map(|p| p.rtp_ts).collect();
+        let ts: Vec<u32> = got.iter().map(|p| p.frame.rtp_ts).collect();
         assert!(
             ts.windows(2).all(|w| w[1].wrapping_sub(w[0]) == 960),
             "{ts:?}"
@@ -379,14 +304,17 @@ mod tests {
         let q = AudioQueue::default();
         for i in 0..(MAX_QUEUED as u32 + 5) {
             q.push(AudioPacket {
-                rtp: vec![0; 10],
+                frame: AudioFrame {
+                    opus: vec![0xfc],
+                    rtp_ts: i,
+                    discontinuity: false,
+                },
                 capture_ns: i as u64,
-                rtp_ts: i,
             });
         }
         assert_eq!(q.len(), MAX_QUEUED);
         assert_eq!(q.stats.dropped.load(Ordering::Relaxed), 5);
-        assert_eq!(q.pop().unwrap().rtp_ts, 5);
+        assert_eq!(q.pop().unwrap().frame.rtp_ts, 5);
         assert_eq!(settings().rate_bps(0), 68_800);
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! encoder (pictures as RTP packets per ladder cell) -> push_picture / push_packet -> queues
-//! (other tracks' streams, audio, are the host's to send between bunches)
+//! audio encoder (Opus frames)                        -> push_audio -> poll_datagram: its
+//!     packets and their lagged repairs, each sent on its own between two bunches
 //! feedback datagrams (reports, media requests)       -> handle_feedback
 //! the host's control plane (an HTTP key request)     -> request_key / request_resync
 //!                                                      poll_timeout: when the next bunch is due
@@ -22,6 +23,7 @@
 //! `now + clock_offset_us` (the host sets the offset to the Unix time of its clock's zero,
 //! so receivers see wall-clock send times as before).
 
+mod audio_out;
 pub mod burst;
 pub mod packet;
 pub mod requests;
@@ -144,6 +146,8 @@ pub struct PublisherStats {
     /// Media-layer slots without media: sent as a FEC repair packet, or as padding.
     pub repair_packets: u64,
     pub padding_packets: u64,
+    /// Audio frames pushed into a session without an audio track.
+    pub audio_refused: u64,
 }
 
 struct Layered {
@@ -180,6 +184,8 @@ pub struct Publisher {
     bufs: Vec<Vec<u8>>,
     bunch_dests: Vec<SocketAddrV4>,
     stats: PublisherStats,
+    /// The audio track's send side (a session with one).
+    audio: Option<crate::audio::AudioSend>,
 }
 
 impl Publisher {
@@ -252,7 +258,12 @@ impl Publisher {
                 }))
             }
         };
+        let audio = match crate::audio::AudioLayout::of(&info) {
+            Some(l) => Some(crate::audio::AudioSend::new(&l)?),
+            None => None,
+        };
         Ok(Publisher {
+            audio,
             bufs: (0..info.bunch_len.max(1))
                 .map(|_| Vec::with_capacity(info.packet_size as usize))
                 .collect(),
@@ -431,6 +442,11 @@ impl Publisher {
         let t = match &self.mode {
             Mode::Layered(l) => next_layer(l).1,
             Mode::Tfmcc(t) => t.poll_timeout(now),
+        };
+        let t = if self.audio.as_ref().is_some_and(|a| a.has_queued()) {
+            t.min(now)
+        } else {
+            t
         };
         self.requests.deadline().map_or(t, |d| d.min(t))
     }

@@ -46,6 +46,7 @@ impl Subscriber {
             }
             self.info = Some(new.clone());
             self.repair.configure(&new);
+            self.configure_audio(&new);
             self.out.push_back(Output::Event(Event::SessionChanged {
                 info: Box::new(new.clone()),
                 new_instance,
@@ -78,7 +79,7 @@ impl Subscriber {
             if k >= new.layers.len() {
                 continue;
             }
-            for (g, p) in new.endpoints_of_layer(k) {
+            for (g, p) in Self::layer_endpoints(new, k) {
                 fresh.push(Stream::joined(k as u8, g, p));
             }
         }
@@ -109,7 +110,7 @@ impl Subscriber {
         if self.held.len() < info.layers.len() {
             self.held.resize(info.layers.len(), false);
         }
-        let eps = info.endpoints_of_layer(k as usize);
+        let eps = Self::layer_endpoints(info, k as usize);
         self.held[k as usize] = true;
         for (g, p) in eps {
             if self.stream_index(g, p).is_some() {

@@ -26,10 +26,15 @@
 //! Time: `now` and receive times are one clock, the player's `CLOCK_REALTIME` (kernel
 //! timestamps). SAM freshness is checked against it as Unix time.
 
+mod audio_in;
+mod config;
+mod driver;
 mod feedback;
+mod input;
 pub mod limbo;
 mod membership;
 pub mod output;
+mod packets;
 pub mod repair;
 pub mod replay;
 pub mod sam_gate;
@@ -38,6 +43,8 @@ pub mod stale;
 pub mod stream;
 pub mod tfmcc;
 
+pub use config::{Announcement, Control, Security, SubscriberConfig};
+use driver::Driver;
 pub use limbo::{Held, LimboStats};
 pub use output::{
     Drops, Endpoint, Event, Media, Output, SamStats, Snapshot, TimeoutReason, Transmit,
@@ -46,6 +53,7 @@ pub use output::{
 pub use repair::FecStats;
 pub use tfmcc::TfmccView;
 
+use crate::audio::{AudioReceive, AudioStats};
 use congestion::tfmcc::{TfmccConfig, TfmccReceiver};
 use congestion::wire::cc_ext::{self, CcFields};
 use congestion::{Action, LayeredController, PacketArrival};
@@ -75,96 +83,6 @@ const MAX_NEW_SSRCS: usize = 64;
 const SAM_VERIFY_PER_SEC: f64 = 50.0;
 /// Bad signatures ask for the description again only after no SAM verified for this long.
 const SAM_QUIET: Duration = Duration::from_secs(3);
-
-/// What drives the subscription.
-pub enum Control {
-    /// No controller: hold layers `0..n` (measurement mode).
-    Fixed(u8),
-    /// A receiver-driven layered controller (`congestion::factory`, or a research baseline).
-    Layered(Box<dyn LayeredController>),
-    /// A TFMCC receiver with this receiver id (its reports go to the feedback port).
-    Tfmcc { rid: u32 },
-}
-
-/// How a Subscriber is set up.
-pub struct SubscriberConfig {
-    /// Deliver media packets ([`Output::Media`]) and hold a restarted sender's media.
-    pub deliver_media: bool,
-    /// Ignore multicast SAMs until [`Subscriber::handle_security`] was called (the host
-    /// fetches a description that may pin a key, name an SSM source or carry the media key:
-    /// a SAM taken before it would join layers any-source and unauthenticated).
-    pub await_security: bool,
-    /// A pinned SAM key (never replaced by a description's).
-    pub pinned_sam: Option<SamVerifier>,
-    /// Source-specific joins to this source (else the description's, unless `ssm_any`).
-    pub ssm: Option<Ipv4Addr>,
-    pub ssm_any: bool,
-    /// Where reports and requests go instead of the announced sender's feedback port.
-    pub feedback_override: Option<SocketAddrV4>,
-    /// The sender's address when the announcement's is 0.0.0.0 (a sender bound to all
-    /// interfaces): the host of the description URL.
-    pub feedback_fallback_host: Option<Ipv4Addr>,
-    /// Send key-picture and re-sync requests.
-    pub media_requests: bool,
-}
-
-impl Default for SubscriberConfig {
-    /// Media delivered, no security wait, media requests on.
-    fn default() -> SubscriberConfig {
-        SubscriberConfig {
-            deliver_media: true,
-            await_security: false,
-            pinned_sam: None,
-            ssm: None,
-            ssm_any: false,
-            feedback_override: None,
-            feedback_fallback_host: None,
-            media_requests: true,
-        }
-    }
-}
-
-/// Keys and sources from the session description.
-#[derive(Default)]
-pub struct Security {
-    pub sam: Option<SamVerifier>,
-    pub opener: Option<MediaOpener>,
-    pub ssm: Option<Ipv4Addr>,
-    pub report_key: Option<ReceiverKey>,
-}
-
-/// An announcement as the host received it.
-pub enum Announcement<'a> {
-    /// A SAM datagram from the announcement group.
-    Sam(&'a [u8]),
-    /// The JSON description served over HTTP (or read from a file).
-    Json(&'a [u8]),
-    /// A description the host already has in hand.
-    Info(SessionInfo),
-}
-
-enum Driver {
-    Fixed { n: u8, target: u8 },
-    Layered(Box<dyn LayeredController>),
-    Tfmcc(Box<TfmccReceiver>),
-}
-
-impl Driver {
-    fn ctl(&mut self) -> Option<&mut dyn LayeredController> {
-        match self {
-            Driver::Fixed { .. } => None,
-            Driver::Layered(c) => Some(c.as_mut()),
-            Driver::Tfmcc(r) => Some(r.as_mut()),
-        }
-    }
-    fn ctl_ref(&self) -> Option<&dyn LayeredController> {
-        match self {
-            Driver::Fixed { .. } => None,
-            Driver::Layered(c) => Some(c.as_ref()),
-            Driver::Tfmcc(r) => Some(r.as_ref()),
-        }
-    }
-}
 
 #[derive(Default, Clone, Debug)]
 struct Counters {
@@ -201,6 +119,8 @@ pub struct Subscriber {
     stale: StaleFilter,
     limbo: Limbo,
     repair: repair::Repair,
+    /// The audio track's receive side (a session with one, media delivered).
+    audio: Option<AudioReceive>,
     /// SSRCs of the session before the current one.
     retired: Vec<u32>,
     /// SSRCs that replaced another since the current session was accepted.
@@ -259,6 +179,7 @@ impl Subscriber {
             stale: StaleFilter::default(),
             limbo: Limbo::default(),
             repair: repair::Repair::default(),
+            audio: None,
             retired: Vec::new(),
             new_ssrcs: Vec::new(),
             drops: Drops::default(),
@@ -307,6 +228,31 @@ impl Subscriber {
         self.repair.stats()
     }
 
+    /// The audio track's receive side, when the session has one.
+    pub fn audio(&self) -> Option<&AudioReceive> {
+        self.audio.as_ref()
+    }
+
+    /// The audio track's counters.
+    pub fn audio_stats(&self) -> Option<AudioStats> {
+        self.audio.as_ref().map(AudioReceive::stats)
+    }
+
+    /// Whether a new audio sender instance began since the last call (the host's clock
+    /// mapping from its sender reports is stale).
+    pub fn take_audio_new_instance(&mut self) -> bool {
+        self.audio
+            .as_mut()
+            .is_some_and(AudioReceive::take_new_instance)
+    }
+
+    /// The host could not decode the audio frame `f` it was given.
+    pub fn audio_decode_failed(&mut self, f: &crate::audio::PlayFrame) {
+        if let Some(a) = self.audio.as_mut() {
+            a.decode_failed(f);
+        }
+    }
+
     /// The TFMCC receiver's view, for a TFMCC subscriber.
     pub fn tfmcc(&self) -> Option<TfmccView> {
         match &self.driver {
@@ -322,167 +268,13 @@ impl Subscriber {
 
     // ---------------------------------------------------------------- inputs
 
-    fn advance(&mut self, now: Time) {
+    pub(super) fn advance(&mut self, now: Time) {
         self.now = self.now.max(now);
         if self.started.is_none() {
             self.started = Some(now);
             self.next_stats = Some(now + STATS_INTERVAL);
             self.last_stats = Some(now);
         }
-    }
-
-    /// An announcement arrived.
-    pub fn handle_announcement(&mut self, now: Time, ann: Announcement<'_>) {
-        self.advance(now);
-        match ann {
-            Announcement::Info(info) => self.queue_description(info),
-            Announcement::Json(body) => match serde_json::from_slice::<SessionInfo>(body) {
-                Ok(info) => self.queue_description(info),
-                Err(_) => self.drops.malformed_announcement += 1,
-            },
-            Announcement::Sam(buf) => {
-                if !self.security_ready {
-                    self.drops.sam_before_description += 1;
-                    return;
-                }
-                // With a verifier only verified SAMs count (it counts the rest by reason);
-                // without one, any well-formed SAM.
-                match self.sam.as_mut() {
-                    Some(_) if !self.sam_gate.admit(buf, now) => {}
-                    Some(v) => match v.verify(buf, now.as_nanos() / 1_000_000) {
-                        Ok(ok) => {
-                            self.sam_gate.verified(&ok.info, now);
-                            self.pending_anns.push(ok.info)
-                        }
-                        Err(
-                            proto::Error::Truncated { .. }
-                            | proto::Error::Malformed { .. }
-                            | proto::Error::Invalid { .. },
-                        ) => self.drops.malformed_sam += 1,
-                        Err(_) => {}
-                    },
-                    None => match proto::wire::sam::decode(buf) {
-                        Ok(d) => self.pending_anns.push(d.info),
-                        Err(_) => self.drops.malformed_sam += 1,
-                    },
-                }
-            }
-        }
-    }
-
-    fn queue_description(&mut self, info: SessionInfo) {
-        match proto::wire::sam::validate(&info) {
-            Ok(()) => self.pending_anns.push(info),
-            Err(_) => self.drops.malformed_announcement += 1,
-        }
-    }
-
-    /// The session description's keys and source arrived (again).
-    pub fn handle_security(&mut self, now: Time, sec: Security) {
-        self.advance(now);
-        self.security_ready = true;
-        // A key from the description replaces the one in use when it differs (the sender
-        // restarted with a new key); a pinned key never changes, and the same key keeps its
-        // verifier (and so its replay window).
-        if !self.sam_pinned {
-            if let Some(new) = sec.sam {
-                if self.sam.as_ref().map(|v| v.key_id()) != Some(new.key_id()) {
-                    self.sam = Some(new);
-                }
-            }
-        }
-        if self.cfg.ssm.is_none() && !self.cfg.ssm_any {
-            self.ssm = sec.ssm;
-        }
-        self.opener = sec.opener;
-        self.report_key = sec.report_key;
-    }
-
-    /// A datagram too large for the host's buffer arrived on a data socket.
-    pub fn handle_truncated(&mut self) {
-        self.drops.truncated += 1;
-    }
-
-    /// A SAM too large for the host's buffer arrived on the announcement socket.
-    pub fn handle_truncated_sam(&mut self) {
-        self.drops.malformed_sam += 1;
-    }
-
-    /// A datagram arrived on the socket of `group:port` at kernel time `recv_time`.
-    pub fn handle_datagram(
-        &mut self,
-        now: Time,
-        group: Ipv4Addr,
-        port: u16,
-        recv_time: Time,
-        bytes: &[u8],
-    ) {
-        self.advance(now);
-        let Some(layer) = self
-            .streams
-            .iter()
-            .find(|s| s.group == group && s.port == port)
-            .map(|s| s.layer)
-        else {
-            self.drops.wrong_layer += 1;
-            return;
-        };
-        let size = bytes.len() as u32;
-        // Encrypted session: authenticate and decrypt first; the wire size still counts for
-        // rates, the kernel time for timing.
-        let opened;
-        let data: &[u8] = match self.opener.as_mut() {
-            Some(o) => match o.open(bytes) {
-                Ok(p) => {
-                    opened = p.packet;
-                    &opened
-                }
-                Err(_) => {
-                    self.drops.media_auth_failed += 1;
-                    return;
-                }
-            },
-            None => bytes,
-        };
-        let Ok(p) = RtpPacket::parse(data) else {
-            self.drops.malformed_rtp += 1;
-            return;
-        };
-        let Some(ext) = p.extension(cc_ext::DEFAULT_ID) else {
-            self.drops.missing_cc += 1;
-            return;
-        };
-        let Ok(cc) = CcFields::parse(ext) else {
-            self.drops.bad_cc += 1;
-            return;
-        };
-        if cc.layer != layer {
-            self.drops.wrong_layer += 1;
-            return;
-        }
-        let tfmcc = matches!(self.driver, Driver::Tfmcc(_));
-        self.batch.push(Pkt {
-            recv_time,
-            group,
-            port,
-            cc,
-            seq: p.sequence_number(),
-            ssrc: p.ssrc(),
-            size,
-            padding: p.payload().is_empty(),
-            data: if self.cfg.deliver_media {
-                data.to_vec()
-            } else {
-                Vec::new()
-            },
-            ext: if tfmcc {
-                tfmcc::extension_block(data)
-                    .map(<[u8]>::to_vec)
-                    .unwrap_or_default()
-            } else {
-                Vec::new()
-            },
-        });
     }
 
     /// A deadline from [`Output::Timeout`] was reached (early or repeated calls are harmless).
@@ -550,6 +342,10 @@ impl Subscriber {
             consider(s.quarantine_due(), TimeoutReason::Quarantine);
         }
         consider(self.limbo.deadline(), TimeoutReason::Limbo);
+        consider(
+            self.audio.as_ref().and_then(|a| a.next_due()).map(Time),
+            TimeoutReason::AudioPlayout,
+        );
         if self.key_requests_due() {
             consider(
                 Some(
@@ -576,6 +372,11 @@ impl Subscriber {
             self.admit(p);
         }
         self.release_quarantines(now);
+        if let Some(a) = self.audio.as_mut() {
+            while let Some(o) = a.poll(now.as_nanos()) {
+                self.out.push_back(Output::Audio(o));
+            }
+        }
         if self.limbo.expired(now) {
             // No new announcement in time: the SSRC change was not a new session.
             let held = self.limbo.release(self.cfg.deliver_media, false);
@@ -608,205 +409,12 @@ impl Subscriber {
         }
     }
 
-    /// Drops a queued packet for the reasons that need no layer state, then quarantines or
-    /// feeds it.
-    fn admit(&mut self, p: Pkt) {
-        if self.retired.contains(&p.ssrc) {
-            self.drops.old_session += 1;
-            return;
-        }
-        if self.stale.is_stale(p.recv_time, p.offset_us()) {
-            self.drops.stale += 1;
-            return;
-        }
-        // A packet queued before an announcement that changed the layout may name a group no
-        // longer held.
-        let Some(i) = self.stream_index(p.group, p.port) else {
-            self.drops.wrong_layer += 1;
-            return;
-        };
-        let s = &mut self.streams[i];
-        if s.quarantine {
-            s.first_held.get_or_insert(p.recv_time);
-            s.held.push(p);
-            return;
-        }
-        self.feed(i, p);
-    }
-
-    fn stream_index(&self, group: Ipv4Addr, port: u16) -> Option<usize> {
-        self.streams
-            .iter()
-            .position(|s| s.group == group && s.port == port)
-    }
-
-    fn release_quarantines(&mut self, now: Time) {
-        for i in 0..self.streams.len() {
-            let due = self.streams[i].quarantine_due();
-            if due.is_none_or(|d| now < d) {
-                continue;
-            }
-            let mut held = std::mem::take(&mut self.streams[i].held);
-            let before = held.len();
-            held.retain(|p| !self.retired.contains(&p.ssrc));
-            self.drops.old_session += (before - held.len()) as u64;
-            let m = held.iter().map(Pkt::offset_us).min().unwrap_or(0);
-            let m = self.stale.min_offset().map_or(m, |g| g.min(m));
-            for p in held {
-                if p.offset_us() > m + HELD_SLACK_US {
-                    self.drops.stale += 1;
-                } else {
-                    self.feed(i, p);
-                }
-            }
-            let s = &mut self.streams[i];
-            s.quarantine = false;
-            s.first_held = None;
-        }
-    }
-
-    /// Hands one packet to the controller and the media output, and keeps the tallies.
-    fn feed(&mut self, i: usize, mut p: Pkt) {
-        let ts = p.recv_time;
-        let deliver =
-            self.cfg.deliver_media && self.info.as_ref().is_some_and(|i| !i.tracks.is_empty());
-        let s = &mut self.streams[i];
-        if s.ssrc != Some(p.ssrc) {
-            if s.ssrc.is_some() {
-                // A stream already received changed SSRC: a new sender instance whose
-                // announcement is not accepted yet. Hold its media until it is.
-                if deliver {
-                    self.limbo.begin(ts);
-                }
-                if self.new_ssrcs.len() < MAX_NEW_SSRCS && !self.new_ssrcs.contains(&p.ssrc) {
-                    self.new_ssrcs.push(p.ssrc);
-                }
-                s.prev_ssrc = s.ssrc;
-            }
-            // New sender instance (restart): new sequence space, not a loss burst.
-            s.ext.reset();
-            s.highest = None;
-            s.bunch_start = None;
-            s.replay = replay::ReplayWindow::default();
-            s.ssrc = Some(p.ssrc);
-        }
-        let e = s.ext.extend(p.seq);
-        match s.replay.check(e) {
-            Verdict::Fresh => {}
-            Verdict::Duplicate => {
-                self.drops.duplicate += 1;
-                return;
-            }
-            Verdict::TooOld => {
-                self.drops.too_old += 1;
-                return;
-            }
-        }
-        let t = &mut self.tally;
-        if let Some(h) = s.highest {
-            if e > h + 1 {
-                t.total.lost += e - h - 1;
-                t.sec.lost += e - h - 1;
-                self.repair.note_lost(p.ssrc, e - h - 1);
-            }
-        }
-        if s.highest.is_none_or(|h| e > h) {
-            s.highest = Some(e);
-        }
-        // Bunch spacing (diagnostics; the controller keeps its own).
-        let cc = p.cc;
-        if cc.bunch_pos == 0 {
-            s.bunch_start = Some((e, ts));
-        } else if let Some((s0, t0)) = s.bunch_start {
-            if cc.bunch_pos + 1 == cc.bunch_len && e == s0 + cc.bunch_pos as u64 && ts > t0 {
-                t.gaps_ns
-                    .push(ts.saturating_since(t0).as_nanos() as u64 / cc.bunch_pos as u64);
-                s.bunch_start = None;
-            }
-        }
-        let layer = s.layer;
-        if let Some(prev) = t.last_pkt {
-            t.max_gap_ns = t
-                .max_gap_ns
-                .max(ts.saturating_since(prev).as_nanos() as u64);
-        }
-        t.last_pkt = Some(t.last_pkt.map_or(ts, |x| x.max(ts)));
-        t.first_packet.get_or_insert(ts);
-        t.total.packets += 1;
-        t.total.bytes += p.size as u64;
-        t.sec.packets += 1;
-        t.sec.bytes += p.size as u64;
-        self.stale.note(ts, p.offset_us());
-        // Held packets are fed late: keep `now` monotonic for the controller, while the
-        // arrival itself carries its true kernel timestamp.
-        self.ctl_now = self.ctl_now.max(ts);
-        let ctl_now = self.ctl_now;
-        if let Some(c) = self.driver.ctl() {
-            let arr = PacketArrival {
-                layer: cc.layer,
-                seq: e,
-                bunch_pos: cc.bunch_pos,
-                bunch_len: cc.bunch_len,
-                size: p.size,
-                send_time_us: cc.send_time_us,
-                recv_time: ts,
-            };
-            if c.handle_packet_extended(ctl_now, &arr, &p.ext).is_err() {
-                self.bad_extension += 1;
-            }
-        }
-        if !deliver || p.padding {
-            return;
-        }
-        let held = Held {
-            layer,
-            ssrc: p.ssrc,
-            recv_time: ts,
-            packet: std::mem::take(&mut p.data),
-        };
-        if self.limbo.active() {
-            self.limbo.push(held);
-        } else {
-            self.deliver_held(vec![held]);
-        }
-    }
-
-    fn endpoint(&self, layer: u8, group: Ipv4Addr, port: u16) -> Endpoint {
+    pub(super) fn endpoint(&self, layer: u8, group: Ipv4Addr, port: u16) -> Endpoint {
         Endpoint {
             layer,
             group,
             port,
             source: self.ssm,
-        }
-    }
-
-    fn drain_controller(&mut self) {
-        let mut actions = Vec::new();
-        let mut decisions = Vec::new();
-        if let Some(c) = self.driver.ctl() {
-            while let Some(a) = c.poll_action() {
-                actions.push(a);
-            }
-            while let Some(d) = c.poll_decision() {
-                decisions.push(d);
-            }
-        }
-        for d in decisions {
-            self.out.push_back(Output::Event(Event::Decision(d)));
-        }
-        for a in actions {
-            match a {
-                Action::Join(k) if !self.exited => self.join(k),
-                Action::Join(_) => {}
-                Action::Leave(k) => self.leave(k),
-                Action::Exit => {
-                    for k in 0..self.held.len() as u8 {
-                        self.leave(k);
-                    }
-                    self.out.push_back(Output::Event(Event::Exit));
-                }
-                Action::SendFeedback(b) => self.send_report(b),
-            }
         }
     }
 }

@@ -9,6 +9,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use super::limbo::LimboStats;
 use super::repair::FecStats;
 use super::tfmcc::TfmccView;
+use crate::audio::{AudioOutput, AudioStats};
 
 /// One (group, port) a receiver joins: a transport layer's own, or a stream riding in it on a
 /// group of its own (`SessionInfo::endpoints_of_layer`).
@@ -33,6 +34,8 @@ pub enum Output {
     Transmit(Transmit),
     /// A media packet for the decoder (or the edge).
     Media(Media),
+    /// The audio track: a frame to play now, or a packet it refused.
+    Audio(AudioOutput),
     /// Something happened.
     Event(Event),
     /// Nothing more to do until this time (call `handle_timeout` then), and why.
@@ -114,6 +117,8 @@ pub enum TimeoutReason {
     KeyRequest,
     /// The per-second summary.
     Stats,
+    /// The audio track's next frame is due.
+    AudioPlayout,
 }
 
 /// Inputs dropped, by reason (the player exports them as
@@ -204,4 +209,6 @@ pub struct Snapshot {
     pub tfmcc: Option<TfmccView>,
     /// FEC repair of the streams with repair parameters.
     pub fec: FecStats,
+    /// The audio track (a session with one, media delivered).
+    pub audio: Option<AudioStats>,
 }

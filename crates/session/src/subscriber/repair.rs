@@ -60,7 +60,12 @@ impl Repair {
         self.past = self.stats();
         (self.lost, self.duplicates, self.malformed) = (0, 0, 0);
         self.decoders.clear();
-        for s in info.tracks.iter().flat_map(|t| t.streams.iter()) {
+        // The audio track repairs itself (`crate::audio`): its packets never come here.
+        let video = info
+            .tracks
+            .iter()
+            .filter(|t| t.kind != proto::TrackKind::Audio);
+        for s in video.flat_map(|t| t.streams.iter()) {
             let Some(r) = &s.repair else { continue };
             match FecParams::from_announced(r.payload_type, &r.params) {
                 Ok(p) => self.decoders.push((s.ssrc, FecDecoder::new(p))),
