@@ -355,17 +355,26 @@ mod tests {
         let mut buf = [0u8; 256];
         let mut fbs = Vec::new();
         let mut sent = 0u32;
+        let mut max_rtt_us = 0u32;
+        let mut delivered = 0u64;
         // A fixed 2000 packets/s; the receiver's reports are parsed and fed to the sender
         // so that it stamps an RTT into the data (the receiver's feedback timer needs it).
+        // A loaded host that holds this thread off the CPU skips the slots it missed rather
+        // than sending them in a burst: a burst would put two losses inside one RTT, which
+        // count as one loss event, and lower p for a reason the test is not about.
         while start.elapsed() < Duration::from_secs(2) {
             let now = Time::from_micros(start.elapsed().as_micros() as u64);
-            if now.as_secs_f64() * 2000.0 > sent as f64 {
+            let due = (now.as_secs_f64() * 2000.0) as u32;
+            if due > sent {
+                sent = sent.max(due.saturating_sub(1));
                 let f = tx.data_header(now);
+                max_rtt_us = max_rtt_us.max(f.rtt_us);
                 sent += 1;
                 if f.seq % 25 != 24 {
                     sock.send_to(&packet(&f, 400), listen).unwrap();
+                    delivered += 1;
                 }
-                if sent == 100 {
+                if f.seq == 100 {
                     sock.send_to(b"not rtp", listen).unwrap();
                     sock.send_to(&packet(&f, 400)[..30], listen).unwrap();
                 }
@@ -383,10 +392,21 @@ mod tests {
         let sum = rxt.join().unwrap().unwrap();
         assert_eq!(sum.malformed, 2, "{sum:?}");
         assert_eq!(sum.foreign, 0);
-        assert!(sum.packets > 3000, "{sum:?}");
+        // Every packet sent arrives (loopback), at most a few still in flight at the end.
+        assert!(
+            sum.packets + 5 >= delivered && sum.packets > 1000,
+            "{sum:?}, {delivered} sent"
+        );
         assert!(sum.lost > 100 && sum.loss_events > 100, "{sum:?}");
         let p = fbs.last().unwrap().p();
-        assert!(p > 0.03 && p < 0.05, "p = {p}");
+        // One loss in 25 packets, 12.5 ms apart: p = 1/25, unless the RTT the sender stamped
+        // (a loaded host delays the feedback) spans several losses, which then form one loss
+        // event (RFC 5348 §5.2).
+        let merged = (f64::from(max_rtt_us) / 12_500.0).ceil().max(1.0);
+        assert!(
+            p > 0.03 / merged && p < 0.05,
+            "p = {p}, largest stamped RTT {max_rtt_us} us"
+        );
         // 2000 packets/s of 400 B, 24 in 25 delivered: about 6.1 Mbit/s of receive rate.
         // X_recv is over one RTT (RFC 5348 §6.2), here a loopback RTT of at most 1 ms that
         // holds 1-3 packets: only its sign is checked; the rate is checked on the log.
