@@ -862,52 +862,35 @@ mod prop {
             .collect();
         assert_eq!(partial, (0..8).collect::<Vec<u64>>());
 
-        // Now in order, but the top-layer frame of picture 9 (TL2, referenced by no later
-        // picture) is lost: picture 9 comes out without it as soon as its layer has delivered
-        // the next TL2 picture (11), not at 9 + 4 or 9 + 20.
-        let mut asm = Assembler::new(ladder.clone(), Some(8), conf);
-        let lost_layer = ladder.layer_of(2, 2).unwrap();
-        let mut out_at = None;
-        for (i, per_layer) in packets.iter().enumerate() {
-            for (layer, v) in per_layer.iter().enumerate() {
-                if i == 9 && layer == lost_layer {
-                    continue;
+        // In order, one frame lost: after which picture's packets does the picture that lost
+        // it come out (incomplete)?
+        let given_up_after = |pic: usize, lost_layer: usize| {
+            let mut asm = Assembler::new(ladder.clone(), Some(8), conf);
+            for (i, per_layer) in packets.iter().enumerate() {
+                for (layer, v) in per_layer.iter().enumerate() {
+                    if i == pic && layer == lost_layer {
+                        continue;
+                    }
+                    for p in v {
+                        asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+                    }
                 }
-                for p in v {
-                    asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+                while let Some(p) = asm.pop() {
+                    if p.picture_id % (1 << 15) == pic as u64 {
+                        assert!(!p.complete);
+                        return Some(i);
+                    }
                 }
             }
-            while let Some(p) = asm.pop() {
-                if p.picture_id % (1 << 15) == 9 && out_at.is_none() {
-                    assert!(!p.complete);
-                    out_at = Some(i);
-                }
-            }
-        }
-        let at = out_at.expect("picture 9 came out");
-        assert_eq!(at, 11, "picture 9 given up after picture {at}");
-
-        // A lost frame of a referenced layer (picture 8's top layer, TL0) waits for repair
+            None
+        };
+        // The top-layer frame of picture 9 (TL2, referenced by no later picture): picture 9
+        // comes out as soon as its layer has delivered the next TL2 picture (11), not at
+        // 9 + 4 or 9 + 20.
+        assert_eq!(given_up_after(9, ladder.layer_of(2, 2).unwrap()), Some(11));
+        // A frame of a referenced layer (picture 8's top layer, TL0) waits for its repair
         // until its layer has moved `reorder_pictures` on (the TL0 layer's next picture, 12).
-        let mut asm = Assembler::new(ladder.clone(), Some(8), conf);
-        let lost_layer = ladder.layer_of(2, 0).unwrap();
-        let mut out_at = None;
-        for (i, per_layer) in packets.iter().enumerate() {
-            for (layer, v) in per_layer.iter().enumerate() {
-                if i == 8 && layer == lost_layer {
-                    continue;
-                }
-                for p in v {
-                    asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
-                }
-            }
-            while let Some(p) = asm.pop() {
-                if p.picture_id % (1 << 15) == 8 && out_at.is_none() {
-                    out_at = Some(i);
-                }
-            }
-        }
-        assert_eq!(out_at, Some(12));
+        assert_eq!(given_up_after(8, ladder.layer_of(2, 0).unwrap()), Some(12));
     }
 
     #[test]
