@@ -35,8 +35,9 @@ pub struct SrStream {
     pub rtcp: SocketAddrV4,
 }
 
-/// Audio and RTCP of one session, driven by the pacer thread.
-#[derive(Clone, Debug)]
+/// Audio and RTCP of one session, driven by the pacer thread (not `Clone`: its sealer's key
+/// queue has one consumer).
+#[derive(Debug)]
 pub struct SideStreams {
     pub audio: Option<AudioSide>,
     pub clock: MediaClock,
