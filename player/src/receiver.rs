@@ -215,6 +215,12 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     sub.handle_announcement(now(), Announcement::Json(&body))
                 }
                 PollEvent::Security(sec) => sh.security(&mut sub, *sec),
+                PollEvent::MediaKeys(o) => {
+                    if let Some(cur) = sh.opener.as_mut() {
+                        cur.merge((*o).clone());
+                    }
+                    sub.handle_media_keys(now(), *o);
+                }
             }
         }
         let deadline = sh.outputs(&mut sub);

@@ -176,6 +176,12 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "256",
         "live (/api/live) WebSocket clients at once",
     ),
+    // Key rotation (crate::media_keys).
+    (
+        "media_key_refresh_ms",
+        "10000",
+        "how often players of encrypted sessions fetch the media keys again (a rotation's lead should be at least twice this)",
+    ),
 ];
 
 /// Resolved server-level configuration.
@@ -225,6 +231,8 @@ pub struct ServerConfig {
     /// Viewer reports (`crate::reports`) on each session's feedback port.
     pub udp_reports: bool,
     pub report_budget_bps: u32,
+    /// Key rotation: how often players fetch media keys again (`crate::media_keys`).
+    pub media_key_refresh: Duration,
 }
 
 /// One session, as a `[[session]]` table, a `--session` JSON flag or a `POST /api/sessions`
@@ -993,6 +1001,7 @@ fn load_inner(
         http_max_websockets: parse_val("http_max_websockets", v("http_max_websockets"))?,
         udp_reports: parse_bool("udp_reports", v("udp_reports"))?,
         report_budget_bps: parse_val("report_budget_bps", v("report_budget_bps"))?,
+        media_key_refresh: ms("media_key_refresh_ms")?.max(Duration::from_secs(1)),
     };
     if !cfg.dev && !cfg.tls && !cfg.http_addr.ip().is_loopback() {
         return Err(Error::config(

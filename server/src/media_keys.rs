@@ -4,7 +4,7 @@
 //! rotation the next one (e+1), served by the key API for a *lead* time before the sealers
 //! switch to it, so that every player that re-fetches its keys at least once per lead holds it
 //! before the first packet sealed with it arrives (`key_refresh_ms` in the key API's answer
-//! tells players how often to re-fetch). After the switch the old key is still served for one
+//! tells players how often to re-fetch, `media_key_refresh_ms`). After the switch the old key is still served for one
 //! more lead (players that ask then still open packets in flight across the switch), then
 //! dropped: a viewer that stopped fetching keys is cut off at the switch.
 //!
@@ -19,11 +19,9 @@ use serde_json::{json, Value};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// How often players re-fetch the keys of an encrypted session (the key API says so). A
-/// rotation whose lead is at least twice this reaches every player that follows it before the
-/// switch.
-pub const KEY_REFRESH: Duration = Duration::from_secs(10);
-/// Lead of a rotation when the request names none: three refresh intervals.
+/// Lead of a rotation when the request names none: three of the default refresh intervals
+/// (`media_key_refresh_ms`, 10 s; players re-fetch the keys that often, so a lead of at least
+/// twice the interval reaches every player that follows it before the switch).
 pub const DEFAULT_LEAD: Duration = Duration::from_secs(30);
 /// Shortest lead accepted (tests use short leads; players then rely on the fallback refresh
 /// when packets stop opening, docs/security.md §9.3).
@@ -33,6 +31,8 @@ pub const MAX_LEAD: Duration = Duration::from_secs(3600);
 
 /// The keys of one encrypted session and the sealers' queues.
 pub struct MediaKeys {
+    /// How often players are told to fetch the keys again.
+    pub refresh: Duration,
     ring: Mutex<Ring>,
     handovers: Mutex<Vec<NextKeys>>,
 }
@@ -64,13 +64,15 @@ fn unix_ms() -> u64 {
 }
 
 impl MediaKeys {
-    /// A fresh epoch-0 key and `sealers` rotatable sealers sealing with it.
-    pub fn generate(sealers: usize) -> (MediaKeys, Vec<MediaSealer>) {
+    /// A fresh epoch-0 key and `sealers` rotatable sealers sealing with it; players are told
+    /// to fetch the keys every `refresh`.
+    pub fn generate(sealers: usize, refresh: Duration) -> (MediaKeys, Vec<MediaSealer>) {
         let key = GroupKey::generate(0);
         let (s, h): (Vec<_>, Vec<_>) = (0..sealers)
             .map(|_| MediaSealer::rotatable(key.clone()))
             .unzip();
         let k = MediaKeys {
+            refresh,
             ring: Mutex::new(Ring {
                 current: key,
                 next: None,
@@ -135,7 +137,7 @@ impl MediaKeys {
             let _ = h.hand_over(k.clone());
         }
         let old = std::mem::replace(&mut r.current, k);
-        r.previous = Some((old, now + lead.max(KEY_REFRESH)));
+        r.previous = Some((old, now + lead.max(self.refresh)));
         r.rotations += 1;
         true
     }
@@ -166,7 +168,7 @@ impl MediaKeys {
         v.insert("keys".into(), Value::Array(keys));
         v.insert(
             "key_refresh_ms".into(),
-            json!(KEY_REFRESH.as_millis() as u64),
+            json!(self.refresh.as_millis() as u64),
         );
         v
     }
@@ -190,7 +192,8 @@ mod tests {
     /// current until the old key retires; then current only.
     #[test]
     fn a_rotation_serves_the_next_key_ahead_and_the_old_one_after() {
-        let (k, mut sealers) = MediaKeys::generate(2);
+        let refresh = Duration::from_secs(10);
+        let (k, mut sealers) = MediaKeys::generate(2, refresh);
         let t0 = Instant::now();
         assert_eq!(epochs(&k.json(t0)), vec![0]);
         assert!(k.schedule(Duration::from_millis(10), t0).is_err());
@@ -222,7 +225,7 @@ mod tests {
         let v = k.json(after);
         assert_eq!((epochs(&v), v["epoch"].as_u64()), (vec![0, 1], Some(1)));
         assert!(v.get("next_epoch").is_none());
-        assert_eq!(epochs(&k.json(after + KEY_REFRESH)), vec![1]);
+        assert_eq!(epochs(&k.json(after + refresh)), vec![1]);
         assert_eq!(k.rotations(), 1);
         // The next rotation may be scheduled once the switch is done.
         assert_eq!(k.schedule(MIN_LEAD, after).unwrap().epoch, 2);

@@ -429,7 +429,7 @@ impl State {
         // streams'), each rotatable by the control plane (`crate::media_keys`).
         let (media_keys, mut sealers) = match r.encrypt {
             true => {
-                let (k, s) = crate::media_keys::MediaKeys::generate(2);
+                let (k, s) = crate::media_keys::MediaKeys::generate(2, self.cfg.media_key_refresh);
                 (Some(k), s)
             }
             false => (None, Vec::new()),

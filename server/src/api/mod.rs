@@ -385,7 +385,7 @@ async fn rotate_media_key(
             "epoch": sch.epoch,
             "lead_ms": lead.as_millis() as u64,
             "rotate_at_unix_ms": sch.switch_at_unix_ms,
-            "key_refresh_ms": crate::media_keys::KEY_REFRESH.as_millis() as u64,
+            "key_refresh_ms": keys.refresh.as_millis() as u64,
         })),
     )
         .into_response())
