@@ -391,6 +391,64 @@ fn secured_session_survives_forged_announcements_and_injected_data() {
     );
 }
 
+/// Starts the server on the secured configuration (HTTPS with a self-signed certificate made
+/// at the first start, tokens, SSM, signed SAMs) with a 3-layer encrypted session "enc" and
+/// `extra` flags; returns the certificate's fingerprint from its log.
+fn start_secured_server(tb: &mut Testbed, extra: &[&str]) -> String {
+    let s_ns = tb.s.clone();
+    let state = tb.dir.join("state").to_string_lossy().to_string();
+    let srv = bin("layercast-server");
+    let mut args = vec![
+        "--http-addr",
+        "0.0.0.0:8080",
+        "--interface",
+        SERVER_IP,
+        "--ssm-source",
+        SERVER_IP,
+        "--announce",
+        "239.255.76.1:5000",
+        "--api-token",
+        API,
+        "--player-token",
+        PLAYER,
+        "--state-dir",
+        &state,
+        "--session",
+        r#"{"name":"enc","layers":3,"layer_rate_bps":200000,"encrypt":true}"#,
+    ];
+    args.extend_from_slice(extra);
+    tb.spawn("server", &s_ns, &srv, &args);
+    assert!(
+        wait_for(
+            || tb.log("server").contains("sha256:"),
+            Duration::from_secs(20)
+        ),
+        "server did not start: {}",
+        tb.log("server")
+    );
+    tb.log("server")
+        .split("sha256:")
+        .nth(1)
+        .map(|s| s.trim().chars().take(64).collect())
+        .unwrap()
+}
+
+/// Starts player `tag` of session "enc" with the token, pinning `fp`, plus `extra` flags.
+fn start_secured_player(tb: &mut Testbed, tag: &str, secs: f64, fp: &str, extra: &[&str]) {
+    let mut args = vec![
+        "--session-url",
+        "https://10.77.3.1:8080/api/sessions/enc/announcement",
+        "--announce",
+        "239.255.76.1:5000",
+        "--tls-fingerprint",
+        fp,
+        "--token",
+        PLAYER,
+    ];
+    args.extend_from_slice(extra);
+    tb.start_player(tag, secs, &args);
+}
+
 /// Media key rotation under a playing player (docs/security.md §9.3): a server on HTTPS with
 /// tokens and an encrypted 3-layer session tells players to fetch the keys every second
 /// (`--media-key-refresh-ms 1000`); while a player plays it, the operator rotates the media
@@ -404,64 +462,8 @@ fn media_key_rotations_do_not_interrupt_a_player() {
     }
     let mut tb = Testbed::new(10_000_000, 60_000, 554);
     let s_ns = tb.s.clone();
-    let state = tb.dir.join("state").to_string_lossy().to_string();
-    let srv = bin("layercast-server");
-    tb.spawn(
-        "server",
-        &s_ns,
-        &srv,
-        &[
-            "--http-addr",
-            "0.0.0.0:8080",
-            "--interface",
-            SERVER_IP,
-            "--ssm-source",
-            SERVER_IP,
-            "--announce",
-            "239.255.76.1:5000",
-            "--api-token",
-            API,
-            "--player-token",
-            PLAYER,
-            "--state-dir",
-            &state,
-            "--media-key-refresh-ms",
-            "1000",
-            "--session",
-            r#"{"name":"enc","layers":3,"layer_rate_bps":200000,"encrypt":true}"#,
-        ],
-    );
-    assert!(
-        wait_for(
-            || tb.log("server").contains("sha256:"),
-            Duration::from_secs(20)
-        ),
-        "server did not start: {}",
-        tb.log("server")
-    );
-    let log = tb.log("server");
-    let fp: String = log
-        .split("sha256:")
-        .nth(1)
-        .map(|s| s.trim().chars().take(64).collect())
-        .unwrap();
-    let url = "https://10.77.3.1:8080/api/sessions/enc/announcement";
-    tb.start_player(
-        "p",
-        18.0,
-        &[
-            "--session-url",
-            url,
-            "--announce",
-            "239.255.76.1:5000",
-            "--tls-fingerprint",
-            &fp,
-            "--token",
-            PLAYER,
-            "--fixed-layers",
-            "3",
-        ],
-    );
+    let fp = start_secured_server(&mut tb, &["--media-key-refresh-ms", "1000"]);
+    start_secured_player(&mut tb, "p", 18.0, &fp, &["--fixed-layers", "3"]);
     assert!(
         wait_for(
             || tb
@@ -557,61 +559,8 @@ fn duplicated_and_reordered_packets_on_a_secured_session() {
         return;
     }
     let mut tb = Testbed::new_with(4_000_000, 60_000, 1514, true);
-    let s_ns = tb.s.clone();
-    let state = tb.dir.join("state").to_string_lossy().to_string();
-    let srv = bin("layercast-server");
-    tb.spawn(
-        "server",
-        &s_ns,
-        &srv,
-        &[
-            "--http-addr",
-            "0.0.0.0:8080",
-            "--interface",
-            SERVER_IP,
-            "--ssm-source",
-            SERVER_IP,
-            "--announce",
-            "239.255.76.1:5000",
-            "--api-token",
-            API,
-            "--player-token",
-            PLAYER,
-            "--state-dir",
-            &state,
-            "--session",
-            r#"{"name":"enc","layers":3,"layer_rate_bps":200000,"encrypt":true}"#,
-        ],
-    );
-    assert!(
-        wait_for(
-            || tb.log("server").contains("sha256:"),
-            Duration::from_secs(20)
-        ),
-        "server did not start: {}",
-        tb.log("server")
-    );
-    let log = tb.log("server");
-    let fp: String = log
-        .split("sha256:")
-        .nth(1)
-        .map(|s| s.trim().chars().take(64).collect())
-        .unwrap();
-    let url = "https://10.77.3.1:8080/api/sessions/enc/announcement";
-    tb.start_player(
-        "p",
-        32.0,
-        &[
-            "--session-url",
-            url,
-            "--announce",
-            "239.255.76.1:5000",
-            "--tls-fingerprint",
-            &fp,
-            "--token",
-            PLAYER,
-        ],
-    );
+    let fp = start_secured_server(&mut tb, &[]);
+    start_secured_player(&mut tb, "p", 32.0, &fp, &[]);
     let at_level = |tb: &Testbed| {
         let l = tb.player_log("p");
         l.len() >= 3

@@ -575,17 +575,23 @@ mod tests {
         assert_eq!(code(Need::Read, Some(&A[..A.len() - 1])), 401);
     }
 
-    /// F15: signed tokens carry a role, a session scope and an expiry; a forged or expired
-    /// one is 401, a known role keeps its rights.
-    #[test]
-    fn signed_tokens_have_role_scope_and_expiry() {
-        let dir = std::env::temp_dir().join(format!("lc-{}-jwt", std::process::id()));
+    /// A fresh directory `lc-PID-tag`, its token key file, and tokens signing with it.
+    fn signed_tokens(tag: &str) -> (std::path::PathBuf, std::path::PathBuf, Tokens) {
+        let dir = std::env::temp_dir().join(format!("lc-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let f = dir.join("token.key");
         let t = Tokens::new(A, "", "")
             .unwrap()
             .with_jwt_secret_file(Some(&f))
             .unwrap();
+        (dir, f, t)
+    }
+
+    /// F15: signed tokens carry a role, a session scope and an expiry; a forged or expired
+    /// one is 401, a known role keeps its rights.
+    #[test]
+    fn signed_tokens_have_role_scope_and_expiry() {
+        let (dir, f, t) = signed_tokens("jwt");
         // Made at first start, owner-only, and the same key at the next.
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
@@ -633,13 +639,7 @@ mod tests {
     /// restart within the overlap keeps the old key and one after it does not.
     #[test]
     fn rotated_token_key_overlaps_then_retires() {
-        let dir = std::env::temp_dir().join(format!("lc-{}-jwt-rot", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let f = dir.join("token.key");
-        let t = Tokens::new(A, "", "")
-            .unwrap()
-            .with_jwt_secret_file(Some(&f))
-            .unwrap();
+        let (dir, f, t) = signed_tokens("jwt-rot");
         let now = crate::state::unix_now() as u64;
         let claims = Claims {
             sub: "viewer-1".into(),
