@@ -174,6 +174,7 @@ const ISSUE_CHECKS = [
   ['issue23/fuzz-server-corpus', 'Server fuzz corpora (telemetry JSON, UDP reports, config file) replayed (cargo test)', 'no finding'],
   ['issue23/key-rotation', 'Token key and media key rotated on a running server on its safe defaults (cargo test --test security keys_rotate)', 'old credentials work during the overlap and fail after; keys fetched during the lead open every packet'],
   ['issue23/fault-dup-reorder', 'Duplication + reordering in the link emulator on a secured session (netns_security duplicated)', 'duplicates counted, nothing fails to open, back at the level after'],
+  ['issue23/fault-stalled-source', 'A video source that stalls, on a server on its safe defaults (security stalled_source)', 'stall counted, pictures flat, packets keep flowing, API answers, pictures resume'],
   ['issue23/media-key-rotation-player', 'Three media key rotations under a playing player (netns_security media_key)', '0 packets fail to open'],
 ];
 
