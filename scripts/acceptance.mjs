@@ -172,6 +172,10 @@ const ISSUE_CHECKS = [
   ['issue23/audience-10k-udp', '10,000 synthetic viewers reporting over UDP + 50 dashboard clients on loopback (make bench-control)', 'control plane < 25 % of one core, RSS < 300 MB, dashboard update p99 ≤ 1.5 s'],
   ['issue23/https-1000', '1,000 HTTPS clients connecting at once to a server on its safe defaults (make bench-control)', 'all served, handshake p99 ≤ 1 s'],
   ['issue23/fuzz-server-corpus', 'Server fuzz corpora (telemetry JSON, UDP reports, config file) replayed (cargo test)', 'no finding'],
+  ['issue23/key-rotation', 'Token key and media key rotated on a running server on its safe defaults (cargo test --test security keys_rotate)', 'old credentials work during the overlap and fail after; keys fetched during the lead open every packet'],
+  ['issue23/fault-dup-reorder', 'Duplication + reordering in the link emulator on a secured session (netns_security duplicated)', 'duplicates counted, nothing fails to open, back at the level after'],
+  ['issue23/fault-stalled-source', 'A video source that stalls, on a server on its safe defaults (security stalled_source)', 'stall counted, pictures flat, packets keep flowing, API answers, pictures resume'],
+  ['issue23/media-key-rotation-player', 'Three media key rotations under a playing player (netns_security media_key)', '0 packets fail to open'],
 ];
 
 function parseSpecChecks() {

@@ -150,6 +150,60 @@ pub struct SessionSecurity {
     /// The UDP report channel: the session's feedback port and this viewer's key
     /// (`crate::report`), when the server offers it and this player holds a token.
     pub telemetry: Option<ReportChannel>,
+    /// How often to fetch the media keys again (the key API's `key_refresh_ms`): the next
+    /// epoch's key is served ahead of a rotation (docs/security.md §9.3).
+    pub key_refresh: Option<Duration>,
+}
+
+/// The opener of a key API answer: every key in `keys` (oldest first), else the one
+/// `epoch`/`media_key` of a server that does not rotate.
+pub fn opener_of(k: &Value) -> Result<MediaOpener> {
+    let one = |v: &Value| -> Result<GroupKey> {
+        let hex = v["media_key"]
+            .as_str()
+            .ok_or_else(|| Error::Protocol("key API: no media_key".into()))?;
+        let epoch = v["epoch"]
+            .as_u64()
+            .and_then(|e| u16::try_from(e).ok())
+            .ok_or_else(|| Error::Protocol("key API: bad epoch".into()))?;
+        Ok(GroupKey::from_hex(hex, epoch)?)
+    };
+    let keys = match k["keys"].as_array() {
+        Some(a) if !a.is_empty() => a.iter().map(one).collect::<Result<Vec<_>>>()?,
+        _ => vec![one(k)?],
+    };
+    let mut o = MediaOpener::new(keys[0].clone());
+    for g in &keys[1..] {
+        o.add_key(g.clone());
+    }
+    Ok(o)
+}
+
+/// The key API's `key_refresh_ms`, at least a second.
+fn key_refresh_of(k: &Value) -> Option<Duration> {
+    k["key_refresh_ms"]
+        .as_u64()
+        .map(|ms| Duration::from_millis(ms.max(1000)))
+}
+
+/// Fetches the media keys again (`GET .../keys`, no receiver id: the media part only), for a
+/// key refresh ahead of a rotation; the opener and the next refresh interval.
+pub fn fetch_media_keys(
+    description_url: &str,
+    timeout: Duration,
+) -> Result<(MediaOpener, Option<Duration>)> {
+    let url = format!("{description_url}/keys");
+    match http_client::request("GET", &url, None, timeout)? {
+        (200, b) => {
+            let k: Value =
+                serde_json::from_slice(&b).map_err(|e| Error::Protocol(format!("{url}: {e}")))?;
+            Ok((opener_of(&k)?, key_refresh_of(&k)))
+        }
+        (c, b) => Err(Error::Protocol(format!(
+            "{url}: HTTP {c} {}",
+            String::from_utf8_lossy(&b)
+        ))),
+    }
 }
 
 /// The session description URL of an announcement URL
@@ -256,24 +310,18 @@ pub fn fetch_security(
         }
         _ => None,
     };
-    let opener = if let (true, Some(k)) = (encrypted, &keys) {
-        let hex = k["media_key"]
-            .as_str()
-            .ok_or_else(|| Error::Protocol("key API: no media_key".into()))?;
-        let epoch = k["epoch"]
-            .as_u64()
-            .and_then(|e| u16::try_from(e).ok())
-            .ok_or_else(|| Error::Protocol("key API: bad epoch".into()))?;
-        Some(MediaOpener::new(GroupKey::from_hex(hex, epoch)?))
-    } else {
-        None
+    let opener = match (encrypted, &keys) {
+        (true, Some(k)) => Some(opener_of(k)?),
+        _ => None,
     };
+    let key_refresh = keys.as_ref().filter(|_| encrypted).and_then(key_refresh_of);
     Ok(SessionSecurity {
         sam,
         opener,
         ssm,
         report_key,
         telemetry,
+        key_refresh,
     })
 }
 

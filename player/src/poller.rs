@@ -24,6 +24,8 @@ pub enum Event {
     Announcement(Vec<u8>),
     /// The session description's security parameters; always before the first announcement.
     Security(Box<crate::auth::SessionSecurity>),
+    /// The media keys fetched again (`key_refresh`): merged into the opener in use.
+    MediaKeys(Box<security::auth::MediaOpener>),
 }
 
 pub fn run(
@@ -39,6 +41,9 @@ pub fn run(
     let mut need_security = description.clone();
     let mut complained = false;
     let mut last_fetch = Instant::now();
+    // Media keys are fetched again this often (an encrypted session's key API says how often),
+    // so that the next epoch's key is held before the sender switches to it.
+    let mut key_refresh: Option<(Duration, Instant)> = None;
     let refresh_due =
         |last: Instant| refresh.load(Ordering::Relaxed) && last.elapsed() >= REFRESH_SPACING;
     while !stop.load(Ordering::Relaxed) {
@@ -53,6 +58,7 @@ pub fn run(
         if let Some(d) = &need_security {
             match crate::auth::fetch_security(d, Duration::from_millis(1500), rid, &binding) {
                 Ok(sec) => {
+                    key_refresh = sec.key_refresh.map(|d| (d, Instant::now()));
                     let _ = tx.send(Event::Security(Box::new(sec)));
                     need_security = None;
                 }
@@ -65,6 +71,17 @@ pub fn run(
                         std::thread::sleep(Duration::from_millis(20));
                     }
                     continue;
+                }
+            }
+        }
+        if let (Some(d), Some((every_k, last))) = (&description, key_refresh) {
+            if last.elapsed() >= every_k {
+                // A failure is retried at the next refresh; the keys held stay in use.
+                key_refresh = Some((every_k, Instant::now()));
+                if let Ok((o, next)) = crate::auth::fetch_media_keys(d, Duration::from_millis(1500))
+                {
+                    key_refresh = next.map(|n| (n, Instant::now()));
+                    let _ = tx.send(Event::MediaKeys(Box::new(o)));
                 }
             }
         }

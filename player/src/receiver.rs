@@ -215,6 +215,8 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
                     sub.handle_announcement(now(), Announcement::Json(&body))
                 }
                 PollEvent::Security(sec) => sh.security(&mut sub, *sec),
+                // The Subscriber opens every track's datagrams (audio included): it takes them.
+                PollEvent::MediaKeys(o) => sub.handle_media_keys(now(), *o),
             }
         }
         let deadline = sh.outputs(&mut sub);

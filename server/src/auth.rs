@@ -24,8 +24,8 @@ use crate::config::ServerConfig;
 use crate::error::{Error, Result};
 use security::auth::SamSigner;
 use std::io::Write;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 /// What a request needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,8 +56,61 @@ pub struct Tokens {
     pub api: Option<String>,
     pub player: Option<String>,
     pub dashboard: Option<String>,
-    /// HS256 key of signed tokens ([`Claims`]), if configured.
-    jwt: Option<Arc<[u8]>>,
+    /// HS256 keys of signed tokens ([`Claims`]), if configured; shared by every clone, so a
+    /// rotation ([`Tokens::rotate_signing_key`]) reaches every request at once.
+    jwt: Option<Arc<RwLock<JwtKeys>>>,
+}
+
+/// The keys of signed tokens: the current one signs and verifies; after a rotation the
+/// previous one still verifies until its retirement (the overlap, Unix seconds), then never.
+struct JwtKeys {
+    current: Arc<[u8]>,
+    previous: Option<(Arc<[u8]>, u64)>,
+    /// The key file (rewritten by a rotation; the previous key goes to `<file>.previous`).
+    file: Option<PathBuf>,
+}
+
+/// What a rotation of the token key did.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct KeyRotation {
+    /// First 8 bytes of SHA-256 of the new key, hex (not secret: names the key in logs).
+    pub key_id: String,
+    pub previous_key_id: String,
+    /// Unix seconds until which tokens signed with the previous key are still accepted.
+    pub previous_valid_until: u64,
+}
+
+/// First 8 bytes of SHA-256 of a key, hex.
+fn key_id(k: &[u8]) -> String {
+    openssl::sha::sha256(k)[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Hex text of 32 or more bytes, as in a key file.
+fn key_of_hex(hex: &str) -> Option<Vec<u8>> {
+    let hex = hex.trim();
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|b| u8::from_str_radix(b, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()
+        .filter(|k| k.len() >= 32)
+}
+
+fn hex_of(k: &[u8]) -> String {
+    k.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `<file>.previous`: the key a rotation replaced and when it retires (`<hex> <unix s>`), so a
+/// restart within the overlap keeps accepting the tokens it signed.
+fn previous_file(f: &Path) -> PathBuf {
+    let mut n = f.as_os_str().to_owned();
+    n.push(".previous");
+    PathBuf::from(n)
 }
 
 /// What a presented token grants: a role, and for a signed token possibly one session only.
@@ -164,45 +217,85 @@ impl Tokens {
     }
 
     /// Adds signed tokens with the HS256 key in `path` (64 hex digits), made there (0600) at
-    /// the first start.
+    /// the first start. A previous key left by a rotation (`<path>.previous`) is taken too
+    /// while its overlap lasts.
     pub fn with_jwt_secret_file(mut self, path: Option<&Path>) -> Result<Tokens> {
         let Some(path) = path else { return Ok(self) };
         let hex = match std::fs::read_to_string(path) {
             Ok(h) => h.trim().to_string(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let mut k = [0u8; 32];
-                openssl::rand::rand_bytes(&mut k)
-                    .map_err(|e| Error::io("token key", std::io::Error::other(e.to_string())))?;
-                let h: String = k.iter().map(|b| format!("{b:02x}")).collect();
+                let h = hex_of(&random_key()?);
                 write_secret(path, &h)
                     .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
                 h
             }
             Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
         };
-        let key = (0..hex.len())
-            .step_by(2)
-            .map(|i| {
-                hex.get(i..i + 2)
-                    .and_then(|b| u8::from_str_radix(b, 16).ok())
-            })
-            .collect::<Option<Vec<u8>>>()
-            .filter(|k| k.len() >= 32)
+        let key = key_of_hex(&hex)
             .ok_or_else(|| Error::config("token_secret_file", "64 or more hex digits"))?;
-        self.jwt = Some(key.into());
+        let now = crate::state::unix_now() as u64;
+        let previous = std::fs::read_to_string(previous_file(path))
+            .ok()
+            .and_then(|t| {
+                let (k, until) = t.trim().split_once(' ')?;
+                Some((key_of_hex(k)?.into(), until.trim().parse::<u64>().ok()?))
+            })
+            .filter(|&(_, until)| until > now);
+        self.jwt = Some(Arc::new(RwLock::new(JwtKeys {
+            current: key.into(),
+            previous,
+            file: Some(path.to_path_buf()),
+        })));
         Ok(self)
+    }
+
+    /// Replaces the token key without a restart. Tokens signed with the old key stay valid
+    /// for `overlap_s` more seconds (then 401), new tokens are signed with the new key; with a
+    /// key file, the new key replaces it atomically and the old one is kept beside it until
+    /// the overlap ends. A rotation within an overlap ends the earlier overlap: only one
+    /// previous key is ever accepted.
+    pub fn rotate_signing_key(&self, overlap_s: u64, now_unix_s: u64) -> Result<KeyRotation> {
+        let jwt = self
+            .jwt
+            .as_ref()
+            .ok_or_else(|| Error::config("token_secret_file", "signed tokens not configured"))?;
+        let new: Arc<[u8]> = random_key()?.into();
+        let mut k = jwt.write().unwrap_or_else(|p| p.into_inner());
+        let until = now_unix_s.saturating_add(overlap_s);
+        if let Some(f) = &k.file {
+            // The old key first: a crash between the two writes leaves both files naming the
+            // old key, never a server that forgot the key of tokens still in use.
+            let prev = format!("{} {until}", hex_of(&k.current));
+            replace_secret(&previous_file(f), &prev)
+                .map_err(|e| Error::io(format!("writing {}", previous_file(f).display()), e))?;
+            replace_secret(f, &hex_of(&new))
+                .map_err(|e| Error::io(format!("writing {}", f.display()), e))?;
+        }
+        let old = std::mem::replace(&mut k.current, new);
+        let r = KeyRotation {
+            key_id: key_id(&k.current),
+            previous_key_id: key_id(&old),
+            previous_valid_until: until,
+        };
+        k.previous = Some((old, until));
+        Ok(r)
+    }
+
+    fn keys(&self) -> Option<std::sync::RwLockReadGuard<'_, JwtKeys>> {
+        self.jwt
+            .as_ref()
+            .map(|j| j.read().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Signs a token (the `token` subcommand; tests).
     pub fn sign(&self, c: &Claims) -> Result<String> {
-        let key = self
-            .jwt
-            .as_ref()
+        let k = self
+            .keys()
             .ok_or_else(|| Error::config("token_secret_file", "not configured"))?;
         jsonwebtoken::encode(
             &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
             c,
-            &jsonwebtoken::EncodingKey::from_secret(key),
+            &jsonwebtoken::EncodingKey::from_secret(&k.current),
         )
         .map_err(|e| Error::config("token", e.to_string()))
     }
@@ -217,21 +310,31 @@ impl Tokens {
         self.api.is_some() || self.jwt.is_some()
     }
 
-    /// The grant of a signed token: signature (constant-time, in the library), expiry (no
+    /// The grant of a signed token: signature (constant-time, in the library) under the
+    /// current key or, until its overlap ends at `now_unix_s`, the previous one; expiry (no
     /// leeway beyond 30 s of clock skew) and a known role.
-    fn signed_grant(&self, presented: &str) -> std::result::Result<Grant, Denied> {
-        let Some(key) = &self.jwt else {
+    fn signed_grant(&self, presented: &str, now_unix_s: u64) -> std::result::Result<Grant, Denied> {
+        let Some(k) = self.keys() else {
             return Err(Denied::Unauthenticated("unknown token"));
         };
         let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
         v.leeway = 30;
         v.set_required_spec_claims(&["exp"]);
-        let d = jsonwebtoken::decode::<Claims>(
-            presented,
-            &jsonwebtoken::DecodingKey::from_secret(key),
-            &v,
-        )
-        .map_err(|e| match e.kind() {
+        let decode = |key: &[u8]| {
+            jsonwebtoken::decode::<Claims>(
+                presented,
+                &jsonwebtoken::DecodingKey::from_secret(key),
+                &v,
+            )
+        };
+        let mut d = decode(&k.current);
+        if let Some((old, until)) = &k.previous {
+            let bad_sig = matches!(&d, Err(e) if matches!(e.kind(), jsonwebtoken::errors::ErrorKind::InvalidSignature));
+            if bad_sig && now_unix_s < *until {
+                d = decode(old);
+            }
+        }
+        let d = d.map_err(|e| match e.kind() {
             jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
                 Denied::Unauthenticated("expired token")
             }
@@ -271,6 +374,16 @@ impl Tokens {
         need: Need,
         presented: Option<&str>,
     ) -> std::result::Result<Option<Grant>, Denied> {
+        self.authorize_at(need, presented, crate::state::unix_now() as u64)
+    }
+
+    /// [`Tokens::authorize`] at `now_unix_s` (when a rotated-out key's overlap ends).
+    pub fn authorize_at(
+        &self,
+        need: Need,
+        presented: Option<&str>,
+        now_unix_s: u64,
+    ) -> std::result::Result<Option<Grant>, Denied> {
         if need == Need::Public {
             return Ok(None);
         }
@@ -291,7 +404,7 @@ impl Tokens {
                 session: None,
                 viewer: None,
             },
-            None => self.signed_grant(p)?,
+            None => self.signed_grant(p, now_unix_s)?,
         };
         let role = grant.role;
         let ok = match need {
@@ -367,6 +480,29 @@ pub fn load_signer(cfg: &ServerConfig) -> Result<(SamSigner, String)> {
     Ok((s, format!("{} (generated)", path.display())))
 }
 
+/// 32 random bytes (OpenSSL's RNG).
+fn random_key() -> Result<Vec<u8>> {
+    let mut k = vec![0u8; 32];
+    openssl::rand::rand_bytes(&mut k)
+        .map_err(|e| Error::io("token key", std::io::Error::other(e.to_string())))?;
+    Ok(k)
+}
+
+/// Replaces a secret file atomically (owner-only): a new file beside it, then renamed over
+/// it, so a reader sees the old or the new text, never a partial one.
+pub fn replace_secret(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".new");
+    let tmp = PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    write_secret(&tmp, text)?;
+    std::fs::rename(&tmp, path)?;
+    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(d)?.sync_all()?;
+    }
+    Ok(())
+}
+
 /// Writes a new secret file readable by its owner only; refuses to overwrite.
 pub fn write_secret(path: &Path, text: &str) -> std::io::Result<()> {
     let mut b = text.as_bytes().to_vec();
@@ -439,17 +575,23 @@ mod tests {
         assert_eq!(code(Need::Read, Some(&A[..A.len() - 1])), 401);
     }
 
-    /// F15: signed tokens carry a role, a session scope and an expiry; a forged or expired
-    /// one is 401, a known role keeps its rights.
-    #[test]
-    fn signed_tokens_have_role_scope_and_expiry() {
-        let dir = std::env::temp_dir().join(format!("lc-{}-jwt", std::process::id()));
+    /// A fresh directory `lc-PID-tag`, its token key file, and tokens signing with it.
+    fn signed_tokens(tag: &str) -> (std::path::PathBuf, std::path::PathBuf, Tokens) {
+        let dir = std::env::temp_dir().join(format!("lc-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let f = dir.join("token.key");
         let t = Tokens::new(A, "", "")
             .unwrap()
             .with_jwt_secret_file(Some(&f))
             .unwrap();
+        (dir, f, t)
+    }
+
+    /// F15: signed tokens carry a role, a session scope and an expiry; a forged or expired
+    /// one is 401, a known role keeps its rights.
+    #[test]
+    fn signed_tokens_have_role_scope_and_expiry() {
+        let (dir, f, t) = signed_tokens("jwt");
         // Made at first start, owner-only, and the same key at the next.
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
@@ -489,6 +631,64 @@ mod tests {
             other.authorize(Need::Read, Some(&p)).unwrap_err().code(),
             401
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Token-key rotation: tokens signed with the old key keep working until the overlap
+    /// ends and are refused after; new tokens use the new key; the files on disk follow, so a
+    /// restart within the overlap keeps the old key and one after it does not.
+    #[test]
+    fn rotated_token_key_overlaps_then_retires() {
+        let (dir, f, t) = signed_tokens("jwt-rot");
+        let now = crate::state::unix_now() as u64;
+        let claims = Claims {
+            sub: "viewer-1".into(),
+            role: "player".into(),
+            session: None,
+            exp: now + 7200,
+        };
+        let old = t.sign(&claims).unwrap();
+        let old_file = std::fs::read_to_string(&f).unwrap();
+        // A clone (the server's State holds one) sees the rotation.
+        let served = t.clone();
+        let r = t.rotate_signing_key(600, now).unwrap();
+        assert_eq!(r.previous_valid_until, now + 600);
+        assert_ne!(r.key_id, r.previous_key_id);
+        let new = t.sign(&claims).unwrap();
+        assert_ne!(old, new);
+        let ok = |tok: &str, at: u64| served.authorize_at(Need::Keys, Some(tok), at).is_ok();
+        assert!(
+            ok(&old, now) && ok(&old, now + 599),
+            "old token within the overlap"
+        );
+        assert!(!ok(&old, now + 600), "old token after the overlap");
+        assert!(ok(&new, now) && ok(&new, now + 3600));
+        // On disk: the new key, owner-only; the old one beside it with its retirement.
+        use std::os::unix::fs::PermissionsExt;
+        assert_ne!(std::fs::read_to_string(&f).unwrap(), old_file);
+        for p in [f.clone(), previous_file(&f)] {
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", p.display());
+        }
+        let prev = std::fs::read_to_string(previous_file(&f)).unwrap();
+        assert!(prev.starts_with(old_file.trim()), "{prev}");
+        // A restart within the overlap accepts both, and a token signed by the CLI (which
+        // reads the file) is a new-key token.
+        let restarted = Tokens::new(A, "", "")
+            .unwrap()
+            .with_jwt_secret_file(Some(&f))
+            .unwrap();
+        assert!(restarted.authorize(Need::Keys, Some(&old)).is_ok());
+        assert!(restarted.authorize(Need::Keys, Some(&new)).is_ok());
+        // A second rotation ends the first overlap: the first key is gone at once.
+        t.rotate_signing_key(600, now).unwrap();
+        assert!(!ok(&old, now));
+        assert!(ok(&new, now));
+        let newest = t.sign(&claims).unwrap();
+        assert!(ok(&newest, now));
+        // With no overlap the old key retires at once.
+        t.rotate_signing_key(0, now).unwrap();
+        assert!(!ok(&newest, now));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

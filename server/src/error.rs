@@ -30,6 +30,9 @@ pub enum Error {
     /// A bounded table or queue is full; try later.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// The request conflicts with an operation in progress (a pending key rotation).
+    #[error("conflict: {0}")]
+    Conflict(String),
     /// Something other than a session is missing (a viewer, a session's video or keys).
     #[error("not found: {0}")]
     NotFound(String),

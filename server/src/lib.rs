@@ -10,6 +10,7 @@ mod fill_study;
 pub mod fuzz_entry;
 pub mod keyreq;
 pub mod media;
+pub mod media_keys;
 pub mod pacer;
 pub mod provision;
 pub mod render;

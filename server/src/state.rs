@@ -7,9 +7,7 @@ use crate::error::{Error, Result};
 use crate::pacer::{self, PacerConfig, PacerStats};
 use crate::sock;
 use congestion::{LayerInfo, SessionInfo, Time};
-use security::auth::{
-    GroupKey, InfluenceConfig, InfluenceLimiter, MediaSealer, ReportMac, SamSigner,
-};
+use security::auth::{InfluenceConfig, InfluenceLimiter, ReportMac, SamSigner};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
@@ -97,8 +95,9 @@ pub struct Session {
     pub queues: Option<Arc<crate::video::LayerQueues>>,
     /// The TFMCC sender's state of a `protocol: tfmcc` session (`crate::tfmcc`).
     pub tfmcc: Option<Arc<crate::tfmcc::TfmccState>>,
-    /// The media group key of an encrypted session (handed out by the key API only).
-    pub media_key: Option<GroupKey>,
+    /// The media keys of an encrypted session (handed out by the key API only) and their
+    /// rotation (`crate::media_keys`).
+    pub media_keys: Option<crate::media_keys::MediaKeys>,
     /// The report-MAC session secret of a TFMCC session with `auth_reports` (the key API
     /// hands out per-receiver keys derived from it, never the secret itself).
     pub report_mac: Option<ReportMac>,
@@ -426,8 +425,15 @@ impl State {
             .as_ref()
             .map(|_| Arc::new(crate::media::audio::AudioQueue::default()));
         // A fresh key per session start, never stored: see docs/security.md §3 on why the
-        // nonce then never repeats under one key.
-        let media_key = r.encrypt.then(|| GroupKey::generate(0));
+        // nonce then never repeats under one key. One sealer, the Publisher's (it seals the
+        // audio track's streams too), rotatable by the control plane (`crate::media_keys`).
+        let (media_keys, mut sealers) = match r.encrypt {
+            true => {
+                let (k, s) = crate::media_keys::MediaKeys::generate(1, self.cfg.media_key_refresh);
+                (Some(k), s)
+            }
+            false => (None, Vec::new()),
+        };
         // Sealing adds MEDIA_OVERHEAD bytes: packets are built that much smaller, so that
         // what goes on the wire is exactly the announced packet size.
         let plain_size = if r.encrypt {
@@ -518,7 +524,7 @@ impl State {
             publisher: session::publisher::PublisherConfig {
                 media: r.video.is_some(),
                 burst: r.video.as_ref().and_then(crate::video::burst_for_video),
-                sealer: media_key.clone().map(MediaSealer::new),
+                sealer: sealers.pop(),
                 report_mac: report_mac.clone(),
                 tfmcc: is_tfmcc.then(|| {
                     r.video
@@ -579,7 +585,7 @@ impl State {
             audio: audio_queue,
             queues,
             tfmcc,
-            media_key,
+            media_keys,
             report_mac,
             telemetry_mac: ReportMac::generate(),
             report_bindings: Mutex::new(std::collections::HashMap::new()),
@@ -631,18 +637,16 @@ impl State {
         binding: Option<&str>,
         viewer: Option<&str>,
     ) -> Result<Value> {
-        if s.media_key.is_none() && s.report_mac.is_none() && rid.is_none() {
+        if s.media_keys.is_none() && s.report_mac.is_none() && rid.is_none() {
             return Err(Error::NotFound(
                 "session has no keys (not encrypted, no auth_reports; ask with rid= for a report key)"
                     .into(),
             ));
         }
-        let mut v = serde_json::Map::new();
-        if let Some(k) = &s.media_key {
-            v.insert("cipher".into(), json!("chacha20-poly1305"));
-            v.insert("epoch".into(), json!(k.epoch()));
-            v.insert("media_key".into(), json!(k.key_hex()));
-        }
+        let mut v = match &s.media_keys {
+            Some(k) => k.json(Instant::now()),
+            None => serde_json::Map::new(),
+        };
         if s.report_mac.is_some() {
             v.insert("auth_reports".into(), json!(true));
         }

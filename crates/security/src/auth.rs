@@ -699,11 +699,53 @@ pub const MAX_SEALER_SSRCS: usize = 1024;
 /// The sender's sealing state: a [`GroupKey`] plus the newest extended sequence number sealed
 /// per SSRC. Refuses to seal an (SSRC, sequence) that is not above the newest one, so no nonce
 /// is ever used twice under one key (see `docs/security.md` for why that suffices).
-#[derive(Clone, Debug)]
+///
+/// A sealer made by [`MediaSealer::rotatable`] also takes the next epoch's key from the control
+/// plane over a lock-free single-producer queue ([`NextKeys`]): the real-time thread that owns
+/// the sealer never waits for the control plane, and the switch happens at the first packet
+/// sealed after the key was handed over.
 pub struct MediaSealer {
     key: GroupKey,
     newest: HashMap<u32, u64>,
+    next: Option<rtrb::Consumer<GroupKey>>,
+    rotations: u64,
 }
+
+impl fmt::Debug for MediaSealer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MediaSealer")
+            .field("epoch", &self.key.epoch)
+            .field("ssrcs", &self.newest.len())
+            .field("rotations", &self.rotations)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The control plane's end of a rotatable [`MediaSealer`]: hands it the next epoch's key.
+pub struct NextKeys {
+    tx: rtrb::Producer<GroupKey>,
+}
+
+impl fmt::Debug for NextKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NextKeys").finish_non_exhaustive()
+    }
+}
+
+impl NextKeys {
+    /// Hands `key` to the sealer, which seals with it from its next packet on. Refused
+    /// (`Invalid`) when the queue still holds keys the sealer has not taken (the sealer's thread
+    /// has stopped, or rotations come faster than packets).
+    pub fn hand_over(&mut self, key: GroupKey) -> Result<()> {
+        self.tx.push(key).map_err(|_| Error::Invalid {
+            field: "media key rotation",
+            reason: "the sealer has not taken the previous key yet".into(),
+        })
+    }
+}
+
+/// Keys a [`NextKeys`] queue holds at most.
+const NEXT_KEYS_DEPTH: usize = 2;
 
 impl MediaSealer {
     /// A sealer for a key that has never sealed anything (a freshly generated one).
@@ -711,17 +753,48 @@ impl MediaSealer {
         MediaSealer {
             key,
             newest: HashMap::new(),
+            next: None,
+            rotations: 0,
         }
     }
 
-    /// The key.
+    /// A sealer whose key the control plane can replace through the returned [`NextKeys`].
+    /// A handed-over key is taken only if its epoch is the current epoch + 1 (mod 2^16), so
+    /// an epoch, and with it a nonce prefix, is never used with two keys by one sealer.
+    pub fn rotatable(key: GroupKey) -> (MediaSealer, NextKeys) {
+        let (tx, rx) = rtrb::RingBuffer::new(NEXT_KEYS_DEPTH);
+        let mut s = MediaSealer::new(key);
+        s.next = Some(rx);
+        (s, NextKeys { tx })
+    }
+
+    /// The key in use.
     pub fn key(&self) -> &GroupKey {
         &self.key
     }
 
+    /// Keys switched to since the start.
+    pub fn rotations(&self) -> u64 {
+        self.rotations
+    }
+
+    /// Takes a handed-over key, if any. The new key has sealed nothing, so the per-SSRC
+    /// sequence record starts afresh; a key for any other epoch than the next is dropped.
+    fn take_next(&mut self) {
+        let Some(rx) = self.next.as_mut() else { return };
+        while let Ok(k) = rx.pop() {
+            if k.epoch == self.key.epoch.wrapping_add(1) {
+                self.key = k;
+                self.newest.clear();
+                self.rotations += 1;
+            }
+        }
+    }
+
     /// Seals `packet` as `ext_seq` (see [`GroupKey::seal`]); errors if `ext_seq` is not above
-    /// every sequence number already sealed for this SSRC.
+    /// every sequence number already sealed for this SSRC under the current key.
     pub fn seal(&mut self, packet: &[u8], ext_seq: u64) -> Result<Vec<u8>> {
+        self.take_next();
         rtp_header_len(packet)?;
         let ssrc = u32::from_be_bytes([packet[8], packet[9], packet[10], packet[11]]);
         match self.newest.get(&ssrc) {
@@ -788,6 +861,19 @@ impl MediaOpener {
     /// Counters.
     pub fn stats(&self) -> MediaOpenStats {
         self.stats
+    }
+
+    /// The epochs held, oldest first.
+    pub fn epochs(&self) -> Vec<u16> {
+        self.keys.iter().map(|k| k.epoch).collect()
+    }
+
+    /// Takes the keys of `fresh` (a newer answer of the key API) in its order, keeping this
+    /// opener's counters: a key refresh does not reset what has been counted.
+    pub fn merge(&mut self, fresh: MediaOpener) {
+        for k in fresh.keys {
+            self.add_key(k);
+        }
     }
 
     /// Opens a sealed packet with the key its epoch names; counts every failure.

@@ -159,6 +159,50 @@ fn sealer_refuses_reuse_and_bad_sequence_numbers() {
     assert!(s.seal(&[0u8; 11], 0).is_err());
 }
 
+/// Rotation: the control plane hands the next epoch's key to a running sealer; the switch
+/// happens at the next packet, a receiver holding only the old key opens everything sealed
+/// before it and nothing after, one that took the next key during the overlap opens both,
+/// and a key for any epoch but the next is ignored (no epoch ever gets two keys).
+#[test]
+fn rotatable_sealer_switches_at_the_next_packet() {
+    let k1 = key();
+    let k2 = GroupKey::new([0x55; 32], 2);
+    let (mut s, mut next) = MediaSealer::rotatable(k1.clone());
+    let before = s.seal(&rtp(100, 7, b"old"), 100).unwrap();
+    // Not the next epoch: dropped, the sealer keeps its key.
+    next.hand_over(GroupKey::new([0x66; 32], 5)).unwrap();
+    let still = s.seal(&rtp(101, 7, b"old"), 101).unwrap();
+    assert_eq!(GroupKey::sealed_epoch(&still).unwrap(), 1);
+    assert_eq!(s.rotations(), 0);
+    next.hand_over(k2.clone()).unwrap();
+    // The sequence continues across the switch; the new key has sealed nothing, so an
+    // (SSRC, seq) sealed under the old key is not a reuse under the new one.
+    let after = s.seal(&rtp(102, 7, b"new"), 102).unwrap();
+    assert_eq!(GroupKey::sealed_epoch(&after).unwrap(), 2);
+    assert_eq!((s.rotations(), s.key().epoch()), (1, 2));
+    let mut old_only = MediaOpener::new(k1.clone());
+    assert!(old_only.open(&before).is_ok());
+    assert!(old_only.open(&still).is_ok());
+    assert!(old_only.open(&after).is_err());
+    assert_eq!(old_only.stats().unknown_epoch, 1);
+    // A player that fetched the next key during the overlap: a merge keeps its counters.
+    let mut both = MediaOpener::new(k1.clone());
+    assert!(both.open(&before).is_ok());
+    let mut fresh = MediaOpener::new(k1.clone());
+    fresh.add_key(k2.clone());
+    both.merge(fresh);
+    assert_eq!(both.epochs(), vec![1, 2]);
+    for p in [&before, &still, &after] {
+        assert!(both.open(p).is_ok());
+    }
+    assert_eq!((both.stats().opened, both.stats().unknown_epoch), (4, 0));
+    // A full queue (a sealer that seals nothing any more) refuses instead of blocking.
+    let (_idle, mut n2) = MediaSealer::rotatable(key());
+    n2.hand_over(GroupKey::generate(2)).unwrap();
+    n2.hand_over(GroupKey::generate(3)).unwrap();
+    assert!(n2.hand_over(GroupKey::generate(4)).is_err());
+}
+
 proptest! {
     /// The nonce is injective on (SSRC, epoch, ext_seq < 2^48).
     #[test]

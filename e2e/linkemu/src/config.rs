@@ -36,6 +36,12 @@ pub struct LinkParams {
     /// Added to every Layercast data packet's cc send time, µs: a sender clock offset as the
     /// receiver sees it (delay-based.md DE0; all namespaces share one kernel clock).
     pub cc_time_shift_us: i64,
+    /// Probability that a frame is delivered twice (the copy right after it): a duplicating
+    /// network (the issue's fault run; our kernel has no netem).
+    pub duplicate: f64,
+    /// Probability that a frame is held back and delivered after the next one (or
+    /// [`crate::link::REORDER_HOLD_NS`] later when none comes): adjacent reordering.
+    pub reorder: f64,
 }
 
 impl Default for LinkParams {
@@ -50,6 +56,8 @@ impl Default for LinkParams {
             flow: FlowConfig::default(),
             drop_bunch_pos: None,
             cc_time_shift_us: 0,
+            duplicate: 0.0,
+            reorder: 0.0,
         }
     }
 }
@@ -86,6 +94,10 @@ pub struct LinkUpdate {
     pub drop_bunch_pos: Option<i32>,
     /// See [`LinkParams::cc_time_shift_us`].
     pub cc_time_shift_us: Option<i64>,
+    /// See [`LinkParams::duplicate`]; a probability in [0, 1].
+    pub duplicate: Option<f64>,
+    /// See [`LinkParams::reorder`]; a probability in [0, 1].
+    pub reorder: Option<f64>,
 }
 
 fn ms_to_ns(what: &str, ms: f64) -> Result<u64, Error> {
@@ -154,6 +166,17 @@ impl LinkUpdate {
         if let Some(us) = self.cc_time_shift_us {
             n.cc_time_shift_us = us;
         }
+        for (what, v, to) in [
+            ("duplicate", self.duplicate, &mut n.duplicate),
+            ("reorder", self.reorder, &mut n.reorder),
+        ] {
+            if let Some(p) = v {
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(Error::Config(format!("{what} {p} is not a probability")));
+                }
+                *to = p;
+            }
+        }
         // Queue limits derived from rate and delay change with them.
         let rebuild = n.queue != p.queue || n.rate_bps != p.rate_bps || n.delay_ns != p.delay_ns;
         *p = n;
@@ -220,6 +243,8 @@ mod tests {
             r#"{"rate_bps":5}"#,
             r#"{"flow":{"mcast_prefix_len":40}}"#,
             r#"{"queue":{"kind":"droptail"}}"#,
+            r#"{"duplicate":1.5}"#,
+            r#"{"reorder":-0.1}"#,
         ] {
             let u = LinkUpdate::from_json(bad).unwrap();
             assert!(u.apply(&mut p).is_err(), "{bad}");

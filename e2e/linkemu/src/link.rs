@@ -10,9 +10,12 @@ use crate::Error;
 use netmodel::{Link, LinkConfig};
 use proto::Time;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 pub use netmodel::link::{MAX_IN_FLIGHT, SOJOURN_MAX_MS};
+
+/// Longest a frame held back for reordering waits for the next one to overtake it.
+pub const REORDER_HOLD_NS: u64 = 10_000_000;
 
 /// Per multicast group facts, as seen leaving the link (delivered to the far end).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -58,6 +61,10 @@ pub struct Counters {
     pub drop_send: u64,
     /// Frames the kernel dropped before we read them (counted by the shell).
     pub drop_kernel: u64,
+    /// Frames delivered twice ([`LinkParams::duplicate`]); the copies count in `tx_packets`.
+    pub duplicated: u64,
+    /// Frames held back and delivered after their successor ([`LinkParams::reorder`]).
+    pub reordered: u64,
     /// Packets waiting in the queue.
     pub queue_packets: u64,
     /// Bytes waiting in the queue (serialisation sizes).
@@ -80,6 +87,12 @@ pub struct Direction {
     tx_bytes: u64,
     shell: (u64, u64),
     groups: BTreeMap<u32, GroupStats>,
+    /// Duplication and reordering: frames ready to go out in this order, the one held back
+    /// (with the time it goes anyway), their counters and their random stream.
+    ready: VecDeque<(Time, Vec<u8>)>,
+    held: Option<(Time, Time, Vec<u8>)>,
+    dup_reorder: (u64, u64),
+    rng: netmodel::rng::Rng,
 }
 
 fn link_config(p: &LinkParams) -> LinkConfig {
@@ -104,6 +117,10 @@ impl Direction {
             tx_bytes: 0,
             shell: (0, 0),
             groups: BTreeMap::new(),
+            ready: VecDeque::new(),
+            held: None,
+            dup_reorder: (0, 0),
+            rng: netmodel::rng::Rng::derive(seed, 0xD0_0B1E),
         })
     }
 
@@ -150,10 +167,45 @@ impl Direction {
 
     /// The next frame due at `now`, with its scheduled release time.
     pub fn poll_release(&mut self, now: Time) -> Option<(Time, Vec<u8>)> {
-        let (at, frame) = self.link.poll_release(now)?;
+        let (at, frame) = self.next_frame(now)?;
         self.tx_bytes += frame.len() as u64;
         self.note_delivery(at, &frame);
         Some((at, frame))
+    }
+
+    /// The link's releases after duplication and reordering: a frame picked for reordering
+    /// waits for the next release (then goes right after it) or [`REORDER_HOLD_NS`]; a frame
+    /// picked for duplication goes twice in a row. One frame is held at a time.
+    fn next_frame(&mut self, now: Time) -> Option<(Time, Vec<u8>)> {
+        loop {
+            if let Some(f) = self.ready.pop_front() {
+                return Some(f);
+            }
+            match self.link.poll_release(now) {
+                Some((at, frame)) => {
+                    if self.held.is_none() && self.rng.chance(self.params.reorder) {
+                        self.dup_reorder.1 += 1;
+                        self.held = Some((at, Time(at.as_nanos() + REORDER_HOLD_NS), frame));
+                        continue;
+                    }
+                    if self.rng.chance(self.params.duplicate) {
+                        self.dup_reorder.0 += 1;
+                        self.ready.push_back((at, frame.clone()));
+                    }
+                    self.ready.push_front((at, frame));
+                    if let Some((t, _, h)) = self.held.take() {
+                        self.ready.push_back((t, h));
+                    }
+                }
+                None => match self.held.take() {
+                    Some((t, until, h)) if now >= until => return Some((t, h)),
+                    h => {
+                        self.held = h;
+                        return None;
+                    }
+                },
+            }
+        }
     }
 
     fn note_delivery(&mut self, at: Time, frame: &[u8]) {
@@ -187,7 +239,12 @@ impl Direction {
 
     /// When the shell must call [`Direction::service`] / [`Direction::poll_release`] next.
     pub fn next_wakeup(&self) -> Time {
-        self.link.next_wakeup()
+        let l = self.link.next_wakeup();
+        match (&self.held, self.ready.is_empty()) {
+            (_, false) => Time::ZERO,
+            (Some((_, until, _)), true) => l.min(*until),
+            (None, true) => l,
+        }
     }
 
     /// Counters, with queue occupancy filled in.
@@ -196,7 +253,7 @@ impl Direction {
         Counters {
             rx_packets: self.rx.0,
             rx_bytes: self.rx.1,
-            tx_packets: l.delivered,
+            tx_packets: l.delivered + self.dup_reorder.0,
             tx_bytes: self.tx_bytes,
             drop_overflow: l.drop_overflow,
             drop_early: l.drop_early,
@@ -204,6 +261,8 @@ impl Direction {
             drop_in_flight: l.drop_in_flight,
             drop_send: self.shell.0,
             drop_kernel: self.shell.1,
+            duplicated: self.dup_reorder.0,
+            reordered: self.dup_reorder.1,
             queue_packets: l.queue_packets,
             queue_bytes: l.queue_bytes,
             queue_max_packets: l.queue_max_packets,
@@ -276,6 +335,63 @@ mod tests {
                 out.push(at.as_nanos());
             }
         }
+    }
+
+    /// Duplication delivers a frame twice in a row; reordering swaps a frame with its
+    /// successor, or releases it after the hold when none comes; both are counted, and a bad
+    /// probability is refused.
+    #[test]
+    fn duplication_and_reordering() {
+        let sizes = |d: &mut Direction, n: usize| -> Vec<usize> {
+            let mut out = Vec::new();
+            for i in 0..n {
+                d.arrive(Time::from_millis(10 * i as u64), frame(100 + i));
+            }
+            loop {
+                let t = d.next_wakeup();
+                if t == Time::NEVER {
+                    return out;
+                }
+                d.service(t);
+                while let Some((_, f)) = d.poll_release(t) {
+                    out.push(f.len() - 14 - 100);
+                }
+            }
+        };
+        let mut dup = Direction::new(params(0, 1), 1).unwrap();
+        dup.update(
+            Time::ZERO,
+            &LinkUpdate::from_json(r#"{"duplicate":1}"#).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(sizes(&mut dup, 3), vec![0, 0, 1, 1, 2, 2]);
+        let c = dup.counters();
+        assert_eq!((c.duplicated, c.tx_packets, c.rx_packets), (3, 6, 3));
+        let mut re = Direction::new(params(0, 1), 1).unwrap();
+        re.update(
+            Time::ZERO,
+            &LinkUpdate::from_json(r#"{"reorder":1}"#).unwrap(),
+        )
+        .unwrap();
+        // Pairs swap; the last, odd one goes after the hold.
+        assert_eq!(sizes(&mut re, 5), vec![1, 0, 3, 2, 4]);
+        assert_eq!(re.counters().reordered, 3);
+        assert_eq!(re.counters().tx_packets, 5);
+        // Half and half: every frame still arrives, at least once.
+        let mut both = Direction::new(params(0, 1), 7).unwrap();
+        both.update(
+            Time::ZERO,
+            &LinkUpdate::from_json(r#"{"duplicate":0.5,"reorder":0.5}"#).unwrap(),
+        )
+        .unwrap();
+        let got = sizes(&mut both, 200);
+        let mut uniq = got.clone();
+        uniq.sort_unstable();
+        uniq.dedup();
+        assert_eq!(uniq, (0..200).collect::<Vec<_>>());
+        let c = both.counters();
+        assert_eq!(got.len() as u64, 200 + c.duplicated);
+        assert!(c.duplicated > 50 && c.reordered > 30, "{c:?}");
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub struct DirSnapshot {
 }
 
 enum Msg {
-    Set(crate::config::LinkUpdate, Sender<Result<(), String>>),
+    Set(Box<crate::config::LinkUpdate>, Sender<Result<(), String>>),
     Get(Sender<DirSnapshot>),
 }
 
@@ -282,7 +282,7 @@ fn handle_conn(
                 for t in targets {
                     let (rtx, rrx) = mpsc::channel();
                     let r = t
-                        .send(Msg::Set((*u).clone(), rtx))
+                        .send(Msg::Set(Box::new((*u).clone()), rtx))
                         .map_err(|_| "worker stopped".to_string())
                         .and_then(|_| {
                             rrx.recv_timeout(Duration::from_secs(2))

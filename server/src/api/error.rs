@@ -44,7 +44,7 @@ impl ApiError {
                     }
                     Error::ConfigFile { .. } | Error::Io { .. } => S::INTERNAL_SERVER_ERROR,
                     Error::NoSuchSession(_) | Error::NotFound(_) => S::NOT_FOUND,
-                    Error::Duplicate(_) => S::CONFLICT,
+                    Error::Duplicate(_) | Error::Conflict(_) => S::CONFLICT,
                     Error::Forbidden(_) => S::FORBIDDEN,
                     Error::RateLimited(_) => S::TOO_MANY_REQUESTS,
                     Error::Unavailable(_) => S::SERVICE_UNAVAILABLE,
@@ -97,6 +97,7 @@ mod tests {
             (Error::NoSuchSession("s".into()), 404),
             (Error::NotFound("x".into()), 404),
             (Error::Duplicate("s".into()), 409),
+            (Error::Conflict("x".into()), 409),
             (Error::Forbidden("x".into()), 403),
             (Error::RateLimited("x".into()), 429),
             (Error::Unavailable("x".into()), 503),

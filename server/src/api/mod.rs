@@ -90,6 +90,8 @@ pub fn router(app: App) -> Router {
         .route("/api/sessions/{id}/announcement", get(announcement))
         .route("/api/sessions/{id}/keyframe", post(keyframe))
         .route("/api/sessions/{id}/keys", get(keys))
+        .route("/api/sessions/{id}/keys/rotate", post(rotate_media_key))
+        .route("/api/token-key/rotate", post(rotate_token_key))
         .route("/api/viewers", get(list_viewers))
         .route("/api/viewers/{id}", get(get_viewer))
         .route("/api/telemetry", post(telemetry))
@@ -336,6 +338,108 @@ async fn keys(
         .map_err(|e| bad_request(&app, e))?;
     // A key must not stay in a cache on the way (F16).
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(v)).into_response())
+}
+
+/// `POST /api/sessions/{id}/keys/rotate` (control token), body `{"lead_ms": N}` or empty: makes
+/// the next media key, serves it for the lead, then switches the sealers (docs/security.md
+/// §9.3). 404 for an unencrypted session, 409 while a rotation is pending.
+async fn rotate_media_key(
+    Ax(app): Ax<App>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    check_json_body(&headers)?;
+    let s = session_of(&app, &id)?;
+    let keys = s
+        .media_keys
+        .as_ref()
+        .ok_or_else(|| Error::NotFound("session is not encrypted".into()))?;
+    let lead = match body_u64(&app, &body, "lead_ms")? {
+        Some(ms) => Duration::from_millis(ms),
+        None => crate::media_keys::DEFAULT_LEAD,
+    };
+    let sch = keys.schedule(lead, std::time::Instant::now())?;
+    eprintln!(
+        "layercast-server: session {id}: media key epoch {} scheduled, switch in {} ms",
+        sch.epoch,
+        lead.as_millis()
+    );
+    // The switch runs on the monotonic clock (a wall-clock step moves nothing).
+    let sess = s.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(lead).await;
+        if let Some(k) = &sess.media_keys {
+            if k.switch_if_due(std::time::Instant::now()) {
+                eprintln!(
+                    "layercast-server: session {}: sealing with media key epoch {}",
+                    sess.cfg.id,
+                    k.current().epoch()
+                );
+            }
+        }
+    });
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({
+            "epoch": sch.epoch,
+            "lead_ms": lead.as_millis() as u64,
+            "rotate_at_unix_ms": sch.switch_at_unix_ms,
+            "key_refresh_ms": keys.refresh.as_millis() as u64,
+        })),
+    )
+        .into_response())
+}
+
+/// `POST /api/token-key/rotate` (control token), body `{"overlap_s": N}` or empty: a new key
+/// for signed tokens; tokens signed with the old one are accepted for `overlap_s` more
+/// seconds (default [`TOKEN_KEY_OVERLAP_S`]), then refused (docs/security.md §9.5).
+async fn rotate_token_key(
+    Ax(app): Ax<App>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    check_json_body(&headers)?;
+    let overlap = body_u64(&app, &body, "overlap_s")?.unwrap_or(TOKEN_KEY_OVERLAP_S);
+    let now = crate::state::unix_now() as u64;
+    let tokens = app.state.cfg.tokens.clone();
+    // Writes two small files (fsync): off the async workers.
+    let r = tokio::task::spawn_blocking(move || tokens.rotate_signing_key(overlap, now))
+        .await
+        .map_err(|e| Error::io("token key rotation", std::io::Error::other(e.to_string())))?
+        .map_err(|e| match e {
+            Error::Config { .. } => Error::NotFound("signed tokens are not configured".into()),
+            e => e,
+        })?;
+    eprintln!(
+        "layercast-server: token key rotated to {} ({} accepted until {} Unix s)",
+        r.key_id, r.previous_key_id, r.previous_valid_until
+    );
+    Ok(Json(r).into_response())
+}
+
+/// Overlap of a token-key rotation when the request names none: the `token` subcommand's
+/// default lifetime, so no token issued before with that lifetime is cut short.
+pub const TOKEN_KEY_OVERLAP_S: u64 = 86_400;
+
+/// One optional non-negative integer field of a small JSON object body (empty body: `None`).
+fn body_u64(app: &App, body: &[u8], field: &str) -> ApiResult<Option<u64>> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let bad = |m: String| bad_request(app, Error::BadRequest(m));
+    let v: serde_json::Map<String, Value> =
+        serde_json::from_slice(body).map_err(|e| bad(format!("body: {e}")))?;
+    if let Some(k) = v.keys().find(|k| k.as_str() != field) {
+        return Err(bad(format!("unknown field {k:?} (only {field:?})")));
+    }
+    match v.get(field) {
+        None => Ok(None),
+        Some(x) => x
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| bad(format!("{field}: a non-negative integer"))),
+    }
 }
 
 async fn list_viewers(Ax(app): Ax<App>) -> ApiResult<Response> {

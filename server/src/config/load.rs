@@ -215,6 +215,7 @@ fn load_inner(
         http_max_websockets: parse_val("http_max_websockets", v("http_max_websockets"))?,
         udp_reports: parse_bool("udp_reports", v("udp_reports"))?,
         report_budget_bps: parse_val("report_budget_bps", v("report_budget_bps"))?,
+        media_key_refresh: ms("media_key_refresh_ms")?.max(Duration::from_secs(1)),
     };
     if !cfg.dev && !cfg.tls && !cfg.http_addr.ip().is_loopback() {
         return Err(Error::config(

@@ -169,6 +169,12 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "256",
         "live (/api/live) WebSocket clients at once",
     ),
+    // Key rotation (crate::media_keys).
+    (
+        "media_key_refresh_ms",
+        "10000",
+        "how often players of encrypted sessions fetch the media keys again (a rotation's lead should be at least twice this)",
+    ),
 ];
 
 /// Resolved server-level configuration.
@@ -218,4 +224,6 @@ pub struct ServerConfig {
     /// Viewer reports (`crate::reports`) on each session's feedback port.
     pub udp_reports: bool,
     pub report_budget_bps: u32,
+    /// Key rotation: how often players fetch media keys again (`crate::media_keys`).
+    pub media_key_refresh: Duration,
 }

@@ -28,8 +28,9 @@ pub struct SrStream {
     pub rtcp: SocketAddrV4,
 }
 
-/// Audio and RTCP of one session, driven by the pacer thread.
-#[derive(Clone, Debug)]
+/// Audio and RTCP of one session, driven by the pacer thread (not `Clone`: its sealer's key
+/// queue has one consumer).
+#[derive(Debug)]
 pub struct SideStreams {
     /// The audio encoder's frames (a session with an audio track).
     pub audio: Option<Arc<AudioQueue>>,

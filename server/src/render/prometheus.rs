@@ -90,6 +90,20 @@ pub fn metrics(state: &State, table: &Table) -> String {
             );
         }
     }
+    // Media key rotation of encrypted sessions: the epoch in use and switches done.
+    m.push_str("# HELP layercast_media_key_epoch Key epoch the session seals with.\n# TYPE layercast_media_key_epoch gauge\n");
+    for s in &sessions {
+        if let Some(k) = &s.media_keys {
+            let _ = writeln!(
+                m,
+                "layercast_media_key_epoch{{session=\"{}\"}} {}\nlayercast_media_key_rotations_total{{session=\"{}\"}} {}",
+                s.cfg.id,
+                k.current().epoch(),
+                s.cfg.id,
+                k.rotations()
+            );
+        }
+    }
     m.push_str("# HELP layercast_sender_bunch_error_seconds Bunch start time minus schedule.\n# TYPE layercast_sender_bunch_error_seconds summary\n");
     for s in &sessions {
         let h = lock(&s.stats.errors).clone();

@@ -71,6 +71,16 @@ impl Subscriber {
         self.report_key = sec.report_key;
     }
 
+    /// The media keys were fetched again (ahead of a key rotation): the opener in use takes
+    /// them, keeping its counters. Without an opener (not encrypted, or no description yet)
+    /// they are ignored.
+    pub fn handle_media_keys(&mut self, now: Time, fresh: MediaOpener) {
+        self.advance(now);
+        if let Some(o) = self.opener.as_mut() {
+            o.merge(fresh);
+        }
+    }
+
     /// A datagram too large for the host's buffer arrived on a data socket.
     pub fn handle_truncated(&mut self) {
         self.drops.truncated += 1;
