@@ -21,6 +21,7 @@
 //!
 //! Decisions carry their reason and inputs (the [`Decision`] log).
 
+pub mod hold;
 pub mod signals;
 
 use crate::controller::{Action, Decision, LayeredController, PacketArrival, Stats, TimerReason};
@@ -28,6 +29,7 @@ use crate::estimators::bunch::BunchSampler;
 use crate::estimators::loss::{SeqEvent, SeqTracker, WindowedLoss};
 use crate::session::SessionInfo;
 use crate::time::Time;
+use hold::HoldDown;
 use signals::{tcp_rate_for_spacing, Dispersion, LossFloor, QueueDelay, RecvRate};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -41,6 +43,23 @@ pub struct LccConfig {
     pub q_high: f64,
     /// Probing only with the queue below this, s.
     pub q_low: f64,
+    /// A receiver holding a fraction `x` of the capacity tolerates `q_yield × (1 − x)` more
+    /// than `q_high`, plus a draw from `[0, q_yield_jitter)` made afresh whenever the queue
+    /// empties, s: behind one FIFO the largest subscriber yields first, and the others see
+    /// the queue drain and hold.
+    pub q_yield: f64,
+    pub q_yield_jitter: f64,
+    /// A receiver that joined its top layer less than `join_recent` ago tolerates `q_recent`
+    /// less (s): its join is the likeliest cause, and undoing it spares the others.
+    pub q_recent: f64,
+    pub join_recent: Duration,
+    /// A queue rising faster than this (s/s) less than `join_steep` after our join: the join
+    /// is too big for the room there was; it is undone as soon as the queue is above `q_low`.
+    pub steep_trend: f64,
+    pub join_steep: Duration,
+    /// A congestion episode this receiver did not start holds down its next layer if that
+    /// layer's step is more than this fraction of the capacity.
+    pub big_step: f64,
     /// A change of the queueing delay that counts (a queue draining after a decrease), s.
     pub q_step: f64,
     /// Decrease to this fraction of the received rate (GCC's 0.85).
@@ -66,6 +85,14 @@ pub struct LccConfig {
     pub drain_max: Duration,
     /// No probing this soon after a loss event.
     pub loss_quiet: Duration,
+    /// After a decrease from level `m` (congestion, not silence), `m` is not joined again for
+    /// `hold_down`, doubled for each earlier such decrease from `m` within `hold_memory` of
+    /// the one before, at most `hold_down_max`; a capacity estimate `hold_release` times the
+    /// one at the decrease lifts it.
+    pub hold_down: Duration,
+    pub hold_down_max: Duration,
+    pub hold_memory: Duration,
+    pub hold_release: f64,
     /// Propagation RTT assumed for a competing TCP (added to the measured queueing delay), s.
     pub base_rtt: f64,
     /// Segment size of the competing TCP, bytes (for the loss floor).
@@ -104,6 +131,13 @@ impl Default for LccConfig {
             tick: Duration::from_millis(100),
             q_high: 0.050,
             q_low: 0.020,
+            q_yield: 0.03,
+            q_yield_jitter: 0.010,
+            q_recent: 0.020,
+            join_recent: Duration::from_secs(5),
+            steep_trend: 0.1,
+            join_steep: Duration::from_millis(1500),
+            big_step: 0.2,
             q_step: 0.015,
             decrease_factor: 0.85,
             cap_margin: 0.95,
@@ -117,6 +151,10 @@ impl Default for LccConfig {
             drain_hold: Duration::from_millis(500),
             drain_max: Duration::from_secs(2),
             loss_quiet: Duration::from_secs(2),
+            hold_down: Duration::from_secs(4),
+            hold_down_max: Duration::from_secs(32),
+            hold_memory: Duration::from_secs(64),
+            hold_release: 1.2,
             base_rtt: 0.05,
             tcp_mss: 1448.0,
             loss_floor_gain: 2.5,
@@ -171,6 +209,15 @@ pub struct Lcc {
     max_send_us: u64,
     recover_send_us: u64,
     hold_until: Time,
+    /// Levels left under congestion and not to be joined again yet.
+    hold: HoldDown,
+    /// This congestion episode's draw for the yield threshold (s).
+    yield_jitter: f64,
+    /// When the top layer held was joined (None after a decrease).
+    joined_at: Option<Time>,
+    /// The queue went above `q_high` and has not been near empty since.
+    in_episode: bool,
+
     last_decrease: Option<Time>,
     /// While the queue drains after a decrease: when it was, and the highest delay since.
     q_at_decrease: Option<(Time, f64)>,
@@ -205,7 +252,17 @@ impl Default for Lcc {
 impl Lcc {
     /// A receiver with `cfg`; it joins nothing before the first announcement.
     pub fn new(cfg: LccConfig) -> Lcc {
+        let hold = HoldDown::new(
+            cfg.hold_down,
+            cfg.hold_down_max,
+            cfg.hold_memory,
+            cfg.hold_release,
+        );
         Lcc {
+            hold,
+            yield_jitter: 0.0,
+            joined_at: None,
+            in_episode: false,
             qd: QueueDelay::new(Duration::from_secs(2), 30, 100),
             cfg,
             cum: Vec::new(),
@@ -348,6 +405,7 @@ impl Lcc {
             self.leaves += 1;
         }
         self.last_change = now;
+        self.joined_at = (n > from).then_some(now);
         let opt = |x: Option<f64>, k: f64| x.map_or(f64::NAN, |v| v * k);
         let inputs = vec![
             ("q_ms", opt(s.q, 1e3)),
@@ -418,6 +476,45 @@ impl Lcc {
         let j = 0.75 + 0.5 * self.uniform();
         let wait = (base * j).min(self.cfg.probe_hold_max.as_secs_f64());
         self.hold_until = now + Duration::from_secs_f64(wait);
+    }
+
+    /// The queueing delay above which this receiver decreases (s), given the current `q`:
+    /// `q_high` for one holding the whole capacity, up to `q_yield` more for one holding
+    /// little, plus this episode's draw (made afresh while the queue is near empty).
+    /// Receivers behind one FIFO see the same queue; this orders them, the largest first,
+    /// and once it yields the queue drains before the others' thresholds are reached, so
+    /// one overload costs one receiver one layer instead of every receiver one
+    /// (`docs/protocols/lcc.md` §3.1). Alone on a link the share is about 1: `q_high`.
+    fn yield_threshold(&mut self, now: Time, q: f64, trend: f64) -> f64 {
+        if q <= self.cfg.q_low {
+            self.yield_jitter = self.cfg.q_yield_jitter * self.uniform();
+        }
+        // A queue rising steeply right after our join: the join was bigger than the room
+        // there was; undo it before the queue reaches the others' thresholds.
+        let steep_window = self
+            .joined_at
+            .is_some_and(|t| now.saturating_since(t) < self.cfg.join_steep);
+        if steep_window && trend >= self.cfg.steep_trend {
+            return self.cfg.q_low;
+        }
+        let share = self
+            .last_cap
+            .filter(|c| *c > 0.0)
+            .map_or(1.0, |c| (self.rate_of(self.held) / c).clamp(0.0, 1.0));
+        let recent = if self.recently_joined(now) {
+            self.cfg.q_recent
+        } else {
+            0.0
+        };
+        (self.cfg.q_high + self.cfg.q_yield * (1.0 - share) + self.yield_jitter - recent)
+            .max(self.cfg.q_low)
+    }
+
+    /// Whether the top layer held was joined less than `join_recent` ago: a decrease now is
+    /// a failed join experiment.
+    fn recently_joined(&self, now: Time) -> bool {
+        self.joined_at
+            .is_some_and(|t| now.saturating_since(t) < self.cfg.join_recent)
     }
 
     fn measure(&mut self, now: Time) -> Signals {
@@ -553,7 +650,26 @@ impl Lcc {
             }
         }
         let draining = self.q_at_decrease.is_some();
-        let delay_over = !draining && s.q.is_some_and(|q| q > self.cfg.q_high && s.trend >= 0.0);
+        // Shared learning: a congestion episode this receiver did not start (no join of its
+        // own lately) is someone's join failing on a full link. A big step of ours would
+        // fail the same way and cost every session behind the link a queue spike, so it is
+        // held down as if we had tried it; small steps keep their pace (a latecomer climbs).
+        match s.q {
+            Some(q) if q > self.cfg.q_high && !self.in_episode => {
+                self.in_episode = true;
+                let step = self.rate_of(self.held + 1) - self.rate_of(self.held);
+                let big = self.last_cap.is_some_and(|c| step > self.cfg.big_step * c);
+                if big && !self.recently_joined(now) && self.held < self.cum.len() {
+                    self.hold.on_decrease(now, self.held + 1, self.last_cap);
+                }
+            }
+            Some(q) if q <= self.cfg.q_low => self.in_episode = false,
+            _ => {}
+        }
+        let delay_over = !draining
+            && s.q
+                .is_some_and(|q| q > self.yield_threshold(now, q, s.trend) && s.trend >= 0.0);
+
         // Losses while the queue drains are the congestion already answered, too.
         let loss_news = s.new_loss && !draining;
         if drained && (delay_over || loss_news) {
@@ -572,6 +688,9 @@ impl Lcc {
             }
             if n < self.held && n >= 1 {
                 let reason = if loss_news { "loss-drop" } else { "delay-drop" };
+                if self.recently_joined(now) {
+                    self.hold.on_decrease(now, self.held, self.last_cap);
+                }
                 self.set_level(now, n, reason, &s);
                 self.last_decrease = Some(now);
                 self.q_at_decrease = s.q.map(|q| (now, q));
@@ -581,7 +700,10 @@ impl Lcc {
             }
         }
         // 2. Increase, one layer at a time, no sooner than the additive-increase clock allows.
-        if now < self.hold_until || self.held >= self.cum.len() {
+        if now < self.hold_until
+            || self.held >= self.cum.len()
+            || self.hold.blocks(now, self.held + 1, self.last_cap)
+        {
             return;
         }
         let since_loss = self
@@ -647,6 +769,7 @@ impl LayeredController for Lcc {
             self.scale = 1.0;
             self.minor_losses.clear();
             self.foreign = false;
+            self.hold.reset();
         }
         if !self.running {
             self.running = true;
