@@ -16,6 +16,8 @@ struct Left {
     at: Option<Time>,
     /// The capacity estimate then (bit/s).
     cap: Option<f64>,
+    /// Not to be joined before this.
+    until: Option<Time>,
 }
 
 /// Hold-down timers per level.
@@ -48,8 +50,10 @@ impl HoldDown {
     }
 
     /// A decrease at `now` from `level` (1-based, the top level held before it), with the
-    /// capacity estimate `cap`.
-    pub fn on_decrease(&mut self, now: Time, level: usize, cap: Option<f64>) {
+    /// capacity estimate `cap`. The hold-down is scaled by `jitter` (the receiver draws it
+    /// from [0.75, 1.25)): receivers that left together must not come back together, or
+    /// their joins meet again and fail again, in lockstep.
+    pub fn on_decrease(&mut self, now: Time, level: usize, cap: Option<f64>, jitter: f64) {
         if level == 0 {
             return;
         }
@@ -61,6 +65,8 @@ impl HoldDown {
         l.count = if repeat { l.count.saturating_add(1) } else { 1 };
         l.at = Some(now);
         l.cap = cap;
+        let span = self.span(level).mul_f64(jitter.clamp(0.5, 2.0));
+        self.levels[level - 1].until = Some(now + span);
     }
 
     /// How long `level` is held down after its latest decrease (zero if never left).
@@ -80,7 +86,7 @@ impl HoldDown {
         let Some(l) = level.checked_sub(1).and_then(|i| self.levels.get(i)) else {
             return false;
         };
-        let Some(at) = l.at else {
+        let Some(until) = l.until else {
             return false;
         };
         if let (Some(then), Some(c)) = (l.cap, cap) {
@@ -88,7 +94,7 @@ impl HoldDown {
                 return false;
             }
         }
-        now.saturating_since(at) < self.span(level)
+        now < until
     }
 }
 
@@ -109,7 +115,7 @@ mod tests {
             1.2,
         );
         assert!(!h.blocks(s(0.0), 6, None));
-        h.on_decrease(s(10.0), 6, Some(3.3e6));
+        h.on_decrease(s(10.0), 6, Some(3.3e6), 1.0);
         assert!(h.blocks(s(13.9), 6, Some(3.3e6)));
         assert!(!h.blocks(s(14.1), 6, Some(3.3e6)));
         // Other levels are free.
@@ -117,7 +123,7 @@ mod tests {
         assert!(!h.blocks(s(11.0), 7, Some(3.3e6)));
         // Repeats double it: 8, 16, 32, then no more.
         for (k, at) in [20.0, 40.0, 80.0, 140.0].iter().enumerate() {
-            h.on_decrease(s(*at), 6, Some(3.3e6));
+            h.on_decrease(s(*at), 6, Some(3.3e6), 1.0);
             let want = [8, 16, 32, 32][k];
             assert_eq!(h.span(6), Duration::from_secs(want));
         }
@@ -125,8 +131,12 @@ mod tests {
         assert!(h.blocks(s(141.0), 6, Some(3.5e6)));
         assert!(!h.blocks(s(141.0), 6, Some(4.0e6)));
         // A decrease more than the memory after the last starts over.
-        h.on_decrease(s(300.0), 6, Some(3.3e6));
+        h.on_decrease(s(300.0), 6, Some(3.3e6), 1.0);
         assert_eq!(h.span(6), Duration::from_secs(4));
+        // The jitter scales the wait.
+        h.on_decrease(s(400.0), 5, None, 1.25);
+        assert!(h.blocks(s(404.9), 5, None));
+        assert!(!h.blocks(s(405.1), 5, None));
         h.reset();
         assert!(!h.blocks(s(301.0), 6, None));
     }
