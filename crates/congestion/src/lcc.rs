@@ -474,7 +474,7 @@ impl Lcc {
         // our own excess and no reason to hold on. The loss rate's TCP rate bounds it (several
         // bulk flows lose more often than one), scaled by `loss_floor_gain`: our smooth stream
         // meets each overflow of the buffer as more loss events than a TCP flow, whose window
-        // cut covers a whole round trip (docs/protocols/lcc.md §3.4).
+        // cut covers a whole round trip (docs/protocols/lcc.md §3.3).
         let floor = match (loss_floor, share_floor) {
             (Some(l), Some(sh)) => Some(sh.min(self.cfg.loss_floor_gain * l)),
             (_, sh) => sh,

@@ -1,4 +1,4 @@
-//! The hold-down after a decrease (`docs/protocols/lcc.md` §3.3): a level the receiver had to
+//! The hold-down after a decrease (`docs/protocols/lcc.md` §3.2): a level the receiver had to
 //! leave under congestion is not joined again at once, and the longer the more often it had to
 //! leave it lately, as RLM's join timers back off after a failed join experiment. Keyed on the
 //! level left, not on who caused the congestion: behind one FIFO every receiver that yields
