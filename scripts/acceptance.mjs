@@ -26,7 +26,7 @@ const ISSUE_CHECKS = [
   ['plm/S10-exp', 'S10 with exponential layers (32..1024 kbit/s): RLM baseline mean loss', 'loss 1.6 % ±0.5 (plm.md S10)'],
   ['issue24/variable-capacity-fifo', 'Variable capacity 1 / 2.5 / 0.6 / 1 Mbit/s, one LCC viewer alone (RFC 8867 §5.1), drop-tail FIFO, 300 ms', 'queue delay p95 < 100 ms; at or below the new capacity ≤ 2 s after a drop; 85 % of the new capacity ≤ 10 s after a rise'],
   ['issue24/variable-capacity-fqcodel', 'Variable capacity 1 / 2.5 / 0.6 / 1 Mbit/s, one LCC viewer alone (RFC 8867 §5.1), FQ-CoDel', 'queue delay p95 < 100 ms; at or below the new capacity ≤ 2 s after a drop; 85 % of the new capacity ≤ 10 s after a rise'],
-  ['issue24/three-sessions-fifo', 'Three LCC sessions on one 3.5 Mbit/s bottleneck, starting at 0, 20, 40 s (§5.4), drop-tail FIFO, 300 ms', 'Jain ≥ 0.9 over 80-120 s; loss < 2 % per receiver'],
+  ['issue24/three-sessions-fifo', 'Three LCC sessions on one 3.5 Mbit/s bottleneck, starting at 0, 20, 40 s (§5.4), drop-tail FIFO, 300 ms', 'Jain ≥ 0.9 over 80-120 s; loss < 2 % per receiver; ≤ 12 layer changes per minute per viewer over 60-120 s'],
   ['issue24/three-sessions-fqcodel', 'Three LCC sessions on one 3.5 Mbit/s bottleneck, starting at 0, 20, 40 s (§5.4), FQ-CoDel', 'Jain ≥ 0.9 over 80-120 s; loss < 2 % per receiver'],
   ['issue24/rtt-fairness-fifo', 'Three LCC sessions, base RTTs 40 / 70 / 120 ms (§5.5), drop-tail FIFO, 300 ms', 'reported: Jain, rates, loss, queue delay, layer changes'],
   ['issue24/rtt-fairness-fqcodel', 'Three LCC sessions, base RTTs 40 / 70 / 120 ms (§5.5), FQ-CoDel', 'reported: Jain, rates, loss, queue delay, layer changes'],

@@ -11,16 +11,22 @@
 //! capacity is a floor, bounded by the rate a Linux TCP flow would get at the loss events'
 //! spacing. Then:
 //!
-//! 1. **Decrease.** A queue above `q_high` that is not draining, or a new loss event: the
-//!    level drops to what `0.85 × received rate` carries, at least one layer for a queue we
-//!    can relieve, never below the floor or the base layer.
+//! 1. **Decrease.** A queue above this receiver's yield threshold that is not draining, or a
+//!    new loss event: the level drops to what `0.85 × received rate` carries, at least one
+//!    layer for a queue we can relieve, never below the floor or the base layer. The yield
+//!    threshold is `q_high` for a receiver holding the whole capacity and higher for one
+//!    holding little (lower again right after its own join): receivers behind one FIFO yield
+//!    one at a time, the largest and the latest joiner first, not all at once.
 //! 2. **Increase.** One layer when the queue is near empty and no loss came lately (or, with a
 //!    foreign queue, towards the floor), within the dispersion ceiling, and no sooner than the
 //!    additive-increase clock allows: the next layer's rate at 5 % of the capacity per second
-//!    (20 % while the queue stays empty), the same pace for every session behind one link.
+//!    (20 % while the queue stays empty), the same pace for every session behind one link. A
+//!    level left right after joining it is held down, longer after each repeat ([`hold`]).
 //!
 //! Decisions carry their reason and inputs (the [`Decision`] log).
 
+pub mod config;
+pub mod hold;
 pub mod signals;
 
 use crate::controller::{Action, Decision, LayeredController, PacketArrival, Stats, TimerReason};
@@ -28,114 +34,11 @@ use crate::estimators::bunch::BunchSampler;
 use crate::estimators::loss::{SeqEvent, SeqTracker, WindowedLoss};
 use crate::session::SessionInfo;
 use crate::time::Time;
+pub use config::LccConfig;
+use hold::HoldDown;
 use signals::{tcp_rate_for_spacing, Dispersion, LossFloor, QueueDelay, RecvRate};
 use std::collections::VecDeque;
 use std::time::Duration;
-
-/// LCC's parameters (`docs/protocols/lcc.md` §4 argues each default).
-#[derive(Clone, Debug, PartialEq)]
-pub struct LccConfig {
-    /// Decision period.
-    pub tick: Duration,
-    /// A standing queue above this is congestion we must relieve, s.
-    pub q_high: f64,
-    /// Probing only with the queue below this, s.
-    pub q_low: f64,
-    /// A change of the queueing delay that counts (a queue draining after a decrease), s.
-    pub q_step: f64,
-    /// Decrease to this fraction of the received rate (GCC's 0.85).
-    pub decrease_factor: f64,
-    /// Fraction of the dispersion median the subscription may reach.
-    pub cap_margin: f64,
-    /// Additive increase: this fraction of the capacity estimate per second (the estimate
-    /// taken as at least `ai_min_bps`), and `ai_idle_fraction` while the queue stayed near
-    /// empty for `idle_span`.
-    pub ai_fraction: f64,
-    pub ai_idle_fraction: f64,
-    pub idle_span: Duration,
-    /// The idle pace only this long after the last decrease or loss.
-    pub calm_span: Duration,
-    pub ai_min_bps: f64,
-    /// Least wait between two joins.
-    pub probe_hold: Duration,
-    /// Longest wait before a join.
-    pub probe_hold_max: Duration,
-    /// Least time between two decreases, and the longest wait for the queue to drain after
-    /// one before the delay rule acts again.
-    pub drain_hold: Duration,
-    pub drain_max: Duration,
-    /// No probing this soon after a loss event.
-    pub loss_quiet: Duration,
-    /// Propagation RTT assumed for a competing TCP (added to the measured queueing delay), s.
-    pub base_rtt: f64,
-    /// Segment size of the competing TCP, bytes (for the loss floor).
-    pub tcp_mss: f64,
-    /// The loss floor scaled by this bounds the share floor.
-    pub loss_floor_gain: f64,
-    /// The loss floor holds while the last event is at most this many mean spacings old (and
-    /// at least `floor_min_valid`).
-    pub floor_valid_spacings: f64,
-    pub floor_min_valid: Duration,
-    /// A queue whose `foreign_quantile` over this span is above `q_high` is foreign if we hold
-    /// at most `foreign_max_share` of the capacity; then `share` of the capacity is a floor.
-    pub foreign_span: Duration,
-    pub foreign_quantile: f64,
-    pub foreign_max_share: f64,
-    pub share: f64,
-    /// Two loss events within `foreign_span` while we held at most this share of the capacity
-    /// also make the queue foreign.
-    pub foreign_loss_share: f64,
-    /// Dispersion samples: the span the median covers, and the least count for it.
-    pub dispersion_span: Duration,
-    pub dispersion_min: usize,
-    /// The level must have held this long before its received rate rescales the ladder.
-    pub scale_settle: Duration,
-    /// With no packet for this long, fall back to the base layer.
-    pub silence: Duration,
-    /// Sequence jumps larger than this start a new baseline instead of counting as loss.
-    pub max_seq_gap: u64,
-    /// Decision-log entries kept when the host does not poll them.
-    pub max_pending_decisions: usize,
-}
-
-impl Default for LccConfig {
-    fn default() -> Self {
-        LccConfig {
-            tick: Duration::from_millis(100),
-            q_high: 0.050,
-            q_low: 0.020,
-            q_step: 0.015,
-            decrease_factor: 0.85,
-            cap_margin: 0.95,
-            ai_fraction: 0.05,
-            ai_idle_fraction: 0.2,
-            idle_span: Duration::from_secs(2),
-            calm_span: Duration::from_secs(20),
-            ai_min_bps: 1_000_000.0,
-            probe_hold: Duration::from_millis(500),
-            probe_hold_max: Duration::from_secs(30),
-            drain_hold: Duration::from_millis(500),
-            drain_max: Duration::from_secs(2),
-            loss_quiet: Duration::from_secs(2),
-            base_rtt: 0.05,
-            tcp_mss: 1448.0,
-            loss_floor_gain: 2.5,
-            floor_valid_spacings: 3.0,
-            floor_min_valid: Duration::from_secs(20),
-            foreign_span: Duration::from_secs(10),
-            foreign_quantile: 0.5,
-            foreign_max_share: 0.6,
-            share: 0.5,
-            foreign_loss_share: 0.25,
-            dispersion_span: Duration::from_secs(2),
-            dispersion_min: 4,
-            scale_settle: Duration::from_secs(3),
-            silence: Duration::from_secs(2),
-            max_seq_gap: 3000,
-            max_pending_decisions: 4096,
-        }
-    }
-}
 
 /// What one tick measured (also the decision inputs).
 #[derive(Clone, Copy, Debug, Default)]
@@ -171,6 +74,15 @@ pub struct Lcc {
     max_send_us: u64,
     recover_send_us: u64,
     hold_until: Time,
+    /// Levels left under congestion and not to be joined again yet.
+    hold: HoldDown,
+    /// This congestion episode's draw for the yield threshold (s).
+    yield_jitter: f64,
+    /// When the top layer held was joined (None after a decrease).
+    joined_at: Option<Time>,
+    /// The queue went above `q_high` and has not been near empty since.
+    in_episode: bool,
+
     last_decrease: Option<Time>,
     /// While the queue drains after a decrease: when it was, and the highest delay since.
     q_at_decrease: Option<(Time, f64)>,
@@ -205,7 +117,17 @@ impl Default for Lcc {
 impl Lcc {
     /// A receiver with `cfg`; it joins nothing before the first announcement.
     pub fn new(cfg: LccConfig) -> Lcc {
+        let hold = HoldDown::new(
+            cfg.hold_down,
+            cfg.hold_down_max,
+            cfg.hold_memory,
+            cfg.hold_release,
+        );
         Lcc {
+            hold,
+            yield_jitter: 0.0,
+            joined_at: None,
+            in_episode: false,
             qd: QueueDelay::new(Duration::from_secs(2), 30, 100),
             cfg,
             cum: Vec::new(),
@@ -348,6 +270,7 @@ impl Lcc {
             self.leaves += 1;
         }
         self.last_change = now;
+        self.joined_at = (n > from).then_some(now);
         let opt = |x: Option<f64>, k: f64| x.map_or(f64::NAN, |v| v * k);
         let inputs = vec![
             ("q_ms", opt(s.q, 1e3)),
@@ -418,6 +341,55 @@ impl Lcc {
         let j = 0.75 + 0.5 * self.uniform();
         let wait = (base * j).min(self.cfg.probe_hold_max.as_secs_f64());
         self.hold_until = now + Duration::from_secs_f64(wait);
+    }
+
+    /// The queueing delay above which this receiver decreases (s), given the current `q`:
+    /// `q_high` for one holding the whole capacity, up to `q_yield` more for one holding
+    /// little, plus this episode's draw (made afresh while the queue is near empty).
+    /// Receivers behind one FIFO see the same queue; this orders them, the largest first,
+    /// and once it yields the queue drains before the others' thresholds are reached, so
+    /// one overload costs one receiver one layer instead of every receiver one
+    /// (`docs/protocols/lcc.md` §3.1). Alone on a link the share is about 1: `q_high`.
+    fn yield_threshold(&mut self, now: Time, q: f64, trend: f64) -> f64 {
+        if q <= self.cfg.q_low {
+            self.yield_jitter = self.cfg.q_yield_jitter * self.uniform();
+        }
+        if self.steep_after_join(now, trend) {
+            return self.cfg.q_low;
+        }
+        let share = self
+            .last_cap
+            .filter(|c| *c > 0.0)
+            .map_or(1.0, |c| (self.rate_of(self.held) / c).clamp(0.0, 1.0));
+        let recent = if self.recently_joined(now) {
+            self.cfg.q_recent
+        } else {
+            0.0
+        };
+        (self.cfg.q_high + self.cfg.q_yield * (1.0 - share) + self.yield_jitter - recent)
+            .max(self.cfg.q_low)
+    }
+
+    /// A queue rising steeply right after our join: the join was bigger than the room there
+    /// was. It is undone (one layer) before the queue reaches the others' thresholds.
+    /// Only a join big enough to raise the queue that fast by itself counts: a small step
+    /// (a latecomer's) does not take the blame for someone else's big one.
+    fn steep_after_join(&self, now: Time, trend: f64) -> bool {
+        let step = self.rate_of(self.held) - self.rate_of(self.held.saturating_sub(1));
+        let big = self
+            .last_cap
+            .is_some_and(|c| step >= self.cfg.steep_trend * c);
+        big && trend >= self.cfg.steep_trend
+            && self
+                .joined_at
+                .is_some_and(|t| now.saturating_since(t) < self.cfg.join_steep)
+    }
+
+    /// Whether the top layer held was joined less than `join_recent` ago: a decrease now is
+    /// a failed join experiment.
+    fn recently_joined(&self, now: Time) -> bool {
+        self.joined_at
+            .is_some_and(|t| now.saturating_since(t) < self.cfg.join_recent)
     }
 
     fn measure(&mut self, now: Time) -> Signals {
@@ -502,7 +474,7 @@ impl Lcc {
         // our own excess and no reason to hold on. The loss rate's TCP rate bounds it (several
         // bulk flows lose more often than one), scaled by `loss_floor_gain`: our smooth stream
         // meets each overflow of the buffer as more loss events than a TCP flow, whose window
-        // cut covers a whole round trip (docs/protocols/lcc.md §3.4).
+        // cut covers a whole round trip (docs/protocols/lcc.md §3.3).
         let floor = match (loss_floor, share_floor) {
             (Some(l), Some(sh)) => Some(sh.min(self.cfg.loss_floor_gain * l)),
             (_, sh) => sh,
@@ -553,7 +525,27 @@ impl Lcc {
             }
         }
         let draining = self.q_at_decrease.is_some();
-        let delay_over = !draining && s.q.is_some_and(|q| q > self.cfg.q_high && s.trend >= 0.0);
+        // Shared learning: a congestion episode this receiver did not start (no join of its
+        // own lately) is someone's join failing on a full link. A big step of ours would
+        // fail the same way and cost every session behind the link a queue spike, so it is
+        // held down as if we had tried it; small steps keep their pace (a latecomer climbs).
+        match s.q {
+            Some(q) if q > self.cfg.q_high && !self.in_episode => {
+                self.in_episode = true;
+                let step = self.rate_of(self.held + 1) - self.rate_of(self.held);
+                let big = self.last_cap.is_some_and(|c| step > self.cfg.big_step * c);
+                if big && !self.recently_joined(now) && self.held < self.cum.len() {
+                    let j = 0.75 + 0.5 * self.uniform();
+                    self.hold.on_decrease(now, self.held + 1, self.last_cap, j);
+                }
+            }
+            Some(q) if q <= self.cfg.q_low => self.in_episode = false,
+            _ => {}
+        }
+        let delay_over = !draining
+            && s.q
+                .is_some_and(|q| q > self.yield_threshold(now, q, s.trend) && s.trend >= 0.0);
+
         // Losses while the queue drains are the congestion already answered, too.
         let loss_news = s.new_loss && !draining;
         if drained && (delay_over || loss_news) {
@@ -569,9 +561,18 @@ impl Lcc {
             if delay_over && by_floor <= self.held.saturating_sub(1) {
                 // A queue we can relieve: at least one layer.
                 n = n.min(self.held - 1);
+                if !loss_news && s.floor.is_none() && self.steep_after_join(now, s.trend) {
+                    // Our join did it: undo that, not more (the received rate of a queue
+                    // growing this fast under-states what the other layers fit).
+                    n = self.held - 1;
+                }
             }
             if n < self.held && n >= 1 {
                 let reason = if loss_news { "loss-drop" } else { "delay-drop" };
+                if self.recently_joined(now) || loss_news {
+                    let j = 0.75 + 0.5 * self.uniform();
+                    self.hold.on_decrease(now, self.held, self.last_cap, j);
+                }
                 self.set_level(now, n, reason, &s);
                 self.last_decrease = Some(now);
                 self.q_at_decrease = s.q.map(|q| (now, q));
@@ -590,7 +591,11 @@ impl Lcc {
             .map_or(Duration::MAX, |t| now.saturating_since(t));
         let next = self.rate_of(self.held + 1);
         let under_cap = s.cap.is_none_or(|c| next <= c);
-        let quiet = s.q.is_some_and(|q| q <= self.cfg.q_low) && since_loss >= self.cfg.loss_quiet;
+        // A probe waits out the hold-down of the level it would join; a climb towards the floor
+        // does not (the floor is what a competing TCP flow leaves us, not a guess).
+        let quiet = s.q.is_some_and(|q| q <= self.cfg.q_low)
+            && since_loss >= self.cfg.loss_quiet
+            && !self.hold.blocks(now, self.held + 1, self.last_cap);
         // A foreign queue stands and we hold less than the floor: climb towards it (the queue
         // will not empty for us, so the quiet rule never would).
         let towards_floor = s.floor.is_some_and(|f| self.level_near(f) > self.held)
@@ -647,6 +652,7 @@ impl LayeredController for Lcc {
             self.scale = 1.0;
             self.minor_losses.clear();
             self.foreign = false;
+            self.hold.reset();
         }
         if !self.running {
             self.running = true;

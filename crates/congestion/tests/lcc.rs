@@ -325,3 +325,93 @@ fn hostile_input_never_panics_nor_leaves_the_base() {
     }
     assert!(held_seen.iter().all(|&l| (1..=9).contains(&l)));
 }
+
+/// Several receivers behind one FIFO of capacity `cap` (bit/s), in 1-ms steps: each receiver's
+/// held layers send pairs on schedule; the queue (s) grows by what exceeds the capacity; every
+/// packet's one-way delay is 25 ms plus the queue it found, and a pair leaves back to back.
+fn shared_fifo(
+    rx: &mut [(Lcc, SessionInfo)],
+    cap: f64,
+    t0: f64,
+    t1: f64,
+    queue: &mut f64,
+) -> Vec<(f64, usize, Decision)> {
+    let mut out = Vec::new();
+    let mut next: Vec<Vec<(u64, f64)>> = rx.iter().map(|_| vec![(0, t0); LADDER.len()]).collect();
+    let mut t = t0;
+    while t < t1 {
+        let now = Time::from_secs_f64(t);
+        let mut offered = 0.0;
+        for (i, (c, info)) in rx.iter_mut().enumerate() {
+            if t == t0 && t0 == 0.0 {
+                c.handle_announcement(now, info);
+            }
+            let held = c.layers() as usize;
+            offered += cum(held);
+            for (k, np) in next[i].iter_mut().enumerate() {
+                if k >= held {
+                    np.1 = t;
+                    continue;
+                }
+                if np.1 <= t {
+                    let recv = now + Duration::from_millis(25) + Duration::from_secs_f64(*queue);
+                    for pos in 0..2u8 {
+                        let p = PacketArrival {
+                            layer: k as u8,
+                            seq: np.0 + u64::from(pos),
+                            bunch_pos: pos,
+                            bunch_len: 2,
+                            size: SIZE,
+                            send_time_us: now.as_micros() + 3_000_000,
+                            recv_time: recv
+                                + Duration::from_secs_f64(
+                                    f64::from(pos) * f64::from(SIZE) * 8.0 / cap,
+                                ),
+                        };
+                        c.handle_packet(p.recv_time, &p);
+                    }
+                    np.0 += 2;
+                    np.1 += 2.0 * f64::from(SIZE) * 8.0 / (LADDER[k] * 1000.0);
+                }
+            }
+            if c.poll_timeout().is_some_and(|(at, _)| at <= now) {
+                c.handle_timeout(now);
+            }
+            while c.poll_action().is_some() {}
+            while let Some(d) = c.poll_decision() {
+                out.push((t, i, d));
+            }
+        }
+        *queue = (*queue + (offered - cap) / cap * 0.001).clamp(0.0, 0.3);
+        t += 0.001;
+    }
+    out
+}
+
+#[test]
+fn behind_one_fifo_the_largest_subscriber_yields_and_the_small_one_holds() {
+    // A holds all nine layers (2922 kbit/s), B a four-layer session (818): on 3.5 Mbit/s they
+    // fit together; from 30 s the link carries 3.6 Mbit/s and the queue grows. A, holding
+    // most of the capacity, has the lower yield threshold and decreases; once the queue
+    // drains, B never had to: one change instead of two (before the yield order both
+    // decreased at `q_high`, every time).
+    let mut small = session();
+    small.layers.truncate(4);
+    small.session_id = 2;
+    let mut rx = vec![(Lcc::default(), session()), (Lcc::default(), small)];
+    let mut q = 0.0;
+    let warm = shared_fifo(&mut rx, 3_750_000.0, 0.0, 30.0, &mut q);
+    assert_eq!(rx[0].0.layers(), 9, "{warm:?}");
+    assert_eq!(rx[1].0.layers(), 4, "{warm:?}");
+    let after = shared_fifo(&mut rx, 3_600_000.0, 30.0, 60.0, &mut q);
+    let drops = |i: usize| {
+        after
+            .iter()
+            .filter(|(_, r, d)| *r == i && d.to_layers < d.from_layers)
+            .count()
+    };
+    assert!(drops(0) >= 1, "{after:?}");
+    assert_eq!(drops(1), 0, "{after:?}");
+    assert_eq!(rx[1].0.layers(), 4);
+    assert!(q < 0.05, "queue {q}");
+}
