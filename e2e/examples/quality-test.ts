@@ -53,6 +53,8 @@ export interface QualityTestOptions {
   packetSize?: number;
   /** Congestion control of the session and its players (default 'era'). */
   protocol?: 'lcc' | 'era' | 'plm';
+  /** Extra flags for every player (e.g. `['--playout-delay-ms', '300']` to compare settings). */
+  playerArgs?: string[];
 }
 
 export interface QualityTestResult {
@@ -151,6 +153,7 @@ flows:
       const c = net.procs.spawnIn(b.nodeNs.get(v.name)!, `player ${v.name}`, player, [
         '--announce', '239.255.76.1:5000', '--controller', protocol, '--interface', ifc.addr,
         '--headless', '--out', dir, '--duration', String(seconds), '--viewer-id', v.name,
+        ...(opts.playerArgs ?? []),
       ]);
       const w = fs.createWriteStream(path.join(dir, 'stderr.log'));
       c.stdout?.pipe(w, { end: false });
