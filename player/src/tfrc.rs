@@ -365,7 +365,7 @@ mod tests {
         // its port), not after a fixed sleep: on a loaded host the thread took longer to
         // bind, and the first packets and the junk below went to a closed port. (Binding the
         // port to test it would race the receiver's own bind.)
-        let port = format!(":{:04X} ", listen.port());
+        let port = format!(":{:04X}", listen.port());
         let ready = Instant::now();
         while !std::fs::read_to_string("/proc/net/udp")
             .unwrap_or_default()
@@ -373,7 +373,7 @@ mod tests {
             .any(|l| {
                 l.split_whitespace()
                     .nth(1)
-                    .is_some_and(|a| a.ends_with(port.trim_end()))
+                    .is_some_and(|a| a.ends_with(&port))
             })
         {
             assert!(

@@ -325,20 +325,23 @@ impl Publisher {
     /// Media packets waiting, per layer (stream) of the video track. A layer whose queue
     /// keeps growing is coded over its announced rate; its packets reach every viewer late.
     pub fn queued_packets(&self) -> Vec<usize> {
-        let q = match &self.mode {
-            Mode::Layered(l) => &l.queues,
-            Mode::Tfmcc(t) => &t.queues,
-        };
-        q.iter().map(VecDeque::len).collect()
+        self.queues().iter().map(VecDeque::len).collect()
     }
 
     /// Media bytes waiting, all queues.
     pub fn queued_bytes(&self) -> usize {
-        let q = match &self.mode {
+        self.queues()
+            .iter()
+            .flatten()
+            .map(|p| p.payload.len())
+            .sum()
+    }
+
+    fn queues(&self) -> &[VecDeque<MediaPacket>] {
+        match &self.mode {
             Mode::Layered(l) => &l.queues,
             Mode::Tfmcc(t) => &t.queues,
-        };
-        q.iter().flatten().map(|p| p.payload.len()).sum()
+        }
     }
 
     // ---------------------------------------------------------------- inputs

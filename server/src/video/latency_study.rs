@@ -1,0 +1,283 @@
+//! Trace-driven study of pacing policies (`cargo test --release -p layercast-server
+//! latency_study -- --ignored --nocapture`): encodes the latency bench's source (QR-stamped
+//! test pattern) with the real encoder and packetizer, then replays the per-layer packet
+//! counts through the pacer's `next_bunch` in virtual time.
+
+use super::*;
+use congestion::Time;
+use session::publisher::burst::next_bunch;
+use std::collections::VecDeque;
+
+struct Pic {
+    key: bool,
+    pkts: Vec<usize>,
+}
+
+fn trace(v: &ResolvedVideo, packet_size: u16, secs: u32, intra: u32) -> Vec<Pic> {
+    let mut conf = svc_config(v);
+    conf.max_intra_pct = intra;
+    let mut streams = layer_streams(&conf, 0, packet_size, 16).unwrap();
+    let mut enc = SvcEncoder::new(conf).unwrap();
+    let mut st = Stamper::new(v.width, v.height, v.fps, qr_pixel_size(v.spatial)).unwrap();
+    let mut out = Vec::new();
+    for i in 0..(secs * v.fps) as u64 {
+        let f = st
+            .stamp(
+                &synth::frame(v.width, v.height, i as u32),
+                i,
+                1_700_000_000_000_000_000 + i * 66_666_666,
+            )
+            .unwrap();
+        let pic = enc
+            .encode(&f, (i * 90_000 / v.fps as u64) as i64)
+            .unwrap()
+            .unwrap();
+        let key = pic.key;
+        let per = streams.packets(&pic).unwrap();
+        out.push(Pic {
+            key,
+            pkts: per.iter().map(Vec::len).collect(),
+        });
+    }
+    out
+}
+
+struct Outcome {
+    /// In-order delivery latency per picture (all layers), ms.
+    lat: Vec<f64>,
+    /// Worst |rate deviation| over 6-s windows (first-to-last bunch start), per layer.
+    worst_dev: f64,
+    /// Join (uniform instants) to a key picture fully delivered, ms.
+    joins: Vec<f64>,
+    max_queue_ms: f64,
+}
+
+fn simulate(
+    pics: &[Pic],
+    fps: u32,
+    rates: &[u64],
+    packet_size: u16,
+    peak: f64,
+    credit: &[Duration],
+) -> Outcome {
+    let n = rates.len();
+    let t0 = Time::from_secs_f64(1.0);
+    let bunch = 2usize;
+    let iv: Vec<Duration> = rates
+        .iter()
+        .map(|&r| Duration::from_secs_f64(8.0 * packet_size as f64 * bunch as f64 / r as f64))
+        .collect();
+    let gap: Vec<Duration> = iv.iter().map(|i| i.div_f64(peak)).collect();
+    let mut next = crate::fill_study::first_bunches(rates, packet_size, bunch, t0);
+    let mut last: Vec<Option<Time>> = vec![None; n];
+    // queue entries: picture index per packet
+    let mut q: Vec<VecDeque<usize>> = vec![VecDeque::new(); n];
+    let cap = |i: usize| t0 + Duration::from_secs_f64(i as f64 / fps as f64);
+    // Encode time: 10 ms plus, with S_JIT=J (ms), a pseudo-random stall of up to J ms (a
+    // CPU-starved encoder), never queueing a picture before the one ahead of it.
+    let jit = env("S_JIT", 0.0);
+    let mut ready: Vec<Time> = Vec::new();
+    for p in 0..pics.len() {
+        let r = ((p as u64).wrapping_mul(2_654_435_761) % 1000) as f64 / 1000.0;
+        let t = cap(p) + Duration::from_secs_f64((10.0 + jit * r) / 1e3);
+        let prev = ready.last().copied().unwrap_or(t);
+        ready.push(t.max(prev));
+    }
+    let mut done: Vec<Vec<Option<Time>>> = vec![vec![None; n]; pics.len()];
+    let mut starts: Vec<Vec<Time>> = vec![Vec::new(); n];
+    let mut i = 0;
+    let end = cap(pics.len()) + Duration::from_secs(3);
+    let mut max_queue = Duration::ZERO;
+    let mut layer_max = vec![Duration::ZERO; n];
+    loop {
+        let (k, due) = next_bunch(&next, &last, |k| !q[k].is_empty(), &gap, credit).unwrap();
+        if i < pics.len() && ready[i] <= due {
+            for (k, &c) in pics[i].pkts.iter().enumerate() {
+                if c == 0 {
+                    done[i][k] = Some(ready[i]);
+                }
+                q[k].extend(std::iter::repeat_n(i, c));
+            }
+            i += 1;
+            continue;
+        }
+        if due > end {
+            break;
+        }
+        starts[k].push(due);
+        last[k] = Some(due);
+        next[k] += iv[k];
+        for _ in 0..bunch {
+            if let Some(p) = q[k].pop_front() {
+                if q[k].front() != Some(&p) {
+                    done[p][k] = Some(due);
+                    max_queue = max_queue.max(due.saturating_since(cap(p)));
+                    layer_max[k] = layer_max[k].max(due.saturating_since(cap(p)));
+                }
+            }
+        }
+    }
+    if std::env::var("S_DBG").is_ok() {
+        eprintln!(
+            "    max queue per layer (ms): {:?}",
+            layer_max.iter().map(|d| d.as_millis()).collect::<Vec<_>>()
+        );
+    }
+    // In-order delivery: picture i is usable when all its layers arrived and i-1 was.
+    let mut lat = Vec::new();
+    let mut prev = t0;
+    let mut usable = Vec::new();
+    for (i, d) in done.iter().enumerate() {
+        let all = d.iter().map(|x| x.unwrap_or(end)).max().unwrap();
+        prev = prev.max(all);
+        usable.push(prev);
+        if i as u32 >= 2 * fps {
+            lat.push(prev.saturating_since(cap(i)).as_secs_f64() * 1e3);
+        }
+    }
+    // Joins every 50 ms after the first 2 s: first key picture captured after the join.
+    let mut joins = Vec::new();
+    let mut j = cap(2 * fps as usize);
+    while j + Duration::from_secs(3) < cap(pics.len()) {
+        if let Some(kp) = (0..pics.len()).find(|&p| pics[p].key && cap(p) >= j) {
+            joins.push(usable[kp].saturating_since(j).as_secs_f64() * 1e3);
+        }
+        j += Duration::from_millis(50);
+    }
+    // Rate check: 6-s windows every 100 ms.
+    let worst = crate::fill_study::worst_rate_deviation(
+        &starts,
+        &iv,
+        cap(2 * fps as usize),
+        cap(pics.len()),
+        100,
+    );
+    Outcome {
+        lat,
+        worst_dev: worst,
+        joins,
+        max_queue_ms: max_queue.as_secs_f64() * 1e3,
+    }
+}
+
+use crate::fill_study::quantile as q;
+
+fn env(name: &str, d: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(d)
+}
+
+#[test]
+#[ignore]
+fn latency_study() {
+    let scale = env("S_SCALE", 1.0);
+    let w = env("S_W", 640.0) as u32;
+    let ki = env("S_KI", 1.0);
+    let m = env("S_PKT", 1200.0) as u16;
+    let secs = env("S_SECS", 30.0) as u32;
+    let mut v = ResolvedVideo {
+        width: w,
+        height: w * 9 / 16,
+        fps: 15,
+        spatial: 3,
+        temporal: 3,
+        cell_kbps: L3T3
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .map(|&c| ((c as f64 * scale).round() as u32).max(1))
+                    .collect()
+            })
+            .collect(),
+        keyframe_interval: (ki * 15.0).round() as u32,
+        qroverlay: true,
+        reference_dir: None,
+        rate_headroom: 1.3,
+        key_headroom: 1.3,
+        pacer_peak: 1.0,
+        pacer_credit: Duration::from_millis(120),
+    };
+    let intras: Vec<u32> = std::env::var("S_INTRA")
+        .unwrap_or_else(|_| "300".into())
+        .split(',')
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let policies = std::env::var("S_POL")
+        .unwrap_or_else(|_| "1.3:1:0:0,1.3:8:1:0,1.3:8:1:150,2:8:1:0,2:1:0:0".into());
+    for intra in intras {
+        let pics = trace(&v, m, secs, intra);
+        let nk = pics.iter().filter(|p| p.key).count();
+        let kidx: Vec<usize> = (0..pics.len()).filter(|&i| pics[i].key).collect();
+        eprintln!("key pictures at {kidx:?}");
+        let tot: Vec<usize> = (0..9)
+            .map(|k| pics.iter().map(|p| p.pkts[k]).sum())
+            .collect();
+        let key0: Vec<usize> = pics.iter().filter(|p| p.key).map(|p| p.pkts[0]).collect();
+        eprintln!("intra {intra}: {nk} keys; packets per layer {tot:?}; L0 key sizes {key0:?}");
+        for (k, _) in tot.iter().enumerate() {
+            let ks: Vec<usize> = pics.iter().filter(|p| p.key).map(|p| p.pkts[k]).collect();
+            let others: Vec<usize> = pics
+                .iter()
+                .filter(|p| !p.key && p.pkts[k] > 0)
+                .map(|p| p.pkts[k])
+                .collect();
+            eprintln!(
+                "  L{k}: key mean {:.1} pkts, non-key mean {:.1} pkts",
+                ks.iter().sum::<usize>() as f64 / ks.len().max(1) as f64,
+                others.iter().sum::<usize>() as f64 / others.len().max(1) as f64
+            );
+        }
+        // policy = headroom:peak:credit_periods:cap_ms[:slot packets per frame[:key_headroom[:key_cap_ms]]]
+        for pol in policies.split(',') {
+            let f: Vec<f64> = pol.split(':').map(|s| s.parse().unwrap()).collect();
+            v.rate_headroom = f[0];
+            let slots = f.get(4).copied().unwrap_or(1.0);
+            let mut rates = Vec::new();
+            let mut credit = Vec::new();
+            for s in 0..3 {
+                for t in 0..3 {
+                    let fps_t = crate::config::temporal_fps(15, 3, t);
+                    // `slots` packets per frame (1 = the old rule, 2 = one bunch).
+                    rates.push(
+                        crate::config::video_layer_rate(
+                            v.cell_kbps[s][t],
+                            fps_t,
+                            m,
+                            1,
+                            if t == 0 {
+                                f.get(5).copied().unwrap_or(f[0])
+                            } else {
+                                f[0]
+                            },
+                        ) + ((slots - 1.0) * fps_t * m as f64 * 8.0) as u64,
+                    );
+                    let mut c = Duration::from_secs_f64(f[2] / fps_t);
+                    if f[3] > 0.0 {
+                        c = c.min(Duration::from_secs_f64(f[3] / 1e3));
+                    }
+                    // `key_cap_ms`: the credit of the temporal-layer-0 layers (the key
+                    // pictures' layers), not capped at one frame period.
+                    if let (0, Some(&k)) = (t, f.get(6)) {
+                        c = Duration::from_secs_f64(k / 1e3);
+                    }
+                    credit.push(if f[1] <= 1.0 { Duration::ZERO } else { c });
+                }
+            }
+            let o = simulate(&pics, 15, &rates, m, f[1].max(1.0), &credit);
+            eprintln!(
+                "  {pol:>18}: lat p50 {:>5.0} p95 {:>5.0} | join p50 {:>5.0} max {:>5.0} | worst 6-s rate dev {:.2}% | max queue {:.0} ms | total {:.0} kbit/s",
+                q(&o.lat, 0.5),
+                q(&o.lat, 0.95),
+                q(&o.joins, 0.5),
+                q(&o.joins, 1.0),
+                o.worst_dev * 100.0,
+                o.max_queue_ms,
+                rates.iter().sum::<u64>() as f64 / 1e3
+            );
+        }
+    }
+}
+
+const L3T3: [[u32; 3]; 3] = [[90, 30, 30], [240, 80, 80], [600, 200, 200]];
