@@ -120,6 +120,26 @@ struct PendingFrame {
 }
 
 impl PendingFrame {
+    /// Whether B..E are all here without a sequence gap ([`complete`](Self::complete)
+    /// without building the payload: asked for every held picture on every packet).
+    fn is_whole(&self) -> bool {
+        let Some((&first, p0)) = self.parts.iter().next() else {
+            return false;
+        };
+        if !p0.start {
+            return false;
+        }
+        for (expect, (&seq, p)) in (first..).zip(self.parts.iter()) {
+            if seq != expect || (seq != first && p.start) {
+                return false;
+            }
+            if p.end {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Payload if B..E are all here without a sequence gap.
     fn complete(&self) -> Option<Vec<u8>> {
         let (&first, p0) = self.parts.iter().next()?;
@@ -420,7 +440,7 @@ impl Assembler {
         !exp.is_empty()
             && exp
                 .iter()
-                .all(|s| p.frames.get(s).is_some_and(|f| f.complete().is_some()))
+                .all(|s| p.frames.get(s).is_some_and(PendingFrame::is_whole))
     }
 
     /// Whether picture `pid` is known not to be expected by this subscription (its TID,
@@ -459,7 +479,7 @@ impl Assembler {
             self.conf.reorder_pictures
         };
         self.expected_sids(p.tid).into_iter().all(|s| {
-            if p.frames.get(&s).is_some_and(|f| f.complete().is_some()) {
+            if p.frames.get(&s).is_some_and(PendingFrame::is_whole) {
                 return true;
             }
             let on = self
@@ -808,10 +828,6 @@ mod prop {
         assert_eq!(asm.stats().late, 0);
     }
 
-    /// A player joins mid-stream: picture 10 arrives without its base-layer packets (they
-    /// went by before the join), 11..=15 whole (undecodable: their references are gone),
-    /// then the key picture 16. The key picture is returned as soon as it is complete, not
-    /// once the reorder window has given picture 10 up.
     /// The top spatial layer's packets lag the others by 10 pictures (its layers' sender
     /// queues are behind, as after a key picture): every picture still comes out whole,
     /// because the layers that lag are waited for, while a frame lost on a layer that has
@@ -893,6 +909,10 @@ mod prop {
         assert_eq!(given_up_after(8, ladder.layer_of(2, 0).unwrap()), Some(12));
     }
 
+    /// A player joins mid-stream: picture 10 arrives without its base-layer packets (they
+    /// went by before the join), 11..=15 whole (undecodable: their references are gone),
+    /// then the key picture 16. The key picture is returned as soon as it is complete, not
+    /// once the reorder window has given picture 10 up.
     #[test]
     fn key_picture_at_start_does_not_wait_for_older_partial_pictures() {
         let (ladder, packets, _) = stream(20, 300);
