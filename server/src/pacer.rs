@@ -199,7 +199,7 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
         if let Some(side) = cfg.side.as_mut() {
             // Between two bunches: ready audio packets, and the sender reports when due (the
             // loop comes back within MAX_SLEEP, well inside the audio's 20-ms packet period).
-            side.poll(Instant::now(), &sock, &mut publisher);
+            side.poll(clock(Instant::now()), &sock, &mut publisher);
         }
         let now = clock(Instant::now());
         if let Some((q, rx)) = cfg.video.as_mut() {

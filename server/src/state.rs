@@ -531,6 +531,12 @@ impl State {
                         .as_ref()
                         .map(|v| v.cell_kbps.iter().flatten().sum::<u32>())
                 }),
+                max_discardable_wait: r.video.as_ref().and_then(|v| v.max_discardable_wait),
+                reports: r.video.as_ref().map(|_| session::publisher::ReportConfig {
+                    clock,
+                    cname: format!("layercast-{}@{}", r.id, sender),
+                    interval: session::publisher::REPORT_INTERVAL,
+                }),
                 ..session::publisher::PublisherConfig::new(info.clone(), ssrc_base)
             },
             spin: self.cfg.pacer_spin,
@@ -543,31 +549,10 @@ impl State {
                 .map(|tx| (tx, Arc::<str>::from(r.id.as_str()))),
             tfmcc: tfmcc.clone(),
             // The audio track and the RTCP sender reports, sent between bunches.
-            side: r.video.as_ref().map(|_| {
-                let mut reports: Vec<crate::media::out::SrStream> = layers
-                    .iter()
-                    .enumerate()
-                    .map(|(k, l)| crate::media::out::SrStream {
-                        ssrc: ssrc_base.wrapping_add(k as u32),
-                        rate: 90_000,
-                        rtcp: SocketAddrV4::new(l.group, l.port + 1),
-                    })
-                    .collect();
-                if let (Some(_), Some((g, p, _))) = (&audio_queue, audio_dest) {
-                    reports.push(crate::media::out::SrStream {
-                        ssrc: audio_ssrc,
-                        rate: 48_000,
-                        rtcp: SocketAddrV4::new(g, p + 1),
-                    });
-                }
-                crate::media::out::SideStreams::new(
-                    audio_queue.clone(),
-                    clock,
-                    reports,
-                    format!("layercast-{}@{}", r.id, sender),
-                    plain_size.saturating_sub(28) as u64,
-                )
-            }),
+            side: r
+                .video
+                .as_ref()
+                .map(|_| crate::media::out::SideStreams::new(audio_queue.clone())),
         };
         let h = std::thread::Builder::new()
             .name(format!("media-{}", r.id))

@@ -25,9 +25,10 @@ pub mod error;
 pub mod gst;
 pub mod ladder;
 pub mod opus;
-pub mod rtcp;
 /// FEC repair packets, which live in `proto` so that sans-IO hosts need no libvpx.
 pub use proto::fec;
+/// RTCP sender reports: a wire format, in `proto` (the Publisher sends them).
+pub use proto::rtcp;
 /// RTP (RFC 3550/8285), which lives in `proto` so that sans-IO hosts need no libvpx.
 pub use proto::rtp;
 pub mod sdp;

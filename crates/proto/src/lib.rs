@@ -12,6 +12,7 @@ pub mod error;
 pub mod fec;
 pub mod media;
 pub mod opus;
+pub mod rtcp;
 pub mod rtp;
 pub mod session;
 pub mod time;

@@ -51,6 +51,11 @@ pub struct VideoConfig {
     /// deviates from its announced rate by at most credit / W. Default 120
     /// (`DEFAULT_PACER_CREDIT_MS`: 2 % over the 6-s window of the per-layer rate check).
     pub pacer_credit_ms: Option<u64>,
+    /// A frame of the top temporal layer (no frame references it) is dropped before it is
+    /// queued when its layer's queue would make it wait longer than this, ms (0 = never
+    /// drop; at most 10000). Default 250 (`DEFAULT_MAX_DISCARDABLE_WAIT_MS`, docs/server.md
+    /// "Discardable frames").
+    pub max_discardable_wait_ms: Option<u64>,
 }
 
 /// A resolved video encode.
@@ -77,6 +82,8 @@ pub struct ResolvedVideo {
     pub pacer_peak: f64,
     /// Largest lead over the constant-rate schedule (before the one-frame-period cap).
     pub pacer_credit: Duration,
+    /// See `VideoConfig::max_discardable_wait_ms` (`None`: never drop).
+    pub max_discardable_wait: Option<Duration>,
 }
 
 /// Default per-cell rates of the 720p30 L3T3 ladder (kbit/s).
@@ -155,6 +162,15 @@ impl VideoConfig {
                 format!("{credit_ms} outside 1..=1000"),
             ));
         }
+        let discard_ms = self
+            .max_discardable_wait_ms
+            .unwrap_or(DEFAULT_MAX_DISCARDABLE_WAIT_MS);
+        if discard_ms > 10_000 {
+            return Err(Error::config(
+                &key("video.max_discardable_wait_ms"),
+                format!("{discard_ms} above 10000"),
+            ));
+        }
         Ok(ResolvedVideo {
             width: w,
             height: h,
@@ -172,6 +188,7 @@ impl VideoConfig {
             key_headroom: key_headroom.max(rate_headroom),
             pacer_peak,
             pacer_credit: Duration::from_millis(credit_ms),
+            max_discardable_wait: (discard_ms > 0).then(|| Duration::from_millis(discard_ms)),
         })
     }
 }
@@ -183,6 +200,9 @@ pub const DEFAULT_VIDEO_PACKET: u16 = 600;
 
 /// Default `video.pacer_peak`.
 pub const DEFAULT_PACER_PEAK: f64 = 8.0;
+
+/// Default `video.max_discardable_wait_ms`.
+pub const DEFAULT_MAX_DISCARDABLE_WAIT_MS: u64 = 250;
 
 /// Default `video.pacer_credit_ms`.
 pub const DEFAULT_PACER_CREDIT_MS: u64 = 120;

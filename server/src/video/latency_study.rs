@@ -198,6 +198,7 @@ fn latency_study() {
         key_headroom: 1.3,
         pacer_peak: 1.0,
         pacer_credit: Duration::from_millis(120),
+        max_discardable_wait: None,
     };
     let intras: Vec<u32> = std::env::var("S_INTRA")
         .unwrap_or_else(|_| "300".into())

@@ -34,6 +34,8 @@ pub struct AudioFrame {
 pub enum DatagramKind {
     Media,
     Repair,
+    /// An RTCP sender report (`publisher::reports`).
+    Report,
 }
 
 /// A datagram to send on its own, outside the bunches.
@@ -236,6 +238,7 @@ mod tests {
                     assert_eq!(d.to.port(), 5102);
                     repairs.push(row)
                 }
+                DatagramKind::Report => panic!("the audio send side makes no reports"),
             }
         }
         assert_eq!(media.len(), 16);

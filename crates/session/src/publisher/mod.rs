@@ -26,10 +26,12 @@
 mod audio_out;
 pub mod burst;
 pub mod packet;
+pub mod reports;
 pub mod requests;
 pub mod tfmcc;
 
 pub use burst::Burst;
+pub use reports::{ReportConfig, REPORT_INTERVAL};
 pub use requests::{EncoderControl, KEY_REQUEST_MIN_INTERVAL};
 
 use crate::error::{Error, Result};
@@ -103,6 +105,13 @@ pub struct PublisherConfig {
     /// TFMCC: one group at the announced rate as the ceiling; `Some(max_kbps)` for a video
     /// session whose encoder target follows the rate, `None` for synthetic data.
     pub tfmcc: Option<Option<u32>>,
+    /// A frame of a discardable layer (the video's top temporal layer when there are two or
+    /// more: no later frame references it) is dropped whole, before it is queued, when its
+    /// layer's queue would make its last packet wait longer than this at the layer's
+    /// announced rate ([`Publisher::push_picture`]). `None`: every frame is queued.
+    pub max_discardable_wait: Option<Duration>,
+    /// Send RTCP sender reports of every stream ([`Publisher::poll_report`]).
+    pub reports: Option<ReportConfig>,
     /// When the first cycle starts.
     pub start: Time,
 }
@@ -121,6 +130,8 @@ impl PublisherConfig {
             report_mac: None,
             clock_offset_us: 0,
             tfmcc: None,
+            max_discardable_wait: None,
+            reports: None,
             start: Time::ZERO,
         }
     }
@@ -138,6 +149,9 @@ pub struct PublisherStats {
     pub pictures: u64,
     /// Media packets dropped from a full layer queue.
     pub dropped: u64,
+    /// Frames of discardable layers dropped whole because their layer's queue was too long
+    /// ([`PublisherConfig::max_discardable_wait`]), per layer.
+    pub discarded_frames: Vec<u64>,
     /// Packets the sealer refused (sent as empty datagrams, never in the clear).
     pub seal_errors: u64,
     pub sealed: u64,
@@ -162,6 +176,8 @@ struct Layered {
     credit: Vec<Duration>,
     /// FEC encoder per layer (layers whose video stream announces repair).
     fec: Vec<Option<FecEncoder>>,
+    /// Per layer: the longest wait a frame of it may be queued for (discardable layers).
+    discard_wait: Vec<Option<Duration>>,
 }
 
 enum Mode {
@@ -186,6 +202,7 @@ pub struct Publisher {
     stats: PublisherStats,
     /// The audio track's send side (a session with one).
     audio: Option<crate::audio::AudioSend>,
+    reports: Option<reports::Reports>,
 }
 
 impl Publisher {
@@ -255,6 +272,10 @@ impl Publisher {
                     gap,
                     credit,
                     fec: fec_encoders(&info, plain_size)?,
+                    discard_wait: discardable_layers(&info)
+                        .into_iter()
+                        .map(|d| cfg.max_discardable_wait.filter(|_| d))
+                        .collect(),
                 }))
             }
         };
@@ -263,6 +284,9 @@ impl Publisher {
             None => None,
         };
         Ok(Publisher {
+            reports: cfg
+                .reports
+                .map(|r| reports::Reports::new(r, &info, cfg.ssrc_base)),
             audio,
             bufs: (0..info.bunch_len.max(1))
                 .map(|_| Vec::with_capacity(info.packet_size as usize))
@@ -270,6 +294,7 @@ impl Publisher {
             bunch_dests: Vec::new(),
             stats: PublisherStats {
                 per_layer_packets: vec![0; n],
+                discarded_frames: vec![0; n],
                 ..Default::default()
             },
             info,
@@ -350,15 +375,28 @@ impl Publisher {
     pub fn push_picture(&mut self, now: Time, pic: Picture) {
         self.stats.pictures += 1;
         self.requests.picture(now, pic.key, pic.sync);
-        let queues = match &mut self.mode {
-            Mode::Layered(l) => &mut l.queues,
-            Mode::Tfmcc(t) => &mut t.queues,
+        let (queues, layered) = match &mut self.mode {
+            Mode::Layered(l) => (&mut l.queues, Some((&l.discard_wait, &l.schedule))),
+            Mode::Tfmcc(t) => (&mut t.queues, None),
         };
+        let bunch = self.info.bunch_len.max(1) as usize;
         for (k, pkts) in pic.cells.into_iter().enumerate() {
             let Some(q) = queues.get_mut(k) else {
                 self.stats.dropped += pkts.len() as u64;
                 continue;
             };
+            // A discardable frame that would leave its layer's queue too late is not worth
+            // its slots: the viewer's picture would wait for it (docs/server.md "Discardable
+            // frames").
+            let limit =
+                layered.and_then(|(w, sch)| Some((w.get(k).copied().flatten()?, sch.interval(k)?)));
+            if let (Some((max_wait, interval)), false) = (limit, pic.key || pkts.is_empty()) {
+                let bunches = (q.len() + pkts.len()).div_ceil(bunch) as u32;
+                if interval.saturating_mul(bunches) > max_wait {
+                    self.stats.discarded_frames[k] += 1;
+                    continue;
+                }
+            }
             q.extend(pkts);
             while q.len() > MAX_QUEUED {
                 q.pop_front();
@@ -581,6 +619,30 @@ fn bunch_rates(info: &SessionInfo) -> SessionInfo {
         }
     }
     i
+}
+
+/// Per layer: whether it carries only frames no other frame references, i.e. the video
+/// track's top temporal layer when there are at least two (libvpx's 0101 and 0212 patterns
+/// never predict from it). Single-stream and audio layers are not.
+fn discardable_layers(info: &SessionInfo) -> Vec<bool> {
+    let mut out = vec![false; info.layers.len()];
+    let Some(t) = info.track(TrackKind::Video) else {
+        return out;
+    };
+    let proto::Codec::Vp9(p) = &t.codec else {
+        return out;
+    };
+    if p.temporal < 2 || t.streams.len() < 2 {
+        return out;
+    }
+    for s in &t.streams {
+        if s.temporal + 1 == p.temporal {
+            if let Some(d) = out.get_mut(s.layer as usize) {
+                *d = true;
+            }
+        }
+    }
+    out
 }
 
 /// A FEC encoder for each layer whose video stream announces repair parameters

@@ -282,3 +282,139 @@ fn free_slots_carry_repair_with_the_announced_parameters() {
     c.media = true;
     assert!(Publisher::new(c).is_err());
 }
+
+/// With a wait bound, a frame of the top temporal layer (L1T2: layer 1) is dropped whole
+/// before it is queued when the layer's queue would hold it longer than the bound at the
+/// layer's rate; frames of the referenced layer (layer 0) and key pictures are always queued,
+/// and what is queued is sent without a gap in the layer's sequence numbers.
+#[test]
+fn discardable_frames_past_the_wait_bound_are_dropped_whole() {
+    let mut i = info(&[100_000, 100_000], 500, 2);
+    let vp9 = proto::Vp9Params {
+        payload_type: 96,
+        width: 320,
+        height: 180,
+        fps_num: 30,
+        fps_den: 1,
+        spatial: 1,
+        temporal: 2,
+    };
+    i.tracks = vec![proto::Track::vp9_ladder(0, vp9, &i.layers, 1000)];
+    let mut c = config(i);
+    c.media = true;
+    // Layer interval: 2 * 500 * 8 / 100k = 80 ms per bunch of 2 packets: 250 ms holds 6.
+    c.max_discardable_wait = Some(Duration::from_millis(250));
+    let mut p = Publisher::new(c).unwrap();
+    let pkt = |ts: u32| MediaPacket {
+        header: RtpHeader {
+            payload_type: 96,
+            timestamp: ts,
+            ..Default::default()
+        },
+        payload: vec![1; 100],
+    };
+    let frame = |ts: u32, n: usize| (0..n).map(|_| pkt(ts)).collect::<Vec<_>>();
+    // Four pictures at once, 3 packets per cell: layer 1's third frame would be the 7th to
+    // 9th packets (5 bunches = 400 ms): dropped; layer 0 keeps all four frames.
+    let layer1 = [3, 6, 6, 6];
+    for (n, ts) in [0u32, 3000, 6000, 9000].into_iter().enumerate() {
+        p.push_picture(
+            Time::ZERO,
+            Picture {
+                key: false,
+                sync: false,
+                cells: vec![frame(ts, 3), frame(ts, 3)],
+            },
+        );
+        assert_eq!(p.queued_packets(), vec![3 * (n + 1), layer1[n]]);
+    }
+    assert_eq!(p.stats().discarded_frames, vec![0, 2]);
+    // A key picture's frames are queued whatever the wait.
+    p.push_picture(
+        Time::ZERO,
+        Picture {
+            key: true,
+            sync: false,
+            cells: vec![frame(12000, 3), frame(12000, 3)],
+        },
+    );
+    assert_eq!(p.queued_packets(), vec![15, 9]);
+    assert_eq!(p.stats().discarded_frames, vec![0, 2]);
+    // Layer 1 sends its 9 media packets with consecutive sequence numbers.
+    let sent = run(&mut p, 1.0);
+    let l1: Vec<u16> = sent.iter().filter(|s| s.0 == 1).map(|s| s.2).collect();
+    assert!(
+        l1.windows(2).all(|w| w[1] == w[0].wrapping_add(1)),
+        "{l1:?}"
+    );
+    // Without a bound nothing is dropped.
+    let mut c = config(info(&[100_000, 100_000], 500, 2));
+    c.media = true;
+    c.max_discardable_wait = Some(Duration::from_millis(1));
+    let mut p = Publisher::new(c).unwrap();
+    p.push_picture(
+        Time::ZERO,
+        Picture {
+            key: false,
+            sync: false,
+            cells: vec![frame(0, 3), frame(0, 3)],
+        },
+    );
+    assert_eq!(
+        p.stats().discarded_frames,
+        vec![0, 0],
+        "no video track: nothing is discardable"
+    );
+}
+
+/// Sender reports: every layer's stream gets one per interval, to its group on RTP port + 1,
+/// with the wall-clock time of `now` (the clock offset), the media clock's RTP time at that
+/// instant and the packets sent so far; none before they are due, none in a session without.
+#[test]
+fn sender_reports_map_now_to_the_media_clock_per_stream() {
+    let i = info(&[100_000, 200_000], 500, 2);
+    let mut c = config(i.clone());
+    c.clock_offset_us = 1_700_000_000_000_000;
+    c.reports = Some(ReportConfig {
+        clock: crate::audio::MediaClock {
+            epoch_ns: 1_699_999_999_000_000_000,
+        },
+        cname: "layercast-test@10.0.0.1".into(),
+        interval: REPORT_INTERVAL,
+    });
+    let mut p = Publisher::new(c).unwrap();
+    let mut got = Vec::new();
+    while let Some(d) = p.poll_report(Time::ZERO) {
+        got.push(d);
+    }
+    assert_eq!(got.len(), 2);
+    for (k, d) in got.iter().enumerate() {
+        assert_eq!(d.kind, crate::audio::DatagramKind::Report);
+        assert_eq!(
+            d.to,
+            SocketAddrV4::new(i.layers[k].group, i.layers[k].port + 1)
+        );
+        let sr = proto::rtcp::parse_sender_reports(&d.bytes).unwrap();
+        assert_eq!(sr.len(), 1);
+        assert_eq!(sr[0].ssrc, 1000 + k as u32);
+        // 1 s after the epoch on a 90-kHz clock.
+        assert_eq!(sr[0].rtp_ts, 90_000);
+        assert_eq!(
+            proto::rtcp::unix_ns_from_ntp(sr[0].ntp) / 1_000_000,
+            1_700_000_000_000
+        );
+    }
+    // Nothing until the interval has passed; then the counts of what was sent.
+    let sent = run(&mut p, 1.5);
+    assert!(p.poll_report(Time::from_millis(999)).is_none());
+    let d = p.poll_report(Time::from_millis(1000)).unwrap();
+    let sr = proto::rtcp::parse_sender_reports(&d.bytes).unwrap();
+    assert_eq!(
+        sr[0].packets as usize,
+        sent.iter().filter(|s| s.0 == 0).count()
+    );
+    assert_eq!(sr[0].rtp_ts, 180_000);
+    assert_eq!(p.reports_sent(), 3);
+    let mut none = Publisher::new(config(i)).unwrap();
+    assert!(none.poll_report(Time::ZERO).is_none());
+}

@@ -5,7 +5,8 @@
 //! A compound packet is SR followed by SDES with one CNAME chunk (§6.1: every compound packet
 //! carries a CNAME; receivers group the streams of one session by it for lip sync).
 
-use crate::error::{need, Error, Result};
+use crate::error::{Error, Result};
+use crate::rtp::need;
 
 /// RTCP packet type of a sender report.
 pub const PT_SR: u8 = 200;
@@ -77,13 +78,16 @@ pub fn parse_sender_reports(buf: &[u8]) -> Result<Vec<SenderReport>> {
     while !rest.is_empty() {
         need("rtcp header", 4, rest.len())?;
         if rest[0] >> 6 != 2 {
-            return Err(Error::Rtp(format!("RTCP version {}", rest[0] >> 6)));
+            return Err(Error::Malformed {
+                what: "rtcp packet",
+                detail: format!("version {}", rest[0] >> 6),
+            });
         }
         let pt = rest[1];
         if first && pt != PT_SR && pt != 201 {
-            return Err(Error::OutOfRange {
+            return Err(Error::Invalid {
                 field: "rtcp first packet type",
-                value: pt as u64,
+                reason: format!("{pt} is neither SR nor RR"),
             });
         }
         first = false;
