@@ -18,6 +18,9 @@ use std::path::Path;
 
 /// Nanoseconds of one 20-ms frame.
 const FRAME_NS: u64 = session::audio::playout::FRAME_NS;
+/// The audio's playout delay when `--playout-delay-ms` is not given, ms: sized for the
+/// video's worst key-picture queueing, which the lip-sync rule holds the video to.
+pub const DEFAULT_DELAY_MS: u64 = 800;
 
 /// The NTP ↔ RTP mapping of one stream from its latest RTCP sender report, in the sender's
 /// Unix time.

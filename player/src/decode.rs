@@ -209,6 +209,7 @@ fn report(v: &mut Video, dt: f64, first_join: Option<u64>, overlay: &str, sh: &S
         j["frames_1s"].as_f64().unwrap_or(0.0) / dt
     ));
     j["on_audio_clock"] = json!(v.on_audio_clock);
+    j["playout_jitter_ms"] = json!(v.playout_jitter_ms());
     j["av_late_dropped"] = json!(v.av_late_dropped);
     j["framelog"] = v.framelog_json();
     let since =

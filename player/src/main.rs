@@ -19,6 +19,7 @@ mod feedback;
 mod framelog;
 mod http_client;
 mod net;
+mod playout;
 mod poller;
 mod qr;
 mod receiver;
@@ -59,9 +60,18 @@ pub struct Args {
     pub session_name: Option<String>,
     pub viewer_id: String,
     pub poll_interval_ms: u64,
-    pub playout_delay_ms: u64,
-    /// Quantile of the recent lateness the playout clock follows (`--playout-quantile`).
+    /// A fixed delay added to the video's adaptive playout buffer (default 0), and the
+    /// audio's playout delay (default `audio::DEFAULT_DELAY_MS`).
+    pub playout_delay_ms: Option<u64>,
+    /// Quantile of the recent decode lateness the video's playout buffer absorbs
+    /// (`--playout-quantile`, `playout::PlayoutClock`).
     pub playout_quantile: f64,
+    /// The most the video's playout buffer holds pictures above the fastest recent one, ms
+    /// (`--playout-max-jitter-ms`): the latency bound of the jitter buffer.
+    pub playout_max_jitter_ms: u64,
+    /// How much recent time's decode lateness sizes the video's playout buffer, ms
+    /// (`--playout-window-ms`).
+    pub playout_window_ms: u64,
     /// TFMCC: where reports go instead of the announced sender (`crate::tfmcc`).
     pub tfmcc_feedback: Option<SocketAddrV4>,
     /// With `--out`: frames.csv only, no y4m pictures.
@@ -107,9 +117,15 @@ const HELP: &str = "layercast-player: receive a layered multicast session
   --telemetry-url URL    where to POST telemetry [default: from --session-url]
   --session-name ID      session id used in telemetry [default: from --session-url]
   --viewer-id ID         [default: p<pid>]
-  --playout-delay-ms MS  video: display delay after the first picture [default: 800]
-  --playout-quantile Q   video: the playout clock follows this quantile of the last 2 s of
-                         decode lateness, 0..=1 [default: 0.5]
+  --playout-delay-ms MS  a fixed delay on top of the video's adaptive playout buffer
+                         [default: 0]; the audio's playout delay [default: 800]
+  --playout-quantile Q   video: the playout buffer absorbs this quantile of the recent
+                         decode lateness, 0..=1 [default: 1]
+  --playout-max-jitter-ms MS
+                         video: ... but holds pictures at most this much above the fastest
+                         recent one (later ones are shown at once) [default: 1000]
+  --playout-window-ms MS video: the span of recent pictures whose lateness sizes the
+                         playout buffer [default: 8000]
   --token TOKEN          bearer token for the server's API [default: $LAYERCAST_TOKEN]
   --insecure             allow --token over plain http:// to a non-loopback server
   --tls-fingerprint FP   https: accept only the server certificate with this SHA-256
@@ -146,8 +162,10 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         session_name: None,
         viewer_id: format!("p{}", std::process::id()),
         poll_interval_ms: 1000,
-        playout_delay_ms: 800,
-        playout_quantile: 0.5,
+        playout_delay_ms: None,
+        playout_quantile: crate::playout::QUANTILE,
+        playout_max_jitter_ms: crate::playout::MAX_JITTER_NS / 1_000_000,
+        playout_window_ms: crate::playout::WINDOW_NS / 1_000_000,
         tfmcc_feedback: None,
         no_pictures: false,
         qr_every: 1,
@@ -230,7 +248,16 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
             "viewer-id" => a.viewer_id = val.clone(),
             "poll-interval-ms" => a.poll_interval_ms = val.parse().map_err(|e| bad(&e))?,
             "qr-every" => a.qr_every = val.parse().map_err(|e| bad(&e))?,
-            "playout-delay-ms" => a.playout_delay_ms = val.parse().map_err(|e| bad(&e))?,
+            "playout-delay-ms" => a.playout_delay_ms = Some(val.parse().map_err(|e| bad(&e))?),
+            "playout-window-ms" => {
+                a.playout_window_ms = val.parse().map_err(|e| bad(&e))?;
+                if a.playout_window_ms == 0 {
+                    return Err(Error::arg(&key, "must be above 0"));
+                }
+            }
+            "playout-max-jitter-ms" => {
+                a.playout_max_jitter_ms = val.parse().map_err(|e| bad(&e))?
+            }
             "playout-quantile" => {
                 let q: f64 = val.parse().map_err(|e| bad(&e))?;
                 if !(0.0..=1.0).contains(&q) {

@@ -160,7 +160,9 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             .and_then(|(h, _)| h.parse::<std::net::SocketAddrV4>().ok())
             .map(|sa| *sa.ip()),
         media_requests: true,
-        audio_delay: Duration::from_millis(a.playout_delay_ms),
+        audio_delay: Duration::from_millis(
+            a.playout_delay_ms.unwrap_or(crate::audio::DEFAULT_DELAY_MS),
+        ),
     };
     let mut sub = Subscriber::new(control, cfg);
     // A description handed over at start is the first announcement: the base layer is joined

@@ -3,6 +3,7 @@
 //! buffer -> at display time: `DIR/frames.jsonl`, the frame log (`DIR/frames.csv` and y4m
 //! segments, `framelog`), the window (`window`).
 
+use crate::playout::PlayoutClock;
 use codec::depay::{Assembler, AssemblerConfig, AssemblerStats};
 use codec::ladder::LayerLadder;
 use codec::rtp::RtpPacket;
@@ -74,70 +75,6 @@ const AV_LATE_DROP_MAX_RUN: u32 = 15;
 /// A picture due further than this from its decode on the audio clock means the mapping is
 /// wrong (a stale report, a restarted sender): the picture uses the video's own clock.
 const AV_MAX_AHEAD_NS: u64 = 5_000_000_000;
-
-/// Display times of decoded pictures: the RTP timestamp on a clock anchored at the first
-/// decoded picture, plus the playout delay, plus a quantile of the decode lateness of the
-/// last `window` pictures (lateness = decode time minus the anchored clock's time for the
-/// picture). A picture decoded after its display time is shown at once and does not move the
-/// clock. The previous rule slipped the clock by every lateness, i.e. it settled on the worst
-/// lateness ever seen (a key picture's queueing) and held every later picture back by it.
-/// Display times never go backwards.
-struct PlayoutClock {
-    /// (local ns, RTP timestamp) of the anchor picture.
-    anchor: Option<(u64, u32)>,
-    delay_ns: u64,
-    /// Recent lateness, ns, oldest first.
-    lateness: VecDeque<i64>,
-    window: usize,
-    quantile: f64,
-    last_due: u64,
-}
-
-impl PlayoutClock {
-    fn new(delay_ns: u64, window: usize, quantile: f64) -> Self {
-        PlayoutClock {
-            anchor: None,
-            delay_ns,
-            lateness: VecDeque::new(),
-            window: window.max(1),
-            quantile: quantile.clamp(0.0, 1.0),
-            last_due: 0,
-        }
-    }
-
-    /// Display time (ns, same clock as `now_ns`) of the picture with RTP timestamp `ts`
-    /// (90 kHz) decoded at `now_ns`, and whether it was decoded after its time.
-    fn due(&mut self, ts: u32, now_ns: u64) -> (u64, bool) {
-        let (base_ns, base_ts) = *self.anchor.get_or_insert((now_ns, ts));
-        let dts_ns = ts.wrapping_sub(base_ts) as i32 as i64 * 1_000_000_000 / 90_000;
-        let nominal = base_ns as i64 + dts_ns;
-        self.lateness.push_back(now_ns as i64 - nominal);
-        if self.lateness.len() > self.window {
-            self.lateness.pop_front();
-        }
-        let mut v: Vec<i64> = self.lateness.iter().copied().collect();
-        v.sort_unstable();
-        // The quantile, but never above the largest lateness of the last `RECENT` pictures:
-        // when lateness falls for good (the decoder catching up after a slow start or after
-        // the pictures held behind a key picture), the clock follows within `RECENT`
-        // pictures instead of holding every picture at the window's old median for up to
-        // half the window (measured: up to 0.44 s held after a start-up backlog,
-        // docs/player.md "Session 5"). One isolated slow picture still cannot raise it.
-        let recent = self
-            .lateness
-            .iter()
-            .rev()
-            .take(RECENT)
-            .copied()
-            .max()
-            .unwrap_or(0);
-        let q = v[((v.len() - 1) as f64 * self.quantile).round() as usize].min(recent);
-        let target = (nominal + self.delay_ns as i64 + q).max(0) as u64;
-        let due = target.max(now_ns).max(self.last_due);
-        self.last_due = due;
-        (due, target < now_ns)
-    }
-}
 
 /// Which decoded pictures are shown. A holder of 5 layers of L3T3 ((0,0..2), (1,0), (1,1))
 /// gets 320x180 TL0/TL1 pictures and 160x90 TL2 pictures between them: shown as they come,
@@ -217,9 +154,6 @@ fn steady_spatial(ladder: &LayerLadder, k: usize) -> u8 {
         .unwrap_or(0)
 }
 
-/// Pictures whose largest lateness caps the playout clock's quantile (`PlayoutClock::due`).
-const RECENT: usize = 4;
-
 /// A decoded picture waiting for its display time.
 struct Pending {
     due: u64,
@@ -246,7 +180,7 @@ impl Video {
     /// `prev` is the video path of the previous session (a restarted sender): its logs and
     /// window carry on, so `frames.csv` keeps one row per picture across the restart.
     pub fn new(info: &SessionInfo, a: &crate::Args, prev: Option<Video>) -> Option<Video> {
-        let (out, delay_ms) = (a.out.as_deref(), a.playout_delay_ms);
+        let out = a.out.as_deref();
         let (ns, nt, fps, top_w, top_h) = vp9_params(info)?;
         // One announced layer for an SVC codec: a TFMCC session, every cell on one stream
         // (docs/protocols/tfmcc.md "Live video"); packets are told apart by their payload
@@ -329,9 +263,10 @@ impl Video {
             first_decoded_ns: None,
             first_shown_ns: None,
             clock: PlayoutClock::new(
-                delay_ms * 1_000_000,
-                ((2.0 * fps).ceil() as usize).max(8),
+                a.playout_delay_ms.unwrap_or(0) * 1_000_000,
+                a.playout_max_jitter_ms * 1_000_000,
                 a.playout_quantile,
+                a.playout_window_ms * 1_000_000,
             ),
             late_frames: 0,
             decoded: 0,
@@ -544,6 +479,11 @@ impl Video {
         }
     }
 
+    /// What the playout buffer holds above the fastest recent picture now, ms.
+    pub fn playout_jitter_ms(&self) -> f64 {
+        self.clock.jitter_ns() as f64 / 1e6
+    }
+
     /// When the next frame is due, ns.
     pub fn next_due(&self) -> Option<u64> {
         self.playout.front().map(|f| f.due)
@@ -557,73 +497,6 @@ impl Video {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn playout_clock_ignores_one_slow_picture() {
-        // 10 fps (9000 ticks). Pictures are decoded 10 ms after capture, in order, except
-        // picture 4, decoded 500 ms after capture (a key picture stuck in its sender queue):
-        // pictures 5..=8 are decoded right after it.
-        let ms = 1_000_000u64;
-        let mut c = PlayoutClock::new(0, 30, 0.5);
-        let (mut dues, mut prev_now) = (Vec::new(), 0);
-        for i in 0..20u64 {
-            let capture = 1_000 * ms + i * 100 * ms;
-            let now = (capture + if i == 4 { 500 * ms } else { 10 * ms }).max(prev_now);
-            prev_now = now;
-            let (due, late) = c.due((i * 9000) as u32, now);
-            assert!(due >= now);
-            if i == 4 {
-                assert!(late);
-            }
-            dues.push(due - capture);
-        }
-        // The slow picture is shown when decoded; once it is past, the pictures after it are
-        // back at 10 ms (the old rule kept every later one at 500 ms).
-        assert_eq!(dues[4], 500 * ms);
-        assert!(dues[10..].iter().all(|&d| d == 10 * ms), "{dues:?}");
-    }
-
-    /// A slow start: the first 15 pictures are decoded late by 600 ms falling to 40 ms (the
-    /// decoder catching up), then every picture 40 ms late. Once caught up, pictures are shown
-    /// when decoded; the median of the 2-s window alone held them back by up to ~0.3 s.
-    #[test]
-    fn playout_clock_follows_a_catch_up_within_a_few_pictures() {
-        let ms = 1_000_000u64;
-        let mut c = PlayoutClock::new(0, 30, 0.5);
-        let mut held = Vec::new();
-        for i in 0..40u64 {
-            let capture = 1_000 * ms + i * 67 * ms;
-            let lat = if i < 15 { (600 - 40 * i) * ms } else { 40 * ms };
-            let now = capture + lat;
-            let (due, _) = c.due((i * 6000) as u32, now);
-            held.push((due - now) / ms);
-        }
-        // From 4 pictures after the catch-up on, nothing is held.
-        assert!(held[19..].iter().all(|&h| h == 0), "{held:?}");
-    }
-
-    #[test]
-    fn playout_clock_follows_lateness_up_and_down_with_delay() {
-        let ms = 1_000_000u64;
-        let mut c = PlayoutClock::new(100 * ms, 10, 0.5);
-        let mut last = 0;
-        // First 20 pictures 300 ms late, then 20 at 20 ms: the clock moves down to the new
-        // lateness within a window and display times never go backwards.
-        for i in 0..40u64 {
-            let capture = i * 100 * ms;
-            let lat = if i < 20 { 300 * ms } else { 20 * ms };
-            let (due, _) = c.due((i * 9000) as u32, capture + lat);
-            assert!(due >= last);
-            last = due;
-            if i == 19 {
-                // anchor lateness 300, delay 100
-                assert_eq!(due - capture, 400 * ms);
-            }
-            if i >= 35 {
-                assert_eq!(due - capture, 120 * ms, "picture {i}");
-            }
-        }
-    }
 
     /// Steady spatial layer per subscription of L3T3 (layers in spatial-major order).
     #[test]

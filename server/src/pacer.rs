@@ -62,6 +62,9 @@ pub struct PacerStats {
     pub per_layer_packets: Mutex<Vec<u64>>,
     /// Media packets waiting per layer at the last flush (`Publisher::queued_packets`).
     pub per_layer_queued: Mutex<Vec<u64>>,
+    /// Frames of discardable layers dropped before they were queued, per layer
+    /// (`PublisherStats::discarded_frames`).
+    pub per_layer_discarded: Mutex<Vec<u64>>,
     pub errors: Mutex<ErrorHistogram>,
     /// Packets the sealer refused (never expected; such a packet is not sent).
     pub seal_errors: AtomicU64,
@@ -414,6 +417,11 @@ fn flush(
         .lock()
         .unwrap_or_else(|p| p.into_inner()) =
         p.queued_packets().into_iter().map(|n| n as u64).collect();
+    stats
+        .per_layer_discarded
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone_from(&st.discarded_frames);
     let mut pl = stats
         .per_layer_packets
         .lock()

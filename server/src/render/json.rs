@@ -37,6 +37,7 @@ pub fn session(state: &State, s: &Session, table: &Table) -> Value {
         "video_pictures": q.map(|q| q.pictures.load(Ordering::Relaxed)),
         "video_dropped": q.map(|q| q.dropped.load(Ordering::Relaxed)),
         "video_layer_frames_dropped": q.map(|q| q.layer_frames_dropped.load(Ordering::Relaxed)),
+        "video_discarded_frames": q.map(|_| lock(&s.stats.per_layer_discarded).clone()),
         "video_key_requests": q.map(|q| q.key_requests.load(Ordering::Relaxed)),
         "video_keys_forced": q.map(|q| q.keys_forced.load(Ordering::Relaxed)),
         "video_syncs_forced": q.map(|q| q.syncs_forced.load(Ordering::Relaxed)),

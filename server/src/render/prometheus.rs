@@ -90,6 +90,16 @@ pub fn metrics(state: &State, table: &Table) -> String {
             );
         }
     }
+    m.push_str("# HELP layercast_sender_discarded_frames_total Frames of a discardable layer (the top temporal one) dropped because its send queue would have held them too long (video.max_discardable_wait_ms).\n# TYPE layercast_sender_discarded_frames_total counter\n");
+    for s in &sessions {
+        for (k, n) in lock(&s.stats.per_layer_discarded).iter().enumerate() {
+            let _ = writeln!(
+                m,
+                "layercast_sender_discarded_frames_total{{session=\"{}\",layer=\"{k}\"}} {n}",
+                s.cfg.id
+            );
+        }
+    }
     // Media key rotation of encrypted sessions: the epoch in use and switches done.
     m.push_str("# HELP layercast_media_key_epoch Key epoch the session seals with.\n# TYPE layercast_media_key_epoch gauge\n");
     for s in &sessions {
