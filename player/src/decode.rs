@@ -57,6 +57,9 @@ pub struct Shared {
     pub decoded: AtomicBool,
     /// A video path exists.
     pub active: AtomicBool,
+    /// The base layer's chain is broken (an unrepaired TL0 loss) until a key picture comes:
+    /// key pictures are asked for (`codec::depay::Assembler::base_broken`).
+    pub base_broken: AtomicBool,
     /// Spatial layers to ask a re-sync of (bit s).
     pub sync_request: AtomicU8,
     /// Packets dropped because the queue was full.
@@ -188,6 +191,7 @@ fn worker(args: Args, rx: Receiver<Cmd>, sh: Arc<Shared>) -> Option<Video> {
             if v.decoded > 0 {
                 sh.decoded.store(true, Ordering::Relaxed);
             }
+            sh.base_broken.store(v.base_broken(), Ordering::Relaxed);
             if let Some(s) = v.take_sync_request() {
                 sh.sync_request.fetch_or(1 << s.min(7), Ordering::Relaxed);
             }

@@ -445,9 +445,12 @@ impl Shell {
     /// The video path's part of a turn: key and re-sync requests.
     fn video_turn(&mut self, sub: &mut Subscriber) {
         let sh = &self.decoder.shared;
-        // Join-time key picture: asked for while nothing has been decoded.
+        // Key pictures are asked for while nothing has been decoded (join) and while the base
+        // layer's chain is broken by an unrepaired loss (the Subscriber paces the requests:
+        // one per `KEY_REQUEST_RETRY`; the server aggregates them, docs/server.md).
         sub.set_awaiting_key(
-            sh.active.load(Ordering::Relaxed) && !sh.decoded.load(Ordering::Relaxed),
+            sh.active.load(Ordering::Relaxed)
+                && (!sh.decoded.load(Ordering::Relaxed) || sh.base_broken.load(Ordering::Relaxed)),
         );
         let sync = sh.sync_request.swap(0, Ordering::Relaxed);
         for s in 1..8 {

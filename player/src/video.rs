@@ -489,6 +489,11 @@ impl Video {
         self.playout.front().map(|f| f.due)
     }
 
+    /// See [`Assembler::base_broken`].
+    pub fn base_broken(&self) -> bool {
+        self.asm.base_broken()
+    }
+
     pub fn stats(&self) -> AssemblerStats {
         self.asm.stats()
     }

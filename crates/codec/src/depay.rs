@@ -217,6 +217,8 @@ pub struct Assembler {
     resolutions: Vec<(u16, u16)>,
     ready: std::collections::VecDeque<AssembledPicture>,
     stats: AssemblerStats,
+    /// A TL0 picture was skipped after decoding began, and no key picture since.
+    base_broken: bool,
 }
 
 impl Assembler {
@@ -242,7 +244,16 @@ impl Assembler {
             resolutions: Vec::new(),
             ready: Default::default(),
             stats: AssemblerStats::default(),
+            base_broken: false,
         }
+    }
+
+    /// Whether the base layer's chain is broken: a temporal-layer-0 picture had no decodable
+    /// base frame after decoding began (its packets lost beyond repair), and no key picture
+    /// has come since. Until one does, every picture of the base layer is skipped: the host
+    /// asks for a key picture.
+    pub fn base_broken(&self) -> bool {
+        self.base_broken
     }
 
     /// Counters.
@@ -636,7 +647,11 @@ impl Assembler {
         }
         if frames.is_empty() || frames[0].spatial != 0 {
             self.stats.pictures_skipped += 1;
+            self.base_broken |= p.tid == 0 && self.stats.pictures > 0;
             return;
+        }
+        if key {
+            self.base_broken = false;
         }
         self.stats.pictures += 1;
         self.ready.push_back(AssembledPicture {
@@ -950,6 +965,35 @@ mod prop {
         // The pictures after it flow at once.
         push(&mut asm, 17, 0);
         assert_eq!(asm.pop().map(|p| p.frames.len()), Some(3));
+    }
+
+    /// A TL0 picture's base frame loses a packet after decoding began: the base chain is
+    /// broken (every picture until the next key is skipped) and stays so until a key picture
+    /// is returned. A lost TL2 base frame does not break it.
+    #[test]
+    fn a_lost_base_tl0_frame_breaks_the_chain_until_a_key_picture() {
+        let (ladder, packets, _) = stream(20, 300);
+        let mut asm = Assembler::new(ladder, Some(0), AssemblerConfig::default());
+        let mut broken = Vec::new();
+        for (i, pic) in packets.iter().enumerate() {
+            for p in &pic[0] {
+                // Picture 5 (TL2) and picture 8 (TL0) lose a packet of their base frame.
+                if (i == 5 || i == 8) && std::ptr::eq(p, &pic[0][0]) {
+                    continue;
+                }
+                asm.push(0, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+            while asm.pop().is_some() {}
+            broken.push(asm.base_broken());
+        }
+        asm.flush();
+        // Picture 8 is given up once 4 newer pictures arrived (the default window), i.e. at
+        // picture 12; the key picture 16 repairs it.
+        let first = broken.iter().position(|&b| b).unwrap();
+        assert_eq!(first, 12, "{broken:?}");
+        assert!(broken[12..16].iter().all(|&b| b), "{broken:?}");
+        assert!(!broken[16], "{broken:?}");
+        assert!(asm.stats().pictures_skipped >= 2);
     }
 
     #[test]
