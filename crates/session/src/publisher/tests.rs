@@ -13,6 +13,19 @@ fn info(rates: &[u64], packet_size: u16, bunch_len: u8) -> SessionInfo {
     i
 }
 
+/// One spatial layer of 320x180 at 30 fps with `temporal` temporal layers.
+fn vp9_320x180(temporal: u8) -> proto::Vp9Params {
+    proto::Vp9Params {
+        payload_type: 96,
+        width: 320,
+        height: 180,
+        fps_num: 30,
+        fps_den: 1,
+        spatial: 1,
+        temporal,
+    }
+}
+
 fn config(info: SessionInfo) -> PublisherConfig {
     PublisherConfig {
         start: Time::from_millis(5),
@@ -205,15 +218,7 @@ fn key_requests_are_aggregated_and_vetted() {
 #[test]
 fn free_slots_carry_repair_with_the_announced_parameters() {
     let mut i = info(&[200_000], 600, 2);
-    let vp9 = proto::Vp9Params {
-        payload_type: 96,
-        width: 320,
-        height: 180,
-        fps_num: 30,
-        fps_den: 1,
-        spatial: 1,
-        temporal: 1,
-    };
+    let vp9 = vp9_320x180(1);
     let mut t = proto::Track::vp9_ladder(0, vp9, &i.layers, 0x5000);
     t.streams[0].repair = Some(proto::Repair {
         payload_type: 97,
@@ -290,15 +295,7 @@ fn free_slots_carry_repair_with_the_announced_parameters() {
 #[test]
 fn discardable_frames_past_the_wait_bound_are_dropped_whole() {
     let mut i = info(&[100_000, 100_000], 500, 2);
-    let vp9 = proto::Vp9Params {
-        payload_type: 96,
-        width: 320,
-        height: 180,
-        fps_num: 30,
-        fps_den: 1,
-        spatial: 1,
-        temporal: 2,
-    };
+    let vp9 = vp9_320x180(2);
     i.tracks = vec![proto::Track::vp9_ladder(0, vp9, &i.layers, 1000)];
     let mut c = config(i);
     c.media = true;
