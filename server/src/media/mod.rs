@@ -69,6 +69,7 @@ pub fn session_json(
         "source": source.map(|s| serde_json::json!({
             "pictures": s.pictures.load(Relaxed), "audio_buffers": s.audio_buffers.load(Relaxed),
             "starts": s.starts.load(Relaxed), "eos": s.eos.load(Relaxed),
+            "loops": s.loops.load(Relaxed),
             "errors": s.errors.load(Relaxed), "stalls": s.stalls.load(Relaxed),
             "last_error": s.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         })),
