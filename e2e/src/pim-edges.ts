@@ -125,6 +125,8 @@ export interface EdgeCounters {
   dropped: number;
   switchesUp: number;
   switchesDown: number;
+  /** Pictures the edge forwarded per browser per second (`layercast_edge_pictures`). */
+  picturesPerViewerFps: number;
   /** Each viewer's estimate (TWCC) and top spatial layer at the end of the window. */
   estimatesKbps: number[];
   spatial: number[];
@@ -336,6 +338,7 @@ export class PimEdgeBed {
           dropped: d('layercast_edge_upstream_dropped'),
           switchesUp: d('layercast_edge_layer_switches{direction="up"}'),
           switchesDown: d('layercast_edge_layer_switches{direction="down"}'),
+          picturesPerViewerFps: d('layercast_edge_pictures') / windowS / Math.max(1, this.browsers.filter((b) => b.edge === i).length),
           estimatesKbps: each('layercast_edge_viewer_estimate_bps').map((v) => Math.round(v / 1000)),
           spatial: each('layercast_edge_viewer_spatial'),
           temporal: each('layercast_edge_viewer_temporal'),
@@ -524,7 +527,7 @@ export async function pimEdges(o: { outDir: string; source?: string; windowS?: n
     log(`edges: ${p.edges} edge(s), ${p.browsers} browsers: sender ${fmt1(p.senderKbps)} kbit/s, edges' upstream ${p.edgeUpKbps.map(fmt1).join(' / ')} kbit/s, CPU busy ${p.cpuBusyPct.toFixed(0)} % (niced ${p.cpuNicePct.toFixed(0)} %); sender encoded ${fmt1(p.encodedFps)} pictures/s, its encoder dropped ${p.layerFramesDropped} layer frames`);
     for (const r of p.rows) log(`  ${r.edge} browser ${r.browser}: ${fmt1(r.fps)} fps, ${r.width} px, ${r.freezes} freezes, longest gap ${r.maxGapMs.toFixed(0)} ms; arrived ${fmt1(r.receivedFps)} frames/s, dropped ${fmt1(r.droppedFps)}/s, decode ${r.decodeMs.toFixed(1)} ms/frame`);
     for (const x of p.path) log(`  ${x.edge} input: ${x.received} packets, ${x.lost} of the sender's lost on the way, ${x.missing} sequence numbers missing (at the sender ${x.missingAtSender}), ${x.reordered} reordered, longest stream silence ${x.maxGapMs.toFixed(0)} ms (at the sender ${x.maxGapAtSenderMs.toFixed(0)} ms)`);
-    for (const c of p.edgeCounters) log(`  ${c.edge} core: frames released ${c.framesReleased}, lost ${c.framesLost}, FEC-recovered packets ${c.fecRecovered}, dropped ${c.dropped}; layer switches up ${c.switchesUp} down ${c.switchesDown}; viewers' estimates ${c.estimatesKbps.join('/')} kbit/s, spatial ${c.spatial.join('/')}, temporal ${c.temporal.join('/')}, loss ${c.viewerLoss.map((x) => x.toFixed(3)).join('/')}, RTT ${c.viewerRttMs.join('/')} ms`);
+    for (const c of p.edgeCounters) log(`  ${c.edge} core: frames released ${c.framesReleased}, lost ${c.framesLost}, FEC-recovered packets ${c.fecRecovered}, dropped ${c.dropped}; forwarded ${fmt1(c.picturesPerViewerFps)} pictures/s per browser; layer switches up ${c.switchesUp} down ${c.switchesDown}; viewers' estimates ${c.estimatesKbps.join('/')} kbit/s, spatial ${c.spatial.join('/')}, temporal ${c.temporal.join('/')}, loss ${c.viewerLoss.map((x) => x.toFixed(3)).join('/')}, RTT ${c.viewerRttMs.join('/')} ms`);
     for (const r of p.routerFwd) log(`  router ${r.router}: ${r.entries} (S,G) in the kernel, ${r.packets} packets forwarded, ${r.wrongIf} on a wrong interface`);
     for (const j of p.joins) log(`  ${j.edge} (router ${j.router}): ${j.groups.length} groups, ${j.ssmGroups.length} source-specific, users ${JSON.stringify(j.users)}; router (S,G) ${j.routerSG}, (*,G) ${j.routerAny}`);
   }
