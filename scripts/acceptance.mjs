@@ -153,6 +153,7 @@ const ISSUE_CHECKS = [
   ['issue25/lcc-settle', 'LCC (product default) 2 PIM routers from the sender: reach and hold 4 layers at 1 Mbit/s, shed to 2 after the step to 500 kbit/s', 'reach, hold, shed ≤ 1 s'],
   ['issue25/lcc-settle-frr-defaults', "LCC settle-and-shed with FRR's default IGMP timers (leave 2 × 1 s)", 'reported'],
   ['issue25/edges-play', 'WebRTC edges behind 3 FRR routers (1 then 3 edges, 2 then 4 headless Chromium browsers on clean paths): every browser plays', '≥ 27 fps decoded (source 30), no freeze'],
+  ['issue25/edges-path', 'The routed path to the edges: every RTP stream at each edge\'s multicast input against the sender\'s output (packet captures), and the routers\' kernel counters', '0 lost, 0 reordered, no pause > the sender\'s + 50 ms, 0 wrong-interface packets'],
   ['issue25/edges-ssm-join', 'Each edge one subscription: every session group joined once, source-specifically (IGMPv3 INCLUDE {sender}), and (S,G) with no (*,G) on its router', 'all groups (S,G), 1 socket each'],
   ['issue25/edges-sender-rate', 'Sender multicast output with 1 edge (2 browsers) and 3 edges (4 browsers), same encode', 'flat within 2 %'],
   ['issue22/browser-fps', 'Headless Chromium behind 4 Mbit/s plays the session from the edge\'s watch page: framesDecoded rate (getStats)', '≥ 27 fps (source 30)'],

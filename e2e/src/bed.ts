@@ -42,6 +42,9 @@ export interface BedOptions {
   ladderKbps?: number[];
   /** The session's `video` object (default VIDEO_SMALL). */
   video?: Record<string, unknown>;
+  /** The server's video source for `source: 'video'`: 'testpattern' (default, the server's own
+   *  pattern, no GStreamer) or any session source the server takes ('gst-testpattern', a URI). */
+  videoSource?: string;
   /** 'linkemu' (default; needed for link faults) or 'tbf' (rate only, cheapest per player). */
   links?: 'linkemu' | 'tbf';
   /** Server's viewer_timeout_s (default: the server's, 5). */
@@ -297,7 +300,7 @@ export class Bed {
       port: 5004,
       ...o.session,
     };
-    if (o.source === 'video') Object.assign(session, { source: 'testpattern', video: o.video ?? VIDEO_SMALL });
+    if (o.source === 'video') Object.assign(session, { source: o.videoSource ?? 'testpattern', video: o.video ?? VIDEO_SMALL });
     else Object.assign(session, { source: 'synthetic', layer_rates_bps: ladder.map((r) => Math.round(r * 1000)) });
     this.serverArgs = [
       '--dev', // the bed's private namespaces: docs/security.md §9.8
@@ -474,6 +477,11 @@ export class Bed {
    *  grow with them). Read with `senderMulticastBytes`. */
   async countSenderMulticast(): Promise<void> {
     await nsRun(this.appNs, 'iptables', ['-w', '-A', 'OUTPUT', '-o', 'up0', '-d', '224.0.0.0/4', '-j', 'ACCEPT']);
+  }
+
+  /** The sender's namespace and the interface its multicast leaves on. */
+  senderIf(): { ns: string; ifName: string } {
+    return { ns: this.appNs, ifName: 'up0' };
   }
 
   async senderMulticastBytes(): Promise<number> {

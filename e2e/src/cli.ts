@@ -166,6 +166,7 @@ async function main(argv: string[]): Promise<number> {
         only: only ? only.split(',') : undefined,
         cycles: Number(flag(args, '--cycles') ?? 5),
         frrDefaults: args.includes('--frr-defaults'),
+        edgeSource: flag(args, '--edge-source'),
         keepAwake: !args.includes('--no-keep-awake'),
       });
     }

@@ -296,16 +296,19 @@ export async function pimSenderRate(o: { outDir: string; counts?: number[]; wind
 }
 
 export const PIM_USAGE = `  layercast-e2e pim [--only latency,settle,rate,edges] [--cycles N] [--frr-defaults]
-                    [--out DIR] [--no-keep-awake]
+                    [--edge-source SOURCE] [--out DIR] [--no-keep-awake]
                                         Layercast through FRR PIM routers: join/leave latency
                                         through 1 and 2 routers (and the mrouter's), ERA, PLM
                                         and LCC settle-and-shed 2 routers away, the sender's
                                         rate with 1/4/16 viewers, WebRTC edges on 3 routers
                                         serving Chromium (1 then 3 edges); --frr-defaults also
-                                        runs settle with FRR's default IGMP timers (informative)`;
+                                        runs settle with FRR's default IGMP timers (informative);
+                                        --edge-source: the edges' session source (default
+                                        gst-testpattern, the edge suite's; testpattern is the
+                                        server's own pattern, which its encoder drops frames of)`;
 
 /** `layercast-e2e pim`: every PIM measurement (or `only` some), under keep-awake spinners. */
-export async function pimCommand(o: { outDir: string; only?: string[]; cycles?: number; frrDefaults?: boolean; keepAwake?: boolean }): Promise<number> {
+export async function pimCommand(o: { outDir: string; only?: string[]; cycles?: number; frrDefaults?: boolean; edgeSource?: string; keepAwake?: boolean }): Promise<number> {
   const log = (m: string) => console.log(`[pim] ${m}`);
   const want = (x: string) => !o.only || o.only.includes(x);
   for (const x of o.only ?? []) if (!['latency', 'settle', 'rate', 'edges'].includes(x)) throw new Error(`--only takes latency, settle, rate, edges; not ${x}`);
@@ -328,7 +331,7 @@ export async function pimCommand(o: { outDir: string; only?: string[]; cycles?: 
       if (!rows.every((r) => r.allAtTop) || Math.max(...rates) / Math.min(...rates) - 1 > 0.02) fails++;
     }
     if (want('edges')) {
-      fails += (await pimEdges({ outDir: o.outDir, keepAwake: false, log })).fails;
+      fails += (await pimEdges({ outDir: o.outDir, source: o.edgeSource, keepAwake: false, log })).fails;
     }
   } finally {
     spinner?.kill('SIGTERM');
