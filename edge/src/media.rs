@@ -430,6 +430,13 @@ impl Loop {
                     else {
                         continue;
                     };
+                    tracing::info!(
+                        "viewer {viewer:x}: layers {from:?} -> S{}T{} ({reason}, estimate {:.0} kbit/s, loss {:.3})",
+                        to.spatial,
+                        to.temporal,
+                        estimate_bps / 1000.0,
+                        loss
+                    );
                     let idx = |c: edge::select::Choice| {
                         layout.ladder_index(c.spatial, c.temporal) as u32 + 1
                     };
@@ -459,8 +466,25 @@ impl Loop {
                 cache_bytes: r.cache().bytes(),
             })
             .collect();
+        let viewers = self.edge.reports(now);
+        for v in &viewers {
+            tracing::debug!(
+                "viewer {:x}: S{}T{} target S{}T{}, estimate {:.0} kbit/s, sent {:.0} kbit/s, loss {:.3}, rtt {:?}, nacks {}, rtx {}",
+                v.id,
+                v.current.spatial,
+                v.current.temporal,
+                v.target.spatial,
+                v.target.temporal,
+                v.stats.estimate_bps.unwrap_or(0.0) / 1000.0,
+                v.stats.rate_bps / 1000.0,
+                v.stats.loss,
+                v.stats.rtt,
+                v.stats.nacks,
+                v.stats.rtx_packets
+            );
+        }
         let s = Snapshot {
-            viewers: self.edge.reports(now),
+            viewers,
             counters: self.edge.counters(),
             totals: self.edge.totals(),
             sessions,

@@ -48,8 +48,15 @@ pub struct SelectConfig {
     /// A shortfall down to this share of the current point's wire rate, without loss, must
     /// last `down_hold` before a down-switch; a deeper one switches at once.
     pub deep_down: f64,
-    /// How long a shallow shortfall must last.
+    /// How long a shortfall without congestion signs must last before a spatial down-switch
+    /// (and a shallow one before any down-switch).
     pub down_hold: Duration,
+    /// An RTT this far above the lowest one seen confirms a shortfall (a queue is building at
+    /// the bottleneck), like loss does.
+    pub rtt_rise: Duration,
+    /// `desired` is only sent to str0m again when the top point's rate moved by more than this
+    /// share: each raise above the estimate starts allocation probes.
+    pub desired_tolerance: f64,
 }
 
 impl Default for SelectConfig {
@@ -62,6 +69,8 @@ impl Default for SelectConfig {
             loss_low: 0.02,
             deep_down: 0.6,
             down_hold: Duration::from_millis(1500),
+            rtt_rise: Duration::from_millis(50),
+            desired_tolerance: 0.25,
         }
     }
 }
@@ -127,8 +136,12 @@ pub struct Selector {
     conf: SelectConfig,
     current: Option<Choice>,
     last_spatial_down: Option<Instant>,
-    /// Since when the virtual rate has been below the current point (without a switch).
+    /// Since when the virtual rate has been below the current point's spatial layer.
     short_since: Option<Instant>,
+    /// The lowest RTT seen: the path's base, against which a building queue shows.
+    min_rtt: Option<Duration>,
+    /// The (minimum, desired) rates last given to str0m.
+    sent_targets: Option<(f64, f64)>,
 }
 
 impl Selector {
@@ -138,6 +151,8 @@ impl Selector {
             current: None,
             last_spatial_down: None,
             short_since: None,
+            min_rtt: None,
+            sent_targets: None,
         }
     }
 
@@ -159,15 +174,20 @@ impl Selector {
         }
     }
 
-    /// Re-evaluates; returns the new target if it changed.
+    /// Re-evaluates from the estimate, the loss and the RTT the browser reports; returns the
+    /// new target if it changed.
     pub fn update(
         &mut self,
         now: Instant,
         estimate_bps: f64,
         loss: f32,
+        rtt: Option<Duration>,
         cands: &[Candidate],
     ) -> Option<(Choice, Reason)> {
         let first = cands.first()?;
+        if let Some(r) = rtt {
+            self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
+        }
         let v = self.virtual_rate(estimate_bps, loss);
         let overhead = self.conf.overhead;
         let fits = |c: &Candidate, share: f64| c.rate_bps * overhead <= v * share;
@@ -191,17 +211,38 @@ impl Selector {
             self.short_since = None;
         } else {
             let since = *self.short_since.get_or_insert(now);
-            let deep =
-                loss >= self.conf.loss_low || v < self.wire_rate(cur_c) * self.conf.deep_down;
-            if !deep && now < since + self.conf.down_hold {
+            let congested = loss >= self.conf.loss_low
+                || rtt
+                    .zip(self.min_rtt)
+                    .is_some_and(|(r, m)| r >= m + self.conf.rtt_rise);
+            let held = now >= since + self.conf.down_hold;
+            let deep = v < self.wire_rate(cur_c) * self.conf.deep_down;
+            let to = if congested || held {
+                best_down
+            } else if deep {
+                // Without signs of congestion a deep dip first costs frame rate, not
+                // resolution: the best lower temporal point of the current spatial layer.
+                let same = |c: &&Candidate| c.choice.spatial == cur.spatial;
+                cands
+                    .iter()
+                    .rev()
+                    .filter(same)
+                    .filter(|c| c.rate_bps < cur_c.rate_bps)
+                    .find(|c| fits(c, 1.0))
+                    .or_else(|| cands.iter().find(same))
+                    .map_or(cur, |c| c.choice)
+            } else {
+                return None;
+            };
+            if to == cur {
                 return None;
             }
-            self.short_since = None;
-            if best_down.spatial < cur.spatial {
+            if to.spatial < cur.spatial {
                 self.last_spatial_down = Some(now);
+                self.short_since = None;
             }
-            self.current = Some(best_down);
-            return Some((best_down, Reason::Down));
+            self.current = Some(to);
+            return Some((to, Reason::Down));
         }
         let hold = self
             .last_spatial_down
@@ -222,14 +263,30 @@ impl Selector {
         }
     }
 
-    /// The minimum and desired send rates to ask str0m's estimator for: sustain traffic up to
-    /// the next candidate (so the estimate can grow into it), probe towards the top one.
-    pub fn bwe_targets(&self, cands: &[Candidate]) -> Option<(f64, f64)> {
+    /// The minimum and desired send rates to ask str0m's estimator for, when they changed:
+    /// sustain traffic up to the next candidate (so the estimate can grow into it), probe
+    /// towards the top one. `desired` sticks while the top point's measured rate wanders
+    /// within `desired_tolerance`: str0m starts allocation probes (at up to twice the
+    /// estimate) on every raise of `desired` above the estimate, and a measured rate that
+    /// ticks up every second would probe a narrow path into loss over and over.
+    pub fn bwe_targets(&mut self, cands: &[Candidate]) -> Option<(f64, f64)> {
         let top = cands.last()?;
         let cur = self.current?;
         let i = cands.iter().position(|c| c.choice == cur)?;
         let next = cands.get(i + 1).unwrap_or(top);
-        Some((self.wire_rate(next), self.wire_rate(top) * 1.1))
+        let mut desired = self.wire_rate(top) * 1.1;
+        let min = self.wire_rate(next).min(desired);
+        if let Some((m, d)) = self.sent_targets {
+            if (desired / d - 1.0).abs() <= self.conf.desired_tolerance {
+                desired = d;
+            }
+            if (min / m - 1.0).abs() <= 0.05 && desired == d {
+                return None;
+            }
+        }
+        let min = min.min(desired);
+        self.sent_targets = Some((min, desired));
+        Some((min, desired))
     }
 }
 
@@ -274,36 +331,89 @@ mod tests {
             (50_000.0, (0, 0)),
         ] {
             let mut s = Selector::new(SelectConfig::default());
-            let (ch, _) = s.update(now, est, 0.0, &c).unwrap();
+            let (ch, _) = s.update(now, est, 0.0, None, &c).unwrap();
             assert_eq!((ch.spatial, ch.temporal), want, "estimate {est}");
         }
     }
 
     #[test]
-    fn down_at_once_up_after_the_hold() {
+    fn congestion_moves_down_at_once_and_720p_waits_for_the_hold() {
         let t0 = Instant::now();
         let c = cands();
         let mut s = Selector::new(SelectConfig::default());
-        s.update(t0, 4e6, 0.0, &c);
-        assert_eq!(s.current().unwrap().spatial, 2);
-        // 0.8 Mbit/s is a deep shortfall under 720p's 1.65 Mbit/s on the wire: at once.
+        let rtt = |ms| Some(Duration::from_millis(ms));
+        s.update(t0, 4e6, 0.0, rtt(20), &c);
+        assert_eq!(s.current(), Some(at(2, 2)));
+        // 0.8 Mbit/s with the RTT up by a queue's worth: the path is full, down at once.
         let (ch, r) = s
-            .update(t0 + Duration::from_secs(1), 0.8e6, 0.0, &c)
+            .update(t0 + Duration::from_secs(1), 0.8e6, 0.0, rtt(120), &c)
+            .unwrap();
+        assert_eq!((ch, r), (at(1, 2), Reason::Down));
+        // The estimate recovers at once, but 720p waits for the hold.
+        assert_eq!(
+            s.update(t0 + Duration::from_secs(2), 4e6, 0.0, rtt(20), &c),
+            None
+        );
+        let (ch, r) = s
+            .update(t0 + Duration::from_secs(6), 4e6, 0.0, rtt(20), &c)
+            .unwrap();
+        assert_eq!((ch, r), (at(2, 2), Reason::Up));
+    }
+
+    #[test]
+    fn a_deep_dip_without_congestion_costs_frame_rate_first() {
+        // The estimate falls to under half of 720p on the wire, but neither loss nor a
+        // growing RTT says the path is full: 720p at 15 fps at once, 360p only if the
+        // shortfall lasts the hold.
+        let t0 = Instant::now();
+        let c = cands();
+        let mut s = Selector::new(SelectConfig::default());
+        let rtt = Some(Duration::from_millis(20));
+        s.update(t0, 4e6, 0.0, rtt, &c);
+        let (ch, r) = s
+            .update(t0 + Duration::from_secs(1), 0.8e6, 0.0, rtt, &c)
+            .unwrap();
+        assert_eq!((ch, r), (at(2, 1), Reason::Down));
+        let hold = SelectConfig::default().down_hold;
+        assert_eq!(
+            s.update(t0 + Duration::from_millis(1500), 0.8e6, 0.0, rtt, &c),
+            None
+        );
+        // The estimate comes back within the hold: 720p at 30 fps again, no resolution change.
+        let (ch, r) = s
+            .update(t0 + Duration::from_millis(2000), 3e6, 0.0, rtt, &c)
+            .unwrap();
+        assert_eq!((ch, r), (at(2, 2), Reason::Up));
+        // A dip that lasts the hold does change the resolution.
+        s.update(t0 + Duration::from_secs(3), 0.8e6, 0.0, rtt, &c);
+        assert_eq!(s.current(), Some(at(2, 1)));
+        let (ch, r) = s
+            .update(t0 + Duration::from_secs(3) + hold, 0.8e6, 0.0, rtt, &c)
             .unwrap();
         assert_eq!((ch.spatial, r), (1, Reason::Down));
-        // The estimate recovers at once, but 720p waits for the hold.
-        assert_eq!(s.update(t0 + Duration::from_secs(2), 4e6, 0.0, &c), None);
-        let (ch, r) = s.update(t0 + Duration::from_secs(6), 4e6, 0.0, &c).unwrap();
-        assert_eq!(
-            (ch, r),
-            (
-                Choice {
-                    spatial: 2,
-                    temporal: 2
-                },
-                Reason::Up
-            )
-        );
+    }
+
+    #[test]
+    fn desired_rate_sticks_while_the_top_rate_wanders() {
+        let c = cands();
+        let mut s = Selector::new(SelectConfig::default());
+        s.update(Instant::now(), 4e6, 0.0, None, &c);
+        let (min, desired) = s.bwe_targets(&c).unwrap();
+        assert!(min <= desired);
+        // The same candidates: nothing new to tell str0m.
+        assert_eq!(s.bwe_targets(&c), None);
+        // The top point's measured rate 10 % up: the minimum follows (it starts no probe),
+        // the desired rate stays.
+        let mut up = c.clone();
+        up.last_mut().unwrap().rate_bps *= 1.1;
+        let (m1, d1) = s.bwe_targets(&up).unwrap();
+        assert!(m1 > min);
+        assert_eq!(d1, desired);
+        // 50 % up: a new desired rate.
+        let mut big = c.clone();
+        big.last_mut().unwrap().rate_bps *= 1.5;
+        let (_, d2) = s.bwe_targets(&big).unwrap();
+        assert!(d2 > desired * 1.4, "{d2} vs {desired}");
     }
 
     fn at(spatial: u8, temporal: u8) -> Choice {
@@ -317,23 +427,23 @@ mod tests {
         let t0 = Instant::now();
         let c = cands();
         let mut s = Selector::new(SelectConfig::default());
-        s.update(t0, 2.9e6, 0.0, &c);
+        s.update(t0, 2.9e6, 0.0, None, &c);
         assert_eq!(s.current(), Some(at(2, 2)));
         for ms in [0, 300, 600, 1000] {
             let now = t0 + Duration::from_secs(1) + Duration::from_millis(ms);
-            assert_eq!(s.update(now, 1.4e6, 0.0, &c), None, "dip at +{ms} ms");
+            assert_eq!(s.update(now, 1.4e6, 0.0, None, &c), None, "dip at +{ms} ms");
         }
         assert_eq!(
-            s.update(t0 + Duration::from_millis(2100), 2.9e6, 0.0, &c),
+            s.update(t0 + Duration::from_millis(2100), 2.9e6, 0.0, None, &c),
             None
         );
         // A second dip starts its own hold.
         assert_eq!(
-            s.update(t0 + Duration::from_millis(2200), 1.4e6, 0.0, &c),
+            s.update(t0 + Duration::from_millis(2200), 1.4e6, 0.0, None, &c),
             None
         );
         assert_eq!(
-            s.update(t0 + Duration::from_millis(3000), 1.4e6, 0.0, &c),
+            s.update(t0 + Duration::from_millis(3000), 1.4e6, 0.0, None, &c),
             None
         );
         assert_eq!(s.current(), Some(at(2, 2)));
@@ -344,18 +454,21 @@ mod tests {
         let t0 = Instant::now();
         let c = cands();
         let mut s = Selector::new(SelectConfig::default());
-        s.update(t0, 2.9e6, 0.0, &c);
-        assert_eq!(s.update(t0 + Duration::from_secs(1), 1.4e6, 0.0, &c), None);
+        s.update(t0, 2.9e6, 0.0, None, &c);
+        assert_eq!(
+            s.update(t0 + Duration::from_secs(1), 1.4e6, 0.0, None, &c),
+            None
+        );
         let hold = SelectConfig::default().down_hold;
         let (ch, r) = s
-            .update(t0 + Duration::from_secs(1) + hold, 1.4e6, 0.0, &c)
+            .update(t0 + Duration::from_secs(1) + hold, 1.4e6, 0.0, None, &c)
             .unwrap();
         assert_eq!((ch, r), (at(2, 1), Reason::Down));
         // The same shallow shortfall with loss reported: the path is full, down at once.
         let mut s = Selector::new(SelectConfig::default());
-        s.update(t0, 2.9e6, 0.0, &c);
+        s.update(t0, 2.9e6, 0.0, None, &c);
         let (ch, r) = s
-            .update(t0 + Duration::from_secs(1), 1.4e6, 0.03, &c)
+            .update(t0 + Duration::from_secs(1), 1.4e6, 0.03, None, &c)
             .unwrap();
         assert_eq!((ch, r), (at(2, 1), Reason::Down));
     }
