@@ -517,7 +517,9 @@ impl Edge {
             .estimate_bps
             .unwrap_or(self.conf.rtc.initial_estimate_bps as f64);
         let from = v.sel.current();
-        if let Some((to, reason)) = v.sel.update(now, est, st.loss, st.rtt, &cands) {
+        // The estimate covers the whole transport: what the audio takes is not there for video.
+        let video_est = v.sel.video_share(est, st.audio_rate_bps);
+        if let Some((to, reason)) = v.sel.update(now, video_est, st.loss, st.rtt, &cands) {
             v.fwd.set_target(to);
             if let Some(f) = from {
                 if to > f {
@@ -535,7 +537,7 @@ impl Edge {
                 loss: st.loss,
             });
         }
-        if let Some((min, desired)) = v.sel.bwe_targets(&cands) {
+        if let Some((min, desired)) = v.sel.bwe_targets(&cands, video_est) {
             v.set_bwe_targets(now, min, desired, &mut self.transmits);
         }
     }

@@ -57,6 +57,9 @@ pub struct SelectConfig {
     /// `desired` is only sent to str0m again when the top point's rate moved by more than this
     /// share: each raise above the estimate starts allocation probes.
     pub desired_tolerance: f64,
+    /// Padding fills up to the next layer, but not beyond this share of the estimate's video
+    /// part.
+    pub pad_share: f64,
 }
 
 impl Default for SelectConfig {
@@ -71,6 +74,7 @@ impl Default for SelectConfig {
             down_hold: Duration::from_millis(1500),
             rtt_rise: Duration::from_millis(50),
             desired_tolerance: 0.25,
+            pad_share: 0.9,
         }
     }
 }
@@ -165,6 +169,18 @@ impl Selector {
         c.rate_bps * self.conf.overhead
     }
 
+    /// The part of the estimate left for video when the audio payload takes `audio_bps`: each
+    /// 20-ms Opus packet carries about 60 bytes of RTP/SRTP/UDP/IP headers, so audio costs
+    /// its payload rate plus 24 kbit/s.
+    pub fn video_share(&self, estimate_bps: f64, audio_bps: f64) -> f64 {
+        let audio = if audio_bps > 0.0 {
+            audio_bps + 24_000.0
+        } else {
+            0.0
+        };
+        (estimate_bps - audio).max(0.0)
+    }
+
     /// The virtual rate: the estimate adjusted by the loss the browser reports.
     pub fn virtual_rate(&self, estimate_bps: f64, loss: f32) -> f64 {
         if loss < self.conf.loss_low {
@@ -221,16 +237,15 @@ impl Selector {
                 best_down
             } else if deep {
                 // Without signs of congestion a deep dip first costs frame rate, not
-                // resolution: the best lower temporal point of the current spatial layer.
-                let same = |c: &&Candidate| c.choice.spatial == cur.spatial;
+                // resolution, when a lower temporal point of the current spatial layer fits;
+                // when none does, the spatial layer goes at once (str0m's pacer sends at the
+                // estimate, so a point above it would queue there).
                 cands
                     .iter()
                     .rev()
-                    .filter(same)
-                    .filter(|c| c.rate_bps < cur_c.rate_bps)
+                    .filter(|c| c.choice.spatial == cur.spatial && c.rate_bps < cur_c.rate_bps)
                     .find(|c| fits(c, 1.0))
-                    .or_else(|| cands.iter().find(same))
-                    .map_or(cur, |c| c.choice)
+                    .map_or(best_down, |c| c.choice)
             } else {
                 return None;
             };
@@ -269,13 +284,21 @@ impl Selector {
     /// within `desired_tolerance`: str0m starts allocation probes (at up to twice the
     /// estimate) on every raise of `desired` above the estimate, and a measured rate that
     /// ticks up every second would probe a narrow path into loss over and over.
-    pub fn bwe_targets(&mut self, cands: &[Candidate]) -> Option<(f64, f64)> {
+    ///
+    /// The minimum is also kept under `pad_share` of the video's part of the estimate
+    /// (`video_bps`): str0m pads the video stream up to the minimum (capped by the whole
+    /// estimate, audio not counted), so padding up to the next layer on a path that the
+    /// estimate already fills would overflow its queue and cost media packets.
+    pub fn bwe_targets(&mut self, cands: &[Candidate], video_bps: f64) -> Option<(f64, f64)> {
         let top = cands.last()?;
         let cur = self.current?;
         let i = cands.iter().position(|c| c.choice == cur)?;
         let next = cands.get(i + 1).unwrap_or(top);
         let mut desired = self.wire_rate(top) * 1.1;
-        let min = self.wire_rate(next).min(desired);
+        let min = self
+            .wire_rate(next)
+            .min(desired)
+            .min(video_bps * self.conf.pad_share);
         if let Some((m, d)) = self.sent_targets {
             if (desired / d - 1.0).abs() <= self.conf.desired_tolerance {
                 desired = d;
@@ -362,21 +385,38 @@ mod tests {
 
     #[test]
     fn a_deep_dip_without_congestion_costs_frame_rate_first() {
-        // The estimate falls to under half of 720p on the wire, but neither loss nor a
-        // growing RTT says the path is full: 720p at 15 fps at once, 360p only if the
+        // The estimate falls under 60 % of 720p on the wire, but neither loss nor a growing
+        // RTT says the path is full: 720p at 15 fps at once where it fits, 360p only if the
         // shortfall lasts the hold.
         let t0 = Instant::now();
-        let c = cands();
+        // A ladder whose 15-fps top point is half the 30-fps one.
+        let c: Vec<Candidate> = [(0, 2, 0.2e6), (1, 2, 0.5e6), (2, 1, 0.8e6), (2, 2, 1.6e6)]
+            .into_iter()
+            .map(|(s, t, r)| Candidate {
+                choice: at(s, t),
+                rate_bps: r,
+            })
+            .collect();
+        let dip = 0.9e6;
+        let s21 = c.iter().find(|x| x.choice == at(2, 1)).unwrap().rate_bps;
+        let s22 = c.iter().find(|x| x.choice == at(2, 2)).unwrap().rate_bps;
+        assert!(s21 * 1.08 <= dip && dip < s22 * 1.08 * 0.6, "{s21} {s22}");
         let mut s = Selector::new(SelectConfig::default());
         let rtt = Some(Duration::from_millis(20));
         s.update(t0, 4e6, 0.0, rtt, &c);
+        // Where no 720p point fits (0.5 Mbit/s), 720p goes at once.
+        let mut deeper = s.clone();
+        let (ch, _) = deeper
+            .update(t0 + Duration::from_secs(1), 0.5e6, 0.0, rtt, &c)
+            .unwrap();
+        assert!(ch.spatial < 2, "{ch:?}");
         let (ch, r) = s
-            .update(t0 + Duration::from_secs(1), 0.8e6, 0.0, rtt, &c)
+            .update(t0 + Duration::from_secs(1), dip, 0.0, rtt, &c)
             .unwrap();
         assert_eq!((ch, r), (at(2, 1), Reason::Down));
         let hold = SelectConfig::default().down_hold;
         assert_eq!(
-            s.update(t0 + Duration::from_millis(1500), 0.8e6, 0.0, rtt, &c),
+            s.update(t0 + Duration::from_millis(1500), dip, 0.0, rtt, &c),
             None
         );
         // The estimate comes back within the hold: 720p at 30 fps again, no resolution change.
@@ -384,13 +424,13 @@ mod tests {
             .update(t0 + Duration::from_millis(2000), 3e6, 0.0, rtt, &c)
             .unwrap();
         assert_eq!((ch, r), (at(2, 2), Reason::Up));
-        // A dip that lasts the hold does change the resolution.
-        s.update(t0 + Duration::from_secs(3), 0.8e6, 0.0, rtt, &c);
+        // A dip that outlasts the hold keeps 720p as long as its 15 fps fit.
+        s.update(t0 + Duration::from_secs(3), dip, 0.0, rtt, &c);
         assert_eq!(s.current(), Some(at(2, 1)));
-        let (ch, r) = s
-            .update(t0 + Duration::from_secs(3) + hold, 0.8e6, 0.0, rtt, &c)
-            .unwrap();
-        assert_eq!((ch.spatial, r), (1, Reason::Down));
+        assert_eq!(
+            s.update(t0 + Duration::from_secs(3) + hold, dip, 0.0, rtt, &c),
+            None
+        );
     }
 
     #[test]
@@ -398,22 +438,25 @@ mod tests {
         let c = cands();
         let mut s = Selector::new(SelectConfig::default());
         s.update(Instant::now(), 4e6, 0.0, None, &c);
-        let (min, desired) = s.bwe_targets(&c).unwrap();
+        let (min, desired) = s.bwe_targets(&c, 4e6).unwrap();
         assert!(min <= desired);
         // The same candidates: nothing new to tell str0m.
-        assert_eq!(s.bwe_targets(&c), None);
+        assert_eq!(s.bwe_targets(&c, 4e6), None);
         // The top point's measured rate 10 % up: the minimum follows (it starts no probe),
         // the desired rate stays.
         let mut up = c.clone();
         up.last_mut().unwrap().rate_bps *= 1.1;
-        let (m1, d1) = s.bwe_targets(&up).unwrap();
+        let (m1, d1) = s.bwe_targets(&up, 4e6).unwrap();
         assert!(m1 > min);
         assert_eq!(d1, desired);
         // 50 % up: a new desired rate.
         let mut big = c.clone();
         big.last_mut().unwrap().rate_bps *= 1.5;
-        let (_, d2) = s.bwe_targets(&big).unwrap();
+        let (_, d2) = s.bwe_targets(&big, 4e6).unwrap();
         assert!(d2 > desired * 1.4, "{d2} vs {desired}");
+        // A nearly full path: padding stays under 90 % of the estimate's video part.
+        let (m3, _) = s.bwe_targets(&big, 1e6).unwrap();
+        assert!(m3 <= 0.9e6 + 1.0, "{m3}");
     }
 
     fn at(spatial: u8, temporal: u8) -> Choice {
@@ -471,6 +514,15 @@ mod tests {
             .update(t0 + Duration::from_secs(1), 1.4e6, 0.03, None, &c)
             .unwrap();
         assert_eq!((ch, r), (at(2, 1), Reason::Down));
+    }
+
+    #[test]
+    fn audio_is_taken_off_the_estimate() {
+        let s = Selector::new(SelectConfig::default());
+        assert_eq!(s.video_share(600_000.0, 0.0), 600_000.0);
+        // 64 kbit/s of Opus in 50 packets a second: 88 kbit/s on the wire.
+        assert_eq!(s.video_share(600_000.0, 64_000.0), 512_000.0);
+        assert_eq!(s.video_share(50_000.0, 64_000.0), 0.0);
     }
 
     #[test]

@@ -58,8 +58,10 @@ pub struct ViewerStats {
     pub rtx_packets: u64,
     /// Packets the browser reports lost (cumulative, RTCP receiver reports).
     pub remote_lost: u64,
-    /// Rate of media sent over the last stats interval, bit/s.
+    /// Rate of video media sent over the last stats interval, bit/s.
     pub rate_bps: f64,
+    /// Rate of audio payload sent over the last stats interval, bit/s.
+    pub audio_rate_bps: f64,
     /// Edge-added latency of the last interval, from the arrival of a frame's last packet to
     /// the transmission of its last packet to this browser (median, microseconds).
     pub frame_latency_p50_us: Option<u64>,
@@ -90,8 +92,9 @@ pub struct Viewer {
     signals: VecDeque<ViewerSignal>,
     pub created_at: Instant,
     pub connected_at: Option<Instant>,
-    /// Bytes of media written since the last stats event.
+    /// Bytes of video and of audio written since the last stats event.
     interval_bytes: u64,
+    interval_audio_bytes: u64,
     last_stats_at: Option<Instant>,
     /// Frames sent whose last packet has not been seen leaving yet.
     pending: VecDeque<Pending>,
@@ -129,6 +132,7 @@ impl Viewer {
             created_at: now,
             connected_at: None,
             interval_bytes: 0,
+            interval_audio_bytes: 0,
             last_stats_at: None,
             pending: VecDeque::new(),
             latencies: Vec::new(),
@@ -272,8 +276,10 @@ impl Viewer {
         let Some(tx) = api.stream_tx_by_mid(mid, None) else {
             return;
         };
+        let len = payload.len() as u64;
         tx.write_rtp(RtpWrite::new(pt, SeqNo::from(seq), timestamp, at, payload).marker(marker));
         self.stats.audio_packets += 1;
+        self.interval_audio_bytes += len;
         self.drain(now, out);
     }
 
@@ -396,9 +402,11 @@ impl Viewer {
                     let dt = now.saturating_duration_since(last).as_secs_f64();
                     if dt > 0.0 {
                         self.stats.rate_bps = self.interval_bytes as f64 * 8.0 / dt;
+                        self.stats.audio_rate_bps = self.interval_audio_bytes as f64 * 8.0 / dt;
                     }
                 }
                 self.interval_bytes = 0;
+                self.interval_audio_bytes = 0;
                 self.last_stats_at = Some(now);
                 if !self.latencies.is_empty() {
                     self.latencies.sort_unstable();
