@@ -537,7 +537,10 @@ impl Edge {
                 loss: st.loss,
             });
         }
-        if let Some((min, desired)) = v.sel.bwe_targets(&cands, video_est) {
+        if let Some((min, desired)) = v
+            .sel
+            .bwe_targets(&relay.ladder(now, &self.conf.select), video_est)
+        {
             v.set_bwe_targets(now, min, desired, &mut self.transmits);
         }
     }

@@ -309,6 +309,25 @@ impl Relay {
     /// ones before anything was measured). Points whose cells have not arrived recently, or
     /// above a broken chain, are left out.
     pub fn candidates(&self, now: Instant, conf: &SelectConfig) -> Vec<Candidate> {
+        self.points(now, conf, self.gate.intact_top().unwrap_or(0), false)
+    }
+
+    /// Every operating point of the layout, whether or not its chain is intact now, with its
+    /// measured rate where there is one and its announced rate otherwise: what the browsers'
+    /// estimates must be kept ready for (padding, probing) while an upper layer is broken
+    /// upstream for a moment, so that they can take it again at its next switch point.
+    pub fn ladder(&self, now: Instant, conf: &SelectConfig) -> Vec<Candidate> {
+        let top = self.gate.layout().spatial.saturating_sub(1);
+        self.points(now, conf, top, true)
+    }
+
+    fn points(
+        &self,
+        now: Instant,
+        conf: &SelectConfig,
+        top: u8,
+        announced: bool,
+    ) -> Vec<Candidate> {
         let l = self.gate.layout();
         // Measured rates once the window holds a second of releases (before that a key
         // picture alone would dominate them).
@@ -316,7 +335,6 @@ impl Relay {
             .released
             .front()
             .is_some_and(|(t, _, _)| now.saturating_duration_since(*t) >= Duration::from_secs(1));
-        let top = self.gate.intact_top().unwrap_or(0);
         let rate = |s: u8, t: u8| -> f64 {
             if !measured {
                 return l.rate_of(s, t) as f64;
@@ -332,6 +350,9 @@ impl Relay {
                         now,
                     ) {
                         Some(r) => sum += r,
+                        None if announced => {
+                            return l.rate_of(s, t) as f64;
+                        }
                         None => return f64::INFINITY,
                     }
                 }

@@ -289,11 +289,16 @@ impl Selector {
     /// (`video_bps`): str0m pads the video stream up to the minimum (capped by the whole
     /// estimate, audio not counted), so padding up to the next layer on a path that the
     /// estimate already fills would overflow its queue and cost media packets.
-    pub fn bwe_targets(&mut self, cands: &[Candidate], video_bps: f64) -> Option<(f64, f64)> {
-        let top = cands.last()?;
+    ///
+    /// `ladder` is every point of the layout (`Relay::ladder`), not only those available now:
+    /// while an upper layer is broken upstream the browser's traffic is kept up to the next
+    /// point of the whole ladder, or its estimate would sink to what the lower layers send and
+    /// take many seconds to climb back once the layer is whole again.
+    pub fn bwe_targets(&mut self, ladder: &[Candidate], video_bps: f64) -> Option<(f64, f64)> {
+        let top = ladder.last()?;
         let cur = self.current?;
-        let i = cands.iter().position(|c| c.choice == cur)?;
-        let next = cands.get(i + 1).unwrap_or(top);
+        let cur_rate = ladder.iter().find(|c| c.choice == cur)?.rate_bps;
+        let next = ladder.iter().find(|c| c.rate_bps > cur_rate).unwrap_or(top);
         let mut desired = self.wire_rate(top) * 1.1;
         let min = self
             .wire_rate(next)
@@ -514,6 +519,25 @@ mod tests {
             .update(t0 + Duration::from_secs(1), 1.4e6, 0.03, None, &c)
             .unwrap();
         assert_eq!((ch, r), (at(2, 1), Reason::Down));
+    }
+
+    #[test]
+    fn padding_aims_at_the_next_ladder_point_while_upper_layers_are_broken() {
+        // 360p and 720p broken upstream: the browser is moved to 180p, but its traffic is
+        // kept up to 360p's first point, so its estimate is still there when 360p comes back.
+        let ladder = cands();
+        let avail: Vec<Candidate> = ladder
+            .iter()
+            .copied()
+            .filter(|c| c.choice.spatial == 0)
+            .collect();
+        let mut s = Selector::new(SelectConfig::default());
+        s.update(Instant::now(), 4e6, 0.0, None, &avail);
+        assert_eq!(s.current(), Some(at(0, 2)));
+        let (min, desired) = s.bwe_targets(&ladder, 4e6).unwrap();
+        let s11 = ladder.iter().find(|c| c.choice == at(1, 1)).unwrap();
+        assert_eq!(min, s.wire_rate(s11));
+        assert_eq!(desired, s.wire_rate(ladder.last().unwrap()) * 1.1);
     }
 
     #[test]
