@@ -14,7 +14,7 @@
 //! resolution change and a burst of repair. A down-switch happens at once when the shortfall
 //! is deep (virtual rate below `deep_down` of the current point) or the browser reports loss
 //! (the path is really full); a shallower shortfall must last `down_hold` first. Up-switches
-//! need a margin (`up_margin`), and after a spatial down-switch caused by the estimate a
+//! need a margin (`up_margin`, wider for a higher spatial layer: `spatial_up_margin`), and after a spatial down-switch caused by the estimate a
 //! spatial up-switch waits `spatial_up_hold` (so a browser does not bounce between
 //! resolutions while the estimate recovers).
 //!
@@ -39,6 +39,12 @@ pub struct SelectConfig {
     pub overhead: f64,
     /// An up-switch needs the new rate within this share of the virtual rate.
     pub up_margin: f64,
+    /// The same for an up-switch to a higher spatial layer: it starts at a sync frame (an
+    /// upper-layer frame predicted from the base only, larger than the frames around it),
+    /// and on a path the estimate nearly fills that burst, sent at 1.1 × the estimate by
+    /// str0m's pacer, reads as congestion: the estimate falls to 0.85 × what was sent before
+    /// the switch, below the point the browser came from.
+    pub spatial_up_margin: f64,
     /// Spatial layers above 0 are not chosen at a lower frame rate than this.
     pub min_upper_fps: f64,
     /// After a spatial down-switch by the estimate, no spatial up-switch for this long.
@@ -67,6 +73,7 @@ impl Default for SelectConfig {
         SelectConfig {
             overhead: 1.08,
             up_margin: 0.85,
+            spatial_up_margin: 0.7,
             min_upper_fps: 14.0,
             spatial_up_hold: Duration::from_secs(4),
             loss_low: 0.02,
@@ -267,7 +274,14 @@ impl Selector {
             .rev()
             .filter(|c| c.rate_bps > cur_c.rate_bps)
             .filter(|c| !(hold && c.choice.spatial > cur.spatial))
-            .find(|c| fits(c, self.conf.up_margin))
+            .find(|c| {
+                let m = if c.choice.spatial > cur.spatial {
+                    self.conf.spatial_up_margin
+                } else {
+                    self.conf.up_margin
+                };
+                fits(c, m)
+            })
             .map(|c| c.choice);
         match up {
             Some(u) if u != cur => {
@@ -538,6 +552,33 @@ mod tests {
         let s11 = ladder.iter().find(|c| c.choice == at(1, 1)).unwrap();
         assert_eq!(min, s.wire_rate(s11));
         assert_eq!(desired, s.wire_rate(ladder.last().unwrap()) * 1.1);
+    }
+
+    #[test]
+    fn a_higher_resolution_needs_more_headroom_than_a_higher_frame_rate() {
+        let t0 = Instant::now();
+        let c = cands();
+        let wire = |ch: Choice| c.iter().find(|x| x.choice == ch).unwrap().rate_bps * 1.08;
+        let mut s = Selector::new(SelectConfig::default());
+        s.update(t0, wire(at(0, 1)) * 1.01, 0.0, None, &c);
+        assert_eq!(s.current(), Some(at(0, 1)));
+        // 80 % of the estimate is enough for 180p at 30 fps...
+        let est = wire(at(1, 1)) / 0.8;
+        assert!(wire(at(0, 2)) <= est * 0.85);
+        let (ch, _) = s
+            .update(t0 + Duration::from_secs(1), est, 0.0, None, &c)
+            .unwrap();
+        assert_eq!(ch, at(0, 2));
+        // ... but not for 360p at 15 fps, which needs 70 %.
+        assert_eq!(
+            s.update(t0 + Duration::from_secs(2), est, 0.0, None, &c),
+            None
+        );
+        let est = wire(at(1, 1)) / 0.69;
+        let (ch, _) = s
+            .update(t0 + Duration::from_secs(3), est, 0.0, None, &c)
+            .unwrap();
+        assert_eq!(ch.spatial, 1);
     }
 
     #[test]

@@ -41,7 +41,8 @@ pub enum ViewerSignal {
 pub struct ViewerStats {
     /// str0m's send-side estimate, bit/s.
     pub estimate_bps: Option<f64>,
-    /// Fraction lost from the browser's receiver reports (last interval).
+    /// Fraction lost over the last second, from the browser's transport-wide feedback (every
+    /// packet, timely); from its receiver reports while there is no such figure.
     pub loss: f32,
     pub rtt: Option<Duration>,
     /// Video RTP packets and bytes sent, including retransmissions (str0m's count).
@@ -95,6 +96,8 @@ pub struct Viewer {
     /// Bytes of video and of audio written since the last stats event.
     interval_bytes: u64,
     interval_audio_bytes: u64,
+    /// The loss figure comes from transport-wide feedback (receiver reports no longer used).
+    twcc_loss: bool,
     last_stats_at: Option<Instant>,
     /// Frames sent whose last packet has not been seen leaving yet.
     pending: VecDeque<Pending>,
@@ -133,6 +136,7 @@ impl Viewer {
             connected_at: None,
             interval_bytes: 0,
             interval_audio_bytes: 0,
+            twcc_loss: false,
             last_stats_at: None,
             pending: VecDeque::new(),
             latencies: Vec::new(),
@@ -379,6 +383,7 @@ impl Viewer {
             Event::PeerStats(p) => {
                 if let Some(l) = p.egress_loss_fraction {
                     self.stats.loss = l;
+                    self.twcc_loss = true;
                 }
                 if p.rtt.is_some() {
                     self.stats.rtt = p.rtt;
@@ -392,7 +397,7 @@ impl Viewer {
                 if let Some(r) = &m.remote {
                     self.stats.remote_lost = r.packets_lost;
                 }
-                if let Some(l) = m.loss {
+                if let Some(l) = m.loss.filter(|_| !self.twcc_loss) {
                     self.stats.loss = l;
                 }
                 if m.rtt.is_some() {
