@@ -100,7 +100,14 @@ pub struct Relay {
     last_key_request: Option<Instant>,
     /// (time, cell, bytes) of released frames in the rate window.
     released: VecDeque<(Instant, Cell, usize)>,
+    /// Bytes of `released` per cell (`cell_index`), kept as frames come and go: every
+    /// browser's layer choice asks for the rates several times a second.
+    cell_bytes: [usize; 64],
     stats: RelayStats,
+}
+
+fn cell_index(c: Cell) -> usize {
+    usize::from(c.spatial.min(7)) * 8 + usize::from(c.temporal.min(7))
 }
 
 impl Relay {
@@ -120,6 +127,7 @@ impl Relay {
             key_wanted: true,
             last_key_request: None,
             released: VecDeque::new(),
+            cell_bytes: [0; 64],
             stats: RelayStats::default(),
             info,
         })
@@ -167,6 +175,7 @@ impl Relay {
             self.cache = KeyCache::new(spatial, self.conf.key_cache_bytes);
             self.repair = UpstreamRepair::new(&info);
             self.released.clear();
+            self.cell_bytes = [0; 64];
             self.key_wanted = true;
             self.stats.restarts += 1;
             self.audio_ts_offset = self.audio_ts_offset.wrapping_add(48_000);
@@ -227,6 +236,7 @@ impl Relay {
                     temporal: f.temporal,
                 };
                 self.released.push_back((f.completed_at, cell, f.bytes));
+                self.cell_bytes[cell_index(cell)] += f.bytes;
                 if f.key && spatial == 0 {
                     self.key_wanted = false;
                 }
@@ -246,7 +256,10 @@ impl Relay {
             .front()
             .is_some_and(|(t, _, _)| horizon.is_some_and(|h| *t < h))
         {
-            self.released.pop_front();
+            if let Some((_, cell, b)) = self.released.pop_front() {
+                let n = &mut self.cell_bytes[cell_index(cell)];
+                *n = n.saturating_sub(b);
+            }
         }
     }
 
@@ -291,12 +304,7 @@ impl Relay {
 
     /// Measured media rate of a cell over the window, bit/s (None: nothing seen).
     fn cell_rate(&self, c: Cell, now: Instant) -> Option<f64> {
-        let bytes: usize = self
-            .released
-            .iter()
-            .filter(|(_, cell, _)| *cell == c)
-            .map(|(_, _, b)| *b)
-            .sum();
+        let bytes = self.cell_bytes[cell_index(c)];
         let oldest = self.released.front()?.0;
         let span = now
             .saturating_duration_since(oldest)
