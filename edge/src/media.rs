@@ -466,6 +466,20 @@ impl Loop {
                 cache_bytes: r.cache().bytes(),
             })
             .collect();
+        for (n, r) in self.edge.sessions() {
+            let g = r.stats().gate;
+            tracing::debug!(
+                "session {n}: intact spatial layers {:?}, frames released {} lost {}, packets {} late {} duplicates {} malformed {}, FEC recovered {}",
+                r.gate().intact_top().map(|t| t + 1),
+                g.frames_released,
+                g.frames_lost,
+                g.packets,
+                g.late,
+                g.duplicates,
+                g.malformed,
+                r.stats().repair.recovered
+            );
+        }
         let viewers = self.edge.reports(now);
         for v in &viewers {
             tracing::debug!(
