@@ -87,21 +87,19 @@ export async function edgeSuite(opts: { outDir: string; lossSecs?: number }): Pr
     // both decode are the start-up (each browser climbs from the layers its first estimate
     // allows), reported apart; then 20 s sampled twice a second: how often each browser's
     // layers move and how far the estimate wanders.
-    const startup = { wide: new Trace(), narrow: new Trace() };
-    const startupEnd = Date.now() + 5_000;
-    while (Date.now() < startupEnd) {
-      await sleep(500);
-      startup.wide.add(await wide.state());
-      startup.narrow.add(await narrow.state());
-    }
+    const watch = async (ms: number) => {
+      const t = { wide: new Trace(), narrow: new Trace() };
+      const end = Date.now() + ms;
+      while (Date.now() < end) {
+        await sleep(500);
+        t.wide.add(await wide.state());
+        t.narrow.add(await narrow.state());
+      }
+      return t;
+    };
+    const startup = await watch(5_000);
     console.log(`start-up: wide ${startup.wide.describe()}; narrow ${startup.narrow.describe()}`);
-    const trace = { wide: new Trace(), narrow: new Trace() };
-    const steadyEnd = Date.now() + 20_000;
-    while (Date.now() < steadyEnd) {
-      await sleep(500);
-      trace.wide.add(await wide.state());
-      trace.narrow.add(await narrow.state());
-    }
+    const trace = await watch(20_000);
     console.log(`steady: wide ${trace.wide.describe()}; narrow ${trace.narrow.describe()}`);
     check(
       'issue22/clean-layer-stability',
