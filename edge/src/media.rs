@@ -318,6 +318,11 @@ impl Loop {
                     }
                 }
                 _ = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {
+                    // Upstream packets the readers already handed over go in before time
+                    // moves on: the gate would otherwise declare their frames lost.
+                    while let Ok(u) = self.up_rx.try_recv() {
+                        self.upstream(u);
+                    }
                     self.edge.handle_timeout(Instant::now());
                 }
                 _ = tick.tick() => self.publish(),
