@@ -170,7 +170,25 @@ fn edge_thread(cmds: mpsc::Receiver<Cmd>, addr_tx: mpsc::Sender<SocketAddr>, fed
         while let Some(t) = edge.poll_transmit() {
             let _ = sock.send_to(&t.contents, t.destination);
         }
-        while edge.poll_event().is_some() {}
+        while let Some(e) = edge.poll_event() {
+            // Down-switches say why (to stderr): on loopback each one is a misreading.
+            if let edge::EdgeEvent::Target {
+                viewer,
+                from: Some(from),
+                to,
+                reason,
+                estimate_bps,
+                loss,
+            } = e
+            {
+                if to < from {
+                    eprintln!(
+                        "down: viewer {viewer} {from:?} -> {to:?} ({reason}, estimate {:.0} kbit/s, loss {loss:.3})",
+                        estimate_bps / 1000.0
+                    );
+                }
+            }
+        }
         let next = [edge.poll_timeout(), feed.front().map(|x| x.0)]
             .into_iter()
             .flatten()
