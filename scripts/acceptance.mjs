@@ -161,7 +161,7 @@ const ISSUE_CHECKS = [
   ['issue22/browser-no-freeze', 'Same browser, clean path: freezes (getStats freezeCount)', '0'],
   ['issue22/browser-audio', 'Same browser: audio packets received (getStats)', '> 0 once the session has audio'],
   ['issue22/browser-on-dashboard', 'The browser appears in the server\'s /api/viewers (edge telemetry)', 'present, protocol webrtc'],
-  ['issue22/clean-layer-stability', 'Both browsers, 20 s on clean paths (4 Mbit/s and 600 kbit/s): spatial layer changes (estimate range reported)', '0'],
+  ['issue22/clean-layer-stability', 'Both browsers, 20 s on clean paths (4 Mbit/s and 600 kbit/s) after a 5-s start-up: spatial layer changes (estimate range and start-up changes reported)', '0'],
   ['issue22/narrow-lower-spatial', 'Second browser behind 600 kbit/s', 'lower spatial layer than the 4 Mbit/s one'],
   ['issue22/step-drop', 'Browser path steps 4 → 1 Mbit/s: the edge drops layers', '≤ 5 s'],
   ['issue22/step-no-freeze', 'During the step down and back: freezes over 500 ms', '0'],

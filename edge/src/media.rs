@@ -318,6 +318,11 @@ impl Loop {
                     }
                 }
                 _ = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {
+                    // Upstream packets the readers already handed over go in before time
+                    // moves on: the gate would otherwise declare their frames lost.
+                    while let Ok(u) = self.up_rx.try_recv() {
+                        self.upstream(u);
+                    }
                     self.edge.handle_timeout(Instant::now());
                 }
                 _ = tick.tick() => self.publish(),
@@ -430,6 +435,13 @@ impl Loop {
                     else {
                         continue;
                     };
+                    tracing::info!(
+                        "viewer {viewer:x}: layers {from:?} -> S{}T{} ({reason}, estimate {:.0} kbit/s, loss {:.3})",
+                        to.spatial,
+                        to.temporal,
+                        estimate_bps / 1000.0,
+                        loss
+                    );
                     let idx = |c: edge::select::Choice| {
                         layout.ladder_index(c.spatial, c.temporal) as u32 + 1
                     };
@@ -459,8 +471,39 @@ impl Loop {
                 cache_bytes: r.cache().bytes(),
             })
             .collect();
+        for (n, r) in self.edge.sessions() {
+            let g = r.stats().gate;
+            tracing::debug!(
+                "session {n}: intact spatial layers {:?}, frames released {} lost {}, packets {} late {} duplicates {} malformed {}, FEC recovered {}",
+                r.gate().intact_top().map(|t| t + 1),
+                g.frames_released,
+                g.frames_lost,
+                g.packets,
+                g.late,
+                g.duplicates,
+                g.malformed,
+                r.stats().repair.recovered
+            );
+        }
+        let viewers = self.edge.reports(now);
+        for v in &viewers {
+            tracing::debug!(
+                "viewer {:x}: S{}T{} target S{}T{}, estimate {:.0} kbit/s, sent {:.0} kbit/s, loss {:.3}, rtt {:?}, nacks {}, rtx {}",
+                v.id,
+                v.current.spatial,
+                v.current.temporal,
+                v.target.spatial,
+                v.target.temporal,
+                v.stats.estimate_bps.unwrap_or(0.0) / 1000.0,
+                v.stats.rate_bps / 1000.0,
+                v.stats.loss,
+                v.stats.rtt,
+                v.stats.nacks,
+                v.stats.rtx_packets
+            );
+        }
         let s = Snapshot {
-            viewers: self.edge.reports(now),
+            viewers,
             counters: self.edge.counters(),
             totals: self.edge.totals(),
             sessions,

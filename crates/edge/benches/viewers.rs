@@ -40,6 +40,8 @@ struct EdgeReport {
     viewers: usize,
     top: usize,
     cpu: Duration,
+    /// Layer down-switches so far (every viewer).
+    downs: u64,
 }
 
 fn pin(cpu: usize) {
@@ -104,6 +106,7 @@ fn edge_thread(cmds: mpsc::Receiver<Cmd>, addr_tx: mpsc::Sender<SocketAddr>, fed
                             .filter(|r| r.current.spatial == 2 && r.current.temporal == 2)
                             .count(),
                         cpu: thread_cpu(),
+                        downs: edge.counters().layer_switches_down,
                     });
                 }
                 Cmd::Stop => return,
@@ -167,7 +170,25 @@ fn edge_thread(cmds: mpsc::Receiver<Cmd>, addr_tx: mpsc::Sender<SocketAddr>, fed
         while let Some(t) = edge.poll_transmit() {
             let _ = sock.send_to(&t.contents, t.destination);
         }
-        while edge.poll_event().is_some() {}
+        while let Some(e) = edge.poll_event() {
+            // Down-switches say why (to stderr): on loopback each one is a misreading.
+            if let edge::EdgeEvent::Target {
+                viewer,
+                from: Some(from),
+                to,
+                reason,
+                estimate_bps,
+                loss,
+            } = e
+            {
+                if to < from {
+                    eprintln!(
+                        "down: viewer {viewer} {from:?} -> {to:?} ({reason}, estimate {:.0} kbit/s, loss {loss:.3})",
+                        estimate_bps / 1000.0
+                    );
+                }
+            }
+        }
         let next = [edge.poll_timeout(), feed.front().map(|x| x.0)]
             .into_iter()
             .flatten()
@@ -347,6 +368,8 @@ fn main() {
     let source_pps = 30.0;
     let mut best = 0usize;
     let mut best_p50 = f64::NAN;
+    // The first step's latency, for the record when no step is served.
+    let mut first_p50: Option<(usize, f64)> = None;
     let mut rows = Vec::new();
     let mut n = 0usize;
     let mut target = start;
@@ -401,18 +424,20 @@ fn main() {
         let worst_pics = pics.iter().copied().fold(f64::INFINITY, f64::min);
         let ok = r1.viewers == n && worst_pics >= 0.9 && cpu < 0.9;
         let row = format!(
-            "{n} viewers: edge CPU {:.0} % of a core, media rate per viewer min {:.0} / median {:.0} kbit/s, top-layer pictures worst {:.0} % of the source, {} at the top layer, latency p50 {:.1} ms p95 {:.1} ms ({} frames) -> {}",
+            "{n} viewers: edge CPU {:.0} % of a core, media rate per viewer min {:.0} / median {:.0} kbit/s, top-layer pictures worst {:.0} % of the source, {} at the top layer, {} layer down-switches, latency p50 {:.1} ms p95 {:.1} ms ({} frames) -> {}",
             cpu * 100.0,
             rates.first().copied().unwrap_or(0.0) / 1000.0,
             rates.get(rates.len() / 2).copied().unwrap_or(0.0) / 1000.0,
             worst_pics * 100.0,
             r1.top,
+            r1.downs - r0.downs,
             pct(0.5),
             pct(0.95),
             l.len(),
             if ok { "served" } else { "NOT served" }
         );
         println!("{row}");
+        first_p50.get_or_insert((n, pct(0.5)));
         rows.push(row);
         if !ok {
             break;
@@ -433,10 +458,19 @@ fn main() {
         Some(best >= 200),
         cmd,
     );
+    // The latency at the largest served step; with none served, the first step's figure is
+    // still a measurement (recorded as such, and not a pass).
+    let latency = if best > 0 {
+        format!("edge-added latency p50 {best_p50:.1} ms at {best} viewers")
+    } else if let Some((n, p50)) = first_p50 {
+        format!("edge-added latency p50 {p50:.1} ms at {n} viewers (a step not served)")
+    } else {
+        "no step measured".to_string()
+    };
     testkit::record(
         "issue22/bench-latency",
-        &format!("edge-added latency p50 {best_p50:.1} ms at {best} viewers"),
-        Some(best_p50.is_finite() && best_p50 <= 20.0),
+        &latency,
+        Some(best > 0 && best_p50.is_finite() && best_p50 <= 20.0),
         cmd,
     );
 }

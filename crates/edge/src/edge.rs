@@ -260,7 +260,13 @@ impl Edge {
         let mut sel = Selector::new(self.conf.select);
         let cands = relay.candidates(now, &self.conf.select);
         let target = sel
-            .update(now, self.conf.rtc.initial_estimate_bps as f64, 0.0, &cands)
+            .update(
+                now,
+                self.conf.rtc.initial_estimate_bps as f64,
+                0.0,
+                None,
+                &cands,
+            )
             .map(|(c, _)| c)
             .unwrap_or_default();
         let fwd = Forwarder::new(relay.layout().spatial, target);
@@ -511,7 +517,9 @@ impl Edge {
             .estimate_bps
             .unwrap_or(self.conf.rtc.initial_estimate_bps as f64);
         let from = v.sel.current();
-        if let Some((to, reason)) = v.sel.update(now, est, st.loss, &cands) {
+        // The estimate covers the whole transport: what the audio takes is not there for video.
+        let video_est = v.sel.video_share(est, st.audio_rate_bps);
+        if let Some((to, reason)) = v.sel.update(now, video_est, st.loss, st.rtt, &cands) {
             v.fwd.set_target(to);
             if let Some(f) = from {
                 if to > f {
@@ -529,7 +537,10 @@ impl Edge {
                 loss: st.loss,
             });
         }
-        if let Some((min, desired)) = v.sel.bwe_targets(&cands) {
+        if let Some((min, desired)) = v
+            .sel
+            .bwe_targets(&relay.ladder(now, &self.conf.select), video_est)
+        {
             v.set_bwe_targets(now, min, desired, &mut self.transmits);
         }
     }

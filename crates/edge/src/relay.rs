@@ -100,7 +100,14 @@ pub struct Relay {
     last_key_request: Option<Instant>,
     /// (time, cell, bytes) of released frames in the rate window.
     released: VecDeque<(Instant, Cell, usize)>,
+    /// Bytes of `released` per cell (`cell_index`), kept as frames come and go: every
+    /// browser's layer choice asks for the rates several times a second.
+    cell_bytes: [usize; 64],
     stats: RelayStats,
+}
+
+fn cell_index(c: Cell) -> usize {
+    usize::from(c.spatial.min(7)) * 8 + usize::from(c.temporal.min(7))
 }
 
 impl Relay {
@@ -120,6 +127,7 @@ impl Relay {
             key_wanted: true,
             last_key_request: None,
             released: VecDeque::new(),
+            cell_bytes: [0; 64],
             stats: RelayStats::default(),
             info,
         })
@@ -167,6 +175,7 @@ impl Relay {
             self.cache = KeyCache::new(spatial, self.conf.key_cache_bytes);
             self.repair = UpstreamRepair::new(&info);
             self.released.clear();
+            self.cell_bytes = [0; 64];
             self.key_wanted = true;
             self.stats.restarts += 1;
             self.audio_ts_offset = self.audio_ts_offset.wrapping_add(48_000);
@@ -227,6 +236,7 @@ impl Relay {
                     temporal: f.temporal,
                 };
                 self.released.push_back((f.completed_at, cell, f.bytes));
+                self.cell_bytes[cell_index(cell)] += f.bytes;
                 if f.key && spatial == 0 {
                     self.key_wanted = false;
                 }
@@ -246,7 +256,10 @@ impl Relay {
             .front()
             .is_some_and(|(t, _, _)| horizon.is_some_and(|h| *t < h))
         {
-            self.released.pop_front();
+            if let Some((_, cell, b)) = self.released.pop_front() {
+                let n = &mut self.cell_bytes[cell_index(cell)];
+                *n = n.saturating_sub(b);
+            }
         }
     }
 
@@ -291,12 +304,7 @@ impl Relay {
 
     /// Measured media rate of a cell over the window, bit/s (None: nothing seen).
     fn cell_rate(&self, c: Cell, now: Instant) -> Option<f64> {
-        let bytes: usize = self
-            .released
-            .iter()
-            .filter(|(_, cell, _)| *cell == c)
-            .map(|(_, _, b)| *b)
-            .sum();
+        let bytes = self.cell_bytes[cell_index(c)];
         let oldest = self.released.front()?.0;
         let span = now
             .saturating_duration_since(oldest)
@@ -309,6 +317,25 @@ impl Relay {
     /// ones before anything was measured). Points whose cells have not arrived recently, or
     /// above a broken chain, are left out.
     pub fn candidates(&self, now: Instant, conf: &SelectConfig) -> Vec<Candidate> {
+        self.points(now, conf, self.gate.intact_top().unwrap_or(0), false)
+    }
+
+    /// Every operating point of the layout, whether or not its chain is intact now, with its
+    /// measured rate where there is one and its announced rate otherwise: what the browsers'
+    /// estimates must be kept ready for (padding, probing) while an upper layer is broken
+    /// upstream for a moment, so that they can take it again at its next switch point.
+    pub fn ladder(&self, now: Instant, conf: &SelectConfig) -> Vec<Candidate> {
+        let top = self.gate.layout().spatial.saturating_sub(1);
+        self.points(now, conf, top, true)
+    }
+
+    fn points(
+        &self,
+        now: Instant,
+        conf: &SelectConfig,
+        top: u8,
+        announced: bool,
+    ) -> Vec<Candidate> {
         let l = self.gate.layout();
         // Measured rates once the window holds a second of releases (before that a key
         // picture alone would dominate them).
@@ -316,7 +343,6 @@ impl Relay {
             .released
             .front()
             .is_some_and(|(t, _, _)| now.saturating_duration_since(*t) >= Duration::from_secs(1));
-        let top = self.gate.intact_top().unwrap_or(0);
         let rate = |s: u8, t: u8| -> f64 {
             if !measured {
                 return l.rate_of(s, t) as f64;
@@ -332,6 +358,9 @@ impl Relay {
                         now,
                     ) {
                         Some(r) => sum += r,
+                        None if announced => {
+                            return l.rate_of(s, t) as f64;
+                        }
                         None => return f64::INFINITY,
                     }
                 }

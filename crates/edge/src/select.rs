@@ -14,7 +14,7 @@
 //! resolution change and a burst of repair. A down-switch happens at once when the shortfall
 //! is deep (virtual rate below `deep_down` of the current point) or the browser reports loss
 //! (the path is really full); a shallower shortfall must last `down_hold` first. Up-switches
-//! need a margin (`up_margin`), and after a spatial down-switch caused by the estimate a
+//! need a margin (`up_margin`, wider for a higher spatial layer: `spatial_up_margin`), and after a spatial down-switch caused by the estimate a
 //! spatial up-switch waits `spatial_up_hold` (so a browser does not bounce between
 //! resolutions while the estimate recovers).
 //!
@@ -39,6 +39,12 @@ pub struct SelectConfig {
     pub overhead: f64,
     /// An up-switch needs the new rate within this share of the virtual rate.
     pub up_margin: f64,
+    /// The same for an up-switch to a higher spatial layer: it starts at a sync frame (an
+    /// upper-layer frame predicted from the base only, larger than the frames around it),
+    /// and on a path the estimate nearly fills that burst, sent at 1.1 × the estimate by
+    /// str0m's pacer, reads as congestion: the estimate falls to 0.85 × what was sent before
+    /// the switch, below the point the browser came from.
+    pub spatial_up_margin: f64,
     /// Spatial layers above 0 are not chosen at a lower frame rate than this.
     pub min_upper_fps: f64,
     /// After a spatial down-switch by the estimate, no spatial up-switch for this long.
@@ -48,8 +54,18 @@ pub struct SelectConfig {
     /// A shortfall down to this share of the current point's wire rate, without loss, must
     /// last `down_hold` before a down-switch; a deeper one switches at once.
     pub deep_down: f64,
-    /// How long a shallow shortfall must last.
+    /// How long a shortfall without congestion signs must last before a spatial down-switch
+    /// (and a shallow one before any down-switch).
     pub down_hold: Duration,
+    /// An RTT this far above the lowest one seen confirms a shortfall (a queue is building at
+    /// the bottleneck), like loss does.
+    pub rtt_rise: Duration,
+    /// `desired` is only sent to str0m again when the top point's rate moved by more than this
+    /// share: each raise above the estimate starts allocation probes.
+    pub desired_tolerance: f64,
+    /// Padding fills up to the next layer, but not beyond this share of the estimate's video
+    /// part.
+    pub pad_share: f64,
 }
 
 impl Default for SelectConfig {
@@ -57,11 +73,15 @@ impl Default for SelectConfig {
         SelectConfig {
             overhead: 1.08,
             up_margin: 0.85,
+            spatial_up_margin: 0.7,
             min_upper_fps: 14.0,
             spatial_up_hold: Duration::from_secs(4),
             loss_low: 0.02,
             deep_down: 0.6,
             down_hold: Duration::from_millis(1500),
+            rtt_rise: Duration::from_millis(50),
+            desired_tolerance: 0.25,
+            pad_share: 0.9,
         }
     }
 }
@@ -127,8 +147,12 @@ pub struct Selector {
     conf: SelectConfig,
     current: Option<Choice>,
     last_spatial_down: Option<Instant>,
-    /// Since when the virtual rate has been below the current point (without a switch).
+    /// Since when the virtual rate has been below the current point's spatial layer.
     short_since: Option<Instant>,
+    /// The lowest RTT seen: the path's base, against which a building queue shows.
+    min_rtt: Option<Duration>,
+    /// The (minimum, desired) rates last given to str0m.
+    sent_targets: Option<(f64, f64)>,
 }
 
 impl Selector {
@@ -138,6 +162,8 @@ impl Selector {
             current: None,
             last_spatial_down: None,
             short_since: None,
+            min_rtt: None,
+            sent_targets: None,
         }
     }
 
@@ -150,6 +176,18 @@ impl Selector {
         c.rate_bps * self.conf.overhead
     }
 
+    /// The part of the estimate left for video when the audio payload takes `audio_bps`: each
+    /// 20-ms Opus packet carries about 60 bytes of RTP/SRTP/UDP/IP headers, so audio costs
+    /// its payload rate plus 24 kbit/s.
+    pub fn video_share(&self, estimate_bps: f64, audio_bps: f64) -> f64 {
+        let audio = if audio_bps > 0.0 {
+            audio_bps + 24_000.0
+        } else {
+            0.0
+        };
+        (estimate_bps - audio).max(0.0)
+    }
+
     /// The virtual rate: the estimate adjusted by the loss the browser reports.
     pub fn virtual_rate(&self, estimate_bps: f64, loss: f32) -> f64 {
         if loss < self.conf.loss_low {
@@ -159,15 +197,20 @@ impl Selector {
         }
     }
 
-    /// Re-evaluates; returns the new target if it changed.
+    /// Re-evaluates from the estimate, the loss and the RTT the browser reports; returns the
+    /// new target if it changed.
     pub fn update(
         &mut self,
         now: Instant,
         estimate_bps: f64,
         loss: f32,
+        rtt: Option<Duration>,
         cands: &[Candidate],
     ) -> Option<(Choice, Reason)> {
         let first = cands.first()?;
+        if let Some(r) = rtt {
+            self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
+        }
         let v = self.virtual_rate(estimate_bps, loss);
         let overhead = self.conf.overhead;
         let fits = |c: &Candidate, share: f64| c.rate_bps * overhead <= v * share;
@@ -191,17 +234,37 @@ impl Selector {
             self.short_since = None;
         } else {
             let since = *self.short_since.get_or_insert(now);
-            let deep =
-                loss >= self.conf.loss_low || v < self.wire_rate(cur_c) * self.conf.deep_down;
-            if !deep && now < since + self.conf.down_hold {
+            let congested = loss >= self.conf.loss_low
+                || rtt
+                    .zip(self.min_rtt)
+                    .is_some_and(|(r, m)| r >= m + self.conf.rtt_rise);
+            let held = now >= since + self.conf.down_hold;
+            let deep = v < self.wire_rate(cur_c) * self.conf.deep_down;
+            let to = if congested || held {
+                best_down
+            } else if deep {
+                // Without signs of congestion a deep dip first costs frame rate, not
+                // resolution, when a lower temporal point of the current spatial layer fits;
+                // when none does, the spatial layer goes at once (str0m's pacer sends at the
+                // estimate, so a point above it would queue there).
+                cands
+                    .iter()
+                    .rev()
+                    .filter(|c| c.choice.spatial == cur.spatial && c.rate_bps < cur_c.rate_bps)
+                    .find(|c| fits(c, 1.0))
+                    .map_or(best_down, |c| c.choice)
+            } else {
+                return None;
+            };
+            if to == cur {
                 return None;
             }
-            self.short_since = None;
-            if best_down.spatial < cur.spatial {
+            if to.spatial < cur.spatial {
                 self.last_spatial_down = Some(now);
+                self.short_since = None;
             }
-            self.current = Some(best_down);
-            return Some((best_down, Reason::Down));
+            self.current = Some(to);
+            return Some((to, Reason::Down));
         }
         let hold = self
             .last_spatial_down
@@ -211,7 +274,14 @@ impl Selector {
             .rev()
             .filter(|c| c.rate_bps > cur_c.rate_bps)
             .filter(|c| !(hold && c.choice.spatial > cur.spatial))
-            .find(|c| fits(c, self.conf.up_margin))
+            .find(|c| {
+                let m = if c.choice.spatial > cur.spatial {
+                    self.conf.spatial_up_margin
+                } else {
+                    self.conf.up_margin
+                };
+                fits(c, m)
+            })
             .map(|c| c.choice);
         match up {
             Some(u) if u != cur => {
@@ -222,14 +292,43 @@ impl Selector {
         }
     }
 
-    /// The minimum and desired send rates to ask str0m's estimator for: sustain traffic up to
-    /// the next candidate (so the estimate can grow into it), probe towards the top one.
-    pub fn bwe_targets(&self, cands: &[Candidate]) -> Option<(f64, f64)> {
-        let top = cands.last()?;
+    /// The minimum and desired send rates to ask str0m's estimator for, when they changed:
+    /// sustain traffic up to the next candidate (so the estimate can grow into it), probe
+    /// towards the top one. `desired` sticks while the top point's measured rate wanders
+    /// within `desired_tolerance`: str0m starts allocation probes (at up to twice the
+    /// estimate) on every raise of `desired` above the estimate, and a measured rate that
+    /// ticks up every second would probe a narrow path into loss over and over.
+    ///
+    /// The minimum is also kept under `pad_share` of the video's part of the estimate
+    /// (`video_bps`): str0m pads the video stream up to the minimum (capped by the whole
+    /// estimate, audio not counted), so padding up to the next layer on a path that the
+    /// estimate already fills would overflow its queue and cost media packets.
+    ///
+    /// `ladder` is every point of the layout (`Relay::ladder`), not only those available now:
+    /// while an upper layer is broken upstream the browser's traffic is kept up to the next
+    /// point of the whole ladder, or its estimate would sink to what the lower layers send and
+    /// take many seconds to climb back once the layer is whole again.
+    pub fn bwe_targets(&mut self, ladder: &[Candidate], video_bps: f64) -> Option<(f64, f64)> {
+        let top = ladder.last()?;
         let cur = self.current?;
-        let i = cands.iter().position(|c| c.choice == cur)?;
-        let next = cands.get(i + 1).unwrap_or(top);
-        Some((self.wire_rate(next), self.wire_rate(top) * 1.1))
+        let cur_rate = ladder.iter().find(|c| c.choice == cur)?.rate_bps;
+        let next = ladder.iter().find(|c| c.rate_bps > cur_rate).unwrap_or(top);
+        let mut desired = self.wire_rate(top) * 1.1;
+        let min = self
+            .wire_rate(next)
+            .min(desired)
+            .min(video_bps * self.conf.pad_share);
+        if let Some((m, d)) = self.sent_targets {
+            if (desired / d - 1.0).abs() <= self.conf.desired_tolerance {
+                desired = d;
+            }
+            if (min / m - 1.0).abs() <= 0.05 && desired == d {
+                return None;
+            }
+        }
+        let min = min.min(desired);
+        self.sent_targets = Some((min, desired));
+        Some((min, desired))
     }
 }
 
@@ -274,36 +373,109 @@ mod tests {
             (50_000.0, (0, 0)),
         ] {
             let mut s = Selector::new(SelectConfig::default());
-            let (ch, _) = s.update(now, est, 0.0, &c).unwrap();
+            let (ch, _) = s.update(now, est, 0.0, None, &c).unwrap();
             assert_eq!((ch.spatial, ch.temporal), want, "estimate {est}");
         }
     }
 
     #[test]
-    fn down_at_once_up_after_the_hold() {
+    fn congestion_moves_down_at_once_and_720p_waits_for_the_hold() {
         let t0 = Instant::now();
         let c = cands();
         let mut s = Selector::new(SelectConfig::default());
-        s.update(t0, 4e6, 0.0, &c);
-        assert_eq!(s.current().unwrap().spatial, 2);
-        // 0.8 Mbit/s is a deep shortfall under 720p's 1.65 Mbit/s on the wire: at once.
+        let rtt = |ms| Some(Duration::from_millis(ms));
+        s.update(t0, 4e6, 0.0, rtt(20), &c);
+        assert_eq!(s.current(), Some(at(2, 2)));
+        // 0.8 Mbit/s with the RTT up by a queue's worth: the path is full, down at once.
         let (ch, r) = s
-            .update(t0 + Duration::from_secs(1), 0.8e6, 0.0, &c)
+            .update(t0 + Duration::from_secs(1), 0.8e6, 0.0, rtt(120), &c)
             .unwrap();
-        assert_eq!((ch.spatial, r), (1, Reason::Down));
+        assert_eq!((ch, r), (at(1, 2), Reason::Down));
         // The estimate recovers at once, but 720p waits for the hold.
-        assert_eq!(s.update(t0 + Duration::from_secs(2), 4e6, 0.0, &c), None);
-        let (ch, r) = s.update(t0 + Duration::from_secs(6), 4e6, 0.0, &c).unwrap();
         assert_eq!(
-            (ch, r),
-            (
-                Choice {
-                    spatial: 2,
-                    temporal: 2
-                },
-                Reason::Up
-            )
+            s.update(t0 + Duration::from_secs(2), 4e6, 0.0, rtt(20), &c),
+            None
         );
+        let (ch, r) = s
+            .update(t0 + Duration::from_secs(6), 4e6, 0.0, rtt(20), &c)
+            .unwrap();
+        assert_eq!((ch, r), (at(2, 2), Reason::Up));
+    }
+
+    #[test]
+    fn a_deep_dip_without_congestion_costs_frame_rate_first() {
+        // The estimate falls under 60 % of 720p on the wire, but neither loss nor a growing
+        // RTT says the path is full: 720p at 15 fps at once where it fits, 360p only if the
+        // shortfall lasts the hold.
+        let t0 = Instant::now();
+        // A ladder whose 15-fps top point is half the 30-fps one.
+        let c: Vec<Candidate> = [(0, 2, 0.2e6), (1, 2, 0.5e6), (2, 1, 0.8e6), (2, 2, 1.6e6)]
+            .into_iter()
+            .map(|(s, t, r)| Candidate {
+                choice: at(s, t),
+                rate_bps: r,
+            })
+            .collect();
+        let dip = 0.9e6;
+        let s21 = c.iter().find(|x| x.choice == at(2, 1)).unwrap().rate_bps;
+        let s22 = c.iter().find(|x| x.choice == at(2, 2)).unwrap().rate_bps;
+        assert!(s21 * 1.08 <= dip && dip < s22 * 1.08 * 0.6, "{s21} {s22}");
+        let mut s = Selector::new(SelectConfig::default());
+        let rtt = Some(Duration::from_millis(20));
+        s.update(t0, 4e6, 0.0, rtt, &c);
+        // Where no 720p point fits (0.5 Mbit/s), 720p goes at once.
+        let mut deeper = s.clone();
+        let (ch, _) = deeper
+            .update(t0 + Duration::from_secs(1), 0.5e6, 0.0, rtt, &c)
+            .unwrap();
+        assert!(ch.spatial < 2, "{ch:?}");
+        let (ch, r) = s
+            .update(t0 + Duration::from_secs(1), dip, 0.0, rtt, &c)
+            .unwrap();
+        assert_eq!((ch, r), (at(2, 1), Reason::Down));
+        let hold = SelectConfig::default().down_hold;
+        assert_eq!(
+            s.update(t0 + Duration::from_millis(1500), dip, 0.0, rtt, &c),
+            None
+        );
+        // The estimate comes back within the hold: 720p at 30 fps again, no resolution change.
+        let (ch, r) = s
+            .update(t0 + Duration::from_millis(2000), 3e6, 0.0, rtt, &c)
+            .unwrap();
+        assert_eq!((ch, r), (at(2, 2), Reason::Up));
+        // A dip that outlasts the hold keeps 720p as long as its 15 fps fit.
+        s.update(t0 + Duration::from_secs(3), dip, 0.0, rtt, &c);
+        assert_eq!(s.current(), Some(at(2, 1)));
+        assert_eq!(
+            s.update(t0 + Duration::from_secs(3) + hold, dip, 0.0, rtt, &c),
+            None
+        );
+    }
+
+    #[test]
+    fn desired_rate_sticks_while_the_top_rate_wanders() {
+        let c = cands();
+        let mut s = Selector::new(SelectConfig::default());
+        s.update(Instant::now(), 4e6, 0.0, None, &c);
+        let (min, desired) = s.bwe_targets(&c, 4e6).unwrap();
+        assert!(min <= desired);
+        // The same candidates: nothing new to tell str0m.
+        assert_eq!(s.bwe_targets(&c, 4e6), None);
+        // The top point's measured rate 10 % up: the minimum follows (it starts no probe),
+        // the desired rate stays.
+        let mut up = c.clone();
+        up.last_mut().unwrap().rate_bps *= 1.1;
+        let (m1, d1) = s.bwe_targets(&up, 4e6).unwrap();
+        assert!(m1 > min);
+        assert_eq!(d1, desired);
+        // 50 % up: a new desired rate.
+        let mut big = c.clone();
+        big.last_mut().unwrap().rate_bps *= 1.5;
+        let (_, d2) = s.bwe_targets(&big, 4e6).unwrap();
+        assert!(d2 > desired * 1.4, "{d2} vs {desired}");
+        // A nearly full path: padding stays under 90 % of the estimate's video part.
+        let (m3, _) = s.bwe_targets(&big, 1e6).unwrap();
+        assert!(m3 <= 0.9e6 + 1.0, "{m3}");
     }
 
     fn at(spatial: u8, temporal: u8) -> Choice {
@@ -317,23 +489,23 @@ mod tests {
         let t0 = Instant::now();
         let c = cands();
         let mut s = Selector::new(SelectConfig::default());
-        s.update(t0, 2.9e6, 0.0, &c);
+        s.update(t0, 2.9e6, 0.0, None, &c);
         assert_eq!(s.current(), Some(at(2, 2)));
         for ms in [0, 300, 600, 1000] {
             let now = t0 + Duration::from_secs(1) + Duration::from_millis(ms);
-            assert_eq!(s.update(now, 1.4e6, 0.0, &c), None, "dip at +{ms} ms");
+            assert_eq!(s.update(now, 1.4e6, 0.0, None, &c), None, "dip at +{ms} ms");
         }
         assert_eq!(
-            s.update(t0 + Duration::from_millis(2100), 2.9e6, 0.0, &c),
+            s.update(t0 + Duration::from_millis(2100), 2.9e6, 0.0, None, &c),
             None
         );
         // A second dip starts its own hold.
         assert_eq!(
-            s.update(t0 + Duration::from_millis(2200), 1.4e6, 0.0, &c),
+            s.update(t0 + Duration::from_millis(2200), 1.4e6, 0.0, None, &c),
             None
         );
         assert_eq!(
-            s.update(t0 + Duration::from_millis(3000), 1.4e6, 0.0, &c),
+            s.update(t0 + Duration::from_millis(3000), 1.4e6, 0.0, None, &c),
             None
         );
         assert_eq!(s.current(), Some(at(2, 2)));
@@ -344,20 +516,78 @@ mod tests {
         let t0 = Instant::now();
         let c = cands();
         let mut s = Selector::new(SelectConfig::default());
-        s.update(t0, 2.9e6, 0.0, &c);
-        assert_eq!(s.update(t0 + Duration::from_secs(1), 1.4e6, 0.0, &c), None);
+        s.update(t0, 2.9e6, 0.0, None, &c);
+        assert_eq!(
+            s.update(t0 + Duration::from_secs(1), 1.4e6, 0.0, None, &c),
+            None
+        );
         let hold = SelectConfig::default().down_hold;
         let (ch, r) = s
-            .update(t0 + Duration::from_secs(1) + hold, 1.4e6, 0.0, &c)
+            .update(t0 + Duration::from_secs(1) + hold, 1.4e6, 0.0, None, &c)
             .unwrap();
         assert_eq!((ch, r), (at(2, 1), Reason::Down));
         // The same shallow shortfall with loss reported: the path is full, down at once.
         let mut s = Selector::new(SelectConfig::default());
-        s.update(t0, 2.9e6, 0.0, &c);
+        s.update(t0, 2.9e6, 0.0, None, &c);
         let (ch, r) = s
-            .update(t0 + Duration::from_secs(1), 1.4e6, 0.03, &c)
+            .update(t0 + Duration::from_secs(1), 1.4e6, 0.03, None, &c)
             .unwrap();
         assert_eq!((ch, r), (at(2, 1), Reason::Down));
+    }
+
+    #[test]
+    fn padding_aims_at_the_next_ladder_point_while_upper_layers_are_broken() {
+        // 360p and 720p broken upstream: the browser is moved to 180p, but its traffic is
+        // kept up to 360p's first point, so its estimate is still there when 360p comes back.
+        let ladder = cands();
+        let avail: Vec<Candidate> = ladder
+            .iter()
+            .copied()
+            .filter(|c| c.choice.spatial == 0)
+            .collect();
+        let mut s = Selector::new(SelectConfig::default());
+        s.update(Instant::now(), 4e6, 0.0, None, &avail);
+        assert_eq!(s.current(), Some(at(0, 2)));
+        let (min, desired) = s.bwe_targets(&ladder, 4e6).unwrap();
+        let s11 = ladder.iter().find(|c| c.choice == at(1, 1)).unwrap();
+        assert_eq!(min, s.wire_rate(s11));
+        assert_eq!(desired, s.wire_rate(ladder.last().unwrap()) * 1.1);
+    }
+
+    #[test]
+    fn a_higher_resolution_needs_more_headroom_than_a_higher_frame_rate() {
+        let t0 = Instant::now();
+        let c = cands();
+        let wire = |ch: Choice| c.iter().find(|x| x.choice == ch).unwrap().rate_bps * 1.08;
+        let mut s = Selector::new(SelectConfig::default());
+        s.update(t0, wire(at(0, 1)) * 1.01, 0.0, None, &c);
+        assert_eq!(s.current(), Some(at(0, 1)));
+        // 80 % of the estimate is enough for 180p at 30 fps...
+        let est = wire(at(1, 1)) / 0.8;
+        assert!(wire(at(0, 2)) <= est * 0.85);
+        let (ch, _) = s
+            .update(t0 + Duration::from_secs(1), est, 0.0, None, &c)
+            .unwrap();
+        assert_eq!(ch, at(0, 2));
+        // ... but not for 360p at 15 fps, which needs 70 %.
+        assert_eq!(
+            s.update(t0 + Duration::from_secs(2), est, 0.0, None, &c),
+            None
+        );
+        let est = wire(at(1, 1)) / 0.69;
+        let (ch, _) = s
+            .update(t0 + Duration::from_secs(3), est, 0.0, None, &c)
+            .unwrap();
+        assert_eq!(ch.spatial, 1);
+    }
+
+    #[test]
+    fn audio_is_taken_off_the_estimate() {
+        let s = Selector::new(SelectConfig::default());
+        assert_eq!(s.video_share(600_000.0, 0.0), 600_000.0);
+        // 64 kbit/s of Opus in 50 packets a second: 88 kbit/s on the wire.
+        assert_eq!(s.video_share(600_000.0, 64_000.0), 512_000.0);
+        assert_eq!(s.video_share(50_000.0, 64_000.0), 0.0);
     }
 
     #[test]

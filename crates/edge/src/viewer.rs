@@ -41,7 +41,8 @@ pub enum ViewerSignal {
 pub struct ViewerStats {
     /// str0m's send-side estimate, bit/s.
     pub estimate_bps: Option<f64>,
-    /// Fraction lost from the browser's receiver reports (last interval).
+    /// Fraction lost over the last second, from the browser's transport-wide feedback (every
+    /// packet, timely); from its receiver reports while there is no such figure.
     pub loss: f32,
     pub rtt: Option<Duration>,
     /// Video RTP packets and bytes sent, including retransmissions (str0m's count).
@@ -58,8 +59,10 @@ pub struct ViewerStats {
     pub rtx_packets: u64,
     /// Packets the browser reports lost (cumulative, RTCP receiver reports).
     pub remote_lost: u64,
-    /// Rate of media sent over the last stats interval, bit/s.
+    /// Rate of video media sent over the last stats interval, bit/s.
     pub rate_bps: f64,
+    /// Rate of audio payload sent over the last stats interval, bit/s.
+    pub audio_rate_bps: f64,
     /// Edge-added latency of the last interval, from the arrival of a frame's last packet to
     /// the transmission of its last packet to this browser (median, microseconds).
     pub frame_latency_p50_us: Option<u64>,
@@ -90,8 +93,11 @@ pub struct Viewer {
     signals: VecDeque<ViewerSignal>,
     pub created_at: Instant,
     pub connected_at: Option<Instant>,
-    /// Bytes of media written since the last stats event.
+    /// Bytes of video and of audio written since the last stats event.
     interval_bytes: u64,
+    interval_audio_bytes: u64,
+    /// The loss figure comes from transport-wide feedback (receiver reports no longer used).
+    twcc_loss: bool,
     last_stats_at: Option<Instant>,
     /// Frames sent whose last packet has not been seen leaving yet.
     pending: VecDeque<Pending>,
@@ -129,6 +135,8 @@ impl Viewer {
             created_at: now,
             connected_at: None,
             interval_bytes: 0,
+            interval_audio_bytes: 0,
+            twcc_loss: false,
             last_stats_at: None,
             pending: VecDeque::new(),
             latencies: Vec::new(),
@@ -272,8 +280,10 @@ impl Viewer {
         let Some(tx) = api.stream_tx_by_mid(mid, None) else {
             return;
         };
+        let len = payload.len() as u64;
         tx.write_rtp(RtpWrite::new(pt, SeqNo::from(seq), timestamp, at, payload).marker(marker));
         self.stats.audio_packets += 1;
+        self.interval_audio_bytes += len;
         self.drain(now, out);
     }
 
@@ -373,6 +383,7 @@ impl Viewer {
             Event::PeerStats(p) => {
                 if let Some(l) = p.egress_loss_fraction {
                     self.stats.loss = l;
+                    self.twcc_loss = true;
                 }
                 if p.rtt.is_some() {
                     self.stats.rtt = p.rtt;
@@ -386,7 +397,7 @@ impl Viewer {
                 if let Some(r) = &m.remote {
                     self.stats.remote_lost = r.packets_lost;
                 }
-                if let Some(l) = m.loss {
+                if let Some(l) = m.loss.filter(|_| !self.twcc_loss) {
                     self.stats.loss = l;
                 }
                 if m.rtt.is_some() {
@@ -396,9 +407,11 @@ impl Viewer {
                     let dt = now.saturating_duration_since(last).as_secs_f64();
                     if dt > 0.0 {
                         self.stats.rate_bps = self.interval_bytes as f64 * 8.0 / dt;
+                        self.stats.audio_rate_bps = self.interval_audio_bytes as f64 * 8.0 / dt;
                     }
                 }
                 self.interval_bytes = 0;
+                self.interval_audio_bytes = 0;
                 self.last_stats_at = Some(now);
                 if !self.latencies.is_empty() {
                     self.latencies.sort_unstable();

@@ -104,7 +104,8 @@ pub fn check_offer(sdp: &str) -> Result<()> {
 }
 
 /// A viewer's `Rtc`: ICE-lite, RTP mode, VP9 profile 0 + RTX and Opus only, bandwidth
-/// estimation on, statistics every second.
+/// estimation on, statistics every second (every 500 ms cost the benchmark's edge thread a
+/// third more CPU: 59 % of a core at 200 viewers against 43 %).
 pub fn rtc_config(s: &RtcSettings) -> RtcConfig {
     let mut cfg = Rtc::builder()
         .set_ice_lite(true)
