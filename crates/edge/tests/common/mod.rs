@@ -22,6 +22,11 @@ use str0m::{Candidate, Event, Input, Output, Rtc};
 
 pub const EDGE: &str = "10.0.0.1:4000";
 pub const FRAME: Duration = Duration::from_micros(33_333);
+/// The stand-in browser's jitter buffer. libwebrtc sizes its own from the measured jitter and,
+/// with NACK, the time a retransmission takes; 100 ms covers a NACK round trip on the test
+/// paths (20 ms RTT) plus the edge's and the stand-in's loss detection, which is what the
+/// real browser's freeze counts (e2e edge suite) see.
+pub const JITTER_BUFFER: Duration = Duration::from_millis(100);
 
 /// One received video packet.
 #[derive(Debug, Clone)]
@@ -37,6 +42,8 @@ pub struct Got {
 #[derive(Debug, Clone, Copy)]
 pub struct Shown {
     pub at: Duration,
+    /// Its RTP timestamp (90 kHz).
+    pub ts: u32,
     pub width: u32,
     pub height: u32,
     pub pid: u16,
@@ -97,12 +104,32 @@ impl Browser {
         n as f64 / (to - from).as_secs_f64()
     }
 
-    /// Gaps between decoded pictures longer than `gap` in `[from, to)`, and the longest gap.
+    /// When each decoded picture is displayed: a browser shows pictures through a jitter
+    /// buffer, here a fixed [`JITTER_BUFFER`] behind the RTP clock anchored at the first
+    /// picture, or when decoded if later; never earlier than the one before.
+    pub fn display_times(&self) -> Vec<Duration> {
+        let Some(first) = self.shown.first() else {
+            return Vec::new();
+        };
+        let mut last = Duration::ZERO;
+        self.shown
+            .iter()
+            .map(|s| {
+                let dts = s.ts.wrapping_sub(first.ts) as i32 as i64 * 1_000_000 / 90;
+                let slot = (first.at + JITTER_BUFFER).as_nanos() as i64 + dts;
+                let at = s.at.max(Duration::from_nanos(slot.max(0) as u64)).max(last);
+                last = at;
+                at
+            })
+            .collect()
+    }
+
+    /// Gaps between displayed pictures ([`Self::display_times`]) longer than `gap` in
+    /// `[from, to)`, and the longest gap.
     pub fn freezes(&self, from: Duration, to: Duration, gap: Duration) -> (usize, Duration) {
         let t: Vec<Duration> = self
-            .shown
-            .iter()
-            .map(|s| s.at)
+            .display_times()
+            .into_iter()
             .filter(|&a| a >= from && a < to)
             .collect();
         let mut n = 0;
@@ -219,6 +246,7 @@ impl Browser {
     }
 
     fn decode(&mut self, now: Duration, pkts: &[Got]) {
+        let ts = pkts.first().map_or(0, |g| g.ts);
         let mut frames: Vec<Vec<u8>> = Vec::new();
         let mut key = false;
         let mut pid = 0;
@@ -247,6 +275,7 @@ impl Browser {
                 self.broken = false;
                 self.shown.push(Shown {
                     at: now,
+                    ts,
                     width: d.width,
                     height: d.height,
                     pid,
