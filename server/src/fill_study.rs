@@ -98,6 +98,12 @@ fn encode(v: &ResolvedVideo, packet_size: u16, secs: f64) -> Option<(Vec<Pic>, V
     {
         conf.lower_speed = s;
     }
+    // S_TRACK=0: libvpx's targets without the per-cell tracking (`SvcConfig::track_cells`).
+    if std::env::var("S_TRACK").as_deref() == Ok("0") {
+        conf.track_cells = false;
+    }
+    // S_SRC=synth: the synthetic test pattern (the quality test's source) instead of the clip.
+    let synth = std::env::var("S_SRC").as_deref() == Ok("synth");
     let mut streams =
         crate::video::layer_streams(&conf, 0, packet_size, crate::video::VIDEO_EXT_RESERVE)
             .unwrap();
@@ -105,7 +111,13 @@ fn encode(v: &ResolvedVideo, packet_size: u16, secs: f64) -> Option<(Vec<Pic>, V
     let mut pics = Vec::new();
     let mut dropped = vec![0usize; v.spatial];
     for i in 0..(secs * v.fps as f64) as u64 {
-        let f = &src[i as usize % src.len()];
+        let sf;
+        let f = if synth {
+            sf = codec::synth::frame(v.width, v.height, i as u32);
+            &sf
+        } else {
+            &src[i as usize % src.len()]
+        };
         let Some(pic) = enc.encode(f, (i * 90_000 / v.fps as u64) as i64).unwrap() else {
             continue;
         };
