@@ -1,7 +1,7 @@
 //! What each layer's packets carry at the announced rates, on natural content, and what the
 //! pacer's queue costs in latency (docs/server.md "Layer rates"; issue 19):
 //!
-//! `cargo test --release -p layercast-server --bin layercast-server fill_study -- --ignored
+//! `cargo test --release -p layercast-server --lib fill_study -- --ignored
 //! --nocapture` (behind `make bench-ladder`). Encodes the Big Buck Bunny clip
 //! (`.cache/media/bbb-1280x720.yuv`, scripts/setup.sh) looped to `S_SECS` seconds with the
 //! server's video configuration (the defaults, or the JSON in `S_VIDEO`, packet size `S_PKT`),
@@ -9,7 +9,9 @@
 //! `next_bunch` in virtual time at the announced rates, with `codec::fec` filling the slots
 //! without media. Prints and records, per layer: media / repair / padding shares of the
 //! packets, the media rate against the encoder budget, the time pictures wait in the queue,
-//! and what FEC recovers of a 2 % random loss.
+//! and what FEC recovers of a 2 % random loss. `S_SRC=synth` encodes the synthetic test
+//! pattern (the quality test's source) instead; `S_TRACK=0` turns the encoder's per-cell
+//! tracking off (`codec::vpx::SvcConfig::track_cells`).
 #![cfg(test)]
 
 use crate::config::{ResolvedVideo, SessionConfig, VideoConfig};
