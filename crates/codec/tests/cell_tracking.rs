@@ -42,12 +42,8 @@ fn tracking_holds_the_top_layers_upper_cells_at_their_budgets() {
         "untracked S2T2 at {:.2} of its budget",
         off[2]
     );
-    for t in 1..3 {
-        assert!(
-            on[t] <= 1.08,
-            "tracked S2T{t} at {:.2} of its budget",
-            on[t]
-        );
-        assert!(on[t] >= 0.7, "tracked S2T{t} starved: {:.2}", on[t]);
+    for (t, share) in on.iter().enumerate().skip(1) {
+        assert!(*share <= 1.08, "tracked S2T{t} at {share:.2} of its budget");
+        assert!(*share >= 0.7, "tracked S2T{t} starved: {share:.2}");
     }
 }
