@@ -29,7 +29,7 @@ bench: ## Criterion benchmarks of the controllers, simulator engine and codec; r
 
 bench-ladder: ## Issue 19 on the Big Buck Bunny clip: repair/padding shares and queueing at the announced rates, BD-rate against one plain stream, encode+FEC speed (a few minutes)
 	@scripts/setup.sh && cargo build --release -p layercast-codec --examples \
-	  && flock /tmp/layercast-heavy.lock cargo test --release -p layercast-server --bin layercast-server fill_study -- --ignored --nocapture \
+	  && flock /tmp/layercast-heavy.lock cargo test --release -p layercast-server --lib fill_study -- --ignored --nocapture \
 	  && flock /tmp/layercast-heavy.lock target/release/examples/rd_bench \
 	  && flock /tmp/layercast-heavy.lock target/release/examples/rc_study loops=7 \
 	  && node scripts/acceptance.mjs

@@ -1,7 +1,7 @@
 //! What each layer's packets carry at the announced rates, on natural content, and what the
 //! pacer's queue costs in latency (docs/server.md "Layer rates"; issue 19):
 //!
-//! `cargo test --release -p layercast-server --bin layercast-server fill_study -- --ignored
+//! `cargo test --release -p layercast-server --lib fill_study -- --ignored
 //! --nocapture` (behind `make bench-ladder`). Encodes the Big Buck Bunny clip
 //! (`.cache/media/bbb-1280x720.yuv`, scripts/setup.sh) looped to `S_SECS` seconds with the
 //! server's video configuration (the defaults, or the JSON in `S_VIDEO`, packet size `S_PKT`),
@@ -9,7 +9,9 @@
 //! `next_bunch` in virtual time at the announced rates, with `codec::fec` filling the slots
 //! without media. Prints and records, per layer: media / repair / padding shares of the
 //! packets, the media rate against the encoder budget, the time pictures wait in the queue,
-//! and what FEC recovers of a 2 % random loss.
+//! and what FEC recovers of a 2 % random loss. `S_SRC=synth` encodes the synthetic test
+//! pattern (the quality test's source) instead; `S_TRACK=0` turns the encoder's per-cell
+//! tracking off (`codec::vpx::SvcConfig::track_cells`).
 #![cfg(test)]
 
 use crate::config::{ResolvedVideo, SessionConfig, VideoConfig};
@@ -98,6 +100,12 @@ fn encode(v: &ResolvedVideo, packet_size: u16, secs: f64) -> Option<(Vec<Pic>, V
     {
         conf.lower_speed = s;
     }
+    // S_TRACK=0: libvpx's targets without the per-cell tracking (`SvcConfig::track_cells`).
+    if std::env::var("S_TRACK").as_deref() == Ok("0") {
+        conf.track_cells = false;
+    }
+    // S_SRC=synth: the synthetic test pattern (the quality test's source) instead of the clip.
+    let synth = std::env::var("S_SRC").as_deref() == Ok("synth");
     let mut streams =
         crate::video::layer_streams(&conf, 0, packet_size, crate::video::VIDEO_EXT_RESERVE)
             .unwrap();
@@ -105,7 +113,13 @@ fn encode(v: &ResolvedVideo, packet_size: u16, secs: f64) -> Option<(Vec<Pic>, V
     let mut pics = Vec::new();
     let mut dropped = vec![0usize; v.spatial];
     for i in 0..(secs * v.fps as f64) as u64 {
-        let f = &src[i as usize % src.len()];
+        let sf;
+        let f = if synth {
+            sf = codec::synth::frame(v.width, v.height, i as u32);
+            &sf
+        } else {
+            &src[i as usize % src.len()]
+        };
         let Some(pic) = enc.encode(f, (i * 90_000 / v.fps as u64) as i64).unwrap() else {
             continue;
         };

@@ -7,7 +7,12 @@
 //! `loops` (3), `cells` ("s0t0,s0t1,s0t2;s1t0,...", kbit/s increments; default the codec's
 //! ladder), `buf` (initial,optimal,size ms), `drop` (threshold %, 0 = off), `mode`
 //! (layer|constrained), `intra` (max intra %), `speed`, `ki` (key interval, frames),
-//! `payload` (bytes per packet for the packet counts, default 1156).
+//! `payload` (bytes per packet for the packet counts, default 1156), `src=synth` (the
+//! synthetic test pattern of `codec::synth` instead of the clip, the quality test's source) with
+//! `size` (WxH, default 1280x720), `fps` (default 30) and `scale` (multiplies every cell, like
+//! the server's `video.kbps_scale`), and `track=0` (no per-cell tracking,
+//! `SvcConfig::track_cells`), and `jitter` (ms: each picture's timestamp moved by a
+//! pseudo-random amount within +-jitter, as a live capture clock does).
 use codec::vpx::{DropMode, SvcConfig, SvcEncoder};
 
 fn main() {
@@ -44,28 +49,56 @@ fn main() {
     if let Some(i) = get("intra") {
         conf.max_intra_pct = i.parse().unwrap();
     }
+    if let Some(sz) = get("size") {
+        let (w, h) = sz.split_once('x').unwrap();
+        (conf.width, conf.height) = (w.parse().unwrap(), h.parse().unwrap());
+    }
+    let fps: usize = get("fps").map_or(30, |f| f.parse().unwrap());
+    conf.fps_num = fps as u32;
+    if let Some(k) = get("scale") {
+        let k: f64 = k.parse().unwrap();
+        for c in conf.cell_kbps.iter_mut().flatten() {
+            *c = ((*c as f64 * k).round() as u32).max(1);
+        }
+    }
+    let jitter_ms: f64 = get("jitter").map_or(0.0, |j| j.parse().unwrap());
+    let synth = get("src") == Some("synth");
+    conf.track_cells = get("track") != Some("0");
     if let Some(s) = get("speed") {
         conf.speed = s.parse().unwrap();
     }
     // The server's default: a key picture every 2 s.
-    conf.keyframe_interval = get("ki").map_or(60, |k| k.parse().unwrap());
+    conf.keyframe_interval = get("ki").map_or(2 * fps as u32, |k| k.parse().unwrap());
     conf.spatial_sync_interval = 0;
     let payload: f64 = get("payload").map_or(1156.0, |p| p.parse().unwrap());
     let loops: usize = get("loops").map_or(3, |l| l.parse().unwrap());
     let path = get("yuv")
         .unwrap_or(".cache/media/bbb-1280x720.yuv")
         .to_string();
-    let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let raw = if synth {
+        Vec::new()
+    } else {
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    assert!(
+        synth || (conf.width, conf.height) == (1280, 720),
+        "the clip is 1280x720"
+    );
     let fl = codec::vpx::encoder_i420_len(1280, 720);
     let frames: Vec<&[u8]> = raw.chunks_exact(fl).collect();
-    let n = frames.len() * loops;
+    let n = if synth {
+        132 * loops
+    } else {
+        frames.len() * loops
+    };
+    let mut lcg: u64 = 0x9e37_79b9_7f4a_7c15;
     let (ns, nt) = (conf.spatial_layers, conf.temporal_layers);
     let mut sizes = vec![vec![Vec::<usize>::new(); nt]; ns];
     let mut keys = vec![Vec::<usize>::new(); ns];
     let mut dropped = vec![vec![0u32; nt]; ns];
     let mut none = 0;
     let mut off_pattern = 0;
-    let mut per_sec = vec![vec![vec![0u64; n / 30 + 1]; nt]; ns];
+    let mut per_sec = vec![vec![vec![0u64; n / fps + 1]; nt]; ns];
     let mut enc = SvcEncoder::new(conf.clone()).unwrap();
     let cpu = || -> u64 {
         std::fs::read_to_string("/proc/thread-self/schedstat")
@@ -75,10 +108,19 @@ fn main() {
     };
     let c0 = cpu();
     for i in 0..n {
-        let Some(p) = enc
-            .encode(frames[i % frames.len()], i as i64 * 3000)
-            .unwrap()
-        else {
+        lcg = lcg
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let dj = ((lcg >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * jitter_ms * 90.0;
+        let pts = (i * 90_000 / fps) as i64 + dj as i64;
+        let sf;
+        let src = if synth {
+            sf = codec::synth::frame(conf.width, conf.height, i as u32);
+            &sf[..]
+        } else {
+            frames[i % frames.len()]
+        };
+        let Some(p) = enc.encode(src, pts).unwrap() else {
             none += 1;
             continue;
         };
@@ -94,7 +136,7 @@ fn main() {
                     } else {
                         sizes[s][t].push(f.data.len());
                     }
-                    per_sec[s][t][i / 30] += f.data.len() as u64;
+                    per_sec[s][t][i / fps] += f.data.len() as u64;
                 }
                 _ => dropped[s][t] += 1,
             }
@@ -112,7 +154,7 @@ fn main() {
         conf.max_intra_pct,
         conf.keyframe_interval
     );
-    let secs = n as f64 / 30.0;
+    let secs = n as f64 / fps as f64;
     let mut rows = Vec::new();
     let q = |v: &mut Vec<usize>, p: f64| {
         v.sort_unstable();
@@ -126,7 +168,7 @@ fn main() {
                 sizes[s][t].iter().sum::<usize>() + if t == 0 { keys[s].iter().sum() } else { 0 };
             let kbps = tot as f64 * 8.0 / secs / 1000.0;
             let target = conf.cell_kbps[s][t] as f64;
-            let full: Vec<u64> = per_sec[s][t][..(n / 30).max(1)].to_vec();
+            let full: Vec<u64> = per_sec[s][t][..(n / fps).max(1)].to_vec();
             let worst = full
                 .iter()
                 .map(|&b| b as f64 * 8.0 / 1000.0 / target)

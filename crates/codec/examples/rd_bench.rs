@@ -19,6 +19,9 @@
 //! * Encode speed: the default ladder with packetization and FEC (`codec::fec`), 600-byte
 //!   packets, by the thread's CPU time: target at least 1.2x real time (36 fps).
 //!
+//! Knobs for studies (no acceptance row then): `CELLS` ("s0t0,s0t1,s0t2;s1t0,...", kbit/s per
+//! cell), `TRACK=0` (`SvcConfig::track_cells` off), `LOWER_SPEED`, `PLAIN_DROP`.
+//!
 //! Quality reference: the source box-scaled to the decoded size (docs/codec.md "PSNR
 //! reference"), the same for both streams.
 use codec::fec::{FecEncoder, FecParams};
@@ -208,6 +211,17 @@ fn main() {
     let mut base = SvcConfig::l3t3_720p();
     base.keyframe_interval = KEY_SECONDS * 30;
     base.spatial_sync_interval = 0;
+    // CELLS="s0t0,s0t1,s0t2;s1t0,...": another ladder (kbit/s per cell) to measure.
+    if let Ok(c) = std::env::var("CELLS") {
+        base.cell_kbps = c
+            .split(';')
+            .map(|r| r.split(',').map(|x| x.trim().parse().unwrap()).collect())
+            .collect();
+    }
+    // TRACK=0: without the per-cell target tracking (`SvcConfig::track_cells`).
+    base.track_cells = std::env::var("TRACK").as_deref() != Ok("0");
+    // The acceptance rows are the defaults' only.
+    let defaults = std::env::var("CELLS").is_err() && base.track_cells;
     if let Some(v) = std::env::var("LOWER_SPEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -372,6 +386,9 @@ fn main() {
         "encode + RTP + FEC, 720p30 L3T3, one thread: {fps:.1} fps by CPU time = {:.2}x real time",
         fps / 30.0
     );
+    if !defaults {
+        return;
+    }
     testkit::record(
         "issue19/bd-rate",
         &format!(

@@ -1,7 +1,8 @@
 #![allow(clippy::needless_range_loop)] // index loops mirror libvpx's fixed C arrays
 //! `SvcEncoder`: libvpx VP9 spatial/temporal SVC, one superframe per picture.
-//! (Just over 800 lines: one libvpx context, its configuration and its output mapping.)
+//! (About 850 lines: one libvpx context, its configuration and its output mapping.)
 
+use super::cell_rate::CellRateTracker;
 use super::{sys, vpx_error};
 use crate::error::{Error, Result};
 use crate::superframe;
@@ -72,6 +73,10 @@ pub struct SvcConfig {
     pub drop_mode: DropMode,
     /// At most this many consecutive drops of any layer (libvpx `max_consec_drop`).
     pub max_consec_drop: u32,
+    /// Hold every cell above TL0 at its own budget by lowering its libvpx target while it
+    /// overshoots (libvpx holds only a spatial layer's cumulative rate; see `cell_rate`),
+    /// measured over 1-s windows. Default true.
+    pub track_cells: bool,
 }
 
 /// libvpx's SVC frame-drop modes that keep the temporal pattern. (Its full-superframe mode
@@ -115,6 +120,7 @@ impl SvcConfig {
             drop_thresh: 30,
             drop_mode: DropMode::Layer,
             max_consec_drop: 4,
+            track_cells: true,
         }
     }
 
@@ -264,6 +270,8 @@ pub struct SvcEncoder {
     /// Per (spatial, temporal) layer: picture number and reference buffer of the latest frame
     /// that refreshed one.
     latest_slot: [[Option<(u64, u8)>; 3]; 3],
+    /// Per-cell target gains (`SvcConfig::track_cells`, more than one temporal layer).
+    tracker: Option<CellRateTracker>,
 }
 
 // The libvpx context is used only through &mut self; it holds no thread-affine state.
@@ -362,7 +370,16 @@ impl SvcEncoder {
                 force_key: false,
                 pending_sync: 0,
                 latest_slot: [[None; 3]; 3],
+                tracker: None,
             };
+            if enc.conf.track_cells && nt > 1 {
+                // 1-s windows: 2-s ones let the test pattern's overshoot at the start queue
+                // longer (fill study: S2T2 wait p95 1144 against 592 ms).
+                let window =
+                    ((enc.conf.fps_num as f64 / enc.conf.fps_den as f64).round() as u32).max(1);
+                let window_s = window as f64 * enc.conf.fps_den as f64 / enc.conf.fps_num as f64;
+                enc.tracker = Some(CellRateTracker::new(ns, nt, window, window_s));
+            }
             enc.configure_controls(mode)?;
             Ok(enc)
         }
@@ -488,13 +505,22 @@ impl SvcEncoder {
     /// layer rate-control contexts in place.
     pub fn set_bitrates(&mut self, cell_kbps: &[Vec<u32>]) -> Result<()> {
         self.conf.check_rates(cell_kbps)?;
+        self.conf.cell_kbps = cell_kbps.to_vec();
+        self.apply_targets()
+    }
+
+    /// Hands libvpx the configured cell budgets, times the tracker's gains.
+    fn apply_targets(&mut self) -> Result<()> {
+        let targets = match &self.tracker {
+            Some(t) => t.targets(&self.conf.cell_kbps),
+            None => self.conf.cell_kbps.clone(),
+        };
         fill_rates(
             &mut self.cfg,
-            cell_kbps,
+            &targets,
             self.conf.spatial_layers,
             self.conf.temporal_layers,
         );
-        self.conf.cell_kbps = cell_kbps.to_vec();
         unsafe {
             let r = sys::vpx_codec_enc_config_set(&mut *self.ctx, &*self.cfg);
             if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
@@ -761,6 +787,18 @@ impl SvcEncoder {
                 frames,
             });
             self.frame_no += 1;
+            let retarget = match (self.tracker.as_mut(), &out) {
+                (Some(t), Some(p)) => {
+                    for f in &p.frames {
+                        t.push(f.spatial as usize, f.temporal as usize, f.data.len());
+                    }
+                    t.end_picture(&self.conf.cell_kbps)
+                }
+                _ => false,
+            };
+            if retarget {
+                self.apply_targets()?;
+            }
             if let Some(p) = &out {
                 self.frames_since_key = if p.key { 0 } else { self.frames_since_key + 1 };
                 if p.key {

@@ -7,6 +7,7 @@
 
 pub mod sys;
 
+mod cell_rate;
 mod decoder;
 mod encoder;
 
