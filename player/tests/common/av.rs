@@ -73,7 +73,10 @@ pub fn read_wav(dir: &Path) -> Wav {
 }
 
 /// Play times (unix ns) of beep onsets: the first 0.5-ms window whose peak exceeds a quarter
-/// of full scale after at least 300 ms below it (the tone is at 5 %, the beep at 50 %).
+/// of full scale after at least 200 ms below it (the tone is at 5 %, the beep at 50 %). Not
+/// 300: a looped clip's last beep and the next loop's first are as little as 0.25 s apart
+/// (the natural clip is 5.31 s long, beeps at whole seconds), and a longer quiet time missed
+/// the second, so the loop's first flash was paired with the beep before it (+0.26 s).
 pub fn beeps(w: &Wav) -> Vec<u64> {
     let mut out = Vec::new();
     let mut quiet_since: Option<usize> = Some(0);
@@ -81,7 +84,7 @@ pub fn beeps(w: &Wav) -> Vec<u64> {
         let peak = win.iter().map(|s| s.unsigned_abs()).max().unwrap_or(0);
         let at = i * 24;
         if peak > 8000 {
-            if quiet_since.is_some_and(|q| at - q >= 14_400) {
+            if quiet_since.is_some_and(|q| at - q >= 9_600) {
                 let first = win
                     .iter()
                     .position(|s| s.unsigned_abs() > 8000)
