@@ -583,7 +583,9 @@ impl Plm {
     fn on_loss_accounting(&mut self, now: Time, ev: SeqEvent) {
         let (recv, lost) = match ev {
             SeqEvent::Advance { lost } => (1, lost),
-            SeqEvent::Baseline | SeqEvent::Restart | SeqEvent::Recovered => (1, 0),
+            SeqEvent::Baseline | SeqEvent::Restart | SeqEvent::Recovered | SeqEvent::Reordered => {
+                (1, 0)
+            }
             SeqEvent::Duplicate | SeqEvent::TooOld => (0, 0),
         };
         if let Some(c) = self.cycle {
@@ -1125,14 +1127,18 @@ mod tests {
         p.handle_timeout(at);
         assert_eq!(p.layers(), 19); // B[19] = 190k < 200k
 
-        // A loss confirms a held low sample at once.
+        // A loss confirms a held low sample as soon as it counts: when the third packet
+        // after it arrives (`REORDER_THRESHOLD`; fewer could be reordering).
         let (mut p, mut s) = steady(PlmConfig::confirming(), 100, 256_000.0);
         let t = Time::from_millis(100 + 32 * 100);
         pair(&mut p, 0, &mut s, t, 200_000.0);
         assert_eq!(p.layers(), 25);
         s += 1; // one packet of layer 0 lost
-        let t2 = t + Duration::from_millis(30);
-        p.handle_packet(t2, &pkt(0, s, 0, t2));
+        for k in 0..3 {
+            let t2 = t + Duration::from_millis(30 + k);
+            assert_eq!(p.layers(), 25);
+            p.handle_packet(t2, &pkt(0, s + k, 0, t2));
+        }
         assert_eq!(p.layers(), 19);
 
         // plm/E4: a share equal to B[15] (300 kbit/s, 20 kbit/s layers) read with timestamp

@@ -238,7 +238,7 @@ impl Core {
                 0
             }
             SeqEvent::Duplicate => return Observed::Held { lost: 0 },
-            SeqEvent::Baseline | SeqEvent::TooOld | SeqEvent::Restart => 0,
+            SeqEvent::Baseline | SeqEvent::Reordered | SeqEvent::TooOld | SeqEvent::Restart => 0,
         };
         self.received += 1;
         self.lost += lost;
