@@ -56,16 +56,25 @@ pub struct SeqTracker {
     /// The baseline: numbers below it were never expected.
     floor: u64,
     max_gap: u64,
+    threshold: u64,
 }
 
 impl SeqTracker {
-    /// A tracker that treats forward jumps above `max_gap` as a restart.
+    /// A tracker that treats forward jumps above `max_gap` as a restart, with the product's
+    /// reorder tolerance ([`REORDER_THRESHOLD`]).
     pub const fn new(max_gap: u64) -> SeqTracker {
+        SeqTracker::with_threshold(max_gap, REORDER_THRESHOLD)
+    }
+
+    /// A tracker whose missing numbers count as lost once a number `threshold` higher arrived
+    /// (at least 1: a gap counts at once, as the published receivers of the baselines do).
+    pub const fn with_threshold(max_gap: u64, threshold: u64) -> SeqTracker {
         SeqTracker {
             highest: None,
             seen: 0,
             floor: 0,
             max_gap,
+            threshold: if threshold == 0 { 1 } else { threshold },
         }
     }
 
@@ -101,7 +110,7 @@ impl SeqTracker {
 
     /// Accounts one arriving number.
     pub fn on_seq(&mut self, seq: u64) -> SeqEvent {
-        let k = REORDER_THRESHOLD;
+        let k = self.threshold;
         let Some(h) = self.highest else {
             self.baseline(seq);
             return SeqEvent::Baseline;
@@ -261,6 +270,17 @@ mod tests {
         assert_eq!(t.on_seq(4990), SeqEvent::Reordered);
         t.reset();
         assert_eq!(t.on_seq(3), SeqEvent::Baseline);
+    }
+
+    /// Threshold 1: a gap counts at once and a late packet un-counts it (the baselines).
+    #[test]
+    fn threshold_one_counts_gaps_at_once() {
+        let mut t = SeqTracker::with_threshold(1000, 1);
+        assert_eq!(t.on_seq(10), SeqEvent::Baseline);
+        assert_eq!(t.on_seq(13), SeqEvent::Advance { lost: 2 });
+        assert_eq!(t.on_seq(12), SeqEvent::Recovered);
+        assert_eq!(t.on_seq(14), SeqEvent::Advance { lost: 0 });
+        assert_eq!(t.on_seq(11), SeqEvent::Recovered);
     }
 
     /// The link emulator's fault: each packet held back with some probability and delivered
