@@ -105,6 +105,9 @@ pub struct PlmConfig {
     pub exit_on_empty: bool,
     /// Sequence jumps larger than this start a new baseline instead of counting as loss.
     pub max_seq_gap: u64,
+    /// A missing number counts as lost once a number this much higher arrived
+    /// (`estimators::loss::REORDER_THRESHOLD`, docs/protocols/lcc.md §2.1). Default 1 (the paper: a gap at once); `confirming()` 3.
+    pub reorder_threshold: u64,
     /// Decision-log entries kept when the host does not poll them.
     pub max_pending_decisions: usize,
 }
@@ -129,6 +132,7 @@ impl Default for PlmConfig {
             t_rejoin: Duration::from_secs(30),
             exit_on_empty: false,
             max_seq_gap: 3000,
+            reorder_threshold: 1,
             max_pending_decisions: 4096,
         }
     }
@@ -143,6 +147,7 @@ impl PlmConfig {
     pub fn confirming() -> PlmConfig {
         PlmConfig {
             confirm_drop: Some(Duration::from_millis(200)),
+            reorder_threshold: crate::estimators::loss::REORDER_THRESHOLD,
             ..PlmConfig::default()
         }
     }
@@ -695,8 +700,10 @@ impl LayeredController for Plm {
             Duration::from_secs_f64((4.0 * burst).max(1.0))
         });
         if self.seq.len() < info.layers.len() {
-            self.seq
-                .resize(info.layers.len(), SeqTracker::new(self.cfg.max_seq_gap));
+            self.seq.resize(
+                info.layers.len(),
+                SeqTracker::with_threshold(self.cfg.max_seq_gap, self.cfg.reorder_threshold),
+            );
         }
         while self.n > info.layers.len() {
             self.leave_top();
