@@ -186,8 +186,9 @@ fn run(mut cfg: config::ServerConfig) -> Result<(), error::Error> {
         .enable_all()
         .build()
         .map_err(|e| error::Error::io("starting the control-plane runtime", e))?;
+    let backlog = state.cfg.http_listen_backlog;
     let listener = rt
-        .block_on(tokio::net::TcpListener::bind(http_addr))
+        .block_on(async { api::serve::listen(http_addr, backlog) })
         .map_err(|e| error::Error::io(format!("listening on {http_addr}"), e))?;
     let report_queue = state.take_report_queue();
     let report_budget = state.cfg.report_budget_bps;

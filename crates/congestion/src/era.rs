@@ -108,6 +108,9 @@ pub struct EraConfig {
     pub tcp_min1: bool,
     /// Sequence jumps larger than this start a new baseline instead of counting as loss.
     pub max_seq_gap: u64,
+    /// A missing number counts as lost once a number this much higher arrived
+    /// (`estimators::loss::REORDER_THRESHOLD`, docs/protocols/lcc.md §2.1). Default 1 (the paper: a gap at once); `live()` 3.
+    pub reorder_threshold: u64,
     /// Decision-log entries kept when the host does not poll them.
     pub max_pending_decisions: usize,
 }
@@ -128,6 +131,7 @@ impl Default for EraConfig {
             tolerance: 0.001,
             tcp_min1: true,
             max_seq_gap: 3000,
+            reorder_threshold: 1,
             max_pending_decisions: 4096,
         }
     }
@@ -179,6 +183,7 @@ impl EraConfig {
             pp_precision: 0.01,
             loss_confirms_samples: true,
             pp_stall_horizon: 0.2,
+            reorder_threshold: crate::estimators::loss::REORDER_THRESHOLD,
             ..EraConfig::default()
         }
     }
@@ -771,8 +776,10 @@ impl LayeredController for Era {
         self.cum = cumulative(info);
         self.rai = info.adapt_interval.max(Duration::from_millis(1));
         if self.seq.len() < info.layers.len() {
-            self.seq
-                .resize(info.layers.len(), SeqTracker::new(self.cfg.max_seq_gap));
+            self.seq.resize(
+                info.layers.len(),
+                SeqTracker::with_threshold(self.cfg.max_seq_gap, self.cfg.reorder_threshold),
+            );
         }
         if self.held > info.layers.len() {
             self.leave_to(info.layers.len());

@@ -634,8 +634,10 @@ impl LayeredController for Lcc {
             })
             .collect();
         if self.seq.len() < info.layers.len() {
-            self.seq
-                .resize(info.layers.len(), SeqTracker::new(self.cfg.max_seq_gap));
+            self.seq.resize(
+                info.layers.len(),
+                SeqTracker::with_threshold(self.cfg.max_seq_gap, self.cfg.reorder_threshold),
+            );
         }
         let s = Signals::default();
         if self.held > info.layers.len() {

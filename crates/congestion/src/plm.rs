@@ -105,6 +105,9 @@ pub struct PlmConfig {
     pub exit_on_empty: bool,
     /// Sequence jumps larger than this start a new baseline instead of counting as loss.
     pub max_seq_gap: u64,
+    /// A missing number counts as lost once a number this much higher arrived
+    /// (`estimators::loss::REORDER_THRESHOLD`, docs/protocols/lcc.md §2.1). Default 1 (the paper: a gap at once); `confirming()` 3.
+    pub reorder_threshold: u64,
     /// Decision-log entries kept when the host does not poll them.
     pub max_pending_decisions: usize,
 }
@@ -129,6 +132,7 @@ impl Default for PlmConfig {
             t_rejoin: Duration::from_secs(30),
             exit_on_empty: false,
             max_seq_gap: 3000,
+            reorder_threshold: 1,
             max_pending_decisions: 4096,
         }
     }
@@ -143,6 +147,7 @@ impl PlmConfig {
     pub fn confirming() -> PlmConfig {
         PlmConfig {
             confirm_drop: Some(Duration::from_millis(200)),
+            reorder_threshold: crate::estimators::loss::REORDER_THRESHOLD,
             ..PlmConfig::default()
         }
     }
@@ -583,7 +588,9 @@ impl Plm {
     fn on_loss_accounting(&mut self, now: Time, ev: SeqEvent) {
         let (recv, lost) = match ev {
             SeqEvent::Advance { lost } => (1, lost),
-            SeqEvent::Baseline | SeqEvent::Restart | SeqEvent::Recovered => (1, 0),
+            SeqEvent::Baseline | SeqEvent::Restart | SeqEvent::Recovered | SeqEvent::Reordered => {
+                (1, 0)
+            }
             SeqEvent::Duplicate | SeqEvent::TooOld => (0, 0),
         };
         if let Some(c) = self.cycle {
@@ -693,8 +700,10 @@ impl LayeredController for Plm {
             Duration::from_secs_f64((4.0 * burst).max(1.0))
         });
         if self.seq.len() < info.layers.len() {
-            self.seq
-                .resize(info.layers.len(), SeqTracker::new(self.cfg.max_seq_gap));
+            self.seq.resize(
+                info.layers.len(),
+                SeqTracker::with_threshold(self.cfg.max_seq_gap, self.cfg.reorder_threshold),
+            );
         }
         while self.n > info.layers.len() {
             self.leave_top();
@@ -1125,14 +1134,18 @@ mod tests {
         p.handle_timeout(at);
         assert_eq!(p.layers(), 19); // B[19] = 190k < 200k
 
-        // A loss confirms a held low sample at once.
+        // A loss confirms a held low sample as soon as it counts: when the third packet
+        // after it arrives (`REORDER_THRESHOLD`; fewer could be reordering).
         let (mut p, mut s) = steady(PlmConfig::confirming(), 100, 256_000.0);
         let t = Time::from_millis(100 + 32 * 100);
         pair(&mut p, 0, &mut s, t, 200_000.0);
         assert_eq!(p.layers(), 25);
         s += 1; // one packet of layer 0 lost
-        let t2 = t + Duration::from_millis(30);
-        p.handle_packet(t2, &pkt(0, s, 0, t2));
+        for k in 0..3 {
+            let t2 = t + Duration::from_millis(30 + k);
+            assert_eq!(p.layers(), 25);
+            p.handle_packet(t2, &pkt(0, s + k, 0, t2));
+        }
         assert_eq!(p.layers(), 19);
 
         // plm/E4: a share equal to B[15] (300 kbit/s, 20 kbit/s layers) read with timestamp

@@ -19,11 +19,12 @@ pub(crate) const MAX_SEQ_GAP: u64 = 10_000;
 
 /// Per-layer sequence tracking is the shared [`congestion::estimators::SeqTracker`] (gap = loss at
 /// once, a late packet un-counts one loss in the statistics, jumps above [`MAX_SEQ_GAP`] are a
-/// restart).
+/// restart). Threshold 1, not the product's reorder tolerance: the papers' receivers (ns-2, no
+/// reordering) count a gap at once, and the baselines stay as published.
 type SeqTracker = congestion::estimators::SeqTracker;
 
 pub(crate) fn new_tracker() -> SeqTracker {
-    SeqTracker::new(MAX_SEQ_GAP)
+    SeqTracker::with_threshold(MAX_SEQ_GAP, 1)
 }
 
 /// What [`Core::observe`] concluded about one packet.
@@ -238,7 +239,7 @@ impl Core {
                 0
             }
             SeqEvent::Duplicate => return Observed::Held { lost: 0 },
-            SeqEvent::Baseline | SeqEvent::TooOld | SeqEvent::Restart => 0,
+            SeqEvent::Baseline | SeqEvent::Reordered | SeqEvent::TooOld | SeqEvent::Restart => 0,
         };
         self.received += 1;
         self.lost += lost;

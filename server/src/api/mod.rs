@@ -572,7 +572,7 @@ mod tests {
     const API: &str = "control-token-0123456789";
     const PLAYER: &str = "player-token-0123456789";
 
-    fn app() -> App {
+    pub(super) fn app() -> App {
         let key = std::env::temp_dir().join(format!("lc-{}-api-token.key", std::process::id()));
         let key = key.to_string_lossy().to_string();
         let args: Vec<String> = [

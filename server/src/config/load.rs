@@ -212,6 +212,7 @@ fn load_inner(
         },
         http_idle_timeout: ms("http_idle_timeout_ms")?,
         http_max_connections: parse_val("http_max_connections", v("http_max_connections"))?,
+        http_listen_backlog: parse_val("http_listen_backlog", v("http_listen_backlog"))?,
         http_max_websockets: parse_val("http_max_websockets", v("http_max_websockets"))?,
         udp_reports: parse_bool("udp_reports", v("udp_reports"))?,
         report_budget_bps: parse_val("report_budget_bps", v("report_budget_bps"))?,

@@ -165,6 +165,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "API connections open at once; more are closed at accept",
     ),
     (
+        "http_listen_backlog",
+        "4096",
+        "connections the kernel holds complete but not yet accepted (capped by net.core.somaxconn)",
+    ),
+    (
         "http_max_websockets",
         "256",
         "live (/api/live) WebSocket clients at once",
@@ -220,6 +225,9 @@ pub struct ServerConfig {
     /// Idle (read) timeout of an API connection.
     pub http_idle_timeout: Duration,
     pub http_max_connections: usize,
+    /// `listen(2)` backlog of the API socket: a burst of connections larger than it loses
+    /// SYNs, which clients retry only after 1, 3, 7 s.
+    pub http_listen_backlog: u32,
     pub http_max_websockets: usize,
     /// Viewer reports (`crate::reports`) on each session's feedback port.
     pub udp_reports: bool,

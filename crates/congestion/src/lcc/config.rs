@@ -90,6 +90,9 @@ pub struct LccConfig {
     pub silence: Duration,
     /// Sequence jumps larger than this start a new baseline instead of counting as loss.
     pub max_seq_gap: u64,
+    /// A missing number counts as lost once a number this much higher arrived
+    /// (`estimators::loss::REORDER_THRESHOLD`, docs/protocols/lcc.md §2.1). Default 3.
+    pub reorder_threshold: u64,
     /// Decision-log entries kept when the host does not poll them.
     pub max_pending_decisions: usize,
 }
@@ -139,6 +142,7 @@ impl Default for LccConfig {
             scale_settle: Duration::from_secs(3),
             silence: Duration::from_secs(2),
             max_seq_gap: 3000,
+            reorder_threshold: crate::estimators::loss::REORDER_THRESHOLD,
             max_pending_decisions: 4096,
         }
     }

@@ -54,6 +54,7 @@ pub use repair::FecStats;
 pub use tfmcc::TfmccView;
 
 use crate::audio::{AudioReceive, AudioStats};
+use congestion::estimators::SeqEvent;
 use congestion::tfmcc::{TfmccConfig, TfmccReceiver};
 use congestion::wire::cc_ext::{self, CcFields};
 use congestion::{Action, LayeredController, PacketArrival};

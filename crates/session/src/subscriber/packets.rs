@@ -83,7 +83,7 @@ impl Subscriber {
             }
             // New sender instance (restart): new sequence space, not a loss burst.
             s.ext.reset();
-            s.highest = None;
+            s.loss.reset();
             s.bunch_start = None;
             s.replay = replay::ReplayWindow::default();
             s.ssrc = Some(p.ssrc);
@@ -101,15 +101,18 @@ impl Subscriber {
             }
         }
         let t = &mut self.tally;
-        if let Some(h) = s.highest {
-            if e > h + 1 {
-                t.total.lost += e - h - 1;
-                t.sec.lost += e - h - 1;
-                self.repair.note_lost(p.ssrc, e - h - 1);
+        // A gap is lost only once three later numbers arrived (reordering is not loss).
+        match s.loss.on_seq(e) {
+            SeqEvent::Advance { lost } if lost > 0 => {
+                t.total.lost += lost;
+                t.sec.lost += lost;
+                self.repair.note_lost(p.ssrc, lost);
             }
-        }
-        if s.highest.is_none_or(|h| e > h) {
-            s.highest = Some(e);
+            SeqEvent::Recovered => {
+                t.total.lost = t.total.lost.saturating_sub(1);
+                t.sec.lost = t.sec.lost.saturating_sub(1);
+            }
+            _ => {}
         }
         // Bunch spacing (diagnostics; the controller keeps its own).
         let cc = p.cc;

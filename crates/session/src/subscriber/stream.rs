@@ -8,6 +8,7 @@
 //! by [`HELD_SLACK_US`] are dropped as stale and the rest fed in order.
 
 use super::replay::ReplayWindow;
+use congestion::estimators::SeqTracker;
 use proto::wire::cc_ext::{CcFields, SeqExtender};
 use proto::Time;
 use std::net::Ipv4Addr;
@@ -54,7 +55,8 @@ pub struct Stream {
     /// The SSRC before the last change (a restarted sender's predecessor).
     pub prev_ssrc: Option<u32>,
     pub ext: SeqExtender,
-    pub highest: Option<u64>,
+    /// Loss tally with the controllers' reorder tolerance (`congestion::estimators::loss`).
+    pub loss: SeqTracker,
     pub replay: ReplayWindow,
     /// First packet of the bunch in progress: (extended seq, receive time).
     pub bunch_start: Option<(u64, Time)>,
@@ -74,7 +76,7 @@ impl Stream {
             ssrc: None,
             prev_ssrc: None,
             ext: SeqExtender::new(),
-            highest: None,
+            loss: SeqTracker::new(u64::MAX),
             replay: ReplayWindow::default(),
             bunch_start: None,
             quarantine: true,
@@ -86,7 +88,7 @@ impl Stream {
     /// Forgets the sequence space (a new session on the same groups).
     pub fn reset_sequence(&mut self) {
         self.ext.reset();
-        self.highest = None;
+        self.loss.reset();
         self.replay = ReplayWindow::default();
         self.ssrc = None;
         self.prev_ssrc = None;

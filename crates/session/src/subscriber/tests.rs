@@ -191,6 +191,43 @@ fn replayed_packets_reach_neither_controller_nor_media() {
     assert_eq!(s.drops().duplicate, 20, "{:?}", s.drops());
 }
 
+/// The link emulator's reordering fault in virtual time: a stream in which one packet in
+/// every ten is delivered after the next one. Neither the Subscriber's tally nor the product
+/// controller counts a loss; one packet really missing is counted by both, once the third
+/// packet after it has arrived.
+#[test]
+fn reordered_packets_are_not_losses_for_the_tally_or_the_controller() {
+    let ctl = congestion::live_controller_by_name("lcc").unwrap();
+    let mut s = Subscriber::new(Control::Layered(ctl), SubscriberConfig::default());
+    s.handle_announcement(ms(0), Announcement::Info(with_video(info(1, 1), 100)));
+    drain(&mut s);
+    let mut order: Vec<u16> = (0..300).collect();
+    for i in (5..299).step_by(10) {
+        order.swap(i, i + 1);
+    }
+    let feed = |s: &mut Subscriber, n: usize, seq: u16| {
+        let t = 5 * n as u64;
+        let b = pkt(0, 100, seq, (seq % 2) as u8, t, b"x");
+        s.handle_datagram(ms(t), G0, 5000, ms(t), &b);
+    };
+    for (n, seq) in order.iter().enumerate() {
+        feed(&mut s, n, *seq);
+    }
+    s.handle_timeout(ms(1600));
+    drain(&mut s);
+    let lost = |s: &Subscriber| (s.totals().1, s.controller_stats().unwrap().packets_lost);
+    assert_eq!(s.totals().0, 300);
+    assert_eq!(lost(&s), (0, 0), "{:?}", s.drops());
+    // 300 never arrives: not lost after 301 and 302, lost with 303.
+    for (n, seq) in [(300, 301), (301, 302), (302, 303)] {
+        assert_eq!(lost(&s), (0, 0));
+        feed(&mut s, n, seq);
+        s.handle_timeout(ms(5 * n as u64 + 1));
+        drain(&mut s);
+    }
+    assert_eq!(lost(&s), (1, 1));
+}
+
 /// While the base layer is held and nothing is decoded, key pictures are requested every
 /// 1.5 s to the sender's feedback port; re-syncs go at once.
 #[test]
