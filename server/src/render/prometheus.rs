@@ -80,24 +80,28 @@ pub fn metrics(state: &State, table: &Table) -> String {
             }
         }
     }
-    m.push_str("# HELP layercast_sender_queued_packets Media packets waiting in a layer's send queue.\n# TYPE layercast_sender_queued_packets gauge\n");
-    for s in &sessions {
-        for (k, n) in lock(&s.stats.per_layer_queued).iter().enumerate() {
-            let _ = writeln!(
-                m,
-                "layercast_sender_queued_packets{{session=\"{}\",layer=\"{k}\"}} {n}",
-                s.cfg.id
-            );
-        }
-    }
-    m.push_str("# HELP layercast_sender_discarded_frames_total Frames of a discardable layer (the top temporal one) dropped because its send queue would have held them too long (video.max_discardable_wait_ms).\n# TYPE layercast_sender_discarded_frames_total counter\n");
-    for s in &sessions {
-        for (k, n) in lock(&s.stats.per_layer_discarded).iter().enumerate() {
-            let _ = writeln!(
-                m,
-                "layercast_sender_discarded_frames_total{{session=\"{}\",layer=\"{k}\"}} {n}",
-                s.cfg.id
-            );
+    // Per-layer counts of the send side, one sample per session and layer.
+    type PerLayer = fn(&PacerStats) -> &std::sync::Mutex<Vec<u64>>;
+    let per_layer: [(&str, &str, &str, PerLayer); 2] = [
+        (
+            "layercast_sender_queued_packets",
+            "gauge",
+            "Media packets waiting in a layer's send queue.",
+            |st| &st.per_layer_queued,
+        ),
+        (
+            "layercast_sender_discarded_frames_total",
+            "counter",
+            "Frames of a discardable layer (the top temporal one) dropped because its send queue would have held them too long (video.max_discardable_wait_ms).",
+            |st| &st.per_layer_discarded,
+        ),
+    ];
+    for (name, kind, help, get) in per_layer {
+        let _ = writeln!(m, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for s in &sessions {
+            for (k, n) in lock(get(&s.stats)).iter().enumerate() {
+                let _ = writeln!(m, "{name}{{session=\"{}\",layer=\"{k}\"}} {n}", s.cfg.id);
+            }
         }
     }
     // Media key rotation of encrypted sessions: the epoch in use and switches done.

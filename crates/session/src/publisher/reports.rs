@@ -93,10 +93,10 @@ impl Publisher {
                 .saturating_add(self.clock_offset_us)
                 .saturating_mul(1000);
             let payload = self.plain_size.saturating_sub(super::DATA_HEADER_LEN) as u64;
-            let audio = self
-                .audio
-                .as_ref()
-                .map_or((0, 0), |a| (a.stats().packets, a.stats().octets));
+            let audio = self.audio.as_ref().map_or((0, 0), |a| {
+                let s = a.stats();
+                (s.packets, s.octets)
+            });
             for t in &r.targets {
                 let (packets, octets) = match t.layer {
                     Some(k) => {
