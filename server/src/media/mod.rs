@@ -69,7 +69,7 @@ pub fn session_json(
         "source": source.map(|s| serde_json::json!({
             "pictures": s.pictures.load(Relaxed), "audio_buffers": s.audio_buffers.load(Relaxed),
             "starts": s.starts.load(Relaxed), "eos": s.eos.load(Relaxed),
-            "loops": s.loops.load(Relaxed),
+            "loops": s.loops.load(Relaxed), "repeats": s.repeats.load(Relaxed),
             "errors": s.errors.load(Relaxed), "stalls": s.stalls.load(Relaxed),
             "last_error": s.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         })),

@@ -156,6 +156,9 @@ pub struct SourceStats {
     pub eos: AtomicU64,
     /// Gapless loops of a file (segment seeks back to its start).
     pub loops: AtomicU64,
+    /// Pictures dropped because their running time did not advance past the previous one's
+    /// (at a loop of a file whose container ends one frame short, see [`MediaSource::pull`]).
+    pub repeats: AtomicU64,
     pub errors: AtomicU64,
     /// Watchdog: times no picture came for [`STALL_FRAME_PERIODS`] frame periods.
     pub stalls: AtomicU64,
@@ -179,6 +182,8 @@ struct Running {
     video: gst_app::AppSink,
     /// Unix ns of running time 0 (set at the first buffer of either sink).
     anchor: Arc<Mutex<Option<u64>>>,
+    /// Running time of the last picture delivered.
+    last_rt: Option<u64>,
 }
 
 impl Drop for Running {
@@ -352,14 +357,30 @@ impl MediaSource {
         false
     }
 
+    /// The next picture of the video appsink, `None` after `timeout`.
+    ///
+    /// Capture times strictly increase: a picture whose running time is not after the last
+    /// one's is dropped and counted (`repeats`). A non-flushing loop seek starts the next
+    /// segment at the demuxer's last position, which for a video-only Matroska file is the
+    /// last picture's time, not its end, so the first picture of a loop lands on the last
+    /// picture's running time; two pictures with one capture (RTP) time are one too many.
     fn pull(&mut self, timeout: Duration) -> Option<Picture> {
-        let r = self.pipeline.as_ref()?;
+        let r = self.pipeline.as_mut()?;
         let sample = r
             .video
             .try_pull_sample(gst::ClockTime::from_nseconds(timeout.as_nanos() as u64))?;
         let buffer = sample.buffer()?;
-        let (cap, rt) = capture_ns(&r.anchor, &r.pipeline, sample.segment(), buffer.pts())
-            .unwrap_or((unix_ns(), 0));
+        let (cap, rt) = match capture_ns(&r.anchor, &r.pipeline, sample.segment(), buffer.pts()) {
+            Some((cap, rt)) => {
+                if r.last_rt.is_some_and(|last| rt <= last) {
+                    self.stats.repeats.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                }
+                r.last_rt = Some(rt);
+                (cap, rt)
+            }
+            None => (unix_ns(), 0),
+        };
         let info = gstreamer_video::VideoInfo::from_caps(sample.caps()?).ok()?;
         if info.width() != self.fmt.width || info.height() != self.fmt.height {
             return None;
@@ -473,6 +494,7 @@ impl MediaSource {
             pipeline,
             video: video.1,
             anchor,
+            last_rt: None,
         })
     }
 
@@ -744,9 +766,10 @@ mod tests {
 
     /// Finding F12: a source that stops delivering pictures is rebuilt by the watchdog and
     /// the stall is counted. A file that ends loops without a gap: over 2.5 loops of a
-    /// 10-frame clip the pictures' capture times step by one frame period (33 ms; at a loop
-    /// `videorate` may repeat or skip one picture: 0 or 66 ms), never by the 260-470 ms hole
-    /// a rebuild left, and 24 steps span 24 periods.
+    /// 10-frame clip the pictures' capture times step by one frame period (33 ms), or by two
+    /// at most once per loop (`videorate` may drop a picture at the seam), never by 0 (a
+    /// loop's first picture on the last one's running time, dropped and counted) nor by the
+    /// 260-470 ms hole a rebuild left.
     #[test]
     fn stalled_source_is_restarted_and_files_loop() {
         let dir = std::env::temp_dir().join(format!("lc-loop-{}", std::process::id()));
@@ -785,20 +808,19 @@ mod tests {
         let caps: Vec<u64> = (0..25)
             .map(|_| src.next_picture(&stop).unwrap().capture_ns)
             .collect();
-        assert_eq!(
-            src.stats.loops.load(Ordering::Relaxed),
-            2,
-            "the clip looped"
-        );
+        // The demuxer runs ahead of the clock-synchronised appsink by the decoder's queue, so
+        // the third loop's seek may already have happened.
+        let loops = src.stats.loops.load(Ordering::Relaxed);
+        assert!((2..=3).contains(&loops), "the clip looped: {loops}");
         assert_eq!(
             src.stats.starts.load(Ordering::Relaxed),
             1,
             "without a rebuild"
         );
         let steps: Vec<u64> = caps.windows(2).map(|w| (w[1] - w[0]) / 1_000_000).collect();
-        assert!(steps.iter().all(|&s| s <= 70), "{steps:?}");
-        let span = (caps[24] - caps[0]) / 1_000_000;
-        assert!((760..=840).contains(&span), "{span} ms: {steps:?}");
+        let single = steps.iter().filter(|&&s| (30..=36).contains(&s)).count();
+        let double = steps.iter().filter(|&&s| (63..=70).contains(&s)).count();
+        assert!(single + double == steps.len() && double <= 2, "{steps:?}");
         // A source whose pipeline delivers nothing: the watchdog fires and counts.
         let mut dead = MediaSource::new(
             SourceSpec::Uri("rtsp://127.0.0.1:1/none".into()),
