@@ -314,7 +314,8 @@ export interface TimingStats {
   spanS: number;
   /** Mean interval between displayed pictures (s). */
   meanIntervalS: number;
-  /** Freeze threshold (DESIGN.md): max(3 × mean interval, mean interval + 150 ms). */
+  /** The freeze threshold at the run's mean interval, max(3 × mean, mean + 150 ms): for
+   *  reading only, each gap is judged against its own recent average ({@link freezeGaps}). */
   freezeThresholdS: number;
   freezes: number;
   /** Freezes per minute of the span. */
@@ -341,6 +342,32 @@ function quantile(sorted: number[], q: number): number {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (i - lo);
 }
 
+/** Frames whose durations the W3C freeze rule averages over, and the fewest it judges with. */
+export const FREEZE_WINDOW_FRAMES = 30;
+export const FREEZE_MIN_SAMPLES = 5;
+
+/** The gaps (s) between consecutive shown pictures that are freezes by the W3C `freezeCount`
+ *  rule as libwebrtc's VideoQualityObserver (what Chrome's getStats reports) applies it: a gap
+ *  is a freeze when it is ≥ max(3 × avg, avg + 150 ms), where avg is the linear average of the
+ *  last 30 frame durations including this one, once 5 are known. The average is a recent one, so
+ *  a steady low frame rate (a viewer at the base temporal layer) is not a string of freezes,
+ *  while a stall in a fast stream is; a whole-run mean judged the first second's 3.75-fps
+ *  pictures of a viewer that later reached 15 fps as four freezes. */
+export function freezeGaps(gaps: number[]): number[] {
+  const out: number[] = [];
+  const win: number[] = [];
+  let sum = 0;
+  for (const d of gaps) {
+    win.push(d);
+    sum += d;
+    if (win.length > FREEZE_WINDOW_FRAMES) sum -= win.shift()!;
+    if (win.length < FREEZE_MIN_SAMPLES) continue;
+    const avg = sum / win.length;
+    if (d >= Math.max(3 * avg, avg + 0.15)) out.push(d);
+  }
+  return out;
+}
+
 /** Freezes, frame rate and glass-to-glass latency from the per-frame log, at display time when
  *  every row has one (`applyDisplayTimes`), else at decode time (the headless player of old
  *  showed a picture when decoded). */
@@ -353,7 +380,7 @@ export function timingStats(rows: FrameRow[]): TimingStats {
   const sum = d.reduce((a, b) => a + b, 0);
   const mean = d.length ? sum / d.length : NaN;
   const thr = Math.max(3 * mean, mean + 0.15);
-  const fr = d.filter((x) => x > thr);
+  const fr = freezeGaps(d);
   const sq = d.reduce((a, b) => a + b * b, 0);
   const lat = (end: (r: FrameRow) => number | null) =>
     rows

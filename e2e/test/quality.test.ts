@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { FRAMES_CSV_HEADER, Y4m, analysePlayer, analyseRun, applyDisplayTimes, ffmpeg, heldFrameShare, packetTotals, parseFramesCsv, parsePsnrStats, sourceRate, timingStats, type FrameRow } from '../src/quality.js';
+import { FRAMES_CSV_HEADER, Y4m, analysePlayer, analyseRun, applyDisplayTimes, ffmpeg, freezeGaps, heldFrameShare, packetTotals, parseFramesCsv, parsePsnrStats, sourceRate, timingStats, type FrameRow } from '../src/quality.js';
 
 let dir = '';
 const T0 = 1_763_000_000; // unix seconds
@@ -131,6 +131,13 @@ test('freezes, harmonic frame rate and latency follow their definitions', () => 
   assert.ok(Math.abs(s.meanFps - 99 / 4.92) < 1e-9);
   assert.ok(Math.abs(s.latencyP50Ms! - 90) < 1e-6, `p50 ${s.latencyP50Ms}`);
   assert.ok(Math.abs(s.latencyMeanMs! - 90) < 1e-6);
+  // The rule judges each gap against the last 30 durations: a steady 4 fps start before 25 fps
+  // is no freeze, a 0.3-s gap after 30 pictures at 25 fps is one, fewer than 5 gaps judge none.
+  assert.deepEqual(freezeGaps([0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.04, 0.04, 0.04]), []);
+  assert.deepEqual(freezeGaps([...Array(30).fill(0.04), 0.3, 0.04]), [0.3]);
+  assert.deepEqual(freezeGaps([0.04, 0.04, 0.04, 2]), []);
+  // 0.3 s after 4 fps: below 3 × the average and not a freeze; 1 s is.
+  assert.deepEqual(freezeGaps([...Array(10).fill(0.25), 0.3, 1]), [1]);
   // Steady 25 fps: no freeze, harmonic = arithmetic = 25.
   const steady = timingStats(rows.slice(0, 50));
   assert.equal(steady.freezes, 0);

@@ -17,6 +17,7 @@ mod decode;
 mod error;
 mod feedback;
 mod framelog;
+mod freeze;
 mod http_client;
 mod net;
 mod playout;

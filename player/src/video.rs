@@ -25,7 +25,7 @@ pub struct Video {
     pub width: u32,
     pub height: u32,
     pub freezes: u64,
-    nominal_fps: f64,
+    freeze: crate::freeze::FreezeDetector,
     last_frame_ns: Option<u64>,
     log: Option<std::fs::File>,
     /// Decoded frames waiting for their display time.
@@ -83,8 +83,8 @@ const AV_MAX_AHEAD_NS: u64 = 5_000_000_000;
 /// spatial layer whose held temporal layers give at least half the full frame rate (5
 /// layers: spatial 1 at 7.5 of 15 fps). The others are still decoded (the decoder's
 /// reference state needs them) but not shown (`hidden`). Below half the rate (4 layers:
-/// spatial 1 at TL0 only, 3.75 fps) the lower layer is steady and everything is shown, as a
-/// 3.75-fps picture would count as a freeze. Only pictures that are *meant* to stop below the
+/// spatial 1 at TL0 only, 3.75 fps) the lower layer is steady and everything is shown: the
+/// viewer keeps the full frame rate rather than 3.75 fps at the sharper size. Only pictures that are *meant* to stop below the
 /// steady layer (their temporal layer is not held there) are hidden: a picture the
 /// subscription expects at the steady layer that arrives without it (that layer's frame was
 /// late or lost, issue 20: "shows the layer below, scaled, instead of a frozen picture") is
@@ -252,7 +252,7 @@ impl Video {
             width: 0,
             height: 0,
             freezes: 0,
-            nominal_fps: fps,
+            freeze: Default::default(),
             last_frame_ns: None,
             log,
             playout: VecDeque::new(),
@@ -418,9 +418,8 @@ impl Video {
         }
     }
 
-    /// Shows the frames whose display time has come: counts them, detects freezes (a gap
-    /// between two shown frames longer than max(3 intervals, interval + 150 ms), DESIGN.md,
-    /// nominal frame rate as the interval) and writes the per-frame log.
+    /// Shows the frames whose display time has come: counts them, detects freezes (the W3C
+    /// rule, [`crate::freeze`]) and writes the per-frame log.
     pub fn tick(&mut self, now_ns: u64) {
         while self.playout.front().is_some_and(|f| f.due <= now_ns) {
             let Some(Pending {
@@ -437,10 +436,8 @@ impl Video {
             self.frames_1s += 1;
             self.width = w;
             self.height = h;
-            let iv = 1.0 / self.nominal_fps.max(1.0);
             if let Some(prev) = self.last_frame_ns {
-                let gap = due.saturating_sub(prev) as f64 / 1e9;
-                if gap > (3.0 * iv).max(iv + 0.15) {
+                if self.freeze.gap(due.saturating_sub(prev) as f64 / 1e9) {
                     self.freezes += 1;
                 }
             }
