@@ -109,7 +109,8 @@ export const CASES: SuiteCase[] = [
   },
 ];
 
-export const PROTOCOLS = ['era', 'plm'] as const;
+/** LCC first: the product's default controller (docs/protocols/lcc.md); ERA and PLM as published. */
+export const PROTOCOLS = ['lcc', 'era', 'plm'] as const;
 
 /** Acceptance id of a case: `issue20/<protocol>-<case>`. */
 export const checkId = (protocol: string, c: SuiteCase) => `issue20/${protocol}-${c.id}`;
@@ -251,7 +252,7 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
         const r = await qualityTest({
           seconds,
           source: 'clip',
-          protocol: p as 'era' | 'plm',
+          protocol: p as (typeof PROTOCOLS)[number],
           viewers,
           outDir: dir,
           ...(opts.video === 'default' ? {} : { video: SMALL_VIDEO, packetSize: 1200 }),
