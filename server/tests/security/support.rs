@@ -14,6 +14,8 @@ pub(crate) const API: &str = "control-token-0123456789abcdef";
 pub(crate) const PLAYER: &str = "player-token-0123456789abcdef";
 pub(crate) const DASH: &str = "dashboard-token-0123456789abcdef";
 
+/// A test's namespace, the servers it started there (killed and reaped on drop) and its
+/// scratch directory (removed on drop unless the test failed, for the server log).
 pub(crate) struct Ns {
     pub(crate) name: String,
     children: Vec<Child>,
