@@ -1,0 +1,81 @@
+//! Whether a held picture is complete, and whether what it misses is lost or only late.
+
+use super::pending::{PendingFrame, PendingPicture};
+use super::Assembler;
+
+impl Assembler {
+    pub(super) fn expected_sids(&self, tid: u8) -> Vec<u8> {
+        let Some(k) = self.top_layer else {
+            return Vec::new();
+        };
+        (0..self.ladder.spatial_layers())
+            .filter(|&s| self.ladder.keeps(k, s, tid))
+            .collect()
+    }
+
+    pub(super) fn is_complete(&self, p: &PendingPicture) -> bool {
+        let exp = self.expected_sids(p.tid);
+        !exp.is_empty()
+            && exp
+                .iter()
+                .all(|s| p.frames.get(s).is_some_and(PendingFrame::is_whole))
+    }
+
+    /// Whether picture `pid` is known not to be expected by this subscription (its TID,
+    /// predicted from the picture group, is not kept at all).
+    pub(super) fn not_expected(&self, pid: u64) -> bool {
+        match self.predicted_tid(pid) {
+            Some(tid) => self.expected_sids(tid).is_empty(),
+            None => false,
+        }
+    }
+
+    pub(super) fn predicted_tid(&self, pid: u64) -> Option<u8> {
+        if self.gof.is_empty() {
+            return None;
+        }
+        let &anchor = self.tl0_pids.range(..=pid).next_back()?;
+        let idx = (pid - anchor) as usize;
+        self.gof.get(idx).map(|e| e.tid)
+    }
+
+    /// Whether every frame incomplete picture `p` still misses is lost rather than late: its
+    /// layer has moved `reorder_pictures` past it (a frame of the top temporal layer, which
+    /// no later picture references, as soon as its layer has moved past it at all: waiting
+    /// for its repair would hold every later picture back for one picture's detail), or (no
+    /// packet of that layer yet) any layer has, or the layer lags the newest picture by more
+    /// than `patience_pictures` (stalled).
+    pub(super) fn missing_given_up(&self, pid: u64, p: &PendingPicture, newest: u64) -> bool {
+        let patience = self.conf.patience_pictures.max(self.conf.reorder_pictures);
+        if newest.saturating_sub(pid) >= patience {
+            return true;
+        }
+        let top_temporal = p.tid + 1 >= self.ladder.temporal_layers();
+        let reorder = if top_temporal {
+            1
+        } else {
+            self.conf.reorder_pictures
+        };
+        self.expected_sids(p.tid).into_iter().all(|s| {
+            if p.frames.get(&s).is_some_and(PendingFrame::is_whole) {
+                return true;
+            }
+            let on = self
+                .ladder
+                .layer_of(s, p.tid)
+                .and_then(|k| self.newest_on.get(k).copied().flatten());
+            match on {
+                Some(n) => n.saturating_sub(pid) >= reorder || newest.saturating_sub(n) >= patience,
+                None => newest.saturating_sub(pid) >= self.conf.reorder_pictures,
+            }
+        })
+    }
+
+    /// Whether `p` is a key picture whose every expected frame is here (a switch point for
+    /// every layer held).
+    pub(super) fn is_complete_key(&self, p: &PendingPicture) -> bool {
+        p.frames.get(&0).is_some_and(|f| {
+            f.parts.values().next().is_some_and(|x| x.start) && !f.desc.inter_picture
+        }) && self.is_complete(p)
+    }
+}

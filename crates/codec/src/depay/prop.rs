@@ -1,0 +1,330 @@
+//! Property and scenario tests of the assembler through its public API.
+
+use super::*;
+use crate::vp9rtp::{LayerStreams, StreamConfig};
+use crate::vpx::{EncodedPicture, LayerFrame};
+use proptest::prelude::*;
+
+/// A synthetic L3T3 stream (no codec): picture n has TID from the 0212 pattern, a key
+/// picture every 16, spatial syncs every 8; frame bytes encode (n, s) so integrity can be
+/// checked.
+/// Serialised packets per picture, per layer.
+type Packets = Vec<Vec<Vec<Vec<u8>>>>;
+
+fn stream(n: usize, size: usize) -> (LayerLadder, Packets, Vec<EncodedPicture>) {
+    let ladder = LayerLadder::default_720p_l3t3();
+    let mut ls = LayerStreams::new(
+        ladder.clone(),
+        vec![(320, 180), (640, 360), (1280, 720)],
+        StreamConfig {
+            mtu: 200,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut pics = Vec::new();
+    let mut out = Vec::new();
+    for i in 0..n {
+        let t = [0u8, 2, 1, 2][i % 4];
+        let key = i % 16 == 0;
+        let sync = !key && i % 8 == 0;
+        let frames = (0..3u8)
+            .map(|s| LayerFrame {
+                spatial: s,
+                temporal: t,
+                data: (0..size + 37 * s as usize)
+                    .map(|j| (i * 7 + s as usize * 3 + j) as u8)
+                    .collect(),
+                inter_picture: !(key || (sync && s > 0)),
+                inter_layer: s > 0,
+                switch_up: t > 0,
+                width: 0,
+                height: 0,
+            })
+            .collect();
+        let pic = EncodedPicture {
+            pts: i as i64 * 3000,
+            index: i as u64,
+            temporal: t,
+            key,
+            sync_mask: if sync { 6 } else { 0 },
+            dropped_mask: 0,
+            frames,
+        };
+        let pk = ls.packets(&pic).unwrap();
+        out.push(
+            pk.iter()
+                .map(|v| v.iter().map(|p| p.to_bytes(&[]).unwrap()).collect())
+                .collect(),
+        );
+        pics.push(pic);
+    }
+    (ladder, out, pics)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn assembler_invariants_under_loss_and_reordering(
+        k in 0usize..9,
+        seed in any::<u64>(),
+        loss_pct in 0u64..30,
+        size in 10usize..700,
+    ) {
+        let (ladder, packets, pics) = stream(48, size);
+        let mut asm = Assembler::new(ladder.clone(), Some(k), AssemblerConfig::default());
+        let mut x = seed | 1;
+        let mut rnd = move || { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x % 100 };
+        let mut outs = Vec::new();
+        for per_layer in &packets {
+            let mut batch = Vec::new();
+            for (layer, v) in per_layer.iter().enumerate() {
+                for p in v {
+                    if rnd() >= loss_pct {
+                        batch.push((layer, p));
+                    }
+                }
+            }
+            for i in 1..batch.len() {
+                if rnd() < 10 { batch.swap(i - 1, i); }
+            }
+            for (layer, p) in batch {
+                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+            while let Some(p) = asm.pop() { outs.push(p); }
+        }
+        asm.flush();
+        while let Some(p) = asm.pop() { outs.push(p); }
+        let mut last = None;
+        for p in &outs {
+            // Increasing picture IDs, layers 0..=s contiguous, all kept by the subscription.
+            prop_assert!(last.is_none_or(|l| p.picture_id > l));
+            last = Some(p.picture_id);
+            for (i, f) in p.frames.iter().enumerate() {
+                prop_assert_eq!(f.spatial as usize, i);
+                prop_assert!(ladder.keeps(k, f.spatial, f.temporal));
+            }
+            // Integrity: the frame bytes are exactly what was sent.
+            let orig = pics.iter().find(|q| {
+                q.frames[0].data == p.frames[0].data
+            });
+            let orig = orig.expect("frame 0 bytes match a sent picture");
+            for f in &p.frames {
+                prop_assert_eq!(&f.data, &orig.frames[f.spatial as usize].data);
+            }
+        }
+        if loss_pct == 0 {
+            let expected = pics.iter().filter(|q| ladder.keeps(k, 0, q.temporal)).count();
+            prop_assert_eq!(outs.len(), expected);
+        }
+    }
+}
+
+/// A stream whose first packet to arrive belongs to picture 1 (a higher layer, paced
+/// separately, overtook the base layer's key picture 0): the assembler still starts at
+/// picture 0 instead of dropping it as late and waiting for the next key picture.
+#[test]
+fn start_at_the_key_picture_when_a_later_picture_arrives_first() {
+    let (ladder, packets, _) = stream(8, 300);
+    let k = 2; // spatial 0, temporal 0..=2: every picture is kept
+    let mut asm = Assembler::new(ladder, Some(k), AssemblerConfig::default());
+    let mut push = |i: usize| {
+        for (layer, v) in packets[i].iter().enumerate().take(k + 1) {
+            for p in v {
+                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+        }
+    };
+    push(1);
+    for i in [0, 2, 3, 4, 5, 6, 7] {
+        push(i);
+    }
+    asm.flush();
+    let mut outs = Vec::new();
+    while let Some(p) = asm.pop() {
+        outs.push(p);
+    }
+    assert!(!outs.is_empty(), "nothing decodable: {:?}", asm.stats());
+    assert!(outs[0].key, "first picture returned is not the key picture");
+    let first = outs[0].picture_id;
+    // Picture 1 came first and was given up (its reference, picture 0, was missing then);
+    // every later picture decodes.
+    assert_eq!(outs.len(), 7, "{:?}", asm.stats());
+    assert!(outs
+        .iter()
+        .all(|p| p.picture_id == first || p.picture_id >= first + 2));
+    assert_eq!(asm.stats().late, 0);
+}
+
+/// The top spatial layer's packets lag the others by 10 pictures (its layers' sender
+/// queues are behind, as after a key picture): every picture still comes out whole,
+/// because the layers that lag are waited for, while a frame lost on a layer that has
+/// moved on is given up after `reorder_pictures` of that layer, well before the
+/// `patience_pictures` a lagging layer gets.
+#[test]
+fn lagging_layer_is_waited_for_and_a_lost_frame_is_not() {
+    let (ladder, packets, _) = stream(40, 300);
+    let conf = AssemblerConfig {
+        reorder_pictures: 4,
+        patience_pictures: 20,
+        max_pending: 64,
+    };
+    let top = |k: usize| ladder.cell(k).unwrap().spatial == 2;
+    let mut asm = Assembler::new(ladder.clone(), Some(8), conf);
+    let mut outs = Vec::new();
+    let lag = 10;
+    for i in 0..packets.len() + lag {
+        // Pictures i's lower layers, and picture i - lag's top spatial layer.
+        let mut feed = |pic: usize, want_top: bool| {
+            for (layer, v) in packets[pic].iter().enumerate() {
+                if top(layer) != want_top {
+                    continue;
+                }
+                for p in v {
+                    asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+                }
+            }
+        };
+        if i < packets.len() {
+            feed(i, false);
+        }
+        if i >= lag {
+            feed(i - lag, true);
+        }
+        while let Some(p) = asm.pop() {
+            outs.push(p);
+        }
+    }
+    assert_eq!(outs.len(), 40);
+    // Before the top layer delivered anything its frames are not waited for (pictures
+    // 0..=7, as at a join); from its first switch point on (the re-sync at 8) every
+    // picture comes out whole, each waiting for its lagging top layer.
+    let partial: Vec<u64> = outs
+        .iter()
+        .filter(|p| !(p.complete && p.top_spatial() == 2))
+        .map(|p| p.picture_id % (1 << 15))
+        .collect();
+    assert_eq!(partial, (0..8).collect::<Vec<u64>>());
+
+    // In order, one frame lost: after which picture's packets does the picture that lost
+    // it come out (incomplete)?
+    let given_up_after = |pic: usize, lost_layer: usize| {
+        let mut asm = Assembler::new(ladder.clone(), Some(8), conf);
+        for (i, per_layer) in packets.iter().enumerate() {
+            for (layer, v) in per_layer.iter().enumerate() {
+                if i == pic && layer == lost_layer {
+                    continue;
+                }
+                for p in v {
+                    asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+                }
+            }
+            while let Some(p) = asm.pop() {
+                if p.picture_id % (1 << 15) == pic as u64 {
+                    assert!(!p.complete);
+                    return Some(i);
+                }
+            }
+        }
+        None
+    };
+    // The top-layer frame of picture 9 (TL2, referenced by no later picture): picture 9
+    // comes out as soon as its layer has delivered the next TL2 picture (11), not at
+    // 9 + 4 or 9 + 20.
+    assert_eq!(given_up_after(9, ladder.layer_of(2, 2).unwrap()), Some(11));
+    // A frame of a referenced layer (picture 8's top layer, TL0) waits for its repair
+    // until its layer has moved `reorder_pictures` on (the TL0 layer's next picture, 12).
+    assert_eq!(given_up_after(8, ladder.layer_of(2, 0).unwrap()), Some(12));
+}
+
+/// A player joins mid-stream: picture 10 arrives without its base-layer packets (they
+/// went by before the join), 11..=15 whole (undecodable: their references are gone),
+/// then the key picture 16. The key picture is returned as soon as it is complete, not
+/// once the reorder window has given picture 10 up.
+#[test]
+fn key_picture_at_start_does_not_wait_for_older_partial_pictures() {
+    let (ladder, packets, _) = stream(20, 300);
+    let k = 8;
+    let conf = AssemblerConfig {
+        reorder_pictures: 23,
+        patience_pictures: 23,
+        max_pending: 45,
+    };
+    let mut asm = Assembler::new(ladder, Some(k), conf);
+    let push = |asm: &mut Assembler, i: usize, from_layer: usize| {
+        for (layer, v) in packets[i].iter().enumerate().skip(from_layer) {
+            for p in v {
+                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+        }
+    };
+    // Layers 3..=8 are spatial layers 1 and 2: picture 10 without its base-layer frame.
+    push(&mut asm, 10, 3);
+    for i in 11..16 {
+        push(&mut asm, i, 0);
+    }
+    assert!(
+        asm.pop().is_none(),
+        "nothing decodable before the key picture"
+    );
+    push(&mut asm, 16, 0);
+    let first = asm.pop().expect("key picture returned when complete");
+    assert!(first.key && first.complete);
+    assert_eq!(first.frames.len(), 3);
+    // The older pictures were given up, not returned.
+    assert!(asm.pop().is_none());
+    assert_eq!(asm.stats().pictures, 1);
+    assert_eq!(asm.stats().pictures_skipped, 6);
+    // The pictures after it flow at once.
+    push(&mut asm, 17, 0);
+    assert_eq!(asm.pop().map(|p| p.frames.len()), Some(3));
+}
+
+/// A TL0 picture's base frame loses a packet after decoding began: the base chain is
+/// broken (every picture until the next key is skipped) and stays so until a key picture
+/// is returned. A lost TL2 base frame does not break it.
+#[test]
+fn a_lost_base_tl0_frame_breaks_the_chain_until_a_key_picture() {
+    let (ladder, packets, _) = stream(20, 300);
+    let mut asm = Assembler::new(ladder, Some(0), AssemblerConfig::default());
+    let mut broken = Vec::new();
+    for (i, pic) in packets.iter().enumerate() {
+        for p in &pic[0] {
+            // Picture 5 (TL2) and picture 8 (TL0) lose a packet of their base frame.
+            if (i == 5 || i == 8) && std::ptr::eq(p, &pic[0][0]) {
+                continue;
+            }
+            asm.push(0, &RtpPacket::parse(p).unwrap()).unwrap();
+        }
+        while asm.pop().is_some() {}
+        broken.push(asm.base_broken());
+    }
+    asm.flush();
+    // Picture 8 is given up once 4 newer pictures arrived (the default window), i.e. at
+    // picture 12; the key picture 16 repairs it.
+    let first = broken.iter().position(|&b| b).unwrap();
+    assert_eq!(first, 12, "{broken:?}");
+    assert!(broken[12..16].iter().all(|&b| b), "{broken:?}");
+    assert!(!broken[16], "{broken:?}");
+    assert!(asm.stats().pictures_skipped >= 2);
+}
+
+#[test]
+fn end_of_picture_for_partial_subscriber() {
+    let ladder = LayerLadder::default_720p_l3t3();
+    let d = |sid, tid, end| PayloadDescriptor {
+        end,
+        layer: Some(LayerIndices {
+            tid,
+            switch_up: false,
+            sid,
+            inter_layer: sid > 0,
+        }),
+        ..Default::default()
+    };
+    // k = 3 holds (1,0): TL0 pictures end at spatial 1, TL2 pictures at spatial 0.
+    assert!(Assembler::is_end_of_picture(&ladder, 3, &d(1, 0, true)));
+    assert!(!Assembler::is_end_of_picture(&ladder, 3, &d(0, 0, true)));
+    assert!(Assembler::is_end_of_picture(&ladder, 3, &d(0, 2, true)));
+    assert!(!Assembler::is_end_of_picture(&ladder, 3, &d(1, 0, false)));
+}

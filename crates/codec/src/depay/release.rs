@@ -1,0 +1,160 @@
+//! Releasing held pictures in picture-ID order (when complete, or once what they miss is
+//! given up) and keeping of each only the frames whose reference chain was returned.
+
+use super::pending::PendingPicture;
+use super::{AssembledFrame, AssembledPicture, Assembler};
+use crate::vp9rtp::PayloadDescriptor;
+
+impl Assembler {
+    pub(super) fn advance(&mut self, force: bool) {
+        // Start-up: with no reference state yet (nothing decodable returned), no picture older
+        // than a complete key picture can be decoded, and none can be shown after it, so they
+        // are given up at once instead of after the reorder window. A player joins mid-stream:
+        // the pictures before the first key picture are partial (their first packets went by
+        // before the join) and each waited `reorder_pictures` for packets that never come,
+        // which held the key picture and everything after it back by up to the whole window
+        // (the latency bench: the first 1-2 s of pictures decoded 0.3-0.7 s after their last
+        // packet, `docs/player.md` "Session 5").
+        if self.decoded.is_empty() && !force {
+            let key = self
+                .pending
+                .iter()
+                .find(|(_, p)| self.is_complete_key(p))
+                .map(|(&pid, _)| pid);
+            if let Some(kp) = key {
+                while let Some((&pid, _)) = self.pending.iter().next() {
+                    if pid >= kp {
+                        break;
+                    }
+                    let Some(p) = self.pending.remove(&pid) else {
+                        break;
+                    };
+                    let complete = self.is_complete(&p);
+                    self.emit(pid, p, complete);
+                }
+                self.done_below = self.done_below.max(kp);
+            }
+        }
+        while let Some((&pid, _)) = self.pending.iter().next() {
+            let p = &self.pending[&pid];
+            let complete = self.is_complete(p);
+            let newest = self.newest.unwrap_or(pid);
+            let gap_ok = pid.saturating_sub(self.done_below) <= 64
+                && (self.done_below..pid).all(|x| self.not_expected(x));
+            let timed_out = if complete {
+                newest.saturating_sub(pid) >= self.conf.reorder_pictures
+            } else {
+                self.missing_given_up(pid, p, newest)
+            } || self.pending.len() > self.conf.max_pending;
+            if !(force || timed_out || (complete && gap_ok)) {
+                break;
+            }
+            let Some(p) = self.pending.remove(&pid) else {
+                break;
+            };
+            self.emit(pid, p, complete);
+            self.done_below = pid + 1;
+        }
+        // Forget chain state far behind the newest picture.
+        if let Some(n) = self.newest {
+            let floor = n.saturating_sub(256);
+            if self.decoded.len() > 1024 {
+                self.decoded.retain(|&(_, p)| p >= floor);
+            }
+            while self.tl0_pids.len() > 64 {
+                self.tl0_pids.pop_first();
+            }
+        }
+    }
+
+    fn refs_of(&self, pid: u64, desc: &PayloadDescriptor) -> Option<Vec<u64>> {
+        if desc.flexible {
+            return Some(
+                desc.p_diffs
+                    .iter()
+                    .map(|&d| pid.saturating_sub(d as u64))
+                    .collect(),
+            );
+        }
+        if self.gof.is_empty() {
+            return None;
+        }
+        // Anchor: the TL0 picture that opened this picture's group. If that picture was lost
+        // whole, the previous TL0 is found instead and the index runs past the group: the
+        // frame is then (correctly) treated as unreferenceable.
+        let &anchor = self.tl0_pids.range(..=pid).next_back()?;
+        let idx = (pid - anchor) as usize;
+        let e = self.gof.get(idx)?;
+        if e.tid != desc.tid() {
+            return None;
+        }
+        Some(
+            e.p_diffs
+                .iter()
+                .map(|&d| pid.saturating_sub(d as u64))
+                .collect(),
+        )
+    }
+
+    pub(super) fn emit(&mut self, pid: u64, mut p: PendingPicture, complete: bool) {
+        let exp = self.expected_sids(p.tid);
+        let mut frames = Vec::new();
+        let mut key = false;
+        let mut lower_ok = true;
+        for s in exp {
+            let Some(f) = p.frames.remove(&s) else {
+                lower_ok = false;
+                continue;
+            };
+            let Some(data) = f.complete() else {
+                self.stats.frames_incomplete += 1;
+                lower_ok = false;
+                continue;
+            };
+            let d = &f.desc;
+            let layer_dep_ok = s == 0 || !d.layer.is_some_and(|l| l.inter_layer) || lower_ok;
+            let chain_ok = if !d.inter_picture {
+                true
+            } else {
+                match self.refs_of(pid, d) {
+                    Some(refs) => refs.iter().all(|r| self.decoded.contains(&(s, *r))),
+                    None => false,
+                }
+            };
+            if !(layer_dep_ok && chain_ok) {
+                self.stats.frames_unreferenceable += 1;
+                lower_ok = false;
+                continue;
+            }
+            if s == 0 && !d.inter_picture {
+                key = true;
+                // A key picture refreshes every buffer: older chain state is irrelevant.
+                self.decoded.retain(|&(_, q)| q >= pid);
+            }
+            self.decoded.insert((s, pid));
+            frames.push(AssembledFrame {
+                spatial: s,
+                temporal: p.tid,
+                data,
+            });
+            lower_ok = true;
+        }
+        if frames.is_empty() || frames[0].spatial != 0 {
+            self.stats.pictures_skipped += 1;
+            self.base_broken |= p.tid == 0 && self.stats.pictures > 0;
+            return;
+        }
+        if key {
+            self.base_broken = false;
+        }
+        self.stats.pictures += 1;
+        self.ready.push_back(AssembledPicture {
+            picture_id: pid,
+            timestamp: p.timestamp,
+            temporal: p.tid,
+            key,
+            frames,
+            complete,
+        });
+    }
+}
