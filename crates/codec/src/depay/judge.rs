@@ -44,7 +44,8 @@ impl Assembler {
     /// no later picture references, as soon as its layer has moved past it at all: waiting
     /// for its repair would hold every later picture back for one picture's detail), or (no
     /// packet of that layer yet) any layer has, or the layer lags the newest picture by more
-    /// than `patience_pictures` (stalled).
+    /// than `patience_pictures` (stalled). A newly joined upper layer is not waited for before
+    /// its first packet, nor for the pictures before it ([`Assembler::set_top_layer`]).
     pub(super) fn missing_given_up(&self, pid: u64, p: &PendingPicture, newest: u64) -> bool {
         let patience = self.conf.patience_pictures.max(self.conf.reorder_pictures);
         if newest.saturating_sub(pid) >= patience {
@@ -60,10 +61,13 @@ impl Assembler {
             if p.frames.get(&s).is_some_and(PendingFrame::is_whole) {
                 return true;
             }
-            let on = self
-                .ladder
-                .layer_of(s, p.tid)
-                .and_then(|k| self.newest_on.get(k).copied().flatten());
+            let k = self.ladder.layer_of(s, p.tid);
+            if k.is_some_and(|k| {
+                self.awaiting[k] || self.first_on[k].is_some_and(|first| pid < first)
+            }) {
+                return true;
+            }
+            let on = k.and_then(|k| self.newest_on.get(k).copied().flatten());
             match on {
                 Some(n) => n.saturating_sub(pid) >= reorder || newest.saturating_sub(n) >= patience,
                 None => newest.saturating_sub(pid) >= self.conf.reorder_pictures,

@@ -127,6 +127,12 @@ pub struct Assembler {
     newest: Option<u64>,
     /// Newest picture ID each layer has delivered a packet of.
     newest_on: Vec<Option<u64>>,
+    /// Upper layers joined by [`Self::set_top_layer`] that have delivered no packet since:
+    /// pictures do not wait for them (`missing_given_up`).
+    awaiting: Vec<bool>,
+    /// The first picture ID a (re)joined upper layer delivered a packet of: older pictures do
+    /// not wait for that layer either.
+    first_on: Vec<Option<u64>>,
     /// Pictures below this ID are done (returned or given up).
     done_below: u64,
     decoded: HashSet<(u8, u64)>,
@@ -156,6 +162,8 @@ impl Assembler {
             pending: BTreeMap::new(),
             newest: None,
             newest_on: vec![None; n],
+            awaiting: vec![false; n],
+            first_on: vec![None; n],
             done_below: 0,
             decoded: HashSet::new(),
             tl0_pids: Default::default(),
@@ -187,8 +195,23 @@ impl Assembler {
 
     /// Change the subscription to layers 0..=k (None: none). Frames above are dropped from
     /// pending pictures; a newly added layer is used from its next switch point.
+    ///
+    /// A newly added upper layer is not waited for until its first packet comes, nor for the
+    /// pictures before that packet: the join takes a graft's time to reach the network, and
+    /// until the layer's switch point its frames cannot be decoded anyway. Waiting for it
+    /// (`reorder_pictures`, 0.5 s) held every picture back at each join.
     pub fn set_top_layer(&mut self, top: Option<usize>) {
+        let old = self.top_layer;
         self.top_layer = top.map(|k| k.min(self.ladder.len() - 1));
+        for k in 1..self.ladder.len() {
+            let held = self.top_layer.is_some_and(|t| k <= t);
+            let was = old.is_some_and(|t| k <= t);
+            if !held {
+                (self.newest_on[k], self.first_on[k], self.awaiting[k]) = (None, None, false);
+            } else if !was {
+                (self.first_on[k], self.awaiting[k]) = (None, true);
+            }
+        }
         let ladder = &self.ladder;
         for p in self.pending.values_mut() {
             let tid = p.tid;
@@ -281,6 +304,9 @@ impl Assembler {
         let seq = self.seq[layer].unwrap(packet.sequence_number() as u64, 16);
         // Where this layer is, late packet or not (`missing_given_up`).
         self.newest_on[layer] = Some(self.newest_on[layer].map_or(pid, |n| n.max(pid)));
+        if std::mem::take(&mut self.awaiting[layer]) {
+            self.first_on[layer] = Some(pid);
+        }
         if pid < self.done_below {
             // Nothing decodable returned yet and a slightly older picture turns up: the first
             // packet seen was of a later picture. Layers are paced independently, so a higher

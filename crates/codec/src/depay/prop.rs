@@ -328,3 +328,44 @@ fn end_of_picture_for_partial_subscriber() {
     assert!(Assembler::is_end_of_picture(&ladder, 3, &d(0, 2, true)));
     assert!(!Assembler::is_end_of_picture(&ladder, 3, &d(1, 0, false)));
 }
+
+/// A viewer holding spatial layers 0-1 joins spatial layer 2 at picture 20; its first packets
+/// come with picture 24 (the graft's delay). Pictures 20..=23 come out as soon as their lower
+/// layers are whole, not `reorder_pictures` later, and so does every later picture that lost
+/// nothing: the new layer is used from its first packet on.
+#[test]
+fn a_newly_joined_layer_is_not_waited_for_before_its_first_packet() {
+    let (ladder, packets, _) = stream(40, 300);
+    let conf = AssemblerConfig {
+        reorder_pictures: 4,
+        patience_pictures: 20,
+        max_pending: 64,
+    };
+    let s2 = |k: usize| ladder.cell(k).unwrap().spatial == 2;
+    let mut asm = Assembler::new(ladder.clone(), Some(5), conf);
+    // The picture each picture came out after (in feeding order).
+    let mut out_after = vec![None; packets.len()];
+    for (i, per_layer) in packets.iter().enumerate() {
+        if i == 20 {
+            asm.set_top_layer(Some(8));
+        }
+        for (layer, v) in per_layer.iter().enumerate() {
+            if s2(layer) && i < 24 {
+                continue;
+            }
+            for p in v {
+                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+        }
+        while let Some(p) = asm.pop() {
+            out_after[(p.picture_id % (1 << 15)) as usize] = Some(i);
+        }
+    }
+    for (pic, after) in out_after.iter().enumerate() {
+        assert_eq!(*after, Some(pic), "picture {pic} came out after {after:?}");
+    }
+    // Dropping the layer again and re-joining: the same holds at the second join.
+    asm.set_top_layer(Some(5));
+    asm.set_top_layer(Some(8));
+    assert!(asm.awaiting[ladder.layer_of(2, 0).unwrap()]);
+}
