@@ -46,6 +46,21 @@ impl<'a> FlowBuilder<'a> {
         })
     }
 
+    /// Agent `id` starts at `start` and, when `stop_s` is given, stops then.
+    fn run_between(&mut self, id: usize, start: Time, stop_s: Option<f64>) {
+        self.sim.net.schedule_command(start, id, Command::Start);
+        if let Some(t) = stop_s {
+            self.sim.net.schedule_command(at(t), id, Command::Stop);
+        }
+    }
+
+    /// A unicast flow's sink and source start together at `t0` (the sink first); the source
+    /// stops at `stop_s`.
+    fn start_pair(&mut self, t0: Time, sink: usize, source: usize, stop_s: Option<f64>) {
+        self.sim.net.schedule_command(t0, sink, Command::Start);
+        self.run_between(source, t0, stop_s);
+    }
+
     /// The agents of flow `fi`, `f`.
     pub(super) fn add(&mut self, fi: usize, f: &Flow) -> Result<(), Error> {
         match f {
@@ -120,10 +135,7 @@ impl<'a> FlowBuilder<'a> {
         }
         let s_id = self.sim.add_agent(src, Box::new(sender));
         let t0 = self.start_of(*start_s, *start_jitter_s);
-        self.sim.net.schedule_command(t0, s_id, Command::Start);
-        if let Some(t) = stop_s {
-            self.sim.net.schedule_command(at(*t), s_id, Command::Stop);
-        }
+        self.run_between(s_id, t0, *stop_s);
         let mut ladder = vec![0.0];
         for r in &rates {
             ladder.push(ladder.last().copied().unwrap_or(0.0) + r);
@@ -146,10 +158,7 @@ impl<'a> FlowBuilder<'a> {
                 .with_delivered_level(crate::agents::alma::budget_scale(protocol).is_some());
             let id = self.sim.add_agent(rn, Box::new(rcv));
             let t = self.start_of(r.start_s, r.start_jitter_s).max(t0);
-            self.sim.net.schedule_command(t, id, Command::Start);
-            if let Some(t) = r.stop_s {
-                self.sim.net.schedule_command(at(t), id, Command::Stop);
-            }
+            self.run_between(id, t, r.stop_s);
         }
         Ok(())
     }
@@ -186,11 +195,8 @@ impl<'a> FlowBuilder<'a> {
         let snd = TfmccSenderAgent::new(src, flow, g, cfg, smon);
         self.sim.add_agent(src, Box::new(snd));
         let t0 = self.start_of(*start_s, *start_jitter_s);
-        self.sim.net.schedule_command(t0, s_id, Command::Start);
+        self.run_between(s_id, t0, *stop_s);
         self.sim.net.monitors.started(smon, t0);
-        if let Some(t) = stop_s {
-            self.sim.net.schedule_command(at(*t), s_id, Command::Stop);
-        }
         let info = SessionInfo {
             packet_size: (*packet_size).min(65_535) as u16,
             ..SessionInfo::equal_layers(1, 1, Ipv4Addr::new(239, 2, fi as u8, 0), 6000)
@@ -223,10 +229,7 @@ impl<'a> FlowBuilder<'a> {
             .crash_on_stop(r.crash);
             let id = self.sim.add_agent(rn, Box::new(agent));
             let t = self.start_of(r.start_s, r.start_jitter_s).max(t0);
-            self.sim.net.schedule_command(t, id, Command::Start);
-            if let Some(t) = r.stop_s {
-                self.sim.net.schedule_command(at(t), id, Command::Stop);
-            }
+            self.run_between(id, t, r.stop_s);
         }
         Ok(())
     }
@@ -331,11 +334,7 @@ impl<'a> FlowBuilder<'a> {
         );
         debug_assert_eq!((s_got, r_got), (s_id, r_id));
         let t0 = self.start_of(*start_s, *start_jitter_s);
-        self.sim.net.schedule_command(t0, r_id, Command::Start);
-        self.sim.net.schedule_command(t0, s_id, Command::Start);
-        if let Some(t) = stop_s {
-            self.sim.net.schedule_command(at(*t), s_id, Command::Stop);
-        }
+        self.start_pair(t0, r_id, s_id, *stop_s);
         Ok(())
     }
 
@@ -390,12 +389,7 @@ impl<'a> FlowBuilder<'a> {
             Rng::derive(self.seed, 0x5000 + fi as u64),
         );
         let id = self.sim.add_agent(node0, Box::new(agent));
-        self.sim
-            .net
-            .schedule_command(at(*start_s), id, Command::Start);
-        if let Some(t) = stop_s {
-            self.sim.net.schedule_command(at(*t), id, Command::Stop);
-        }
+        self.run_between(id, at(*start_s), *stop_s);
         Ok(())
     }
 
@@ -442,11 +436,7 @@ impl<'a> FlowBuilder<'a> {
             let k_id = self.sim.add_agent(b, Box::new(sink));
             debug_assert_eq!(k_id, sink_id);
             let t0 = self.start_of(*start_s, *start_jitter_s);
-            self.sim.net.schedule_command(t0, k_id, Command::Start);
-            self.sim.net.schedule_command(t0, s_id, Command::Start);
-            if let Some(t) = stop_s {
-                self.sim.net.schedule_command(at(*t), s_id, Command::Stop);
-            }
+            self.start_pair(t0, k_id, s_id, *stop_s);
             return Ok(());
         }
         let v = match variant.as_str() {
@@ -474,11 +464,7 @@ impl<'a> FlowBuilder<'a> {
         );
         debug_assert_eq!(k_id, sink_id);
         let t0 = self.start_of(*start_s, *start_jitter_s);
-        self.sim.net.schedule_command(t0, k_id, Command::Start);
-        self.sim.net.schedule_command(t0, s_id, Command::Start);
-        if let Some(t) = stop_s {
-            self.sim.net.schedule_command(at(*t), s_id, Command::Stop);
-        }
+        self.start_pair(t0, k_id, s_id, *stop_s);
         Ok(())
     }
 
@@ -542,11 +528,7 @@ impl<'a> FlowBuilder<'a> {
         let rcv = TfrcReceiverAgent::new(b, (a, s_id), flow, mon, cfg);
         let k_id = self.sim.add_agent(b, Box::new(rcv));
         let t0 = self.start_of(*start_s, *start_jitter_s);
-        self.sim.net.schedule_command(t0, k_id, Command::Start);
-        self.sim.net.schedule_command(t0, s_id, Command::Start);
-        if let Some(t) = stop_s {
-            self.sim.net.schedule_command(at(*t), s_id, Command::Stop);
-        }
+        self.start_pair(t0, k_id, s_id, *stop_s);
         Ok(())
     }
 
@@ -615,11 +597,7 @@ impl<'a> FlowBuilder<'a> {
         let k_id = self.sim.add_agent(b, Box::new(DatagramSink::new(mon)));
         debug_assert_eq!(k_id, sink_id);
         let t0 = self.start_of(*start_s, *start_jitter_s);
-        self.sim.net.schedule_command(t0, k_id, Command::Start);
-        self.sim.net.schedule_command(t0, s_id, Command::Start);
-        if let Some(t) = stop_s {
-            self.sim.net.schedule_command(at(*t), s_id, Command::Stop);
-        }
+        self.start_pair(t0, k_id, s_id, *stop_s);
         Ok(())
     }
 }
