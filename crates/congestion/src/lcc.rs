@@ -122,6 +122,7 @@ impl Lcc {
             cfg.hold_down_max,
             cfg.hold_memory,
             cfg.hold_release,
+            cfg.hold_full_share,
         );
         Lcc {
             hold,
@@ -183,6 +184,13 @@ impl Lcc {
         } else {
             self.cum[(n - 1).min(self.cum.len() - 1)] * self.scale
         }
+    }
+
+    /// The share of the capacity estimate that `n` layers take (1 without an estimate).
+    fn share_of(&self, n: usize) -> f64 {
+        self.last_cap
+            .filter(|&c| c > 0.0)
+            .map_or(1.0, |c| (self.rate_of(n) / c).min(1.0))
     }
 
     /// The highest level (at least 1) whose cumulative rate is at most `r`.
@@ -536,7 +544,9 @@ impl Lcc {
                 let big = self.last_cap.is_some_and(|c| step > self.cfg.big_step * c);
                 if big && !self.recently_joined(now) && self.held < self.cum.len() {
                     let j = 0.75 + 0.5 * self.uniform();
-                    self.hold.on_decrease(now, self.held + 1, self.last_cap, j);
+                    let x = self.share_of(self.held);
+                    self.hold
+                        .on_decrease(now, self.held + 1, self.last_cap, x, j);
                 }
             }
             Some(q) if q <= self.cfg.q_low => self.in_episode = false,
@@ -571,7 +581,8 @@ impl Lcc {
                 let reason = if loss_news { "loss-drop" } else { "delay-drop" };
                 if self.recently_joined(now) || loss_news {
                     let j = 0.75 + 0.5 * self.uniform();
-                    self.hold.on_decrease(now, self.held, self.last_cap, j);
+                    let x = self.share_of(n);
+                    self.hold.on_decrease(now, self.held, self.last_cap, x, j);
                 }
                 self.set_level(now, n, reason, &s);
                 self.last_decrease = Some(now);

@@ -415,3 +415,87 @@ fn behind_one_fifo_the_largest_subscriber_yields_and_the_small_one_holds() {
     assert_eq!(rx[1].0.layers(), 4);
     assert!(q < 0.05, "queue {q}");
 }
+
+/// One receiver alone on an empty link of capacity `cap` (bit/s): no queue, pairs back to back
+/// at `cap`, and every join to four layers or more fails 100 ms later (one packet of each layer
+/// lost). Returns the waits (s) from each loss-drop below four layers to the next join of the
+/// fourth.
+fn waits_after_failed_joins_of_layer_4(cap: f64, until: f64) -> Vec<f64> {
+    let mut c = Lcc::default();
+    c.handle_announcement(Time::ZERO, &session());
+    let mut next = vec![(0u64, 0.0f64); LADDER.len()];
+    let mut joined: Option<f64> = None;
+    let mut dropped_at: Option<f64> = None;
+    let mut waits = Vec::new();
+    let mut t = 0.0;
+    while t < until {
+        let now = Time::from_secs_f64(t);
+        let held = c.layers() as usize;
+        if held >= 4 && joined.is_some_and(|j| t - j >= 0.1) {
+            // One number of each layer never arrives: a loss once three higher ones have.
+            for np in next.iter_mut().take(held) {
+                np.0 += 1;
+            }
+            joined = None;
+        }
+        for (k, np) in next.iter_mut().enumerate() {
+            if k >= held {
+                np.1 = t;
+                continue;
+            }
+            if np.1 <= t {
+                for pos in 0..2u8 {
+                    let p = PacketArrival {
+                        layer: k as u8,
+                        seq: np.0 + u64::from(pos),
+                        bunch_pos: pos,
+                        bunch_len: 2,
+                        size: SIZE,
+                        send_time_us: now.as_micros() + 3_000_000,
+                        recv_time: now
+                            + Duration::from_millis(25)
+                            + Duration::from_secs_f64(f64::from(pos) * f64::from(SIZE) * 8.0 / cap),
+                    };
+                    c.handle_packet(p.recv_time, &p);
+                }
+                np.0 += 2;
+                np.1 += 2.0 * f64::from(SIZE) * 8.0 / (LADDER[k] * 1000.0);
+            }
+        }
+        if c.poll_timeout().is_some_and(|(at, _)| at <= now) {
+            c.handle_timeout(now);
+        }
+        while c.poll_action().is_some() {}
+        while let Some(d) = c.poll_decision() {
+            if d.to_layers > d.from_layers {
+                joined = Some(t);
+            }
+            if d.to_layers == 4 && d.from_layers == 3 {
+                if let Some(at) = dropped_at.take() {
+                    waits.push(t - at);
+                }
+            }
+            if d.from_layers >= 4 && d.to_layers < 4 {
+                assert_eq!(d.reason, "loss-drop", "{d:?}");
+                dropped_at = Some(t);
+            }
+        }
+        t += 0.001;
+    }
+    waits
+}
+
+#[test]
+fn a_receiver_holding_a_small_share_retries_a_failed_join_sooner() {
+    // Holding most of the link while the fourth layer is held down (402 kbit/s or less of 1000),
+    // the hold-down doubles to its maximum: 4, 8, 16, 32 s (±25 %).
+    let large = waits_after_failed_joins_of_layer_4(1_000_000.0, 240.0);
+    assert!(large.len() >= 4, "{large:?}");
+    assert!(large[3..].iter().all(|&w| w >= 24.0), "{large:?}");
+    // Holding 402 of 3500 kbit/s or less (a latecomer beside two incumbents), the same
+    // failures hold it down at most 32 s x 0.115 / 0.25 = 14.7 s (±25 %, so at most 18.4 s,
+    // where it was 24-40 s): it keeps trying for its share.
+    let small = waits_after_failed_joins_of_layer_4(3_500_000.0, 240.0);
+    assert!(small.len() >= 8, "{small:?}");
+    assert!(small.iter().all(|&w| w <= 20.0), "{small:?}");
+}

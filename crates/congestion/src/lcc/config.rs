@@ -62,6 +62,10 @@ pub struct LccConfig {
     pub hold_down_max: Duration,
     pub hold_memory: Duration,
     pub hold_release: f64,
+    /// A receiver holding less than this share of the capacity estimate while a level is held
+    /// down doubles its hold-down only up to `hold_down_max` times its share over this (at
+    /// least `hold_down`): a latecomer's small failed joins are retried sooner.
+    pub hold_full_share: f64,
     /// Propagation RTT assumed for a competing TCP (added to the measured queueing delay), s.
     pub base_rtt: f64,
     /// Segment size of the competing TCP, bytes (for the loss floor).
@@ -127,6 +131,7 @@ impl Default for LccConfig {
             hold_down_max: Duration::from_secs(32),
             hold_memory: Duration::from_secs(64),
             hold_release: 1.2,
+            hold_full_share: 0.25,
             base_rtt: 0.05,
             tcp_mss: 1448.0,
             loss_floor_gain: 2.5,
