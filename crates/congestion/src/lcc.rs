@@ -80,6 +80,8 @@ pub struct Lcc {
     yield_jitter: f64,
     /// When the top layer held was joined (None after a decrease).
     joined_at: Option<Time>,
+    /// The capacity estimate when it was joined.
+    cap_at_join: Option<f64>,
     /// The queue went above `q_high` and has not been near empty since.
     in_episode: bool,
 
@@ -128,6 +130,7 @@ impl Lcc {
             hold,
             yield_jitter: 0.0,
             joined_at: None,
+            cap_at_join: None,
             in_episode: false,
             qd: QueueDelay::new(Duration::from_secs(2), 30, 100),
             cfg,
@@ -279,6 +282,9 @@ impl Lcc {
         }
         self.last_change = now;
         self.joined_at = (n > from).then_some(now);
+        if n > from {
+            self.cap_at_join = self.last_cap;
+        }
         let opt = |x: Option<f64>, k: f64| x.map_or(f64::NAN, |v| v * k);
         let inputs = vec![
             ("q_ms", opt(s.q, 1e3)),
@@ -582,7 +588,19 @@ impl Lcc {
                 if self.recently_joined(now) || loss_news {
                     let j = 0.75 + 0.5 * self.uniform();
                     let x = self.share_of(n);
-                    self.hold.on_decrease(now, self.held, self.last_cap, x, j);
+                    // The hold-down lifts for a capacity estimate above the one the join was
+                    // made on, not merely above the one at its failure: behind a fair queue
+                    // the estimate is our share while we exceed it and the capacity once we
+                    // are back under it, and that swing is no news.
+                    let cap = if self.recently_joined(now) {
+                        match (self.last_cap, self.cap_at_join) {
+                            (Some(a), Some(b)) => Some(a.max(b)),
+                            (a, b) => a.or(b),
+                        }
+                    } else {
+                        self.last_cap
+                    };
+                    self.hold.on_decrease(now, self.held, cap, x, j);
                 }
                 self.set_level(now, n, reason, &s);
                 self.last_decrease = Some(now);
