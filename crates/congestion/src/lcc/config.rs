@@ -57,7 +57,8 @@ pub struct LccConfig {
     /// After leaving level `m` less than `join_recent` after joining it (a failed join), or for
     /// a loss, `m` is not joined again for `hold_down`, doubled for each earlier such decrease
     /// from `m` within `hold_memory` of the one before, at most `hold_down_max`; a capacity
-    /// estimate `hold_release` times the one at the decrease lifts it.
+    /// estimate `hold_release` times the larger of the ones at the join and at the decrease
+    /// lifts it.
     pub hold_down: Duration,
     pub hold_down_max: Duration,
     pub hold_memory: Duration,

@@ -68,8 +68,9 @@ impl HoldDown {
         self.levels.clear();
     }
 
-    /// A decrease at `now` from `level` (1-based, the top level held before it), with the
-    /// capacity estimate `cap` and `share`, the rate held meanwhile over it (1 if unknown).
+    /// A decrease at `now` from `level` (1-based, the top level held before it); `cap` is the
+    /// capacity estimate that a later one must exceed `release` times to lift the hold-down,
+    /// `share` the rate held meanwhile over the capacity (1 if unknown).
     /// The hold-down is scaled by `jitter` (the receiver draws it from [0.75, 1.25)):
     /// receivers that left together must not come back together, or their joins meet again
     /// and fail again, in lockstep.
