@@ -326,6 +326,25 @@ fn hostile_input_never_panics_nor_leaves_the_base() {
     assert!(held_seen.iter().all(|&l| (1..=9).contains(&l)));
 }
 
+/// Layer `k`'s next pair, sent at `now`: its first packet arrives at `first`, the second
+/// `spacing` seconds later; `np` (sequence number, time of the next pair) moves on.
+fn send_pair(c: &mut Lcc, k: usize, np: &mut (u64, f64), now: Time, first: Time, spacing: f64) {
+    for pos in 0..2u8 {
+        let p = PacketArrival {
+            layer: k as u8,
+            seq: np.0 + u64::from(pos),
+            bunch_pos: pos,
+            bunch_len: 2,
+            size: SIZE,
+            send_time_us: now.as_micros() + 3_000_000,
+            recv_time: first + Duration::from_secs_f64(f64::from(pos) * spacing),
+        };
+        c.handle_packet(p.recv_time, &p);
+    }
+    np.0 += 2;
+    np.1 += 2.0 * f64::from(SIZE) * 8.0 / (LADDER[k] * 1000.0);
+}
+
 /// Several receivers behind one FIFO of capacity `cap` (bit/s), in 1-ms steps: each receiver's
 /// held layers send pairs on schedule; the queue (s) grows by what exceeds the capacity; every
 /// packet's one-way delay is 25 ms plus the queue it found, and a pair leaves back to back.
@@ -354,24 +373,8 @@ fn shared_fifo(
                     continue;
                 }
                 if np.1 <= t {
-                    let recv = now + Duration::from_millis(25) + Duration::from_secs_f64(*queue);
-                    for pos in 0..2u8 {
-                        let p = PacketArrival {
-                            layer: k as u8,
-                            seq: np.0 + u64::from(pos),
-                            bunch_pos: pos,
-                            bunch_len: 2,
-                            size: SIZE,
-                            send_time_us: now.as_micros() + 3_000_000,
-                            recv_time: recv
-                                + Duration::from_secs_f64(
-                                    f64::from(pos) * f64::from(SIZE) * 8.0 / cap,
-                                ),
-                        };
-                        c.handle_packet(p.recv_time, &p);
-                    }
-                    np.0 += 2;
-                    np.1 += 2.0 * f64::from(SIZE) * 8.0 / (LADDER[k] * 1000.0);
+                    let first = now + Duration::from_millis(25) + Duration::from_secs_f64(*queue);
+                    send_pair(c, k, np, now, first, f64::from(SIZE) * 8.0 / cap);
                 }
             }
             if c.poll_timeout().is_some_and(|(at, _)| at <= now) {
@@ -451,22 +454,7 @@ fn waits_after_failed_joins_of_layer_4(
                 continue;
             }
             if np.1 <= t {
-                for pos in 0..2u8 {
-                    let p = PacketArrival {
-                        layer: k as u8,
-                        seq: np.0 + u64::from(pos),
-                        bunch_pos: pos,
-                        bunch_len: 2,
-                        size: SIZE,
-                        send_time_us: now.as_micros() + 3_000_000,
-                        recv_time: now
-                            + Duration::from_millis(25)
-                            + Duration::from_secs_f64(f64::from(pos) * spacing),
-                    };
-                    c.handle_packet(p.recv_time, &p);
-                }
-                np.0 += 2;
-                np.1 += 2.0 * f64::from(SIZE) * 8.0 / (LADDER[k] * 1000.0);
+                send_pair(&mut c, k, np, now, now + Duration::from_millis(25), spacing);
             }
         }
         if c.poll_timeout().is_some_and(|(at, _)| at <= now) {
