@@ -375,7 +375,7 @@ impl Lcc {
             .last_cap
             .filter(|c| *c > 0.0)
             .map_or(1.0, |c| (self.rate_of(self.held) / c).clamp(0.0, 1.0));
-        let recent = if self.recently_joined(now) {
+        let recent = if self.recently_joined(now) && !self.minor() {
             self.cfg.q_recent
         } else {
             0.0
@@ -393,10 +393,17 @@ impl Lcc {
         let big = self
             .last_cap
             .is_some_and(|c| step >= self.cfg.steep_trend * c);
-        big && trend >= self.cfg.steep_trend
+        big && !self.minor()
+            && trend >= self.cfg.steep_trend
             && self
                 .joined_at
                 .is_some_and(|t| now.saturating_since(t) < self.cfg.join_steep)
+    }
+
+    /// Whether we hold less than `hold_full_share` of the capacity: a latecomer's join does
+    /// not take the blame for a full link (`docs/protocols/lcc.md` §3.1).
+    fn minor(&self) -> bool {
+        self.share_of(self.held) < self.cfg.hold_full_share
     }
 
     /// Whether the top layer held was joined less than `join_recent` ago: a decrease now is
