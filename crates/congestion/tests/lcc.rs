@@ -506,3 +506,39 @@ fn behind_a_fair_queue_the_swing_of_the_capacity_estimate_does_not_lift_a_hold_d
     assert!(w.len() >= 4, "{w:?}");
     assert!(w[3..].iter().all(|&x| x >= 24.0), "{w:?}");
 }
+
+#[test]
+fn a_latecomer_holding_little_takes_no_blame_and_the_incumbent_yields() {
+    // A alone on 3.5 Mbit/s for 20 s climbs to eight or nine layers; B joins then, and its
+    // joins on the full link raise the queue. Before, B's own join took the blame (a steep
+    // rise right after it, or the joined-lately discount of its threshold) and B undid it
+    // (4 -> 3 layers at 23 s here; on the testbed, again and again while A held 7 layers: Jain
+    // 0.71). A receiver under a quarter of the capacity now takes no blame: A, holding most,
+    // yields, and B leaves no level below a quarter of the link.
+    let mut rx = vec![(Lcc::default(), session())];
+    let mut q = 0.0;
+    shared_fifo(&mut rx, 3_500_000.0, 0.0, 20.0, &mut q);
+    assert!(rx[0].0.layers() >= 8, "{}", rx[0].0.layers());
+    let mut b = (Lcc::default(), session());
+    b.1.session_id = 2;
+    b.0.handle_announcement(Time::from_secs_f64(20.0), &b.1);
+    rx.push(b);
+    let log = shared_fifo(&mut rx, 3_500_000.0, 20.0, 80.0, &mut q);
+    let drops: Vec<_> = log
+        .iter()
+        .filter(|(_, _, d)| d.to_layers < d.from_layers)
+        .map(|(t, i, d)| (*t as u32, *i, d.from_layers, d.to_layers))
+        .collect();
+    assert!(
+        drops
+            .iter()
+            .all(|&(_, i, from, _)| i == 0 || cum(from as usize) >= 0.25 * 3_500_000.0),
+        "{drops:?}"
+    );
+    assert!(drops.iter().any(|&(_, i, _, _)| i == 0), "{drops:?}");
+    let (a, b) = (rx[0].0.layers() as usize, rx[1].0.layers() as usize);
+    assert!(
+        cum(b) >= 985_000.0 && cum(a) + cum(b) <= 3_500_000.0,
+        "A {a} B {b}"
+    );
+}
