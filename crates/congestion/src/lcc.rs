@@ -80,6 +80,8 @@ pub struct Lcc {
     yield_jitter: f64,
     /// When the top layer held was joined (None after a decrease).
     joined_at: Option<Time>,
+    /// The capacity estimate when it was joined.
+    cap_at_join: Option<f64>,
     /// The queue went above `q_high` and has not been near empty since.
     in_episode: bool,
 
@@ -122,11 +124,13 @@ impl Lcc {
             cfg.hold_down_max,
             cfg.hold_memory,
             cfg.hold_release,
+            cfg.hold_full_share,
         );
         Lcc {
             hold,
             yield_jitter: 0.0,
             joined_at: None,
+            cap_at_join: None,
             in_episode: false,
             qd: QueueDelay::new(Duration::from_secs(2), 30, 100),
             cfg,
@@ -183,6 +187,13 @@ impl Lcc {
         } else {
             self.cum[(n - 1).min(self.cum.len() - 1)] * self.scale
         }
+    }
+
+    /// The share of the capacity estimate that `n` layers take (1 without an estimate).
+    fn share_of(&self, n: usize) -> f64 {
+        self.last_cap
+            .filter(|&c| c > 0.0)
+            .map_or(1.0, |c| (self.rate_of(n) / c).min(1.0))
     }
 
     /// The highest level (at least 1) whose cumulative rate is at most `r`.
@@ -271,6 +282,9 @@ impl Lcc {
         }
         self.last_change = now;
         self.joined_at = (n > from).then_some(now);
+        if n > from {
+            self.cap_at_join = self.last_cap;
+        }
         let opt = |x: Option<f64>, k: f64| x.map_or(f64::NAN, |v| v * k);
         let inputs = vec![
             ("q_ms", opt(s.q, 1e3)),
@@ -361,7 +375,7 @@ impl Lcc {
             .last_cap
             .filter(|c| *c > 0.0)
             .map_or(1.0, |c| (self.rate_of(self.held) / c).clamp(0.0, 1.0));
-        let recent = if self.recently_joined(now) {
+        let recent = if self.recently_joined(now) && !self.minor() {
             self.cfg.q_recent
         } else {
             0.0
@@ -379,10 +393,17 @@ impl Lcc {
         let big = self
             .last_cap
             .is_some_and(|c| step >= self.cfg.steep_trend * c);
-        big && trend >= self.cfg.steep_trend
+        big && !self.minor()
+            && trend >= self.cfg.steep_trend
             && self
                 .joined_at
                 .is_some_and(|t| now.saturating_since(t) < self.cfg.join_steep)
+    }
+
+    /// Whether we hold less than `hold_full_share` of the capacity: a latecomer's join does
+    /// not take the blame for a full link (`docs/protocols/lcc.md` §3.1).
+    fn minor(&self) -> bool {
+        self.share_of(self.held) < self.cfg.hold_full_share
     }
 
     /// Whether the top layer held was joined less than `join_recent` ago: a decrease now is
@@ -536,7 +557,9 @@ impl Lcc {
                 let big = self.last_cap.is_some_and(|c| step > self.cfg.big_step * c);
                 if big && !self.recently_joined(now) && self.held < self.cum.len() {
                     let j = 0.75 + 0.5 * self.uniform();
-                    self.hold.on_decrease(now, self.held + 1, self.last_cap, j);
+                    let x = self.share_of(self.held);
+                    self.hold
+                        .on_decrease(now, self.held + 1, self.last_cap, x, j);
                 }
             }
             Some(q) if q <= self.cfg.q_low => self.in_episode = false,
@@ -571,7 +594,20 @@ impl Lcc {
                 let reason = if loss_news { "loss-drop" } else { "delay-drop" };
                 if self.recently_joined(now) || loss_news {
                     let j = 0.75 + 0.5 * self.uniform();
-                    self.hold.on_decrease(now, self.held, self.last_cap, j);
+                    let x = self.share_of(n);
+                    // The hold-down lifts for a capacity estimate above the one the join was
+                    // made on, not merely above the one at its failure: behind a fair queue
+                    // the estimate is our share while we exceed it and the capacity once we
+                    // are back under it, and that swing is no news.
+                    let cap = if self.recently_joined(now) {
+                        match (self.last_cap, self.cap_at_join) {
+                            (Some(a), Some(b)) => Some(a.max(b)),
+                            (a, b) => a.or(b),
+                        }
+                    } else {
+                        self.last_cap
+                    };
+                    self.hold.on_decrease(now, self.held, cap, x, j);
                 }
                 self.set_level(now, n, reason, &s);
                 self.last_decrease = Some(now);

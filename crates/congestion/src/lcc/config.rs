@@ -57,11 +57,16 @@ pub struct LccConfig {
     /// After leaving level `m` less than `join_recent` after joining it (a failed join), or for
     /// a loss, `m` is not joined again for `hold_down`, doubled for each earlier such decrease
     /// from `m` within `hold_memory` of the one before, at most `hold_down_max`; a capacity
-    /// estimate `hold_release` times the one at the decrease lifts it.
+    /// estimate `hold_release` times the larger of the ones at the join and at the decrease
+    /// lifts it.
     pub hold_down: Duration,
     pub hold_down_max: Duration,
     pub hold_memory: Duration,
     pub hold_release: f64,
+    /// A receiver holding less than this share of the capacity estimate while a level is held
+    /// down doubles its hold-down only up to `hold_down_max` times its share over this (at
+    /// least `hold_down`): a latecomer's small failed joins are retried sooner.
+    pub hold_full_share: f64,
     /// Propagation RTT assumed for a competing TCP (added to the measured queueing delay), s.
     pub base_rtt: f64,
     /// Segment size of the competing TCP, bytes (for the loss floor).
@@ -127,6 +132,7 @@ impl Default for LccConfig {
             hold_down_max: Duration::from_secs(32),
             hold_memory: Duration::from_secs(64),
             hold_release: 1.2,
+            hold_full_share: 0.25,
             base_rtt: 0.05,
             tcp_mss: 1448.0,
             loss_floor_gain: 2.5,
