@@ -126,38 +126,46 @@ export function counters(metrics: string, family: string, label: string): Record
 /** What the secured configuration did during a fault: the server's UDP report counters and
  *  each player's security state (encrypted, SSM source, packets opened, drops that mean a
  *  broken chain of trust). Pass: every player on an encrypted SSM session, something opened,
- *  reports accepted and none failing their MAC. */
-async function securedFigures(bed: Bed): Promise<{ ok: boolean; line: string; metrics: Record<string, number | null> }> {
+ *  reports accepted, and nothing failing: no report failing its MAC at the server, no packet
+ *  failing to open at a player. A restarted server makes a new media key and report secret
+ *  (per session start, docs/security.md §9.3, §9.7), so with `rekeyed` the packets and reports
+ *  of the moment between its first packets and the players' new keys are counted and shown
+ *  but only failures in the players' last 5 s fail the check (still failing = not recovered). */
+async function securedFigures(bed: Bed, rekeyed: boolean): Promise<{ ok: boolean; line: string; metrics: Record<string, number | null> }> {
   let rep: Record<string, number> = {};
   try {
     rep = counters(await bed.apiText('/metrics', 5), 'layercast_reports_total', 'result');
   } catch {
     /* the server may be down (a failed fault): reported as n/a */
   }
-  let ok = (rep.accepted ?? 0) > 0 && (rep.auth_failed ?? 0) === 0;
+  let ok = (rep.accepted ?? 0) > 0 && (rekeyed || (rep.auth_failed ?? 0) === 0);
   const per: string[] = [];
   let authFailed = 0;
+  type SecLine = PLine & { security?: { encrypted?: boolean; ssm_source?: string | null; opened?: number; sam?: { accepted?: number; stale?: number; bad_signature?: number } | null }; dropped?: Record<string, number> };
   for (const name of bed.players.keys()) {
-    const last = bed.lines(name).pop() as (PLine & { security?: { encrypted?: boolean; ssm_source?: string | null; opened?: number; sam?: { accepted?: number; stale?: number; bad_signature?: number } | null }; dropped?: Record<string, number> }) | undefined;
+    const ls = bed.lines(name).filter((l) => typeof l.t === 'number') as SecLine[];
+    const last = ls[ls.length - 1];
     const sec = last?.security;
-    const fail = last?.dropped?.media_auth_failed ?? NaN;
+    const failedAt = (l: SecLine | undefined) => l?.dropped?.media_auth_failed ?? NaN;
+    const fail = failedAt(last);
+    const lateFail = fail - failedAt(ls[Math.max(0, ls.length - 6)]);
     authFailed += Number.isFinite(fail) ? fail : 0;
-    const good = !!sec?.encrypted && !!sec?.ssm_source && (sec?.opened ?? 0) > 0;
+    const good = !!sec?.encrypted && !!sec?.ssm_source && (sec?.opened ?? 0) > 0 && (rekeyed ? lateFail === 0 : fail === 0);
     ok &&= good;
-    per.push(`${name} encrypted ${sec?.encrypted ?? '?'}, SSM ${sec?.ssm_source ?? 'none'}, opened ${sec?.opened ?? '?'}, failed to open ${Number.isFinite(fail) ? fail : '?'}, SAMs accepted ${sec?.sam?.accepted ?? '?'} (stale ${sec?.sam?.stale ?? '?'}, bad signature ${sec?.sam?.bad_signature ?? '?'})`);
+    per.push(`${name} encrypted ${sec?.encrypted ?? '?'}, SSM ${sec?.ssm_source ?? 'none'}, opened ${sec?.opened ?? '?'}, failed to open ${Number.isFinite(fail) ? fail : '?'} (last 5 s: ${Number.isFinite(lateFail) ? lateFail : '?'}), SAMs accepted ${sec?.sam?.accepted ?? '?'} (stale ${sec?.sam?.stale ?? '?'}, bad signature ${sec?.sam?.bad_signature ?? '?'})`);
   }
-  const line = `secured: UDP reports accepted ${rep.accepted ?? 'n/a'}, auth_failed ${rep.auth_failed ?? 'n/a'}, replayed ${rep.replayed ?? 'n/a'}; ${per.join('; ')}`;
+  const line = `secured: UDP reports accepted ${rep.accepted ?? 'n/a'}, auth_failed ${rep.auth_failed ?? 'n/a'}, replayed ${rep.replayed ?? 'n/a'}${rekeyed ? ' (new keys at the restart)' : ''}; ${per.join('; ')}`;
   return { ok, line, metrics: { reports_accepted: rep.accepted ?? null, reports_auth_failed: rep.auth_failed ?? null, media_auth_failed: authFailed } };
 }
 
-async function withBed(opts: BedOptions, body: (bed: Bed) => Promise<FaultResult>): Promise<FaultResult> {
+async function withBed(opts: BedOptions, body: (bed: Bed) => Promise<FaultResult>, rekeyed = false): Promise<FaultResult> {
   const bed = await Bed.start(opts);
   try {
     const r = await body(bed);
     if (opts.secured) {
       // Part of the fault's verdict: a fault survived only because security fell away (no
       // key, reports refused) is not survived on the secured configuration.
-      const s = await securedFigures(bed);
+      const s = await securedFigures(bed, rekeyed);
       r.details.push(s.line);
       Object.assign(r.metrics, s.metrics);
       if (!s.ok) {
@@ -227,7 +235,7 @@ async function senderRestart(o: FaultOptions): Promise<FaultResult> {
       load: load1(),
       metrics: { worst_s: Number.isFinite(worst) ? worst : null, ...per },
     };
-  });
+  }, true);
 }
 
 /** One lowering decision as `reason from->to (pp_sample / step1_target / r_pp kbit/s)`. */
