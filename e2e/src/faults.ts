@@ -20,7 +20,8 @@
 //                   packets resume within 10 s of the restart, level within 30 s
 //   clock-step      the server's wall clock (only its own: clockstep.ts) stepped +5, -5, -5, +5 s,
 //                   12 s apart, under two video players on LCC: pass: no packet gap over 0.5 s,
-//                   no picture gap over 1 s, layers held, UDP reports accepted in every phase and
+//                   no picture gap over 1 s, layers held, RTP time not jumping (over 1 s against
+//                   the decode times), UDP reports accepted in every phase and
 //                   none refused, /api/viewers and /metrics answering (no gap over 2 s)
 //
 // Every fault runs on the secured configuration unless `secured: false` (`--dev`): the server
@@ -584,6 +585,9 @@ async function clockStep(o: FaultOptions): Promise<FaultResult> {
     }
     const to = now();
     const api = await watch.stop();
+    // Pictures reach frames.jsonl when shown (after the playout buffer): let those decoded
+    // before `to` arrive.
+    await sleep(3000);
     let ok = true;
     const m: Record<string, number | null> = {};
     // Players: packets, pictures and level through the steps.
@@ -591,9 +595,17 @@ async function clockStep(o: FaultOptions): Promise<FaultResult> {
       const level = bed.carries(n);
       const ls = between(bed.lines(n), from + 1, to + 1);
       const gap = Math.max(0, ...ls.map((l) => l.max_gap_ms ?? 0)) / 1000;
-      const fr = bed.frames(n).filter((f) => f.decoded_at >= from && f.decoded_at <= to).map((f) => f.decoded_at).sort((a, b) => a - b);
+      const pics = (bed.frames(n) as { decoded_at: number; rtp_ts?: number }[]).filter((f) => f.decoded_at >= from && f.decoded_at <= to).sort((a, b) => a.decoded_at - b.decoded_at);
+      const fr = pics.map((f) => f.decoded_at);
       let frameGap = fr.length ? Math.max(fr[0] - from, to - fr[fr.length - 1]) : Infinity;
       for (let i = 1; i < fr.length; i++) frameGap = Math.max(frameGap, fr[i] - fr[i - 1]);
+      // RTP time must advance with the pictures (RFC 3550 §5.1), whatever the wall clock does:
+      // the largest step between consecutive pictures against the time between their decodes.
+      let rtpJump = 0;
+      for (let i = 1; i < pics.length; i++) {
+        const d = ((pics[i].rtp_ts ?? 0) - (pics[i - 1].rtp_ts ?? 0)) / 90_000;
+        rtpJump = Math.max(rtpJump, Math.abs(d - (pics[i].decoded_at - pics[i - 1].decoded_at)));
+      }
       const minL = ls.length ? Math.min(...ls.map((l) => l.layers)) : NaN;
       const held = ls.length >= (to - from) - 3 && minL >= level;
       const first = between(bed.lines(n), from - 1.5, from).pop();
@@ -603,14 +615,16 @@ async function clockStep(o: FaultOptions): Promise<FaultResult> {
       const samStale = (last?.security?.sam?.stale ?? NaN) - (firstSam?.stale ?? NaN);
       const errs = (last?.video?.decoder_errors ?? NaN) - (first?.video?.decoder_errors ?? NaN);
       const frz = (last?.video?.freezes ?? NaN) - (first?.video?.freezes ?? NaN);
-      const good = gap <= 0.5 && frameGap <= 1.0 && held && errs === 0;
+      const good = gap <= 0.5 && frameGap <= 1.0 && held && errs === 0 && rtpJump <= 1.0;
       ok &&= good;
       m[`${n}_packet_gap_s`] = gap;
       m[`${n}_frame_gap_s`] = Number.isFinite(frameGap) ? frameGap : null;
       m[`${n}_min_layers`] = Number.isFinite(minL) ? minL : null;
+      m[`${n}_rtp_jump_s`] = rtpJump;
       details.push(
         `${n}: longest packet gap ${f2(gap)} s, longest gap between decoded pictures ${f2(frameGap)} s (${fr.length} pictures in ${f1(to - from)} s), ` +
           `layers min ${minL} of ${level} (${held ? 'held' : `NOT held: ${ls.map((l) => l.layers).join(' ')}`}), decoder errors +${errs}, freezes +${frz}; ` +
+          `largest RTP-time jump against decode time ${f2(rtpJump)} s; ` +
           `multicast SAMs accepted +${samAcc}, refused as stale +${samStale}${good ? '' : '  <- disturbed'}`,
       );
     }
@@ -641,7 +655,7 @@ async function clockStep(o: FaultOptions): Promise<FaultResult> {
       pass,
       value:
         `server wall clock stepped +5/-5/-5/+5 s (12 s each, ${stepped ? 'seen in its Date header' : 'NOT seen'}): longest packet gap ${f2(worst('packet_gap_s'))} s, longest picture gap ${f2(worst('frame_gap_s'))} s, ` +
-        `layers ${liveOk && ok ? 'held' : 'see details'} (min ${names.map((n) => m[`${n}_min_layers`]).join('/')}); UDP reports accepted ${per.map((p) => p.accepted).join('/')} per phase, refused ${per.reduce((a, p) => a + p.refused, 0)}; API gaps ${f1(Math.max(viewersGap, metricsGap))} s`,
+        `layers ${liveOk && ok ? 'held' : 'see details'} (min ${names.map((n) => m[`${n}_min_layers`]).join('/')}), RTP-time jump ${f2(worst('rtp_jump_s'))} s; UDP reports accepted ${per.map((p) => p.accepted).join('/')} per phase, refused ${per.reduce((a, p) => a + p.refused, 0)}; API gaps ${f1(Math.max(viewersGap, metricsGap))} s`,
       details,
       load: load1(),
       metrics: { ...m, viewers_gap_s: viewersGap, metrics_gap_s: metricsGap, stepped: stepped ? 1 : 0 },
