@@ -149,11 +149,14 @@ async function securedFigures(bed: Bed, rekeyed: boolean): Promise<{ ok: boolean
     const sec = last?.security;
     const failedAt = (l: SecLine | undefined) => l?.dropped?.media_auth_failed ?? NaN;
     const fail = failedAt(last);
-    const lateFail = fail - failedAt(ls[Math.max(0, ls.length - 6)]);
+    // Still failing at the end: failures in the last 2 s while packets were opened.
+    const ref = ls[Math.max(0, ls.length - 3)];
+    const lateFail = fail - failedAt(ref);
+    const lateOpened = (sec?.opened ?? 0) > (ref?.security?.opened ?? 0);
     authFailed += Number.isFinite(fail) ? fail : 0;
-    const good = !!sec?.encrypted && !!sec?.ssm_source && (sec?.opened ?? 0) > 0 && (rekeyed ? lateFail === 0 : fail === 0);
+    const good = !!sec?.encrypted && !!sec?.ssm_source && (sec?.opened ?? 0) > 0 && (rekeyed ? lateFail === 0 && lateOpened : fail === 0);
     ok &&= good;
-    per.push(`${name} encrypted ${sec?.encrypted ?? '?'}, SSM ${sec?.ssm_source ?? 'none'}, opened ${sec?.opened ?? '?'}, failed to open ${Number.isFinite(fail) ? fail : '?'} (last 5 s: ${Number.isFinite(lateFail) ? lateFail : '?'}), SAMs accepted ${sec?.sam?.accepted ?? '?'} (stale ${sec?.sam?.stale ?? '?'}, bad signature ${sec?.sam?.bad_signature ?? '?'})`);
+    per.push(`${name} encrypted ${sec?.encrypted ?? '?'}, SSM ${sec?.ssm_source ?? 'none'}, opened ${sec?.opened ?? '?'}, failed to open ${Number.isFinite(fail) ? fail : '?'} (last 2 s: ${Number.isFinite(lateFail) ? lateFail : '?'}), SAMs accepted ${sec?.sam?.accepted ?? '?'} (stale ${sec?.sam?.stale ?? '?'}, bad signature ${sec?.sam?.bad_signature ?? '?'})`);
   }
   const line = `secured: UDP reports accepted ${rep.accepted ?? 'n/a'}, auth_failed ${rep.auth_failed ?? 'n/a'}, replayed ${rep.replayed ?? 'n/a'}${rekeyed ? ' (new keys at the restart)' : ''}; ${per.join('; ')}`;
   return { ok, line, metrics: { reports_accepted: rep.accepted ?? null, reports_auth_failed: rep.auth_failed ?? null, media_auth_failed: authFailed } };
