@@ -131,7 +131,8 @@ export function counters(metrics: string, family: string, label: string): Record
  *  failing to open at a player. A restarted server makes a new media key and report secret
  *  (per session start, docs/security.md §9.3, §9.7), so with `rekeyed` the packets and reports
  *  of the moment between its first packets and the players' new keys are counted and shown
- *  but only failures in the players' last 5 s fail the check (still failing = not recovered). */
+ *  but only failures in the players' last 2 s (with packets opened meanwhile) fail the check:
+ *  still failing = not recovered. */
 async function securedFigures(bed: Bed, rekeyed: boolean): Promise<{ ok: boolean; line: string; metrics: Record<string, number | null> }> {
   let rep: Record<string, number> = {};
   try {
