@@ -182,6 +182,12 @@ const ISSUE_CHECKS = [
   ['issue23/key-rotation', 'Token key and media key rotated on a running server on its safe defaults (cargo test --test security keys_rotate)', 'old credentials work during the overlap and fail after; keys fetched during the lead open every packet'],
   ['issue23/fault-dup-reorder', 'Duplication + reordering in the link emulator on a secured session (netns_security duplicated)', 'duplicates counted, nothing fails to open, back at the level after'],
   ['issue23/fault-stalled-source', 'A video source that stalls, on a server on its safe defaults (security stalled_source)', 'stall counted, pictures flat, packets keep flowing, API answers, pictures resume'],
+  ['issue23/fault-sender-restart-secured', 'Sender killed and restarted, on the secured configuration (tokens, HTTPS, encryption, UDP reports with MAC, SSM; make faults)', 'decode again ≤ 2 s after the restart'],
+  ['issue23/fault-player-kill-secured', 'A player killed with SIGKILL, on the secured configuration (make faults)', 'others within noise; gone within the viewer timeout + 2 s'],
+  ['issue23/fault-link-flap-secured', '5-second link flap, on the secured configuration (make faults)', 'back at the level ≤ 30 s; control player undisturbed'],
+  ['issue23/fault-loss-burst-secured', '20% loss bursts, on the secured configuration (make faults)', 'shed, recover ≤ 30 s after each, no stuck state'],
+  ['issue23/fault-router-restart-secured', 'Multicast router restarted, on the secured configuration (SSM joins; make faults)', 'packets ≤ 10 s, level ≤ 30 s after the restart'],
+  ['issue23/fault-clock-step', "The server's wall clock stepped +5/-5/-5/+5 s (its own, not the host's) on the secured configuration (make faults ARGS=clock-step)", 'no blackout: packet gap ≤ 0.5 s, picture gap ≤ 1 s, level held; reports accepted in every phase; API answers'],
   ['issue23/media-key-rotation-player', 'Three media key rotations under a playing player (netns_security media_key)', '0 packets fail to open'],
 ];
 

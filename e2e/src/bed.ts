@@ -11,6 +11,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
 import YAML from 'yaml';
 import { Net, listNamespaces } from './netns.js';
 import { buildTopology, type Built, type BuiltLink } from './topology.js';
@@ -67,7 +68,8 @@ export interface BedOptions {
   keepAwake?: boolean;
   /** Emulator real-time priority (default 10, 0 off). */
   rtPrio?: number;
-  /** Extra environment for the server (e.g. MALLOC_ARENA_MAX for a memory diagnosis). */
+  /** Extra environment for the server (e.g. MALLOC_ARENA_MAX for a memory diagnosis, or the
+   *  clock-step shim's LD_PRELOAD, `clockstep.ts`). */
   serverEnv?: Record<string, string>;
   /** Multicast routers: 'mrouter' (default, the fast-leave router) or 'frr' (FRR PIM, src/frr.ts,
    *  configured from `frrConf` or deploy/router/frr/frr.conf; the RP on the sender's router). */
@@ -81,7 +83,25 @@ export interface BedOptions {
   ssm?: boolean;
   /** Extra fields of the session object (e.g. bunch_len). */
   session?: Record<string, unknown>;
+  /** The secured configuration (docs/security.md §9.8): the server on its safe defaults (no
+   *  `--dev`: HTTPS with the self-signed certificate and the bearer tokens it generates in its
+   *  state directory at the first start, a persistent SAM key), an encrypted session, SSM, and
+   *  players that pin the certificate and present the player token, so that they fetch the
+   *  media key and their report key and send their telemetry as MACed UDP reports
+   *  (docs/protocols/reports.md). A restarted server reads the same state directory. */
+  secured?: boolean;
   log?: (m: string) => void;
+}
+
+/** What a client of the secured bed needs: the generated tokens and the certificate. */
+export interface BedCredentials {
+  stateDir: string;
+  apiToken: string;
+  playerToken: string;
+  dashboardToken: string;
+  /** The server's certificate (PEM file) and its SHA-256 fingerprint, hex. */
+  certFile: string;
+  fingerprint: string;
 }
 
 /** A cheap video encode for fault tests: 320x180 at 15 fps, 2 spatial x 2 temporal layers,
@@ -206,6 +226,8 @@ export class Bed {
   private appNs = '';
   private appAddr = '';
   private routerChild: ChildProcess | null = null;
+  /** Set once the secured server has written its state (null on a `--dev` bed). */
+  creds: BedCredentials | null = null;
   private readonly log: (m: string) => void;
 
   private constructor(readonly opts: BedOptions) {
@@ -296,14 +318,17 @@ export class Bed {
       name: SESSION_ID,
       protocol: o.controller ?? 'era',
       packet_size: o.packetSize ?? (o.source === 'video' ? 1200 : 1000),
-      group: o.ssm ? SSM_GROUP : '239.255.100.0',
+      group: o.ssm || o.secured ? SSM_GROUP : '239.255.100.0',
       port: 5004,
+      ...(o.secured ? { encrypt: true } : {}),
       ...o.session,
     };
     if (o.source === 'video') Object.assign(session, { source: o.videoSource ?? 'testpattern', video: o.video ?? VIDEO_SMALL });
     else Object.assign(session, { source: 'synthetic', layer_rates_bps: ladder.map((r) => Math.round(r * 1000)) });
     this.serverArgs = [
-      '--dev', // the bed's private namespaces: docs/security.md §9.8
+      // Secured: the safe defaults, with the state (tokens, certificate, SAM key) in the run's
+      // directory. Else `--dev`: the bed's private namespaces (docs/security.md §9.8).
+      ...(o.secured ? ['--state-dir', path.join(o.dir, 'state')] : ['--dev']),
       '--http-addr', `0.0.0.0:${HTTP_PORT}`,
       '--announce', '239.255.76.1:5000',
       '--interface', this.appAddr,
@@ -311,7 +336,7 @@ export class Bed {
       '--session', JSON.stringify(session),
     ];
     if (o.viewerTimeoutS !== undefined) this.serverArgs.push('--viewer-timeout-s', String(o.viewerTimeoutS));
-    if (o.ssm) this.serverArgs.push('--ssm-source', this.appAddr);
+    if (o.ssm || o.secured) this.serverArgs.push('--ssm-source', this.appAddr);
     void serverBin;
     await this.startServer();
     const ss = (await this.api('/api/sessions')) as { id?: string; layers?: { rate_bps?: number }[] }[];
@@ -320,14 +345,41 @@ export class Bed {
     if (o.startPlayers ?? true) for (const p of o.players) this.startPlayer(p.name);
   }
 
-  /** GET on the server's API from inside the sender's namespace (curl; no root-side link). */
+  /** GET on the server's API from inside the sender's namespace (curl; no root-side link);
+   *  on the secured bed over HTTPS against the server's certificate, with the control token. */
   async api(p: string, timeoutS = 2): Promise<unknown> {
-    const r = await nsRun(this.appNs, 'curl', ['-sf', '-m', String(timeoutS), `http://127.0.0.1:${HTTP_PORT}${p}`], {
+    return JSON.parse(await this.apiText(p, timeoutS));
+  }
+
+  /** The body of a GET on the API (see `api`), e.g. `/metrics`. */
+  async apiText(p: string, timeoutS = 2): Promise<string> {
+    return (await this.apiGet(p, timeoutS)).body;
+  }
+
+  /** A GET on the API with the response's head: its `Date` header is the server's wall clock. */
+  async apiGet(p: string, timeoutS = 2): Promise<{ head: string; body: string }> {
+    const c = this.opts.secured ? this.credentials() : null;
+    const auth = c ? ['--cacert', c.certFile, '-H', `Authorization: Bearer ${c.apiToken}`] : [];
+    const url = `${c ? 'https' : 'http'}://127.0.0.1:${HTTP_PORT}${p}`;
+    const r = await nsRun(this.appNs, 'curl', ['-sf', '-D', '-', '-m', String(timeoutS), ...auth, url], {
       timeoutMs: (timeoutS + 3) * 1000,
       allowFail: true,
     });
     if (r.code !== 0) throw new Error(`GET ${p}: curl exit ${r.code}`);
-    return JSON.parse(r.stdout);
+    const i = r.stdout.indexOf('\r\n\r\n');
+    return i < 0 ? { head: '', body: r.stdout } : { head: r.stdout.slice(0, i), body: r.stdout.slice(i + 4) };
+  }
+
+  /** The secured server's tokens and certificate, read from its state directory (they exist
+   *  once its first start has provisioned them; throws before). */
+  credentials(): BedCredentials {
+    if (this.creds) return this.creds;
+    const stateDir = path.join(this.opts.dir, 'state');
+    const tok = (n: string) => fs.readFileSync(path.join(stateDir, `${n}.token`), 'utf8').trim();
+    const certFile = path.join(stateDir, 'cert.pem');
+    const fingerprint = new X509Certificate(fs.readFileSync(certFile)).fingerprint256.replace(/:/g, '').toLowerCase();
+    this.creds = { stateDir, apiToken: tok('api'), playerToken: tok('player'), dashboardToken: tok('dashboard'), certFile, fingerprint };
+    return this.creds;
   }
 
   async viewers(): Promise<Viewer[]> {
@@ -382,12 +434,14 @@ export class Bed {
     const dir = path.join(this.opts.dir, `player-${name}`);
     fs.mkdirSync(dir, { recursive: true });
     const ifc = this.b.toward(name, 'src');
-    const annUrl = `http://${this.appAddr}:${HTTP_PORT}/api/sessions/${SESSION_ID}/announcement`;
+    const sec = this.opts.secured ? this.credentials() : null;
+    const annUrl = `${sec ? 'https' : 'http'}://${this.appAddr}:${HTTP_PORT}/api/sessions/${SESSION_ID}/announcement`;
     // Both the announcement URL (telemetry, the session's id) and the announcement group: a
     // restarted sender's first multicast announcement reaches the player at once, where the URL
     // is polled once a second. The player restarts its video pipeline on the new session, so the
     // sooner it learns of it, the more of the new encode's first key picture it keeps.
     const args = ['--session-url', annUrl, '--announce', '239.255.76.1:5000', '--controller', this.opts.controller ?? 'era', '--interface', ifc.addr, '--out', dir, '--viewer-id', name, '--headless', ...(this.opts.playerArgs ?? [])];
+    if (sec) args.push('--token', sec.playerToken, '--tls-fingerprint', sec.fingerprint);
     const c = this.net.procs.spawnIn(this.b.nodeNs.get(name)!, `player ${name}`, requireBinary('layercast-player'), args, this.opts.ownSessions ? { detached: true } : {});
     pipeTo(c, path.join(dir, 'stderr.log'));
     const h = { name, dir, node: name, child: c, startedAt: Date.now() / 1000 };

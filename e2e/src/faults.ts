@@ -18,11 +18,22 @@
 //   router-restart  the multicast router (mrouter) SIGKILLed and started again: the longest gap
 //                   between packets at the players and the time to their level again; pass:
 //                   packets resume within 10 s of the restart, level within 30 s
+//   clock-step      the server's wall clock (only its own: clockstep.ts) stepped +5, -5, -5, +5 s,
+//                   12 s apart, under two video players on LCC: pass: no packet gap over 0.5 s,
+//                   no picture gap over 1 s, layers held, RTP time not jumping (over 1 s against
+//                   the decode times), UDP reports accepted in every phase and
+//                   none refused, /api/viewers and /metrics answering (no gap over 2 s)
+//
+// Every fault runs on the secured configuration unless `secured: false` (`--dev`): the server
+// on its safe defaults (generated tokens, HTTPS), an encrypted SSM session, players with the
+// token and the certificate pin, reports over UDP with their MAC; its figures are part of the
+// verdict (securedFigures).
 import fs from 'node:fs';
 import path from 'node:path';
 import { Bed, type BedOptions, type PLine, VIDEO_SMALL } from './bed.js';
 import { sleep } from './sh.js';
 import { recordAcceptance } from './acceptance.js';
+import { ClockOffset } from './clockstep.js';
 
 export interface FaultResult {
   name: FaultName;
@@ -37,8 +48,12 @@ export interface FaultResult {
 
 export interface FaultOptions {
   dir: string;
-  /** Record the acceptance measurement (issue9/fault-<name>). */
+  /** Record the acceptance measurement (issue9/fault-<name>, and issue23/fault-<name>-secured
+   *  when secured). */
   record?: boolean;
+  /** Run on the secured configuration (bed.ts `secured`: tokens, HTTPS, encryption, UDP
+   *  reports with their MAC, signed SAMs, SSM). Default true; false runs the `--dev` bed. */
+  secured?: boolean;
   command?: string;
   log?: (m: string) => void;
 }
@@ -101,10 +116,69 @@ function pctChange(a: number, b: number) {
   return a > 0 ? (b - a) / a : NaN;
 }
 
-async function withBed<T>(opts: BedOptions, body: (bed: Bed) => Promise<T>): Promise<T> {
+/** The `layercast_*_total{label="value"}` counters of a Prometheus exposition, by label value. */
+export function counters(metrics: string, family: string, label: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  const re = new RegExp(`^${family}\\{[^}]*${label}="([^"]+)"[^}]*\\}\\s+([0-9.eE+-]+)`, 'gm');
+  for (const m of metrics.matchAll(re)) out[m[1]] = (out[m[1]] ?? 0) + Number(m[2]);
+  return out;
+}
+
+/** What the secured configuration did during a fault: the server's UDP report counters and
+ *  each player's security state (encrypted, SSM source, packets opened, drops that mean a
+ *  broken chain of trust). Pass: every player on an encrypted SSM session, something opened,
+ *  reports accepted, and nothing failing: no report failing its MAC at the server, no packet
+ *  failing to open at a player. A restarted server makes a new media key and report secret
+ *  (per session start, docs/security.md §9.3, §9.7), so with `rekeyed` the packets and reports
+ *  of the moment between its first packets and the players' new keys are counted and shown
+ *  but only failures in the players' last 2 s (with packets opened meanwhile) fail the check:
+ *  still failing = not recovered. */
+async function securedFigures(bed: Bed, rekeyed: boolean): Promise<{ ok: boolean; line: string; metrics: Record<string, number | null> }> {
+  let rep: Record<string, number> = {};
+  try {
+    rep = counters(await bed.apiText('/metrics', 5), 'layercast_reports_total', 'result');
+  } catch {
+    /* the server may be down (a failed fault): reported as n/a */
+  }
+  let ok = (rep.accepted ?? 0) > 0 && (rekeyed || (rep.auth_failed ?? 0) === 0);
+  const per: string[] = [];
+  let authFailed = 0;
+  type SecLine = PLine & { security?: { encrypted?: boolean; ssm_source?: string | null; opened?: number; sam?: { accepted?: number; stale?: number; bad_signature?: number } | null }; dropped?: Record<string, number> };
+  for (const name of bed.players.keys()) {
+    const ls = bed.lines(name).filter((l) => typeof l.t === 'number') as SecLine[];
+    const last = ls[ls.length - 1];
+    const sec = last?.security;
+    const failedAt = (l: SecLine | undefined) => l?.dropped?.media_auth_failed ?? NaN;
+    const fail = failedAt(last);
+    // Still failing at the end: failures in the last 2 s while packets were opened.
+    const ref = ls[Math.max(0, ls.length - 3)];
+    const lateFail = fail - failedAt(ref);
+    const lateOpened = (sec?.opened ?? 0) > (ref?.security?.opened ?? 0);
+    authFailed += Number.isFinite(fail) ? fail : 0;
+    const good = !!sec?.encrypted && !!sec?.ssm_source && (sec?.opened ?? 0) > 0 && (rekeyed ? lateFail === 0 && lateOpened : fail === 0);
+    ok &&= good;
+    per.push(`${name} encrypted ${sec?.encrypted ?? '?'}, SSM ${sec?.ssm_source ?? 'none'}, opened ${sec?.opened ?? '?'}, failed to open ${Number.isFinite(fail) ? fail : '?'} (last 2 s: ${Number.isFinite(lateFail) ? lateFail : '?'}), SAMs accepted ${sec?.sam?.accepted ?? '?'} (stale ${sec?.sam?.stale ?? '?'}, bad signature ${sec?.sam?.bad_signature ?? '?'})`);
+  }
+  const line = `secured: UDP reports accepted ${rep.accepted ?? 'n/a'}, auth_failed ${rep.auth_failed ?? 'n/a'}, replayed ${rep.replayed ?? 'n/a'}${rekeyed ? ' (new keys at the restart)' : ''}; ${per.join('; ')}`;
+  return { ok, line, metrics: { reports_accepted: rep.accepted ?? null, reports_auth_failed: rep.auth_failed ?? null, media_auth_failed: authFailed } };
+}
+
+async function withBed(opts: BedOptions, body: (bed: Bed) => Promise<FaultResult>, rekeyed = false): Promise<FaultResult> {
   const bed = await Bed.start(opts);
   try {
-    return await body(bed);
+    const r = await body(bed);
+    if (opts.secured) {
+      // Part of the fault's verdict: a fault survived only because security fell away (no
+      // key, reports refused) is not survived on the secured configuration.
+      const s = await securedFigures(bed, rekeyed);
+      r.details.push(s.line);
+      Object.assign(r.metrics, s.metrics);
+      if (!s.ok) {
+        r.pass = false;
+        r.details.push('secured configuration NOT in force or failing (see the line above)');
+      }
+    }
+    return r;
   } finally {
     const left = await bed.teardown();
     if (left.length) throw new Error(`namespaces left after teardown: ${left.join(' ')}`);
@@ -118,7 +192,7 @@ async function senderRestart(o: FaultOptions): Promise<FaultResult> {
     { name: 'va', rateKbps: 2500 },
     { name: 'vb', rateKbps: 2500 },
   ];
-  return withBed({ dir: o.dir, players, source: 'video', video: VIDEO_SMALL, log: o.log }, async (bed) => {
+  return withBed({ dir: o.dir, secured: o.secured ?? true, players, source: 'video', video: VIDEO_SMALL, log: o.log }, async (bed) => {
     const details: string[] = [`ladder ${bed.ladderBps.map((r) => Math.round(r / 1000)).join(',')} kbit/s (VP9 ${VIDEO_SMALL.width}x${VIDEO_SMALL.height} L${VIDEO_SMALL.spatial}T${VIDEO_SMALL.temporal})`];
     const decoding = await waitFor(() => players.every((p) => bed.frames(p.name).length >= 15), 40, 500);
     if (!decoding) {
@@ -166,7 +240,7 @@ async function senderRestart(o: FaultOptions): Promise<FaultResult> {
       load: load1(),
       metrics: { worst_s: Number.isFinite(worst) ? worst : null, ...per },
     };
-  });
+  }, true);
 }
 
 /** One lowering decision as `reason from->to (pp_sample / step1_target / r_pp kbit/s)`. */
@@ -188,7 +262,7 @@ async function playerKill(o: FaultOptions): Promise<FaultResult> {
   // kill's moment of host load) read pairs at up to 2.5x the link rate and ERA climbed past
   // what fits (5 -> 7 on a 5-layer link), then cut back, for several seconds: the one failure
   // of this test (docs/reliability.md "player SIGKILLed"). The emulator serialises every pair.
-  return withBed({ dir: o.dir, players, source: 'synthetic', viewerTimeoutS: timeoutS, log: o.log }, async (bed) => {
+  return withBed({ dir: o.dir, secured: o.secured ?? true, players, source: 'synthetic', viewerTimeoutS: timeoutS, log: o.log }, async (bed) => {
     const details: string[] = [];
     const settled = await settle(bed, players.map((p) => p.name));
     details.push(settled ? 'settled' : 'did not settle within 40 s (measuring anyway)');
@@ -252,7 +326,7 @@ async function linkFlap(o: FaultOptions): Promise<FaultResult> {
     { name: 'fa', rateKbps: 560 },
     { name: 'ctl', rateKbps: 560 },
   ];
-  return withBed({ dir: o.dir, players, source: 'synthetic', log: o.log }, async (bed) => {
+  return withBed({ dir: o.dir, secured: o.secured ?? true, players, source: 'synthetic', log: o.log }, async (bed) => {
     const details: string[] = [];
     const level = bed.carries('fa');
     const settled = await settle(bed, ['fa', 'ctl']);
@@ -302,7 +376,7 @@ async function lossBurst(o: FaultOptions): Promise<FaultResult> {
     { name: 'la', rateKbps: 560 },
     { name: 'ctl', rateKbps: 560 },
   ];
-  return withBed({ dir: o.dir, players, source: 'synthetic', log: o.log }, async (bed) => {
+  return withBed({ dir: o.dir, secured: o.secured ?? true, players, source: 'synthetic', log: o.log }, async (bed) => {
     const details: string[] = [];
     const level = bed.carries('la');
     const settled = await settle(bed, ['la', 'ctl']);
@@ -374,7 +448,7 @@ async function routerRestart(o: FaultOptions): Promise<FaultResult> {
     { name: 'ra', rateKbps: 560 },
     { name: 'rb', rateKbps: 880 },
   ];
-  return withBed({ dir: o.dir, players, source: 'synthetic', log: o.log }, async (bed) => {
+  return withBed({ dir: o.dir, secured: o.secured ?? true, players, source: 'synthetic', log: o.log }, async (bed) => {
     const details: string[] = [];
     const settled = await settle(bed, players.map((p) => p.name));
     details.push(settled ? 'settled' : 'did not settle within 40 s');
@@ -423,12 +497,183 @@ async function routerRestart(o: FaultOptions): Promise<FaultResult> {
   });
 }
 
+interface ApiSample {
+  t: number;
+  /** Server wall clock minus ours, s (from the HTTP Date header, 1-s resolution). */
+  skew: number | null;
+  viewersOk: boolean;
+  live: number;
+  metricsOk: boolean;
+  reports: Record<string, number>;
+}
+
+/** Polls `/api/viewers` and `/metrics` every `everyMs` until `stop()`: what a dashboard and
+ *  Prometheus would see. */
+function watchApi(bed: Bed, names: string[], everyMs = 500) {
+  const samples: ApiSample[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const t = now();
+      const s: ApiSample = { t, skew: null, viewersOk: false, live: 0, metricsOk: false, reports: {} };
+      try {
+        const v = await bed.viewers();
+        s.viewersOk = true;
+        s.live = names.filter((n) => v.some((x) => x.id === n && !x.gone)).length;
+      } catch {
+        /* counted as a miss */
+      }
+      try {
+        const r = await bed.apiGet('/metrics');
+        s.metricsOk = true;
+        s.reports = counters(r.body, 'layercast_reports_total', 'result');
+        const d = /^date:\s*(.+)$/im.exec(r.head);
+        if (d) s.skew = Date.parse(d[1]) / 1000 - (t + now()) / 2;
+      } catch {
+        /* counted as a miss */
+      }
+      samples.push(s);
+      await sleep(Math.max(0, everyMs - (now() - t) * 1000));
+    }
+  })();
+  return {
+    samples,
+    stop: async () => {
+      running = false;
+      await loop;
+      return samples;
+    },
+  };
+}
+
+/** Longest stretch without an entry for which `ok` holds, from `from` to `to` (s). */
+function longestMiss<T extends { t: number }>(xs: T[], ok: (x: T) => boolean, from: number, to: number): number {
+  let last = from;
+  let worst = 0;
+  for (const x of xs) {
+    if (x.t < from || x.t > to || !ok(x)) continue;
+    worst = Math.max(worst, x.t - last);
+    last = x.t;
+  }
+  return Math.max(worst, to - last);
+}
+
+async function clockStep(o: FaultOptions): Promise<FaultResult> {
+  const players = [
+    { name: 'ca', rateKbps: 2500 },
+    { name: 'cb', rateKbps: 2500 },
+  ];
+  const names = players.map((p) => p.name);
+  const clock = await ClockOffset.create(path.join(o.dir, 'clock-offset'));
+  // The product's default controller (LCC), the one that reads the packets' send times.
+  const bedOpts: BedOptions = { dir: o.dir, secured: o.secured ?? true, players, source: 'video', video: VIDEO_SMALL, controller: 'lcc', serverEnv: clock.env(), log: o.log };
+  return withBed(bedOpts, async (bed) => {
+    const details: string[] = [`VP9 ${VIDEO_SMALL.width}x${VIDEO_SMALL.height} L${VIDEO_SMALL.spatial}T${VIDEO_SMALL.temporal}, controller lcc; only the server's CLOCK_REALTIME is offset (e2e/clockstep), the host clock and every monotonic clock are not`];
+    const decoding = await waitFor(() => names.every((n) => bed.frames(n).length >= 15), 40, 500);
+    const settled = decoding && (await settle(bed, names, 40));
+    details.push(`${decoding ? 'decoding' : 'NOT decoding'}; ${settled ? 'settled' : 'did not settle within 40 s'} at ${names.map((n) => bed.carries(n)).join('/')} layers`);
+    await sleep(3000);
+    await settle(bed, names, 20);
+    const watch = watchApi(bed, names);
+    await sleep(4000);
+    // Four steps of 5 s each way: ahead of real time, back, behind it, back.
+    const offsets = [5, 0, -5, 0];
+    const holdS = 12;
+    const phases: { off: number; at: number; end: number }[] = [];
+    const from = now();
+    for (const off of offsets) {
+      const at = now();
+      clock.set(off);
+      await sleep(holdS * 1000);
+      phases.push({ off, at, end: now() });
+    }
+    const to = now();
+    const api = await watch.stop();
+    // Pictures reach frames.jsonl when shown (after the playout buffer): let those decoded
+    // before `to` arrive.
+    await sleep(3000);
+    let ok = true;
+    const m: Record<string, number | null> = {};
+    // Players: packets, pictures and level through the steps.
+    for (const n of names) {
+      const level = bed.carries(n);
+      const ls = between(bed.lines(n), from + 1, to + 1);
+      const gap = Math.max(0, ...ls.map((l) => l.max_gap_ms ?? 0)) / 1000;
+      const pics = (bed.frames(n) as { decoded_at: number; rtp_ts?: number }[]).filter((f) => f.decoded_at >= from && f.decoded_at <= to).sort((a, b) => a.decoded_at - b.decoded_at);
+      const fr = pics.map((f) => f.decoded_at);
+      let frameGap = fr.length ? Math.max(fr[0] - from, to - fr[fr.length - 1]) : Infinity;
+      for (let i = 1; i < fr.length; i++) frameGap = Math.max(frameGap, fr[i] - fr[i - 1]);
+      // RTP time must advance with the pictures (RFC 3550 §5.1), whatever the wall clock does:
+      // the largest step between consecutive pictures against the time between their decodes.
+      let rtpJump = 0;
+      for (let i = 1; i < pics.length; i++) {
+        const d = ((pics[i].rtp_ts ?? 0) - (pics[i - 1].rtp_ts ?? 0)) / 90_000;
+        rtpJump = Math.max(rtpJump, Math.abs(d - (pics[i].decoded_at - pics[i - 1].decoded_at)));
+      }
+      const minL = ls.length ? Math.min(...ls.map((l) => l.layers)) : NaN;
+      const held = ls.length >= (to - from) - 3 && minL >= level;
+      const first = between(bed.lines(n), from - 1.5, from).pop();
+      const last = ls[ls.length - 1] as (PLine & { security?: { sam?: { accepted?: number; stale?: number } | null } }) | undefined;
+      const firstSam = (first as typeof last)?.security?.sam;
+      const samAcc = (last?.security?.sam?.accepted ?? NaN) - (firstSam?.accepted ?? NaN);
+      const samStale = (last?.security?.sam?.stale ?? NaN) - (firstSam?.stale ?? NaN);
+      const errs = (last?.video?.decoder_errors ?? NaN) - (first?.video?.decoder_errors ?? NaN);
+      const frz = (last?.video?.freezes ?? NaN) - (first?.video?.freezes ?? NaN);
+      const good = gap <= 0.5 && frameGap <= 1.0 && held && errs === 0 && rtpJump <= 1.0;
+      ok &&= good;
+      m[`${n}_packet_gap_s`] = gap;
+      m[`${n}_frame_gap_s`] = Number.isFinite(frameGap) ? frameGap : null;
+      m[`${n}_min_layers`] = Number.isFinite(minL) ? minL : null;
+      m[`${n}_rtp_jump_s`] = rtpJump;
+      details.push(
+        `${n}: longest packet gap ${f2(gap)} s, longest gap between decoded pictures ${f2(frameGap)} s (${fr.length} pictures in ${f1(to - from)} s), ` +
+          `layers min ${minL} of ${level} (${held ? 'held' : `NOT held: ${ls.map((l) => l.layers).join(' ')}`}), decoder errors +${errs}, freezes +${frz}; ` +
+          `largest RTP-time jump against decode time ${f2(rtpJump)} s; ` +
+          `multicast SAMs accepted +${samAcc}, refused as stale +${samStale}${good ? '' : '  <- disturbed'}`,
+      );
+    }
+    // Server: the API, the reports, and whether the step really reached its wall clock.
+    const per = phases.map((p) => {
+      const xs = api.filter((x) => x.t >= p.at + 1.5 && x.t < p.end);
+      const acc = xs.filter((x) => x.metricsOk);
+      const d = (k: string) => (acc.length >= 2 ? (acc[acc.length - 1].reports[k] ?? 0) - (acc[0].reports[k] ?? 0) : NaN);
+      // hyper caches its Date header and renews it once the wall clock passes the next whole
+      // second: after a backward step the header stands still for the step's length, so the
+      // skew is read from the phase's last 5 s.
+      const sk = xs.filter((x) => x.t >= p.at + 7).map((x) => x.skew).filter((x): x is number => x !== null);
+      return { off: p.off, skew: sk.length ? mean(sk) : NaN, accepted: d('accepted'), refused: d('auth_failed') + d('replayed'), live: Math.min(...xs.map((x) => (x.viewersOk ? x.live : 0))) };
+    });
+    const stepped = per.every((p) => Math.abs(p.skew - p.off) <= 1.5);
+    const reportsOk = per.every((p) => p.accepted > 0 && p.refused === 0);
+    const liveOk = per.every((p) => p.live === names.length);
+    const viewersGap = longestMiss(api, (x) => x.viewersOk, from, to);
+    const metricsGap = longestMiss(api, (x) => x.metricsOk, from, to);
+    const apiOk = viewersGap <= 2 && metricsGap <= 2;
+    details.push(`server wall clock seen through the HTTP Date header, per phase: ${per.map((p) => `${p.off >= 0 ? '+' : ''}${p.off} s -> ${f1(p.skew)} s`).join(', ')}${stepped ? '' : '  <- the step did NOT take'}`);
+    details.push(`UDP reports accepted per phase ${per.map((p) => p.accepted).join('/')}, refused (auth_failed + replayed) ${per.map((p) => p.refused).join('/')}; players live in /api/viewers (min per phase) ${per.map((p) => p.live).join('/')}`);
+    details.push(`API: longest gap between answers /api/viewers ${f2(viewersGap)} s, /metrics ${f2(metricsGap)} s (polled every 0.5 s)`);
+    const pass = ok && stepped && reportsOk && liveOk && apiOk;
+    const worst = (k: string) => Math.max(...names.map((n) => m[`${n}_${k}`] ?? Infinity));
+    return {
+      name: 'clock-step',
+      pass,
+      value:
+        `server wall clock stepped +5/-5/-5/+5 s (12 s each, ${stepped ? 'seen in its Date header' : 'NOT seen'}): longest packet gap ${f2(worst('packet_gap_s'))} s, longest picture gap ${f2(worst('frame_gap_s'))} s, ` +
+        `layers ${liveOk && ok ? 'held' : 'see details'} (min ${names.map((n) => m[`${n}_min_layers`]).join('/')}), RTP-time jump ${f2(worst('rtp_jump_s'))} s; UDP reports accepted ${per.map((p) => p.accepted).join('/')} per phase, refused ${per.reduce((a, p) => a + p.refused, 0)}; API gaps ${f1(Math.max(viewersGap, metricsGap))} s`,
+      details,
+      load: load1(),
+      metrics: { ...m, viewers_gap_s: viewersGap, metrics_gap_s: metricsGap, stepped: stepped ? 1 : 0 },
+    };
+  });
+}
+
 export const FAULTS = {
   'sender-restart': senderRestart,
   'player-kill': playerKill,
   'link-flap': linkFlap,
   'loss-burst': lossBurst,
   'router-restart': routerRestart,
+  'clock-step': clockStep,
 } as const;
 export type FaultName = keyof typeof FAULTS;
 
@@ -437,6 +682,16 @@ export async function runFault(name: FaultName, o: FaultOptions): Promise<FaultR
   const r = await FAULTS[name](o);
   r.details.push(`load average (1 min) ${f1(r.load)}`);
   fs.writeFileSync(path.join(o.dir, 'result.json'), JSON.stringify(r, null, 1));
-  if (o.record) recordAcceptance(`issue9/fault-${name}`, `${r.value} (load ${f1(r.load)})`, r.pass, o.command ?? `layercast-e2e faults ${name}`);
+  if (o.record) {
+    const secured = o.secured ?? true;
+    const value = `${secured ? 'secured (tokens, HTTPS, encryption, UDP reports with MAC, SSM): ' : '--dev: '}${r.value} (load ${f1(r.load)})`;
+    const cmd = o.command ?? `layercast-e2e faults ${name}`;
+    if (name === 'clock-step') {
+      recordAcceptance(`issue23/fault-${name}`, value, r.pass, cmd); // new in issue 23
+    } else {
+      recordAcceptance(`issue9/fault-${name}`, value, r.pass, cmd);
+      if (secured) recordAcceptance(`issue23/fault-${name}-secured`, value, r.pass, cmd);
+    }
+  }
   return r;
 }

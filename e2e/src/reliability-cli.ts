@@ -9,8 +9,9 @@ import { runCapacity, capacitySummary } from './capacity.js';
 
 export const RELIABILITY_USAGE = `  layercast-e2e soak [--duration SECS] [--players N] [--out DIR]
                                         long run: memory growth and stuck players (default 1800 s, 20)
-  layercast-e2e faults [NAME...] [--out DIR]
-                                        fault injection (${'sender-restart player-kill link-flap loss-burst router-restart'})
+  layercast-e2e faults [NAME...] [--dev] [--out DIR]
+                                        fault injection (${Object.keys(FAULTS).join(' ')}), on the secured
+                                        configuration (--dev: the open server instead)
   layercast-e2e capacity [--mode synthetic|video|both] [--max N] [--step N] [--hold SECS] [--out DIR]
                                         players one machine carries (ramp until the criterion fails)`;
 
@@ -48,7 +49,8 @@ export async function reliabilityCommand(cmd: string, args: string[]): Promise<n
       let fails = 0;
       for (const n of list) {
         if (!(n in FAULTS)) throw new Error(`unknown fault ${n}; one of ${Object.keys(FAULTS).join(' ')}`);
-        const r = await runFault(n, { dir: path.join(out, n), record: true, command: `layercast-e2e faults ${n}` });
+        const secured = !args.includes('--dev');
+        const r = await runFault(n, { dir: path.join(out, n), record: true, secured, command: `layercast-e2e faults ${n}${secured ? '' : ' --dev'}` });
         console.log(`${r.pass ? 'pass' : 'FAIL'}  ${n}: ${r.value}`);
         for (const d of r.details) console.log(`      ${d}`);
         if (!r.pass) fails++;

@@ -4,8 +4,10 @@
 // loss bursts; `layercast-e2e faults` runs all five and prints the figures. The sender restart
 // joined the fast set once players kept the new sender's packets that arrive before its
 // announcement is accepted (they hold the first key picture): 0.2-0.5 s against the 2-s bound,
-// where it was 0.21-2.8 s (docs/reliability.md). Each records its acceptance measurement
-// (issue9/fault-*).
+// where it was 0.21-2.8 s (docs/reliability.md). Every fault runs on the secured configuration
+// (bed.ts `secured`: generated tokens, HTTPS, encryption, UDP reports, SSM), whose figures are
+// part of each verdict. Each records its acceptance measurement (issue9/fault-* and
+// issue23/fault-*-secured).
 // Skipped while the media binaries are not built.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -50,7 +50,9 @@ pub struct ReportSender {
     last_ts: u32,
     /// From the last acknowledgement.
     pub audience: u32,
-    pub budget_bps: f64,
+    /// From the last acknowledgement; `None` before the first, when the report goes at the
+    /// floor's pace (`MIN_INTERVAL`).
+    pub budget_bps: Option<f64>,
     avg_bytes: f64,
     rng: u64,
     pub sent: u64,
@@ -76,7 +78,7 @@ impl ReportSender {
             next: None,
             last_ts: 0,
             audience: 1,
-            budget_bps: 0.0,
+            budget_bps: None,
             avg_bytes: 300.0,
             rng: seed,
             sent: 0,
@@ -125,7 +127,9 @@ impl ReportSender {
         self.sock.send(&b)?;
         self.sent += 1;
         self.avg_bytes += (b.len() as f64 + HEADERS - self.avg_bytes) / 16.0;
-        let t = interval(self.audience, self.avg_bytes, self.budget_bps);
+        let t = self
+            .budget_bps
+            .map_or(MIN_INTERVAL, |b| interval(self.audience, self.avg_bytes, b));
         let u = self.uniform();
         self.next = Some(now + randomised(t, u));
         Ok(())
@@ -138,7 +142,7 @@ impl ReportSender {
         while let Ok(n) = self.sock.recv(&mut buf) {
             if let Some((audience, budget)) = self.parse_ack(&buf[..n]) {
                 self.audience = audience;
-                self.budget_bps = f64::from(budget);
+                self.budget_bps = Some(f64::from(budget));
                 self.acks += 1;
             }
         }
@@ -252,5 +256,25 @@ mod tests {
         let n = srv.recv(&mut buf).unwrap();
         assert_eq!(&buf[..4], MAGIC);
         assert!(n > 15 + TAG_LEN);
+    }
+
+    /// Before the first acknowledgement the player knows neither the audience nor the budget:
+    /// its next report comes at the floor's pace, not the 300-s maximum (which read an unknown
+    /// budget as none, so a viewer sent one report and was taken for gone by the server).
+    #[test]
+    fn the_report_after_the_first_comes_at_the_floor_until_an_ack_says_otherwise() {
+        let srv = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let key = ReceiverKey::from_hex(9, &"42".repeat(32)).unwrap();
+        let mut r = ReportSender::new(srv.local_addr().unwrap(), key, "one").unwrap();
+        let now = Instant::now();
+        r.send(b"{}", now).unwrap();
+        let ceiling = randomised(MIN_INTERVAL, 1.0);
+        assert!(r.due(now + ceiling), "next report not within {ceiling:?}");
+        // An acknowledgement naming a large audience on a small budget spaces them out.
+        r.audience = 100_000;
+        r.budget_bps = Some(1_000_000.0);
+        let later = now + ceiling;
+        r.send(b"{}", later).unwrap();
+        assert!(!r.due(later + ceiling));
     }
 }

@@ -307,6 +307,12 @@ pub fn start(
         .spawn(move || {
             let frame_time = Duration::from_secs_f64(1.0 / fps as f64);
             let t0 = Instant::now();
+            // The synthetic source's capture clock: the wall clock read once, then advanced by
+            // the monotonic clock, as the GStreamer sources' (anchor + running time). RTP time
+            // comes from it and must advance linearly (RFC 3550 §5.1): read per picture, a step
+            // of the server's wall clock jumped it by the step (docs/reliability.md "Server
+            // clock step").
+            let anchor_ns = unix_ns();
             let mut i: u64 = 0;
             let mut applied_kbps = 0u64;
             while !stop.load(Ordering::Relaxed) {
@@ -320,7 +326,10 @@ pub fn start(
                 // running time; for the synthetic source, now), the clock players compare
                 // their display time with (glass-to-glass latency) and the RTP time base.
                 let (mut f, capture_ns) = match reader.as_mut() {
-                    None => (synth::frame(w, h, i as u32), unix_ns()),
+                    None => (
+                        synth::frame(w, h, i as u32),
+                        anchor_ns + now.saturating_duration_since(t0).as_nanos() as u64,
+                    ),
                     Some(r) => {
                         // A live or file source paces itself (the appsink synchronises to the
                         // pipeline clock); late frames are encoded at once.

@@ -261,10 +261,14 @@ pub fn parse_igmp(b: &[u8], ip_dst: u32, out: &mut Vec<Igmp>) {
                     return;
                 };
                 // Leave = exclude nothing -> include nothing: CHANGE_TO_INCLUDE (3) with no
-                // sources, or MODE_IS_INCLUDE (1) with no sources.
-                let leave = (rtype == 3 || rtype == 1) && nsrc == 0;
-                // BLOCK_OLD_SOURCES (6) removes sources, never the whole group: not a join.
-                if rtype != 6 {
+                // sources, or MODE_IS_INCLUDE (1) with no sources. In the SSM range (232/8,
+                // RFC 4607) memberships are include-mode only and a host leaves a channel with
+                // BLOCK_OLD_SOURCES (6) {S} (Linux: the last source of an include-mode group);
+                // with one source per group, as in every Layercast session, that is the host
+                // leaving the group. Outside it BLOCK only removes sources: neither event.
+                let ssm = g >> 24 == 232;
+                let leave = ((rtype == 3 || rtype == 1) && nsrc == 0) || (rtype == 6 && ssm);
+                if rtype != 6 || ssm {
                     out.push(if leave {
                         Igmp::Leave(g)
                     } else {
@@ -421,6 +425,22 @@ pub(crate) mod tests {
             vec![
                 Igmp::Report(u32::from_be_bytes([239, 1, 1, 1])),
                 Igmp::Leave(u32::from_be_bytes([239, 1, 1, 2]))
+            ]
+        );
+        // Source-specific: ALLOW {S} joins the channel; BLOCK {S} leaves it in the SSM range
+        // (RFC 4607: include mode only, one source per group in a Layercast session) and is
+        // only a change of sources outside it.
+        let ssm = igmp_frame(&[
+            0x22, 0, 0, 0, 0, 0, 0, 3, // header, 3 records
+            5, 0, 0, 1, 232, 255, 100, 0, 10, 0, 0, 1, // ALLOW_NEW_SOURCES {10.0.0.1}
+            6, 0, 0, 1, 232, 255, 100, 1, 10, 0, 0, 1, // BLOCK_OLD_SOURCES {10.0.0.1}
+            6, 0, 0, 1, 239, 1, 1, 4, 10, 0, 0, 1, // BLOCK in any-source space: no event
+        ]);
+        assert_eq!(
+            inspect(&ssm, &cfg).igmp,
+            vec![
+                Igmp::Report(u32::from_be_bytes([232, 255, 100, 0])),
+                Igmp::Leave(u32::from_be_bytes([232, 255, 100, 1]))
             ]
         );
         // truncated record list: no panic, partial result
