@@ -1,7 +1,7 @@
 //! Whether a held picture is complete, and whether what it misses is lost or only late.
 
 use super::pending::{PendingFrame, PendingPicture};
-use super::Assembler;
+use super::{Assembler, Join};
 
 impl Assembler {
     pub(super) fn expected_sids(&self, tid: u8) -> Vec<u8> {
@@ -62,8 +62,10 @@ impl Assembler {
                 return true;
             }
             let k = self.ladder.layer_of(s, p.tid);
-            if k.is_some_and(|k| {
-                self.awaiting[k] || self.first_on[k].is_some_and(|first| pid < first)
+            if k.is_some_and(|k| match self.joins[k] {
+                Join::Held => false,
+                Join::Awaiting => true,
+                Join::From(first) => pid < first,
             }) {
                 return true;
             }

@@ -115,6 +115,17 @@ impl AssembledPicture {
     }
 }
 
+/// A layer's state since the assembler joined it (`missing_given_up` reads it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Join {
+    /// Held from the start, or not held: judged by the usual late/lost rules.
+    Held,
+    /// Joined by [`Assembler::set_top_layer`], no packet since: pictures do not wait for it.
+    Awaiting,
+    /// Joined, its first packet was of this picture: older pictures do not wait for it.
+    From(u64),
+}
+
 /// Picture assembler for layers 0..=k of one session.
 #[derive(Debug, Clone)]
 pub struct Assembler {
@@ -127,12 +138,8 @@ pub struct Assembler {
     newest: Option<u64>,
     /// Newest picture ID each layer has delivered a packet of.
     newest_on: Vec<Option<u64>>,
-    /// Upper layers joined by [`Self::set_top_layer`] that have delivered no packet since:
-    /// pictures do not wait for them (`missing_given_up`).
-    awaiting: Vec<bool>,
-    /// The first picture ID a (re)joined upper layer delivered a packet of: older pictures do
-    /// not wait for that layer either.
-    first_on: Vec<Option<u64>>,
+    /// Where each layer stands since [`Self::set_top_layer`] last joined it.
+    joins: Vec<Join>,
     /// Pictures below this ID are done (returned or given up).
     done_below: u64,
     decoded: HashSet<(u8, u64)>,
@@ -162,8 +169,7 @@ impl Assembler {
             pending: BTreeMap::new(),
             newest: None,
             newest_on: vec![None; n],
-            awaiting: vec![false; n],
-            first_on: vec![None; n],
+            joins: vec![Join::Held; n],
             done_below: 0,
             decoded: HashSet::new(),
             tl0_pids: Default::default(),
@@ -207,9 +213,9 @@ impl Assembler {
             let held = self.top_layer.is_some_and(|t| k <= t);
             let was = old.is_some_and(|t| k <= t);
             if !held {
-                (self.newest_on[k], self.first_on[k], self.awaiting[k]) = (None, None, false);
+                (self.newest_on[k], self.joins[k]) = (None, Join::Held);
             } else if !was {
-                (self.first_on[k], self.awaiting[k]) = (None, true);
+                self.joins[k] = Join::Awaiting;
             }
         }
         let ladder = &self.ladder;
@@ -304,8 +310,8 @@ impl Assembler {
         let seq = self.seq[layer].unwrap(packet.sequence_number() as u64, 16);
         // Where this layer is, late packet or not (`missing_given_up`).
         self.newest_on[layer] = Some(self.newest_on[layer].map_or(pid, |n| n.max(pid)));
-        if std::mem::take(&mut self.awaiting[layer]) {
-            self.first_on[layer] = Some(pid);
+        if self.joins[layer] == Join::Awaiting {
+            self.joins[layer] = Join::From(pid);
         }
         if pid < self.done_below {
             // Nothing decodable returned yet and a slightly older picture turns up: the first

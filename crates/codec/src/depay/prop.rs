@@ -367,5 +367,5 @@ fn a_newly_joined_layer_is_not_waited_for_before_its_first_packet() {
     // Dropping the layer again and re-joining: the same holds at the second join.
     asm.set_top_layer(Some(5));
     asm.set_top_layer(Some(8));
-    assert!(asm.awaiting[ladder.layer_of(2, 0).unwrap()]);
+    assert_eq!(asm.joins[ladder.layer_of(2, 0).unwrap()], Join::Awaiting);
 }
