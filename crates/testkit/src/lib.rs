@@ -1,4 +1,5 @@
-//! Test support shared by the crates: acceptance records and network namespaces ([`netns`]).
+//! Test support shared by the crates: acceptance records, network namespaces ([`netns`]) and
+//! test media ([`media`]).
 //!
 //! [`record`] writes one acceptance-check measurement where `scripts/acceptance.mjs` picks it
 //! up to regenerate `docs/acceptance.md`. Tests call it with what they measured, so the table
@@ -6,6 +7,7 @@
 
 pub mod fuzz;
 pub mod http;
+pub mod media;
 pub mod netns;
 
 use std::path::PathBuf;

@@ -2,7 +2,6 @@
 
 use crate::support::{generated_api_token, https, https_text, wait_port, Ns};
 use std::io::{Read, Write};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The value of one series of a Prometheus text (`name{labels} value`).
@@ -28,23 +27,7 @@ fn stalled_source_is_counted_and_recovers_on_a_secured_server() {
         return;
     };
     let clip = ns.dir.join("clip.mkv");
-    let made = Command::new("gst-launch-1.0")
-        .args([
-            "-q",
-            "videotestsrc",
-            "num-buffers=60",
-            "!",
-            "video/x-raw,width=160,height=90,framerate=15/1",
-            "!",
-            "vp8enc",
-            "!",
-            "matroskamux",
-            "!",
-            "filesink",
-        ])
-        .arg(format!("location={}", clip.display()))
-        .status()
-        .is_ok_and(|s| s.success());
+    let made = testkit::media::vp8_clip(&clip, 160, 90, 15, 60);
     assert!(made, "making the test clip");
     let port = 18197;
     ns.server(&[

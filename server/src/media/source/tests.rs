@@ -153,23 +153,7 @@ fn stalled_source_is_restarted_and_files_loop() {
     let dir = std::env::temp_dir().join(format!("lc-loop-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let clip = dir.join("clip.mkv");
-    let ok = std::process::Command::new("gst-launch-1.0")
-        .args([
-            "-q",
-            "videotestsrc",
-            "num-buffers=10",
-            "!",
-            "video/x-raw,width=64,height=64,framerate=30/1",
-            "!",
-            "vp8enc",
-            "!",
-            "matroskamux",
-            "!",
-            "filesink",
-        ])
-        .arg(format!("location={}", clip.display()))
-        .status()
-        .is_ok_and(|s| s.success());
+    let ok = testkit::media::vp8_clip(&clip, 64, 64, 30, 10);
     assert!(ok, "making the test clip");
     let uri = format!("file://{}", clip.display());
     let mut src = MediaSource::new(
