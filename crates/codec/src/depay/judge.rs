@@ -13,17 +13,31 @@ impl Assembler {
             .collect()
     }
 
+    /// The spatial layers this subscription waits for in picture `p`: those it holds at the
+    /// picture's temporal layer, less those the sender marked as not sent.
+    pub(super) fn awaited_sids(&self, p: &PendingPicture) -> Vec<u8> {
+        let mut exp = self.expected_sids(p.tid);
+        if let Some(sent) = p.sent {
+            exp.retain(|&s| s < 8 && sent >> s & 1 == 1);
+        }
+        exp
+    }
+
     pub(super) fn is_complete(&self, p: &PendingPicture) -> bool {
-        let exp = self.expected_sids(p.tid);
+        let exp = self.awaited_sids(p);
         !exp.is_empty()
             && exp
                 .iter()
                 .all(|s| p.frames.get(s).is_some_and(PendingFrame::is_whole))
     }
 
-    /// Whether picture `pid` is known not to be expected by this subscription (its TID,
-    /// predicted from the picture group, is not kept at all).
+    /// Whether picture `pid` is known not to be expected by this subscription (the sender
+    /// marked it as sent with no frame, or its TID, predicted from the picture group, is not
+    /// kept at all).
     pub(super) fn not_expected(&self, pid: u64) -> bool {
+        if self.unsent.contains(&pid) {
+            return true;
+        }
         match self.predicted_tid(pid) {
             Some(tid) => self.expected_sids(tid).is_empty(),
             None => false,
@@ -57,7 +71,7 @@ impl Assembler {
         } else {
             self.conf.reorder_pictures
         };
-        self.expected_sids(p.tid).into_iter().all(|s| {
+        self.awaited_sids(p).into_iter().all(|s| {
             if p.frames.get(&s).is_some_and(PendingFrame::is_whole) {
                 return true;
             }

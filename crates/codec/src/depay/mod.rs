@@ -26,6 +26,7 @@ use crate::rtp::RtpPacket;
 use crate::superframe;
 use crate::vp9rtp::{GofEntry, LayerIndices, PayloadDescriptor};
 use pending::{Part, PendingFrame, PendingPicture};
+use proto::wire::frames_ext;
 use std::collections::{BTreeMap, HashSet};
 use unwrap::Unwrapper;
 
@@ -143,6 +144,8 @@ pub struct Assembler {
     /// Pictures below this ID are done (returned or given up).
     done_below: u64,
     decoded: HashSet<(u8, u64)>,
+    /// Picture IDs the sender marked as sent with no frame at all (not waited for).
+    unsent: std::collections::BTreeSet<u64>,
     /// Extended picture IDs of TL0 pictures seen (each opens a picture group).
     tl0_pids: std::collections::BTreeSet<u64>,
     gof: Vec<GofEntry>,
@@ -173,6 +176,7 @@ impl Assembler {
             done_below: 0,
             decoded: HashSet::new(),
             tl0_pids: Default::default(),
+            unsent: Default::default(),
             gof,
             resolutions: Vec::new(),
             ready: Default::default(),
@@ -353,7 +357,19 @@ impl Assembler {
             timestamp: packet.timestamp(),
             tid: desc.tid(),
             frames: BTreeMap::new(),
+            sent: None,
         });
+        if let Some(Ok(f)) = packet
+            .extension(frames_ext::ID)
+            .map(frames_ext::SentFrames::parse)
+        {
+            pic.sent = Some(f.spatial);
+            for x in pid.saturating_sub(f.unsent_before as u64)..pid {
+                if x >= self.done_below {
+                    self.unsent.insert(x);
+                }
+            }
+        }
         if pic.tid != desc.tid() {
             self.stats.malformed += 1;
             return Err(Error::BadDescriptor("TID differs within a picture"));

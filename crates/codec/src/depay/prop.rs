@@ -12,6 +12,17 @@ use proptest::prelude::*;
 type Packets = Vec<Vec<Vec<Vec<u8>>>>;
 
 fn stream(n: usize, size: usize) -> (LayerLadder, Packets, Vec<EncodedPicture>) {
+    stream_marked(n, size, |_| None)
+}
+
+/// [`stream`], where `mark(n) = Some(bits)` sends picture n with the spatial layers of
+/// `bits` only, every packet carrying the sent-frames mark (`proto::wire::frames_ext`) with
+/// the count of pictures right before it sent with no frame.
+fn stream_marked(
+    n: usize,
+    size: usize,
+    mark: impl Fn(usize) -> Option<u8>,
+) -> (LayerLadder, Packets, Vec<EncodedPicture>) {
     let ladder = LayerLadder::default_720p_l3t3();
     let mut ls = LayerStreams::new(
         ladder.clone(),
@@ -24,6 +35,7 @@ fn stream(n: usize, size: usize) -> (LayerLadder, Packets, Vec<EncodedPicture>) 
     .unwrap();
     let mut pics = Vec::new();
     let mut out = Vec::new();
+    let mut unsent = 0u8;
     for i in 0..n {
         let t = [0u8, 2, 1, 2][i % 4];
         let key = i % 16 == 0;
@@ -51,7 +63,20 @@ fn stream(n: usize, size: usize) -> (LayerLadder, Packets, Vec<EncodedPicture>) 
             dropped_mask: 0,
             frames,
         };
-        let pk = ls.packets(&pic).unwrap();
+        let mut pk = ls.packets(&pic).unwrap();
+        let bits = mark(i);
+        for (k, cell) in pk.iter_mut().enumerate() {
+            let b = bits.unwrap_or(0xff);
+            if b >> ladder.cell(k).unwrap().spatial & 1 == 0 {
+                cell.clear();
+            }
+            if bits.is_some() || unsent > 0 {
+                for p in cell.iter_mut() {
+                    p.header.extensions.push((frames_ext::ID, vec![b, unsent]));
+                }
+            }
+        }
+        unsent = if bits == Some(0) { unsent + 1 } else { 0 };
         out.push(
             pk.iter()
                 .map(|v| v.iter().map(|p| p.to_bytes(&[]).unwrap()).collect())
@@ -235,6 +260,73 @@ fn lagging_layer_is_waited_for_and_a_lost_frame_is_not() {
     // A frame of a referenced layer (picture 8's top layer, TL0) waits for its repair
     // until its layer has moved `reorder_pictures` on (the TL0 layer's next picture, 12).
     assert_eq!(given_up_after(8, ladder.layer_of(2, 0).unwrap()), Some(12));
+}
+
+/// The sender left picture 10's top spatial frame out (TL1: too late in its queue) and
+/// picture 11's (TL2, predicted from it) and marked both: each comes out as soon as its own
+/// packets are in, at spatial layer 1, instead of after the TL1 layer moved on; picture 12
+/// (TL0) is whole again.
+#[test]
+fn a_frame_marked_as_not_sent_is_not_waited_for() {
+    let (ladder, packets, _) = stream_marked(20, 300, |i| (i == 10 || i == 11).then_some(0b011));
+    let mut asm = Assembler::new(ladder.clone(), Some(8), AssemblerConfig::default());
+    let mut out_after = std::collections::BTreeMap::new();
+    for (i, per_layer) in packets.iter().enumerate() {
+        for (layer, v) in per_layer.iter().enumerate() {
+            for p in v {
+                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+        }
+        while let Some(p) = asm.pop() {
+            out_after.insert(p.picture_id % (1 << 15), (i, p.top_spatial(), p.complete));
+        }
+    }
+    assert_eq!(out_after[&10], (10, 1, true));
+    assert_eq!(out_after[&11], (11, 1, true));
+    assert_eq!(out_after[&12], (12, 2, true));
+    // Unmarked, the same hole is waited for until the TL1 layer has moved on.
+    let (_, plain, _) = stream(20, 300);
+    let mut asm = Assembler::new(ladder.clone(), Some(8), AssemblerConfig::default());
+    let s2t1 = ladder.layer_of(2, 1).unwrap();
+    let mut at = None;
+    for (i, per_layer) in plain.iter().enumerate() {
+        for (layer, v) in per_layer.iter().enumerate() {
+            if i == 10 && layer == s2t1 {
+                continue;
+            }
+            for p in v {
+                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+        }
+        while let Some(p) = asm.pop() {
+            if p.picture_id % (1 << 15) == 10 {
+                at = Some(i);
+            }
+        }
+    }
+    assert!(at.is_none_or(|i| i > 11), "{at:?}");
+}
+
+/// The sender sent pictures 10 and 11 with no frame at all (every frame left out): picture
+/// 12's mark says so, and it comes out with its own packets instead of after the reorder
+/// window.
+#[test]
+fn pictures_marked_as_unsent_leave_no_hole_to_wait_for() {
+    let (ladder, packets, _) = stream_marked(20, 300, |i| (i == 10 || i == 11).then_some(0));
+    let mut asm = Assembler::new(ladder.clone(), Some(8), AssemblerConfig::default());
+    let mut out_after = std::collections::BTreeMap::new();
+    for (i, per_layer) in packets.iter().enumerate() {
+        for (layer, v) in per_layer.iter().enumerate() {
+            for p in v {
+                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+        }
+        while let Some(p) = asm.pop() {
+            out_after.insert(p.picture_id % (1 << 15), (i, p.top_spatial(), p.complete));
+        }
+    }
+    assert!(!out_after.contains_key(&10) && !out_after.contains_key(&11));
+    assert_eq!(out_after[&12], (12, 2, true));
 }
 
 /// A player joins mid-stream: picture 10 arrives without its base-layer packets (they

@@ -64,6 +64,8 @@ impl Assembler {
             while self.tl0_pids.len() > 64 {
                 self.tl0_pids.pop_first();
             }
+            let done = self.done_below;
+            self.unsent.retain(|&x| x >= done);
         }
     }
 
@@ -97,11 +99,16 @@ impl Assembler {
     }
 
     pub(super) fn emit(&mut self, pid: u64, mut p: PendingPicture, complete: bool) {
-        let exp = self.expected_sids(p.tid);
+        let awaited = self.awaited_sids(&p);
         let mut frames = Vec::new();
         let mut key = false;
         let mut lower_ok = true;
-        for s in exp {
+        for s in self.expected_sids(p.tid) {
+            if !awaited.contains(&s) {
+                // Not sent: a frame above it that predicts from it cannot be decoded.
+                lower_ok = false;
+                continue;
+            }
             let Some(f) = p.frames.remove(&s) else {
                 lower_ok = false;
                 continue;

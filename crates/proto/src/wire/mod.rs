@@ -2,6 +2,8 @@
 //!
 //! - [`cc_ext`]: the per-packet congestion-control fields (RTP header extension element,
 //!   RFC 8285) and the 16-bit → 64-bit sequence-number extender.
+//! - [`frames_ext`]: which spatial layers a picture was sent with (RTP header extension
+//!   element on every media packet).
 //! - [`sam`]: the binary Session Announcement Message.
 //! - [`tfmcc`], [`tfrc`]: the single-rate protocols' data-packet fields and reports.
 //! - [`request`]: a receiver's key-picture and re-sync requests to the sender.
@@ -12,6 +14,7 @@
 //! test.
 
 pub mod cc_ext;
+pub mod frames_ext;
 pub mod request;
 pub mod sam;
 pub mod tfmcc;
