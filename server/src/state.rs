@@ -532,6 +532,7 @@ impl State {
                         .map(|v| v.cell_kbps.iter().flatten().sum::<u32>())
                 }),
                 max_discardable_wait: r.video.as_ref().and_then(|v| v.max_discardable_wait),
+                max_middle_wait: r.video.as_ref().and_then(|v| v.max_middle_wait),
                 reports: r.video.as_ref().map(|_| session::publisher::ReportConfig {
                     clock,
                     cname: format!("layercast-{}@{}", r.id, sender),

@@ -680,6 +680,7 @@ mod stamp_tests {
             pacer_peak: 8.0,
             pacer_credit: Duration::from_millis(120),
             max_discardable_wait: None,
+            max_middle_wait: None,
         };
         let b = burst_for_video(&v).unwrap();
         assert_eq!(b.peak, 8.0);

@@ -9,7 +9,8 @@
 //! (layer|constrained), `intra` (max intra %), `speed`, `ki` (key interval, frames),
 //! `payload` (bytes per packet for the packet counts, default 1156), `src=synth` (the
 //! synthetic test pattern of `codec::synth` instead of the clip, the quality test's source) with
-//! `size` (WxH, default 1280x720), `fps` (default 30) and `scale` (multiplies every cell, like
+//! `size` (WxH of the clip or the pattern, default 1280x720), `fps` (default 30) and `scale`
+//! (multiplies every cell, like
 //! the server's `video.kbps_scale`), and `track=0` (no per-cell tracking,
 //! `SvcConfig::track_cells`), and `jitter` (ms: each picture's timestamp moved by a
 //! pseudo-random amount within +-jitter, as a live capture clock does).
@@ -80,11 +81,13 @@ fn main() {
     } else {
         std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
     };
+    let fl = codec::vpx::encoder_i420_len(conf.width, conf.height);
     assert!(
-        synth || (conf.width, conf.height) == (1280, 720),
-        "the clip is 1280x720"
+        synth || (!raw.is_empty() && raw.len() % fl == 0),
+        "{path} is not raw I420 frames of {}x{} (`size`)",
+        conf.width,
+        conf.height
     );
-    let fl = codec::vpx::encoder_i420_len(1280, 720);
     let frames: Vec<&[u8]> = raw.chunks_exact(fl).collect();
     let n = if synth {
         132 * loops

@@ -56,6 +56,13 @@ pub struct VideoConfig {
     /// drop; at most 10000). Default 250 (`DEFAULT_MAX_DISCARDABLE_WAIT_MS`, docs/server.md
     /// "Discardable frames").
     pub max_discardable_wait_ms: Option<u64>,
+    /// A frame of a middle temporal layer (TL1 of L?T3: only the layer above predicts from
+    /// it) is dropped, with the frames that may predict from it, before it is queued when its
+    /// layer's queue would make it wait longer than this, ms (0 = never; at most 10000). Every
+    /// packet marks which spatial layers its picture was sent with, so viewers show the layer
+    /// below at once instead of waiting. Default 500 (`DEFAULT_MAX_MIDDLE_WAIT_MS`,
+    /// docs/server.md "Discardable frames").
+    pub max_middle_wait_ms: Option<u64>,
 }
 
 /// A resolved video encode.
@@ -84,6 +91,8 @@ pub struct ResolvedVideo {
     pub pacer_credit: Duration,
     /// See `VideoConfig::max_discardable_wait_ms` (`None`: never drop).
     pub max_discardable_wait: Option<Duration>,
+    /// See `VideoConfig::max_middle_wait_ms` (`None`: never drop).
+    pub max_middle_wait: Option<Duration>,
 }
 
 /// Default per-cell rates of the 720p30 L3T3 ladder (kbit/s).
@@ -171,6 +180,15 @@ impl VideoConfig {
                 format!("{discard_ms} above 10000"),
             ));
         }
+        let middle_ms = self
+            .max_middle_wait_ms
+            .unwrap_or(DEFAULT_MAX_MIDDLE_WAIT_MS);
+        if middle_ms > 10_000 {
+            return Err(Error::config(
+                &key("video.max_middle_wait_ms"),
+                format!("{middle_ms} above 10000"),
+            ));
+        }
         Ok(ResolvedVideo {
             width: w,
             height: h,
@@ -189,6 +207,7 @@ impl VideoConfig {
             pacer_peak,
             pacer_credit: Duration::from_millis(credit_ms),
             max_discardable_wait: (discard_ms > 0).then(|| Duration::from_millis(discard_ms)),
+            max_middle_wait: (middle_ms > 0).then(|| Duration::from_millis(middle_ms)),
         })
     }
 }
@@ -203,6 +222,11 @@ pub const DEFAULT_PACER_PEAK: f64 = 8.0;
 
 /// Default `video.max_discardable_wait_ms`.
 pub const DEFAULT_MAX_DISCARDABLE_WAIT_MS: u64 = 250;
+
+/// Default `video.max_middle_wait_ms`: about the longest wait of the temporal-layer-0 frames
+/// at the default headroom (the trace study `video::latency_study::clip_study`, docs/server.md
+/// "Discardable frames"), so a middle frame never holds a picture longer than they do.
+pub const DEFAULT_MAX_MIDDLE_WAIT_MS: u64 = 500;
 
 /// Default `video.pacer_credit_ms`.
 pub const DEFAULT_PACER_CREDIT_MS: u64 = 120;

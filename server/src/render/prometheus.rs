@@ -92,7 +92,7 @@ pub fn metrics(state: &State, table: &Table) -> String {
         (
             "layercast_sender_discarded_frames_total",
             "counter",
-            "Frames of a discardable layer (the top temporal one) dropped because its send queue would have held them too long (video.max_discardable_wait_ms).",
+            "Frames dropped before queueing because their layer's send queue would have held them too long (video.max_discardable_wait_ms, video.max_middle_wait_ms), with the frames that predict from them.",
             |st| &st.per_layer_discarded,
         ),
     ];

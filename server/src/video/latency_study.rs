@@ -16,17 +16,29 @@ struct Pic {
 fn trace(v: &ResolvedVideo, packet_size: u16, secs: u32, intra: u32) -> Vec<Pic> {
     let mut conf = svc_config(v);
     conf.max_intra_pct = intra;
+    // S_YUV=path: raw I420 frames of the video's size (looped) instead of the test pattern.
+    let clip = std::env::var("S_YUV")
+        .ok()
+        .map(|p| std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}")));
+    let fl = codec::vpx::encoder_i420_len(v.width, v.height);
     let mut streams = layer_streams(&conf, 0, packet_size, 16).unwrap();
     let mut enc = SvcEncoder::new(conf).unwrap();
     let mut st = Stamper::new(v.width, v.height, v.fps, qr_pixel_size(v.spatial)).unwrap();
     let mut out = Vec::new();
     for i in 0..(secs * v.fps) as u64 {
+        let synth_frame;
+        let src = match &clip {
+            Some(c) => {
+                let n = c.len() / fl;
+                &c[(i as usize % n) * fl..][..fl]
+            }
+            None => {
+                synth_frame = synth::frame(v.width, v.height, i as u32);
+                &synth_frame[..]
+            }
+        };
         let f = st
-            .stamp(
-                &synth::frame(v.width, v.height, i as u32),
-                i,
-                1_700_000_000_000_000_000 + i * 66_666_666,
-            )
+            .stamp(src, i, 1_700_000_000_000_000_000 + i * 66_666_666)
             .unwrap();
         let pic = enc
             .encode(&f, (i * 90_000 / v.fps as u64) as i64)
@@ -40,6 +52,53 @@ fn trace(v: &ResolvedVideo, packet_size: u16, secs: u32, intra: u32) -> Vec<Pic>
         });
     }
     out
+}
+
+/// The sender's frame discarding (`max_discardable_wait`) in the study: a top-temporal
+/// (t = 2) frame whose wait, its own packets included, would exceed `tl2` is not queued; with
+/// `tl1`, a TL1 frame past that wait is not queued either, nor are the frames that predict
+/// from it (the same picture's higher spatial layers, the next picture's TL2 frames).
+struct Discard {
+    tl2: Option<Duration>,
+    tl1: Option<Duration>,
+    /// Per spatial layer: the TL1 frame of this picture index was dropped.
+    dropped_tl1: std::cell::RefCell<Vec<Option<usize>>>,
+    count: std::cell::Cell<usize>,
+}
+
+impl Discard {
+    #[allow(clippy::too_many_arguments)]
+    fn drops(
+        &self,
+        pic: usize,
+        k: usize,
+        key: bool,
+        c: usize,
+        queued: usize,
+        bunch: usize,
+        iv: Duration,
+    ) -> bool {
+        let (s, t) = (k / 3, k % 3);
+        let wait = iv.saturating_mul((queued + c).div_ceil(bunch) as u32);
+        let mut d1 = self.dropped_tl1.borrow_mut();
+        let below = |d1: &[Option<usize>], p: usize| (0..=s).any(|x| d1[x] == Some(p));
+        let drop = !key
+            && match t {
+                2 => {
+                    self.tl2.is_some_and(|m| wait > m)
+                        || (pic > 0 && below(&d1, pic - 1) && pic % 4 == 3)
+                }
+                1 => below(&d1, pic) || self.tl1.is_some_and(|m| wait > m),
+                _ => false,
+            };
+        if drop {
+            self.count.set(self.count.get() + 1);
+            if t == 1 {
+                d1[s] = Some(pic);
+            }
+        }
+        drop
+    }
 }
 
 struct Outcome {
@@ -59,6 +118,7 @@ fn simulate(
     packet_size: u16,
     peak: f64,
     credit: &[Duration],
+    discard: &Discard,
 ) -> Outcome {
     let n = rates.len();
     let t0 = Time::from_secs_f64(1.0);
@@ -93,8 +153,9 @@ fn simulate(
         let (k, due) = next_bunch(&next, &last, |k| !q[k].is_empty(), &gap, credit).unwrap();
         if i < pics.len() && ready[i] <= due {
             for (k, &c) in pics[i].pkts.iter().enumerate() {
-                if c == 0 {
+                if c == 0 || discard.drops(i, k, pics[i].key, c, q[k].len(), bunch, iv[k]) {
                     done[i][k] = Some(ready[i]);
+                    continue;
                 }
                 q[k].extend(std::iter::repeat_n(i, c));
             }
@@ -199,6 +260,7 @@ fn latency_study() {
         pacer_peak: 1.0,
         pacer_credit: Duration::from_millis(120),
         max_discardable_wait: None,
+        max_middle_wait: None,
     };
     let intras: Vec<u32> = std::env::var("S_INTRA")
         .unwrap_or_else(|_| "300".into())
@@ -266,7 +328,13 @@ fn latency_study() {
                     credit.push(if f[1] <= 1.0 { Duration::ZERO } else { c });
                 }
             }
-            let o = simulate(&pics, 15, &rates, m, f[1].max(1.0), &credit);
+            let none = Discard {
+                tl2: None,
+                tl1: None,
+                dropped_tl1: Default::default(),
+                count: Default::default(),
+            };
+            let o = simulate(&pics, 15, &rates, m, f[1].max(1.0), &credit, &none);
             eprintln!(
                 "  {pol:>18}: lat p50 {:>5.0} p95 {:>5.0} | join p50 {:>5.0} max {:>5.0} | worst 6-s rate dev {:.2}% | max queue {:.0} ms | total {:.0} kbit/s",
                 q(&o.lat, 0.5),
@@ -282,3 +350,102 @@ fn latency_study() {
 }
 
 const L3T3: [[u32; 3]; 3] = [[90, 30, 30], [240, 80, 80], [600, 200, 200]];
+
+/// Rises of the player's playout buffer that a viewer sees as freezes: pictures later than
+/// every picture of the 8 s before them by more than 150 ms (docs/player.md "Adaptive
+/// playout buffer": the buffer holds the worst lateness of its 8-s window and rises at once).
+fn rises(lat: &[f64], fps: u32) -> usize {
+    let w = 8 * fps as usize;
+    (1..lat.len())
+        .filter(|&i| {
+            let m = lat[i.saturating_sub(w)..i]
+                .iter()
+                .copied()
+                .fold(0.0, f64::max);
+            lat[i] > m + 150.0
+        })
+        .count()
+}
+
+/// The quality suite's encode (docs/testbed.md "Quality suite": 640x360@15 L3T3, `kbps_scale`
+/// 0.6, 1200-B pairs, key picture every 2 s) with the server's pacing defaults, replayed with
+/// and without the sender's discarding rules: `S_YUV=clip.yuv cargo test --release -p
+/// layercast-server --features research clip_study -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn clip_study() {
+    let secs = env("S_SECS", 60.0) as u32;
+    let m = 1200u16;
+    let scale = env("S_SCALE", 0.6);
+    let v = ResolvedVideo {
+        width: 640,
+        height: 360,
+        fps: 15,
+        spatial: 3,
+        temporal: 3,
+        cell_kbps: codec::ladder::DEFAULT_L3T3_CELL_KBPS
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .map(|&c| ((c as f64 * scale).round() as u32).max(1))
+                    .collect()
+            })
+            .collect(),
+        keyframe_interval: 30,
+        qroverlay: true,
+        reference_dir: None,
+        rate_headroom: env("S_HEAD", crate::config::DEFAULT_RATE_HEADROOM),
+        key_headroom: env("S_KEYHEAD", crate::config::DEFAULT_KEY_HEADROOM),
+        pacer_peak: crate::config::DEFAULT_PACER_PEAK,
+        pacer_credit: Duration::from_millis(crate::config::DEFAULT_PACER_CREDIT_MS),
+        max_discardable_wait: None,
+        max_middle_wait: None,
+    };
+    let pics = trace(&v, m, secs, 150);
+    let bunch = 2u8;
+    let mut rates = Vec::new();
+    let mut credit = Vec::new();
+    for s in 0..3 {
+        for t in 0..3 {
+            let fps_t = crate::config::temporal_fps(15, 3, t);
+            let h = if t == 0 {
+                v.key_headroom
+            } else {
+                v.rate_headroom
+            };
+            rates.push(crate::config::video_layer_rate(
+                v.cell_kbps[s][t],
+                fps_t,
+                m,
+                bunch,
+                h,
+            ));
+            credit.push(v.pacer_credit.min(Duration::from_secs_f64(1.0 / fps_t)));
+        }
+    }
+    let ms = |x: f64| (x > 0.0).then(|| Duration::from_secs_f64(x / 1e3));
+    for pol in std::env::var("S_DISC")
+        .unwrap_or_else(|_| "0:0,250:0,250:250,250:400,250:600".into())
+        .split(',')
+    {
+        let (a, b) = pol.split_once(':').unwrap();
+        let d = Discard {
+            tl2: ms(a.parse().unwrap()),
+            tl1: ms(b.parse().unwrap()),
+            dropped_tl1: std::cell::RefCell::new(vec![None; 3]),
+            count: Default::default(),
+        };
+        std::env::set_var("S_DBG", "1");
+        let o = simulate(&pics, 15, &rates, m, v.pacer_peak, &credit, &d);
+        eprintln!(
+            "  discard tl2:tl1 {pol:>8} ms: lat p50 {:>5.0} p95 {:>5.0} max {:>5.0} | rises {} | {} frames dropped | worst 6-s rate dev {:.2}% | total {:.0} kbit/s",
+            q(&o.lat, 0.5),
+            q(&o.lat, 0.95),
+            q(&o.lat, 1.0),
+            rises(&o.lat, 15),
+            d.count.get(),
+            o.worst_dev * 100.0,
+            rates.iter().sum::<u64>() as f64 / 1e3
+        );
+    }
+}

@@ -25,6 +25,7 @@
 
 mod audio_out;
 pub mod burst;
+mod discard;
 pub mod packet;
 pub mod reports;
 pub mod requests;
@@ -38,6 +39,7 @@ use crate::error::{Error, Result};
 use congestion::schedule::Schedule;
 use proto::fec::{FecEncoder, FecEncoderStats, FecParams};
 use proto::wire::cc_ext::CcFields;
+use proto::wire::frames_ext::{self, SentFrames};
 use proto::wire::request::{MediaRequest, RequestKind, MAGIC as REQUEST_MAGIC};
 use proto::{SessionInfo, Time, TrackKind};
 use requests::Requests;
@@ -110,6 +112,10 @@ pub struct PublisherConfig {
     /// layer's queue would make its last packet wait longer than this at the layer's
     /// announced rate ([`Publisher::push_picture`]). `None`: every frame is queued.
     pub max_discardable_wait: Option<Duration>,
+    /// A frame of a middle temporal layer (referenced only by the layers above it) is dropped
+    /// with the frames that may predict from it when its layer's queue would make its last
+    /// packet wait longer than this ([`discard`]). `None`: never.
+    pub max_middle_wait: Option<Duration>,
     /// Send RTCP sender reports of every stream ([`Publisher::poll_report`]).
     pub reports: Option<ReportConfig>,
     /// When the first cycle starts.
@@ -131,6 +137,7 @@ impl PublisherConfig {
             clock_offset_us: 0,
             tfmcc: None,
             max_discardable_wait: None,
+            max_middle_wait: None,
             reports: None,
             start: Time::ZERO,
         }
@@ -176,8 +183,8 @@ struct Layered {
     credit: Vec<Duration>,
     /// FEC encoder per layer (layers whose video stream announces repair).
     fec: Vec<Option<FecEncoder>>,
-    /// Per layer: the longest wait a frame of it may be queued for (discardable layers).
-    discard_wait: Vec<Option<Duration>>,
+    /// Which frames are left out, and each picture's sent-frames mark.
+    discard: discard::FrameDiscard,
 }
 
 enum Mode {
@@ -272,10 +279,11 @@ impl Publisher {
                     gap,
                     credit,
                     fec: fec_encoders(&info, plain_size)?,
-                    discard_wait: discardable_layers(&info)
-                        .into_iter()
-                        .map(|d| cfg.max_discardable_wait.filter(|_| d))
-                        .collect(),
+                    discard: discard::FrameDiscard::new(
+                        &info,
+                        cfg.max_discardable_wait,
+                        cfg.max_middle_wait,
+                    ),
                 }))
             }
         };
@@ -375,33 +383,70 @@ impl Publisher {
     pub fn push_picture(&mut self, now: Time, pic: Picture) {
         self.stats.pictures += 1;
         self.requests.picture(now, pic.key, pic.sync);
-        let (queues, layered) = match &mut self.mode {
-            Mode::Layered(l) => (&mut l.queues, Some((&l.discard_wait, &l.schedule))),
-            Mode::Tfmcc(t) => (&mut t.queues, None),
-        };
         let bunch = self.info.bunch_len.max(1) as usize;
-        for (k, pkts) in pic.cells.into_iter().enumerate() {
-            let Some(q) = queues.get_mut(k) else {
-                self.stats.dropped += pkts.len() as u64;
-                continue;
-            };
-            // A discardable frame that would leave its layer's queue too late is not worth
-            // its slots: the viewer's picture would wait for it (docs/server.md "Discardable
-            // frames").
-            let limit =
-                layered.and_then(|(w, sch)| Some((w.get(k).copied().flatten()?, sch.interval(k)?)));
-            if let (Some((max_wait, interval)), false) = (limit, pic.key || pkts.is_empty()) {
-                let bunches = (q.len() + pkts.len()).div_ceil(bunch) as u32;
-                if interval.saturating_mul(bunches) > max_wait {
-                    self.stats.discarded_frames[k] += 1;
-                    continue;
+        let queues = match &mut self.mode {
+            Mode::Layered(l) => {
+                // Frames that would leave their layer's queue too late are not worth their
+                // slots: the viewer's picture would wait for them (docs/server.md
+                // "Discardable frames"). The rest carry the picture's sent-frames mark.
+                let counts: Vec<usize> = pic.cells.iter().map(Vec::len).collect();
+                let (queues, schedule) = (&l.queues, &l.schedule);
+                let wait = |k: usize, n: usize| {
+                    let q = queues.get(k)?;
+                    Some(
+                        schedule
+                            .interval(k)?
+                            .saturating_mul((q.len() + n).div_ceil(bunch) as u32),
+                    )
+                };
+                let verdict = l
+                    .discard
+                    .applies()
+                    .then(|| l.discard.judge(pic.key, &counts, wait));
+                let mut cells = pic.cells;
+                if let Some(v) = &verdict {
+                    let mark = SentFrames {
+                        spatial: v.sent,
+                        unsent_before: v.unsent_before,
+                    };
+                    for (k, pkts) in cells.iter_mut().enumerate() {
+                        if v.drop.get(k).copied().unwrap_or(false) {
+                            self.stats.discarded_frames[k] += 1;
+                            pkts.clear();
+                        }
+                        for p in pkts.iter_mut() {
+                            p.header
+                                .extensions
+                                .push((frames_ext::ID, mark.to_bytes().to_vec()));
+                        }
+                    }
                 }
+                for (k, pkts) in cells.into_iter().enumerate() {
+                    Self::enqueue(&mut l.queues, &mut self.stats, k, pkts);
+                }
+                return;
             }
-            q.extend(pkts);
-            while q.len() > MAX_QUEUED {
-                q.pop_front();
-                self.stats.dropped += 1;
-            }
+            Mode::Tfmcc(t) => &mut t.queues,
+        };
+        for (k, pkts) in pic.cells.into_iter().enumerate() {
+            Self::enqueue(queues, &mut self.stats, k, pkts);
+        }
+    }
+
+    fn enqueue(
+        queues: &mut [VecDeque<MediaPacket>],
+        stats: &mut PublisherStats,
+        k: usize,
+        pkts: Vec<MediaPacket>,
+    ) {
+        let Some(q) = queues.get_mut(k) else {
+            stats.dropped += pkts.len() as u64;
+            return;
+        };
+        q.extend(pkts);
+        while q.len() > MAX_QUEUED {
+            q.pop_front();
+            stats.dropped += 1;
         }
     }
 
@@ -619,30 +664,6 @@ fn bunch_rates(info: &SessionInfo) -> SessionInfo {
         }
     }
     i
-}
-
-/// Per layer: whether it carries only frames no other frame references, i.e. the video
-/// track's top temporal layer when there are at least two (libvpx's 0101 and 0212 patterns
-/// never predict from it). Single-stream and audio layers are not.
-fn discardable_layers(info: &SessionInfo) -> Vec<bool> {
-    let mut out = vec![false; info.layers.len()];
-    let Some(t) = info.track(TrackKind::Video) else {
-        return out;
-    };
-    let proto::Codec::Vp9(p) = &t.codec else {
-        return out;
-    };
-    if p.temporal < 2 || t.streams.len() < 2 {
-        return out;
-    }
-    for s in &t.streams {
-        if s.temporal + 1 == p.temporal {
-            if let Some(d) = out.get_mut(s.layer as usize) {
-                *d = true;
-            }
-        }
-    }
-    out
 }
 
 /// A FEC encoder for each layer whose video stream announces repair parameters

@@ -44,8 +44,10 @@ pub fn write_media(out: &mut Vec<u8>, p: MediaPacket, seq: u16, cc: &CcFields, s
     let start = out.len();
     let mut hdr = p.header;
     hdr.sequence_number = seq;
+    // The cc element first, at a fixed offset (byte 16), ahead of the packetiser's elements
+    // (the sent-frames mark).
     hdr.extensions
-        .push((cc_ext::DEFAULT_ID, cc.to_bytes().to_vec()));
+        .insert(0, (cc_ext::DEFAULT_ID, cc.to_bytes().to_vec()));
     hdr.padding = 0;
     if hdr.write(&p.payload, out).is_err() {
         out.truncate(start);
