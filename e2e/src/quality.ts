@@ -423,15 +423,20 @@ export interface SourceRate {
   fpsRatio: number;
 }
 
-/** Share of the source's frames that carry at least one of the first `layers` layers of a
- *  spatial-major ladder with `temporalLayers` dyadic temporal layers per spatial layer. Within
- *  spatial layer 0, temporal layer t reaches 2^(t−(T−1)) of the frames; once a second spatial
- *  layer is held, spatial layer 0 is held whole and every frame carries a held layer (the
- *  player shows the lower size when the top one is sparse, docs/player.md "Steady
- *  resolution"), so a viewer that holds it can show every frame. */
+/** Share of the source's frames a viewer holding the first `layers` layers of a spatial-major
+ *  ladder with `temporalLayers` dyadic temporal layers per spatial layer is meant to show: those
+ *  of its *steady* spatial layer, the highest one whose held temporal layers reach at least half
+ *  the frames (the player's `ShowFilter`, docs/player.md "Steady resolution"). Within spatial
+ *  layer 0, temporal layer t reaches 2^(t−(T−1)) of the frames. Above it, a top spatial layer
+ *  held at half the frames or more is steady and the pictures without it are not shown (5
+ *  layers of L3T3: S1 at TL0 and TL1, 7.5 of 15 fps at 320x180; 8 layers: S2 the same at
+ *  640x360); one held at less than half is not, and the layer below, held whole, shows every
+ *  frame (4 and 7 layers). */
 export function heldFrameShare(layers: number, temporalLayers: number): number {
   if (!(layers >= 1) || !(temporalLayers >= 1)) return NaN;
-  return layers >= temporalLayers ? 1 : 2 ** (layers - temporalLayers);
+  if (layers <= temporalLayers) return 2 ** (layers - temporalLayers);
+  const topShare = 2 ** (((layers - 1) % temporalLayers) - (temporalLayers - 1));
+  return topShare >= 0.5 ? topShare : 1;
 }
 
 /** `null` when fewer than 10 shown pictures carry a readable stamp. Display gaps are weighed

@@ -164,9 +164,14 @@ test('source frame rate and shown rate at the held layer come from the stamps an
   assert.equal(heldFrameShare(1, 3), 0.25);
   assert.equal(heldFrameShare(2, 3), 0.5);
   assert.equal(heldFrameShare(3, 3), 1);
-  // Spatial layer 0 held whole: every frame carries a held layer.
+  // Spatial layer 1 at TL0 only (a quarter of the frames) is not steady: spatial layer 0,
+  // held whole, shows every frame; at TL0 and TL1 (half) it is, and shows half of them.
   assert.equal(heldFrameShare(4, 3), 1);
-  assert.equal(heldFrameShare(8, 3), 1);
+  assert.equal(heldFrameShare(5, 3), 0.5);
+  assert.equal(heldFrameShare(6, 3), 1);
+  assert.equal(heldFrameShare(7, 3), 1);
+  assert.equal(heldFrameShare(8, 3), 0.5);
+  assert.equal(heldFrameShare(9, 3), 1);
   const rows: FrameRow[] = [];
   let fn = 0;
   for (let i = 0; i < 90; i++) {
