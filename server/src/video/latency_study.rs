@@ -223,6 +223,18 @@ fn simulate(
 
 use crate::fill_study::quantile as q;
 
+/// A ladder with every cell times `scale` (as `video.kbps_scale`), at least 1 kbit/s.
+fn scaled(ladder: &[[u32; 3]; 3], scale: f64) -> Vec<Vec<u32>> {
+    ladder
+        .iter()
+        .map(|r| {
+            r.iter()
+                .map(|&c| ((c as f64 * scale).round() as u32).max(1))
+                .collect()
+        })
+        .collect()
+}
+
 fn env(name: &str, d: f64) -> f64 {
     std::env::var(name)
         .ok()
@@ -244,14 +256,7 @@ fn latency_study() {
         fps: 15,
         spatial: 3,
         temporal: 3,
-        cell_kbps: L3T3
-            .iter()
-            .map(|r| {
-                r.iter()
-                    .map(|&c| ((c as f64 * scale).round() as u32).max(1))
-                    .collect()
-            })
-            .collect(),
+        cell_kbps: scaled(&L3T3, scale),
         keyframe_interval: (ki * 15.0).round() as u32,
         qroverlay: true,
         reference_dir: None,
@@ -383,14 +388,7 @@ fn clip_study() {
         fps: 15,
         spatial: 3,
         temporal: 3,
-        cell_kbps: codec::ladder::DEFAULT_L3T3_CELL_KBPS
-            .iter()
-            .map(|r| {
-                r.iter()
-                    .map(|&c| ((c as f64 * scale).round() as u32).max(1))
-                    .collect()
-            })
-            .collect(),
+        cell_kbps: scaled(&codec::ladder::DEFAULT_L3T3_CELL_KBPS, scale),
         keyframe_interval: 30,
         qroverlay: true,
         reference_dir: None,

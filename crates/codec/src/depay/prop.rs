@@ -262,15 +262,14 @@ fn lagging_layer_is_waited_for_and_a_lost_frame_is_not() {
     assert_eq!(given_up_after(8, ladder.layer_of(2, 0).unwrap()), Some(12));
 }
 
-/// The sender left picture 10's top spatial frame out (TL1: too late in its queue) and
-/// picture 11's (TL2, predicted from it) and marked both: each comes out as soon as its own
-/// packets are in, at spatial layer 1, instead of after the TL1 layer moved on; picture 12
-/// (TL0) is whole again.
-#[test]
-fn a_frame_marked_as_not_sent_is_not_waited_for() {
-    let (ladder, packets, _) = stream_marked(20, 300, |i| (i == 10 || i == 11).then_some(0b011));
+/// Every packet fed in order to a full-ladder assembler: per released picture ID, after which
+/// picture's packets it came out, its top spatial layer, and whether it was complete.
+fn released_after(
+    ladder: &LayerLadder,
+    packets: &Packets,
+) -> std::collections::BTreeMap<u64, (usize, u8, bool)> {
     let mut asm = Assembler::new(ladder.clone(), Some(8), AssemblerConfig::default());
-    let mut out_after = std::collections::BTreeMap::new();
+    let mut out = std::collections::BTreeMap::new();
     for (i, per_layer) in packets.iter().enumerate() {
         for (layer, v) in per_layer.iter().enumerate() {
             for p in v {
@@ -278,9 +277,20 @@ fn a_frame_marked_as_not_sent_is_not_waited_for() {
             }
         }
         while let Some(p) = asm.pop() {
-            out_after.insert(p.picture_id % (1 << 15), (i, p.top_spatial(), p.complete));
+            out.insert(p.picture_id % (1 << 15), (i, p.top_spatial(), p.complete));
         }
     }
+    out
+}
+
+/// The sender left picture 10's top spatial frame out (TL1: too late in its queue) and
+/// picture 11's (TL2, predicted from it) and marked both: each comes out as soon as its own
+/// packets are in, at spatial layer 1, instead of after the TL1 layer moved on; picture 12
+/// (TL0) is whole again.
+#[test]
+fn a_frame_marked_as_not_sent_is_not_waited_for() {
+    let (ladder, packets, _) = stream_marked(20, 300, |i| (i == 10 || i == 11).then_some(0b011));
+    let out_after = released_after(&ladder, &packets);
     assert_eq!(out_after[&10], (10, 1, true));
     assert_eq!(out_after[&11], (11, 1, true));
     assert_eq!(out_after[&12], (12, 2, true));
@@ -313,18 +323,7 @@ fn a_frame_marked_as_not_sent_is_not_waited_for() {
 #[test]
 fn pictures_marked_as_unsent_leave_no_hole_to_wait_for() {
     let (ladder, packets, _) = stream_marked(20, 300, |i| (i == 10 || i == 11).then_some(0));
-    let mut asm = Assembler::new(ladder.clone(), Some(8), AssemblerConfig::default());
-    let mut out_after = std::collections::BTreeMap::new();
-    for (i, per_layer) in packets.iter().enumerate() {
-        for (layer, v) in per_layer.iter().enumerate() {
-            for p in v {
-                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
-            }
-        }
-        while let Some(p) = asm.pop() {
-            out_after.insert(p.picture_id % (1 << 15), (i, p.top_spatial(), p.complete));
-        }
-    }
+    let out_after = released_after(&ladder, &packets);
     assert!(!out_after.contains_key(&10) && !out_after.contains_key(&11));
     assert_eq!(out_after[&12], (12, 2, true));
 }
