@@ -265,6 +265,7 @@ impl Edge {
                 self.conf.rtc.initial_estimate_bps as f64,
                 0.0,
                 None,
+                None,
                 &cands,
             )
             .map(|(c, _)| c)
@@ -519,7 +520,11 @@ impl Edge {
         let from = v.sel.current();
         // The estimate covers the whole transport: what the audio takes is not there for video.
         let video_est = v.sel.video_share(est, st.audio_rate_bps);
-        if let Some((to, reason)) = v.sel.update(now, video_est, st.loss, st.rtt, &cands) {
+        // A pacer backlog: what leaves now is str0m's pacing rate, 1.1 × its current estimate.
+        let departure = v.departure_rate(now);
+        let paced = (v.pacer_backlog(now) >= self.conf.select.backlog_max)
+            .then(|| v.sel.video_share(departure / 1.1, st.audio_rate_bps));
+        if let Some((to, reason)) = v.sel.update(now, video_est, st.loss, st.rtt, paced, &cands) {
             v.fwd.set_target(to);
             if let Some(f) = from {
                 if to > f {
@@ -539,7 +544,7 @@ impl Edge {
         }
         if let Some((min, desired)) = v
             .sel
-            .bwe_targets(&relay.ladder(now, &self.conf.select), video_est)
+            .bwe_targets(now, &relay.ladder(now, &self.conf.select), video_est)
         {
             v.set_bwe_targets(now, min, desired, &mut self.transmits);
         }
