@@ -66,9 +66,10 @@ pub struct SelectConfig {
     /// Padding fills up to the next layer, but not beyond this share of the estimate's video
     /// part.
     pub pad_share: f64,
-    /// A pacer backlog this long (the oldest frame written to str0m still not sent) is
-    /// congestion: str0m's estimate already fell below the layers sent, ahead of its smoothed
-    /// estimate event, and every frame behind it, repairs included, waits.
+    /// A pacer backlog this long (the oldest frame written to str0m still not sent) while the
+    /// pacer sends slower than the current layers need is congestion: str0m's estimate
+    /// already fell below the layers, ahead of its smoothed estimate event, and every frame
+    /// behind it waits.
     pub backlog_max: Duration,
     /// Up-switches go one candidate at a time, at least this long apart and twice this long
     /// after a down-switch: padding fills up to the next candidate only, so the acknowledged rate
@@ -101,7 +102,7 @@ impl Default for SelectConfig {
             rtt_rise: Duration::from_millis(50),
             desired_tolerance: 0.25,
             pad_share: 0.9,
-            backlog_max: Duration::from_millis(300),
+            backlog_max: Duration::from_millis(120),
             up_dwell: Duration::from_millis(500),
             probe_after: Duration::from_secs(2),
             probe_interval: Duration::from_secs(3),
@@ -264,6 +265,14 @@ impl Selector {
             self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
         }
         let mut v = self.virtual_rate(estimate_bps, loss);
+        // A backlog is congestion only while the pacer sends slower than the current point
+        // needs: a key picture's burst also waits in the pacer, but at a pacing rate that
+        // carries the layers.
+        let paced = paced.filter(|&p| {
+            self.current
+                .and_then(|c| cands.iter().find(|x| x.choice == c))
+                .is_some_and(|c| p < self.wire_rate(c))
+        });
         if let Some(p) = paced {
             v = v.min(p);
         }
