@@ -15,6 +15,9 @@ use crate::whep::{self, RtcSettings};
 use proto::SessionInfo;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
+
+/// Loss (transport-wide feedback, last second) from which a down-switch asks for a key picture.
+const HEAVY_LOSS: f32 = 0.1;
 use std::time::{Duration, Instant};
 
 /// Configuration of the edge core.
@@ -542,6 +545,20 @@ impl Edge {
                 loss: st.loss,
             });
         }
+        // Heavy loss around a down-switch (a path step overflowed its queue before any
+        // estimate could react) leaves the browser with pictures it can only complete from
+        // many repairs, behind the pacer's backlog: it freezes until they all arrived or the
+        // next key picture. One key picture at the new layers ends that sooner (one request
+        // per session and second, `Relay::want_key`).
+        let heavy = st.loss >= HEAVY_LOSS && v.sel.went_down_within(now, Duration::from_secs(2));
+        if heavy && v.fwd.started() {
+            if let Some(r) = self.relays.get_mut(&v.session) {
+                r.want_key();
+            }
+        }
+        let Some(relay) = self.relays.get(&v.session) else {
+            return;
+        };
         if let Some((min, desired)) = v
             .sel
             .bwe_targets(now, &relay.ladder(now, &self.conf.select), video_est)

@@ -71,6 +71,9 @@ pub struct SelectConfig {
     /// already fell below the layers, ahead of its smoothed estimate event, and every frame
     /// behind it waits.
     pub backlog_max: Duration,
+    /// ... and only while the pacing rate's video part is under this share of the current
+    /// point's wire rate.
+    pub backlog_share: f64,
     /// Up-switches go one candidate at a time, at least this long apart and twice this long
     /// after a down-switch: padding fills up to the next candidate only, so the acknowledged rate
     /// str0m falls back to (0.85 × it) on an overuse signal is the next candidate's, not the
@@ -103,6 +106,7 @@ impl Default for SelectConfig {
             desired_tolerance: 0.25,
             pad_share: 0.9,
             backlog_max: Duration::from_millis(120),
+            backlog_share: 0.8,
             up_dwell: Duration::from_millis(500),
             probe_after: Duration::from_secs(2),
             probe_interval: Duration::from_secs(3),
@@ -221,6 +225,12 @@ impl Selector {
         self.current
     }
 
+    /// Whether the layers went down for the estimate within `within` before `now`.
+    pub fn went_down_within(&self, now: Instant, within: Duration) -> bool {
+        self.last_switch
+            .is_some_and(|(t, r)| r == Reason::Down && now <= t + within)
+    }
+
     /// The rate the estimate must carry for candidate `c` (wire bits).
     pub fn wire_rate(&self, c: &Candidate) -> f64 {
         c.rate_bps * self.conf.overhead
@@ -265,13 +275,14 @@ impl Selector {
             self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
         }
         let mut v = self.virtual_rate(estimate_bps, loss);
-        // A backlog is congestion only while the pacer sends slower than the current point
-        // needs: a key picture's burst also waits in the pacer, but at a pacing rate that
-        // carries the layers.
+        // A backlog is congestion only while the pacer sends well below what the current
+        // point needs (`backlog_share`): a key picture's burst also waits in the pacer, at a
+        // pacing rate that carries the layers or nearly (a shallow dip, which the down-hold
+        // is for).
         let paced = paced.filter(|&p| {
             self.current
                 .and_then(|c| cands.iter().find(|x| x.choice == c))
-                .is_some_and(|c| p < self.wire_rate(c))
+                .is_some_and(|c| p < self.wire_rate(c) * self.conf.backlog_share)
         });
         if let Some(p) = paced {
             v = v.min(p);
