@@ -277,6 +277,7 @@ impl Edge {
         let id = self.next_id;
         self.next_id += 1;
         let mut v = Viewer::new(id, session.to_string(), now, rtc, neg, fwd, sel);
+        v.set_rtx_history(self.conf.rtc.rtx_history);
         if self.conf.log_latency {
             v.latency_log = Some(Vec::new());
         }
@@ -554,6 +555,7 @@ impl Edge {
         if heavy && v.fwd.started() {
             if let Some(r) = self.relays.get_mut(&v.session) {
                 r.want_key();
+                v.drop_repairs_at_key();
             }
         }
         let Some(relay) = self.relays.get(&v.session) else {

@@ -83,7 +83,8 @@ pub struct SelectConfig {
     /// After a down-switch with congestion, while below the top, an allocation probe is asked
     /// of str0m once the browser has been free of congestion for `probe_after`, then every
     /// `probe_interval` (doubled after each probe that did not raise the estimate, up to
-    /// `probe_interval_max`), for `recovery` at most: without it str0m's estimate climbs from
+    /// `probe_interval_max`; at once when the estimate grew 10 % since the last probe by
+    /// itself), for `recovery` at most: without it str0m's estimate climbs from
     /// a step's low back up by a few percent a second, too slowly to restore the layers.
     pub probe_after: Duration,
     pub probe_interval: Duration,
@@ -109,8 +110,8 @@ impl Default for SelectConfig {
             backlog_share: 0.8,
             up_dwell: Duration::from_millis(500),
             probe_after: Duration::from_secs(2),
-            probe_interval: Duration::from_secs(3),
-            probe_interval_max: Duration::from_secs(24),
+            probe_interval: Duration::from_secs(2),
+            probe_interval_max: Duration::from_secs(8),
             recovery: Duration::from_secs(60),
         }
     }
@@ -416,7 +417,10 @@ impl Selector {
             self.probe = None;
             return false;
         }
-        if now < p.next || !calm {
+        // The estimate grew by itself since the last probe (the path may have room again):
+        // probe now rather than at the backed-off time.
+        let growing = p.estimate_at_probe.is_some_and(|e| p.estimate >= e * 1.1);
+        if !calm || (now < p.next && !growing) {
             return false;
         }
         if let Some(e) = p.estimate_at_probe {
@@ -634,11 +638,22 @@ mod tests {
                 last = d;
             }
         }
-        // First probe 2 s after the congestion, then 3, 6, 12 s apart (never successful),
-        // each after one update that lowers `desired` again.
+        // First probe 2 s after the congestion, then 2, 4, 8, 8 ... s apart (never
+        // successful), each after one update that lowers `desired` again.
         assert_eq!(raises.first(), Some(&3_000), "{raises:?}");
         let gaps: Vec<u64> = raises.windows(2).map(|w| w[1] - w[0]).collect();
-        assert_eq!(gaps, vec![3_250, 6_250, 12_250], "{raises:?}");
+        assert_eq!(gaps, vec![2_250, 4_250, 8_250, 8_250, 8_250], "{raises:?}");
+        // The estimate grows by itself (the path has room again): the next probe comes at
+        // once, not at the backed-off time.
+        let mut s3 = s.clone();
+        let t = t0 + Duration::from_millis(36_000);
+        s3.update(t, 1.1e6, 0.0, None, None, &c);
+        let (_, lowered) = s3.bwe_targets(t, &c, 1.1e6).unwrap();
+        assert!(lowered < last, "{lowered} vs {last}");
+        let t = t + Duration::from_millis(250);
+        s3.update(t, 1.1e6, 0.0, None, None, &c);
+        let (_, d) = s3.bwe_targets(t, &c, 1.1e6).unwrap();
+        assert!(d > lowered, "no probe at once on growth: {d} vs {lowered}");
         // Back at the top: probing stops.
         let mut s2 = s.clone();
         let now = t0 + Duration::from_secs(41);

@@ -59,6 +59,8 @@ pub struct ViewerStats {
     pub rtx_packets: u64,
     /// Packets the browser reports lost (cumulative, RTCP receiver reports).
     pub remote_lost: u64,
+    /// Times the repairs still owed were dropped for a key picture after heavy loss.
+    pub repair_drops: u64,
     /// Rate of video media sent over the last stats interval, bit/s.
     pub rate_bps: f64,
     /// Rate of audio payload sent over the last stats interval, bit/s.
@@ -111,6 +113,9 @@ pub struct Viewer {
     departures: VecDeque<(Instant, usize)>,
     departed_bytes: usize,
     backlog_checked: Option<Instant>,
+    drop_repairs_at_key: bool,
+    /// How long str0m keeps sent packets for NACKs (`RtcSettings::rtx_history`).
+    rtx_history: Duration,
 }
 
 /// While str0m's pacer holds a backlog this long, the layers are re-evaluated this often.
@@ -157,11 +162,18 @@ impl Viewer {
             departures: VecDeque::new(),
             departed_bytes: 0,
             backlog_checked: None,
+            drop_repairs_at_key: false,
+            rtx_history: Duration::from_millis(1500),
         };
         let mut api = v.rtc.direct_api();
         let ssrc = api.stream_tx_by_mid(neg.video, None).map(|s| *s.ssrc());
         v.video_ssrc = ssrc;
         v
+    }
+
+    /// How long str0m keeps this browser's sent packets for its NACKs.
+    pub fn set_rtx_history(&mut self, d: Duration) {
+        self.rtx_history = d;
     }
 
     pub fn connected(&self) -> bool {
@@ -256,7 +268,23 @@ impl Viewer {
         }
     }
 
+    /// Drops the repairs still owed once the next key picture is written: after a loss burst
+    /// (a path step) str0m sends queued retransmissions before new media, and once a key
+    /// picture is on its way they only delay it.
+    pub fn drop_repairs_at_key(&mut self) {
+        self.drop_repairs_at_key = true;
+    }
+
     fn write_one_video(&mut self, now: Instant, s: Send, out: &mut VecDeque<Transmit>) {
+        if s.key && self.drop_repairs_at_key {
+            self.drop_repairs_at_key = false;
+            let mut api = self.rtc.direct_api();
+            if let Some(tx) = api.stream_tx_by_mid(self.neg.video, None) {
+                // A new cache: resends queued for packets not in it are skipped.
+                tx.set_rtx_cache(4096, self.rtx_history, Some(crate::whep::RTX_RATIO_CAP));
+                self.stats.repair_drops += 1;
+            }
+        }
         let seq = self.seq_video;
         self.seq_video += 1;
         let len = s.payload.len();

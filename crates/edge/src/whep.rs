@@ -159,7 +159,7 @@ pub fn accept(now: Instant, s: &RtcSettings, sdp: &str) -> Result<(Rtc, String, 
 }
 
 /// The share of retransmitted bytes above which str0m drops queued resends.
-const RTX_RATIO_CAP: f32 = 0.5;
+pub const RTX_RATIO_CAP: f32 = 0.5;
 
 /// The first sending video section with VP9 negotiated, and an Opus section if there is one.
 fn negotiated(rtc: &Rtc, mids: &[Mid]) -> Result<Negotiated> {
