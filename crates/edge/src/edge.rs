@@ -561,9 +561,9 @@ impl Edge {
         let Some(relay) = self.relays.get(&v.session) else {
             return;
         };
-        if let Some((min, desired)) = v
-            .sel
-            .bwe_targets(now, &relay.ladder(now, &self.conf.select), video_est)
+        if let Some((min, desired)) =
+            v.sel
+                .bwe_targets(now, &relay.ladder(now, &self.conf.select), video_est)
         {
             v.set_bwe_targets(now, min, desired, &mut self.transmits);
         }

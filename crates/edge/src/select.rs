@@ -574,11 +574,25 @@ mod tests {
             .unwrap();
         assert_eq!((ch, r), (at(2, 1), Reason::Up));
         assert_eq!(
-            s.update(t0 + Duration::from_millis(6400), 4e6, 0.0, rtt(20), None, &c),
+            s.update(
+                t0 + Duration::from_millis(6400),
+                4e6,
+                0.0,
+                rtt(20),
+                None,
+                &c
+            ),
             None
         );
         let (ch, r) = s
-            .update(t0 + Duration::from_millis(6500), 4e6, 0.0, rtt(20), None, &c)
+            .update(
+                t0 + Duration::from_millis(6500),
+                4e6,
+                0.0,
+                rtt(20),
+                None,
+                &c,
+            )
             .unwrap();
         assert_eq!((ch, r), (at(2, 2), Reason::Up));
     }
@@ -602,7 +616,14 @@ mod tests {
         let wire = c.iter().find(|x| x.choice == ch).unwrap().rate_bps * 1.08;
         assert!(wire <= 0.85e6, "{ch:?} at {wire}");
         assert_eq!(
-            s.update(t0 + Duration::from_millis(1200), 2.5e6, 0.0, None, paced, &c),
+            s.update(
+                t0 + Duration::from_millis(1200),
+                2.5e6,
+                0.0,
+                None,
+                paced,
+                &c
+            ),
             None
         );
         assert_eq!(
@@ -756,7 +777,11 @@ mod tests {
         assert_eq!(s.current(), Some(at(2, 2)));
         for ms in [0, 300, 600, 1000] {
             let now = t0 + Duration::from_secs(1) + Duration::from_millis(ms);
-            assert_eq!(s.update(now, 1.4e6, 0.0, None, None, &c), None, "dip at +{ms} ms");
+            assert_eq!(
+                s.update(now, 1.4e6, 0.0, None, None, &c),
+                None,
+                "dip at +{ms} ms"
+            );
         }
         assert_eq!(
             s.update(t0 + Duration::from_millis(2100), 2.9e6, 0.0, None, None, &c),
@@ -786,7 +811,14 @@ mod tests {
         );
         let hold = SelectConfig::default().down_hold;
         let (ch, r) = s
-            .update(t0 + Duration::from_secs(1) + hold, 1.4e6, 0.0, None, None, &c)
+            .update(
+                t0 + Duration::from_secs(1) + hold,
+                1.4e6,
+                0.0,
+                None,
+                None,
+                &c,
+            )
             .unwrap();
         assert_eq!((ch, r), (at(2, 1), Reason::Down));
         // The same shallow shortfall with loss reported: the path is full, down at once.

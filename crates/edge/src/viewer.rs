@@ -222,7 +222,9 @@ impl Viewer {
     /// next (smoothed) estimate event or statistics do.
     fn check_backlog(&mut self, now: Instant) {
         if self.pacer_backlog(now) >= BACKLOG_CHECK
-            && self.backlog_checked.is_none_or(|t| now >= t + BACKLOG_CHECK)
+            && self
+                .backlog_checked
+                .is_none_or(|t| now >= t + BACKLOG_CHECK)
         {
             self.backlog_checked = Some(now);
             self.signals.push_back(ViewerSignal::Estimate);
