@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 
 /// Loss (transport-wide feedback, last second) from which a down-switch asks for a key picture.
-const HEAVY_LOSS: f32 = 0.1;
+const HEAVY_LOSS: f32 = 0.06;
 use std::time::{Duration, Instant};
 
 /// Configuration of the edge core.
