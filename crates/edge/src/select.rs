@@ -106,7 +106,7 @@ impl Default for SelectConfig {
             rtt_rise: Duration::from_millis(50),
             desired_tolerance: 0.25,
             pad_share: 0.9,
-            backlog_max: Duration::from_millis(120),
+            backlog_max: Duration::from_millis(250),
             backlog_share: 0.8,
             up_dwell: Duration::from_millis(500),
             probe_after: Duration::from_secs(2),

@@ -119,7 +119,7 @@ pub struct Viewer {
 }
 
 /// While str0m's pacer holds a backlog this long, the layers are re-evaluated this often.
-const BACKLOG_CHECK: Duration = Duration::from_millis(100);
+const BACKLOG_CHECK: Duration = Duration::from_millis(200);
 
 /// The window over which the rate of what leaves for the browser is measured.
 const DEPARTURE_WINDOW: Duration = Duration::from_millis(500);
