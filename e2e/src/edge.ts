@@ -83,8 +83,6 @@ export interface PageState {
   state: string;
   error: string | null;
   resource: string | null;
-  /** The playout buffer the page asked of the browser (jitterBufferTarget, ms). */
-  buffer: number | null;
   stats: null | {
     at: number;
     framesDecoded: number;
