@@ -145,7 +145,7 @@ export async function edgeSuite(opts: { outDir: string; lossSecs?: number }): Pr
     check('issue22/step-drop', dropped === null ? 'no layer dropped within 20 s' : `layers dropped ${dropped.toFixed(1)} s after the step to 1 Mbit/s`, dropped !== null && dropped <= 5);
     check(
       'issue22/step-no-freeze',
-      `longest frame gap ${after.gaps.max.toFixed(0)} ms, ${after.gaps.over500} gaps over 500 ms; getStats: ${freezes} freezes, ${freezeS.toFixed(2)} s frozen`,
+      `longest frame gap ${after.gaps.max.toFixed(0)} ms, ${after.gaps.over500} gaps over 500 ms; getStats: ${freezes} freezes, ${freezeS.toFixed(2)} s frozen, ${after.stats!.pliCount - before.pliCount} PLIs, ${after.stats!.nackCount - before.nackCount} NACKs`,
       after.gaps.over500 === 0,
     );
     check('issue22/step-restore', restored === null ? 'not restored within 25 s' : `top layer back ${restored.toFixed(1)} s after the step to 4 Mbit/s`, restored !== null && restored <= 15);
@@ -164,7 +164,7 @@ export async function edgeSuite(opts: { outDir: string; lossSecs?: number }): Pr
     const fps = ((l1.stats!.framesDecoded - l0.stats!.framesDecoded) * 1000) / (l1.stats!.at - l0.stats!.at);
     check(
       'issue22/loss2-freezes',
-      `${perMin.toFixed(1)} freezes/min over ${lossSecs} s (${lf}); ${nacks} NACKs sent, ${rtx} RTX from the edge, ${lost} packets lost after repair, ${fps.toFixed(1)} fps, ${l1.stats?.frameWidth}x${l1.stats?.frameHeight}`,
+      `${perMin.toFixed(1)} freezes/min over ${lossSecs} s (${lf}); ${nacks} NACKs sent, ${rtx} RTX from the edge, ${l1.stats!.pliCount - l0.stats!.pliCount} PLIs, ${lost} packets lost after repair, ${fps.toFixed(1)} fps, ${l1.stats?.frameWidth}x${l1.stats?.frameHeight}`,
       perMin <= 1 && rtx > 0,
     );
   } catch (e) {

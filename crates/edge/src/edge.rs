@@ -15,6 +15,9 @@ use crate::whep::{self, RtcSettings};
 use proto::SessionInfo;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
+
+/// Loss (transport-wide feedback, last second) from which a down-switch asks for a key picture.
+const HEAVY_LOSS: f32 = 0.06;
 use std::time::{Duration, Instant};
 
 /// Configuration of the edge core.
@@ -265,6 +268,7 @@ impl Edge {
                 self.conf.rtc.initial_estimate_bps as f64,
                 0.0,
                 None,
+                None,
                 &cands,
             )
             .map(|(c, _)| c)
@@ -273,6 +277,7 @@ impl Edge {
         let id = self.next_id;
         self.next_id += 1;
         let mut v = Viewer::new(id, session.to_string(), now, rtc, neg, fwd, sel);
+        v.set_rtx_history(self.conf.rtc.rtx_history);
         if self.conf.log_latency {
             v.latency_log = Some(Vec::new());
         }
@@ -519,7 +524,11 @@ impl Edge {
         let from = v.sel.current();
         // The estimate covers the whole transport: what the audio takes is not there for video.
         let video_est = v.sel.video_share(est, st.audio_rate_bps);
-        if let Some((to, reason)) = v.sel.update(now, video_est, st.loss, st.rtt, &cands) {
+        // A pacer backlog: what leaves now is str0m's pacing rate, 1.1 × its current estimate.
+        let departure = v.departure_rate(now);
+        let paced = (v.pacer_backlog(now) >= self.conf.select.backlog_max)
+            .then(|| v.sel.video_share(departure / 1.1, st.audio_rate_bps));
+        if let Some((to, reason)) = v.sel.update(now, video_est, st.loss, st.rtt, paced, &cands) {
             v.fwd.set_target(to);
             if let Some(f) = from {
                 if to > f {
@@ -537,9 +546,24 @@ impl Edge {
                 loss: st.loss,
             });
         }
-        if let Some((min, desired)) = v
-            .sel
-            .bwe_targets(&relay.ladder(now, &self.conf.select), video_est)
+        // Heavy loss around a down-switch (a path step overflowed its queue before any
+        // estimate could react) leaves the browser with pictures it can only complete from
+        // many repairs, behind the pacer's backlog: it freezes until they all arrived or the
+        // next key picture. One key picture at the new layers ends that sooner (one request
+        // per session and second, `Relay::want_key`).
+        let heavy = st.loss >= HEAVY_LOSS && v.sel.went_down_within(now, Duration::from_secs(2));
+        if heavy && v.fwd.started() {
+            if let Some(r) = self.relays.get_mut(&v.session) {
+                r.want_key();
+                v.drop_repairs_at_key();
+            }
+        }
+        let Some(relay) = self.relays.get(&v.session) else {
+            return;
+        };
+        if let Some((min, desired)) =
+            v.sel
+                .bwe_targets(now, &relay.ladder(now, &self.conf.select), video_est)
         {
             v.set_bwe_targets(now, min, desired, &mut self.transmits);
         }

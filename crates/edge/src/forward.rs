@@ -38,6 +38,8 @@ pub struct Send {
     /// On a frame's last packet: when the frame was complete at the edge (the latency
     /// measurement's start).
     pub frame_done: Option<Instant>,
+    /// A packet of a key picture.
+    pub key: bool,
 }
 
 /// A picture the browser takes, waiting for its frames to settle.
@@ -316,6 +318,7 @@ impl Forwarder {
                 pid,
                 spatial,
                 frame_done: (i + 1 == n).then_some(f.completed_at),
+                key: f.key,
             });
             self.stats.packets += 1;
             self.stats.bytes += p.payload.len() as u64;

@@ -66,6 +66,30 @@ pub struct SelectConfig {
     /// Padding fills up to the next layer, but not beyond this share of the estimate's video
     /// part.
     pub pad_share: f64,
+    /// A pacer backlog this long (the oldest frame written to str0m still not sent) while the
+    /// pacer sends slower than the current layers need is congestion: str0m's estimate
+    /// already fell below the layers, ahead of its smoothed estimate event, and every frame
+    /// behind it waits.
+    pub backlog_max: Duration,
+    /// ... and only while the pacing rate's video part is under this share of the current
+    /// point's wire rate.
+    pub backlog_share: f64,
+    /// Up-switches go one candidate at a time, at least this long apart and twice this long
+    /// after a down-switch: padding fills up to the next candidate only, so the acknowledged rate
+    /// str0m falls back to (0.85 × it) on an overuse signal is the next candidate's, not the
+    /// current one's; a jump over several candidates left the estimate to collapse to 0.85 ×
+    /// the old rate, far under the new one.
+    pub up_dwell: Duration,
+    /// After a down-switch with congestion, while below the top, an allocation probe is asked
+    /// of str0m once the browser has been free of congestion for `probe_after`, then every
+    /// `probe_interval` (doubled after each probe that did not raise the estimate, up to
+    /// `probe_interval_max`; at once when the estimate grew 10 % since the last probe by
+    /// itself), for `recovery` at most: without it str0m's estimate climbs from
+    /// a step's low back up by a few percent a second, too slowly to restore the layers.
+    pub probe_after: Duration,
+    pub probe_interval: Duration,
+    pub probe_interval_max: Duration,
+    pub recovery: Duration,
 }
 
 impl Default for SelectConfig {
@@ -82,6 +106,13 @@ impl Default for SelectConfig {
             rtt_rise: Duration::from_millis(50),
             desired_tolerance: 0.25,
             pad_share: 0.9,
+            backlog_max: Duration::from_millis(250),
+            backlog_share: 0.8,
+            up_dwell: Duration::from_millis(500),
+            probe_after: Duration::from_secs(2),
+            probe_interval: Duration::from_secs(2),
+            probe_interval_max: Duration::from_secs(8),
+            recovery: Duration::from_secs(60),
         }
     }
 }
@@ -153,6 +184,27 @@ pub struct Selector {
     min_rtt: Option<Duration>,
     /// The (minimum, desired) rates last given to str0m.
     sent_targets: Option<(f64, f64)>,
+    /// The last switch and its direction (up-switches wait `up_dwell` after it).
+    last_switch: Option<(Instant, Reason)>,
+    /// The last update with a congestion sign (loss, RTT rise, pacer backlog).
+    last_congested: Option<Instant>,
+    /// Restore probing after a congested down-switch (`SelectConfig::probe_after`).
+    probe: Option<Probing>,
+}
+
+/// Restore probing state.
+#[derive(Debug, Clone, Copy)]
+struct Probing {
+    until: Instant,
+    next: Instant,
+    interval: Duration,
+    /// The estimate when the last probe was asked for.
+    estimate_at_probe: Option<f64>,
+    /// `desired` is sent raised by 2 % (a raise above the estimate is what starts an
+    /// allocation probe in str0m); the next probe first lowers it again.
+    raised: bool,
+    /// The estimate the selector last saw.
+    estimate: f64,
 }
 
 impl Selector {
@@ -164,11 +216,20 @@ impl Selector {
             short_since: None,
             min_rtt: None,
             sent_targets: None,
+            last_switch: None,
+            last_congested: None,
+            probe: None,
         }
     }
 
     pub fn current(&self) -> Option<Choice> {
         self.current
+    }
+
+    /// Whether the layers went down for the estimate within `within` before `now`.
+    pub fn went_down_within(&self, now: Instant, within: Duration) -> bool {
+        self.last_switch
+            .is_some_and(|(t, r)| r == Reason::Down && now <= t + within)
     }
 
     /// The rate the estimate must carry for candidate `c` (wire bits).
@@ -198,20 +259,46 @@ impl Selector {
     }
 
     /// Re-evaluates from the estimate, the loss and the RTT the browser reports; returns the
-    /// new target if it changed.
+    /// new target if it changed. `paced` is the video part of str0m's pacing rate when its
+    /// pacer holds a backlog of `backlog_max` or more (None otherwise): a congestion sign, and
+    /// a bound on what the layers may take until the backlog is gone.
     pub fn update(
         &mut self,
         now: Instant,
         estimate_bps: f64,
         loss: f32,
         rtt: Option<Duration>,
+        paced: Option<f64>,
         cands: &[Candidate],
     ) -> Option<(Choice, Reason)> {
         let first = cands.first()?;
         if let Some(r) = rtt {
             self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
         }
-        let v = self.virtual_rate(estimate_bps, loss);
+        let mut v = self.virtual_rate(estimate_bps, loss);
+        // A backlog is congestion only while the pacer sends well below what the current
+        // point needs (`backlog_share`): a key picture's burst also waits in the pacer, at a
+        // pacing rate that carries the layers or nearly (a shallow dip, which the down-hold
+        // is for).
+        let paced = paced.filter(|&p| {
+            self.current
+                .and_then(|c| cands.iter().find(|x| x.choice == c))
+                .is_some_and(|c| p < self.wire_rate(c) * self.conf.backlog_share)
+        });
+        if let Some(p) = paced {
+            v = v.min(p);
+        }
+        if let Some(pr) = &mut self.probe {
+            pr.estimate = estimate_bps;
+        }
+        let congested = paced.is_some()
+            || loss >= self.conf.loss_low
+            || rtt
+                .zip(self.min_rtt)
+                .is_some_and(|(r, m)| r >= m + self.conf.rtt_rise);
+        if congested {
+            self.last_congested = Some(now);
+        }
         let overhead = self.conf.overhead;
         let fits = |c: &Candidate, share: f64| c.rate_bps * overhead <= v * share;
         let best_down = cands
@@ -222,22 +309,20 @@ impl Selector {
             .choice;
         let Some(cur) = self.current else {
             self.current = Some(best_down);
+            self.last_switch = Some((now, Reason::Up));
             return Some((best_down, Reason::Up));
         };
         let cur_rate = cands.iter().find(|c| c.choice == cur);
         let Some(cur_c) = cur_rate else {
             // The current point is no longer offered (the edge lost layers upstream).
             self.current = Some(best_down);
+            self.last_switch = Some((now, Reason::Available));
             return Some((best_down, Reason::Available));
         };
         if fits(cur_c, 1.0) || best_down == cur {
             self.short_since = None;
         } else {
             let since = *self.short_since.get_or_insert(now);
-            let congested = loss >= self.conf.loss_low
-                || rtt
-                    .zip(self.min_rtt)
-                    .is_some_and(|(r, m)| r >= m + self.conf.rtt_rise);
             let held = now >= since + self.conf.down_hold;
             let deep = v < self.wire_rate(cur_c) * self.conf.deep_down;
             let to = if congested || held {
@@ -263,18 +348,30 @@ impl Selector {
                 self.last_spatial_down = Some(now);
                 self.short_since = None;
             }
+            if congested || deep {
+                self.start_recovery(now);
+            }
             self.current = Some(to);
+            self.last_switch = Some((now, Reason::Down));
             return Some((to, Reason::Down));
+        }
+        let dwell = self.last_switch.is_some_and(|(t, r)| {
+            let d = self.conf.up_dwell;
+            now < t + if r == Reason::Up { d } else { d * 2 }
+        });
+        if paced.is_some() || dwell {
+            return None;
         }
         let hold = self
             .last_spatial_down
             .is_some_and(|t| now < t + self.conf.spatial_up_hold);
+        // One candidate up at a time (`up_dwell`): the lowest one above the current point that
+        // the holds allow, if it fits with its margin.
         let up = cands
             .iter()
-            .rev()
             .filter(|c| c.rate_bps > cur_c.rate_bps)
-            .filter(|c| !(hold && c.choice.spatial > cur.spatial))
-            .find(|c| {
+            .find(|c| !(hold && c.choice.spatial > cur.spatial))
+            .filter(|c| {
                 let m = if c.choice.spatial > cur.spatial {
                     self.conf.spatial_up_margin
                 } else {
@@ -286,10 +383,56 @@ impl Selector {
         match up {
             Some(u) if u != cur => {
                 self.current = Some(u);
+                self.last_switch = Some((now, Reason::Up));
                 Some((u, Reason::Up))
             }
             _ => None,
         }
+    }
+
+    fn start_recovery(&mut self, now: Instant) {
+        let interval = self.conf.probe_interval;
+        let raised = self.probe.is_some_and(|p| p.raised);
+        self.probe = Some(Probing {
+            until: now + self.conf.recovery,
+            next: now + self.conf.probe_after,
+            interval,
+            estimate_at_probe: None,
+            raised,
+            estimate: 0.0,
+        });
+    }
+
+    /// Whether a restore probe is due now (see `SelectConfig::probe_after`); moves the
+    /// probing schedule on when it is.
+    fn probe_due(&mut self, now: Instant, at_top: bool) -> bool {
+        let conf = self.conf;
+        let calm = self
+            .last_congested
+            .is_none_or(|t| now >= t + conf.probe_after);
+        let Some(p) = &mut self.probe else {
+            return false;
+        };
+        if at_top || now >= p.until {
+            self.probe = None;
+            return false;
+        }
+        // The estimate grew by itself since the last probe (the path may have room again):
+        // probe now rather than at the backed-off time.
+        let growing = p.estimate_at_probe.is_some_and(|e| p.estimate >= e * 1.1);
+        if !calm || (now < p.next && !growing) {
+            return false;
+        }
+        if let Some(e) = p.estimate_at_probe {
+            p.interval = if p.estimate < e * 1.1 {
+                (p.interval * 2).min(conf.probe_interval_max)
+            } else {
+                conf.probe_interval
+            };
+        }
+        p.estimate_at_probe = Some(p.estimate);
+        p.next = now + p.interval;
+        true
     }
 
     /// The minimum and desired send rates to ask str0m's estimator for, when they changed:
@@ -308,7 +451,12 @@ impl Selector {
     /// while an upper layer is broken upstream the browser's traffic is kept up to the next
     /// point of the whole ladder, or its estimate would sink to what the lower layers send and
     /// take many seconds to climb back once the layer is whole again.
-    pub fn bwe_targets(&mut self, ladder: &[Candidate], video_bps: f64) -> Option<(f64, f64)> {
+    pub fn bwe_targets(
+        &mut self,
+        now: Instant,
+        ladder: &[Candidate],
+        video_bps: f64,
+    ) -> Option<(f64, f64)> {
         let top = ladder.last()?;
         let cur = self.current?;
         let cur_rate = ladder.iter().find(|c| c.choice == cur)?.rate_bps;
@@ -318,9 +466,30 @@ impl Selector {
             .wire_rate(next)
             .min(desired)
             .min(video_bps * self.conf.pad_share);
+        let probe = self.probe_due(now, cur == top.choice);
         if let Some((m, d)) = self.sent_targets {
-            if (desired / d - 1.0).abs() <= self.conf.desired_tolerance {
-                desired = d;
+            let raised = self.probe.is_some_and(|p| p.raised);
+            let base = if raised { d / PROBE_RAISE } else { d };
+            if (desired / base - 1.0).abs() <= self.conf.desired_tolerance {
+                desired = base;
+            }
+            if probe {
+                // A raise starts the probe; if `desired` is raised already, this update
+                // lowers it and the next one raises it again.
+                if raised {
+                    if let Some(p) = &mut self.probe {
+                        p.raised = false;
+                        p.next = now;
+                        p.estimate_at_probe = None;
+                    }
+                } else {
+                    desired *= PROBE_RAISE;
+                    if let Some(p) = &mut self.probe {
+                        p.raised = true;
+                    }
+                }
+            } else if raised {
+                desired *= PROBE_RAISE;
             }
             if (min / m - 1.0).abs() <= 0.05 && desired == d {
                 return None;
@@ -332,269 +501,8 @@ impl Selector {
     }
 }
 
+/// How much `desired` is raised to start a restore probe.
+const PROBE_RAISE: f64 = 1.02;
+
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::layout::VideoLayout;
-
-    fn layout() -> VideoLayout {
-        VideoLayout::from_session("t", &crate::testutil::l3t3_session()).unwrap()
-    }
-
-    fn cands() -> Vec<Candidate> {
-        let l = layout();
-        candidates(&l, 2, &SelectConfig::default(), |s, t| {
-            l.rate_of(s, t) as f64
-        })
-    }
-
-    #[test]
-    fn candidates_skip_slow_upper_layers() {
-        let c: Vec<(u8, u8)> = cands()
-            .iter()
-            .map(|c| (c.choice.spatial, c.choice.temporal))
-            .collect();
-        // 7.5 fps is below the 14 fps floor for 360p and 720p.
-        assert_eq!(
-            c,
-            vec![(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 1), (2, 2)]
-        );
-    }
-
-    #[test]
-    fn estimate_maps_to_layers() {
-        let now = Instant::now();
-        let c = cands();
-        for (est, want) in [
-            (4_000_000.0, (2, 2)),
-            (1_500_000.0, (2, 1)),
-            (650_000.0, (1, 2)),
-            (300_000.0, (0, 2)),
-            (50_000.0, (0, 0)),
-        ] {
-            let mut s = Selector::new(SelectConfig::default());
-            let (ch, _) = s.update(now, est, 0.0, None, &c).unwrap();
-            assert_eq!((ch.spatial, ch.temporal), want, "estimate {est}");
-        }
-    }
-
-    #[test]
-    fn congestion_moves_down_at_once_and_720p_waits_for_the_hold() {
-        let t0 = Instant::now();
-        let c = cands();
-        let mut s = Selector::new(SelectConfig::default());
-        let rtt = |ms| Some(Duration::from_millis(ms));
-        s.update(t0, 4e6, 0.0, rtt(20), &c);
-        assert_eq!(s.current(), Some(at(2, 2)));
-        // 0.8 Mbit/s with the RTT up by a queue's worth: the path is full, down at once.
-        let (ch, r) = s
-            .update(t0 + Duration::from_secs(1), 0.8e6, 0.0, rtt(120), &c)
-            .unwrap();
-        assert_eq!((ch, r), (at(1, 2), Reason::Down));
-        // The estimate recovers at once, but 720p waits for the hold.
-        assert_eq!(
-            s.update(t0 + Duration::from_secs(2), 4e6, 0.0, rtt(20), &c),
-            None
-        );
-        let (ch, r) = s
-            .update(t0 + Duration::from_secs(6), 4e6, 0.0, rtt(20), &c)
-            .unwrap();
-        assert_eq!((ch, r), (at(2, 2), Reason::Up));
-    }
-
-    #[test]
-    fn a_deep_dip_without_congestion_costs_frame_rate_first() {
-        // The estimate falls under 60 % of 720p on the wire, but neither loss nor a growing
-        // RTT says the path is full: 720p at 15 fps at once where it fits, 360p only if the
-        // shortfall lasts the hold.
-        let t0 = Instant::now();
-        // A ladder whose 15-fps top point is half the 30-fps one.
-        let c: Vec<Candidate> = [(0, 2, 0.2e6), (1, 2, 0.5e6), (2, 1, 0.8e6), (2, 2, 1.6e6)]
-            .into_iter()
-            .map(|(s, t, r)| Candidate {
-                choice: at(s, t),
-                rate_bps: r,
-            })
-            .collect();
-        let dip = 0.9e6;
-        let s21 = c.iter().find(|x| x.choice == at(2, 1)).unwrap().rate_bps;
-        let s22 = c.iter().find(|x| x.choice == at(2, 2)).unwrap().rate_bps;
-        assert!(s21 * 1.08 <= dip && dip < s22 * 1.08 * 0.6, "{s21} {s22}");
-        let mut s = Selector::new(SelectConfig::default());
-        let rtt = Some(Duration::from_millis(20));
-        s.update(t0, 4e6, 0.0, rtt, &c);
-        // Where no 720p point fits (0.5 Mbit/s), 720p goes at once.
-        let mut deeper = s.clone();
-        let (ch, _) = deeper
-            .update(t0 + Duration::from_secs(1), 0.5e6, 0.0, rtt, &c)
-            .unwrap();
-        assert!(ch.spatial < 2, "{ch:?}");
-        let (ch, r) = s
-            .update(t0 + Duration::from_secs(1), dip, 0.0, rtt, &c)
-            .unwrap();
-        assert_eq!((ch, r), (at(2, 1), Reason::Down));
-        let hold = SelectConfig::default().down_hold;
-        assert_eq!(
-            s.update(t0 + Duration::from_millis(1500), dip, 0.0, rtt, &c),
-            None
-        );
-        // The estimate comes back within the hold: 720p at 30 fps again, no resolution change.
-        let (ch, r) = s
-            .update(t0 + Duration::from_millis(2000), 3e6, 0.0, rtt, &c)
-            .unwrap();
-        assert_eq!((ch, r), (at(2, 2), Reason::Up));
-        // A dip that outlasts the hold keeps 720p as long as its 15 fps fit.
-        s.update(t0 + Duration::from_secs(3), dip, 0.0, rtt, &c);
-        assert_eq!(s.current(), Some(at(2, 1)));
-        assert_eq!(
-            s.update(t0 + Duration::from_secs(3) + hold, dip, 0.0, rtt, &c),
-            None
-        );
-    }
-
-    #[test]
-    fn desired_rate_sticks_while_the_top_rate_wanders() {
-        let c = cands();
-        let mut s = Selector::new(SelectConfig::default());
-        s.update(Instant::now(), 4e6, 0.0, None, &c);
-        let (min, desired) = s.bwe_targets(&c, 4e6).unwrap();
-        assert!(min <= desired);
-        // The same candidates: nothing new to tell str0m.
-        assert_eq!(s.bwe_targets(&c, 4e6), None);
-        // The top point's measured rate 10 % up: the minimum follows (it starts no probe),
-        // the desired rate stays.
-        let mut up = c.clone();
-        up.last_mut().unwrap().rate_bps *= 1.1;
-        let (m1, d1) = s.bwe_targets(&up, 4e6).unwrap();
-        assert!(m1 > min);
-        assert_eq!(d1, desired);
-        // 50 % up: a new desired rate.
-        let mut big = c.clone();
-        big.last_mut().unwrap().rate_bps *= 1.5;
-        let (_, d2) = s.bwe_targets(&big, 4e6).unwrap();
-        assert!(d2 > desired * 1.4, "{d2} vs {desired}");
-        // A nearly full path: padding stays under 90 % of the estimate's video part.
-        let (m3, _) = s.bwe_targets(&big, 1e6).unwrap();
-        assert!(m3 <= 0.9e6 + 1.0, "{m3}");
-    }
-
-    fn at(spatial: u8, temporal: u8) -> Choice {
-        Choice { spatial, temporal }
-    }
-
-    #[test]
-    fn a_short_shallow_dip_keeps_the_layers() {
-        // The clean-path wander of str0m's estimate: 1.65 Mbit/s of 720p on the wire, the
-        // estimate dips to 1.4 Mbit/s for a second and comes back.
-        let t0 = Instant::now();
-        let c = cands();
-        let mut s = Selector::new(SelectConfig::default());
-        s.update(t0, 2.9e6, 0.0, None, &c);
-        assert_eq!(s.current(), Some(at(2, 2)));
-        for ms in [0, 300, 600, 1000] {
-            let now = t0 + Duration::from_secs(1) + Duration::from_millis(ms);
-            assert_eq!(s.update(now, 1.4e6, 0.0, None, &c), None, "dip at +{ms} ms");
-        }
-        assert_eq!(
-            s.update(t0 + Duration::from_millis(2100), 2.9e6, 0.0, None, &c),
-            None
-        );
-        // A second dip starts its own hold.
-        assert_eq!(
-            s.update(t0 + Duration::from_millis(2200), 1.4e6, 0.0, None, &c),
-            None
-        );
-        assert_eq!(
-            s.update(t0 + Duration::from_millis(3000), 1.4e6, 0.0, None, &c),
-            None
-        );
-        assert_eq!(s.current(), Some(at(2, 2)));
-    }
-
-    #[test]
-    fn a_lasting_shortfall_or_loss_moves_down() {
-        let t0 = Instant::now();
-        let c = cands();
-        let mut s = Selector::new(SelectConfig::default());
-        s.update(t0, 2.9e6, 0.0, None, &c);
-        assert_eq!(
-            s.update(t0 + Duration::from_secs(1), 1.4e6, 0.0, None, &c),
-            None
-        );
-        let hold = SelectConfig::default().down_hold;
-        let (ch, r) = s
-            .update(t0 + Duration::from_secs(1) + hold, 1.4e6, 0.0, None, &c)
-            .unwrap();
-        assert_eq!((ch, r), (at(2, 1), Reason::Down));
-        // The same shallow shortfall with loss reported: the path is full, down at once.
-        let mut s = Selector::new(SelectConfig::default());
-        s.update(t0, 2.9e6, 0.0, None, &c);
-        let (ch, r) = s
-            .update(t0 + Duration::from_secs(1), 1.4e6, 0.03, None, &c)
-            .unwrap();
-        assert_eq!((ch, r), (at(2, 1), Reason::Down));
-    }
-
-    #[test]
-    fn padding_aims_at_the_next_ladder_point_while_upper_layers_are_broken() {
-        // 360p and 720p broken upstream: the browser is moved to 180p, but its traffic is
-        // kept up to 360p's first point, so its estimate is still there when 360p comes back.
-        let ladder = cands();
-        let avail: Vec<Candidate> = ladder
-            .iter()
-            .copied()
-            .filter(|c| c.choice.spatial == 0)
-            .collect();
-        let mut s = Selector::new(SelectConfig::default());
-        s.update(Instant::now(), 4e6, 0.0, None, &avail);
-        assert_eq!(s.current(), Some(at(0, 2)));
-        let (min, desired) = s.bwe_targets(&ladder, 4e6).unwrap();
-        let s11 = ladder.iter().find(|c| c.choice == at(1, 1)).unwrap();
-        assert_eq!(min, s.wire_rate(s11));
-        assert_eq!(desired, s.wire_rate(ladder.last().unwrap()) * 1.1);
-    }
-
-    #[test]
-    fn a_higher_resolution_needs_more_headroom_than_a_higher_frame_rate() {
-        let t0 = Instant::now();
-        let c = cands();
-        let wire = |ch: Choice| c.iter().find(|x| x.choice == ch).unwrap().rate_bps * 1.08;
-        let mut s = Selector::new(SelectConfig::default());
-        s.update(t0, wire(at(0, 1)) * 1.01, 0.0, None, &c);
-        assert_eq!(s.current(), Some(at(0, 1)));
-        // 80 % of the estimate is enough for 180p at 30 fps...
-        let est = wire(at(1, 1)) / 0.8;
-        assert!(wire(at(0, 2)) <= est * 0.85);
-        let (ch, _) = s
-            .update(t0 + Duration::from_secs(1), est, 0.0, None, &c)
-            .unwrap();
-        assert_eq!(ch, at(0, 2));
-        // ... but not for 360p at 15 fps, which needs 70 %.
-        assert_eq!(
-            s.update(t0 + Duration::from_secs(2), est, 0.0, None, &c),
-            None
-        );
-        let est = wire(at(1, 1)) / 0.69;
-        let (ch, _) = s
-            .update(t0 + Duration::from_secs(3), est, 0.0, None, &c)
-            .unwrap();
-        assert_eq!(ch.spatial, 1);
-    }
-
-    #[test]
-    fn audio_is_taken_off_the_estimate() {
-        let s = Selector::new(SelectConfig::default());
-        assert_eq!(s.video_share(600_000.0, 0.0), 600_000.0);
-        // 64 kbit/s of Opus in 50 packets a second: 88 kbit/s on the wire.
-        assert_eq!(s.video_share(600_000.0, 64_000.0), 512_000.0);
-        assert_eq!(s.video_share(50_000.0, 64_000.0), 0.0);
-    }
-
-    #[test]
-    fn loss_cuts_the_virtual_rate() {
-        let s = Selector::new(SelectConfig::default());
-        assert!((s.virtual_rate(1e6, 0.2) - 0.8e6).abs() < 1.0);
-        assert_eq!(s.virtual_rate(1e6, 0.01), 1e6);
-        assert!((s.virtual_rate(1e6, 0.9) - 0.5e6).abs() < 1.0);
-    }
-}
+mod tests;

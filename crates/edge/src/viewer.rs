@@ -59,6 +59,8 @@ pub struct ViewerStats {
     pub rtx_packets: u64,
     /// Packets the browser reports lost (cumulative, RTCP receiver reports).
     pub remote_lost: u64,
+    /// Times the repairs still owed were dropped for a key picture after heavy loss.
+    pub repair_drops: u64,
     /// Rate of video media sent over the last stats interval, bit/s.
     pub rate_bps: f64,
     /// Rate of audio payload sent over the last stats interval, bit/s.
@@ -73,6 +75,8 @@ pub struct ViewerStats {
 struct Pending {
     seq: u16,
     frame_done: Instant,
+    /// When the packet was written to str0m.
+    written: Instant,
 }
 
 /// One browser.
@@ -104,7 +108,21 @@ pub struct Viewer {
     latencies: Vec<u64>,
     /// All latency samples (for the benchmark), when enabled.
     pub latency_log: Option<Vec<u64>>,
+    /// Bytes of every datagram sent to the browser over the last `DEPARTURE_WINDOW`: while
+    /// str0m's pacer holds a backlog this is its pacing rate, 1.1 × its current estimate.
+    departures: VecDeque<(Instant, usize)>,
+    departed_bytes: usize,
+    backlog_checked: Option<Instant>,
+    drop_repairs_at_key: bool,
+    /// How long str0m keeps sent packets for NACKs (`RtcSettings::rtx_history`).
+    rtx_history: Duration,
 }
+
+/// While str0m's pacer holds a backlog this long, the layers are re-evaluated this often.
+const BACKLOG_CHECK: Duration = Duration::from_millis(200);
+
+/// The window over which the rate of what leaves for the browser is measured.
+const DEPARTURE_WINDOW: Duration = Duration::from_millis(500);
 
 impl Viewer {
     pub fn new(
@@ -141,11 +159,21 @@ impl Viewer {
             pending: VecDeque::new(),
             latencies: Vec::new(),
             latency_log: None,
+            departures: VecDeque::new(),
+            departed_bytes: 0,
+            backlog_checked: None,
+            drop_repairs_at_key: false,
+            rtx_history: Duration::from_millis(1500),
         };
         let mut api = v.rtc.direct_api();
         let ssrc = api.stream_tx_by_mid(neg.video, None).map(|s| *s.ssrc());
         v.video_ssrc = ssrc;
         v
+    }
+
+    /// How long str0m keeps this browser's sent packets for its NACKs.
+    pub fn set_rtx_history(&mut self, d: Duration) {
+        self.rtx_history = d;
     }
 
     pub fn connected(&self) -> bool {
@@ -186,6 +214,21 @@ impl Viewer {
             return;
         }
         self.drain(now, out);
+        self.check_backlog(now);
+    }
+
+    /// Asks for a re-evaluation of the layers, at most every `BACKLOG_CHECK`, while str0m's
+    /// pacer holds a backlog: it says the layers exceed str0m's estimate long before the
+    /// next (smoothed) estimate event or statistics do.
+    fn check_backlog(&mut self, now: Instant) {
+        if self.pacer_backlog(now) >= BACKLOG_CHECK
+            && self
+                .backlog_checked
+                .is_none_or(|t| now >= t + BACKLOG_CHECK)
+        {
+            self.backlog_checked = Some(now);
+            self.signals.push_back(ViewerSignal::Estimate);
+        }
     }
 
     pub fn handle_timeout(&mut self, now: Instant, out: &mut VecDeque<Transmit>) {
@@ -197,6 +240,7 @@ impl Viewer {
             return;
         }
         self.drain(now, out);
+        self.check_backlog(now);
     }
 
     /// Ends the connection (DELETE, or the edge shutting down).
@@ -226,7 +270,23 @@ impl Viewer {
         }
     }
 
+    /// Drops the repairs still owed once the next key picture is written: after a loss burst
+    /// (a path step) str0m sends queued retransmissions before new media, and once a key
+    /// picture is on its way they only delay it.
+    pub fn drop_repairs_at_key(&mut self) {
+        self.drop_repairs_at_key = true;
+    }
+
     fn write_one_video(&mut self, now: Instant, s: Send, out: &mut VecDeque<Transmit>) {
+        if s.key && self.drop_repairs_at_key {
+            self.drop_repairs_at_key = false;
+            let mut api = self.rtc.direct_api();
+            if let Some(tx) = api.stream_tx_by_mid(self.neg.video, None) {
+                // A new cache: resends queued for packets not in it are skipped.
+                tx.set_rtx_cache(4096, self.rtx_history, Some(crate::whep::RTX_RATIO_CAP));
+                self.stats.repair_drops += 1;
+            }
+        }
         let seq = self.seq_video;
         self.seq_video += 1;
         let len = s.payload.len();
@@ -250,6 +310,7 @@ impl Viewer {
             self.pending.push_back(Pending {
                 seq: seq as u16,
                 frame_done: done,
+                written: now,
             });
             if self.pending.len() > 512 {
                 self.pending.pop_front();
@@ -330,8 +391,38 @@ impl Viewer {
         }
     }
 
+    /// How long the oldest frame written to str0m has been waiting there for its last packet
+    /// to leave: str0m's pacer backlog. A frame normally leaves within a few tens of
+    /// milliseconds (a key picture's burst within ~200 ms); a backlog that keeps growing
+    /// means the layers sent exceed the pacing rate, i.e. str0m's own estimate has already
+    /// fallen below them, before its smoothed estimate event says so.
+    pub fn pacer_backlog(&self, now: Instant) -> Duration {
+        self.pending
+            .front()
+            .map_or(Duration::ZERO, |p| now.saturating_duration_since(p.written))
+    }
+
+    /// The rate at which datagrams left for this browser over the last half second, bit/s.
+    pub fn departure_rate(&mut self, now: Instant) -> f64 {
+        self.expire_departures(now);
+        self.departed_bytes as f64 * 8.0 / DEPARTURE_WINDOW.as_secs_f64()
+    }
+
+    fn expire_departures(&mut self, now: Instant) {
+        while let Some(&(t, n)) = self.departures.front() {
+            if now.saturating_duration_since(t) <= DEPARTURE_WINDOW {
+                break;
+            }
+            self.departures.pop_front();
+            self.departed_bytes -= n;
+        }
+    }
+
     /// Matches a first transmission of a frame's last packet with its arrival time.
     fn on_transmit(&mut self, now: Instant, b: &[u8]) {
+        self.departures.push_back((now, b.len()));
+        self.departed_bytes += b.len();
+        self.expire_departures(now);
         if b.len() < 12 || b[0] >> 6 != 2 || (192..=223).contains(&b[1]) {
             return;
         }

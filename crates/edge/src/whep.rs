@@ -147,11 +147,19 @@ pub fn accept(now: Instant, s: &RtcSettings, sdp: &str) -> Result<(Rtc, String, 
         if let Some(tx) = api.stream_tx_by_mid(mid, None) {
             // The per-layer history already holds the payloads (shared by every browser);
             // this keeps each browser's references to what it was sent, for its NACKs.
-            tx.set_rtx_cache(4096, s.rtx_history, Some(0.25));
+            // Resends stop while they are over half of what is sent (str0m's default is a
+            // quarter): a path step loses a quarter or more of a second's packets before the
+            // layers go down, and with the layers down there is room to repair them; the
+            // browser waits for those repairs (it asks no key picture), so refused resends
+            // were the freeze after the step.
+            tx.set_rtx_cache(4096, s.rtx_history, Some(RTX_RATIO_CAP));
         }
     }
     Ok((rtc, answer.to_sdp_string(), neg))
 }
+
+/// The share of retransmitted bytes above which str0m drops queued resends.
+pub const RTX_RATIO_CAP: f32 = 0.5;
 
 /// The first sending video section with VP9 negotiated, and an Opus section if there is one.
 fn negotiated(rtc: &Rtc, mids: &[Mid]) -> Result<Negotiated> {

@@ -32,8 +32,10 @@ fn a_wide_path_gets_every_picture_at_the_top_layer() {
     bed.run(s(8.0));
     let b = &bed.browsers[0];
     assert!(b.connected);
-    let sizes = b.sizes(s(1.0), s(8.0));
-    let fps = b.fps(s(1.0), s(8.0));
+    // From 2 s: the layers climb one candidate at a time (select.rs `up_dwell`), so the
+    // first second and a half can be at 15 fps or a lower resolution.
+    let sizes = b.sizes(s(2.0), s(8.0));
+    let fps = b.fps(s(2.0), s(8.0));
     let (freezes, max_gap) = b.freezes(s(0.5), s(8.0), FREEZE);
     let r = bed.report(0);
     eprintln!("fps {fps:.1}, max gap {max_gap:?}, report {r:?}");
@@ -156,7 +158,7 @@ fn a_late_joiner_starts_from_the_cache_without_a_key_request() {
     assert!(first < ms(200), "{first:?}");
     assert_eq!(bed.key_requests.len(), before);
     assert_eq!(bed.report(1).forward.cache_starts, 1);
-    assert!(b.fps(t + s(1.0), s(8.0)) > 29.0);
+    assert!(b.fps(t + s(2.0), s(8.0)) > 29.0);
 }
 
 #[test]
