@@ -18,7 +18,7 @@ impl Assembler {
     pub(super) fn awaited_sids(&self, p: &PendingPicture) -> Vec<u8> {
         let mut exp = self.expected_sids(p.tid);
         if let Some(sent) = p.sent {
-            exp.retain(|&s| s < 8 && sent >> s & 1 == 1);
+            exp.retain(|&s| sent.has(s));
         }
         exp
     }

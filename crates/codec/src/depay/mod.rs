@@ -359,15 +359,17 @@ impl Assembler {
             frames: BTreeMap::new(),
             sent: None,
         });
-        if let Some(Ok(f)) = packet
-            .extension(frames_ext::ID)
-            .map(frames_ext::SentFrames::parse)
-        {
-            pic.sent = Some(f.spatial);
-            for x in pid.saturating_sub(f.unsent_before as u64)..pid {
-                if x >= self.done_below {
-                    self.unsent.insert(x);
-                }
+        // Every packet of a picture carries the same mark: read the first one.
+        if pic.sent.is_none() {
+            if let Some(Ok(f)) = packet
+                .extension(frames_ext::ID)
+                .map(frames_ext::SentFrames::parse)
+            {
+                pic.sent = Some(f);
+                let from = pid
+                    .saturating_sub(f.unsent_before as u64)
+                    .max(self.done_below);
+                self.unsent.extend(from..pid);
             }
         }
         if pic.tid != desc.tid() {

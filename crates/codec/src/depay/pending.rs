@@ -63,7 +63,7 @@ pub(super) struct PendingPicture {
     pub(super) timestamp: u32,
     pub(super) tid: u8,
     pub(super) frames: BTreeMap<u8, PendingFrame>,
-    /// The spatial layers the sender sent this picture with (bit s), from any of its
-    /// packets (`proto::wire::frames_ext`); `None` until one carried the mark.
-    pub(super) sent: Option<u8>,
+    /// What the sender sent this picture with, from the first of its packets that carried
+    /// the mark (`proto::wire::frames_ext`); `None` until one did.
+    pub(super) sent: Option<proto::wire::frames_ext::SentFrames>,
 }

@@ -64,8 +64,9 @@ impl Assembler {
             while self.tl0_pids.len() > 64 {
                 self.tl0_pids.pop_first();
             }
-            let done = self.done_below;
-            self.unsent.retain(|&x| x >= done);
+            while self.unsent.first().is_some_and(|&x| x < self.done_below) {
+                self.unsent.pop_first();
+            }
         }
     }
 

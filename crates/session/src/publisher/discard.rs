@@ -22,6 +22,8 @@ use std::time::Duration;
 pub(super) struct FrameDiscard {
     /// Per transport layer: the video cell it carries, (spatial, temporal).
     cells: Vec<Option<(u8, u8)>>,
+    /// The video layers in spatial order (a frame's dependents are judged after it).
+    by_spatial: Vec<usize>,
     temporal_layers: u8,
     top_wait: Option<Duration>,
     mid_wait: Option<Duration>,
@@ -30,6 +32,12 @@ pub(super) struct FrameDiscard {
     broken_above: Vec<Option<u8>>,
     /// Pictures since the last one sent with any frame that were sent with none.
     unsent_run: u8,
+}
+
+fn by_spatial(cells: &[Option<(u8, u8)>]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..cells.len()).filter(|&k| cells[k].is_some()).collect();
+    order.sort_by_key(|&k| cells[k].map(|(s, _)| s));
+    order
 }
 
 /// What to do with one picture's cells.
@@ -67,6 +75,7 @@ impl FrameDiscard {
             }
         }
         FrameDiscard {
+            by_spatial: by_spatial(&cells),
             cells,
             temporal_layers,
             top_wait,
@@ -101,14 +110,12 @@ impl FrameDiscard {
             }
         }
         let top = self.temporal_layers.saturating_sub(1);
-        let mut order: Vec<usize> = (0..packets.len()).collect();
-        order.sort_by_key(|&k| self.cells.get(k).copied().flatten().map(|(s, _)| s));
         let mut dropped_below: Option<u8> = None;
-        for k in order {
-            let Some((s, t)) = self.cells.get(k).copied().flatten() else {
+        for &k in &self.by_spatial {
+            let Some((s, t)) = self.cells[k] else {
                 continue;
             };
-            if packets[k] == 0 {
+            if packets.get(k).is_none_or(|&n| n == 0) {
                 continue;
             }
             let mut out = false;
@@ -163,8 +170,10 @@ mod tests {
 
     /// L3T3, layer k = spatial k / 3, temporal k % 3.
     fn l3t3(top: Option<u64>, mid: Option<u64>) -> FrameDiscard {
+        let cells: Vec<_> = (0..9).map(|k| Some((k / 3, k % 3))).collect();
         FrameDiscard {
-            cells: (0..9).map(|k| Some((k / 3, k % 3))).collect(),
+            by_spatial: by_spatial(&cells),
+            cells,
             temporal_layers: 3,
             top_wait: top.map(Duration::from_millis),
             mid_wait: mid.map(Duration::from_millis),

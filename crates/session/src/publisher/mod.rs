@@ -108,9 +108,9 @@ pub struct PublisherConfig {
     /// session whose encoder target follows the rate, `None` for synthetic data.
     pub tfmcc: Option<Option<u32>>,
     /// A frame of a discardable layer (the video's top temporal layer when there are two or
-    /// more: no later frame references it) is dropped whole, before it is queued, when its
-    /// layer's queue would make its last packet wait longer than this at the layer's
-    /// announced rate ([`Publisher::push_picture`]). `None`: every frame is queued.
+    /// more: no later frame references it) is dropped whole, before it is queued, with the
+    /// same picture's higher spatial frames, when its layer's queue would make its last packet
+    /// wait longer than this at the layer's announced rate ([`discard`]). `None`: never.
     pub max_discardable_wait: Option<Duration>,
     /// A frame of a middle temporal layer (referenced only by the layers above it) is dropped
     /// with the frames that may predict from it when its layer's queue would make its last

@@ -3,6 +3,14 @@
 use super::*;
 use std::sync::atomic::AtomicBool;
 
+/// The tests' video-only format: 64x64 at 30 fps, no sound.
+const VIDEO_64: SourceFormat = SourceFormat {
+    width: 64,
+    height: 64,
+    fps: 30,
+    channels: 0,
+};
+
 /// Review finding F1: a `source` that smuggles pipeline text (extra elements writing a
 /// file) is refused, and even a source that passes the scheme check can only ever be a
 /// `uri` property: no element it names is created and no file appears.
@@ -30,16 +38,7 @@ fn pipeline_text_in_a_source_is_refused_and_never_runs() {
     }
     // A hostile but syntactically plain URI is only a property value.
     let spec = parse(&format!("file://{}/missing.mp4?x=filesink", dir.display())).unwrap();
-    let src = MediaSource::new(
-        spec,
-        SourceFormat {
-            width: 64,
-            height: 64,
-            fps: 30,
-            channels: 0,
-        },
-        None,
-    );
+    let src = MediaSource::new(spec, VIDEO_64, None);
     // The missing file fails the start (an error, counted by the caller); whatever the
     // outcome, no element the string names was made and no file was written.
     if let Ok(r) = src.build() {
@@ -156,16 +155,7 @@ fn stalled_source_is_restarted_and_files_loop() {
     let ok = testkit::media::vp8_clip(&clip, 64, 64, 30, 10);
     assert!(ok, "making the test clip");
     let uri = format!("file://{}", clip.display());
-    let mut src = MediaSource::new(
-        parse(&uri).unwrap(),
-        SourceFormat {
-            width: 64,
-            height: 64,
-            fps: 30,
-            channels: 0,
-        },
-        None,
-    );
+    let mut src = MediaSource::new(parse(&uri).unwrap(), VIDEO_64, None);
     let stop = AtomicBool::new(false);
     let caps: Vec<u64> = (0..25)
         .map(|_| src.next_picture(&stop).unwrap().capture_ns)
@@ -186,12 +176,7 @@ fn stalled_source_is_restarted_and_files_loop() {
     // A source whose pipeline delivers nothing: the watchdog fires and counts.
     let mut dead = MediaSource::new(
         SourceSpec::Uri("rtsp://127.0.0.1:1/none".into()),
-        SourceFormat {
-            width: 64,
-            height: 64,
-            fps: 30,
-            channels: 0,
-        },
+        VIDEO_64,
         None,
     );
     let stop2 = Arc::new(AtomicBool::new(false));
