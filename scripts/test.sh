@@ -36,14 +36,12 @@ cargo_tests() {
 }
 step cargo-test cargo_tests
 # The ERA/PLM settle-and-shed tests behind a 1 Mbit/s emulated link measure sub-millisecond
-# packet-pair timing: when the host is loaded, the link's timer releases a pair's second packet
-# late and the controller drops a layer for a while (cause and captures in docs/player.md). They
-# run on their own, after the heavy suites, and once more if the first attempt fails: the first
-# failure is printed in full, so flakiness shows instead of hiding. (`--workspace` keeps the
-# features unified as in the main run, so nothing is rebuilt.)
+# packet-pair timing, so they run on their own, after the heavy suites, once: a drop the link
+# emulator's own release delay explains (a pair the host woke late for) is reported and allowed,
+# a run whose link was out of its timing spec is reported as not judged, and anything else
+# fails (docs/player.md "The settle-and-shed tests"). (`--workspace` keeps the features unified
+# as in the main run, so nothing is rebuilt.)
 settle() {
-  cargo test --workspace --release $LAYERCAST_FEATURES --test netns_control && return 0
-  echo "netns_control failed once (host timing, docs/player.md): running it again"
   cargo test --workspace --release $LAYERCAST_FEATURES --test netns_control
 }
 step settle-tests settle
