@@ -361,18 +361,15 @@ fn fill_study() {
         r.rates_bps = v
             .cell_kbps
             .iter()
-            .flat_map(|row| row.iter().enumerate())
-            .map(|(t, &c)| {
+            .enumerate()
+            .flat_map(|(sl, row)| row.iter().enumerate().map(move |(t, &c)| (sl, t, c)))
+            .map(|(sl, t, c)| {
                 crate::config::video_layer_rate(
                     c,
                     crate::config::temporal_fps(v.fps, v.temporal, t),
                     r.packet_size,
                     r.bunch_len,
-                    if t == 0 {
-                        v.key_headroom
-                    } else {
-                        v.rate_headroom
-                    },
+                    v.headroom(sl, t),
                 )
             })
             .collect();

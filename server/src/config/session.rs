@@ -122,18 +122,14 @@ impl SessionConfig {
             (Some(v), _) => {
                 let m = self.packet_size.unwrap_or(default_packet);
                 let mut r = Vec::new();
-                for row in &v.cell_kbps {
+                for (sl, row) in v.cell_kbps.iter().enumerate() {
                     for (t, &c) in row.iter().enumerate() {
                         r.push(video_layer_rate(
                             c,
                             temporal_fps(v.fps, v.temporal, t),
                             m,
                             bunch_len,
-                            if t == 0 {
-                                v.key_headroom
-                            } else {
-                                v.rate_headroom
-                            },
+                            v.headroom(sl, t),
                         ));
                     }
                 }

@@ -35,10 +35,12 @@ pub struct VideoConfig {
     /// (`DEFAULT_RATE_HEADROOM`, docs/server.md "Layer rates": 1.15 put the small layers
     /// above 25 % repair, the issue-19 bound).
     pub rate_headroom: Option<f64>,
-    /// The same for the temporal-layer-0 layers (S*T0), which carry the key pictures
-    /// (1.0..=5.0; below `rate_headroom` it is raised to it). Default 1.1
-    /// (`DEFAULT_KEY_HEADROOM`): key pictures are budgeted by the encoder (base-layer intra cap
-    /// 150 %, frame dropping after an overshoot) and their queueing is measured, docs/server.md.
+    /// The same for the temporal-layer-0 layers that carry the key pictures and the scene
+    /// cuts' large frames: every TL0 layer but the base layer of a multi-spatial encode
+    /// (`ResolvedVideo::headroom`; 1.0..=5.0, below `rate_headroom` it is raised to it).
+    /// Default 1.25 (`DEFAULT_KEY_HEADROOM`): everything predicts from those frames, so their
+    /// wait in the pacer is every viewer's latency and a late one a freeze (docs/server.md
+    /// "Layer rates"); the slots they leave free carry repair for the frames a loss hurts most.
     pub key_headroom: Option<f64>,
     /// Pacer burst (1.0..=16.0): a layer with queued media may send its bunches at up to this
     /// multiple of its announced rate, running ahead of its constant-rate schedule by at most
@@ -83,7 +85,8 @@ pub struct ResolvedVideo {
     pub reference_dir: Option<std::path::PathBuf>,
     /// Announced rate / encoder budget of the layers above temporal layer 0.
     pub rate_headroom: f64,
-    /// Announced rate / encoder budget of the temporal-layer-0 layers (>= `rate_headroom`).
+    /// Announced rate / encoder budget of the temporal-layer-0 layers that carry the large
+    /// frames (>= `rate_headroom`; see [`ResolvedVideo::headroom`]).
     pub key_headroom: f64,
     /// Peak rate / announced rate of a layer's media bunches (1 = constant-rate pacing).
     pub pacer_peak: f64,
@@ -93,6 +96,23 @@ pub struct ResolvedVideo {
     pub max_discardable_wait: Option<Duration>,
     /// See `VideoConfig::max_middle_wait_ms` (`None`: never drop).
     pub max_middle_wait: Option<Duration>,
+}
+
+impl ResolvedVideo {
+    /// Announced rate / encoder budget of cell (`spatial`, `temporal`): `key_headroom` on the
+    /// temporal-layer-0 layers that carry the key pictures' and scene cuts' large frames, every
+    /// TL0 layer but the lowest spatial one of a multi-spatial encode; `rate_headroom` on the
+    /// rest. Everything predicts from TL0, so a TL0 frame's wait holds every picture behind it
+    /// (docs/server.md "Layer rates"). The base layer's frames are one to three packets,
+    /// where the whole-bunch slots already leave it about a fifth for repair (`make
+    /// bench-ladder`), so more headroom there would be mostly repair, not sooner pictures.
+    pub fn headroom(&self, spatial: usize, temporal: usize) -> f64 {
+        if temporal == 0 && (spatial > 0 || self.spatial <= 1) {
+            self.key_headroom
+        } else {
+            self.rate_headroom
+        }
+    }
 }
 
 /// Default per-cell rates of the 720p30 L3T3 ladder (kbit/s).
@@ -232,7 +252,7 @@ pub const DEFAULT_MAX_MIDDLE_WAIT_MS: u64 = 500;
 pub const DEFAULT_PACER_CREDIT_MS: u64 = 120;
 
 /// Default `video.key_headroom`.
-pub const DEFAULT_KEY_HEADROOM: f64 = 1.1;
+pub const DEFAULT_KEY_HEADROOM: f64 = 1.25;
 
 /// Default `video.rate_headroom`.
 pub const DEFAULT_RATE_HEADROOM: f64 = 1.1;
@@ -256,19 +276,22 @@ mod tests {
         .resolve("s", "s1", g, 5004)
         .unwrap();
         // The default ladder (docs/server.md "The default ladder"): 720p30 L3T3, 600-byte
-        // pairs, headroom 1.1 x (budget in packets of 556 payload bytes + one packet per
-        // frame); TL0/TL1 at 7.5 fps, TL2 at 15 fps.
+        // pairs, headroom x (budget in packets of 556 payload bytes + one packet per frame);
+        // TL0/TL1 at 7.5 fps, TL2 at 15 fps. The headroom is 1.25 on S1T0 and S2T0 (layers 3
+        // and 6), 1.1 on the others, the base layer included.
         assert_eq!(v.packet_size, 600);
         assert_eq!(
             v.rates_bps,
-            vec![146_435, 134_564, 269_128, 306_686, 146_435, 239_452, 1_535_283, 538_161, 577_761]
+            vec![146_435, 134_564, 269_128, 348_507, 146_435, 239_452, 1_744_640, 538_161, 577_761]
         );
         let rule = |c: f64, fps: f64, h: f64| {
             (h * fps * (c / fps / (8.0 * 556.0) + 1.0) * 4800.0).round() as u64
         };
-        assert_eq!(v.rates_bps[6], rule(1_260_000.0, 7.5, 1.1));
+        assert_eq!(v.rates_bps[0], rule(90_000.0, 7.5, 1.1));
+        assert_eq!(v.rates_bps[3], rule(225_000.0, 7.5, 1.25));
+        assert_eq!(v.rates_bps[6], rule(1_260_000.0, 7.5, 1.25));
         assert_eq!(v.rates_bps[8], rule(420_000.0, 15.0, 1.1));
-        // rate_headroom 1.3 raises the TL0 layers' key_headroom (1.1) to it too.
+        // rate_headroom 1.3 raises the TL0 layers' key_headroom (1.25) to it too.
         let v13 = SessionConfig {
             source: Some("testpattern".into()),
             video: Some(VideoConfig {
@@ -289,8 +312,23 @@ mod tests {
         );
         let rv = v.video.unwrap();
         assert_eq!((rv.pacer_peak, rv.pacer_credit.as_millis()), (8.0, 120));
-        assert_eq!((rv.rate_headroom, rv.key_headroom), (1.1, 1.1));
+        assert_eq!((rv.rate_headroom, rv.key_headroom), (1.1, 1.25));
         assert_eq!((rv.width, rv.height, rv.fps), (1280, 720, 30));
+        // One spatial layer: its TL0 layer carries the key pictures and takes key_headroom.
+        let one = SessionConfig {
+            source: Some("testpattern".into()),
+            video: Some(VideoConfig {
+                spatial: Some(1),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .resolve("s", "s1", g, 5004)
+        .unwrap();
+        let ov = one.video.clone().unwrap();
+        assert_eq!((ov.headroom(0, 0), ov.headroom(0, 1)), (1.25, 1.1));
+        // (one spatial layer is the top row of the ladder: 720p)
+        assert_eq!(one.rates_bps[0], rule(1_260_000.0, 7.5, 1.25));
         // key_headroom below rate_headroom is raised to it.
         let v = SessionConfig {
             source: Some("testpattern".into()),

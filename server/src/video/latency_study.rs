@@ -356,20 +356,35 @@ fn latency_study() {
 
 const L3T3: [[u32; 3]; 3] = [[90, 30, 30], [240, 80, 80], [600, 200, 200]];
 
-/// Rises of the player's playout buffer that a viewer sees as freezes: pictures later than
-/// every picture of the 8 s before them by more than 150 ms (docs/player.md "Adaptive
-/// playout buffer": the buffer holds the worst lateness of its 8-s window and rises at once).
+/// The player's playout buffer over a picture-lateness trace (docs/player.md "Adaptive playout
+/// buffer"): the buffer holds the worst lateness of its `window_s` window, rises at once and
+/// drains by 10 % of the elapsed time. Returns the rises a viewer sees as freezes (a picture
+/// later than the buffer by more than 150 ms) and the mean buffer, ms (its latency cost).
+fn playout(lat: &[f64], fps: u32, window_s: f64) -> (usize, f64) {
+    let w = (window_s * fps as f64) as usize;
+    let dt = 1000.0 / fps as f64;
+    let mut offset: Option<f64> = None;
+    let (mut rises, mut sum) = (0, 0.0);
+    for i in 0..lat.len() {
+        if offset.is_some_and(|o| lat[i] > o + 150.0) {
+            rises += 1;
+        }
+        let target = lat[i.saturating_sub(w)..=i]
+            .iter()
+            .copied()
+            .fold(0.0, f64::max);
+        let o = match offset {
+            Some(o) if target < o => target.max(o - 0.1 * dt),
+            _ => target,
+        };
+        offset = Some(o);
+        sum += o;
+    }
+    (rises, sum / lat.len().max(1) as f64)
+}
+
 fn rises(lat: &[f64], fps: u32) -> usize {
-    let w = 8 * fps as usize;
-    (1..lat.len())
-        .filter(|&i| {
-            let m = lat[i.saturating_sub(w)..i]
-                .iter()
-                .copied()
-                .fold(0.0, f64::max);
-            lat[i] > m + 150.0
-        })
-        .count()
+    playout(lat, fps, 8.0).0
 }
 
 /// The quality suite's encode (docs/testbed.md "Quality suite": 640x360@15 L3T3, `kbps_scale`
@@ -406,11 +421,7 @@ fn clip_study() {
     for s in 0..3 {
         for t in 0..3 {
             let fps_t = crate::config::temporal_fps(15, 3, t);
-            let h = if t == 0 {
-                v.key_headroom
-            } else {
-                v.rate_headroom
-            };
+            let h = v.headroom(s, t);
             rates.push(crate::config::video_layer_rate(
                 v.cell_kbps[s][t],
                 fps_t,
@@ -445,5 +456,9 @@ fn clip_study() {
             o.worst_dev * 100.0,
             rates.iter().sum::<u64>() as f64 / 1e3
         );
+        for w in [8.0, 15.0, 30.0, 60.0] {
+            let (r, b) = playout(&o.lat, 15, w);
+            eprintln!("      playout window {w:>3} s: {r} rises, mean buffer {b:.0} ms");
+        }
     }
 }
