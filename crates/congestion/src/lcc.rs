@@ -12,7 +12,9 @@
 //! spacing. Then:
 //!
 //! 1. **Decrease.** A queue above this receiver's yield threshold that is not draining, or a
-//!    new loss event: the level drops to what `0.85 × received rate` carries, at least one
+//!    new loss event that is congestion (a loss with no queue, at a rate a TCP flow would
+//!    bear, is the path's random loss: it bounds the climb by that TCP rate instead, see
+//!    [`LccConfig::q_random`]): the level drops to what `0.85 × received rate` carries, at least one
 //!    layer for a queue we can relieve, never below the floor or the base layer. The yield
 //!    threshold is `q_high` for a receiver holding the whole capacity and higher for one
 //!    holding little (lower again right after its own join): receivers behind one FIFO yield
@@ -51,6 +53,9 @@ struct Signals {
     floor: Option<f64>,
     rtt: f64,
     spacing: Option<f64>,
+    /// A Linux TCP flow's rate at the loss events' mean spacing (bit/s), while random loss
+    /// is what the path shows lately (`LccConfig::q_random`).
+    random_bound: Option<f64>,
     new_loss: bool,
 }
 
@@ -103,6 +108,10 @@ pub struct Lcc {
     foreign: bool,
     /// Loss events while we held at most `foreign_loss_share` of the capacity.
     minor_losses: VecDeque<Time>,
+    /// The newest loss event that was congestion, and the newest that was random loss
+    /// (`LccConfig::q_random`).
+    last_congestion_loss: Option<Time>,
+    last_random_loss: Option<Time>,
     received: u64,
     lost: u64,
     joins: u64,
@@ -161,6 +170,8 @@ impl Lcc {
             last_cap: None,
             foreign: false,
             minor_losses: VecDeque::new(),
+            last_congestion_loss: None,
+            last_random_loss: None,
             received: 0,
             lost: 0,
             joins: 0,
@@ -332,7 +343,7 @@ impl Lcc {
         // starting on an empty path climbs at the idle pace). Only on a calm path: behind a
         // fair queue our own queue is empty whenever we are under our share, and a fast pace
         // would only make the joins above it come more often.
-        let calm = [self.last_decrease, self.floor.last_event()]
+        let calm = [self.last_decrease, self.last_congestion_loss]
             .into_iter()
             .flatten()
             .all(|t| now.saturating_since(t) >= self.cfg.calm_span);
@@ -413,6 +424,28 @@ impl Lcc {
             .is_some_and(|t| now.saturating_since(t) < self.cfg.join_recent)
     }
 
+    /// Whether the loss event that just began is the path's random loss: the packets around
+    /// it saw no queue (under `q_random` through the last two ticks and the one under way),
+    /// and a Linux TCP flow at the loss events' spacing would still carry the level held (the
+    /// first event's seeded spacing never does).
+    fn random_loss(&self, now: Time, rtt: f64) -> bool {
+        let under = |q: Option<f64>| q.is_some_and(|q| q < self.cfg.q_random);
+        let queueless = under(self.qd.now_s())
+            && self
+                .qd
+                .tick_so_far_s()
+                .is_none_or(|q| q < self.cfg.q_random)
+            && self
+                .qd
+                .ago_s(Duration::from_millis(100))
+                .is_none_or(|q| q < self.cfg.q_random);
+        let tcp = self
+            .floor
+            .mean_spacing(now)
+            .map(|t| tcp_rate_for_spacing(t, rtt) * self.cfg.tcp_mss * 8.0);
+        queueless && tcp.is_some_and(|x| x >= self.rate_of(self.held))
+    }
+
     fn measure(&mut self, now: Time) -> Signals {
         self.qd.tick(now);
         let q = self.qd.now_s();
@@ -430,6 +463,19 @@ impl Lcc {
         ) {
             (Some(t), Some(closed), Some(last)) => {
                 // Valid while events keep coming at about their usual spacing.
+                let valid = (self.cfg.floor_valid_spacings * closed)
+                    .max(self.cfg.floor_min_valid.as_secs_f64());
+                (now.saturating_since(last).as_secs_f64() <= valid)
+                    .then(|| tcp_rate_for_spacing(t, rtt) * self.cfg.tcp_mss * 8.0)
+            }
+            _ => None,
+        };
+        // While the newest loss event was random loss and is still within the loss floor's
+        // validity, the loss rate's TCP rate bounds the climb.
+        let random_bound = match (spacing, self.floor.closed_spacing(), self.last_random_loss) {
+            (Some(t), Some(closed), Some(last))
+                if self.last_congestion_loss.is_none_or(|c| c < last) =>
+            {
                 let valid = (self.cfg.floor_valid_spacings * closed)
                     .max(self.cfg.floor_min_valid.as_secs_f64());
                 (now.saturating_since(last).as_secs_f64() <= valid)
@@ -509,6 +555,7 @@ impl Lcc {
             floor,
             rtt,
             spacing,
+            random_bound,
             new_loss,
         }
     }
@@ -622,11 +669,10 @@ impl Lcc {
             return;
         }
         let since_loss = self
-            .floor
-            .last_event()
+            .last_congestion_loss
             .map_or(Duration::MAX, |t| now.saturating_since(t));
         let next = self.rate_of(self.held + 1);
-        let under_cap = s.cap.is_none_or(|c| next <= c);
+        let under_cap = s.cap.is_none_or(|c| next <= c) && s.random_bound.is_none_or(|b| next <= b);
         // A probe waits out the hold-down of the level it would join; a climb towards the floor
         // does not (the floor is what a competing TCP flow leaves us, not a guess).
         let quiet = s.q.is_some_and(|q| q <= self.cfg.q_low)
@@ -689,6 +735,8 @@ impl LayeredController for Lcc {
             self.loss.clear();
             self.scale = 1.0;
             self.minor_losses.clear();
+            self.last_congestion_loss = None;
+            self.last_random_loss = None;
             self.foreign = false;
             self.hold.reset();
         }
@@ -739,8 +787,15 @@ impl LayeredController for Lcc {
             // Every event counts for the floor; only one revealed by a packet sent after our
             // last decrease took effect is news for the decision rules (losses of packets sent
             // before it belong to the congestion already answered, as TCP's recovery point).
-            if self.floor.on_loss(now, rtt, seed) && pkt.send_time_us > self.recover_send_us {
-                self.loss_event = true;
+            if self.floor.on_loss(now, rtt, seed) {
+                if self.random_loss(now, rtt) {
+                    self.last_random_loss = Some(now);
+                } else {
+                    self.last_congestion_loss = Some(now);
+                    if pkt.send_time_us > self.recover_send_us {
+                        self.loss_event = true;
+                    }
+                }
             }
         }
         self.max_send_us = self.max_send_us.max(pkt.send_time_us);

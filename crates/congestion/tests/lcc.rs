@@ -46,6 +46,9 @@ struct Path {
     trace: Vec<(f64, u8, f64)>,
     decisions: Vec<Decision>,
     lost: u64,
+    /// Share of packets lost at random after the queue (a radio link), and its generator.
+    random_loss: f64,
+    lcg: u64,
     /// Packets in the queue and on the wire, in departure order (FIFO).
     in_flight: std::collections::VecDeque<PacketArrival>,
 }
@@ -64,6 +67,8 @@ impl Path {
             trace: Vec::new(),
             decisions: Vec::new(),
             lost: 0,
+            random_loss: 0.0,
+            lcg: 0x2545_f491_4f6c_dd1d,
             in_flight: std::collections::VecDeque::new(),
         }
     }
@@ -111,6 +116,14 @@ impl Path {
                     continue;
                 }
                 self.queue += bits;
+                self.lcg = self
+                    .lcg
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                if ((self.lcg >> 11) as f64 / (1u64 << 53) as f64) < self.random_loss {
+                    self.lost += 1;
+                    continue;
+                }
                 // Leaves the FIFO when the bits ahead of it (and its own) are served.
                 let q_s = self.queue / cap;
                 let recv =
@@ -419,11 +432,13 @@ fn behind_one_fifo_the_largest_subscriber_yields_and_the_small_one_holds() {
     assert!(q < 0.05, "queue {q}");
 }
 
-/// One receiver alone on an empty link of capacity `cap` (bit/s): no queue, pairs back to back
-/// at `cap` (at `fair` from four layers on, as a fair queue spaces a backlogged flow's pairs
-/// by its share), and every join to four layers or more fails `fail_after` seconds later (one
-/// packet of each layer lost). Returns the waits (s) from each loss-drop below four layers to
-/// the next join of the fourth.
+/// One receiver alone on a link of capacity `cap` (bit/s): pairs back to back at `cap` (at
+/// `fair` from four layers on, as a fair queue spaces a backlogged flow's pairs by its share),
+/// and every join to four layers or more fails `fail_after` seconds later (one packet of each
+/// layer lost). Below four layers there is no queue; from four on, the packets meet the 10-ms
+/// queue such an excess stands in before it is dropped (a full buffer, or CoDel past its 5-ms
+/// target), which makes the losses congestion, not random loss. Returns the waits (s) from
+/// each loss-drop below four layers to the next join of the fourth.
 fn waits_after_failed_joins_of_layer_4(
     cap: f64,
     fair: Option<f64>,
@@ -454,7 +469,9 @@ fn waits_after_failed_joins_of_layer_4(
                 continue;
             }
             if np.1 <= t {
-                send_pair(&mut c, k, np, now, now + Duration::from_millis(25), spacing);
+                let queue = if held >= 4 { 10 } else { 0 };
+                let at = now + Duration::from_millis(25 + queue);
+                send_pair(&mut c, k, np, now, at, spacing);
             }
         }
         if c.poll_timeout().is_some_and(|(at, _)| at <= now) {
@@ -541,4 +558,44 @@ fn a_latecomer_holding_little_takes_no_blame_and_the_incumbent_yields() {
         cum(b) >= 985_000.0 && cum(a) + cum(b) <= 3_500_000.0,
         "A {a} B {b}"
     );
+}
+
+/// Mean layers over 20-60 s on a 4 Mbit/s path that loses `p` of the packets at random after
+/// its (empty) queue, with `cfg`.
+fn layers_under_random_loss(cfg: LccConfig, p: f64) -> (f64, Vec<&'static str>) {
+    let mut path = Path::new(|_| 4_000_000.0, None);
+    path.random_loss = p;
+    let mut c = Lcc::new(cfg);
+    path.run(&mut c, 0.0, 60.0);
+    let l = path.layers_between(20.0, 60.0);
+    let mean = l.iter().map(|&x| f64::from(x)).sum::<f64>() / l.len() as f64;
+    (mean, path.reasons())
+}
+
+#[test]
+fn random_loss_with_no_queue_is_borne_up_to_what_a_tcp_flow_would_carry() {
+    // 1 % random loss, RTT ~50 ms: a Reno flow's rate at that loss-event spacing is ~2.6
+    // Mbit/s, so 7-8 layers (2172 / 2526 kbit/s). Treated as congestion (q_random 0, every loss
+    // event a decrease and a hold-down) the same path kept a few layers.
+    let (mean, reasons) = layers_under_random_loss(LccConfig::default(), 0.01);
+    let (old, _) = layers_under_random_loss(
+        LccConfig {
+            q_random: 0.0,
+            ..LccConfig::default()
+        },
+        0.01,
+    );
+    assert!(
+        mean >= 6.5,
+        "mean layers {mean:.2} (as congestion: {old:.2}); {reasons:?}"
+    );
+    assert!(
+        old < mean - 2.0,
+        "as congestion {old:.2}, as random loss {mean:.2}"
+    );
+    eprintln!("1 %: mean layers {mean:.2} (as congestion: {old:.2})");
+    // 5 %: the TCP rate falls to ~1.2 Mbit/s, and so does the level.
+    let (m5, _) = layers_under_random_loss(LccConfig::default(), 0.05);
+    eprintln!("5 %: mean layers {m5:.2}");
+    assert!((3.0..=6.5).contains(&m5), "5 %: mean layers {m5:.2}");
 }

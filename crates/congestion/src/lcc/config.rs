@@ -54,6 +54,13 @@ pub struct LccConfig {
     pub drain_max: Duration,
     /// No probing this soon after a loss event.
     pub loss_quiet: Duration,
+    /// A loss event whose packets saw a queue under this (s), at a loss-event rate at which a
+    /// Linux TCP flow would still carry the level held, is the path's random loss (radio, a
+    /// bad line), not an overflow: it neither lowers the level nor stops the climb, and the
+    /// loss rate's TCP rate bounds the climb instead (docs/protocols/lcc.md §3.6). A
+    /// drop-tail queue only drops when full and CoDel only past its 5-ms sojourn target, so
+    /// their losses come with more queue than this.
+    pub q_random: f64,
     /// After leaving level `m` less than `join_recent` after joining it (a failed join), or for
     /// a loss, `m` is not joined again for `hold_down`, doubled for each earlier such decrease
     /// from `m` within `hold_memory` of the one before, at most `hold_down_max`; a capacity
@@ -128,6 +135,7 @@ impl Default for LccConfig {
             drain_hold: Duration::from_millis(500),
             drain_max: Duration::from_secs(2),
             loss_quiet: Duration::from_secs(2),
+            q_random: 0.003,
             hold_down: Duration::from_secs(4),
             hold_down_max: Duration::from_secs(32),
             hold_memory: Duration::from_secs(64),

@@ -82,6 +82,12 @@ impl QueueDelay {
         }
     }
 
+    /// The least queueing delay (s) of the packets of the tick under way, None before its
+    /// first packet or a base.
+    pub fn tick_so_far_s(&self) -> Option<f64> {
+        Some((self.tick_min? - self.base_us()?).max(0) as f64 * 1e-6)
+    }
+
     /// The current queueing delay (s): the smaller of the last two ticks' minima, so one
     /// delayed packet (a stall of the host) does not count. None before two ticks with data.
     pub fn now_s(&self) -> Option<f64> {
