@@ -66,6 +66,8 @@ pub struct ViewerStats {
     pub repair_drops: u64,
     /// Second copies of NACKed packets sent in the media stream (`resend.rs`).
     pub repair_copies: u64,
+    /// NACKed packets not copied: the copy budget was spent (a loss burst).
+    pub repair_copies_refused: u64,
     /// Rate of video media sent over the last stats interval, bit/s.
     pub rate_bps: f64,
     /// Rate of audio payload sent over the last stats interval, bit/s.
@@ -389,6 +391,7 @@ impl Viewer {
         for e in entries {
             self.resend.on_nack(now, e.into_iter(last).map(|s| *s));
         }
+        self.stats.repair_copies_refused = self.resend.refused();
     }
 
     /// Forwards one audio packet (Opus payload as it came, timestamp in the edge's space).
