@@ -166,13 +166,19 @@ mod tests {
         }
     }
 
+    /// A resender that was sent `seqs` at `t0`.
+    fn after_sending(t0: Instant, seqs: std::ops::Range<u64>) -> Resender {
+        let mut r = Resender::new(Duration::from_millis(1500));
+        for s in seqs {
+            r.on_sent(t0, sent(s, t0));
+        }
+        r
+    }
+
     #[test]
     fn a_nacked_packet_is_copied_once_after_the_delay() {
         let t0 = Instant::now();
-        let mut r = Resender::new(Duration::from_millis(1500));
-        for s in 100..110 {
-            r.on_sent(t0, sent(s, t0));
-        }
+        let mut r = after_sending(t0, 100..110);
         let t1 = t0 + Duration::from_millis(30);
         r.on_nack(t1, [104, 105, 104]);
         assert_eq!(r.next_due(), Some(t1 + COPY_DELAY));
@@ -189,10 +195,7 @@ mod tests {
     #[test]
     fn a_loss_burst_gets_a_few_copies_random_loss_all() {
         let t0 = Instant::now();
-        let mut r = Resender::new(Duration::from_millis(1500));
-        for s in 0..1000 {
-            r.on_sent(t0, sent(s, t0));
-        }
+        let mut r = after_sending(t0, 0..1000);
         // A burst: 60 packets NACKed at once, only the budget's worth is copied.
         r.on_nack(t0, 900..960);
         assert_eq!(r.due.len(), COPY_BURST as usize);
