@@ -178,15 +178,83 @@ export async function edgeSuite(opts: { outDir: string; lossSecs?: number }): Pr
   return failures ? 1 : 0;
 }
 
-export const EDGE_USAGE = `  layercast-e2e edge [--out DIR] [--loss-secs N]
+/** The suite's 2 %-loss phase alone, for looking into repair: one browser behind 4 Mbit/s,
+ *  10 s clean, then 2 % random loss for `lossSecs` (120 by default; longer than the suite's
+ *  60 s for a less noisy count) measured after 8 s. It records no acceptance row (the row is
+ *  the suite's phase, after the narrow and step phases). With `pcap`, tcpdump writes the
+ *  headers of what the edge sent (`edge-x0.pcap`) and what the browser got (`browser-y.pcap`):
+ *  RTP and RTCP headers are not encrypted by SRTP. Every presented-frame gap over 150 ms is
+ *  printed with the getStats figures at the end. */
+export async function edgeLossOnly(opts: { outDir: string; lossSecs?: number; pcap?: boolean }): Promise<number> {
+  const { chromium } = await import('playwright-core');
+  const source = `file://${await noisyClip()}`;
+  const bed = new EdgeBed({ outDir: opts.outDir, paths: [{ rateBps: 4_000_000 }], session: { ...EDGE_SESSION, source } });
+  let ctx: { close(): Promise<void> } | null = null;
+  let rc = 0;
+  try {
+    await bed.start();
+    if (opts.pcap) {
+      for (const [ns, dev, file] of [[bed.net.ns('e'), 'x0', 'edge-x0.pcap'], [bed.browserNs[0]!, 'y', 'browser-y.pcap']] as const) {
+        bed.net.procs.spawnIn(ns, `tcpdump-${dev}`, 'tcpdump', ['-i', dev, '-s', '96', '-w', path.join(opts.outDir, file), 'udp']);
+      }
+    }
+    const c = await chromium.launchPersistentContext(bed.profileDir(0), {
+      executablePath: bed.chromiumIn(0),
+      headless: true,
+      args: CHROMIUM_ARGS,
+      viewport: { width: 900, height: 600 },
+    });
+    ctx = c;
+    const page = c.pages()[0] ?? (await c.newPage());
+    const state = () => page.evaluate(() => (window as unknown as { lc: PageState }).lc);
+    await page.goto(`${EDGE_HTTP}/watch/main`);
+    await bed.waitFor('browser decodes', async () => ((await state()).stats?.framesDecoded ?? 0) > 0, 30_000, 250);
+    await sleep(10_000);
+    await bed.setPath(0, { rateBps: 4_000_000, loss: 0.02 });
+    console.log(`loss on at ${new Date().toISOString()}`);
+    await sleep(8000);
+    const l0 = await state();
+    const lossSecs = opts.lossSecs ?? 120;
+    await sleep(lossSecs * 1000);
+    const l1 = await state();
+    const a = l0.stats!;
+    const b = l1.stats!;
+    const d = (k: keyof NonNullable<PageState['stats']>) => Number(b[k] ?? 0) - Number(a[k] ?? 0);
+    const emitted = d('jitterBufferEmittedCount');
+    const ms = (k: keyof NonNullable<PageState['stats']>) => (emitted > 0 ? ((d(k) * 1000) / emitted).toFixed(1) : '-');
+    const freezes = d('freezeCount');
+    console.log(
+      `loss-only: ${((freezes * 60) / lossSecs).toFixed(1)} freezes/min over ${lossSecs} s (${freezes}, ${d('totalFreezesDuration').toFixed(2)} s frozen); ` +
+        `${d('nackCount')} NACKs, ${(l1.edge?.rtx_packets ?? 0) - (l0.edge?.rtx_packets ?? 0)} RTX from the edge, ${d('retransmittedPacketsReceived')} RTX received, ` +
+        `${d('pliCount')} PLIs, ${d('packetsLost')} lost after repair, ${d('packetsReceived')} packets; frames ${d('framesReceived')} received, ${d('framesDecoded')} decoded, ${d('framesDropped')} dropped; ` +
+        `jitter buffer per frame: delay ${ms('jitterBufferDelay')} ms, target ${ms('jitterBufferTargetDelay')} ms, minimum ${ms('jitterBufferMinimumDelay')} ms; ` +
+        `${b.frameWidth}x${b.frameHeight}, S${l1.edge?.spatial}T${l1.edge?.temporal}`,
+    );
+    const t0 = a.at;
+    for (const g of l1.gapLog.filter((g) => g.at >= t0)) {
+      console.log(`gap ${new Date(g.at).toISOString()} ${g.ms} ms, rtp ${g.rtpBefore} -> ${g.rtp}`);
+    }
+  } catch (e) {
+    console.error(`edge loss-only: ${(e as Error).message}`);
+    rc = 1;
+  } finally {
+    await ctx?.close().catch(() => undefined);
+    await bed.teardown();
+  }
+  return rc;
+}
+
+export const EDGE_USAGE = `  layercast-e2e edge [--out DIR] [--loss-secs N] [--loss-only [--pcap]]
                                         the WebRTC edge in headless Chromium: two paths, a
-                                        step, 2 % loss (issue 22; make edge-browser)`;
+                                        step, 2 % loss (issue 22; make edge-browser);
+                                        --loss-only: the 2 %-loss phase alone, one browser,
+                                        --loss-secs 120 by default, no acceptance row`;
 
 export function edgeCommand(args: string[], stamp: string): Promise<number> {
   const i = args.indexOf('--out');
   const j = args.indexOf('--loss-secs');
-  return edgeSuite({
-    outDir: i >= 0 ? args[i + 1]! : path.join(repoRoot, 'e2e', 'runs', `edge-${stamp}`),
-    lossSecs: j >= 0 ? Number(args[j + 1]) : undefined,
-  });
+  const outDir = i >= 0 ? args[i + 1]! : path.join(repoRoot, 'e2e', 'runs', `edge-${stamp}`);
+  const lossSecs = j >= 0 ? Number(args[j + 1]) : undefined;
+  if (args.includes('--loss-only')) return edgeLossOnly({ outDir, lossSecs, pcap: args.includes('--pcap') });
+  return edgeSuite({ outDir, lossSecs });
 }

@@ -99,6 +99,13 @@ export interface PageState {
     audioPacketsReceived: number;
     rateBps?: number;
     lossRatio?: number;
+    framesReceived?: number;
+    framesDropped?: number;
+    retransmittedPacketsReceived?: number;
+    jitterBufferDelay?: number;
+    jitterBufferTargetDelay?: number;
+    jitterBufferMinimumDelay?: number;
+    jitterBufferEmittedCount?: number;
   };
   edge: null | {
     spatial: number;
@@ -112,6 +119,7 @@ export interface PageState {
     latency_p50_ms: number | null;
   };
   gaps: { max: number; over500: number; frames: number };
+  gapLog: { at: number; ms: number; rtpBefore: number | null; rtp: number | null }[];
 }
 
 const linkSettings = (p: PathSpec): LinkSettings => ({

@@ -296,6 +296,7 @@ pub fn viewer_json(edge: &str, v: &edge::ViewerReport) -> serde_json::Value {
         "estimate_bps": st.estimate_bps, "rate_bps": st.rate_bps,
         "loss_ratio": st.loss, "rtt_s": st.rtt.map(|r| r.as_secs_f64()),
         "packets_sent": st.media_packets, "nacks": st.nacks, "rtx_packets": st.rtx_packets,
+        "repair_copies": st.repair_copies,
         "plis": st.plis, "firs": st.firs, "lost_reported": st.remote_lost,
         "audio_packets": st.audio_packets,
         "latency_p50_ms": st.frame_latency_p50_us.map(|u| u as f64 / 1000.0),

@@ -488,7 +488,7 @@ impl Loop {
         let viewers = self.edge.reports(now);
         for v in &viewers {
             tracing::debug!(
-                "viewer {:x}: S{}T{} target S{}T{}, estimate {:.0} kbit/s, sent {:.0} kbit/s, loss {:.3}, rtt {:?}, nacks {}, rtx {}",
+                "viewer {:x}: S{}T{} target S{}T{}, estimate {:.0} kbit/s, sent {:.0} kbit/s, loss {:.3}, rtt {:?}, nacks {}, rtx {} (copies {}, refused {}), pictures {} skipped {}",
                 v.id,
                 v.current.spatial,
                 v.current.temporal,
@@ -499,7 +499,11 @@ impl Loop {
                 v.stats.loss,
                 v.stats.rtt,
                 v.stats.nacks,
-                v.stats.rtx_packets
+                v.stats.rtx_packets,
+                v.stats.repair_copies,
+                v.stats.repair_copies_refused,
+                v.forward.pictures,
+                v.forward.pictures_skipped
             );
         }
         let s = Snapshot {

@@ -14,6 +14,7 @@ pub mod keycache;
 pub mod layout;
 pub mod relay;
 pub mod repair;
+pub mod resend;
 pub mod select;
 pub mod source;
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! written packet) its output is drained until it yields a timeout.
 
 use crate::forward::{Forwarder, Send};
+use crate::resend::{Resender, Sent};
 use crate::select::{Choice, Selector};
 use crate::whep::Negotiated;
 use std::collections::VecDeque;
@@ -13,6 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use str0m::media::KeyframeRequestKind;
 use str0m::net::{Protocol, Receive};
+use str0m::rtp::rtcp::Rtcp;
+use str0m::rtp::RawPacket;
 use str0m::rtp::{RtpWrite, SeqNo};
 use str0m::{Event, IceConnectionState, Input, Output, Rtc};
 
@@ -61,6 +64,10 @@ pub struct ViewerStats {
     pub remote_lost: u64,
     /// Times the repairs still owed were dropped for a key picture after heavy loss.
     pub repair_drops: u64,
+    /// Second copies of NACKed packets sent in the media stream (`resend.rs`).
+    pub repair_copies: u64,
+    /// NACKed packets not copied: the copy budget was spent (a loss burst).
+    pub repair_copies_refused: u64,
     /// Rate of video media sent over the last stats interval, bit/s.
     pub rate_bps: f64,
     /// Rate of audio payload sent over the last stats interval, bit/s.
@@ -116,7 +123,13 @@ pub struct Viewer {
     drop_repairs_at_key: bool,
     /// How long str0m keeps sent packets for NACKs (`RtcSettings::rtx_history`).
     rtx_history: Duration,
+    /// The second copy of each NACKed packet.
+    resend: Resender,
 }
+
+/// No second copies while the browser's loss is at least this: loss that heavy is congestion,
+/// and the copies would add to it.
+const COPY_MAX_LOSS: f32 = 0.10;
 
 /// While str0m's pacer holds a backlog this long, the layers are re-evaluated this often.
 const BACKLOG_CHECK: Duration = Duration::from_millis(200);
@@ -164,6 +177,7 @@ impl Viewer {
             backlog_checked: None,
             drop_repairs_at_key: false,
             rtx_history: Duration::from_millis(1500),
+            resend: Resender::new(Duration::from_millis(1500)),
         };
         let mut api = v.rtc.direct_api();
         let ssrc = api.stream_tx_by_mid(neg.video, None).map(|s| *s.ssrc());
@@ -174,6 +188,7 @@ impl Viewer {
     /// How long str0m keeps this browser's sent packets for its NACKs.
     pub fn set_rtx_history(&mut self, d: Duration) {
         self.rtx_history = d;
+        self.resend.set_history(d);
     }
 
     pub fn connected(&self) -> bool {
@@ -189,7 +204,9 @@ impl Viewer {
     }
 
     pub fn timeout(&self) -> Instant {
-        self.timeout
+        self.resend
+            .next_due()
+            .map_or(self.timeout, |t| t.min(self.timeout))
     }
 
     pub fn stats(&self) -> ViewerStats {
@@ -232,7 +249,11 @@ impl Viewer {
     }
 
     pub fn handle_timeout(&mut self, now: Instant, out: &mut VecDeque<Transmit>) {
-        if self.closed || now < self.timeout {
+        if self.closed {
+            return;
+        }
+        self.write_copies(now, out);
+        if now < self.timeout {
             return;
         }
         if self.rtc.handle_input(Input::Timeout(now)).is_err() {
@@ -286,10 +307,21 @@ impl Viewer {
                 tx.set_rtx_cache(4096, self.rtx_history, Some(crate::whep::RTX_RATIO_CAP));
                 self.stats.repair_drops += 1;
             }
+            self.resend.clear_due();
         }
         let seq = self.seq_video;
         self.seq_video += 1;
         let len = s.payload.len();
+        self.resend.on_sent(
+            now,
+            Sent {
+                seq,
+                payload: s.payload.clone(),
+                timestamp: s.timestamp,
+                marker: s.marker,
+                at: s.at,
+            },
+        );
         let w = RtpWrite::new(
             self.neg.video_pt,
             SeqNo::from(seq),
@@ -317,6 +349,49 @@ impl Viewer {
             }
         }
         self.drain(now, out);
+    }
+
+    /// Writes the second copies of NACKed packets that are due: their own sequence number,
+    /// timestamp and marker on the media SSRC, not nackable (str0m keeps the first).
+    fn write_copies(&mut self, now: Instant, out: &mut VecDeque<Transmit>) {
+        let mut wrote = false;
+        while let Some(p) = self.resend.poll_copy(now) {
+            let mut api = self.rtc.direct_api();
+            let Some(tx) = api.stream_tx_by_mid(self.neg.video, None) else {
+                return;
+            };
+            tx.write_rtp(
+                RtpWrite::new(
+                    self.neg.video_pt,
+                    SeqNo::from(p.seq),
+                    p.timestamp,
+                    p.at,
+                    p.payload,
+                )
+                .marker(p.marker),
+            );
+            wrote = true;
+        }
+        if wrote {
+            self.stats.repair_copies = self.resend.copies();
+            self.drain(now, out);
+        }
+    }
+
+    /// A NACK from the browser (str0m answers it with RTX): schedules the second copies,
+    /// unless the path is congested (heavy loss, or str0m's pacer holding a backlog).
+    fn on_nack(&mut self, now: Instant, ssrc: u32, entries: &[str0m::rtp::rtcp::NackEntry]) {
+        if Some(ssrc) != self.video_ssrc
+            || self.stats.loss >= COPY_MAX_LOSS
+            || self.pacer_backlog(now) >= BACKLOG_CHECK
+        {
+            return;
+        }
+        let last = SeqNo::from(self.seq_video.saturating_sub(1));
+        for e in entries {
+            self.resend.on_nack(now, e.into_iter(last).map(|s| *s));
+        }
+        self.stats.repair_copies_refused = self.resend.refused();
     }
 
     /// Forwards one audio packet (Opus payload as it came, timestamp in the edge's space).
@@ -470,6 +545,12 @@ impl Viewer {
             Event::EgressBitrateEstimate(str0m::bwe::BweKind::Twcc { estimate, .. }) => {
                 self.stats.estimate_bps = Some(estimate.as_f64());
                 self.signals.push_back(ViewerSignal::Estimate);
+            }
+            Event::RawPacket(p) => {
+                if let RawPacket::RtcpRx(Rtcp::Nack(n)) = *p {
+                    let entries: Vec<_> = n.reports.iter().copied().collect();
+                    self.on_nack(now, *n.ssrc, &entries);
+                }
             }
             Event::PeerStats(p) => {
                 if let Some(l) = p.egress_loss_fraction {

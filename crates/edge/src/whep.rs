@@ -114,6 +114,10 @@ pub fn rtc_config(s: &RtcSettings) -> RtcConfig {
         .enable_opus(true, false)
         .enable_bwe(Some(Bitrate::bps(s.initial_estimate_bps)))
         .set_stats_interval(Some(Duration::from_secs(1)))
+        // The NACKs' sequence numbers, for the second copy of each repair (`resend.rs`):
+        // str0m hands incoming RTCP out only this way. It also copies each sent RTP packet
+        // into an event, which the viewer drops at once.
+        .enable_raw_packets(true)
         .set_mtu(1200..=1500);
     cfg.codec_config().add_config(
         98.into(),

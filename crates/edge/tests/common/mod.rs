@@ -327,6 +327,9 @@ impl Path {
 }
 
 /// The whole bed.
+/// A filter on the datagrams to browser `i` (true = drop).
+pub type DownDrop = Box<dyn FnMut(usize, &[u8]) -> bool>;
+
 pub struct Bed {
     pub t0: Instant,
     pub now: Duration,
@@ -343,6 +346,8 @@ pub struct Bed {
     pub events: Vec<(Duration, EdgeEvent)>,
     pub key_requests: Vec<Duration>,
     pub upstream_drop: Box<dyn FnMut(usize, u64) -> bool>,
+    /// Drops a datagram on its way to browser `i` before its path (true = drop).
+    pub down_drop: DownDrop,
     pictures: u64,
 }
 
@@ -367,6 +372,7 @@ impl Bed {
             events: Vec::new(),
             key_requests: Vec::new(),
             upstream_drop: Box::new(|_, _| false),
+            down_drop: Box::new(|_, _| false),
             pictures: 0,
         }
     }
@@ -545,6 +551,9 @@ impl Bed {
         let tnow = self.time();
         while let Some(t) = self.edge.poll_transmit() {
             if let Some(i) = self.browsers.iter().position(|b| b.addr == t.destination) {
+                if (self.down_drop)(i, &t.contents) {
+                    continue;
+                }
                 let len = t.contents.len() as u32;
                 self.paths[i].down.arrive(tnow, t.contents, len + 28, 0);
             }
