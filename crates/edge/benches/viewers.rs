@@ -42,6 +42,12 @@ struct EdgeReport {
     cpu: Duration,
     /// Layer down-switches so far (every viewer).
     downs: u64,
+    /// The edge's own latency samples since the last report (frame complete at the edge ->
+    /// its last packet out of str0m), microseconds.
+    edge_lat: Vec<u64>,
+    /// Longest pass of the edge loop since the last report, and passes made.
+    longest_pass: Duration,
+    passes: u64,
 }
 
 fn pin(cpu: usize) {
@@ -80,14 +86,21 @@ fn edge_thread(cmds: mpsc::Receiver<Cmd>, addr_tx: mpsc::Sender<SocketAddr>, fed
     let mut conf = EdgeConfig::new(local);
     conf.max_viewers = 2000;
     conf.rtc.initial_estimate_bps = 1_500_000;
+    conf.log_latency = true;
     let mut edge = Edge::new(conf);
     edge.set_session("bench", info).expect("session");
     let mut feed: VecDeque<(Instant, usize, Vec<u8>)> = VecDeque::new();
     let t0 = Instant::now();
     let mut n = 0u64;
     let mut buf = vec![0u8; 2048];
+    let mut longest_pass = Duration::ZERO;
+    let mut passes = 0u64;
+    let mut pass_start = Instant::now();
     loop {
         let now = Instant::now();
+        longest_pass = longest_pass.max(now - pass_start);
+        pass_start = now;
+        passes += 1;
         while let Ok(c) = cmds.try_recv() {
             match c {
                 Cmd::Add(offer, reply) => {
@@ -99,6 +112,10 @@ fn edge_thread(cmds: mpsc::Receiver<Cmd>, addr_tx: mpsc::Sender<SocketAddr>, fed
                 }
                 Cmd::Report(reply) => {
                     let reps = edge.reports(now);
+                    let mut edge_lat = Vec::new();
+                    for r in &reps {
+                        edge_lat.extend(edge.take_latency_log(r.id));
+                    }
                     let _ = reply.send(EdgeReport {
                         viewers: reps.len(),
                         top: reps
@@ -107,6 +124,9 @@ fn edge_thread(cmds: mpsc::Receiver<Cmd>, addr_tx: mpsc::Sender<SocketAddr>, fed
                             .count(),
                         cpu: thread_cpu(),
                         downs: edge.counters().layer_switches_down,
+                        edge_lat,
+                        longest_pass: std::mem::take(&mut longest_pass),
+                        passes: std::mem::take(&mut passes),
                     });
                 }
                 Cmd::Stop => return,
@@ -222,7 +242,7 @@ async fn client(
     cmds: mpsc::Sender<Cmd>,
     st: Arc<ClientStats>,
     fed: FedAt,
-    lat: Arc<Mutex<Vec<u64>>>,
+    lat: Arc<Mutex<Vec<(u8, u64)>>>,
 ) {
     let sock = tokio::net::UdpSocket::bind("127.0.0.1:0")
         .await
@@ -273,7 +293,10 @@ async fn client(
                             }
                             let key = (d.picture_id.unwrap_or(0) & 0x7fff, sid);
                             if let Some(t) = fed.lock().expect("fed").get(&key) {
-                                samples.push(now.saturating_duration_since(*t).as_micros() as u64);
+                                samples.push((
+                                    sid,
+                                    now.saturating_duration_since(*t).as_micros() as u64,
+                                ));
                             }
                             if samples.len() >= 64 {
                                 lat.lock().expect("lat").append(&mut samples);
@@ -368,6 +391,8 @@ fn main() {
     let source_pps = 30.0;
     let mut best = 0usize;
     let mut best_p50 = f64::NAN;
+    // Where the time went at that step (the row's p50 counts every spatial frame).
+    let mut best_detail = String::new();
     // The first step's latency, for the record when no step is served.
     let mut first_p50: Option<(usize, f64)> = None;
     let mut rows = Vec::new();
@@ -415,12 +440,34 @@ fn main() {
             .map(|(x, y)| (y.1 - x.1) as f64 / dt / source_pps)
             .collect();
         rates.sort_by(f64::total_cmp);
-        let mut l = std::mem::take(&mut *lat.lock().expect("lat"));
+        let tagged = std::mem::take(&mut *lat.lock().expect("lat"));
+        let mut l: Vec<u64> = tagged.iter().map(|x| x.1).collect();
         l.sort_unstable();
-        let pct = |p: f64| {
+        let pct_of = |l: &[u64], p: f64| {
             l.get(((l.len() as f64 * p) as usize).min(l.len().saturating_sub(1)))
                 .map_or(f64::NAN, |v| *v as f64 / 1000.0)
         };
+        let pct = |p: f64| pct_of(&l, p);
+        // Where the time goes: per spatial layer at the client, and the edge's own share.
+        let by_layer: Vec<String> = (0..3u8)
+            .map(|s| {
+                let mut v: Vec<u64> = tagged.iter().filter(|x| x.0 == s).map(|x| x.1).collect();
+                v.sort_unstable();
+                format!("S{s} {:.1}/{:.1}", pct_of(&v, 0.5), pct_of(&v, 0.95))
+            })
+            .collect();
+        let mut el = r1.edge_lat.clone();
+        el.sort_unstable();
+        let detail = format!(
+            "p95 {:.1} ms; client p50/p95 by layer {}; edge (frame complete -> out of str0m) p50 {:.1} p95 {:.1} ms; edge loop {} passes, longest {:.1} ms",
+            pct(0.95),
+            by_layer.join(", "),
+            pct_of(&el, 0.5),
+            pct_of(&el, 0.95),
+            r1.passes,
+            r1.longest_pass.as_secs_f64() * 1000.0
+        );
+        println!("  detail: {detail}");
         let worst_pics = pics.iter().copied().fold(f64::INFINITY, f64::min);
         let ok = r1.viewers == n && worst_pics >= 0.9 && cpu < 0.9;
         let row = format!(
@@ -444,6 +491,7 @@ fn main() {
         }
         best = n;
         best_p50 = pct(0.5);
+        best_detail = detail;
         target += step;
     }
     let _ = cmd_tx.send(Cmd::Stop);
@@ -461,7 +509,7 @@ fn main() {
     // The latency at the largest served step; with none served, the first step's figure is
     // still a measurement (recorded as such, and not a pass).
     let latency = if best > 0 {
-        format!("edge-added latency p50 {best_p50:.1} ms at {best} viewers")
+        format!("edge-added latency p50 {best_p50:.1} ms at {best} viewers ({best_detail})")
     } else if let Some((n, p50)) = first_p50 {
         format!("edge-added latency p50 {p50:.1} ms at {n} viewers (a step not served)")
     } else {

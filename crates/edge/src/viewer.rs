@@ -134,6 +134,11 @@ const COPY_MAX_LOSS: f32 = 0.10;
 /// While str0m's pacer holds a backlog this long, the layers are re-evaluated this often.
 const BACKLOG_CHECK: Duration = Duration::from_millis(200);
 
+/// How far ahead of the shell's clock a str0m deadline is still handled at once (`drain`):
+/// str0m's pacer asks for its next packet 1 µs after the last; pacing intervals are
+/// milliseconds.
+const DUE: Duration = Duration::from_micros(100);
+
 /// The window over which the rate of what leaves for the browser is measured.
 const DEPARTURE_WINDOW: Duration = Duration::from_millis(500);
 
@@ -283,11 +288,15 @@ impl Viewer {
 
     /// Writes what the forwarder has queued to the video stream.
     pub fn write_video(&mut self, now: Instant, out: &mut VecDeque<Transmit>) {
+        let mut wrote = false;
         while let Some(s) = self.fwd.poll_send() {
             if !self.connected || self.closed {
                 continue;
             }
-            self.write_one_video(now, s, out);
+            wrote |= self.write_one_video(now, s);
+        }
+        if wrote {
+            self.drain(now, out);
         }
     }
 
@@ -298,7 +307,8 @@ impl Viewer {
         self.drop_repairs_at_key = true;
     }
 
-    fn write_one_video(&mut self, now: Instant, s: Send, out: &mut VecDeque<Transmit>) {
+    /// Hands one packet to str0m (sent by the next `drain`); whether it was written.
+    fn write_one_video(&mut self, now: Instant, s: Send) -> bool {
         if s.key && self.drop_repairs_at_key {
             self.drop_repairs_at_key = false;
             let mut api = self.rtc.direct_api();
@@ -333,7 +343,7 @@ impl Viewer {
         .nackable(true);
         let mut api = self.rtc.direct_api();
         let Some(tx) = api.stream_tx_by_mid(self.neg.video, None) else {
-            return;
+            return false;
         };
         tx.write_rtp(w);
         self.stats.media_packets += 1;
@@ -348,7 +358,7 @@ impl Viewer {
                 self.pending.pop_front();
             }
         }
-        self.drain(now, out);
+        true
     }
 
     /// Writes the second copies of NACKed packets that are due: their own sequence number,
@@ -441,14 +451,34 @@ impl Viewer {
         self.drain(now, out);
     }
 
+    /// Takes everything str0m has to say now, up to its next deadline in the future.
+    ///
+    /// str0m's pacer releases one packet per `handle_timeout` and then asks for another
+    /// timeout 1 µs later. Left to the shell, each further packet of a burst the pacer allows
+    /// now waits for a whole pass of the shell's loop over every browser (and, on a tokio
+    /// timer, for its millisecond tick): with 200 browsers a 10-packet picture reached the
+    /// last of them tens of milliseconds after it was complete. A deadline within [`DUE`] of
+    /// `now` is handled here instead, so the burst leaves in this call. str0m's clock runs
+    /// at most [`DUE`] ahead of the shell's, and a timeout that brings nothing out twice in
+    /// a row is left to the shell.
     fn drain(&mut self, now: Instant, out: &mut VecDeque<Transmit>) {
+        let mut idle = 0;
         loop {
             match self.rtc.poll_output() {
                 Ok(Output::Timeout(t)) => {
+                    if t <= now + DUE && idle < 2 && !self.closed {
+                        idle += 1;
+                        if self.rtc.handle_input(Input::Timeout(t.max(now))).is_err() {
+                            self.close();
+                            return;
+                        }
+                        continue;
+                    }
                     self.timeout = t;
                     return;
                 }
                 Ok(Output::Transmit(t)) => {
+                    idle = 0;
                     let contents: Vec<u8> = t.contents.into();
                     self.on_transmit(now, &contents);
                     out.push_back(Transmit {
@@ -457,7 +487,10 @@ impl Viewer {
                         contents,
                     });
                 }
-                Ok(Output::Event(e)) => self.on_event(now, e),
+                Ok(Output::Event(e)) => {
+                    idle = 0;
+                    self.on_event(now, e);
+                }
                 Err(_) => {
                     self.close();
                     return;

@@ -331,3 +331,50 @@ fn events_report_connection_and_layer_choices() {
     ));
     assert_eq!(bed.edge.viewer_count(), 0);
 }
+
+/// A picture the pacer lets through leaves for every browser in the call that completed it:
+/// str0m's pacer releases one packet per timeout and asks for the next 1 µs later, and left
+/// to the shell each further packet waited for a pass over every browser (docs/edge.md,
+/// "Benchmark").
+#[test]
+fn a_complete_picture_leaves_for_every_browser_at_once() {
+    let mut bed = Bed::new(|_| {}, src());
+    for i in 0..3 {
+        bed.add_browser(Path::new(4_000_000, ms(10), 0.0, i + 1))
+            .unwrap();
+    }
+    // Picture 90 is all in, picture 91 not yet due (each layer is spread over 0.8 frame).
+    bed.run(common::FRAME * 90 + common::FRAME.mul_f64(0.9));
+    for i in 0..3 {
+        let r = bed.report(i);
+        assert!(r.connected && r.current.spatial == 2, "{r:?}");
+    }
+    let p = bed.src.next_picture().unwrap();
+    let packets: usize = p.layers.iter().map(Vec::len).sum();
+    let at = bed.at();
+    for (k, pkts) in p.layers.iter().enumerate() {
+        for b in pkts {
+            bed.edge.handle_upstream(
+                at,
+                "live",
+                edge::UpstreamPacket {
+                    track: 0,
+                    stream: k as u8,
+                    rtp: b,
+                    at,
+                },
+            );
+        }
+    }
+    let mut rtp = std::collections::HashMap::new();
+    while let Some(t) = bed.edge.poll_transmit() {
+        let b = &t.contents;
+        if b.len() >= 12 && b[0] >> 6 == 2 && !(192..=223).contains(&b[1]) {
+            *rtp.entry(t.destination).or_insert(0usize) += 1;
+        }
+    }
+    for b in &bed.browsers {
+        let n = rtp.get(&b.addr).copied().unwrap_or(0);
+        assert!(n >= packets, "{} sent {n} of {packets} packets", b.addr);
+    }
+}
