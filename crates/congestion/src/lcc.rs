@@ -424,25 +424,37 @@ impl Lcc {
             .is_some_and(|t| now.saturating_since(t) < self.cfg.join_recent)
     }
 
+    /// A Linux TCP flow's rate (bit/s) at the loss events' mean `spacing`, while the loss
+    /// event at `last` is recent: valid while events keep coming at about their usual spacing.
+    fn loss_tcp_bps(
+        &self,
+        now: Time,
+        spacing: Option<f64>,
+        rtt: f64,
+        last: Option<Time>,
+    ) -> Option<f64> {
+        let (t, closed, last) = (spacing?, self.floor.closed_spacing()?, last?);
+        let valid =
+            (self.cfg.floor_valid_spacings * closed).max(self.cfg.floor_min_valid.as_secs_f64());
+        (now.saturating_since(last).as_secs_f64() <= valid).then(|| self.tcp_bps(t, rtt))
+    }
+
+    /// A Linux TCP flow's rate (bit/s) with a loss event every `spacing` s.
+    fn tcp_bps(&self, spacing: f64, rtt: f64) -> f64 {
+        tcp_rate_for_spacing(spacing, rtt) * self.cfg.tcp_mss * 8.0
+    }
+
     /// Whether the loss event that just began is the path's random loss: the packets around
     /// it saw no queue (under `q_random` through the last two ticks and the one under way),
     /// and a Linux TCP flow at the loss events' spacing would still carry the level held (the
     /// first event's seeded spacing never does).
     fn random_loss(&self, now: Time, rtt: f64) -> bool {
-        let under = |q: Option<f64>| q.is_some_and(|q| q < self.cfg.q_random);
-        let queueless = under(self.qd.now_s())
-            && self
-                .qd
-                .tick_so_far_s()
-                .is_none_or(|q| q < self.cfg.q_random)
-            && self
-                .qd
-                .ago_s(Duration::from_millis(100))
-                .is_none_or(|q| q < self.cfg.q_random);
-        let tcp = self
-            .floor
-            .mean_spacing(now)
-            .map(|t| tcp_rate_for_spacing(t, rtt) * self.cfg.tcp_mss * 8.0);
+        let low = |q: Option<f64>| q.is_none_or(|q| q < self.cfg.q_random);
+        let queueless = self.qd.now_s().is_some()
+            && low(self.qd.now_s())
+            && low(self.qd.tick_so_far_s())
+            && low(self.qd.ago_s(Duration::from_millis(100)));
+        let tcp = self.floor.mean_spacing(now).map(|t| self.tcp_bps(t, rtt));
         queueless && tcp.is_some_and(|x| x >= self.rate_of(self.held))
     }
 
@@ -456,33 +468,13 @@ impl Lcc {
         let rtt = self.cfg.base_rtt + self.qd.mean_s(Duration::from_secs(5)).unwrap_or(0.0);
         let new_loss = std::mem::take(&mut self.loss_event);
         let spacing = self.floor.mean_spacing(now);
-        let loss_floor = match (
-            spacing,
-            self.floor.closed_spacing(),
-            self.floor.last_event(),
-        ) {
-            (Some(t), Some(closed), Some(last)) => {
-                // Valid while events keep coming at about their usual spacing.
-                let valid = (self.cfg.floor_valid_spacings * closed)
-                    .max(self.cfg.floor_min_valid.as_secs_f64());
-                (now.saturating_since(last).as_secs_f64() <= valid)
-                    .then(|| tcp_rate_for_spacing(t, rtt) * self.cfg.tcp_mss * 8.0)
-            }
-            _ => None,
-        };
-        // While the newest loss event was random loss and is still within the loss floor's
-        // validity, the loss rate's TCP rate bounds the climb.
-        let random_bound = match (spacing, self.floor.closed_spacing(), self.last_random_loss) {
-            (Some(t), Some(closed), Some(last))
-                if self.last_congestion_loss.is_none_or(|c| c < last) =>
-            {
-                let valid = (self.cfg.floor_valid_spacings * closed)
-                    .max(self.cfg.floor_min_valid.as_secs_f64());
-                (now.saturating_since(last).as_secs_f64() <= valid)
-                    .then(|| tcp_rate_for_spacing(t, rtt) * self.cfg.tcp_mss * 8.0)
-            }
-            _ => None,
-        };
+        let loss_floor = self.loss_tcp_bps(now, spacing, rtt, self.floor.last_event());
+        // While the newest loss event was random loss, the loss rate's TCP rate bounds the
+        // climb.
+        let random_bound = self
+            .last_random_loss
+            .filter(|&r| self.last_congestion_loss.is_none_or(|c| c < r))
+            .and_then(|r| self.loss_tcp_bps(now, spacing, rtt, Some(r)));
         let raw_cap = self
             .disp
             .median_bps(now, self.cfg.dispersion_span, self.cfg.dispersion_min);

@@ -79,6 +79,11 @@ impl Resender {
         self.history = history;
     }
 
+    /// How long sent packets are kept.
+    pub fn history(&self) -> Duration {
+        self.history
+    }
+
     /// Copies sent so far.
     pub fn copies(&self) -> u64 {
         self.copies

@@ -121,9 +121,8 @@ pub struct Viewer {
     departed_bytes: usize,
     backlog_checked: Option<Instant>,
     drop_repairs_at_key: bool,
-    /// How long str0m keeps sent packets for NACKs (`RtcSettings::rtx_history`).
-    rtx_history: Duration,
-    /// The second copy of each NACKed packet.
+    /// The second copy of each NACKed packet; its history is str0m's (`RtcSettings::rtx_history`),
+    /// how long sent packets are kept for NACKs.
     resend: Resender,
 }
 
@@ -181,7 +180,6 @@ impl Viewer {
             departed_bytes: 0,
             backlog_checked: None,
             drop_repairs_at_key: false,
-            rtx_history: Duration::from_millis(1500),
             resend: Resender::new(Duration::from_millis(1500)),
         };
         let mut api = v.rtc.direct_api();
@@ -192,7 +190,6 @@ impl Viewer {
 
     /// How long str0m keeps this browser's sent packets for its NACKs.
     pub fn set_rtx_history(&mut self, d: Duration) {
-        self.rtx_history = d;
         self.resend.set_history(d);
     }
 
@@ -314,7 +311,11 @@ impl Viewer {
             let mut api = self.rtc.direct_api();
             if let Some(tx) = api.stream_tx_by_mid(self.neg.video, None) {
                 // A new cache: resends queued for packets not in it are skipped.
-                tx.set_rtx_cache(4096, self.rtx_history, Some(crate::whep::RTX_RATIO_CAP));
+                tx.set_rtx_cache(
+                    4096,
+                    self.resend.history(),
+                    Some(crate::whep::RTX_RATIO_CAP),
+                );
                 self.stats.repair_drops += 1;
             }
             self.resend.clear_due();

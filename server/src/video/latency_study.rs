@@ -383,10 +383,6 @@ fn playout(lat: &[f64], fps: u32, window_s: f64) -> (usize, f64) {
     (rises, sum / lat.len().max(1) as f64)
 }
 
-fn rises(lat: &[f64], fps: u32) -> usize {
-    playout(lat, fps, 8.0).0
-}
-
 /// The quality suite's encode (docs/testbed.md "Quality suite": 640x360@15 L3T3, `kbps_scale`
 /// 0.6, 1200-B pairs, key picture every 2 s) with the server's pacing defaults, replayed with
 /// and without the sender's discarding rules: `S_YUV=clip.yuv cargo test --release -p
@@ -451,7 +447,7 @@ fn clip_study() {
             q(&o.lat, 0.5),
             q(&o.lat, 0.95),
             q(&o.lat, 1.0),
-            rises(&o.lat, 15),
+            playout(&o.lat, 15, 8.0).0,
             d.count.get(),
             o.worst_dev * 100.0,
             rates.iter().sum::<u64>() as f64 / 1e3
