@@ -77,6 +77,9 @@ pub struct Args {
     pub tfmcc_feedback: Option<SocketAddrV4>,
     /// With `--out`: frames.csv only, no y4m pictures.
     pub no_pictures: bool,
+    /// Never ask for lost packets again, even from a sender that offers it
+    /// (`--no-retransmission`; for comparisons).
+    pub no_retransmission: bool,
     /// With `--out`: read the QR stamp of every N-th shown picture (0: never). zbar is the
     /// largest cost of a headless player (56 % of its CPU at 640x360@15, docs/player.md
     /// "Cost per player").
@@ -111,6 +114,7 @@ const HELP: &str = "layercast-player: receive a layered multicast session
   --out DIR              write DIR/player.jsonl (one JSON line per second), DIR/frames.csv
                          and the decoded pictures DIR/video-<seq>-<W>x<H>.y4m
   --no-pictures          with --out: write frames.csv but no pictures
+  --no-retransmission    never ask the sender for lost packets again (it offers it by default)
   --qr-every N           with --out: read the QR stamp (frame number, capture time) of every
                          N-th shown picture only, 0 = never [default: 1, every picture]
   --duration SECS        stop after this long
@@ -169,6 +173,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         playout_window_ms: crate::playout::WINDOW_NS / 1_000_000,
         tfmcc_feedback: None,
         no_pictures: false,
+        no_retransmission: false,
         qr_every: 1,
         window: false,
         sam_key: None,
@@ -201,6 +206,11 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         }
         if flag == "--no-pictures" {
             a.no_pictures = true;
+            i += 1;
+            continue;
+        }
+        if flag == "--no-retransmission" {
+            a.no_retransmission = true;
             i += 1;
             continue;
         }

@@ -160,6 +160,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             .and_then(|(h, _)| h.parse::<std::net::SocketAddrV4>().ok())
             .map(|sa| *sa.ip()),
         media_requests: true,
+        retransmission: !a.no_retransmission,
         audio_delay: Duration::from_millis(
             a.playout_delay_ms.unwrap_or(crate::audio::DEFAULT_DELAY_MS),
         ),
@@ -243,6 +244,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
             "{}",
             json!({"event": "exit", "elapsed_s": start_wall.elapsed().as_secs_f64(),
             "packets_received": packets, "packets_lost": lost, "fec": sub.fec_stats(),
+            "rtx": sub.rtx_stats(),
             "video": video.as_mut().map(crate::decode::totals)})
         );
     }
@@ -311,7 +313,7 @@ impl Shell {
                     self.layers_changed();
                 }
                 Output::Transmit(t) => {
-                    if t.kind != TransmitKind::Report {
+                    if matches!(t.kind, TransmitKind::KeyRequest | TransmitKind::Resync(_)) {
                         self.decoder.send(crate::decode::Cmd::KeyRequest);
                     }
                     self.feedback.send(&t);
@@ -391,11 +393,22 @@ impl Shell {
         fds.extend(self.socks.iter().map(|(_, s)| s.raw_fd()));
         let n_media = fds.len();
         fds.extend(self.rtcp.fds());
+        let fb_index = fds.len();
+        fds.push(self.feedback.raw_fd());
         let now_ns = net::realtime_ns() as i64;
         let ms = |t: i64| ((t - now_ns) / 1_000_000).max(0);
         let wait_ms = ms(deadline.as_nanos().min(i64::MAX as u64) as i64).min(50);
         let ann = self.ann_sock.is_some();
         for i in net::poll_readable(&fds, wait_ms as i32) {
+            if i == fb_index {
+                for _ in 0..256 {
+                    let Some(n) = self.feedback.recv(&mut self.buf) else {
+                        break;
+                    };
+                    sub.handle_retransmission(now(), now(), &self.buf[..n]);
+                }
+                continue;
+            }
             if i >= n_media {
                 let vssrc = self
                     .info
@@ -542,6 +555,7 @@ impl Shell {
                 x.json(&s.audio.unwrap_or_default())
             }),
             "fec": s.fec,
+            "rtx": s.rtx,
             "stale_resets": s.stale_resets,
             "restart": s.restart,
             "dropped": s.drops,

@@ -195,6 +195,18 @@ pub fn metrics(viewer: &str, s: &Snapshot, tfmcc: Option<&Value>) -> String {
         "counter",
         s.fec.unrepaired as f64,
     );
+    // Retransmission (docs/protocols/retransmission.md): packets asked for again, and the
+    // retransmissions that filled a gap.
+    gauge(
+        "layercast_player_rtx_asked_total",
+        "counter",
+        s.rtx.asked as f64,
+    );
+    gauge(
+        "layercast_player_rtx_received_total",
+        "counter",
+        s.rtx.received as f64,
+    );
     if let Some(t) = tfmcc {
         let f = |k: &str| t[k].as_f64().unwrap_or(0.0);
         gauge("layercast_player_tfmcc_rate_bps", "gauge", f("rate_bps"));

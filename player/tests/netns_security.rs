@@ -73,6 +73,7 @@ fn forged_info() -> SessionInfo {
         announce_interval: Duration::from_secs(1),
         tracks: Vec::new(),
         feedback_port: None,
+        retransmission: false,
     }
 }
 

@@ -81,6 +81,12 @@ pub struct PacerStats {
     /// Viewer reports read on it that the report task could not take (queue full, or
     /// `udp_reports` off).
     pub reports_dropped: AtomicU64,
+    /// Retransmission (`PublisherStats::rtx`): packets asked for, sent again, and refused as
+    /// not kept or over budget.
+    pub rtx_asked: AtomicU64,
+    pub rtx_sent: AtomicU64,
+    pub rtx_not_kept: AtomicU64,
+    pub rtx_over_budget: AtomicU64,
 }
 
 /// What the media thread runs.
@@ -236,7 +242,13 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
                     continue;
                 }
                 if len < rbuf.len() {
-                    publisher.handle_feedback(clock(Instant::now()), from.ip(), &rbuf[..len]);
+                    publisher.handle_feedback(clock(Instant::now()), from, &rbuf[..len]);
+                }
+            }
+            // Retransmissions asked for, at once, from the socket the requests came to.
+            while let Some((to, bytes)) = publisher.poll_retransmit() {
+                if fb.send_to(&bytes, to).is_err() {
+                    stats.send_errors.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
@@ -411,6 +423,12 @@ fn flush(
     stats
         .padding_packets
         .store(st.padding_packets, Ordering::Relaxed);
+    stats.rtx_asked.store(st.rtx.asked, Ordering::Relaxed);
+    stats.rtx_sent.store(st.rtx.sent, Ordering::Relaxed);
+    stats.rtx_not_kept.store(st.rtx.not_kept, Ordering::Relaxed);
+    stats
+        .rtx_over_budget
+        .store(st.rtx.over_budget + st.rtx.table_full, Ordering::Relaxed);
     (done.packets, done.bytes, done.bunches) = (st.packets, st.bytes, st.bunches);
     *stats
         .per_layer_queued

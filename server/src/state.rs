@@ -415,6 +415,7 @@ impl State {
             announce_interval: self.cfg.announce_interval,
             tracks,
             feedback_port: None,
+            retransmission: r.retransmission,
         };
         congestion::wire::sam::validate(&info)?;
         let sock = sock::sender_socket(&self.cfg)?;
@@ -510,6 +511,8 @@ impl State {
             );
         }
         info.feedback_port = Some(fb_port);
+        // Retransmissions leave by the feedback socket: without one there are none to offer.
+        info.retransmission &= feedback.is_some();
         let feedback_reply = feedback.as_ref().and_then(|s| s.try_clone().ok());
         let tfmcc = is_tfmcc.then(|| {
             let announced =

@@ -80,6 +80,7 @@ fn drive(mut c: Box<dyn LayeredController>, inputs: &[Input]) -> Result<(), Test
                     announce_interval: Duration::from_secs(1),
                     tracks: Vec::new(),
                     feedback_port: None,
+                    retransmission: false,
                 };
                 c.handle_announcement(Time::from_micros(now.max(0) as u64), &info);
             }

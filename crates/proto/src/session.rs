@@ -46,6 +46,10 @@ pub struct SessionInfo {
     /// port + 1; `None` means that default. See [`SessionInfo::feedback_port_or_default`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback_port: Option<u16>,
+    /// The sender answers retransmission requests on the feedback port
+    /// (docs/protocols/retransmission.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retransmission: bool,
 }
 
 impl SessionInfo {
@@ -130,6 +134,7 @@ impl SessionInfo {
             announce_interval: Duration::from_secs(1),
             tracks: Vec::new(),
             feedback_port: None,
+            retransmission: false,
         }
     }
 }

@@ -5,11 +5,14 @@
 //!
 //! Sessions without report keys take unauthenticated requests: the worst a forger can do is
 //! ask for key pictures, which the sender grants at most twice a second whoever asks
-//! (`session::publisher`, "Media requests").
+//! (`session::publisher`, "Media requests"), or for retransmissions, which each address gets
+//! within a small budget (`session::publisher::rtx`).
 
 use crate::auth::{context_tag, ReceiverKey, ReportMac, REPORT_TAG_LEN};
 use hmac::Mac;
-use proto::wire::request::{MediaRequest, BODY_LEN, TAG_LEN};
+#[cfg(test)]
+use proto::wire::request::BODY_LEN;
+use proto::wire::request::{MediaRequest, TAG_LEN};
 use proto::{Error, Result};
 
 /// Domain separation from report MACs.
@@ -27,7 +30,7 @@ impl ReceiverKey {
         let full = context_tag(&self.key, REQUEST_MAC_CONTEXT, &body)
             .finalize()
             .into_bytes();
-        let mut v = body.to_vec();
+        let mut v = body;
         v.extend_from_slice(&full[..TAG_LEN]);
         v
     }
@@ -42,7 +45,7 @@ impl ReportMac {
             return Err(Error::Unauthenticated { what: WHAT });
         }
         let k = self.receiver_key(req.rid);
-        context_tag(&k.key, REQUEST_MAC_CONTEXT, &buf[..BODY_LEN])
+        context_tag(&k.key, REQUEST_MAC_CONTEXT, &buf[..req.body_len()])
             .verify_truncated_left(&req.tag)
             .map_err(|_| Error::AuthFailed {
                 what: WHAT,

@@ -11,7 +11,8 @@
 //! ```
 //!
 //! Datagrams the Publisher sends on their own (the audio track's packets and repairs) take the
-//! same router and links. The router joins at once and leaves at once (a fast-leave IGMP router next to the
+//! same router and links; its retransmissions go by unicast to the viewer that asked, through
+//! that viewer's link. The router joins at once and leaves at once (a fast-leave IGMP router next to the
 //! bottleneck); feedback reaches the publisher after `feedback_delay`. Each packet counts
 //! its UDP payload plus [`WIRE_OVERHEAD`] bytes on the link, as tbf and the link emulator
 //! count Ethernet frames.
@@ -23,7 +24,7 @@ use congestion::Decision;
 use netmodel::{Link, LinkConfig};
 use proto::{SessionInfo, Time};
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 /// UDP + IPv4 + Ethernet header bytes a packet takes on a link besides its payload.
@@ -35,6 +36,8 @@ struct Datagram {
     group: Ipv4Addr,
     port: u16,
     bytes: Vec<u8>,
+    /// A retransmission sent to this viewer alone (not through a group).
+    unicast: bool,
 }
 
 /// One viewer: its bottleneck and its Subscriber, and what it said.
@@ -43,7 +46,9 @@ pub struct Viewer {
     link: Link<Datagram>,
     joined: Vec<(Ipv4Addr, u16)>,
     /// Its address as the sender sees its feedback.
-    pub addr: IpAddr,
+    pub addr: SocketAddr,
+    /// Retransmitted packets its link delivered.
+    pub retransmitted: u64,
     pub snapshots: Vec<Snapshot>,
     pub decisions: Vec<Decision>,
     /// Media packets delivered.
@@ -80,7 +85,7 @@ pub struct Harness {
     pub viewers: Vec<Viewer>,
     info: SessionInfo,
     next_announce: Time,
-    feedback: Vec<(Time, IpAddr, Vec<u8>)>,
+    feedback: Vec<(Time, SocketAddr, Vec<u8>)>,
     pub feedback_delay: Duration,
 }
 
@@ -113,7 +118,11 @@ impl Harness {
             sub,
             link,
             joined: Vec::new(),
-            addr: IpAddr::V4(Ipv4Addr::new(10, 9, (n >> 8) as u8, n as u8 + 2)),
+            addr: SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::new(10, 9, (n >> 8) as u8, n as u8 + 2)),
+                40_000,
+            ),
+            retransmitted: 0,
             snapshots: Vec::new(),
             decisions: Vec::new(),
             media: 0,
@@ -176,6 +185,7 @@ impl Harness {
                             group: *d.ip(),
                             port: d.port(),
                             bytes: p.clone(),
+                            unicast: false,
                         };
                         v.link.arrive(now, dg, p.len() as u32 + WIRE_OVERHEAD, 0);
                         v.next_timeout = v.next_timeout.min(v.link.next_wakeup());
@@ -192,10 +202,25 @@ impl Harness {
                         group: *d.to.ip(),
                         port: d.to.port(),
                         bytes: d.bytes.clone(),
+                        unicast: false,
                     };
                     v.link.arrive(now, dg, size, 0);
                     v.next_timeout = v.next_timeout.min(v.link.next_wakeup());
                 }
+            }
+        }
+        // Retransmissions, to the viewer that asked.
+        while let Some((to, bytes)) = self.publisher.poll_retransmit() {
+            if let Some(v) = self.viewers.iter_mut().find(|v| v.addr == to) {
+                let size = bytes.len() as u32 + WIRE_OVERHEAD;
+                let dg = Datagram {
+                    group: Ipv4Addr::UNSPECIFIED,
+                    port: 0,
+                    bytes,
+                    unicast: true,
+                };
+                v.link.arrive(now, dg, size, 0);
+                v.next_timeout = v.next_timeout.min(v.link.next_wakeup());
             }
         }
         while self.publisher.poll_encoder_control(now).is_some() {}
@@ -203,6 +228,11 @@ impl Harness {
         for v in &mut self.viewers {
             v.link.service(now);
             while let Some((at, d)) = v.link.poll_release(now) {
+                if d.unicast {
+                    v.retransmitted += 1;
+                    v.sub.handle_retransmission(now, at, &d.bytes);
+                    continue;
+                }
                 // A packet for a group left while it was in flight is not delivered.
                 if v.joined.contains(&(d.group, d.port)) {
                     *v.delivered.entry((d.group, d.port)).or_default() += 1;

@@ -225,7 +225,23 @@ fn tfmcc_reports_reach_the_sender_through_its_vetting() {
 /// its packets (seeded: both runs lose the same slots). Returns the media payloads pushed and
 /// the viewer.
 fn fec_run(repair: bool, loss: f64) -> (Vec<Vec<u8>>, session::harness::Viewer, String) {
+    let (pushed, v, line, _) = media_run(repair, false, loss);
+    (pushed, v, line)
+}
+
+/// [`fec_run`] with retransmission offered or not; also returns the publisher's counters.
+fn media_run(
+    repair: bool,
+    retransmit: bool,
+    loss: f64,
+) -> (
+    Vec<Vec<u8>>,
+    session::harness::Viewer,
+    String,
+    session::publisher::PublisherStats,
+) {
     let mut info = SessionInfo::equal_layers(1, 200_000, Ipv4Addr::new(239, 255, 3, 0), 7004);
+    info.retransmission = retransmit;
     info.packet_size = 600;
     info.bunch_len = 2;
     info.session_id = 9;
@@ -296,7 +312,73 @@ fn fec_run(repair: bool, loss: f64) -> (Vec<Vec<u8>>, session::harness::Viewer, 
         "sender: {} packets, {} repair, {} padding, {} media dropped",
         st.packets, st.repair_packets, st.padding_packets, st.dropped
     );
-    (pushed, h.viewers.swap_remove(v), line)
+    (pushed, h.viewers.swap_remove(v), line, st)
+}
+
+/// Retransmission end to end in virtual time: the same 5 % losses as the FEC test, no FEC,
+/// retransmission offered or not. With it, the viewer asks for every gap, the sender sends the
+/// kept media packets again to it alone, and every picture arrives bit-exact; without it, the
+/// lost ones are missing. The loss the controller and the snapshot count is the network's in
+/// both runs: a retransmission repairs the picture, not the congestion signal. (The link draws
+/// its losses per packet, so the retransmissions shift which packets the first run loses.)
+#[test]
+fn retransmission_repairs_lost_media_end_to_end() {
+    let wall = Instant::now();
+    let (pushed, with, _, st) = media_run(false, true, 0.05);
+    let (_, without, _, st0) = media_run(false, false, 0.05);
+    let pictures = |v: &session::harness::Viewer| -> Vec<u32> {
+        let mut ts: Vec<u32> = v
+            .media_packets
+            .iter()
+            .map(|m| {
+                let p = proto::rtp::RtpPacket::parse(&m.packet).unwrap();
+                assert_eq!(
+                    &pushed[(p.timestamp() / 3000) as usize],
+                    p.payload(),
+                    "picture {}",
+                    p.timestamp() / 3000
+                );
+                p.timestamp() / 3000
+            })
+            .collect();
+        ts.sort_unstable();
+        ts.dedup();
+        ts
+    };
+    let (got, got0) = (pictures(&with), pictures(&without));
+    let rx = with.sub.rtx_stats();
+    eprintln!(
+        "with retransmission: {} of {} pictures, requests {} for {} packets, {} retransmitted \
+         ({} useless), sender sent {} ({} not kept, {} over budget); without: {} pictures; \
+         loss counted {} / {}; {:?} wall",
+        got.len(),
+        pushed.len(),
+        rx.requests,
+        rx.asked,
+        rx.received,
+        rx.useless,
+        st.rtx.sent,
+        st.rtx.not_kept,
+        st.rtx.over_budget,
+        got0.len(),
+        with.sub.totals().1,
+        without.sub.totals().1,
+        wall.elapsed()
+    );
+    assert_eq!(
+        got.len(),
+        pushed.len(),
+        "a picture missing with retransmission"
+    );
+    let missing = pushed.len() - got0.len();
+    assert!(missing >= 5, "only {missing} pictures lost without it");
+    assert_eq!(rx.received, with.retransmitted - rx.useless);
+    assert!(rx.received as usize >= missing);
+    assert_eq!(st0.rtx.sent, 0);
+    assert_eq!(without.sub.rtx_stats().requests, 0);
+    // Every gap a retransmission filled still counts as lost for the congestion signal (were
+    // the tally undone, it would be below what was retransmitted).
+    assert!(with.sub.totals().1 >= rx.received);
 }
 
 /// FEC end to end in virtual time: the Publisher sends repair packets in the layer's free

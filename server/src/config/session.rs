@@ -53,6 +53,10 @@ pub struct SessionConfig {
     /// authenticated key API), and apply the influence limiter to them
     /// (docs/security.md §4). Needs `api_token`. Default false.
     pub auth_reports: Option<bool>,
+    /// Layered video sessions: keep each layer's packets for a second and send the ones a
+    /// viewer reports lost again, to it alone, within a budget (docs/protocols/retransmission.md).
+    /// Default true for layered video; TFMCC and synthetic sessions have none.
+    pub retransmission: Option<bool>,
 }
 
 /// A session config with every default filled in and every value checked.
@@ -73,6 +77,8 @@ pub struct ResolvedSession {
     pub audio: Option<crate::media::audio::AudioSettings>,
     pub encrypt: bool,
     pub auth_reports: bool,
+    /// The session offers retransmission (announced in the SAM).
+    pub retransmission: bool,
 }
 
 /// Smallest packet: 12-byte RTP header + 16-byte cc extension + 1 byte of payload.
@@ -257,6 +263,17 @@ impl SessionConfig {
                 Some(settings)
             }
         };
+        let layered_video = video.is_some() && protocol != "tfmcc";
+        let retransmission = match self.retransmission {
+            Some(true) if !layered_video => {
+                return Err(Error::config(
+                    &key("retransmission"),
+                    "only layered video sessions retransmit (not TFMCC, not synthetic layers)",
+                ))
+            }
+            Some(on) => on,
+            None => layered_video,
+        };
         Ok(ResolvedSession {
             id,
             name,
@@ -272,6 +289,7 @@ impl SessionConfig {
             audio,
             encrypt,
             auth_reports: self.auth_reports.unwrap_or(false),
+            retransmission,
         })
     }
 }
@@ -321,5 +339,42 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("b.group"));
+    }
+
+    /// Retransmission is on by default for layered video, off for synthetic layers and TFMCC,
+    /// and asking for it where it cannot be is an error that names the key.
+    #[test]
+    fn retransmission_defaults_to_layered_video_only() {
+        let g = Ipv4Addr::new(239, 255, 77, 0);
+        let video = |protocol: &str, rtx: Option<bool>| SessionConfig {
+            source: Some("testpattern".into()),
+            protocol: Some(protocol.into()),
+            retransmission: rtx,
+            ..Default::default()
+        };
+        let r = video("era", None).resolve("s", "s1", g, 5004).unwrap();
+        assert!(r.retransmission);
+        let r = video("era", Some(false))
+            .resolve("s", "s1", g, 5004)
+            .unwrap();
+        assert!(!r.retransmission);
+        let r = SessionConfig::default()
+            .resolve("s", "s1", g, 5004)
+            .unwrap();
+        assert!(!r.retransmission);
+        let synthetic = SessionConfig {
+            retransmission: Some(true),
+            ..Default::default()
+        };
+        for bad in [synthetic, video("tfmcc", Some(true))] {
+            let e = bad.resolve("s", "s1", g, 5004).unwrap_err().to_string();
+            assert!(e.contains("s.retransmission"), "{e}");
+        }
+        assert!(
+            !video("tfmcc", None)
+                .resolve("s", "s1", g, 5004)
+                .unwrap()
+                .retransmission
+        );
     }
 }

@@ -23,7 +23,7 @@ pub fn metrics(state: &State, table: &Table) -> String {
     let mut m = String::new();
     let sessions = state.all_sessions();
     type Read = fn(&PacerStats) -> u64;
-    let counters: [(&str, Read); 9] = [
+    let counters: [(&str, Read); 13] = [
         ("layercast_sender_packets_total", |st| {
             st.packets.load(Ordering::Relaxed)
         }),
@@ -53,6 +53,20 @@ pub fn metrics(state: &State, table: &Table) -> String {
         // Viewer reports among them the report task could not take (queue full, or off).
         ("layercast_feedback_reports_dropped_total", |st| {
             st.reports_dropped.load(Ordering::Relaxed)
+        }),
+        // Retransmission: packets viewers asked for, sent again, and not sent (no longer kept,
+        // or over the requester's or the session's budget).
+        ("layercast_sender_rtx_asked_total", |st| {
+            st.rtx_asked.load(Ordering::Relaxed)
+        }),
+        ("layercast_sender_rtx_packets_total", |st| {
+            st.rtx_sent.load(Ordering::Relaxed)
+        }),
+        ("layercast_sender_rtx_not_kept_total", |st| {
+            st.rtx_not_kept.load(Ordering::Relaxed)
+        }),
+        ("layercast_sender_rtx_over_budget_total", |st| {
+            st.rtx_over_budget.load(Ordering::Relaxed)
         }),
     ];
     for (name, get) in counters {

@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | 0 | 4 | magic `"LCSA"` |
 //! | 4 | 1 | version = 2 |
-//! | 5 | 1 | flags: bit 0 = signature trailer present; bit 1 = feedback port present; other bits must be 0 |
+//! | 5 | 1 | flags: bit 0 = signature trailer present; bit 1 = feedback port present; bit 2 = the sender retransmits lost packets on request; other bits must be 0 |
 //! | 6 | 2 | N = number of transport layers, 1..=256 |
 //! | 8 | 4 | session id |
 //! | 12 | 4 | announce seq |
@@ -66,6 +66,9 @@ pub const MAX_STREAMS: usize = 64;
 pub const FLAG_SIGNED: u8 = 0x01;
 /// Flags bit: a feedback port follows the track list.
 pub const FLAG_FEEDBACK_PORT: u8 = 0x02;
+/// Flags bit: the sender answers retransmission requests (`wire::request`,
+/// docs/protocols/retransmission.md); receivers send none to a sender without it.
+pub const FLAG_RETRANSMISSION: u8 = 0x04;
 /// Fixed header length (bytes before the layer table).
 pub const HEADER_LEN: usize = 32;
 /// Bytes per layer entry.
@@ -275,6 +278,11 @@ fn encode_body(info: &SessionInfo, flags: u8, out: &mut Vec<u8>) -> Result<()> {
             FLAG_FEEDBACK_PORT
         } else {
             0
+        }
+        | if info.retransmission {
+            FLAG_RETRANSMISSION
+        } else {
+            0
         };
     out.reserve(HEADER_LEN + LAYER_ENTRY_LEN * info.layers.len() + 1 + 64 * info.tracks.len());
     out.extend_from_slice(&MAGIC);
@@ -362,7 +370,7 @@ pub fn decode(buf: &[u8]) -> Result<DecodedSam<'_>> {
         });
     }
     let flags = r.u8("SAM header")?;
-    if flags & !(FLAG_SIGNED | FLAG_FEEDBACK_PORT) != 0 {
+    if flags & !(FLAG_SIGNED | FLAG_FEEDBACK_PORT | FLAG_RETRANSMISSION) != 0 {
         return Err(Error::Malformed {
             what: "SAM flags",
             detail: format!("unknown bits in {flags:#04x}"),
@@ -480,6 +488,7 @@ pub fn decode(buf: &[u8]) -> Result<DecodedSam<'_>> {
             announce_interval: Duration::from_micros(announce as u64),
             tracks,
             feedback_port,
+            retransmission: flags & FLAG_RETRANSMISSION != 0,
         },
         signature,
     })

@@ -5,6 +5,8 @@
 //! audio encoder (Opus frames)                        -> push_audio -> poll_datagram: its
 //!     packets and their lagged repairs, each sent on its own between two bunches
 //! feedback datagrams (reports, media requests)       -> handle_feedback
+//!     retransmission requests (sessions that announce it): the kept packets asked for, to
+//!     the requester, within its budget ([`rtx`])     -> poll_retransmit
 //! the host's control plane (an HTTP key request)     -> request_key / request_resync
 //!                                                      poll_timeout: when the next bunch is due
 //! the host waits until then, then                     poll_transmit(now) -> Bunch:
@@ -29,11 +31,13 @@ mod discard;
 pub mod packet;
 pub mod reports;
 pub mod requests;
+pub mod rtx;
 pub mod tfmcc;
 
 pub use burst::Burst;
 pub use reports::{ReportConfig, REPORT_INTERVAL};
 pub use requests::{EncoderControl, KEY_REQUEST_MIN_INTERVAL};
+pub use rtx::{RtxConfig, RtxStats};
 
 use crate::error::{Error, Result};
 use congestion::schedule::Schedule;
@@ -45,7 +49,7 @@ use proto::{SessionInfo, Time, TrackKind};
 use requests::Requests;
 use security::auth::{MediaSealer, ReportMac};
 use std::collections::VecDeque;
-use std::net::{IpAddr, SocketAddrV4};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration;
 use tfmcc::TfmccSend;
 
@@ -118,6 +122,9 @@ pub struct PublisherConfig {
     pub max_middle_wait: Option<Duration>,
     /// Send RTCP sender reports of every stream ([`Publisher::poll_report`]).
     pub reports: Option<ReportConfig>,
+    /// Bounds of retransmission, for a session whose announcement offers it
+    /// (`SessionInfo::retransmission`; layered media sessions only).
+    pub rtx: RtxConfig,
     /// When the first cycle starts.
     pub start: Time,
 }
@@ -139,6 +146,7 @@ impl PublisherConfig {
             max_discardable_wait: None,
             max_middle_wait: None,
             reports: None,
+            rtx: RtxConfig::default(),
             start: Time::ZERO,
         }
     }
@@ -169,6 +177,8 @@ pub struct PublisherStats {
     pub padding_packets: u64,
     /// Audio frames pushed into a session without an audio track.
     pub audio_refused: u64,
+    /// Retransmission counters (sessions that offer it).
+    pub rtx: RtxStats,
 }
 
 struct Layered {
@@ -183,6 +193,8 @@ struct Layered {
     credit: Vec<Duration>,
     /// FEC encoder per layer (layers whose video stream announces repair).
     fec: Vec<Option<FecEncoder>>,
+    /// Sessions that announce retransmission: the packets kept for it.
+    rtx: Option<rtx::Retransmitter>,
     /// Which frames are left out, and each picture's sent-frames mark.
     discard: discard::FrameDiscard,
 }
@@ -230,6 +242,11 @@ impl Publisher {
             .track(TrackKind::Video)
             .map_or(n, |t| t.streams.len().max(n));
         let mode = match cfg.tfmcc {
+            Some(_) if info.retransmission => {
+                return Err(Error::Config(
+                    "TFMCC sessions do not offer retransmission".into(),
+                ))
+            }
             Some(video) => {
                 if cfg.sealer.is_some() {
                     return Err(Error::Config("TFMCC sessions do not encrypt media".into()));
@@ -279,6 +296,9 @@ impl Publisher {
                     gap,
                     credit,
                     fec: fec_encoders(&info, plain_size)?,
+                    rtx: info
+                        .retransmission
+                        .then(|| rtx::Retransmitter::new(cfg.rtx.clone(), &info)),
                     discard: discard::FrameDiscard::new(
                         &info,
                         cfg.max_discardable_wait,
@@ -468,7 +488,7 @@ impl Publisher {
 
     /// A datagram arrived on the feedback port from `src`: a TFMCC receiver report or a media
     /// request (`proto::wire::request`). Anything else is counted and dropped.
-    pub fn handle_feedback(&mut self, now: Time, src: IpAddr, bytes: &[u8]) {
+    pub fn handle_feedback(&mut self, now: Time, src: SocketAddr, bytes: &[u8]) {
         if bytes.starts_with(&REQUEST_MAGIC) {
             let req = match &self.report_mac {
                 Some(m) => m.verify_request(bytes),
@@ -488,15 +508,49 @@ impl Publisher {
                 Ok(r) if r.session_id == self.info.session_id => match r.kind {
                     RequestKind::KeyPicture => self.requests.key(),
                     RequestKind::Resync(s) => self.requests.resync(s),
+                    RequestKind::Retransmit => self.retransmit(now, src, &r.nack),
                 },
                 _ => self.stats.requests_refused += 1,
             }
             return;
         }
         match &mut self.mode {
-            Mode::Tfmcc(t) => t.handle_report(now, src, bytes),
+            Mode::Tfmcc(t) => t.handle_report(now, src.ip(), bytes),
             Mode::Layered(_) => self.stats.requests_refused += 1,
         }
+    }
+
+    /// A retransmission request: the layer is the one whose padding SSRC (`ssrc_base + k`,
+    /// which its video stream shares) the request names.
+    fn retransmit(&mut self, now: Time, src: SocketAddr, nack: &proto::wire::request::Nack) {
+        let Mode::Layered(l) = &mut self.mode else {
+            self.stats.requests_refused += 1;
+            return;
+        };
+        let Some(r) = l.rtx.as_mut() else {
+            self.stats.requests_refused += 1;
+            return;
+        };
+        let k = nack.ssrc.wrapping_sub(self.ssrc_base) as usize;
+        if k >= l.queues.len() {
+            self.stats.requests_refused += 1;
+            return;
+        }
+        r.request(now, src, k, &nack.seqs);
+        self.stats.rtx = r.stats();
+    }
+
+    /// The next retransmission due (sessions that offer it): a kept packet, as first sent, and
+    /// the requester it goes to. Send it at once, on the socket the requests arrive on.
+    #[must_use]
+    pub fn poll_retransmit(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
+        let Mode::Layered(l) = &mut self.mode else {
+            return None;
+        };
+        let r = l.rtx.as_mut()?;
+        let out = r.poll();
+        self.stats.rtx = r.stats();
+        out
     }
 
     /// The host's control plane asks for a key picture (`POST .../keyframe`).
@@ -526,6 +580,7 @@ impl Publisher {
     #[must_use]
     pub fn poll_timeout(&self, now: Time) -> Time {
         let t = match &self.mode {
+            Mode::Layered(l) if l.rtx.as_ref().is_some_and(rtx::Retransmitter::pending) => now,
             Mode::Layered(l) => next_layer(l).1,
             Mode::Tfmcc(t) => t.poll_timeout(now),
         };
@@ -588,6 +643,7 @@ impl Publisher {
                     let buf = &mut self.bufs[pos];
                     buf.clear();
                     let ssrc = self.ssrc_base.wrapping_add(k as u32);
+                    let media = l.queues[k].front().is_some();
                     match l.queues[k].pop_front() {
                         Some(p) => {
                             l.last_ts[k] = p.header.timestamp;
@@ -629,6 +685,9 @@ impl Publisher {
                         ),
                     }
                     seal(&mut self.sealer, &mut self.stats, buf, l.ext_seq[k]);
+                    if let (true, Some(r)) = (media && self.media, l.rtx.as_mut()) {
+                        r.sent(now, k, l.seq[k], buf);
+                    }
                     l.seq[k] = l.seq[k].wrapping_add(1);
                     l.ext_seq[k] += 1;
                     self.bunch_dests.push(l.dests[k]);

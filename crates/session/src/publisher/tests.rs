@@ -180,7 +180,7 @@ fn key_requests_are_aggregated_and_vetted() {
     let mut i = info(&[100_000], 500, 2);
     i.session_id = 77;
     let mut p = Publisher::new(config(i)).unwrap();
-    let src: IpAddr = "10.0.0.9".parse().unwrap();
+    let src: std::net::SocketAddr = "10.0.0.9:4000".parse().unwrap();
     let req = |sid: u32| MediaRequest::new(RequestKind::KeyPicture, sid, 0, 1).to_bytes();
     for n in 0..30u64 {
         p.handle_feedback(Time::from_millis(1000 + n), src, &req(77));

@@ -33,6 +33,10 @@ pub struct SubscriberConfig {
     pub feedback_fallback_host: Option<Ipv4Addr>,
     /// Send key-picture and re-sync requests.
     pub media_requests: bool,
+    /// Ask for lost media packets again when the sender offers it (`super::nack`); the host
+    /// hands the retransmissions, which come to the socket the requests leave by, to
+    /// [`super::Subscriber::handle_retransmission`].
+    pub retransmission: bool,
     /// The audio track's playout delay after its first packet ([`crate::audio::playout`]);
     /// the track is received (and [`Output::Audio`] given) when media is delivered.
     pub audio_delay: Duration,
@@ -50,6 +54,7 @@ impl Default for SubscriberConfig {
             feedback_override: None,
             feedback_fallback_host: None,
             media_requests: true,
+            retransmission: true,
             audio_delay: Duration::from_millis(800),
         }
     }

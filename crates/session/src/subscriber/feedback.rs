@@ -45,6 +45,14 @@ impl Subscriber {
     }
 
     pub(super) fn send_request(&mut self, kind: RequestKind, tk: TransmitKind) {
+        self.send_media_request(|sid, rid, ts| MediaRequest::new(kind, sid, rid, ts), tk);
+    }
+
+    fn send_media_request(
+        &mut self,
+        build: impl FnOnce(u32, u32, u32) -> MediaRequest,
+        tk: TransmitKind,
+    ) {
         if !self.cfg.media_requests {
             return;
         }
@@ -56,8 +64,7 @@ impl Subscriber {
             Driver::Tfmcc(r) => r.rid(),
             _ => 0,
         };
-        let req = MediaRequest::new(
-            kind,
+        let req = build(
             info.session_id,
             rid,
             (self.now.as_micros() & 0xffff_ffff) as u32,
@@ -71,6 +78,58 @@ impl Subscriber {
             payload,
             kind: tk,
         }));
+    }
+
+    /// Whether gaps are asked for: the host wants it, delivers media, sends requests, and the
+    /// sender offers it.
+    pub(super) fn retransmission_on(&self) -> bool {
+        self.cfg.retransmission
+            && self.cfg.media_requests
+            && self.cfg.deliver_media
+            && self.info.as_ref().is_some_and(|i| i.retransmission)
+    }
+
+    /// The retransmission requests due: per stream, its missing packets due, in as many
+    /// requests as their entries need.
+    pub(super) fn retransmit_requests(&mut self, now: Time) {
+        if !self.retransmission_on() {
+            return;
+        }
+        for i in 0..self.streams.len() {
+            let Some(ssrc) = self.streams[i].ssrc else {
+                continue;
+            };
+            let mut left: Vec<u16> = self.streams[i]
+                .missing
+                .due(now, &mut self.rtx)
+                .into_iter()
+                .map(|e| e as u16)
+                .collect();
+            while !left.is_empty() {
+                let nack = Nack {
+                    ssrc,
+                    seqs: left.clone(),
+                };
+                let entries = nack.entries();
+                let covered = |s: u16| {
+                    entries.iter().any(|&(pid, blp)| match s.wrapping_sub(pid) {
+                        0 => true,
+                        d @ 1..=16 => blp & (1 << (d - 1)) != 0,
+                        _ => false,
+                    })
+                };
+                let (sent, rest): (Vec<u16>, Vec<u16>) =
+                    left.into_iter().partition(|&s| covered(s));
+                self.rtx.requests += 1;
+                self.rtx.asked += sent.len() as u64;
+                let nack = Nack { ssrc, seqs: sent };
+                self.send_media_request(
+                    |sid, rid, ts| MediaRequest::retransmit(nack, sid, rid, ts),
+                    TransmitKind::Retransmit,
+                );
+                left = rest;
+            }
+        }
     }
 
     pub(super) fn key_requests_due(&self) -> bool {

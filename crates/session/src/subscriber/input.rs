@@ -159,6 +159,54 @@ impl Subscriber {
             } else {
                 Vec::new()
             },
+            rtx: false,
+        });
+    }
+
+    /// A retransmitted packet arrived (on the socket the requests leave by) at kernel time
+    /// `recv_time`: the sender's packet as first sent, for the stream its SSRC names.
+    pub fn handle_retransmission(&mut self, now: Time, recv_time: Time, bytes: &[u8]) {
+        self.advance(now);
+        let Some(data) = open_media(self.opener.as_mut(), bytes) else {
+            self.drops.media_auth_failed += 1;
+            return;
+        };
+        let data: &[u8] = &data;
+        let Ok(p) = RtpPacket::parse(data) else {
+            self.drops.malformed_rtp += 1;
+            return;
+        };
+        let Some(cc) = p
+            .extension(cc_ext::DEFAULT_ID)
+            .and_then(|e| CcFields::parse(e).ok())
+        else {
+            self.drops.bad_cc += 1;
+            return;
+        };
+        let Some(s) = self
+            .streams
+            .iter()
+            .find(|s| s.ssrc == Some(p.ssrc()) && s.layer == cc.layer)
+        else {
+            self.rtx.useless += 1;
+            return;
+        };
+        self.batch.push(Pkt {
+            recv_time,
+            group: s.group,
+            port: s.port,
+            cc,
+            seq: p.sequence_number(),
+            ssrc: p.ssrc(),
+            size: bytes.len() as u32,
+            padding: p.payload().is_empty(),
+            data: if self.cfg.deliver_media {
+                data.to_vec()
+            } else {
+                Vec::new()
+            },
+            ext: Vec::new(),
+            rtx: true,
         });
     }
 }

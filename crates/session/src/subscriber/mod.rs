@@ -33,6 +33,7 @@ mod feedback;
 mod input;
 pub mod limbo;
 mod membership;
+pub mod nack;
 pub mod output;
 mod packets;
 pub mod repair;
@@ -46,6 +47,7 @@ pub mod tfmcc;
 pub use config::{Announcement, Control, Security, SubscriberConfig};
 use driver::Driver;
 pub use limbo::{Held, LimboStats};
+pub use nack::RtxStats;
 pub use output::{
     Drops, Endpoint, Event, Media, Output, SamStats, Snapshot, TimeoutReason, Transmit,
     TransmitKind,
@@ -60,7 +62,7 @@ use congestion::wire::cc_ext::{self, CcFields};
 use congestion::{Action, LayeredController, PacketArrival};
 use limbo::Limbo;
 use proto::rtp::RtpPacket;
-use proto::wire::request::{MediaRequest, RequestKind};
+use proto::wire::request::{MediaRequest, Nack, RequestKind};
 use proto::{SessionInfo, Time};
 use replay::Verdict;
 use security::auth::{MediaOpener, ReceiverKey, SamVerifier};
@@ -144,6 +146,7 @@ pub struct Subscriber {
     feedback_no_address: u64,
     feedback_seal_errors: u64,
     bad_extension: u64,
+    rtx: RtxStats,
     // Stats.
     started: Option<Time>,
     next_stats: Option<Time>,
@@ -195,6 +198,7 @@ impl Subscriber {
             feedback_no_address: 0,
             feedback_seal_errors: 0,
             bad_extension: 0,
+            rtx: RtxStats::default(),
             started: None,
             next_stats: None,
             last_stats: None,
@@ -227,6 +231,11 @@ impl Subscriber {
     /// The FEC counters (streams with repair).
     pub fn fec_stats(&self) -> FecStats {
         self.repair.stats()
+    }
+
+    /// The retransmission counters.
+    pub fn rtx_stats(&self) -> RtxStats {
+        self.rtx
     }
 
     /// The audio track's receive side, when the session has one.
@@ -341,6 +350,7 @@ impl Subscriber {
         }
         for s in &self.streams {
             consider(s.quarantine_due(), TimeoutReason::Quarantine);
+            consider(s.missing.next_due(), TimeoutReason::Retransmit);
         }
         consider(self.limbo.deadline(), TimeoutReason::Limbo);
         consider(
@@ -373,6 +383,7 @@ impl Subscriber {
             self.admit(p);
         }
         self.release_quarantines(now);
+        self.retransmit_requests(now);
         if let Some(a) = self.audio.as_mut() {
             while let Some(o) = a.poll(now.as_nanos()) {
                 self.out.push_back(Output::Audio(o));

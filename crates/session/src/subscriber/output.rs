@@ -59,6 +59,8 @@ pub enum TransmitKind {
     KeyRequest,
     /// A re-sync request for a spatial layer.
     Resync(u8),
+    /// A request to send lost packets again.
+    Retransmit,
 }
 
 /// One received media packet, in receive order within its stream, after the receive-side
@@ -115,6 +117,8 @@ pub enum TimeoutReason {
     Limbo,
     /// A key-picture request is due again.
     KeyRequest,
+    /// A lost packet is due to be asked for (again).
+    Retransmit,
     /// The per-second summary.
     Stats,
     /// The audio track's next frame is due.
@@ -209,6 +213,8 @@ pub struct Snapshot {
     pub tfmcc: Option<TfmccView>,
     /// FEC repair of the streams with repair parameters.
     pub fec: FecStats,
+    /// Retransmission of lost packets (sessions that offer it).
+    pub rtx: super::nack::RtxStats,
     /// The audio track (a session with one, media delivered).
     pub audio: Option<AudioStats>,
 }

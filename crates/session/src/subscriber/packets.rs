@@ -13,7 +13,8 @@ impl Subscriber {
             self.drops.old_session += 1;
             return;
         }
-        if self.stale.is_stale(p.recv_time, p.offset_us()) {
+        // A retransmission carries its first send time: late by design, not stale.
+        if !p.rtx && self.stale.is_stale(p.recv_time, p.offset_us()) {
             self.drops.stale += 1;
             return;
         }
@@ -24,6 +25,10 @@ impl Subscriber {
             return;
         };
         let s = &mut self.streams[i];
+        if s.quarantine && p.rtx {
+            self.rtx.useless += 1;
+            return;
+        }
         if s.quarantine {
             s.first_held.get_or_insert(p.recv_time);
             s.held.push(p);
@@ -68,7 +73,36 @@ impl Subscriber {
         let ts = p.recv_time;
         let deliver =
             self.cfg.deliver_media && self.info.as_ref().is_some_and(|i| !i.tracks.is_empty());
+        let nacking = self.retransmission_on();
         let s = &mut self.streams[i];
+        if p.rtx {
+            // Only the stream's current sender instance; no controller, no loss tally.
+            if s.ssrc != Some(p.ssrc) {
+                self.rtx.useless += 1;
+                return;
+            }
+            let e = s.ext.extend(p.seq);
+            if s.replay.check(e) != Verdict::Fresh {
+                self.rtx.useless += 1;
+                return;
+            }
+            s.missing.arrived(e, ts, &mut self.rtx);
+            self.rtx.received += 1;
+            if deliver && !p.padding {
+                let held = Held {
+                    layer: s.layer,
+                    ssrc: p.ssrc,
+                    recv_time: ts,
+                    packet: std::mem::take(&mut p.data),
+                };
+                if self.limbo.active() {
+                    self.limbo.push(held);
+                } else {
+                    self.deliver_held(vec![held]);
+                }
+            }
+            return;
+        }
         if s.ssrc != Some(p.ssrc) {
             if s.ssrc.is_some() {
                 // A stream already received changed SSRC: a new sender instance whose
@@ -86,6 +120,7 @@ impl Subscriber {
             s.loss.reset();
             s.bunch_start = None;
             s.replay = replay::ReplayWindow::default();
+            s.missing.reset();
             s.ssrc = Some(p.ssrc);
         }
         let e = s.ext.extend(p.seq);
@@ -99,6 +134,9 @@ impl Subscriber {
                 self.drops.too_old += 1;
                 return;
             }
+        }
+        if nacking {
+            s.missing.arrived(e, ts, &mut self.rtx);
         }
         let t = &mut self.tally;
         // A gap is lost only once three later numbers arrived (reordering is not loss).

@@ -105,6 +105,7 @@ mod tests {
             announce_interval: Duration::from_secs(1),
             tracks: vec![],
             feedback_port: None,
+            retransmission: false,
         }
     }
 

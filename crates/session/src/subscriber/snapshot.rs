@@ -80,6 +80,7 @@ impl Subscriber {
             feedback_seal_errors: self.feedback_seal_errors,
             tfmcc: self.tfmcc(),
             fec: self.repair.stats(),
+            rtx: self.rtx,
             audio: self.audio_stats(),
         };
         self.out

@@ -7,6 +7,7 @@
 //! delay before anything is fed; then the held packets more delayed than the least delayed one
 //! by [`HELD_SLACK_US`] are dropped as stale and the rest fed in order.
 
+use super::nack::MissingList;
 use super::replay::ReplayWindow;
 use congestion::estimators::SeqTracker;
 use proto::wire::cc_ext::{CcFields, SeqExtender};
@@ -34,6 +35,9 @@ pub struct Pkt {
     pub padding: bool,
     /// The (opened) RTP packet, when media is delivered.
     pub data: Vec<u8>,
+    /// Sent again by the sender on request (`super::nack`): media only, never the
+    /// controller's.
+    pub rtx: bool,
     /// The header-extension block, for controllers that read theirs (TFMCC).
     pub ext: Vec<u8>,
 }
@@ -64,6 +68,8 @@ pub struct Stream {
     pub quarantine: bool,
     pub held: Vec<Pkt>,
     pub first_held: Option<Time>,
+    /// Sequence numbers missing, to ask for again (sessions that offer retransmission).
+    pub missing: MissingList,
 }
 
 impl Stream {
@@ -82,6 +88,7 @@ impl Stream {
             quarantine: true,
             held: Vec::new(),
             first_held: None,
+            missing: MissingList::default(),
         }
     }
 
@@ -90,6 +97,7 @@ impl Stream {
         self.ext.reset();
         self.loss.reset();
         self.replay = ReplayWindow::default();
+        self.missing.reset();
         self.ssrc = None;
         self.prev_ssrc = None;
         self.bunch_start = None;

@@ -372,3 +372,83 @@ fn repair_rebuilds_a_lost_packet_and_keeps_repair_packets_in() {
     assert_eq!((f.repairs, f.recovered, f.malformed), (2, 1, 1), "{f:?}");
     assert_eq!((f.lost, f.unrepaired), (1, 0), "{f:?}");
 }
+
+/// Retransmission at the receiver: a gap in a stream of a sender that offers it becomes one
+/// request naming the missing numbers after the reorder wait (none for a sender that does not
+/// offer it); the packet sent again is delivered once, counted as received, and reaches
+/// neither the controller nor the loss tally; a copy of it, one for a stream not held and a
+/// garbled one are counted, never delivered.
+#[test]
+fn gaps_are_asked_for_and_retransmissions_delivered_once() {
+    let run = |offered: bool| {
+        let ctl = congestion::live_controller_by_name("era").unwrap();
+        let mut s = Subscriber::new(Control::Layered(ctl), SubscriberConfig::default());
+        let mut i = with_video(info(1, 4), 100);
+        i.retransmission = offered;
+        s.handle_announcement(ms(0), Announcement::Info(i));
+        drain(&mut s);
+        let mut sent = Vec::new();
+        for seq in 0..40u16 {
+            let t = 10 * u64::from(seq);
+            let b = pkt(0, 100, seq, (seq % 2) as u8, t, &[seq as u8; 20]);
+            if !(seq == 20 || seq == 21) {
+                s.handle_datagram(ms(t), G0, 5000, ms(t), &b);
+            }
+            sent.push(b);
+        }
+        s.handle_timeout(ms(400));
+        let requests: Vec<MediaRequest> = drain(&mut s)
+            .iter()
+            .filter_map(|o| match o {
+                Output::Transmit(t) if t.kind == TransmitKind::Retransmit => {
+                    Some(MediaRequest::parse(&t.payload).unwrap())
+                }
+                _ => None,
+            })
+            .collect();
+        (s, sent, requests)
+    };
+    let (s0, _, r0) = run(false);
+    assert!(r0.is_empty());
+    assert_eq!(s0.rtx_stats().requests, 0);
+    let (mut s, sent, r) = run(true);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!((r[0].kind, r[0].session_id), (RequestKind::Retransmit, 4));
+    assert_eq!(
+        (r[0].nack.ssrc, r[0].nack.seqs.clone()),
+        (100, vec![20, 21])
+    );
+    let lost_before = (s.totals().1, s.controller_stats().unwrap().packets_lost);
+    let received_before = s.controller_stats().unwrap().packets_received;
+    s.handle_retransmission(ms(430), ms(430), &sent[20]);
+    s.handle_retransmission(ms(431), ms(431), &sent[20]);
+    s.handle_retransmission(ms(432), ms(432), &pkt(0, 555, 21, 0, 210, b"forged"));
+    s.handle_retransmission(ms(433), ms(433), b"garbage");
+    s.handle_timeout(ms(440));
+    let m = media(&drain(&mut s));
+    assert_eq!(m, vec![(0, 100, sent[20].clone())]);
+    let st = s.rtx_stats();
+    assert_eq!((st.received, st.useless), (1, 2), "{st:?}");
+    assert_eq!(s.drops().malformed_rtp, 1);
+    assert_eq!(
+        (s.totals().1, s.controller_stats().unwrap().packets_lost),
+        lost_before
+    );
+    assert_eq!(
+        s.controller_stats().unwrap().packets_received,
+        received_before
+    );
+    // 21 is still missing: asked again after the retry interval, alone.
+    s.handle_timeout(ms(400 + nack::RETRY_INTERVAL.as_millis() as u64));
+    let again: Vec<MediaRequest> = drain(&mut s)
+        .iter()
+        .filter_map(|o| match o {
+            Output::Transmit(t) if t.kind == TransmitKind::Retransmit => {
+                Some(MediaRequest::parse(&t.payload).unwrap())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].nack.seqs, vec![21]);
+}

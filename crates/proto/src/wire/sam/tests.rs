@@ -156,6 +156,22 @@ fn rejects_malformed() {
 }
 
 #[test]
+fn retransmission_is_a_flag_bit() {
+    let mut s = sample();
+    let plain = to_bytes(&s).unwrap();
+    s.retransmission = true;
+    let b = to_bytes(&s).unwrap();
+    assert_eq!(b[5], FLAG_RETRANSMISSION);
+    assert_eq!(b.len(), plain.len());
+    assert_eq!(decode(&b).unwrap().info, s);
+    assert!(!decode(&plain).unwrap().info.retransmission);
+    // The next bit is still unknown: refused, not ignored.
+    let mut x = b.clone();
+    x[5] |= 0x08;
+    assert!(decode(&x).is_err());
+}
+
+#[test]
 fn feedback_port_only_when_not_the_default() {
     let mut s = sample();
     let plain = to_bytes(&s).unwrap();
@@ -231,6 +247,8 @@ fn arb_info() -> impl Strategy<Value = SessionInfo> {
                 announce_interval: Duration::from_micros(an as u64),
                 tracks,
                 feedback_port: fb,
+                // Either value of the flag, drawn from a bit of the sequence number.
+                retransmission: seq & 1 == 1,
             }
         })
 }

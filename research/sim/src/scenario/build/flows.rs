@@ -117,6 +117,7 @@ impl<'a> FlowBuilder<'a> {
             announce_interval: Duration::from_secs_f64(*adapt_interval_s),
             tracks: Vec::new(),
             feedback_port: None,
+            retransmission: false,
         };
         // RLC, FLID-DL and WEBRC need their own sender behaviour (agents::layered).
         let layering = Layering::for_protocol(protocol, &info);
