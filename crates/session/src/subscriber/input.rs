@@ -113,39 +113,72 @@ impl Subscriber {
             self.drops.wrong_layer += 1;
             return;
         };
-        let size = bytes.len() as u32;
         // Encrypted session: authenticate and decrypt first; the wire size still counts for
         // rates, the kernel time for timing.
+        let Some(p) = self.open_data(bytes, recv_time, group, port) else {
+            return;
+        };
+        if p.cc.layer != layer {
+            self.drops.wrong_layer += 1;
+            return;
+        }
+        self.batch.push(p);
+    }
+
+    /// A retransmitted packet arrived (on the socket the requests leave by) at kernel time
+    /// `recv_time`: the sender's packet as first sent, for the stream its SSRC names.
+    pub fn handle_retransmission(&mut self, now: Time, recv_time: Time, bytes: &[u8]) {
+        self.advance(now);
+        let Some(mut p) = self.open_data(bytes, recv_time, Ipv4Addr::UNSPECIFIED, 0) else {
+            return;
+        };
+        let Some(s) = self
+            .streams
+            .iter()
+            .find(|s| s.ssrc == Some(p.ssrc) && s.layer == p.cc.layer)
+        else {
+            self.rtx.useless += 1;
+            return;
+        };
+        (p.group, p.port, p.rtx) = (s.group, s.port, true);
+        p.ext.clear();
+        self.batch.push(p);
+    }
+
+    /// Opens and parses a data packet (counting what fails) into a [`Pkt`] of `group:port`.
+    fn open_data(
+        &mut self,
+        bytes: &[u8],
+        recv_time: Time,
+        group: Ipv4Addr,
+        port: u16,
+    ) -> Option<Pkt> {
         let Some(data) = open_media(self.opener.as_mut(), bytes) else {
             self.drops.media_auth_failed += 1;
-            return;
+            return None;
         };
         let data: &[u8] = &data;
         let Ok(p) = RtpPacket::parse(data) else {
             self.drops.malformed_rtp += 1;
-            return;
+            return None;
         };
         let Some(ext) = p.extension(cc_ext::DEFAULT_ID) else {
             self.drops.missing_cc += 1;
-            return;
+            return None;
         };
         let Ok(cc) = CcFields::parse(ext) else {
             self.drops.bad_cc += 1;
-            return;
+            return None;
         };
-        if cc.layer != layer {
-            self.drops.wrong_layer += 1;
-            return;
-        }
         let tfmcc = matches!(self.driver, Driver::Tfmcc(_));
-        self.batch.push(Pkt {
+        Some(Pkt {
             recv_time,
             group,
             port,
             cc,
             seq: p.sequence_number(),
             ssrc: p.ssrc(),
-            size,
+            size: bytes.len() as u32,
             padding: p.payload().is_empty(),
             data: if self.cfg.deliver_media {
                 data.to_vec()
@@ -160,54 +193,7 @@ impl Subscriber {
                 Vec::new()
             },
             rtx: false,
-        });
-    }
-
-    /// A retransmitted packet arrived (on the socket the requests leave by) at kernel time
-    /// `recv_time`: the sender's packet as first sent, for the stream its SSRC names.
-    pub fn handle_retransmission(&mut self, now: Time, recv_time: Time, bytes: &[u8]) {
-        self.advance(now);
-        let Some(data) = open_media(self.opener.as_mut(), bytes) else {
-            self.drops.media_auth_failed += 1;
-            return;
-        };
-        let data: &[u8] = &data;
-        let Ok(p) = RtpPacket::parse(data) else {
-            self.drops.malformed_rtp += 1;
-            return;
-        };
-        let Some(cc) = p
-            .extension(cc_ext::DEFAULT_ID)
-            .and_then(|e| CcFields::parse(e).ok())
-        else {
-            self.drops.bad_cc += 1;
-            return;
-        };
-        let Some(s) = self
-            .streams
-            .iter()
-            .find(|s| s.ssrc == Some(p.ssrc()) && s.layer == cc.layer)
-        else {
-            self.rtx.useless += 1;
-            return;
-        };
-        self.batch.push(Pkt {
-            recv_time,
-            group: s.group,
-            port: s.port,
-            cc,
-            seq: p.sequence_number(),
-            ssrc: p.ssrc(),
-            size: bytes.len() as u32,
-            padding: p.payload().is_empty(),
-            data: if self.cfg.deliver_media {
-                data.to_vec()
-            } else {
-                Vec::new()
-            },
-            ext: Vec::new(),
-            rtx: true,
-        });
+        })
     }
 }
 

@@ -89,17 +89,8 @@ impl Subscriber {
             s.missing.arrived(e, ts, &mut self.rtx);
             self.rtx.received += 1;
             if deliver && !p.padding {
-                let held = Held {
-                    layer: s.layer,
-                    ssrc: p.ssrc,
-                    recv_time: ts,
-                    packet: std::mem::take(&mut p.data),
-                };
-                if self.limbo.active() {
-                    self.limbo.push(held);
-                } else {
-                    self.deliver_held(vec![held]);
-                }
+                let layer = s.layer;
+                self.hand_out(layer, &mut p);
             }
             return;
         }
@@ -197,10 +188,15 @@ impl Subscriber {
         if !deliver || p.padding {
             return;
         }
+        self.hand_out(layer, &mut p);
+    }
+
+    /// The packet's media to the host, or into the restart hold while one is active.
+    fn hand_out(&mut self, layer: u8, p: &mut Pkt) {
         let held = Held {
             layer,
             ssrc: p.ssrc,
-            recv_time: ts,
+            recv_time: p.recv_time,
             packet: std::mem::take(&mut p.data),
         };
         if self.limbo.active() {

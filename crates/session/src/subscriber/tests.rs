@@ -397,15 +397,7 @@ fn gaps_are_asked_for_and_retransmissions_delivered_once() {
             sent.push(b);
         }
         s.handle_timeout(ms(400));
-        let requests: Vec<MediaRequest> = drain(&mut s)
-            .iter()
-            .filter_map(|o| match o {
-                Output::Transmit(t) if t.kind == TransmitKind::Retransmit => {
-                    Some(MediaRequest::parse(&t.payload).unwrap())
-                }
-                _ => None,
-            })
-            .collect();
+        let requests = retransmit_requests(&drain(&mut s));
         (s, sent, requests)
     };
     let (s0, _, r0) = run(false);
@@ -440,15 +432,18 @@ fn gaps_are_asked_for_and_retransmissions_delivered_once() {
     );
     // 21 is still missing: asked again after the retry interval, alone.
     s.handle_timeout(ms(400 + nack::RETRY_INTERVAL.as_millis() as u64));
-    let again: Vec<MediaRequest> = drain(&mut s)
-        .iter()
+    let again = retransmit_requests(&drain(&mut s));
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].nack.seqs, vec![21]);
+}
+
+fn retransmit_requests(out: &[Output]) -> Vec<MediaRequest> {
+    out.iter()
         .filter_map(|o| match o {
             Output::Transmit(t) if t.kind == TransmitKind::Retransmit => {
                 Some(MediaRequest::parse(&t.payload).unwrap())
             }
             _ => None,
         })
-        .collect();
-    assert_eq!(again.len(), 1);
-    assert_eq!(again[0].nack.seqs, vec![21]);
+        .collect()
 }
