@@ -39,7 +39,7 @@ const USAGE = `usage:
   layercast-e2e quality RUN_DIR [--reference FILE]
                                         PSNR/SSIM, freezes, frame rate, latency of each player-*/
   layercast-e2e quality-suite [--runs N] [--seconds S] [--protocols era,plm] [--video small|default]
-                              [--keep-pictures] [--no-keep-awake] [--out DIR]
+                              [--keep-pictures] [--no-keep-awake] [--no-retransmission] [--out DIR]
                                         issue 20: one session per run, one viewer per case
                                         (${CASES.map((c) => c.id).join(', ')}), ERA and PLM,
                                         N runs (default 5) of S s (default 60): mean ± 95% CI
@@ -186,6 +186,8 @@ async function main(argv: string[]): Promise<number> {
         outDir: out,
         keepPictures: args.includes('--keep-pictures'),
         keepAwake: !args.includes('--no-keep-awake'),
+        // A comparison: the players never ask for lost packets again (no acceptance rows).
+        playerArgs: args.includes('--no-retransmission') ? ['--no-retransmission'] : [],
       });
       console.log(fs.readFileSync(path.join(out, 'summary.md'), 'utf8'));
       console.log(`outputs under ${out}`);

@@ -51,7 +51,8 @@ export const METRICS = {
   sourceFps: 'source fps (the sender)',
   lost: 'packets lost',
   repaired: 'packets FEC recovered',
-  unrepaired: 'lost − recovered packets (upper bound on lost media packets)',
+  retransmitted: 'packets retransmitted into a gap',
+  unrepaired: 'lost − recovered − retransmitted packets (upper bound on lost media packets)',
 } as const;
 export type Metric = keyof typeof METRICS;
 
@@ -160,6 +161,7 @@ export function runValues(q: PlayerQuality, clean: PlayerQuality | undefined): R
     sourceFps: q.source?.sourceFps ?? NaN,
     lost: nul(q.packets?.lost),
     repaired: nul(q.packets?.fecRecovered),
+    retransmitted: nul(q.packets?.retransmitted),
     unrepaired: nul(q.packets?.unrepaired),
   };
 }
@@ -192,7 +194,7 @@ export function foldCase(protocol: string, c: SuiteCase, runs: Record<Metric, nu
 const f = (x: number, d: number) => (Number.isFinite(x) ? x.toFixed(d) : '—');
 const DIGITS: Record<Metric, number> = {
   fpsRatio: 3, freezesPerMin: 1, frozenSPerMin: 2, longestFreezeS: 2, psnrDb: 1, psnrDropDb: 2, ssim: 3,
-  latencyP50Ms: 0, latencyP95Ms: 0, decodeLatencyP50Ms: 0, layersHeld: 1, sourceFps: 1, lost: 0, repaired: 0, unrepaired: 0,
+  latencyP50Ms: 0, latencyP95Ms: 0, decodeLatencyP50Ms: 0, layersHeld: 1, sourceFps: 1, lost: 0, repaired: 0, retransmitted: 0, unrepaired: 0,
 };
 export const pm = (s: { mean: number; ci: number }, m: Metric) => `${f(s.mean, DIGITS[m])} ± ${f(s.ci, DIGITS[m])}`;
 
@@ -205,7 +207,7 @@ export function caseValue(r: CaseResult): string {
     `longest ${pm(s.longestFreezeS, 'longestFreezeS')} s, PSNR ${pm(s.psnrDb, 'psnrDb')} dB` +
     (Number.isFinite(s.psnrDropDb.mean) ? ` (${pm(s.psnrDropDb, 'psnrDropDb')} dB below clean)` : '') +
     `, SSIM ${pm(s.ssim, 'ssim')}, latency p50/p95 ${pm(s.latencyP50Ms, 'latencyP50Ms')} / ${pm(s.latencyP95Ms, 'latencyP95Ms')} ms, ` +
-    `layers ${pm(s.layersHeld, 'layersHeld')}, lost ${pm(s.lost, 'lost')}, FEC-recovered ${pm(s.repaired, 'repaired')}; ` +
+    `layers ${pm(s.layersHeld, 'layersHeld')}, lost ${pm(s.lost, 'lost')}, FEC-recovered ${pm(s.repaired, 'repaired')}, retransmitted ${pm(s.retransmitted, 'retransmitted')}; ` +
     r.verdicts.map((v) => `${v.target.text}: ${v.pass ? 'pass' : 'FAIL'} (${v.runsInBand}/${n} runs)`).join('; ')
   );
 }
@@ -214,6 +216,9 @@ export interface SuiteOptions {
   runs?: number;
   seconds?: number;
   protocols?: string[];
+  /** Extra flags for every player (a comparison, e.g. `--no-retransmission`): such a run is
+   *  not the product's configuration and records no acceptance rows. */
+  playerArgs?: string[];
   outDir: string;
   /** 'small' (SMALL_VIDEO, default) or 'default' (the server's 720p30 encode). */
   video?: 'small' | 'default';
@@ -256,6 +261,7 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
           viewers,
           outDir: dir,
           ...(opts.video === 'default' ? {} : { video: SMALL_VIDEO, packetSize: 1200 }),
+          ...(opts.playerArgs?.length ? { playerArgs: opts.playerArgs } : {}),
           log: (s) => log(`  ${s}`),
         });
         if (r.skipped) throw new Error(`run not measured: ${r.skipped}`);
@@ -284,7 +290,8 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
   const results: CaseResult[] = [];
   for (const p of protocols) for (const c of CASES) results.push(foldCase(p, c, perCase.get(`${p}/${c.id}`) ?? [], runs));
   const cmd = `make quality ARGS='--runs ${runs}${seconds !== 60 ? ` --seconds ${seconds}` : ''}'`;
-  for (const r of results) recordAcceptance(checkId(r.protocol, r.case), caseValue(r), r.pass, cmd);
+  if (!opts.playerArgs?.length) for (const r of results) recordAcceptance(checkId(r.protocol, r.case), caseValue(r), r.pass, cmd);
+  else notes.push(`players ran with ${opts.playerArgs.join(' ')}: a comparison, no acceptance rows recorded`);
   const md = suiteMarkdown(results, { runs, seconds, notes, minutes: (Date.now() - t0) / 60000 });
   fs.writeFileSync(path.join(opts.outDir, 'summary.md'), md);
   fs.writeFileSync(path.join(opts.outDir, 'summary.json'), JSON.stringify({ runs, seconds, notes, results: results.map((r) => ({ ...r, case: r.case.id })) }, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 1));
@@ -302,7 +309,7 @@ function removePictures(dir: string): void {
 
 /** The suite's table: one row per protocol and case, mean ± 95 % CI over the runs. */
 export function suiteMarkdown(results: CaseResult[], meta: { runs: number; seconds: number; notes: string[]; minutes: number }): string {
-  const cols: Metric[] = ['fpsRatio', 'freezesPerMin', 'frozenSPerMin', 'longestFreezeS', 'psnrDb', 'psnrDropDb', 'ssim', 'latencyP50Ms', 'latencyP95Ms', 'decodeLatencyP50Ms', 'layersHeld', 'sourceFps', 'lost', 'repaired', 'unrepaired'];
+  const cols: Metric[] = ['fpsRatio', 'freezesPerMin', 'frozenSPerMin', 'longestFreezeS', 'psnrDb', 'psnrDropDb', 'ssim', 'latencyP50Ms', 'latencyP95Ms', 'decodeLatencyP50Ms', 'layersHeld', 'sourceFps', 'lost', 'repaired', 'retransmitted', 'unrepaired'];
   let s = `Quality suite: ${meta.runs} runs × ${meta.seconds} s per protocol, mean ± 95 % CI (Student t), ${meta.minutes.toFixed(1)} min.\n\n`;
   s += `| protocol | case | ${cols.map((c) => METRICS[c]).join(' | ')} | targets |\n|${' --- |'.repeat(cols.length + 3)}\n`;
   for (const r of results) {

@@ -475,6 +475,8 @@ export interface PacketTotals {
   lost: number;
   fecRecovered: number;
   fecRepairs: number;
+  /** Retransmitted packets that filled a gap (`rtx.received`; 0 for players before it). */
+  retransmitted: number;
   unrepaired: number;
 }
 
@@ -491,6 +493,7 @@ interface ExitLine {
   packets_received?: number;
   packets_lost?: number;
   fec?: FecCounters | null;
+  rtx?: { received?: number } | null;
   video?: { fec_recovered?: number; fec_repairs?: number } | null;
 }
 
@@ -504,7 +507,8 @@ export function packetTotals(playerJsonl: string): PacketTotals | null {
       // The Subscriber's `fec` object; players before it put the two counters in `video`.
       const rec = Number(e.fec?.recovered ?? e.video?.fec_recovered ?? NaN);
       const repairs = Number(e.fec?.repairs ?? e.video?.fec_repairs ?? NaN);
-      return { received: Number(e.packets_received ?? NaN), lost, fecRecovered: rec, fecRepairs: repairs, unrepaired: Math.max(0, lost - rec) };
+      const rtx = Number(e.rtx?.received ?? 0);
+      return { received: Number(e.packets_received ?? NaN), lost, fecRecovered: rec, fecRepairs: repairs, retransmitted: rtx, unrepaired: Math.max(0, lost - rec - rtx) };
     } catch {
       /* a torn last line: look further up */
     }
@@ -620,9 +624,9 @@ export function qualityHtml(qs: PlayerQuality[]): string {
   const ser = (k: 'psnr' | 'ssim'): Series[] =>
     qs.map((q) => ({ name: q.player, points: q.series.filter((f) => f.decodedS !== null).map((f) => [f.decodedS! - t0, f[k]] as [number, number]) }));
   const v = (x: number | null, d = 2) => (x === null || !Number.isFinite(x) ? '—' : x.toFixed(d));
-  let h = '<h2>Video quality</h2><table><tr><th>player</th><th>pictures</th><th>stamped</th><th>compared</th><th>PSNR dB (Y)</th><th>PSNR p5</th><th>SSIM (Y)</th><th>freezes (/min)</th><th>freeze s (longest)</th><th>fps: shown / source at the held layer</th><th>harmonic fps</th><th>latency p50/p95 ms (to decode)</th><th>lost / FEC-recovered packets</th><th>per layers held: PSNR / SSIM</th></tr>';
+  let h = '<h2>Video quality</h2><table><tr><th>player</th><th>pictures</th><th>stamped</th><th>compared</th><th>PSNR dB (Y)</th><th>PSNR p5</th><th>SSIM (Y)</th><th>freezes (/min)</th><th>freeze s (longest)</th><th>fps: shown / source at the held layer</th><th>harmonic fps</th><th>latency p50/p95 ms (to decode)</th><th>lost / FEC-recovered / retransmitted packets</th><th>per layers held: PSNR / SSIM</th></tr>';
   for (const q of qs) {
-    h += `<tr><td>${esc(q.player)}</td><td>${q.pictures}</td><td>${q.stamped}</td><td>${q.compared}</td><td>${v(q.psnrMeanDb)} (${v(q.psnrYMeanDb)})</td><td>${v(q.psnrP5Db)}</td><td>${v(q.ssimMean, 4)} (${v(q.ssimYMean, 4)})</td><td>${q.freezes} (${v(q.freezesPerMin, 1)})</td><td>${v(q.freezeTimeS)} (${v(q.longestFreezeS)})</td><td>${v(q.meanFps, 1)} / ${q.source ? `${v(q.source.heldLayerFps, 1)} (${v(q.source.fpsRatio, 3)})` : '—'}</td><td>${v(q.harmonicFps, 1)}</td><td>${v(q.latencyP50Ms, 0)}/${v(q.latencyP95Ms, 0)} (${v(q.decodeLatencyP50Ms, 0)}/${v(q.decodeLatencyP95Ms, 0)}) ${q.timeBase}</td><td>${q.packets ? `${q.packets.lost} / ${q.packets.fecRecovered}` : '—'}</td><td>${q.byLayers.map((b) => `${b.layers} (${b.width}x${b.height}, ${b.pictures}): ${v(b.psnrMeanDb)} / ${v(b.ssimMean, 3)}`).join('<br>')}</td></tr>`;
+    h += `<tr><td>${esc(q.player)}</td><td>${q.pictures}</td><td>${q.stamped}</td><td>${q.compared}</td><td>${v(q.psnrMeanDb)} (${v(q.psnrYMeanDb)})</td><td>${v(q.psnrP5Db)}</td><td>${v(q.ssimMean, 4)} (${v(q.ssimYMean, 4)})</td><td>${q.freezes} (${v(q.freezesPerMin, 1)})</td><td>${v(q.freezeTimeS)} (${v(q.longestFreezeS)})</td><td>${v(q.meanFps, 1)} / ${q.source ? `${v(q.source.heldLayerFps, 1)} (${v(q.source.fpsRatio, 3)})` : '—'}</td><td>${v(q.harmonicFps, 1)}</td><td>${v(q.latencyP50Ms, 0)}/${v(q.latencyP95Ms, 0)} (${v(q.decodeLatencyP50Ms, 0)}/${v(q.decodeLatencyP95Ms, 0)}) ${q.timeBase}</td><td>${q.packets ? `${q.packets.lost} / ${q.packets.fecRecovered} / ${q.packets.retransmitted}` : '—'}</td><td>${q.byLayers.map((b) => `${b.layers} (${b.width}x${b.height}, ${b.pictures}): ${v(b.psnrMeanDb)} / ${v(b.ssimMean, 3)}`).join('<br>')}</td></tr>`;
   }
   h += '</table>';
   h += svgChart('PSNR per picture', 'dB', ser('psnr'), xMax);

@@ -192,10 +192,13 @@ test('source frame rate and shown rate at the held layer come from the stamps an
 
 test('packet and FEC totals come from the exit line', () => {
   const log = '{"t":1,"packets_lost":3}\n{"event":"exit","packets_received":1000,"packets_lost":12,"video":{"fec_recovered":9,"fec_repairs":80}}\n';
-  assert.deepEqual(packetTotals(log), { received: 1000, lost: 12, fecRecovered: 9, fecRepairs: 80, unrepaired: 3 });
+  assert.deepEqual(packetTotals(log), { received: 1000, lost: 12, fecRecovered: 9, fecRepairs: 80, retransmitted: 0, unrepaired: 3 });
   // The Subscriber's `fec` object in the exit line.
   const log2 = '{"t":1,"packets_lost":3,"fec":{"repairs":1,"recovered":0}}\n{"event":"exit","packets_received":1000,"packets_lost":12,"fec":{"repairs":80,"recovered":9,"lost":12,"unrepaired":3},"video":{"frames":10}}\n';
-  assert.deepEqual(packetTotals(log2), { received: 1000, lost: 12, fecRecovered: 9, fecRepairs: 80, unrepaired: 3 });
+  assert.deepEqual(packetTotals(log2), { received: 1000, lost: 12, fecRecovered: 9, fecRepairs: 80, retransmitted: 0, unrepaired: 3 });
+  // Retransmissions that filled gaps are repairs too.
+  const log3 = '{"event":"exit","packets_received":1000,"packets_lost":12,"fec":{"repairs":80,"recovered":5},"rtx":{"requests":9,"asked":20,"received":4}}\n';
+  assert.deepEqual(packetTotals(log3), { received: 1000, lost: 12, fecRecovered: 5, fecRepairs: 80, retransmitted: 4, unrepaired: 3 });
   assert.equal(packetTotals('{"t":1}\n{"event":"exit","packets_lost'), null);
 });
 
