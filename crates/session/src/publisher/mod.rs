@@ -686,7 +686,7 @@ impl Publisher {
                     }
                     seal(&mut self.sealer, &mut self.stats, buf, l.ext_seq[k]);
                     if let (true, Some(r)) = (media && self.media, l.rtx.as_mut()) {
-                        r.sent(now, k, l.seq[k], buf);
+                        r.sent(now, k, l.ext_seq[k], buf);
                     }
                     l.seq[k] = l.seq[k].wrapping_add(1);
                     l.ext_seq[k] += 1;

@@ -75,7 +75,8 @@ pub struct RtxStats {
 
 struct Kept {
     at: Time,
-    seq: u16,
+    /// The layer's extended sequence number (kept in increasing order).
+    ext: u64,
     bytes: Vec<u8>,
 }
 
@@ -136,8 +137,9 @@ impl Retransmitter {
         self.stats
     }
 
-    /// A media packet of layer `layer` went out at `now` as `bytes` (sealed, as sent).
-    pub fn sent(&mut self, now: Time, layer: usize, seq: u16, bytes: &[u8]) {
+    /// A media packet of layer `layer` with extended sequence number `ext` (increasing) went
+    /// out at `now` as `bytes` (sealed, as sent).
+    pub fn sent(&mut self, now: Time, layer: usize, ext: u64, bytes: &[u8]) {
         let Some(q) = self.kept.get_mut(layer) else {
             return;
         };
@@ -154,7 +156,7 @@ impl Retransmitter {
         b.extend_from_slice(bytes);
         q.push_back(Kept {
             at: now,
-            seq,
+            ext,
             bytes: b,
         });
     }
@@ -187,12 +189,19 @@ impl Retransmitter {
         self.global
             .refill(now, self.cfg.max_bps as f64 / 8.0, global_cap);
         let history = self.cfg.history;
+        let q = &self.kept[layer];
         for &seq in seqs {
-            let kept = self.kept[layer]
-                .iter()
-                .rev()
-                .find(|k| k.seq == seq && now.saturating_since(k.at) <= history);
-            let Some(k) = kept else {
+            // The newest kept packet with this 16-bit number: its extended number is the
+            // newest one's less their distance in 16-bit space, found by binary search (a
+            // forged request must not cost the media thread a scan per number).
+            let kept = q.back().and_then(|last| {
+                let ext = last
+                    .ext
+                    .checked_sub(u64::from((last.ext as u16).wrapping_sub(seq)))?;
+                let i = q.binary_search_by_key(&ext, |k| k.ext).ok()?;
+                q.get(i)
+            });
+            let Some(k) = kept.filter(|k| now.saturating_since(k.at) <= history) else {
                 self.stats.not_kept += 1;
                 continue;
             };
@@ -241,7 +250,12 @@ mod tests {
     fn kept_packets_go_again_unchanged_within_the_requesters_budget() {
         let mut r = Retransmitter::new(RtxConfig::default(), &info());
         for s in 0..100u16 {
-            r.sent(Time::from_millis(u64::from(s) * 10), 0, s, &[s as u8; 500]);
+            r.sent(
+                Time::from_millis(u64::from(s) * 10),
+                0,
+                u64::from(s),
+                &[s as u8; 500],
+            );
         }
         let now = Time::from_millis(1050);
         r.request(now, addr(1), 0, &[95, 96, 7000]);
@@ -269,7 +283,7 @@ mod tests {
         assert!(r.poll().is_some());
         let later = Time::from_millis(3050);
         for s in 100..300u16 {
-            r.sent(later, 0, s, &[1; 500]);
+            r.sent(later, 0, u64::from(s), &[1; 500]);
         }
         r.request(later, addr(1), 0, &(200..220).collect::<Vec<_>>());
         let mut n = 0;
@@ -277,6 +291,21 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 5);
+    }
+
+    #[test]
+    fn sixteen_bit_numbers_find_their_packet_across_the_wrap() {
+        let mut r = Retransmitter::new(RtxConfig::default(), &info());
+        // Extended numbers 65530..65545: the wire numbers wrap from 65535 to 0 (20, never
+        // sent, is not found).
+        for e in 65_530..65_546u64 {
+            r.sent(Time::from_millis(e - 65_000), 1, e, &[(e % 251) as u8; 500]);
+        }
+        let now = Time::from_millis(600);
+        r.request(now, addr(1), 1, &[65_534, 3, 20]);
+        let got: Vec<u8> = std::iter::from_fn(|| r.poll()).map(|(_, b)| b[0]).collect();
+        assert_eq!(got, vec![(65_534 % 251) as u8, (65_539 % 251) as u8]);
+        assert_eq!(r.stats().not_kept, 1);
     }
 
     #[test]
