@@ -245,8 +245,9 @@ pub fn run(mut cfg: PacerConfig, sock: UdpSocket, stats: Arc<PacerStats>, stop: 
                     publisher.handle_feedback(clock(Instant::now()), from, &rbuf[..len]);
                 }
             }
-            // Retransmissions asked for, at once, from the socket the requests came to.
-            while let Some((to, bytes)) = publisher.poll_retransmit() {
+            // Retransmissions due, from the socket the requests came to (each requester's are
+            // spaced; `poll_timeout` wakes the loop for the next).
+            while let Some((to, bytes)) = publisher.poll_retransmit(clock(Instant::now())) {
                 if fb.send_to(&bytes, to).is_err() {
                     stats.send_errors.fetch_add(1, Ordering::Relaxed);
                 }

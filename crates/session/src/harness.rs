@@ -210,7 +210,7 @@ impl Harness {
             }
         }
         // Retransmissions, to the viewer that asked.
-        while let Some((to, bytes)) = self.publisher.poll_retransmit() {
+        while let Some((to, bytes)) = self.publisher.poll_retransmit(now) {
             if let Some(v) = self.viewers.iter_mut().find(|v| v.addr == to) {
                 let size = bytes.len() as u32 + WIRE_OVERHEAD;
                 let dg = Datagram {

@@ -540,15 +540,16 @@ impl Publisher {
         self.stats.rtx = r.stats();
     }
 
-    /// The next retransmission due (sessions that offer it): a kept packet, as first sent, and
-    /// the requester it goes to. Send it at once, on the socket the requests arrive on.
+    /// The next retransmission due at `now` (sessions that offer it): a kept packet, as first
+    /// sent, and the requester it goes to. Send it at once, on the socket the requests arrive
+    /// on; [`poll_timeout`](Self::poll_timeout) says when the next one is due.
     #[must_use]
-    pub fn poll_retransmit(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
+    pub fn poll_retransmit(&mut self, now: Time) -> Option<(SocketAddr, Vec<u8>)> {
         let Mode::Layered(l) = &mut self.mode else {
             return None;
         };
         let r = l.rtx.as_mut()?;
-        let out = r.poll();
+        let out = r.poll(now);
         self.stats.rtx = r.stats();
         out
     }
@@ -580,8 +581,10 @@ impl Publisher {
     #[must_use]
     pub fn poll_timeout(&self, now: Time) -> Time {
         let t = match &self.mode {
-            Mode::Layered(l) if l.rtx.as_ref().is_some_and(rtx::Retransmitter::pending) => now,
-            Mode::Layered(l) => next_layer(l).1,
+            Mode::Layered(l) => {
+                let rtx = l.rtx.as_ref().and_then(rtx::Retransmitter::next_due);
+                rtx.map_or(next_layer(l).1, |r| r.max(now).min(next_layer(l).1))
+            }
             Mode::Tfmcc(t) => t.poll_timeout(now),
         };
         let t = if self.audio.as_ref().is_some_and(|a| a.has_queued()) {

@@ -13,6 +13,11 @@
 //! lost that layer holds it, so this is a share of what its path already carries), and all
 //! retransmissions together stay under [`RtxConfig::max_bps`]. What does not fit is counted
 //! and not sent: the receiver's key-picture request is the fallback.
+//!
+//! Retransmissions to one requester are spaced at its own stream's packet interval (the
+//! cumulative rate up to the layer asked about): a requester behind a small queue at the edge
+//! of its capacity lost four times as many packets when a request's packets went back to back
+//! (docs/protocols/retransmission.md, "Spacing").
 
 use proto::{SessionInfo, Time};
 use std::collections::{HashMap, VecDeque};
@@ -84,6 +89,8 @@ struct Kept {
 struct Bucket {
     bytes: f64,
     last: Time,
+    /// A requester's next retransmission goes no sooner than this.
+    next_free: Time,
 }
 
 impl Bucket {
@@ -91,6 +98,7 @@ impl Bucket {
         Bucket {
             bytes: cap,
             last: now,
+            next_free: now,
         }
     }
 
@@ -110,7 +118,8 @@ pub struct Retransmitter {
     packet_size: f64,
     requesters: HashMap<SocketAddr, Bucket>,
     global: Bucket,
-    queue: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// (requester, packet, not before), in the order asked.
+    queue: VecDeque<(SocketAddr, Vec<u8>, Time)>,
     spare: Vec<Vec<u8>>,
     stats: RtxStats,
 }
@@ -189,6 +198,7 @@ impl Retransmitter {
         self.global
             .refill(now, self.cfg.max_bps as f64 / 8.0, global_cap);
         let history = self.cfg.history;
+        let gap = Duration::from_secs_f64(self.packet_size * 8.0 / cum.max(1.0));
         let q = &self.kept[layer];
         for &seq in seqs {
             // The newest kept packet with this 16-bit number: its extended number is the
@@ -212,18 +222,21 @@ impl Retransmitter {
             }
             bucket.bytes -= len;
             self.global.bytes -= len;
-            self.queue.push_back((from, k.bytes.clone()));
+            let at = bucket.next_free.max(now);
+            bucket.next_free = at + gap;
+            self.queue.push_back((from, k.bytes.clone(), at));
         }
     }
 
-    /// Whether a retransmission waits to be sent.
-    pub fn pending(&self) -> bool {
-        !self.queue.is_empty()
+    /// When the next retransmission is due, if one waits.
+    pub fn next_due(&self) -> Option<Time> {
+        self.queue.iter().map(|e| e.2).min()
     }
 
-    /// The next retransmission: where it goes and its bytes.
-    pub fn poll(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
-        let (to, b) = self.queue.pop_front()?;
+    /// The next retransmission due at `now`: where it goes and its bytes.
+    pub fn poll(&mut self, now: Time) -> Option<(SocketAddr, Vec<u8>)> {
+        let i = self.queue.iter().position(|e| e.2 <= now)?;
+        let (to, b, _) = self.queue.remove(i)?;
         self.stats.sent += 1;
         self.stats.sent_bytes += b.len() as u64;
         Some((to, b))
@@ -259,13 +272,13 @@ mod tests {
         }
         let now = Time::from_millis(1050);
         r.request(now, addr(1), 0, &[95, 96, 7000]);
-        let (to, b) = r.poll().unwrap();
+        let (to, b) = r.poll(Time::NEVER).unwrap();
         assert_eq!((to, b), (addr(1), vec![95; 500]));
-        assert_eq!(r.poll().unwrap().1, vec![96; 500]);
-        assert!(r.poll().is_none());
+        assert_eq!(r.poll(Time::NEVER).unwrap().1, vec![96; 500]);
+        assert!(r.poll(Time::NEVER).is_none());
         // Packet 0 (sent at 0 ms) is older than the history; 7000 was never sent.
         r.request(now, addr(1), 0, &[0]);
-        assert!(r.poll().is_none());
+        assert!(r.poll(Time::NEVER).is_none());
         let s = r.stats();
         assert_eq!((s.asked, s.sent, s.not_kept), (4, 2, 2));
         // A burst of 16 packets, then the share of layer 0's 100 kbit/s: 10 kbit/s, 2.5
@@ -273,21 +286,21 @@ mod tests {
         let many: Vec<u16> = (80..100).chain(80..90).collect();
         r.request(now, addr(1), 0, &many);
         let mut n = 0;
-        while r.poll().is_some() {
+        while r.poll(Time::NEVER).is_some() {
             n += 1;
         }
         assert_eq!(n, 14);
         assert_eq!(r.stats().over_budget, 16);
         // Another requester has a budget of its own; after 2 s the first has 5 packets more.
         r.request(now, addr(2), 0, &[99]);
-        assert!(r.poll().is_some());
+        assert!(r.poll(Time::NEVER).is_some());
         let later = Time::from_millis(3050);
         for s in 100..300u16 {
             r.sent(later, 0, u64::from(s), &[1; 500]);
         }
         r.request(later, addr(1), 0, &(200..220).collect::<Vec<_>>());
         let mut n = 0;
-        while r.poll().is_some() {
+        while r.poll(Time::NEVER).is_some() {
             n += 1;
         }
         assert_eq!(n, 5);
@@ -303,9 +316,35 @@ mod tests {
         }
         let now = Time::from_millis(600);
         r.request(now, addr(1), 1, &[65_534, 3, 20]);
-        let got: Vec<u8> = std::iter::from_fn(|| r.poll()).map(|(_, b)| b[0]).collect();
+        let got: Vec<u8> = std::iter::from_fn(|| r.poll(Time::NEVER))
+            .map(|(_, b)| b[0])
+            .collect();
         assert_eq!(got, vec![(65_534 % 251) as u8, (65_539 % 251) as u8]);
         assert_eq!(r.stats().not_kept, 1);
+    }
+
+    /// One requester's retransmissions go at its stream's packet interval (layer 0: 100
+    /// kbit/s of 500-byte packets, 40 ms), another requester's are not held back by them.
+    #[test]
+    fn one_requesters_retransmissions_are_spaced() {
+        let mut r = Retransmitter::new(RtxConfig::default(), &info());
+        for s in 0..10u64 {
+            r.sent(Time::from_millis(s), 0, s, &[s as u8; 500]);
+        }
+        let t0 = Time::from_millis(100);
+        r.request(t0, addr(1), 0, &[1, 2, 3]);
+        r.request(t0, addr(2), 0, &[4]);
+        let take = |r: &mut Retransmitter, ms: u64| -> Vec<(u8, u8)> {
+            std::iter::from_fn(|| r.poll(Time::from_millis(ms)))
+                .map(|(a, b)| (a.to_string().as_bytes()[7] - b'0', b[0]))
+                .collect()
+        };
+        assert_eq!(take(&mut r, 100), vec![(1, 1), (2, 4)]);
+        assert_eq!(r.next_due(), Some(Time::from_millis(140)));
+        assert!(take(&mut r, 139).is_empty());
+        assert_eq!(take(&mut r, 140), vec![(1, 2)]);
+        assert_eq!(take(&mut r, 180), vec![(1, 3)]);
+        assert_eq!(r.next_due(), None);
     }
 
     #[test]

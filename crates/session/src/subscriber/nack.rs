@@ -6,6 +6,11 @@
 //! same checks as any other (authentication, replay window, FEC) and then to the host, but it
 //! never reaches the controller or the loss tally: the loss was real, and the congestion
 //! signal stays what the network said.
+//!
+//! A gap revealed by a packet that waited [`CONGESTED_QUEUE`] or more above the path's delay
+//! floor is congestion, and is not asked for: a retransmission into a full queue adds to it
+//! (a viewer behind a 600-kbit/s link with a 50-ms queue lost four times as many packets when
+//! it asked for them, docs/protocols/retransmission.md "Congestion").
 
 use proto::Time;
 use serde::Serialize;
@@ -21,6 +26,9 @@ pub const RETRY_INTERVAL: Duration = Duration::from_millis(150);
 pub const MAX_TRIES: u8 = 3;
 /// A packet missing this long is not asked for any more: the host's playout has passed it.
 pub const GIVE_UP: Duration = Duration::from_millis(700);
+/// A gap is not asked for when the packet that revealed it was queued this much longer than
+/// the path's delay floor (the stale filter's windowed minimum).
+pub const CONGESTED_QUEUE: Duration = Duration::from_millis(25);
 /// Missing packets remembered per stream at most (the oldest are forgotten first): a burst
 /// longer than this is past what retransmission within budget repairs anyway.
 pub const MAX_MISSING: usize = 128;
@@ -38,6 +46,8 @@ pub struct RtxStats {
     pub useless: u64,
     /// Missing packets given up on (never arrived within [`GIVE_UP`] or [`MAX_TRIES`]).
     pub given_up: u64,
+    /// Missing packets not asked for: the gap came with a queue ([`CONGESTED_QUEUE`]).
+    pub congested: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -62,9 +72,11 @@ impl MissingList {
         self.highest = None;
     }
 
-    /// Extended sequence number `seq` arrived at `at` (from the network or retransmitted).
-    pub fn arrived(&mut self, seq: u64, at: Time, stats: &mut RtxStats) {
+    /// Extended sequence number `seq` arrived at `at` (from the network or retransmitted); a
+    /// gap it reveals is asked for only when `ask` (no queue said congestion).
+    pub fn arrived(&mut self, seq: u64, at: Time, ask: bool, stats: &mut RtxStats) {
         match self.highest {
+            Some(h) if seq > h + 1 && !ask => stats.congested += seq - h - 1,
             Some(h) if seq > h + 1 => {
                 let from = (h + 1).max(seq.saturating_sub(MAX_MISSING as u64));
                 for s in from..seq {
@@ -121,11 +133,11 @@ mod tests {
     fn a_gap_is_asked_for_after_the_reorder_wait_and_again_until_given_up() {
         let mut l = MissingList::default();
         let mut st = RtxStats::default();
-        l.arrived(100, ms(0), &mut st);
-        l.arrived(103, ms(10), &mut st); // 101 and 102 missing
+        l.arrived(100, ms(0), true, &mut st);
+        l.arrived(103, ms(10), true, &mut st); // 101 and 102 missing
         assert_eq!(l.next_due(), Some(ms(30)));
         assert!(l.due(ms(29), &mut st).is_empty());
-        l.arrived(101, ms(15), &mut st); // only reordered
+        l.arrived(101, ms(15), true, &mut st); // only reordered
         assert_eq!(l.due(ms(30), &mut st), vec![102]);
         assert_eq!(l.next_due(), Some(ms(180)));
         assert_eq!(l.due(ms(180), &mut st), vec![102]);
@@ -140,13 +152,19 @@ mod tests {
     fn a_retransmission_ends_the_asking_and_a_long_burst_is_bounded() {
         let mut l = MissingList::default();
         let mut st = RtxStats::default();
-        l.arrived(1, ms(0), &mut st);
-        l.arrived(5, ms(0), &mut st);
+        l.arrived(1, ms(0), true, &mut st);
+        l.arrived(5, ms(0), true, &mut st);
         assert_eq!(l.due(ms(20), &mut st), vec![2, 3, 4]);
-        l.arrived(3, ms(60), &mut st);
+        l.arrived(3, ms(60), true, &mut st);
         assert_eq!(l.due(ms(170), &mut st), vec![2, 4]);
         // A gap of 10 000 packets: only the last MAX_MISSING are remembered.
-        l.arrived(10_005, ms(200), &mut st);
+        l.arrived(10_005, ms(200), true, &mut st);
         assert_eq!(l.due(ms(400), &mut st).len(), MAX_MISSING);
+        // A gap that came with a queue is counted, never asked for.
+        let mut l = MissingList::default();
+        l.arrived(1, ms(0), true, &mut st);
+        l.arrived(4, ms(10), false, &mut st);
+        assert_eq!(st.congested, 2);
+        assert!(l.due(ms(100), &mut st).is_empty());
     }
 }

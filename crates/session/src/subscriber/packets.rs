@@ -86,7 +86,7 @@ impl Subscriber {
                 self.rtx.useless += 1;
                 return;
             }
-            s.missing.arrived(e, ts, &mut self.rtx);
+            s.missing.arrived(e, ts, true, &mut self.rtx);
             self.rtx.received += 1;
             if deliver && !p.padding {
                 let layer = s.layer;
@@ -127,7 +127,9 @@ impl Subscriber {
             }
         }
         if nacking {
-            s.missing.arrived(e, ts, &mut self.rtx);
+            let queued_us = self.stale.min_offset().map_or(0, |m| p.offset_us() - m);
+            let ask = queued_us < nack::CONGESTED_QUEUE.as_micros() as i64;
+            s.missing.arrived(e, ts, ask, &mut self.rtx);
         }
         let t = &mut self.tally;
         // A gap is lost only once three later numbers arrived (reordering is not loss).
