@@ -582,8 +582,9 @@ impl Publisher {
     pub fn poll_timeout(&self, now: Time) -> Time {
         let t = match &self.mode {
             Mode::Layered(l) => {
+                let bunch = next_layer(l).1;
                 let rtx = l.rtx.as_ref().and_then(rtx::Retransmitter::next_due);
-                rtx.map_or(next_layer(l).1, |r| r.max(now).min(next_layer(l).1))
+                rtx.map_or(bunch, |r| r.max(now).min(bunch))
             }
             Mode::Tfmcc(t) => t.poll_timeout(now),
         };
