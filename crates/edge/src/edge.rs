@@ -18,6 +18,13 @@ use std::net::SocketAddr;
 
 /// Loss (transport-wide feedback, last second) from which a down-switch asks for a key picture.
 const HEAVY_LOSS: f32 = 0.06;
+
+/// The deepest loss a burst's delivered rate is taken at. The first NACKs of an overflow are
+/// often one frame's packets, sent back to back into the full queue and all lost (depth 1.0,
+/// a delivered rate of nothing, which dropped a 4 -> 1 Mbit/s step to the lowest layer):
+/// the path is taken to carry at least a quarter of what was sent, and a deeper step is
+/// followed by the next evaluation.
+const BURST_LOSS_CAP: f32 = 0.75;
 use std::time::{Duration, Instant};
 
 /// Configuration of the edge core.
@@ -528,7 +535,16 @@ impl Edge {
         let departure = v.departure_rate(now);
         let paced = (v.pacer_backlog(now) >= self.conf.select.backlog_max)
             .then(|| v.sel.video_share(departure / 1.1, st.audio_rate_bps));
-        if let Some((to, reason)) = v.sel.update(now, video_est, st.loss, st.rtt, paced, &cands) {
+        // A loss burst (a queue overflowing on the path): what gets through is what is sent
+        // less what the burst loses, whatever the estimate says yet; a bound like the
+        // pacer's, so the first reaction is the whole way down, not a temporal layer at a time.
+        let delivered = v.burst_loss(now).map(|l| {
+            let through = f64::from(1.0 - l.min(BURST_LOSS_CAP));
+            v.sel.video_share(departure * through, st.audio_rate_bps)
+        });
+        let paced = [paced, delivered].into_iter().flatten().reduce(f64::min);
+        let loss = v.loss(now);
+        if let Some((to, reason)) = v.sel.update(now, video_est, loss, st.rtt, paced, &cands) {
             v.fwd.set_target(to);
             if let Some(f) = from {
                 if to > f {
@@ -543,7 +559,7 @@ impl Edge {
                 to,
                 reason: reason.as_str(),
                 estimate_bps: est,
-                loss: st.loss,
+                loss,
             });
         }
         // Heavy loss around a down-switch (a path step overflowed its queue before any
@@ -551,7 +567,7 @@ impl Edge {
         // many repairs, behind the pacer's backlog: it freezes until they all arrived or the
         // next key picture. One key picture at the new layers ends that sooner (one request
         // per session and second, `Relay::want_key`).
-        let heavy = st.loss >= HEAVY_LOSS && v.sel.went_down_within(now, Duration::from_secs(2));
+        let heavy = loss >= HEAVY_LOSS && v.sel.went_down_within(now, Duration::from_secs(2));
         if heavy && v.fwd.started() {
             if let Some(r) = self.relays.get_mut(&v.session) {
                 r.want_key();

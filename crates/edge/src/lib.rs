@@ -12,6 +12,7 @@ pub mod forward;
 pub mod gate;
 pub mod keycache;
 pub mod layout;
+pub mod nack_burst;
 pub mod relay;
 pub mod repair;
 pub mod resend;

@@ -5,6 +5,7 @@
 //! written packet) its output is drained until it yields a timeout.
 
 use crate::forward::{Forwarder, Send};
+use crate::nack_burst::NackBurst;
 use crate::resend::{Resender, Sent};
 use crate::select::{Choice, Selector};
 use crate::whep::Negotiated;
@@ -124,11 +125,18 @@ pub struct Viewer {
     /// The second copy of each NACKed packet; its history is str0m's (`RtcSettings::rtx_history`),
     /// how long sent packets are kept for NACKs.
     resend: Resender,
+    /// The loss burst the browser's NACKs show, ahead of str0m's loss figure.
+    burst: NackBurst,
+    /// When a burst last asked for a re-evaluation.
+    burst_checked: Option<Instant>,
 }
 
 /// No second copies while the browser's loss is at least this: loss that heavy is congestion,
 /// and the copies would add to it.
 const COPY_MAX_LOSS: f32 = 0.10;
+
+/// A NACK burst this heavy re-evaluates the layers at once.
+const BURST_LOSS: f32 = 0.10;
 
 /// While str0m's pacer holds a backlog this long, the layers are re-evaluated this often.
 const BACKLOG_CHECK: Duration = Duration::from_millis(200);
@@ -181,6 +189,8 @@ impl Viewer {
             backlog_checked: None,
             drop_repairs_at_key: false,
             resend: Resender::new(Duration::from_millis(1500)),
+            burst: NackBurst::default(),
+            burst_checked: None,
         };
         let mut api = v.rtc.direct_api();
         let ssrc = api.stream_tx_by_mid(neg.video, None).map(|s| *s.ssrc());
@@ -213,6 +223,17 @@ impl Viewer {
 
     pub fn stats(&self) -> ViewerStats {
         self.stats
+    }
+
+    /// The browser's loss for the layer choice: str0m's figure, or the depth of the loss
+    /// burst the browser's NACKs show (`nack_burst`), whichever is larger.
+    pub fn loss(&mut self, now: Instant) -> f32 {
+        self.stats.loss.max(self.burst_loss(now).unwrap_or(0.0))
+    }
+
+    /// The depth of the loss burst the browser's NACKs show, if they show one.
+    pub fn burst_loss(&mut self, now: Instant) -> Option<f32> {
+        self.burst.loss(now)
     }
 
     pub fn poll_signal(&mut self) -> Option<ViewerSignal> {
@@ -392,13 +413,23 @@ impl Viewer {
     /// A NACK from the browser (str0m answers it with RTX): schedules the second copies,
     /// unless the path is congested (heavy loss, or str0m's pacer holding a backlog).
     fn on_nack(&mut self, now: Instant, ssrc: u32, entries: &[str0m::rtp::rtcp::NackEntry]) {
-        if Some(ssrc) != self.video_ssrc
-            || self.stats.loss >= COPY_MAX_LOSS
-            || self.pacer_backlog(now) >= BACKLOG_CHECK
-        {
+        if Some(ssrc) != self.video_ssrc {
             return;
         }
         let last = SeqNo::from(self.seq_video.saturating_sub(1));
+        for e in entries {
+            self.burst.on_nack(now, e.into_iter(last).map(|s| *s));
+        }
+        // A burst re-evaluates the layers at once (at most every `BACKLOG_CHECK`), not at
+        // the next stats event.
+        let loss = self.loss(now);
+        if loss >= BURST_LOSS && self.burst_checked.is_none_or(|t| now >= t + BACKLOG_CHECK) {
+            self.burst_checked = Some(now);
+            self.signals.push_back(ViewerSignal::Estimate);
+        }
+        if loss >= COPY_MAX_LOSS || self.pacer_backlog(now) >= BACKLOG_CHECK {
+            return;
+        }
         for e in entries {
             self.resend.on_nack(now, e.into_iter(last).map(|s| *s));
         }
