@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Net, buildTopology, findBinary, parseScenario, sleep } from '../src/index.js';
+import { Net, buildTopology, findBinary, nsRun, parseScenario, sleep } from '../src/index.js';
 import { analyseRun, qualityHtml, appendToReport, type PlayerQuality } from '../src/quality.js';
 import { repoRoot } from '../src/bins.js';
 
@@ -175,6 +175,10 @@ flows:
     }
     log(`running ${seconds} s, ${protocol}: ${source} to ${viewers.map((v) => `${v.name} behind ${v.bottleneckKbps} kbit/s${v.lossPct ? ` ${v.lossPct} % loss` : ''}${v.jitterMs ? ` ${v.jitterMs} ms jitter` : ''}${v.cubicDownload ? ' + CUBIC' : ''}`).join(', ')}`);
     await Promise.race([Promise.all(done), sleep((seconds + 15) * 1000)]);
+    // The sender's counters at the end (frames left out, repair, retransmissions), for
+    // looking into what a run's viewers saw; a failed scrape costs nothing but the file.
+    const m = await nsRun(app.ns, 'curl', ['-sf', '-m', '3', `http://${app.addr}:8080/metrics`], { timeoutMs: 6000, allowFail: true });
+    if (m.code === 0) fs.writeFileSync(path.join(serverDir, 'metrics.txt'), m.stdout);
   } finally {
     await net.teardown();
   }
