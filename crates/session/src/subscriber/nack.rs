@@ -10,7 +10,8 @@
 //! A gap revealed by a packet that waited [`CONGESTED_QUEUE`] or more above the path's delay
 //! floor is congestion, and is not asked for: a retransmission into a full queue adds to it
 //! (a viewer behind a 600-kbit/s link with a 50-ms queue lost four times as many packets when
-//! it asked for them, docs/protocols/retransmission.md "Congestion").
+//! it asked for them, docs/protocols/retransmission.md "Congestion"), except in layer 0, which
+//! every picture predicts from (the caller decides, `packets.rs`).
 
 use proto::Time;
 use serde::Serialize;

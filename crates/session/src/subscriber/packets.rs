@@ -128,7 +128,10 @@ impl Subscriber {
         }
         if nacking {
             let queued_us = self.stale.min_offset().map_or(0, |m| p.offset_us() - m);
-            let ask = queued_us < nack::CONGESTED_QUEUE.as_micros() as i64;
+            // Layer 0 is asked for even then: every picture predicts from it, so one lost
+            // base packet freezes the picture until the next key (~1 s), where a lost upper
+            // packet costs a frame or the upper resolution, and it is the smallest layer.
+            let ask = s.layer == 0 || queued_us < nack::CONGESTED_QUEUE.as_micros() as i64;
             s.missing.arrived(e, ts, ask, &mut self.rtx);
         }
         let t = &mut self.tally;

@@ -437,6 +437,42 @@ fn gaps_are_asked_for_and_retransmissions_delivered_once() {
     assert_eq!(again[0].nack.seqs, vec![21]);
 }
 
+/// Under a standing queue (the packets that reveal a gap waited 60 ms above the path's
+/// delay floor) a gap in an upper layer is congestion and is not asked for; the same gap in
+/// layer 0, which every picture predicts from, still is.
+#[test]
+fn under_a_queue_only_the_base_layer_is_asked_for() {
+    let mut s = Subscriber::new(Control::Fixed(2), SubscriberConfig::default());
+    let mut i = with_video(info(2, 4), 100);
+    i.retransmission = true;
+    s.handle_announcement(ms(0), Announcement::Info(i.clone()));
+    drain(&mut s);
+    for seq in 0..60u16 {
+        let t = 10 * u64::from(seq);
+        let queued = if seq >= 30 { 60 } else { 0 };
+        for k in 0..2u8 {
+            if seq == 45 {
+                continue;
+            }
+            let b = pkt(
+                k,
+                100 + u32::from(k),
+                seq,
+                (seq % 2) as u8,
+                t,
+                &[seq as u8; 20],
+            );
+            let l = &i.layers[k as usize];
+            s.handle_datagram(ms(t + queued), l.group, l.port, ms(t + queued), &b);
+        }
+    }
+    s.handle_timeout(ms(700));
+    let r = retransmit_requests(&drain(&mut s));
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!((r[0].nack.ssrc, r[0].nack.seqs.clone()), (100, vec![45]));
+    assert_eq!(s.rtx_stats().congested, 1);
+}
+
 fn retransmit_requests(out: &[Output]) -> Vec<MediaRequest> {
     out.iter()
         .filter_map(|o| match o {
