@@ -11,16 +11,22 @@
 //! the edge-added latency (a frame's last packet fed to the edge -> received by the client).
 //! A step passes when every viewer gets ≥ 90 % of the top layer's pictures and the edge thread
 //! used < 90 % of its core. Flags: `--start N --step N --max N --secs S`.
+//!
+//! The client stamps each datagram with the kernel's receive time (`SO_TIMESTAMPNS`), as a
+//! browser's network thread stamps it on arrival: with hundreds of peers on one core the
+//! client reaches a datagram milliseconds after it arrived, and that lag, fed to str0m as
+//! the arrival time, went into the transport-wide feedback as queueing delay the edge's
+//! estimate then read as congestion (and into the latency figure as the edge's).
 
 use codec::vp9rtp::PayloadDescriptor;
 use edge::source::Source;
 use edge::{Edge, EdgeConfig, UpstreamPacket};
 use std::collections::{HashMap, VecDeque};
-use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use str0m::change::SdpAnswer;
 use str0m::media::{Direction, MediaKind};
 use str0m::net::{Protocol, Receive};
@@ -248,6 +254,7 @@ async fn client(
         .await
         .expect("bind");
     let local = sock.local_addr().expect("addr");
+    enable_timestamps(sock.as_raw_fd());
     let mut rtc = Rtc::builder().set_rtp_mode(true).build(Instant::now());
     rtc.add_local_candidate(Candidate::host(local, "udp").expect("candidate"));
     let mut api = rtc.sdp_api();
@@ -282,7 +289,7 @@ async fn client(
                     st.connected.store(1, Ordering::Relaxed);
                 }
                 Ok(Output::Event(Event::RtpPacket(p))) => {
-                    let now = Instant::now();
+                    let now = p.timestamp;
                     st.bytes
                         .fetch_add(p.payload.len() as u64, Ordering::Relaxed);
                     if let Ok((d, _)) = PayloadDescriptor::parse(&p.payload) {
@@ -310,13 +317,16 @@ async fn client(
         };
         let wait = timeout.saturating_duration_since(Instant::now());
         tokio::select! {
-            r = sock.recv_from(&mut buf) => {
-                if let Ok((n, from)) = r {
-                    let Ok(contents) = (&buf[..n]).try_into() else { continue };
-                    let input = Input::Receive(Instant::now(), Receive { proto: Protocol::Udp, source: from, destination: local, contents });
-                    if rtc.handle_input(input).is_err() {
-                        return;
-                    }
+            r = sock.readable() => {
+                if r.is_err() {
+                    return;
+                }
+                let fd = sock.as_raw_fd();
+                let Ok((n, from, at)) = sock.try_io(tokio::io::Interest::READABLE, || recv_stamped(fd, &mut buf)) else { continue };
+                let Ok(contents) = (&buf[..n]).try_into() else { continue };
+                let input = Input::Receive(at, Receive { proto: Protocol::Udp, source: from, destination: local, contents });
+                if rtc.handle_input(input).is_err() {
+                    return;
                 }
             }
             _ = tokio::time::sleep(wait) => {
@@ -326,6 +336,66 @@ async fn client(
             }
         }
     }
+}
+
+fn enable_timestamps(fd: RawFd) {
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket and an int option of the right size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "SO_TIMESTAMPNS: {}", std::io::Error::last_os_error());
+}
+
+/// One datagram from an IPv4 socket with `SO_TIMESTAMPNS` on: its length, its source, and
+/// when it reached the socket (the kernel's wall-clock stamp moved onto the monotonic clock;
+/// now if the stamp is missing).
+fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> std::io::Result<(usize, SocketAddr, Instant)> {
+    let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut cmsg = [0u64; 8];
+    // SAFETY: a zeroed msghdr is valid; every pointer set below outlives the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut addr as *mut libc::sockaddr_in).cast();
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&cmsg);
+    // SAFETY: msg points at live buffers of the sizes it states.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let now = Instant::now();
+    let mut at = now;
+    // SAFETY: the CMSG_* walk stays inside msg_control as the kernel filled it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                let stamp = UNIX_EPOCH + Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+                let lag = SystemTime::now().duration_since(stamp).unwrap_or_default();
+                at = now.checked_sub(lag).unwrap_or(now);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    let from = SocketAddrV4::new(
+        u32::from_be(addr.sin_addr.s_addr).into(),
+        u16::from_be(addr.sin_port),
+    );
+    Ok((n as usize, SocketAddr::V4(from), at))
 }
 
 fn arg(args: &[String], name: &str, default: u64) -> u64 {
