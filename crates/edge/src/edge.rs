@@ -551,6 +551,7 @@ impl Edge {
                     self.counters.layer_switches_up += 1;
                 } else {
                     self.counters.layer_switches_down += 1;
+                    v.restart_burst();
                 }
             }
             self.events.push_back(EdgeEvent::Target {

@@ -31,6 +31,9 @@ const MAX_ENTRIES: usize = 4096;
 pub struct NackBurst {
     /// (first NACK, sequence number) of the packets NACKed in the window.
     nacked: VecDeque<(Instant, u64)>,
+    /// Packets numbered below this are not counted: they were sent before the last
+    /// down-switch, and the burst they tell of has been acted on.
+    floor: u64,
 }
 
 impl NackBurst {
@@ -39,7 +42,7 @@ impl NackBurst {
     pub fn on_nack(&mut self, now: Instant, seqs: impl IntoIterator<Item = u64>) {
         self.expire(now);
         for s in seqs {
-            if self.nacked.iter().any(|x| x.1 == s) {
+            if s < self.floor || self.nacked.iter().any(|x| x.1 == s) {
                 continue;
             }
             if self.nacked.len() == MAX_ENTRIES {
@@ -47,6 +50,15 @@ impl NackBurst {
             }
             self.nacked.push_back((now, s));
         }
+    }
+
+    /// Counts only packets numbered `next` and on from now: the layers went down, and the
+    /// NACKs still to come for what was sent before (a queue's worth, a round trip long) tell
+    /// of the burst already acted on; counted again, they took a browser a second step down
+    /// 70 ms after the first, for one overload.
+    pub fn restart_at(&mut self, next: u64) {
+        self.floor = next;
+        self.nacked.clear();
     }
 
     /// The share NACKed of the span of sequence numbers the window's NACKs cover, when at
@@ -134,5 +146,21 @@ mod tests {
         assert_eq!(b.loss(now), Some(10.0 / 19.0));
         // Another window later, with nothing NACKed: no burst.
         assert_eq!(b.loss(now + WINDOW + MS), None);
+    }
+
+    #[test]
+    fn after_a_down_switch_only_what_is_sent_since_counts() {
+        let now = Instant::now();
+        let mut b = NackBurst::default();
+        b.on_nack(now, 0..10u64);
+        assert_eq!(b.loss(now), Some(1.0));
+        b.restart_at(100);
+        assert_eq!(b.loss(now), None);
+        // The rest of the old burst's NACKs come in: not counted.
+        b.on_nack(now, 10..60u64);
+        assert_eq!(b.loss(now), None);
+        // A new burst of packets sent after the switch is.
+        b.on_nack(now, (100..120u64).step_by(2));
+        assert_eq!(b.loss(now), Some(10.0 / 19.0));
     }
 }

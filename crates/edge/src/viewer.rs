@@ -236,6 +236,11 @@ impl Viewer {
         self.burst.loss(now)
     }
 
+    /// The layers went down: a burst from now on is one of packets sent at the new rate.
+    pub fn restart_burst(&mut self) {
+        self.burst.restart_at(self.seq_video);
+    }
+
     pub fn poll_signal(&mut self) -> Option<ViewerSignal> {
         self.signals.pop_front()
     }
