@@ -3,7 +3,6 @@
 // with and without retransmission, alternating, N runs each.
 import { qualityTest, SMALL_VIDEO } from './quality-test.js';
 const n = Number(process.argv[2] ?? 4);
-const rows: string[] = [];
 for (let i = 0; i < n; i++) {
   for (const rtx of [true, false]) {
     const r = await qualityTest({
@@ -16,7 +15,6 @@ for (let i = 0; i < n; i++) {
     for (const q of r.players) {
       const line = `${rtx ? 'rtx ' : 'base'} run ${i} ${q.player}: fps ${q.source?.fpsRatio.toFixed(3)} freezes ${q.freezes} (${q.freezesPerMin.toFixed(1)}/min, longest ${q.longestFreezeS.toFixed(2)}) PSNR ${q.psnrMeanDb.toFixed(2)} p50/p95 ${q.latencyP50Ms?.toFixed(0)}/${q.latencyP95Ms?.toFixed(0)} lost ${q.packets?.lost} fec ${q.packets?.fecRecovered} rtx ${q.packets?.retransmitted}`;
       console.log(line);
-      rows.push(line);
     }
   }
 }

@@ -538,12 +538,13 @@ impl Edge {
         // A loss burst (a queue overflowing on the path): what gets through is what is sent
         // less what the burst loses, whatever the estimate says yet; a bound like the
         // pacer's, so the first reaction is the whole way down, not a temporal layer at a time.
-        let delivered = v.burst_loss(now).map(|l| {
+        let burst = v.burst_loss(now);
+        let delivered = burst.map(|l| {
             let through = f64::from(1.0 - l.min(BURST_LOSS_CAP));
             v.sel.video_share(departure * through, st.audio_rate_bps)
         });
         let paced = [paced, delivered].into_iter().flatten().reduce(f64::min);
-        let loss = v.loss(now);
+        let loss = st.loss.max(burst.unwrap_or(0.0));
         if let Some((to, reason)) = v.sel.update(now, video_est, loss, st.rtt, paced, &cands) {
             v.fwd.set_target(to);
             if let Some(f) = from {

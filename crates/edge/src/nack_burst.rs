@@ -14,7 +14,7 @@
 //! random loss of a few percent NACKs one or two packets in such a window, a queue overflow
 //! tens.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 /// The span over which NACKed packets are set against packets sent.
@@ -29,8 +29,11 @@ const MAX_ENTRIES: usize = 4096;
 /// See the module documentation.
 #[derive(Debug, Default)]
 pub struct NackBurst {
-    /// (first NACK, sequence number) of the packets NACKed in the window.
+    /// (first NACK, sequence number) of the packets NACKed in the window, oldest first.
     nacked: VecDeque<(Instant, u64)>,
+    /// The same sequence numbers, for a lookup per NACKed packet and the span's ends (a
+    /// browser's NACK may name thousands).
+    seqs: BTreeSet<u64>,
     /// Packets numbered below this are not counted: they were sent before the last
     /// down-switch, and the burst they tell of has been acted on.
     floor: u64,
@@ -42,11 +45,13 @@ impl NackBurst {
     pub fn on_nack(&mut self, now: Instant, seqs: impl IntoIterator<Item = u64>) {
         self.expire(now);
         for s in seqs {
-            if s < self.floor || self.nacked.iter().any(|x| x.1 == s) {
+            if s < self.floor || !self.seqs.insert(s) {
                 continue;
             }
             if self.nacked.len() == MAX_ENTRIES {
-                self.nacked.pop_front();
+                if let Some((_, old)) = self.nacked.pop_front() {
+                    self.seqs.remove(&old);
+                }
             }
             self.nacked.push_back((now, s));
         }
@@ -59,6 +64,7 @@ impl NackBurst {
     pub fn restart_at(&mut self, next: u64) {
         self.floor = next;
         self.nacked.clear();
+        self.seqs.clear();
     }
 
     /// The share NACKed of the span of sequence numbers the window's NACKs cover, when at
@@ -70,8 +76,7 @@ impl NackBurst {
         if n < MIN_NACKED {
             return None;
         }
-        let lo = self.nacked.iter().map(|x| x.1).min()?;
-        let hi = self.nacked.iter().map(|x| x.1).max()?;
+        let (&lo, &hi) = (self.seqs.first()?, self.seqs.last()?);
         let span = (hi - lo + 1).max(n as u64);
         Some(n as f32 / span as f32)
     }
@@ -80,8 +85,12 @@ impl NackBurst {
         let Some(start) = now.checked_sub(WINDOW) else {
             return;
         };
-        while self.nacked.front().is_some_and(|x| x.0 < start) {
+        while let Some(&(t, s)) = self.nacked.front() {
+            if t >= start {
+                break;
+            }
             self.nacked.pop_front();
+            self.seqs.remove(&s);
         }
     }
 }
