@@ -38,7 +38,7 @@ const USAGE = `usage:
                                         the scenario in layercast-sim and on the testbed, one table
   layercast-e2e quality RUN_DIR [--reference FILE]
                                         PSNR/SSIM, freezes, frame rate, latency of each player-*/
-  layercast-e2e quality-suite [--runs N] [--seconds S] [--protocols era,plm] [--video small|default]
+  layercast-e2e quality-suite [--runs N] [--seconds S] [--protocols era,plm] [--video small|default] [--fps N]
                               [--keep-pictures] [--no-keep-awake] [--no-retransmission] [--out DIR]
                                         issue 20: one session per run, one viewer per case
                                         (${CASES.map((c) => c.id).join(', ')}), ERA and PLM,
@@ -177,12 +177,16 @@ async function main(argv: string[]): Promise<number> {
       if (!(seconds >= 10 && seconds <= 600)) throw new Error(`--seconds wants 10..600, not ${flag(args, '--seconds')}`);
       const video = flag(args, '--video') ?? 'small';
       if (video !== 'small' && video !== 'default') throw new Error(`--video is small or default, not ${video}`);
+      const fps = flag(args, '--fps') === undefined ? undefined : Number(flag(args, '--fps'));
+      if (fps !== undefined && !(Number.isInteger(fps) && fps >= 5 && fps <= 60)) throw new Error(`--fps wants a whole number 5..60, not ${flag(args, '--fps')}`);
+      if (fps !== undefined && video === 'default') throw new Error('--fps sets the small encode\'s frame rate; --video default is the server\'s own');
       const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `quality-${stamp}`);
       const results = await runQualitySuite({
         runs,
         seconds,
         protocols: (flag(args, '--protocols') ?? 'era,plm').split(','),
         video,
+        fps,
         outDir: out,
         keepPictures: args.includes('--keep-pictures'),
         keepAwake: !args.includes('--no-keep-awake'),

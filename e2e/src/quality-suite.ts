@@ -222,6 +222,8 @@ export interface SuiteOptions {
   outDir: string;
   /** 'small' (SMALL_VIDEO, default) or 'default' (the server's 720p30 encode). */
   video?: 'small' | 'default';
+  /** Frame rate of the small encode (default SMALL_VIDEO's). */
+  fps?: number;
   /** Keep every run's pictures (GBs); default: only frames.csv, logs and reports stay. */
   keepPictures?: boolean;
   keepAwake?: boolean;
@@ -260,7 +262,7 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
           protocol: p as (typeof PROTOCOLS)[number],
           viewers,
           outDir: dir,
-          ...(opts.video === 'default' ? {} : { video: SMALL_VIDEO, packetSize: 1200 }),
+          ...(opts.video === 'default' ? {} : { video: { ...SMALL_VIDEO, fps: opts.fps ?? SMALL_VIDEO.fps }, packetSize: 1200 }),
           ...(opts.playerArgs?.length ? { playerArgs: opts.playerArgs } : {}),
           log: (s) => log(`  ${s}`),
         });

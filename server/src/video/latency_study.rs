@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 
 struct Pic {
     key: bool,
+    sync: u8,
     pkts: Vec<usize>,
 }
 
@@ -25,7 +26,24 @@ fn trace(v: &ResolvedVideo, packet_size: u16, secs: u32, intra: u32) -> Vec<Pic>
     let mut enc = SvcEncoder::new(conf).unwrap();
     let mut st = Stamper::new(v.width, v.height, v.fps, qr_pixel_size(v.spatial)).unwrap();
     let mut out = Vec::new();
+    // S_PSNR=1: every picture decoded with all its layers, Y PSNR against the encoder's input
+    // (printed as a mean, and the mean of the key pictures and the 8 after them).
+    let mut dec = std::env::var("S_PSNR")
+        .is_ok()
+        .then(|| codec::vpx::Decoder::new(1).unwrap());
+    let (mut psnr_all, mut psnr_key, mut since_key) = (Vec::new(), Vec::new(), 99u32);
+    // S_LOOPJIT=1: the capture-time pattern of the testbed's looped 25-fps clip at 30 fps (a
+    // 24-ms gap at each loop point, a 67-ms gap two pictures later), else a regular clock.
+    let loopjit = std::env::var("S_LOOPJIT").is_ok();
+    let mut t_ms = 0.0f64;
     for i in 0..(secs * v.fps) as u64 {
+        let pts_ms = t_ms;
+        let p = i % 158;
+        t_ms += match (loopjit, p) {
+            (true, 0) if i > 0 => 24.0,
+            (true, 2) if i > 2 => 67.0,
+            _ => 1000.0 / v.fps as f64,
+        };
         let synth_frame;
         let src = match &clip {
             Some(c) => {
@@ -40,16 +58,37 @@ fn trace(v: &ResolvedVideo, packet_size: u16, secs: u32, intra: u32) -> Vec<Pic>
         let f = st
             .stamp(src, i, 1_700_000_000_000_000_000 + i * 66_666_666)
             .unwrap();
-        let pic = enc
-            .encode(&f, (i * 90_000 / v.fps as u64) as i64)
-            .unwrap()
-            .unwrap();
+        let pic = enc.encode(&f, (pts_ms * 90.0) as i64).unwrap().unwrap();
         let key = pic.key;
+        if let Some(d) = dec.as_mut() {
+            let frames: Vec<&[u8]> = pic.frames.iter().map(|f| &f.data[..]).collect();
+            if let Some(img) = d.decode_layers(&frames).unwrap() {
+                let ylen = (v.width * v.height) as usize;
+                if img.width == v.width {
+                    let p = synth::psnr(&img.i420[..ylen], &f[..ylen]);
+                    since_key = if key { 0 } else { since_key + 1 };
+                    psnr_all.push(p);
+                    if since_key <= 8 {
+                        psnr_key.push(p);
+                    }
+                }
+            }
+        }
         let per = streams.packets(&pic).unwrap();
         out.push(Pic {
             key,
+            sync: pic.sync_mask,
             pkts: per.iter().map(Vec::len).collect(),
         });
+    }
+    if !psnr_all.is_empty() {
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let min = psnr_all.iter().copied().fold(f64::MAX, f64::min);
+        eprintln!(
+            "    Y PSNR all layers: mean {:.2} dB, min {min:.2} dB; key pictures and the 8 after: {:.2} dB",
+            mean(&psnr_all),
+            mean(&psnr_key)
+        );
     }
     out
 }
@@ -194,6 +233,20 @@ fn simulate(
         usable.push(prev);
         if i as u32 >= 2 * fps {
             lat.push(prev.saturating_since(cap(i)).as_secs_f64() * 1e3);
+            let own = all.saturating_since(cap(i)).as_secs_f64() * 1e3;
+            if std::env::var("S_SLOW").is_ok_and(|v| own > v.parse().unwrap_or(200.0)) {
+                let w: Vec<u128> = d
+                    .iter()
+                    .map(|x| x.unwrap_or(end).saturating_since(cap(i)).as_millis())
+                    .collect();
+                eprintln!(
+                    "      slow picture {i} ({}, key {}, sync {}): {own:.0} ms, per layer {w:?}, packets {:?}",
+                    i % 4,
+                    pics[i].key,
+                    pics[i].sync,
+                    pics[i].pkts
+                );
+            }
         }
     }
     // Joins every 50 ms after the first 2 s: first key picture captured after the join.
@@ -393,30 +446,34 @@ fn clip_study() {
     let secs = env("S_SECS", 60.0) as u32;
     let m = 1200u16;
     let scale = env("S_SCALE", 0.6);
+    let fps = env("S_FPS", 15.0) as u32;
     let v = ResolvedVideo {
         width: 640,
         height: 360,
-        fps: 15,
+        fps,
         spatial: 3,
         temporal: 3,
         cell_kbps: scaled(&codec::ladder::DEFAULT_L3T3_CELL_KBPS, scale),
-        keyframe_interval: 30,
+        keyframe_interval: 2 * fps,
         qroverlay: true,
         reference_dir: None,
         rate_headroom: env("S_HEAD", crate::config::DEFAULT_RATE_HEADROOM),
         key_headroom: env("S_KEYHEAD", crate::config::DEFAULT_KEY_HEADROOM),
         pacer_peak: crate::config::DEFAULT_PACER_PEAK,
-        pacer_credit: Duration::from_millis(crate::config::DEFAULT_PACER_CREDIT_MS),
+        pacer_credit: Duration::from_millis(env(
+            "S_CREDIT",
+            crate::config::DEFAULT_PACER_CREDIT_MS as f64,
+        ) as u64),
         max_discardable_wait: None,
         max_middle_wait: None,
     };
-    let pics = trace(&v, m, secs, 150);
+    let pics = trace(&v, m, secs, env("S_INTRA", 150.0) as u32);
     let bunch = 2u8;
     let mut rates = Vec::new();
     let mut credit = Vec::new();
     for s in 0..3 {
         for t in 0..3 {
-            let fps_t = crate::config::temporal_fps(15, 3, t);
+            let fps_t = crate::config::temporal_fps(fps, 3, t);
             let h = v.headroom(s, t);
             rates.push(crate::config::video_layer_rate(
                 v.cell_kbps[s][t],
@@ -441,19 +498,19 @@ fn clip_study() {
             count: Default::default(),
         };
         std::env::set_var("S_DBG", "1");
-        let o = simulate(&pics, 15, &rates, m, v.pacer_peak, &credit, &d);
+        let o = simulate(&pics, fps, &rates, m, v.pacer_peak, &credit, &d);
         eprintln!(
             "  discard tl2:tl1 {pol:>8} ms: lat p50 {:>5.0} p95 {:>5.0} max {:>5.0} | rises {} | {} frames dropped | worst 6-s rate dev {:.2}% | total {:.0} kbit/s",
             q(&o.lat, 0.5),
             q(&o.lat, 0.95),
             q(&o.lat, 1.0),
-            playout(&o.lat, 15, 8.0).0,
+            playout(&o.lat, fps, 8.0).0,
             d.count.get(),
             o.worst_dev * 100.0,
             rates.iter().sum::<u64>() as f64 / 1e3
         );
         for w in [8.0, 15.0, 30.0, 60.0] {
-            let (r, b) = playout(&o.lat, 15, w);
+            let (r, b) = playout(&o.lat, fps, w);
             eprintln!("      playout window {w:>3} s: {r} rises, mean buffer {b:.0} ms");
         }
     }

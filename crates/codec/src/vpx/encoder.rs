@@ -295,7 +295,7 @@ impl SvcEncoder {
             }
             cfg.g_w = conf.width;
             cfg.g_h = conf.height;
-            // 90 kHz timebase: pts are RTP timestamps directly.
+            // 90 kHz timebase, as RTP video; libvpx gets a regular clock in it (see `encode`).
             cfg.g_timebase.num = 1;
             cfg.g_timebase.den = 90_000;
             cfg.g_threads = conf.threads;
@@ -636,10 +636,16 @@ impl SvcEncoder {
             } else {
                 0
             };
+            // libvpx sees a regular clock, one frame duration per picture: it re-derives the
+            // frame rate, and with it every layer's frame budget, from the gaps between
+            // timestamps, and a source's capture jitter (a looped clip's 24- and 67-ms gaps at
+            // 30 fps) made it code the pictures after a gap over their budgets. The caller's
+            // `pts` (capture time, the RTP clock) goes back out unchanged: no lag in realtime
+            // mode, so the output is this picture.
             let r = sys::vpx_codec_encode(
                 &mut *self.ctx,
                 &img,
-                pts,
+                (self.frame_no * duration) as i64,
                 duration as _,
                 flags,
                 sys::VPX_DL_REALTIME as _,
@@ -699,7 +705,7 @@ impl SvcEncoder {
                     frames[s] = Some(d);
                 }
                 out = Some((
-                    f.pts,
+                    pts,
                     key,
                     temporal,
                     frames
