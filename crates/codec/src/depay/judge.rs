@@ -32,16 +32,34 @@ impl Assembler {
     }
 
     /// Whether picture `pid` is known not to be expected by this subscription (the sender
-    /// marked it as sent with no frame, or its TID, predicted from the picture group, is not
-    /// kept at all).
+    /// marked it as sent with no frame, or its TID, predicted from the picture group, is kept
+    /// only on layers a join does not wait for yet: none at all, or layers joined whose first
+    /// packet is of a later picture). Without the join's part a picture that only a newly
+    /// joined layer carries (a TL2 picture when TL2 is joined) held every picture behind it
+    /// for `reorder_pictures` while the graft took effect.
     pub(super) fn not_expected(&self, pid: u64) -> bool {
         if self.unsent.contains(&pid) {
             return true;
         }
         match self.predicted_tid(pid) {
-            Some(tid) => self.expected_sids(tid).is_empty(),
+            Some(tid) => self
+                .expected_sids(tid)
+                .into_iter()
+                .all(|s| self.not_yet_joined(pid, s, tid)),
             None => false,
         }
+    }
+
+    /// Whether the frame (s, tid) of picture `pid` is on a layer joined after it: joined with
+    /// no packet yet, or whose first packet is of a later picture ([`Assembler::set_top_layer`]).
+    fn not_yet_joined(&self, pid: u64, s: u8, tid: u8) -> bool {
+        self.ladder
+            .layer_of(s, tid)
+            .is_some_and(|k| match self.joins[k] {
+                Join::Held => false,
+                Join::Awaiting => true,
+                Join::From(first) => pid < first,
+            })
     }
 
     pub(super) fn predicted_tid(&self, pid: u64) -> Option<u8> {
@@ -75,14 +93,10 @@ impl Assembler {
             if p.frames.get(&s).is_some_and(PendingFrame::is_whole) {
                 return true;
             }
-            let k = self.ladder.layer_of(s, p.tid);
-            if k.is_some_and(|k| match self.joins[k] {
-                Join::Held => false,
-                Join::Awaiting => true,
-                Join::From(first) => pid < first,
-            }) {
+            if self.not_yet_joined(pid, s, p.tid) {
                 return true;
             }
+            let k = self.ladder.layer_of(s, p.tid);
             let on = k.and_then(|k| self.newest_on.get(k).copied().flatten());
             match on {
                 Some(n) => n.saturating_sub(pid) >= reorder || newest.saturating_sub(n) >= patience,
