@@ -61,6 +61,11 @@ export type Metric = keyof typeof METRICS;
  *  "Quality suite"): 4 Mbit/s carries every layer, 1 Mbit/s a middle one (spatial layer 1).
  *  The suite reports the layers each viewer held, so a ladder that moves shows. */
 export const ALL_LAYERS_KBPS = 4000;
+/** The suite encodes SMALL_VIDEO at the product's frame rate (the server's default encode is
+ *  720p30), not the scripted test's cheaper 15 fps: each temporal layer's frame period, which
+ *  every picture's time in the sender's layer queues follows, is half as long (docs/testbed.md
+ *  "Quality suite"). */
+export const SUITE_FPS = 30;
 export const MIDDLE_LAYER_KBPS = 1000;
 
 const T = (metric: Metric, over: Target['over'], band: { min?: number; max?: number }, text: string): Target => ({ metric, over, ...band, text });
@@ -222,7 +227,7 @@ export interface SuiteOptions {
   outDir: string;
   /** 'small' (SMALL_VIDEO, default) or 'default' (the server's 720p30 encode). */
   video?: 'small' | 'default';
-  /** Frame rate of the small encode (default SMALL_VIDEO's). */
+  /** Frame rate of the small encode (default SUITE_FPS). */
   fps?: number;
   /** Keep every run's pictures (GBs); default: only frames.csv, logs and reports stay. */
   keepPictures?: boolean;
@@ -262,7 +267,7 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
           protocol: p as (typeof PROTOCOLS)[number],
           viewers,
           outDir: dir,
-          ...(opts.video === 'default' ? {} : { video: { ...SMALL_VIDEO, fps: opts.fps ?? SMALL_VIDEO.fps }, packetSize: 1200 }),
+          ...(opts.video === 'default' ? {} : { video: { ...SMALL_VIDEO, fps: opts.fps ?? SUITE_FPS }, packetSize: 1200 }),
           ...(opts.playerArgs?.length ? { playerArgs: opts.playerArgs } : {}),
           log: (s) => log(`  ${s}`),
         });
@@ -291,8 +296,10 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
   }
   const results: CaseResult[] = [];
   for (const p of protocols) for (const c of CASES) results.push(foldCase(p, c, perCase.get(`${p}/${c.id}`) ?? [], runs));
-  const cmd = `make quality ARGS='--runs ${runs}${seconds !== 60 ? ` --seconds ${seconds}` : ''}'`;
-  if (!opts.playerArgs?.length) for (const r of results) recordAcceptance(checkId(r.protocol, r.case), caseValue(r), r.pass, cmd);
+  const fps = opts.fps ?? SUITE_FPS;
+  const cmd = `make quality ARGS='--runs ${runs}${seconds !== 60 ? ` --seconds ${seconds}` : ''}${opts.video === 'default' ? ' --video default' : fps !== SUITE_FPS ? ` --fps ${fps}` : ''}'`;
+  const encode = opts.video === 'default' ? 'server default encode (720p30 L3T3)' : `640x360 L3T3 at ${fps} fps`;
+  if (!opts.playerArgs?.length) for (const r of results) recordAcceptance(checkId(r.protocol, r.case), `${encode}, ${caseValue(r)}`, r.pass, cmd);
   else notes.push(`players ran with ${opts.playerArgs.join(' ')}: a comparison, no acceptance rows recorded`);
   const md = suiteMarkdown(results, { runs, seconds, notes, minutes: (Date.now() - t0) / 60000 });
   fs.writeFileSync(path.join(opts.outDir, 'summary.md'), md);
