@@ -192,8 +192,9 @@ fn worker(args: Args, rx: Receiver<Cmd>, sh: Arc<Shared>) -> Option<Video> {
                 sh.decoded.store(true, Ordering::Relaxed);
             }
             sh.base_broken.store(v.base_broken(), Ordering::Relaxed);
-            if let Some(s) = v.take_sync_request() {
-                sh.sync_request.fetch_or(1 << s.min(7), Ordering::Relaxed);
+            let sync = v.take_sync_requests();
+            if sync != 0 {
+                sh.sync_request.fetch_or(sync, Ordering::Relaxed);
             }
             v.tick(crate::net::realtime_ns());
         }
@@ -235,5 +236,5 @@ pub fn totals(v: &mut Video) -> Value {
         "pictures": st.pictures, "pictures_skipped": st.pictures_skipped,
         "frames_incomplete": st.frames_incomplete, "late": st.late,
         "malformed": st.malformed, "key_requests": v.key_requests,
-        "hidden": v.hidden})
+        "hidden": v.hidden, "released_unrepaired": st.released_unrepaired})
 }

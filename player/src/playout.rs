@@ -70,6 +70,15 @@ impl PlayoutClock {
         self.offset.map_or(0, |o| (o - floor).max(0) as u64)
     }
 
+    /// The display slot (ns) the buffer gives the picture with RTP timestamp `ts` now, without
+    /// taking it in: `None` before the first picture anchored the clock.
+    pub fn slot(&self, ts: u32) -> Option<u64> {
+        let (base_ns, base_ts) = self.anchor?;
+        let dts_ns = ts.wrapping_sub(base_ts) as i32 as i64 * 1_000_000_000 / 90_000;
+        let nominal = base_ns as i64 + dts_ns;
+        Some((nominal + self.extra_ns as i64 + self.offset.unwrap_or(0)).max(0) as u64)
+    }
+
     /// Display time (ns, same clock as `now_ns`) of the picture with RTP timestamp `ts`
     /// (90 kHz) decoded at `now_ns`, and whether it was decoded after its time.
     pub fn due(&mut self, ts: u32, now_ns: u64) -> (u64, bool) {
@@ -166,6 +175,27 @@ mod tests {
         assert!(held[..30].iter().all(|&h| h == 10), "{held:?}");
         // Once they are out of the window, the buffer drains back to the floor.
         assert_eq!(held[99], 10, "{held:?}");
+    }
+
+    /// `slot` gives the time `due` would give an on-time picture, without taking it in (the
+    /// window and the offset do not move), and nothing before the clock is anchored.
+    #[test]
+    fn slot_is_due_without_taking_the_picture_in() {
+        let mut c = PlayoutClock::new(0, 200 * MS, 1.0, 2_000 * MS);
+        assert_eq!(c.slot(0), None);
+        for i in 0..20u64 {
+            c.due(
+                (i * 3000) as u32,
+                1_000 * MS + i * 33_333_333 + if i == 5 { 80 * MS } else { 0 },
+            );
+        }
+        let ts = (25 * 3000) as u32;
+        let s = c.slot(ts).unwrap();
+        assert_eq!(c.slot(ts), Some(s));
+        // Anchor 1000 ms, 25 pictures of 33.3 ms, plus the 80-ms offset of picture 5.
+        assert_eq!(s / MS, 1_000 + 833 + 80);
+        let (due, late) = c.due(ts, s - 10 * MS);
+        assert_eq!((due, late), (s, false));
     }
 
     /// The buffer rises at once when the path's delay rises, and drains at most `DRAIN` of

@@ -47,8 +47,9 @@ pub struct Video {
     pub key_requests: u64,
     /// Decoded pictures not shown: below the steady spatial layer (`ShowFilter`).
     pub hidden: u64,
-    /// An upper spatial layer was newly joined: its re-sync is to be requested.
-    sync_request: Option<u8>,
+    /// Upper spatial layers (bit s) to ask the server to re-sync: newly joined, or left out
+    /// of a picture released before its repair came (`release_unrepaired`).
+    sync_request: u8,
     show: ShowFilter,
     /// Every layer on one stream (TFMCC): the layer of a packet comes from its payload
     /// descriptor, and holding the stream means holding every layer.
@@ -69,6 +70,9 @@ pub struct Video {
 /// A picture decoded this long after the audio of its capture time played is dropped (lip
 /// sync over smoothness; about two frame periods at 15 fps).
 const AV_LATE_DROP_NS: u64 = 120_000_000;
+/// A picture held by a lost upper-layer packet is released this long before it is due: about
+/// one decode of the session's largest picture on a loaded core.
+const DECODE_MARGIN_NS: u64 = 10_000_000;
 /// ... unless this many pictures in a row were (then late pictures are shown).
 const AV_LATE_DROP_MAX_RUN: u32 = 15;
 
@@ -272,7 +276,7 @@ impl Video {
             decoded: 0,
             key_requests: 0,
             hidden: 0,
-            sync_request: None,
+            sync_request: 0,
             show: ShowFilter::default(),
             single_stream,
             sender_report: None,
@@ -298,7 +302,7 @@ impl Video {
                 |k: Option<usize>| k.and_then(|k| self.asm.ladder().cell(k)).map(|c| c.spatial);
             if let (Some(new), old) = (spatial(top), spatial(self.top)) {
                 if new > 0 && old.is_none_or(|o| new > o) && self.decoded > 0 {
-                    self.sync_request = Some(new);
+                    self.sync_request |= 1 << new.min(7);
                 }
             }
             self.top = top;
@@ -307,9 +311,35 @@ impl Video {
         }
     }
 
-    /// The spatial layer to ask the server to re-sync, once (see `set_layers`).
-    pub fn take_sync_request(&mut self) -> Option<u8> {
-        self.sync_request.take()
+    /// The spatial layers (bit s) to ask the server to re-sync, once (see `set_layers` and
+    /// `release_unrepaired`).
+    pub fn take_sync_requests(&mut self) -> u8 {
+        std::mem::take(&mut self.sync_request)
+    }
+
+    /// Releases the held pictures that wait only for the repair of a lost upper-layer packet
+    /// once they are due on screen (`Assembler::oldest_awaiting_repair`): waiting on would
+    /// show them late, a freeze of the whole picture, where releasing shows the layer below,
+    /// scaled, until the layer's next switch point, which is asked for at once. A frame still
+    /// arriving (a large key or scene-cut frame) is not a hole and is waited for: the playout
+    /// buffer learns its lateness.
+    fn release_unrepaired(&mut self, now_ns: u64) {
+        while let Some(ts) = self.asm.oldest_awaiting_repair() {
+            // With sound the pictures follow the audio clock, else the playout buffer.
+            let due = match (self.sender_report, self.audio_clock) {
+                (Some(sr), Some(ac)) => Some(ac.play_time(sr.capture_of(ts))),
+                _ => self.clock.slot(ts),
+            };
+            match due {
+                Some(slot) if now_ns + DECODE_MARGIN_NS >= slot => {}
+                _ => return,
+            }
+            for s in self.asm.release_oldest() {
+                if s > 0 {
+                    self.sync_request |= 1 << s.min(7);
+                }
+            }
+        }
     }
 
     /// One received packet of layer `k` (payload-less padding packets are skipped).
@@ -346,6 +376,7 @@ impl Video {
         if self.asm.push(k, &p).is_err() {
             self.push_errors += 1;
         }
+        self.release_unrepaired(now_ns);
         while let Some(pic) = self.asm.pop() {
             let au = match pic.access_unit() {
                 Ok(a) => a,

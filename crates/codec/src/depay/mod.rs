@@ -78,6 +78,9 @@ pub struct AssemblerStats {
     pub frames_incomplete: u64,
     /// Layer frames complete but with a broken reference chain.
     pub frames_unreferenceable: u64,
+    /// Pictures the host released before their upper frames' repair came
+    /// ([`Assembler::release_oldest`]).
+    pub released_unrepaired: u64,
 }
 
 /// One layer frame as assembled.
@@ -394,6 +397,64 @@ impl Assembler {
         }
         self.advance(false);
         Ok(())
+    }
+
+    /// The RTP timestamp of the oldest held picture when what holds it is only a hole in an
+    /// upper spatial frame: its base frame is whole, and every upper frame it still misses is
+    /// on a layer that has since delivered a later picture (a lost packet awaiting FEC or a
+    /// retransmission, not a large frame still arriving). The host, which knows when the
+    /// picture is due on screen, releases it with [`Assembler::release_oldest`] rather than
+    /// hold it and every picture behind it past that time for the repair (the reorder window
+    /// is 0.5 s, longer than the playout buffer's slack): the viewer sees the layer below,
+    /// scaled, until the layer's next switch point, not a frozen picture.
+    pub fn oldest_awaiting_repair(&self) -> Option<u32> {
+        let (&pid, p) = self.pending.iter().next()?;
+        if !(self.done_below..pid).all(|x| self.not_expected(x)) {
+            return None;
+        }
+        let awaited = self.awaited_sids(p);
+        if !awaited.contains(&0) || !p.frames.get(&0).is_some_and(PendingFrame::is_whole) {
+            return None;
+        }
+        let mut hole = false;
+        for s in awaited {
+            if p.frames.get(&s).is_some_and(PendingFrame::is_whole) {
+                continue;
+            }
+            let k = self.ladder.layer_of(s, p.tid)?;
+            if self.newest_on[k].is_none_or(|n| n <= pid) {
+                return None;
+            }
+            hole = true;
+        }
+        hole.then_some(p.timestamp)
+    }
+
+    /// Releases the oldest held picture with the frames that are whole (see
+    /// [`Assembler::oldest_awaiting_repair`]) and returns the spatial layers it left out of a
+    /// temporal-layer-0 picture: their chain is broken until a switch point, which the host
+    /// asks for (a re-sync). Frames of the later pictures that predict from what was left out
+    /// are left out as well.
+    pub fn release_oldest(&mut self) -> Vec<u8> {
+        let Some((&pid, _)) = self.pending.iter().next() else {
+            return Vec::new();
+        };
+        let Some(p) = self.pending.remove(&pid) else {
+            return Vec::new();
+        };
+        let broken: Vec<u8> = match p.tid {
+            0 => self
+                .awaited_sids(&p)
+                .into_iter()
+                .filter(|s| !p.frames.get(s).is_some_and(PendingFrame::is_whole))
+                .collect(),
+            _ => Vec::new(),
+        };
+        self.stats.released_unrepaired += 1;
+        self.emit(pid, p, false);
+        self.done_below = pid + 1;
+        self.advance(false);
+        broken
     }
 
     /// Give up waiting: return everything pending that can be returned.

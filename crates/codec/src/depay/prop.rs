@@ -503,3 +503,52 @@ fn pictures_only_on_a_newly_joined_layer_do_not_hold_the_others() {
         assert_eq!(*after, expected, "picture {pic} came out after {after:?}");
     }
 }
+
+/// A packet of picture 8's spatial-layer-2 frame (temporal layer 0) is lost and no repair
+/// comes. Once that layer has delivered a later picture the hole is a loss, not a frame still
+/// arriving: the assembler names picture 8 as held only by it, and releasing it lets 8 out at
+/// once with spatial layers 0-1 (the host asks for a re-sync of layer 2), the pictures behind
+/// it right after, without their layer-2 frames (which predict from the lost one) until the
+/// key picture at 16 brings layer 2 back. Before the hole is known as a loss, nothing is named.
+#[test]
+fn a_picture_held_by_a_lost_upper_frame_is_named_and_released_with_the_layers_below() {
+    let (ladder, packets, _) = stream(24, 300);
+    let conf = AssemblerConfig {
+        reorder_pictures: 12,
+        patience_pictures: 20,
+        max_pending: 64,
+    };
+    let s2t0 = ladder.layer_of(2, 0).unwrap();
+    assert!(packets[8][s2t0].len() >= 2);
+    let mut asm = Assembler::new(ladder.clone(), Some(8), conf);
+    let mut out = Vec::new();
+    let mut named = None;
+    for (i, per_layer) in packets.iter().enumerate() {
+        for (layer, v) in per_layer.iter().enumerate() {
+            for (j, p) in v.iter().enumerate() {
+                if i == 8 && layer == s2t0 && j == 1 {
+                    continue;
+                }
+                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+                if let Some(ts) = asm.oldest_awaiting_repair() {
+                    named.get_or_insert((i, layer, ts));
+                    assert_eq!(asm.release_oldest(), vec![2]);
+                }
+            }
+        }
+        while let Some(p) = asm.pop() {
+            out.push((p.picture_id % (1 << 15), p.top_spatial(), i));
+        }
+    }
+    let (i, layer, _) = named.expect("picture 8 was never named");
+    // Named when the S2T0 layer delivered picture 12, its next frame: not on 8's own packets.
+    assert_eq!((i, layer), (12, s2t0));
+    let eight = out.iter().find(|x| x.0 == 8).unwrap();
+    assert_eq!((eight.1, eight.2), (1, 12));
+    for &(pid, top, _) in &out {
+        let want = if (8..16).contains(&pid) { 1 } else { 2 };
+        assert_eq!(top, want, "picture {pid}: top spatial {top}");
+    }
+    assert_eq!(out.len(), 24);
+    assert_eq!(asm.stats().released_unrepaired, 1);
+}
