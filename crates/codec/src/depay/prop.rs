@@ -420,28 +420,29 @@ fn end_of_picture_for_partial_subscriber() {
     assert!(!Assembler::is_end_of_picture(&ladder, 3, &d(1, 0, false)));
 }
 
-/// A viewer holding spatial layers 0-1 joins spatial layer 2 at picture 20; its first packets
-/// come with picture 24 (the graft's delay). Pictures 20..=23 come out as soon as their lower
-/// layers are whole, not `reorder_pictures` later, and so does every later picture that lost
-/// nothing: the new layer is used from its first packet on.
-#[test]
-fn a_newly_joined_layer_is_not_waited_for_before_its_first_packet() {
+/// Feeds 40 pictures to an assembler holding layers 0..=`top`, which joins layers up to
+/// `joined` at picture 20; the packets `withheld(picture, layer)` names never come (the
+/// graft's delay). Returns the assembler and, per picture, the picture being fed when it
+/// came out.
+fn join_run(
+    top: usize,
+    joined: usize,
+    withheld: impl Fn(usize, usize) -> bool,
+) -> (LayerLadder, Assembler, Vec<Option<usize>>) {
     let (ladder, packets, _) = stream(40, 300);
     let conf = AssemblerConfig {
         reorder_pictures: 4,
         patience_pictures: 20,
         max_pending: 64,
     };
-    let s2 = |k: usize| ladder.cell(k).unwrap().spatial == 2;
-    let mut asm = Assembler::new(ladder.clone(), Some(5), conf);
-    // The picture each picture came out after (in feeding order).
+    let mut asm = Assembler::new(ladder.clone(), Some(top), conf);
     let mut out_after = vec![None; packets.len()];
     for (i, per_layer) in packets.iter().enumerate() {
         if i == 20 {
-            asm.set_top_layer(Some(8));
+            asm.set_top_layer(Some(joined));
         }
         for (layer, v) in per_layer.iter().enumerate() {
-            if s2(layer) && i < 24 {
+            if withheld(i, layer) {
                 continue;
             }
             for p in v {
@@ -452,6 +453,18 @@ fn a_newly_joined_layer_is_not_waited_for_before_its_first_packet() {
             out_after[(p.picture_id % (1 << 15)) as usize] = Some(i);
         }
     }
+    (ladder, asm, out_after)
+}
+
+/// A viewer holding spatial layers 0-1 joins spatial layer 2 at picture 20; its first packets
+/// come with picture 24 (the graft's delay). Pictures 20..=23 come out as soon as their lower
+/// layers are whole, not `reorder_pictures` later, and so does every later picture that lost
+/// nothing: the new layer is used from its first packet on.
+#[test]
+fn a_newly_joined_layer_is_not_waited_for_before_its_first_packet() {
+    let ladder = LayerLadder::default_720p_l3t3();
+    let s2 = |k: usize| ladder.cell(k).unwrap().spatial == 2;
+    let (ladder, mut asm, out_after) = join_run(5, 8, |i, layer| s2(layer) && i < 24);
     for (pic, after) in out_after.iter().enumerate() {
         assert_eq!(*after, Some(pic), "picture {pic} came out after {after:?}");
     }
@@ -468,31 +481,8 @@ fn a_newly_joined_layer_is_not_waited_for_before_its_first_packet() {
 /// `reorder_pictures` later (a 0.5-s stall at every such join in the quality suite).
 #[test]
 fn pictures_only_on_a_newly_joined_layer_do_not_hold_the_others() {
-    let (ladder, packets, _) = stream(40, 300);
-    let conf = AssemblerConfig {
-        reorder_pictures: 4,
-        patience_pictures: 20,
-        max_pending: 64,
-    };
-    let s0t2 = ladder.layer_of(0, 2).unwrap();
-    let mut asm = Assembler::new(ladder.clone(), Some(s0t2 - 1), conf);
-    let mut out_after = vec![None; packets.len()];
-    for (i, per_layer) in packets.iter().enumerate() {
-        if i == 20 {
-            asm.set_top_layer(Some(s0t2));
-        }
-        for (layer, v) in per_layer.iter().enumerate() {
-            if layer == s0t2 && i < 25 {
-                continue;
-            }
-            for p in v {
-                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
-            }
-        }
-        while let Some(p) = asm.pop() {
-            out_after[(p.picture_id % (1 << 15)) as usize] = Some(i);
-        }
-    }
+    let s0t2 = LayerLadder::default_720p_l3t3().layer_of(0, 2).unwrap();
+    let (_, _, out_after) = join_run(s0t2 - 1, s0t2, |i, layer| layer == s0t2 && i < 25);
     for (pic, after) in out_after.iter().enumerate() {
         // Before the join the TL2 pictures are not held; 21 and 23 never arrive.
         let expected = match pic {
