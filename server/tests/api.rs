@@ -223,6 +223,17 @@ fn api_sessions_telemetry_live_metrics_shutdown() {
         metrics.contains("layercast_dropped_total{what=\"telemetry\",reason=\"rate_limited\"} 1")
     );
     assert!(metrics.contains("layercast_sender_packets_total{session=\"one\"}"));
+    // The key-request aggregation's outcome is exposed next to the requests.
+    for name in [
+        "layercast_video_key_requests_total",
+        "layercast_video_keys_forced_total",
+        "layercast_video_syncs_forced_total",
+    ] {
+        assert!(
+            metrics.contains(&format!("# TYPE {name} counter")),
+            "{name}"
+        );
+    }
     assert_eq!(get("delete").1, 204);
     assert_eq!(get("delete-again").1, 404);
     assert!(ws.starts_with("HTTP/1.1 101"), "{ws}");

@@ -78,12 +78,20 @@ pub fn metrics(state: &State, table: &Table) -> String {
     // Pictures out of the encoder (`layercast_video_pictures_total`, F12's alert) come with
     // the source's counters below (`crate::media::metrics`).
     type Video = fn(&crate::video::LayerQueues) -> u64;
-    let video: [(&str, Video); 2] = [
+    // Requests (every viewer's, HTTP and UDP) against what the encoder was asked to make of
+    // them: the aggregation's effect (at most one key picture or re-sync per 500 ms).
+    let video: [(&str, Video); 4] = [
         ("layercast_video_dropped_total", |q| {
             q.dropped.load(Ordering::Relaxed)
         }),
         ("layercast_video_key_requests_total", |q| {
             q.key_requests.load(Ordering::Relaxed)
+        }),
+        ("layercast_video_keys_forced_total", |q| {
+            q.keys_forced.load(Ordering::Relaxed)
+        }),
+        ("layercast_video_syncs_forced_total", |q| {
+            q.syncs_forced.load(Ordering::Relaxed)
         }),
     ];
     for (name, get) in video {
