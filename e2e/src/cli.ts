@@ -177,8 +177,9 @@ async function main(argv: string[]): Promise<number> {
       if (!(seconds >= 10 && seconds <= 600)) throw new Error(`--seconds wants 10..600, not ${flag(args, '--seconds')}`);
       const video = flag(args, '--video') ?? 'small';
       if (video !== 'small' && video !== 'default') throw new Error(`--video is small or default, not ${video}`);
-      const fps = flag(args, '--fps') === undefined ? undefined : Number(flag(args, '--fps'));
-      if (fps !== undefined && !(Number.isInteger(fps) && fps >= 5 && fps <= 60)) throw new Error(`--fps wants a whole number 5..60, not ${flag(args, '--fps')}`);
+      const fpsArg = flag(args, '--fps');
+      const fps = fpsArg === undefined ? undefined : Number(fpsArg);
+      if (fps !== undefined && !(Number.isInteger(fps) && fps >= 5 && fps <= 60)) throw new Error(`--fps wants a whole number 5..60, not ${fpsArg}`);
       if (fps !== undefined && video === 'default') throw new Error('--fps sets the small encode\'s frame rate; --video default is the server\'s own');
       const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `quality-${stamp}`);
       const results = await runQualitySuite({

@@ -241,6 +241,7 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
   const runs = opts.runs ?? 5;
   const seconds = opts.seconds ?? 60;
   const protocols = opts.protocols ?? [...PROTOCOLS];
+  const fps = opts.fps ?? SUITE_FPS;
   fs.mkdirSync(opts.outDir, { recursive: true });
   const viewers: Viewer[] = CASES.map((c) => ({ name: c.id, minPsnrDb: 0, ...c.viewer }));
   const perCase = new Map<string, Record<Metric, number>[]>();
@@ -267,7 +268,7 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
           protocol: p as (typeof PROTOCOLS)[number],
           viewers,
           outDir: dir,
-          ...(opts.video === 'default' ? {} : { video: { ...SMALL_VIDEO, fps: opts.fps ?? SUITE_FPS }, packetSize: 1200 }),
+          ...(opts.video === 'default' ? {} : { video: { ...SMALL_VIDEO, fps }, packetSize: 1200 }),
           ...(opts.playerArgs?.length ? { playerArgs: opts.playerArgs } : {}),
           log: (s) => log(`  ${s}`),
         });
@@ -296,7 +297,6 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
   }
   const results: CaseResult[] = [];
   for (const p of protocols) for (const c of CASES) results.push(foldCase(p, c, perCase.get(`${p}/${c.id}`) ?? [], runs));
-  const fps = opts.fps ?? SUITE_FPS;
   const cmd = `make quality ARGS='--runs ${runs}${seconds !== 60 ? ` --seconds ${seconds}` : ''}${opts.video === 'default' ? ' --video default' : fps !== SUITE_FPS ? ` --fps ${fps}` : ''}'`;
   const encode = opts.video === 'default' ? 'server default encode (720p30 L3T3)' : `640x360 L3T3 at ${fps} fps`;
   if (!opts.playerArgs?.length) for (const r of results) recordAcceptance(checkId(r.protocol, r.case), `${encode}, ${caseValue(r)}`, r.pass, cmd);

@@ -73,18 +73,14 @@ impl PlayoutClock {
     /// The display slot (ns) the buffer gives the picture with RTP timestamp `ts` now, without
     /// taking it in: `None` before the first picture anchored the clock.
     pub fn slot(&self, ts: u32) -> Option<u64> {
-        let (base_ns, base_ts) = self.anchor?;
-        let dts_ns = ts.wrapping_sub(base_ts) as i32 as i64 * 1_000_000_000 / 90_000;
-        let nominal = base_ns as i64 + dts_ns;
+        let nominal = nominal(self.anchor?, ts);
         Some((nominal + self.extra_ns as i64 + self.offset.unwrap_or(0)).max(0) as u64)
     }
 
     /// Display time (ns, same clock as `now_ns`) of the picture with RTP timestamp `ts`
     /// (90 kHz) decoded at `now_ns`, and whether it was decoded after its time.
     pub fn due(&mut self, ts: u32, now_ns: u64) -> (u64, bool) {
-        let (base_ns, base_ts) = *self.anchor.get_or_insert((now_ns, ts));
-        let dts_ns = ts.wrapping_sub(base_ts) as i32 as i64 * 1_000_000_000 / 90_000;
-        let nominal = base_ns as i64 + dts_ns;
+        let nominal = nominal(*self.anchor.get_or_insert((now_ns, ts)), ts);
         self.lateness.push_back((now_ns, now_ns as i64 - nominal));
         while self
             .lateness
@@ -110,6 +106,12 @@ impl PlayoutClock {
         self.last_due = due;
         (due, slot < now_ns)
     }
+}
+
+/// Where the RTP clock anchored at `(local ns, RTP timestamp)` puts timestamp `ts` (90 kHz,
+/// wrapping), local ns.
+fn nominal((base_ns, base_ts): (u64, u32), ts: u32) -> i64 {
+    base_ns as i64 + ts.wrapping_sub(base_ts) as i32 as i64 * 1_000_000_000 / 90_000
 }
 
 #[cfg(test)]

@@ -326,11 +326,7 @@ impl Video {
     fn release_unrepaired(&mut self, now_ns: u64) {
         while let Some(ts) = self.asm.oldest_awaiting_repair() {
             // With sound the pictures follow the audio clock, else the playout buffer.
-            let due = match (self.sender_report, self.audio_clock) {
-                (Some(sr), Some(ac)) => Some(ac.play_time(sr.capture_of(ts))),
-                _ => self.clock.slot(ts),
-            };
-            match due {
+            match self.audio_time(ts).or_else(|| self.clock.slot(ts)) {
                 Some(slot) if now_ns + DECODE_MARGIN_NS >= slot => {}
                 _ => return,
             }
@@ -340,6 +336,13 @@ impl Video {
                 }
             }
         }
+    }
+
+    /// When the audio of the picture with RTP timestamp `ts` plays (local ns), once the sender
+    /// report maps it to a capture time and an audio clock runs.
+    fn audio_time(&self, ts: u32) -> Option<u64> {
+        let (sr, ac) = (self.sender_report?, self.audio_clock?);
+        Some(ac.play_time(sr.capture_of(ts)))
     }
 
     /// One received packet of layer `k` (payload-less padding packets are skipped).
@@ -404,8 +407,7 @@ impl Video {
                     // the packet that completed the picture.
                     let prev_due = self.clock.last_due;
                     let (mut due, mut late) = self.clock.due(pic.timestamp, decoded_ns);
-                    if let (Some(sr), Some(ac)) = (self.sender_report, self.audio_clock) {
-                        let target = ac.play_time(sr.capture_of(pic.timestamp));
+                    if let Some(target) = self.audio_time(pic.timestamp) {
                         if target + AV_LATE_DROP_NS < decoded_ns
                             && self.av_late_run < AV_LATE_DROP_MAX_RUN
                         {

@@ -225,6 +225,10 @@ fn simulate(
     }
     // In-order delivery: picture i is usable when all its layers arrived and i-1 was.
     let mut lat = Vec::new();
+    // S_SLOW=ms: print each picture whose own layers arrived later than this after capture.
+    let slow: Option<f64> = std::env::var("S_SLOW")
+        .ok()
+        .map(|v| v.parse().unwrap_or(200.0));
     let mut prev = t0;
     let mut usable = Vec::new();
     for (i, d) in done.iter().enumerate() {
@@ -234,7 +238,7 @@ fn simulate(
         if i as u32 >= 2 * fps {
             lat.push(prev.saturating_since(cap(i)).as_secs_f64() * 1e3);
             let own = all.saturating_since(cap(i)).as_secs_f64() * 1e3;
-            if std::env::var("S_SLOW").is_ok_and(|v| own > v.parse().unwrap_or(200.0)) {
+            if slow.is_some_and(|t| own > t) {
                 let w: Vec<u128> = d
                     .iter()
                     .map(|x| x.unwrap_or(end).saturating_since(cap(i)).as_millis())

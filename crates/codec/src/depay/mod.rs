@@ -436,10 +436,7 @@ impl Assembler {
     /// asks for (a re-sync). Frames of the later pictures that predict from what was left out
     /// are left out as well.
     pub fn release_oldest(&mut self) -> Vec<u8> {
-        let Some((&pid, _)) = self.pending.iter().next() else {
-            return Vec::new();
-        };
-        let Some(p) = self.pending.remove(&pid) else {
+        let Some((pid, p)) = self.pending.pop_first() else {
             return Vec::new();
         };
         let broken: Vec<u8> = match p.tid {
