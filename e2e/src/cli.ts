@@ -39,11 +39,14 @@ const USAGE = `usage:
   layercast-e2e quality RUN_DIR [--reference FILE]
                                         PSNR/SSIM, freezes, frame rate, latency of each player-*/
   layercast-e2e quality-suite [--runs N] [--seconds S] [--protocols era,plm] [--video small|default] [--fps N]
-                              [--keep-pictures] [--no-keep-awake] [--no-retransmission] [--out DIR]
+                              [--keep-pictures] [--no-keep-awake] [--no-retransmission]
+                              [--single-decoder] [--player-args 'ARGS'] [--out DIR]
                                         issue 20: one session per run, one viewer per case
                                         (${CASES.map((c) => c.id).join(', ')}), ERA and PLM,
                                         N runs (default 5) of S s (default 60): mean ± 95% CI
                                         of what each viewer sees, acceptance rows issue20/*
+                                        (not with --single-decoder, --no-retransmission or
+                                        --player-args: a comparison)
   layercast-e2e tfrc-checks [--only e1,e2,e3,e4,e5,e8] [--duration-scale K] [--out DIR]
                                         live TFRC flows: the TFRC checks E1-E5, E8 (tfrc-checks.ts)
   layercast-e2e cleanup [--all]         remove lc- namespaces left by dead runs (--all: every lc- namespace)
@@ -192,7 +195,11 @@ async function main(argv: string[]): Promise<number> {
         keepPictures: args.includes('--keep-pictures'),
         keepAwake: !args.includes('--no-keep-awake'),
         // A comparison: the players never ask for lost packets again (no acceptance rows).
-        playerArgs: args.includes('--no-retransmission') ? ['--no-retransmission'] : [],
+        playerArgs: [
+          ...(args.includes('--no-retransmission') ? ['--no-retransmission'] : []),
+          ...(args.includes('--single-decoder') ? ['--single-decoder'] : []),
+          ...(flag(args, '--player-args')?.split(/\s+/).filter(Boolean) ?? []),
+        ],
       });
       console.log(fs.readFileSync(path.join(out, 'summary.md'), 'utf8'));
       console.log(`outputs under ${out}`);

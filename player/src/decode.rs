@@ -236,5 +236,6 @@ pub fn totals(v: &mut Video) -> Value {
         "pictures": st.pictures, "pictures_skipped": st.pictures_skipped,
         "frames_incomplete": st.frames_incomplete, "late": st.late,
         "malformed": st.malformed, "key_requests": v.key_requests,
-        "hidden": v.hidden, "released_unrepaired": st.released_unrepaired})
+        "hidden": v.hidden, "released_unrepaired": st.released_unrepaired,
+        "shown_lower": v.shown_lower})
 }

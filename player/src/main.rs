@@ -19,6 +19,7 @@ mod feedback;
 mod framelog;
 mod freeze;
 mod http_client;
+mod lower;
 mod net;
 mod playout;
 mod poller;
@@ -73,6 +74,9 @@ pub struct Args {
     /// How much recent time's decode lateness sizes the video's playout buffer, ms
     /// (`--playout-window-ms`).
     pub playout_window_ms: u64,
+    /// With the lower path: the quantile of the top path's lateness the video's playout
+    /// buffer absorbs (`--playout-top-quantile`, `playout::PlayoutClock::top_decoded`).
+    pub playout_top_quantile: f64,
     /// TFMCC: where reports go instead of the announced sender (`crate::tfmcc`).
     pub tfmcc_feedback: Option<SocketAddrV4>,
     /// With `--out`: frames.csv only, no y4m pictures.
@@ -80,6 +84,9 @@ pub struct Args {
     /// Never ask for lost packets again, even from a sender that offers it
     /// (`--no-retransmission`; for comparisons).
     pub no_retransmission: bool,
+    /// One decoder: no lower path showing the layers below the top one while its frame is
+    /// still arriving (`--single-decoder`; for comparisons, `crate::lower`).
+    pub single_decoder: bool,
     /// With `--out`: read the QR stamp of every N-th shown picture (0: never). zbar is the
     /// largest cost of a headless player (56 % of its CPU at 640x360@15, docs/player.md
     /// "Cost per player").
@@ -115,6 +122,8 @@ const HELP: &str = "layercast-player: receive a layered multicast session
                          and the decoded pictures DIR/video-<seq>-<W>x<H>.y4m
   --no-pictures          with --out: write frames.csv but no pictures
   --no-retransmission    never ask the sender for lost packets again (it offers it by default)
+  --single-decoder       one decoder: a picture whose top-layer frame is late is waited for
+                         instead of shown from the layers below [default: two decoders]
   --qr-every N           with --out: read the QR stamp (frame number, capture time) of every
                          N-th shown picture only, 0 = never [default: 1, every picture]
   --duration SECS        stop after this long
@@ -131,6 +140,10 @@ const HELP: &str = "layercast-player: receive a layered multicast session
                          recent one (later ones are shown at once) [default: 1000]
   --playout-window-ms MS video: the span of recent pictures whose lateness sizes the
                          playout buffer [default: 8000]
+  --playout-top-quantile Q
+                         video, two decoders: the buffer also absorbs this quantile of the
+                         top layer's lateness, about the share of pictures shown at the top
+                         layer when its frames come late, 0..=1 [default: 0.95]
   --token TOKEN          bearer token for the server's API [default: $LAYERCAST_TOKEN]
   --insecure             allow --token over plain http:// to a non-loopback server
   --tls-fingerprint FP   https: accept only the server certificate with this SHA-256
@@ -171,9 +184,11 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         playout_quantile: crate::playout::QUANTILE,
         playout_max_jitter_ms: crate::playout::MAX_JITTER_NS / 1_000_000,
         playout_window_ms: crate::playout::WINDOW_NS / 1_000_000,
+        playout_top_quantile: crate::playout::TOP_QUANTILE,
         tfmcc_feedback: None,
         no_pictures: false,
         no_retransmission: false,
+        single_decoder: false,
         qr_every: 1,
         window: false,
         sam_key: None,
@@ -206,6 +221,11 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         }
         if flag == "--no-pictures" {
             a.no_pictures = true;
+            i += 1;
+            continue;
+        }
+        if flag == "--single-decoder" {
+            a.single_decoder = true;
             i += 1;
             continue;
         }
@@ -275,6 +295,13 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
                     return Err(Error::arg(&key, "must be within 0..=1"));
                 }
                 a.playout_quantile = q
+            }
+            "playout-top-quantile" => {
+                let q: f64 = val.parse().map_err(|e| bad(&e))?;
+                if !(0.0..=1.0).contains(&q) {
+                    return Err(Error::arg(&key, "must be within 0..=1"));
+                }
+                a.playout_top_quantile = q
             }
             "tfmcc-feedback" => a.tfmcc_feedback = Some(val.parse().map_err(|e| bad(&e))?),
             "token" => a.client.token = Some(val.clone()).filter(|t| !t.is_empty()),

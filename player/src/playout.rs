@@ -29,6 +29,9 @@ pub const WINDOW_NS: u64 = 8_000_000_000;
 pub const QUANTILE: f64 = 1.0;
 /// Default bound of the buffer above the fastest recent picture, ns.
 pub const MAX_JITTER_NS: u64 = 1_000_000_000;
+/// Default quantile of the top path's lateness the buffer absorbs when a lower path stands
+/// in for late top frames (`crate::lower`): the share of pictures shown at the top layer.
+pub const TOP_QUANTILE: f64 = 0.95;
 /// Share of the elapsed time by which the buffer may shrink.
 pub const DRAIN: f64 = 0.1;
 
@@ -42,6 +45,10 @@ pub struct PlayoutClock {
     window_ns: u64,
     /// (decode time, lateness) of the pictures of the last `window_ns`, oldest first.
     lateness: VecDeque<(u64, i64)>,
+    /// The same of the top path's pictures, when a lower path decodes them first
+    /// ([`PlayoutClock::top_decoded`]), and the quantile of them the buffer absorbs.
+    top: VecDeque<(u64, i64)>,
+    top_quantile: f64,
     /// The buffer: offset over the anchored clock, ns.
     offset: Option<i64>,
     last_now: u64,
@@ -57,10 +64,33 @@ impl PlayoutClock {
             quantile: quantile.clamp(0.0, 1.0),
             window_ns,
             lateness: VecDeque::new(),
+            top: VecDeque::new(),
+            top_quantile: TOP_QUANTILE,
             offset: None,
             last_now: 0,
             last_due: 0,
         }
+    }
+
+    /// The quantile of the top path's lateness the buffer absorbs (see
+    /// [`PlayoutClock::top_decoded`]).
+    pub fn with_top_quantile(mut self, q: f64) -> Self {
+        self.top_quantile = q.clamp(0.0, 1.0);
+        self
+    }
+
+    /// The top path decoded the picture with RTP timestamp `ts` at `now_ns`, after a lower
+    /// path's version of it was scheduled ([`PlayoutClock::due`] took that one's lateness).
+    /// The buffer also holds the `top_quantile` of these: sized by the lower path alone,
+    /// every picture whose top frame comes a little after the lower ones would be shown from
+    /// the layer below.
+    pub fn top_decoded(&mut self, ts: u32, now_ns: u64) {
+        let Some(anchor) = self.anchor else {
+            return;
+        };
+        self.top
+            .push_back((now_ns, now_ns as i64 - nominal(anchor, ts)));
+        forget(&mut self.top, self.window_ns, now_ns, 0);
     }
 
     /// The current buffer (offset above the fastest recent picture), ns: what the jitter
@@ -82,17 +112,17 @@ impl PlayoutClock {
     pub fn due(&mut self, ts: u32, now_ns: u64) -> (u64, bool) {
         let nominal = nominal(*self.anchor.get_or_insert((now_ns, ts)), ts);
         self.lateness.push_back((now_ns, now_ns as i64 - nominal));
-        while self
-            .lateness
-            .front()
-            .is_some_and(|x| x.0 + self.window_ns < now_ns)
-            && self.lateness.len() > 1
-        {
-            self.lateness.pop_front();
-        }
+        forget(&mut self.lateness, self.window_ns, now_ns, 1);
+        forget(&mut self.top, self.window_ns, now_ns, 0);
         let mut v: Vec<i64> = self.lateness.iter().map(|x| x.1).collect();
         v.sort_unstable();
-        let q = v[((v.len() - 1) as f64 * self.quantile).round() as usize];
+        let q = quantile(&v, self.quantile);
+        let mut t: Vec<i64> = self.top.iter().map(|x| x.1).collect();
+        t.sort_unstable();
+        let q = match t.is_empty() {
+            true => q,
+            false => q.max(quantile(&t, self.top_quantile)),
+        };
         let target = q.min(v[0].saturating_add(self.max_jitter_ns));
         let elapsed = now_ns.saturating_sub(self.last_now) as f64;
         self.last_now = now_ns;
@@ -106,6 +136,18 @@ impl PlayoutClock {
         self.last_due = due;
         (due, slot < now_ns)
     }
+}
+
+/// Drops the entries older than `window_ns` before `now_ns`, keeping at least `keep`.
+fn forget(w: &mut VecDeque<(u64, i64)>, window_ns: u64, now_ns: u64, keep: usize) {
+    while w.front().is_some_and(|x| x.0 + window_ns < now_ns) && w.len() > keep {
+        w.pop_front();
+    }
+}
+
+/// The `q` quantile (nearest rank) of sorted, non-empty `v`.
+fn quantile(v: &[i64], q: f64) -> i64 {
+    v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
 /// Where the RTP clock anchored at `(local ns, RTP timestamp)` puts timestamp `ts` (90 kHz,
@@ -150,6 +192,40 @@ mod tests {
         }
         // The 0.95 quantile: about one picture in twenty is late.
         assert!(late <= 30, "{late} late of 270");
+    }
+
+    /// Two decoders (`crate::lower`): the lower path's pictures come 10 ms after their
+    /// capture and schedule them; the top path's come 20 ms after, but `late_every`-th 300 ms
+    /// after. The buffer is the top path's 0.95 quantile: the rare late top frames are left to
+    /// the lower path (not waited for, as the largest lateness would), and when they are
+    /// more than one in twenty the buffer holds them.
+    #[test]
+    fn the_buffer_holds_the_top_paths_quantile() {
+        let buffer = |late_every: u64| {
+            let mut c = PlayoutClock::new(0, 1_000 * MS, 1.0, 8_000 * MS);
+            let t0 = 1_000 * MS;
+            let mut offset = 0.0;
+            for i in 0..600u64 {
+                let (ts, capture) = ((i * 3000) as u32, t0 + i * 33_333_333);
+                c.due(ts, capture + 10 * MS);
+                let top = if i % late_every == 0 { 300 } else { 20 };
+                c.top_decoded(ts, capture + top * MS);
+                // The buffer over the anchored clock (the first picture's lower decode).
+                offset = c.slot(ts).unwrap() as f64 - (capture + 10 * MS) as f64;
+            }
+            (offset / 1e6).round() as u64
+        };
+        // One in 50 late (4 late top frames of the 240 in 8 s): the buffer is 10 ms above
+        // the lower path, for the usual top frame.
+        assert_eq!(buffer(50), 10);
+        // One in 10: they are held.
+        assert_eq!(buffer(10), 290);
+        // Without top-path pictures it is the lower path's lateness.
+        let mut c = PlayoutClock::new(0, 1_000 * MS, 1.0, 8_000 * MS);
+        c.due(0, 5 * MS);
+        c.due(3000, 5 * MS + 33_333_333);
+        assert_eq!(c.slot(3000), Some(5 * MS + 33_333_333));
+        assert_eq!(c.jitter_ns(), 0);
     }
 
     /// A picture 500 ms late (a key picture queued at the sender) is shown when decoded; the

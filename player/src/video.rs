@@ -65,6 +65,15 @@ pub struct Video {
     /// not shown, and how many in a row.
     pub av_late_dropped: u64,
     av_late_run: u32,
+    /// The layers below the top spatial layer on a decoder of their own (`crate::lower`):
+    /// `None` with `--single-decoder`.
+    lower: Option<crate::lower::Lower>,
+    /// Pictures shown from the lower path: their top frame was not decoded by their slot.
+    pub shown_lower: u64,
+    /// RTP timestamp of the newest picture scheduled for display (either path).
+    newest_scheduled: Option<u32>,
+    /// The wall clock (unix ns) decode times are read from (tests run it virtually).
+    now: fn() -> u64,
 }
 
 /// A picture decoded this long after the audio of its capture time played is dropped (lip
@@ -124,6 +133,14 @@ impl ShowFilter {
             .collect();
     }
 
+    /// Whether a picture of temporal layer `temporal` is meant to be shown at the steady
+    /// layer or above: only such a picture is shown from the lower path in its place.
+    fn stands_in(&self, temporal: u8) -> bool {
+        self.expected
+            .get(usize::from(temporal))
+            .is_some_and(|&e| e >= self.min_spatial)
+    }
+
     /// Whether a picture of temporal layer `temporal` whose top spatial layer is
     /// `top_spatial`, decoded at `now_ns`, is shown.
     fn show(&mut self, top_spatial: u8, temporal: u8, now_ns: u64) -> bool {
@@ -131,11 +148,7 @@ impl ShowFilter {
             self.last_steady_ns = Some(now_ns);
             return true;
         }
-        let broken = self
-            .expected
-            .get(usize::from(temporal))
-            .is_some_and(|&e| e >= self.min_spatial);
-        if broken {
+        if self.stands_in(temporal) {
             return true;
         }
         self.last_steady_ns
@@ -161,6 +174,9 @@ fn steady_spatial(ladder: &LayerLadder, k: usize) -> u8 {
 /// A decoded picture waiting for its display time.
 struct Pending {
     due: u64,
+    ts: u32,
+    /// From the lower path (replaced if the top path decodes the picture before `due`).
+    lower: bool,
     line: serde_json::Value,
     frame: crate::framelog::FrameMsg,
 }
@@ -245,6 +261,10 @@ impl Video {
             patience_pictures: (1.5 * fps).ceil().max(8.0) as u64,
             max_pending: ((3.0 * fps).ceil() as usize).max(32),
         };
+        let lower = match a.single_decoder {
+            true => None,
+            false => crate::lower::Lower::new(ladder.clone(), conf),
+        };
         Some(Video {
             asm: Assembler::new(ladder, None, conf),
             dec,
@@ -271,7 +291,8 @@ impl Video {
                 a.playout_max_jitter_ms * 1_000_000,
                 a.playout_quantile,
                 a.playout_window_ms * 1_000_000,
-            ),
+            )
+            .with_top_quantile(a.playout_top_quantile),
             late_frames: 0,
             decoded: 0,
             key_requests: 0,
@@ -284,6 +305,10 @@ impl Video {
             on_audio_clock: 0,
             av_late_dropped: 0,
             av_late_run: 0,
+            lower,
+            shown_lower: 0,
+            newest_scheduled: None,
+            now: crate::net::realtime_ns,
         })
     }
 
@@ -308,6 +333,9 @@ impl Video {
             self.top = top;
             self.asm.set_top_layer(top);
             self.show.set_top(self.asm.ladder(), top);
+            if let Some(l) = self.lower.as_mut() {
+                l.set_top(top);
+            }
         }
     }
 
@@ -334,6 +362,17 @@ impl Video {
                 if s > 0 {
                     self.sync_request |= 1 << s.min(7);
                 }
+            }
+        }
+        // The lower path by the same rule (the layers it leaves out are left out of the top
+        // path's picture too, which asks for their re-sync).
+        while let Some(ts) = self.lower.as_ref().and_then(|l| l.oldest_awaiting_repair()) {
+            match self.audio_time(ts).or_else(|| self.clock.slot(ts)) {
+                Some(slot) if now_ns + DECODE_MARGIN_NS >= slot => {}
+                _ => return,
+            }
+            if let Some(l) = self.lower.as_mut() {
+                l.release_oldest();
             }
         }
     }
@@ -379,7 +418,12 @@ impl Video {
         if self.asm.push(k, &p).is_err() {
             self.push_errors += 1;
         }
+        if let Some(l) = self.lower.as_mut() {
+            l.push(k, &p);
+        }
         self.release_unrepaired(now_ns);
+        // The top path first: when a packet completes a picture on both paths, its top
+        // version is the one scheduled.
         while let Some(pic) = self.asm.pop() {
             let au = match pic.access_unit() {
                 Ok(a) => a,
@@ -391,64 +435,111 @@ impl Video {
             match self.dec.decode(&au) {
                 Ok(Some(f)) => {
                     self.decoded += 1;
-                    let decoded_ns = crate::net::realtime_ns();
+                    let decoded_ns = (self.now)();
                     self.first_decoded_ns.get_or_insert(decoded_ns);
                     if !self.show.show(pic.top_spatial(), pic.temporal, decoded_ns) {
                         self.hidden += 1;
                         continue;
                     }
-                    let arrival_ns = self
-                        .arrivals
-                        .iter()
-                        .rev()
-                        .find(|x| x.0 == pic.timestamp)
-                        .map_or(now_ns, |x| x.1);
-                    // Lateness counts from the decode (the earliest it can be shown), not from
-                    // the packet that completed the picture.
-                    let prev_due = self.clock.last_due;
-                    let (mut due, mut late) = self.clock.due(pic.timestamp, decoded_ns);
-                    if let Some(target) = self.audio_time(pic.timestamp) {
-                        if target + AV_LATE_DROP_NS < decoded_ns
-                            && self.av_late_run < AV_LATE_DROP_MAX_RUN
-                        {
-                            // Its sound has played: showing it now would be out of sync.
-                            // Dropped, unless pictures have been this late for a second (a
-                            // player that cannot keep up shows late video, not none).
-                            self.av_late_run += 1;
-                            self.av_late_dropped += 1;
-                            self.clock.last_due = prev_due;
-                            continue;
-                        }
-                        if target <= decoded_ns + AV_MAX_AHEAD_NS {
-                            // Display times never go backwards.
-                            due = target.max(decoded_ns).max(prev_due);
-                            late = target < decoded_ns;
-                            self.clock.last_due = due;
-                            self.on_audio_clock += 1;
-                            self.av_late_run = 0;
-                        }
-                    }
-                    self.late_frames += late as u64;
-                    let line = json!({"decoded_at": now_ns as f64 / 1e9, "picture_id": pic.picture_id,
-                        "rtp_ts": pic.timestamp, "width": f.width, "height": f.height,
-                        "top_spatial": pic.top_spatial(), "temporal": pic.temporal,
-                        "key": pic.key, "complete": pic.complete});
-                    let frame = crate::framelog::FrameMsg {
-                        arrival_ns,
-                        decoded_ns,
-                        layers_held: self.held,
-                        width: f.width,
-                        height: f.height,
-                        i420: Some(f.i420),
-                    };
-                    // Keep display order by due time (pictures arrive in order; be safe).
-                    let pos = self.playout.partition_point(|x| x.due <= due);
-                    self.playout.insert(pos, Pending { due, line, frame });
+                    self.schedule(&pic, f, decoded_ns, now_ns, false);
                 }
                 Ok(None) => {}
                 Err(_) => self.decoder_errors += 1,
             }
         }
+        while let Some((pic, f)) = self.lower.as_mut().and_then(crate::lower::Lower::next) {
+            if self.show.stands_in(pic.temporal) {
+                self.schedule(&pic, f, (self.now)(), now_ns, true);
+            }
+        }
+    }
+
+    /// Puts a decoded picture in the playout buffer. The first version of a picture (either
+    /// path) sets its display time, and its decode time is what the buffer measures; the top
+    /// path's version replaces a waiting lower one, and is dropped if the lower one was
+    /// already shown.
+    fn schedule(
+        &mut self,
+        pic: &codec::depay::AssembledPicture,
+        f: codec::vpx::DecodedFrame,
+        decoded_ns: u64,
+        now_ns: u64,
+        lower: bool,
+    ) {
+        let ts = pic.timestamp;
+        let line = json!({"decoded_at": now_ns as f64 / 1e9, "picture_id": pic.picture_id,
+            "rtp_ts": ts, "width": f.width, "height": f.height,
+            "top_spatial": pic.top_spatial(), "temporal": pic.temporal,
+            "key": pic.key, "complete": pic.complete, "lower": lower});
+        let arrival_ns = self
+            .arrivals
+            .iter()
+            .rev()
+            .find(|x| x.0 == ts)
+            .map_or(now_ns, |x| x.1);
+        let frame = crate::framelog::FrameMsg {
+            arrival_ns,
+            decoded_ns,
+            layers_held: self.held,
+            width: f.width,
+            height: f.height,
+            i420: Some(f.i420),
+        };
+        let newer = self
+            .newest_scheduled
+            .is_none_or(|n| ts.wrapping_sub(n) as i32 > 0);
+        let top_measured = !lower && self.lower.as_ref().is_some_and(|l| l.active());
+        if !newer {
+            if !lower {
+                if let Some(e) = self.playout.iter_mut().find(|e| e.ts == ts && e.lower) {
+                    (e.line, e.frame, e.lower) = (line, frame, false);
+                }
+            }
+            if top_measured {
+                self.clock.top_decoded(ts, decoded_ns);
+            }
+            return;
+        }
+        // Lateness counts from the decode (the earliest it can be shown), not from the
+        // packet that completed the picture.
+        let prev_due = self.clock.last_due;
+        let (mut due, mut late) = self.clock.due(ts, decoded_ns);
+        if let Some(target) = self.audio_time(ts) {
+            if target + AV_LATE_DROP_NS < decoded_ns && self.av_late_run < AV_LATE_DROP_MAX_RUN {
+                // Its sound has played: showing it now would be out of sync. Dropped, unless
+                // pictures have been this late for a second (a player that cannot keep up
+                // shows late video, not none).
+                self.av_late_run += 1;
+                self.av_late_dropped += 1;
+                self.clock.last_due = prev_due;
+                return;
+            }
+            if target <= decoded_ns + AV_MAX_AHEAD_NS {
+                // Display times never go backwards.
+                due = target.max(decoded_ns).max(prev_due);
+                late = target < decoded_ns;
+                self.clock.last_due = due;
+                self.on_audio_clock += 1;
+                self.av_late_run = 0;
+            }
+        }
+        self.newest_scheduled = Some(ts);
+        if top_measured {
+            self.clock.top_decoded(ts, decoded_ns);
+        }
+        self.late_frames += late as u64;
+        // Keep display order by due time (pictures arrive in order; be safe).
+        let pos = self.playout.partition_point(|x| x.due <= due);
+        self.playout.insert(
+            pos,
+            Pending {
+                due,
+                ts,
+                lower,
+                line,
+                frame,
+            },
+        );
     }
 
     /// Shows the frames whose display time has come: counts them, detects freezes (the W3C
@@ -457,8 +548,10 @@ impl Video {
         while self.playout.front().is_some_and(|f| f.due <= now_ns) {
             let Some(Pending {
                 due,
+                lower,
                 mut line,
                 frame,
+                ..
             }) = self.playout.pop_front()
             else {
                 break;
@@ -466,6 +559,7 @@ impl Video {
             let (w, h) = (frame.width, frame.height);
             self.first_shown_ns.get_or_insert(now_ns);
             self.frames += 1;
+            self.shown_lower += lower as u64;
             self.frames_1s += 1;
             self.width = w;
             self.height = h;
@@ -593,5 +687,168 @@ mod tests {
         f.set_top(&ladder, Some(3));
         assert!(f.show(1, 0, t + 67 * ms));
         assert!(f.show(0, 2, t + 134 * ms));
+    }
+}
+
+/// The lower path against one decoder, in virtual time: a clip of two spatial layers whose
+/// top frame of one picture is 200 ms late (a scene cut's large frame in its layer's queue),
+/// with the top frames of the pictures after it queued behind it.
+#[cfg(test)]
+mod lower_path {
+    use super::*;
+    use codec::vp9rtp::{LayerStreams, StreamConfig};
+    use codec::vpx::{SvcConfig, SvcEncoder};
+    use proto::{Codec, Stream, Track, TrackKind, Vp9Params};
+    use std::net::Ipv4Addr;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    const PICTURES: u64 = 330;
+    const PERIOD_NS: u64 = 33_333_333;
+    /// The picture whose top frame is late, and by how much.
+    const LATE: u64 = 300;
+    const LATE_NS: u64 = 200_000_000;
+
+    thread_local! {
+        static NOW: AtomicU64 = const { AtomicU64::new(0) };
+    }
+    fn now() -> u64 {
+        NOW.with(|n| n.load(Ordering::Relaxed))
+    }
+    fn set_now(t: u64) {
+        NOW.with(|n| n.store(t, Ordering::Relaxed));
+    }
+
+    /// RTP packets per picture, per layer (k = spatial layer).
+    fn clip() -> Vec<Vec<Vec<Vec<u8>>>> {
+        let conf = SvcConfig {
+            width: 320,
+            height: 180,
+            spatial_layers: 2,
+            temporal_layers: 1,
+            cell_kbps: vec![vec![150], vec![450]],
+            keyframe_interval: 0,
+            ..SvcConfig::l3t3_720p()
+        };
+        let ladder = LayerLadder::spatial_major(&conf.cell_kbps).unwrap();
+        let res = (0..2)
+            .map(|s| {
+                let (w, h) = conf.layer_size(s);
+                (w as u16, h as u16)
+            })
+            .collect();
+        let mut ls = LayerStreams::new(ladder, res, StreamConfig::default()).unwrap();
+        let mut enc = SvcEncoder::new(conf).unwrap();
+        (0..PICTURES)
+            .map(|n| {
+                let f = codec::synth::frame(320, 180, n as u32);
+                let pic = enc.encode(&f, n as i64 * 3000).unwrap().unwrap();
+                ls.packets(&pic)
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.iter().map(|p| p.to_bytes(&[]).unwrap()).collect())
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn session() -> SessionInfo {
+        let mut s = SessionInfo::equal_layers(2, 300_000, Ipv4Addr::new(239, 1, 2, 3), 5000);
+        s.tracks = vec![Track {
+            id: 0,
+            kind: TrackKind::Video,
+            codec: Codec::Vp9(Vp9Params {
+                payload_type: 96,
+                width: 320,
+                height: 180,
+                fps_num: 30,
+                fps_den: 1,
+                spatial: 2,
+                temporal: 1,
+            }),
+            streams: (0..2u8)
+                .map(|k| Stream {
+                    layer: k,
+                    spatial: k,
+                    temporal: 0,
+                    group: Ipv4Addr::new(239, 1, 2, 3 + k),
+                    port: 5000 + k as u16,
+                    ssrc: 0x4C43_0000 + k as u32,
+                    rate_bps: 300_000,
+                    repair: None,
+                })
+                .collect(),
+        }];
+        s
+    }
+
+    /// (pictures shown, of them from the lower path, freezes, longest gap between two shown
+    /// pictures in ms).
+    fn play(extra: &[&str]) -> (u64, u64, u64, f64) {
+        let packets = clip();
+        let mut args: Vec<String> = vec!["--announce".into(), "239.255.76.1:5000".into()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let a = crate::parse_args(&args).unwrap().unwrap();
+        let mut v = Video::new(&session(), &a, None).unwrap();
+        v.now = now;
+        v.set_layers(2);
+        // (arrival, layer, packet): every layer 10 ms after capture, but the top layer's
+        // frames from picture LATE on wait behind its frame, 200 ms late.
+        let t0 = 1_000_000_000u64;
+        let mut events = Vec::new();
+        for (n, layers) in packets.iter().enumerate() {
+            let n = n as u64;
+            let cap = t0 + n * PERIOD_NS;
+            for (k, pkts) in layers.iter().enumerate() {
+                let mut at = cap + 10_000_000;
+                if k == 1 && n >= LATE {
+                    at = at.max(t0 + LATE * PERIOD_NS + LATE_NS);
+                }
+                events.extend(pkts.iter().map(|p| (at, k, p.clone())));
+            }
+        }
+        events.sort_by_key(|e| e.0);
+        let mut shown = Vec::new();
+        let mut t = t0;
+        let end = t0 + (PICTURES + 30) * PERIOD_NS;
+        let mut i = 0;
+        while t < end {
+            set_now(t);
+            while i < events.len() && events[i].0 <= t {
+                v.push(events[i].1, &events[i].2, t);
+                i += 1;
+            }
+            let before = v.frames;
+            v.tick(t);
+            shown.extend(std::iter::repeat_n(t, (v.frames - before) as usize));
+            t += 1_000_000;
+        }
+        let gap = shown
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as f64 / 1e6)
+            .fold(0.0, f64::max);
+        (v.frames, v.shown_lower, v.freezes, gap)
+    }
+
+    #[test]
+    fn a_late_top_frame_is_shown_from_the_layers_below_without_a_freeze() {
+        let (frames, lower, freezes, gap) = play(&[]);
+        assert_eq!(frames, PICTURES, "every picture shown");
+        assert_eq!(freezes, 0, "longest gap {gap} ms");
+        // The late picture and those queued behind it (200 ms = 6 pictures) are shown from
+        // the layer below; the pictures after are the top layer's again.
+        assert!(
+            (5..=7).contains(&lower),
+            "{lower} shown from the layer below"
+        );
+        assert!(gap < 45.0, "longest gap {gap} ms");
+    }
+
+    #[test]
+    fn with_one_decoder_the_late_top_frame_freezes_the_picture() {
+        let (frames, lower, freezes, gap) = play(&["--single-decoder"]);
+        assert_eq!(frames, PICTURES);
+        assert_eq!(lower, 0);
+        assert_eq!(freezes, 1, "longest gap {gap} ms");
+        assert!(gap > 190.0, "longest gap {gap} ms");
     }
 }

@@ -253,6 +253,46 @@ fn simulate(
             }
         }
     }
+    // S_TWO=1: a player with a second decoder for the layers below the top spatial layer
+    // (cells with s < 2): its playout buffer is the worst lateness of those layers over 8 s,
+    // and a picture whose top frame is not in by its slot is shown from them.
+    if std::env::var("S_TWO").is_ok() {
+        let mut low_prev = t0;
+        let mut low = Vec::new();
+        for d in &done {
+            let all = d[..6].iter().map(|x| x.unwrap_or(end)).max().unwrap();
+            low_prev = low_prev.max(all);
+            low.push(low_prev);
+        }
+        let from = 2 * fps as usize;
+        let lat_of = |v: &[Time], i: usize| v[i].saturating_since(cap(i)).as_secs_f64() * 1e3;
+        for (name, base) in [("full", &usable), ("low", &low)] {
+            let mut offs = Vec::new();
+            let mut below = 0usize;
+            let mut runs = Vec::new();
+            let mut run = 0usize;
+            for i in from..done.len() {
+                let lo = i.saturating_sub(8 * fps as usize).max(from);
+                let off = (lo..=i).map(|j| lat_of(base, j)).fold(0.0f64, f64::max);
+                offs.push(off);
+                if lat_of(&usable, i) > off {
+                    below += 1;
+                    run += 1;
+                } else if run > 0 {
+                    runs.push(run as f64);
+                    run = 0;
+                }
+            }
+            eprintln!(
+                "    two decoders, buffer from {name}: buffer p50 {:.0} p95 {:.0} ms; {below} of {} pictures shown from the layers below, {} runs, longest {:.0}",
+                crate::fill_study::quantile(&offs, 0.5),
+                crate::fill_study::quantile(&offs, 0.95),
+                offs.len(),
+                runs.len(),
+                crate::fill_study::quantile(&runs, 1.0)
+            );
+        }
+    }
     // Joins every 50 ms after the first 2 s: first key picture captured after the join.
     let mut joins = Vec::new();
     let mut j = cap(2 * fps as usize);
@@ -443,7 +483,9 @@ fn playout(lat: &[f64], fps: u32, window_s: f64) -> (usize, f64) {
 /// The quality suite's encode (docs/testbed.md "Quality suite": 640x360@15 L3T3, `kbps_scale`
 /// 0.6, 1200-B pairs, key picture every 2 s) with the server's pacing defaults, replayed with
 /// and without the sender's discarding rules: `S_YUV=clip.yuv cargo test --release -p
-/// layercast-server --features research clip_study -- --ignored --nocapture`.
+/// layercast-server --features research clip_study -- --ignored --nocapture`. `S_TWO=1` adds
+/// the player's two decoders (docs/player.md "The lower path"): the buffer sized from the
+/// lower layers alone, and how many pictures would be shown from them.
 #[test]
 #[ignore]
 fn clip_study() {

@@ -1,0 +1,129 @@
+//! The lower path: the layers below the top spatial layer held, assembled and decoded on
+//! their own, so that a picture whose top frame is still arriving when it is due is shown
+//! from the layers below, scaled, on time.
+//!
+//! Why a second decoder: the top layer's frame of a key picture or a scene cut is 3-4 times
+//! its layer's frame budget and reaches the player 250-500 ms after capture, where the
+//! layers below are in within ~150 ms. With one decoder every later picture waits for it in
+//! decode order, so the playout buffer had to hold that lateness on every picture
+//! (glass-to-glass p50 ~350 ms at 30 fps). Decoding the top layer's frame of a picture needs
+//! the top layer's previous frames, so the single decoder cannot skip it and come back; a
+//! second decoder that never sees the top layer can run ahead. The playout buffer is then
+//! sized by the lower path's lateness, and the top path's picture replaces the lower one
+//! whenever it is decoded before the slot (docs/player.md "The lower path").
+
+use codec::depay::{AssembledPicture, Assembler, AssemblerConfig};
+use codec::ladder::LayerLadder;
+use codec::rtp::RtpPacket;
+use codec::vpx::{DecodedFrame, Decoder};
+
+/// The second assembler and decoder, holding layers 0..=`top`.
+pub struct Lower {
+    asm: Assembler,
+    dec: Decoder,
+    top: Option<usize>,
+    /// Decoder errors on this path.
+    pub decoder_errors: u64,
+}
+
+/// The layer prefix below the top spatial layer of the subscription 0..=`top`: every cell of
+/// the spatial layers below it (`None` when the top is spatial layer 0: there is nothing
+/// below to fall back on).
+pub fn lower_top(ladder: &LayerLadder, top: Option<usize>) -> Option<usize> {
+    let top = top?;
+    let below = ladder.cell(top)?.spatial.checked_sub(1)?;
+    ladder
+        .layer_of(below, ladder.temporal_layers().saturating_sub(1))
+        .filter(|&k| k < top)
+}
+
+impl Lower {
+    pub fn new(ladder: LayerLadder, conf: AssemblerConfig) -> Option<Lower> {
+        Some(Lower {
+            asm: Assembler::new(ladder, None, conf),
+            dec: Decoder::new(1).ok()?,
+            top: None,
+            decoder_errors: 0,
+        })
+    }
+
+    /// The subscription's top layer changed to `top` (the full path's).
+    pub fn set_top(&mut self, top: Option<usize>) {
+        let low = lower_top(self.asm.ladder(), top);
+        if low != self.top {
+            self.top = low;
+            self.asm.set_top_layer(low);
+        }
+    }
+
+    /// Whether the path runs (the subscription has a spatial layer below its top).
+    pub fn active(&self) -> bool {
+        self.top.is_some()
+    }
+
+    /// A packet of layer `k` (ignored above the lower path's top).
+    pub fn push(&mut self, k: usize, p: &RtpPacket<'_>) {
+        if self.top.is_some_and(|t| k <= t) {
+            // Malformed packets are counted by the full path, which sees them too.
+            let _ = self.asm.push(k, p);
+        }
+    }
+
+    /// The RTP timestamp of the oldest picture held only by a lost packet (see
+    /// `Assembler::oldest_awaiting_repair`), and its release.
+    pub fn oldest_awaiting_repair(&self) -> Option<u32> {
+        self.asm.oldest_awaiting_repair()
+    }
+
+    pub fn release_oldest(&mut self) {
+        // The layers it leaves out are the full path's too: that path asks for their re-sync.
+        let _ = self.asm.release_oldest();
+    }
+
+    /// The next picture decoded on this path: every picture is decoded (the decoder's
+    /// reference state needs it), the host decides which are shown.
+    pub fn next(&mut self) -> Option<(AssembledPicture, DecodedFrame)> {
+        while let Some(pic) = self.asm.pop() {
+            let Ok(au) = pic.access_unit() else {
+                self.decoder_errors += 1;
+                continue;
+            };
+            match self.dec.decode(&au) {
+                Ok(Some(f)) => return Some((pic, f)),
+                Ok(None) => {}
+                Err(_) => self.decoder_errors += 1,
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lower_path_holds_every_cell_below_the_top_spatial_layer() {
+        let ladder =
+            LayerLadder::spatial_major(&[vec![45, 15, 15], vec![120, 40, 40], vec![300, 100, 100]])
+                .unwrap();
+        let got: Vec<Option<usize>> = (0..9).map(|k| lower_top(&ladder, Some(k))).collect();
+        assert_eq!(
+            got,
+            vec![
+                None,
+                None,
+                None,
+                Some(2),
+                Some(2),
+                Some(2),
+                Some(5),
+                Some(5),
+                Some(5)
+            ]
+        );
+        assert_eq!(lower_top(&ladder, None), None);
+        let one = LayerLadder::spatial_major(&[vec![100, 50]]).unwrap();
+        assert_eq!(lower_top(&one, Some(1)), None);
+    }
+}
