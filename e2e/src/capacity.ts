@@ -492,8 +492,9 @@ export const playerCostSummary = (r: PlayerCost) =>
 // [--hold S] [--out DIR] [--own-sessions] [--keep-awake] [--links tbf|linkemu]` (the ramp, recorded
 // like `layercast-e2e capacity`; `--own-sessions`: each process in a scheduling autogroup of its
 // own, said in the record; `--links`: the players' bottlenecks, default tbf), or
-// `... capacity.ts --player-cost [--size WxH@FPS] [--full-log] [--out DIR]` (one player's CPU;
-// `--full-log`: the default player flags, every picture written and QR-read).
+// `... capacity.ts --player-cost [--size WxH@FPS] [--full-log] [--single-decoder] [--out DIR]`
+// (one player's CPU; `--full-log`: the default player flags, every picture written and
+// QR-read; `--single-decoder`: without the lower path's decoder).
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
   const args = process.argv.slice(2);
   const flag = (n: string) => {
@@ -512,7 +513,10 @@ if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(im
         if (!m) throw new Error('--size WxH@FPS');
         video = { ...SMALL_DEMO_VIDEO, width: Number(m[1]), height: Number(m[2]), fps: Number(m[3]) };
       }
-      const r = await runPlayerCost({ dir: out, video, playerArgs: args.includes('--full-log') ? [] : undefined });
+      // --single-decoder: without the lower path's second decoder (docs/player.md), to compare.
+      const base = args.includes('--full-log') ? [] : VIDEO_PLAYER_ARGS;
+      const playerArgs = [...base, ...(args.includes('--single-decoder') ? ['--single-decoder'] : [])];
+      const r = await runPlayerCost({ dir: out, video, playerArgs });
       console.log(playerCostSummary(r));
       return 0;
     }

@@ -79,15 +79,12 @@ impl PlayoutClock {
         self
     }
 
-    /// The top path decoded the picture with RTP timestamp `ts` at `now_ns`, after a lower
-    /// path's version of it was scheduled ([`PlayoutClock::due`] took that one's lateness).
-    /// The buffer also holds the `top_quantile` of these: sized by the lower path alone,
-    /// every picture whose top frame comes a little after the lower ones would be shown from
-    /// the layer below.
+    /// The top path decoded the picture with RTP timestamp `ts` at `now_ns`, while a lower
+    /// path's lateness is what [`PlayoutClock::observe`] takes in. The buffer also holds the
+    /// `top_quantile` of these: sized by the lower path alone, every picture whose top frame
+    /// comes a little after the lower ones would be shown from the layer below.
     pub fn top_decoded(&mut self, ts: u32, now_ns: u64) {
-        let Some(anchor) = self.anchor else {
-            return;
-        };
+        let anchor = *self.anchor.get_or_insert((now_ns, ts));
         self.top
             .push_back((now_ns, now_ns as i64 - nominal(anchor, ts)));
         forget(&mut self.top, self.window_ns, now_ns, 0);
@@ -108,22 +105,42 @@ impl PlayoutClock {
     }
 
     /// Display time (ns, same clock as `now_ns`) of the picture with RTP timestamp `ts`
-    /// (90 kHz) decoded at `now_ns`, and whether it was decoded after its time.
+    /// (90 kHz) decoded at `now_ns`, and whether it was decoded after its time: its lateness
+    /// taken in ([`PlayoutClock::observe`]), then placed ([`PlayoutClock::place`]).
     pub fn due(&mut self, ts: u32, now_ns: u64) -> (u64, bool) {
+        self.observe(ts, now_ns);
+        self.place(ts, now_ns)
+    }
+
+    /// Takes in the lateness of the picture with RTP timestamp `ts` decoded at `now_ns`
+    /// without placing it (the lower path's pictures, which are shown only if the top path's
+    /// version is not in by the slot).
+    pub fn observe(&mut self, ts: u32, now_ns: u64) {
         let nominal = nominal(*self.anchor.get_or_insert((now_ns, ts)), ts);
         self.lateness.push_back((now_ns, now_ns as i64 - nominal));
         forget(&mut self.lateness, self.window_ns, now_ns, 1);
+    }
+
+    /// Display time of the picture with RTP timestamp `ts`, ready at `now_ns`, from the
+    /// lateness taken in so far, and whether it is past its slot. Display times never go
+    /// backwards.
+    pub fn place(&mut self, ts: u32, now_ns: u64) -> (u64, bool) {
+        let nominal = nominal(*self.anchor.get_or_insert((now_ns, ts)), ts);
+        forget(&mut self.lateness, self.window_ns, now_ns, 1);
         forget(&mut self.top, self.window_ns, now_ns, 0);
+        let own = now_ns as i64 - nominal;
         let mut v: Vec<i64> = self.lateness.iter().map(|x| x.1).collect();
         v.sort_unstable();
-        let q = quantile(&v, self.quantile);
         let mut t: Vec<i64> = self.top.iter().map(|x| x.1).collect();
         t.sort_unstable();
-        let q = match t.is_empty() {
-            true => q,
-            false => q.max(quantile(&t, self.top_quantile)),
+        let q = match (v.is_empty(), t.is_empty()) {
+            (true, true) => own,
+            (false, true) => quantile(&v, self.quantile),
+            (true, false) => quantile(&t, self.top_quantile),
+            (false, false) => quantile(&v, self.quantile).max(quantile(&t, self.top_quantile)),
         };
-        let target = q.min(v[0].saturating_add(self.max_jitter_ns));
+        let floor = v.first().or(t.first()).copied().unwrap_or(own);
+        let target = q.min(floor.saturating_add(self.max_jitter_ns));
         let elapsed = now_ns.saturating_sub(self.last_now) as f64;
         self.last_now = now_ns;
         let offset = match self.offset {
@@ -195,7 +212,7 @@ mod tests {
     }
 
     /// Two decoders (`crate::lower`): the lower path's pictures come 10 ms after their
-    /// capture and schedule them; the top path's come 20 ms after, but `late_every`-th 300 ms
+    /// capture (their lateness is taken in); the top path's come 20 ms after, but `late_every`-th 300 ms
     /// after. The buffer is the top path's 0.95 quantile: the rare late top frames are left to
     /// the lower path (not waited for, as the largest lateness would), and when they are
     /// more than one in twenty the buffer holds them.
@@ -207,9 +224,10 @@ mod tests {
             let mut offset = 0.0;
             for i in 0..600u64 {
                 let (ts, capture) = ((i * 3000) as u32, t0 + i * 33_333_333);
-                c.due(ts, capture + 10 * MS);
+                c.observe(ts, capture + 10 * MS);
                 let top = if i % late_every == 0 { 300 } else { 20 };
                 c.top_decoded(ts, capture + top * MS);
+                c.place(ts, capture + 10 * MS);
                 // The buffer over the anchored clock (the first picture's lower decode).
                 offset = c.slot(ts).unwrap() as f64 - (capture + 10 * MS) as f64;
             }

@@ -72,6 +72,8 @@ pub struct Video {
     pub shown_lower: u64,
     /// RTP timestamp of the newest picture scheduled for display (either path).
     newest_scheduled: Option<u32>,
+    /// Lower-path pictures waiting for their slot, oldest first.
+    stand_ins: VecDeque<StandIn>,
     /// The wall clock (unix ns) decode times are read from (tests run it virtually).
     now: fn() -> u64,
 }
@@ -174,12 +176,28 @@ fn steady_spatial(ladder: &LayerLadder, k: usize) -> u8 {
 /// A decoded picture waiting for its display time.
 struct Pending {
     due: u64,
-    ts: u32,
-    /// From the lower path (replaced if the top path decodes the picture before `due`).
+    /// A stand-in from the lower path.
     lower: bool,
     line: serde_json::Value,
     frame: crate::framelog::FrameMsg,
 }
+
+/// A picture decoded on the lower path, waiting for its slot: shown there if its top
+/// version has not been scheduled by then.
+struct StandIn {
+    ts: u32,
+    line: serde_json::Value,
+    frame: crate::framelog::FrameMsg,
+}
+
+/// A stand-in is shown this long after its slot if its top version is still not in: a top
+/// picture that late is less than a screen refresh (60 Hz) late, and a lower path picture
+/// whose own lateness sizes the buffer has no slack before its slot at all.
+const STAND_IN_GRACE_NS: u64 = 10_000_000;
+
+/// Stand-ins held at most (2 s at 30 fps; a lower path that far ahead of its slots is not
+/// waited on).
+const MAX_STAND_INS: usize = 64;
 
 /// `(spatial layers, temporal layers, fps, width, height)` of the session's VP9 track.
 pub fn vp9_params(info: &SessionInfo) -> Option<(usize, usize, f64, u32, u32)> {
@@ -308,6 +326,7 @@ impl Video {
             lower,
             shown_lower: 0,
             newest_scheduled: None,
+            stand_ins: VecDeque::new(),
             now: crate::net::realtime_ns,
         })
     }
@@ -441,31 +460,90 @@ impl Video {
                         self.hidden += 1;
                         continue;
                     }
-                    self.schedule(&pic, f, decoded_ns, now_ns, false);
+                    let lower_active = self.lower.as_ref().is_some_and(|l| l.active());
+                    if lower_active {
+                        self.clock.top_decoded(pic.timestamp, decoded_ns);
+                    }
+                    if !self.newer(pic.timestamp) {
+                        // Its stand-in from the lower path was shown.
+                        continue;
+                    }
+                    let (line, frame) = self.entry(&pic, f, decoded_ns, now_ns, false);
+                    // With a lower path its pictures' lateness sizes the buffer (with the top
+                    // path's quantile); without, this picture's.
+                    self.schedule(pic.timestamp, line, frame, decoded_ns, !lower_active, false);
                 }
                 Ok(None) => {}
                 Err(_) => self.decoder_errors += 1,
             }
         }
         while let Some((pic, f)) = self.lower.as_mut().and_then(crate::lower::Lower::next) {
-            if self.show.stands_in(pic.temporal) {
-                self.schedule(&pic, f, (self.now)(), now_ns, true);
+            if !self.show.stands_in(pic.temporal) {
+                continue;
             }
+            let decoded_ns = (self.now)();
+            self.clock.observe(pic.timestamp, decoded_ns);
+            if self.newer(pic.timestamp) {
+                let (line, frame) = self.entry(&pic, f, decoded_ns, now_ns, true);
+                if self.stand_ins.len() >= MAX_STAND_INS {
+                    self.stand_ins.pop_front();
+                }
+                self.stand_ins.push_back(StandIn {
+                    ts: pic.timestamp,
+                    line,
+                    frame,
+                });
+            }
+        }
+        self.promote_stand_ins((self.now)());
+    }
+
+    /// Whether no version of the picture with RTP timestamp `ts` (or of a later one) has been
+    /// scheduled for display yet.
+    fn newer(&self, ts: u32) -> bool {
+        self.newest_scheduled
+            .is_none_or(|n| ts.wrapping_sub(n) as i32 > 0)
+    }
+
+    /// The slot of the oldest stand-in: its audio time, else its slot in the playout buffer.
+    fn stand_in_due(&self) -> Option<u64> {
+        let ts = self.stand_ins.front()?.ts;
+        self.audio_time(ts).or_else(|| self.clock.slot(ts))
+    }
+
+    /// Schedules the lower path's pictures whose slot has come while their top version is
+    /// not in, and forgets those whose top version (or a later picture) was scheduled. A
+    /// stand-in waits for its slot, not its decode: the top path may still deliver the
+    /// picture, or an older one, in time.
+    fn promote_stand_ins(&mut self, now_ns: u64) {
+        while let Some(ts) = self.stand_ins.front().map(|s| s.ts) {
+            if !self.newer(ts) {
+                self.stand_ins.pop_front();
+                continue;
+            }
+            if self
+                .stand_in_due()
+                .is_none_or(|t| t + STAND_IN_GRACE_NS > now_ns)
+            {
+                return;
+            }
+            let Some(s) = self.stand_ins.pop_front() else {
+                return;
+            };
+            // Ready now (within the grace after its slot: not counted late).
+            self.schedule(s.ts, s.line, s.frame, now_ns, false, true);
         }
     }
 
-    /// Puts a decoded picture in the playout buffer. The first version of a picture (either
-    /// path) sets its display time, and its decode time is what the buffer measures; the top
-    /// path's version replaces a waiting lower one, and is dropped if the lower one was
-    /// already shown.
-    fn schedule(
-        &mut self,
+    /// The frames.jsonl line and the frame-log entry of a decoded picture.
+    fn entry(
+        &self,
         pic: &codec::depay::AssembledPicture,
         f: codec::vpx::DecodedFrame,
         decoded_ns: u64,
         now_ns: u64,
         lower: bool,
-    ) {
+    ) -> (serde_json::Value, crate::framelog::FrameMsg) {
         let ts = pic.timestamp;
         let line = json!({"decoded_at": now_ns as f64 / 1e9, "picture_id": pic.picture_id,
             "rtp_ts": ts, "width": f.width, "height": f.height,
@@ -485,25 +563,27 @@ impl Video {
             height: f.height,
             i420: Some(f.i420),
         };
-        let newer = self
-            .newest_scheduled
-            .is_none_or(|n| ts.wrapping_sub(n) as i32 > 0);
-        let top_measured = !lower && self.lower.as_ref().is_some_and(|l| l.active());
-        if !newer {
-            if !lower {
-                if let Some(e) = self.playout.iter_mut().find(|e| e.ts == ts && e.lower) {
-                    (e.line, e.frame, e.lower) = (line, frame, false);
-                }
-            }
-            if top_measured {
-                self.clock.top_decoded(ts, decoded_ns);
-            }
-            return;
-        }
+        (line, frame)
+    }
+
+    /// Puts a picture in the playout buffer, on the audio clock when there is one. `record`:
+    /// its lateness sizes the buffer (else it was taken in already, or is not to be).
+    fn schedule(
+        &mut self,
+        ts: u32,
+        line: serde_json::Value,
+        frame: crate::framelog::FrameMsg,
+        decoded_ns: u64,
+        record: bool,
+        lower: bool,
+    ) {
         // Lateness counts from the decode (the earliest it can be shown), not from the
         // packet that completed the picture.
         let prev_due = self.clock.last_due;
-        let (mut due, mut late) = self.clock.due(ts, decoded_ns);
+        let (mut due, mut late) = match record {
+            true => self.clock.due(ts, decoded_ns),
+            false => self.clock.place(ts, decoded_ns),
+        };
         if let Some(target) = self.audio_time(ts) {
             if target + AV_LATE_DROP_NS < decoded_ns && self.av_late_run < AV_LATE_DROP_MAX_RUN {
                 // Its sound has played: showing it now would be out of sync. Dropped, unless
@@ -524,17 +604,13 @@ impl Video {
             }
         }
         self.newest_scheduled = Some(ts);
-        if top_measured {
-            self.clock.top_decoded(ts, decoded_ns);
-        }
-        self.late_frames += late as u64;
+        self.late_frames += (late && !lower) as u64;
         // Keep display order by due time (pictures arrive in order; be safe).
         let pos = self.playout.partition_point(|x| x.due <= due);
         self.playout.insert(
             pos,
             Pending {
                 due,
-                ts,
                 lower,
                 line,
                 frame,
@@ -545,6 +621,7 @@ impl Video {
     /// Shows the frames whose display time has come: counts them, detects freezes (the W3C
     /// rule, [`crate::freeze`]) and writes the per-frame log.
     pub fn tick(&mut self, now_ns: u64) {
+        self.promote_stand_ins(now_ns);
         while self.playout.front().is_some_and(|f| f.due <= now_ns) {
             let Some(Pending {
                 due,
@@ -610,7 +687,12 @@ impl Video {
 
     /// When the next frame is due, ns.
     pub fn next_due(&self) -> Option<u64> {
-        self.playout.front().map(|f| f.due)
+        let shown = self.playout.front().map(|f| f.due);
+        let stand_in = self.stand_in_due().map(|t| t + STAND_IN_GRACE_NS);
+        match (shown, stand_in) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// See [`Assembler::base_broken`].
@@ -841,6 +923,16 @@ mod lower_path {
             "{lower} shown from the layer below"
         );
         assert!(gap < 45.0, "longest gap {gap} ms");
+    }
+
+    /// A buffer that holds the late top frame (a fixed 300-ms delay): the lower path's
+    /// pictures wait for their slots, and the top path's, in by then, are the ones shown.
+    #[test]
+    fn a_stand_in_waits_for_its_slot() {
+        let (frames, lower, freezes, gap) = play(&["--playout-delay-ms", "300"]);
+        assert_eq!(frames, PICTURES);
+        assert_eq!(lower, 0);
+        assert_eq!(freezes, 0, "longest gap {gap} ms");
     }
 
     #[test]
