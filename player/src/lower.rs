@@ -24,6 +24,8 @@ pub struct Lower {
     top: Option<usize>,
     /// Decoder errors on this path.
     pub decoder_errors: u64,
+    /// Pictures decoded on this path.
+    decoded: u64,
 }
 
 /// The layer prefix below the top spatial layer of the subscription 0..=`top`: every cell of
@@ -44,6 +46,7 @@ impl Lower {
             dec: Decoder::new(1).ok()?,
             top: None,
             decoder_errors: 0,
+            decoded: 0,
         })
     }
 
@@ -56,9 +59,10 @@ impl Lower {
         }
     }
 
-    /// Whether the path runs (the subscription has a spatial layer below its top).
+    /// Whether the path stands in: the subscription has a spatial layer below its top, and
+    /// the path has decoded a picture (after a join it starts at a key picture).
     pub fn active(&self) -> bool {
-        self.top.is_some()
+        self.top.is_some() && self.decoded > 0
     }
 
     /// A packet of layer `k` (ignored above the lower path's top).
@@ -89,7 +93,10 @@ impl Lower {
                 continue;
             };
             match self.dec.decode(&au) {
-                Ok(Some(f)) => return Some((pic, f)),
+                Ok(Some(f)) => {
+                    self.decoded += 1;
+                    return Some((pic, f));
+                }
                 Ok(None) => {}
                 Err(_) => self.decoder_errors += 1,
             }

@@ -695,6 +695,11 @@ impl Video {
         }
     }
 
+    /// Decoder errors on the lower path.
+    pub fn lower_decoder_errors(&self) -> u64 {
+        self.lower.as_ref().map_or(0, |l| l.decoder_errors)
+    }
+
     /// See [`Assembler::base_broken`].
     pub fn base_broken(&self) -> bool {
         self.asm.base_broken()
