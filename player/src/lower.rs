@@ -9,13 +9,35 @@
 //! (glass-to-glass p50 ~350 ms at 30 fps). Decoding the top layer's frame of a picture needs
 //! the top layer's previous frames, so the single decoder cannot skip it and come back; a
 //! second decoder that never sees the top layer can run ahead. The playout buffer is then
-//! sized by the lower path's lateness, and the top path's picture replaces the lower one
-//! whenever it is decoded before the slot (docs/player.md "The lower path").
+//! sized by the lower path's lateness, and the top path's picture is shown whenever it is
+//! decoded by its slot (docs/player.md "The lower path").
 
 use codec::depay::{AssembledPicture, Assembler, AssemblerConfig};
 use codec::ladder::LayerLadder;
 use codec::rtp::RtpPacket;
 use codec::vpx::{DecodedFrame, Decoder};
+
+/// The next picture of `asm` that `dec` decodes, in order; pictures that do not decode are
+/// counted in `errors`. Every picture is decoded (the decoder's reference state needs it);
+/// the caller decides which are shown.
+pub fn next_decoded(
+    asm: &mut Assembler,
+    dec: &mut Decoder,
+    errors: &mut u64,
+) -> Option<(AssembledPicture, DecodedFrame)> {
+    while let Some(pic) = asm.pop() {
+        let Ok(au) = pic.access_unit() else {
+            *errors += 1;
+            continue;
+        };
+        match dec.decode(&au) {
+            Ok(Some(f)) => return Some((pic, f)),
+            Ok(None) => {}
+            Err(_) => *errors += 1,
+        }
+    }
+    None
+}
 
 /// The second assembler and decoder, holding layers 0..=`top`.
 pub struct Lower {
@@ -84,24 +106,11 @@ impl Lower {
         let _ = self.asm.release_oldest();
     }
 
-    /// The next picture decoded on this path: every picture is decoded (the decoder's
-    /// reference state needs it), the host decides which are shown.
+    /// The next picture decoded on this path ([`next_decoded`]).
     pub fn next(&mut self) -> Option<(AssembledPicture, DecodedFrame)> {
-        while let Some(pic) = self.asm.pop() {
-            let Ok(au) = pic.access_unit() else {
-                self.decoder_errors += 1;
-                continue;
-            };
-            match self.dec.decode(&au) {
-                Ok(Some(f)) => {
-                    self.decoded += 1;
-                    return Some((pic, f));
-                }
-                Ok(None) => {}
-                Err(_) => self.decoder_errors += 1,
-            }
-        }
-        None
+        let out = next_decoded(&mut self.asm, &mut self.dec, &mut self.decoder_errors);
+        self.decoded += out.is_some() as u64;
+        out
     }
 }
 

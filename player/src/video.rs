@@ -372,8 +372,7 @@ impl Video {
     /// buffer learns its lateness.
     fn release_unrepaired(&mut self, now_ns: u64) {
         while let Some(ts) = self.asm.oldest_awaiting_repair() {
-            // With sound the pictures follow the audio clock, else the playout buffer.
-            match self.audio_time(ts).or_else(|| self.clock.slot(ts)) {
+            match self.slot(ts) {
                 Some(slot) if now_ns + DECODE_MARGIN_NS >= slot => {}
                 _ => return,
             }
@@ -386,7 +385,7 @@ impl Video {
         // The lower path by the same rule (the layers it leaves out are left out of the top
         // path's picture too, which asks for their re-sync).
         while let Some(ts) = self.lower.as_ref().and_then(|l| l.oldest_awaiting_repair()) {
-            match self.audio_time(ts).or_else(|| self.clock.slot(ts)) {
+            match self.slot(ts) {
                 Some(slot) if now_ns + DECODE_MARGIN_NS >= slot => {}
                 _ => return,
             }
@@ -443,39 +442,28 @@ impl Video {
         self.release_unrepaired(now_ns);
         // The top path first: when a packet completes a picture on both paths, its top
         // version is the one scheduled.
-        while let Some(pic) = self.asm.pop() {
-            let au = match pic.access_unit() {
-                Ok(a) => a,
-                Err(_) => {
-                    self.decoder_errors += 1;
-                    continue;
-                }
-            };
-            match self.dec.decode(&au) {
-                Ok(Some(f)) => {
-                    self.decoded += 1;
-                    let decoded_ns = (self.now)();
-                    self.first_decoded_ns.get_or_insert(decoded_ns);
-                    if !self.show.show(pic.top_spatial(), pic.temporal, decoded_ns) {
-                        self.hidden += 1;
-                        continue;
-                    }
-                    let lower_active = self.lower.as_ref().is_some_and(|l| l.active());
-                    if lower_active {
-                        self.clock.top_decoded(pic.timestamp, decoded_ns);
-                    }
-                    if !self.newer(pic.timestamp) {
-                        // Its stand-in from the lower path was shown.
-                        continue;
-                    }
-                    let (line, frame) = self.entry(&pic, f, decoded_ns, now_ns, false);
-                    // With a lower path its pictures' lateness sizes the buffer (with the top
-                    // path's quantile); without, this picture's.
-                    self.schedule(pic.timestamp, line, frame, decoded_ns, !lower_active, false);
-                }
-                Ok(None) => {}
-                Err(_) => self.decoder_errors += 1,
+        while let Some((pic, f)) =
+            crate::lower::next_decoded(&mut self.asm, &mut self.dec, &mut self.decoder_errors)
+        {
+            self.decoded += 1;
+            let decoded_ns = (self.now)();
+            self.first_decoded_ns.get_or_insert(decoded_ns);
+            if !self.show.show(pic.top_spatial(), pic.temporal, decoded_ns) {
+                self.hidden += 1;
+                continue;
             }
+            let lower_active = self.lower.as_ref().is_some_and(|l| l.active());
+            if lower_active {
+                self.clock.top_decoded(pic.timestamp, decoded_ns);
+            }
+            if !self.newer(pic.timestamp) {
+                // Its stand-in from the lower path was shown.
+                continue;
+            }
+            let (line, frame) = self.entry(&pic, f, decoded_ns, now_ns, false);
+            // With a lower path its pictures' lateness sizes the buffer (with the top
+            // path's quantile); without, this picture's.
+            self.schedule(pic.timestamp, line, frame, decoded_ns, !lower_active, false);
         }
         while let Some((pic, f)) = self.lower.as_mut().and_then(crate::lower::Lower::next) {
             if !self.show.stands_in(pic.temporal) {
@@ -505,9 +493,14 @@ impl Video {
             .is_none_or(|n| ts.wrapping_sub(n) as i32 > 0)
     }
 
-    /// The slot of the oldest stand-in: its audio time, else its slot in the playout buffer.
+    /// The slot of the oldest stand-in.
     fn stand_in_due(&self) -> Option<u64> {
-        let ts = self.stand_ins.front()?.ts;
+        self.slot(self.stand_ins.front()?.ts)
+    }
+
+    /// When the picture with RTP timestamp `ts` is due on screen: with sound the pictures
+    /// follow the audio clock, else the playout buffer.
+    fn slot(&self, ts: u32) -> Option<u64> {
         self.audio_time(ts).or_else(|| self.clock.slot(ts))
     }
 
