@@ -72,8 +72,8 @@ impl Assembler {
     }
 
     /// Whether every frame incomplete picture `p` still misses is lost rather than late: its
-    /// layer has moved `reorder_pictures` past it (a frame of the top temporal layer, which
-    /// no later picture references, as soon as its layer has moved past it at all: waiting
+    /// layer has moved `reorder_pictures` past it (a frame of the top temporal layer above
+    /// TL0, which no later picture references, as soon as its layer has moved past it at all: waiting
     /// for its repair would hold every later picture back for one picture's detail), or (no
     /// packet of that layer yet) any layer has, or the layer lags the newest picture by more
     /// than `patience_pictures` (stalled). A newly joined upper layer is not waited for before
@@ -83,7 +83,8 @@ impl Assembler {
         if newest.saturating_sub(pid) >= patience {
             return true;
         }
-        let top_temporal = p.tid + 1 >= self.ladder.temporal_layers();
+        // With one temporal layer every frame is TL0 and referenced by the next picture.
+        let top_temporal = p.tid > 0 && p.tid + 1 >= self.ladder.temporal_layers();
         let reorder = if top_temporal {
             1
         } else {

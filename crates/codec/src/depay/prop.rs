@@ -542,3 +542,73 @@ fn a_picture_held_by_a_lost_upper_frame_is_named_and_released_with_the_layers_be
     assert_eq!(out.len(), 24);
     assert_eq!(asm.stats().released_unrepaired, 1);
 }
+
+/// With one temporal layer every frame is TL0, referenced by the next picture: a base frame
+/// whose packets come after those of the three pictures behind it (a retransmission) is
+/// waited for, not given up as the top temporal layer's frames are once their layer moved on
+/// (that broke the chain of every picture after it until the next key picture).
+#[test]
+fn a_late_frame_of_a_single_temporal_layer_is_waited_for() {
+    let ladder = LayerLadder::spatial_major(&[vec![150], vec![450]]).unwrap();
+    let mut ls = LayerStreams::new(
+        ladder.clone(),
+        vec![(160, 90), (320, 180)],
+        StreamConfig::default(),
+    )
+    .unwrap();
+    let packets: Vec<Vec<Vec<Vec<u8>>>> = (0..12usize)
+        .map(|i| {
+            let frames = (0..2u8)
+                .map(|s| LayerFrame {
+                    spatial: s,
+                    temporal: 0,
+                    data: vec![(i * 7 + s as usize) as u8; 500],
+                    inter_picture: i > 0,
+                    inter_layer: s > 0,
+                    switch_up: false,
+                    width: 0,
+                    height: 0,
+                })
+                .collect();
+            let pic = EncodedPicture {
+                pts: i as i64 * 3000,
+                index: i as u64,
+                temporal: 0,
+                key: i == 0,
+                sync_mask: 0,
+                dropped_mask: 0,
+                frames,
+            };
+            ls.packets(&pic)
+                .unwrap()
+                .iter()
+                .map(|v| v.iter().map(|p| p.to_bytes(&[]).unwrap()).collect())
+                .collect()
+        })
+        .collect();
+    let mut asm = Assembler::new(ladder, Some(1), AssemblerConfig::default());
+    let mut push = |asm: &mut Assembler, i: usize, layers: &[usize]| {
+        for &k in layers {
+            for p in &packets[i][k] {
+                asm.push(k, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+        }
+    };
+    let mut out = Vec::new();
+    for i in 0..12 {
+        push(&mut asm, i, if i == 5 { &[1] } else { &[0, 1] });
+        if i == 8 {
+            // Picture 5's base frame, after picture 8's.
+            push(&mut asm, 5, &[0]);
+        }
+        while let Some(p) = asm.pop() {
+            out.push((p.picture_id, p.frames.len()));
+        }
+    }
+    let first = out[0].0;
+    let want: Vec<(u64, usize)> = (0..12).map(|i| (first + i, 2)).collect();
+    assert_eq!(out, want, "{:?}", asm.stats());
+    assert_eq!(asm.stats().pictures_skipped, 0, "{:?}", asm.stats());
+    assert_eq!(asm.stats().late, 0, "{:?}", asm.stats());
+    assert_eq!(asm.stats().pictures, 12, "{:?}", asm.stats());
+}
