@@ -587,7 +587,7 @@ fn a_late_frame_of_a_single_temporal_layer_is_waited_for() {
         })
         .collect();
     let mut asm = Assembler::new(ladder, Some(1), AssemblerConfig::default());
-    let mut push = |asm: &mut Assembler, i: usize, layers: &[usize]| {
+    let push = |asm: &mut Assembler, i: usize, layers: &[usize]| {
         for &k in layers {
             for p in &packets[i][k] {
                 asm.push(k, &RtpPacket::parse(p).unwrap()).unwrap();
