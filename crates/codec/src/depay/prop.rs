@@ -612,3 +612,46 @@ fn a_late_frame_of_a_single_temporal_layer_is_waited_for() {
     assert_eq!(asm.stats().late, 0, "{:?}", asm.stats());
     assert_eq!(asm.stats().pictures, 12, "{:?}", asm.stats());
 }
+
+/// A viewer holding temporal layers 0-2 of spatial layer 0 leaves temporal layer 2 at
+/// picture 20, while picture 19's TL2 frame is half in (the leave cut it) and picture 21's
+/// packets are still on their way (they arrive after the leave and are ignored). Every
+/// TL0/TL1 picture comes out as soon as it is whole: nothing waits for the TL2 pictures that
+/// will not come.
+#[test]
+fn leaving_a_temporal_layer_holds_no_picture() {
+    let (ladder, packets, _) = stream(40, 300);
+    let s0t2 = ladder.layer_of(0, 2).unwrap();
+    assert!(packets[19][s0t2].len() >= 2);
+    let conf = AssemblerConfig {
+        reorder_pictures: 15,
+        patience_pictures: 45,
+        max_pending: 90,
+    };
+    let mut asm = Assembler::new(ladder.clone(), Some(s0t2), conf);
+    let mut out_after = vec![None; packets.len()];
+    for (i, per_layer) in packets.iter().enumerate() {
+        if i == 20 {
+            asm.set_top_layer(Some(s0t2 - 1));
+        }
+        for (layer, v) in per_layer.iter().enumerate().take(s0t2 + 1) {
+            for (j, p) in v.iter().enumerate() {
+                if layer == s0t2 && (i == 19 && j > 0 || i > 21) {
+                    continue;
+                }
+                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+        }
+        while let Some(p) = asm.pop() {
+            out_after[(p.picture_id % (1 << 15)) as usize] = Some(i);
+        }
+    }
+    for (pic, after) in out_after.iter().enumerate() {
+        let expected = match pic {
+            19 => None,
+            p if p >= 20 && p % 2 == 1 => None,
+            p => Some(p),
+        };
+        assert_eq!(*after, expected, "picture {pic} came out after {after:?}: {:?}", asm.stats());
+    }
+}
