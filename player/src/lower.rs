@@ -43,6 +43,7 @@ pub fn next_decoded(
 pub struct Lower {
     asm: Assembler,
     dec: Decoder,
+    conf: AssemblerConfig,
     top: Option<usize>,
     /// Decoder errors on this path.
     pub decoder_errors: u64,
@@ -66,19 +67,31 @@ impl Lower {
         Some(Lower {
             asm: Assembler::new(ladder, None, conf),
             dec: Decoder::new(1).ok()?,
+            conf,
             top: None,
             decoder_errors: 0,
             decoded: 0,
         })
     }
 
-    /// The subscription's top layer changed to `top` (the full path's).
+    /// The subscription's top layer changed to `top` (the full path's). A path that had
+    /// nothing below the top (the viewer held spatial layer 0 only) starts afresh: its
+    /// assembler and decoder stopped at the pictures of before, so kept, the assembler waited
+    /// for every picture in between (`reorder_pictures`, 0.5 s) and its late pictures raised
+    /// the playout buffer by that much (a freeze at each such re-join). Fresh, it starts at
+    /// the next key picture (which the decoder takes whatever it held) and stands in from
+    /// then on.
     pub fn set_top(&mut self, top: Option<usize>) {
         let low = lower_top(self.asm.ladder(), top);
-        if low != self.top {
-            self.top = low;
-            self.asm.set_top_layer(low);
+        if low == self.top {
+            return;
         }
+        if self.top.is_none() && self.decoded > 0 {
+            self.asm = Assembler::new(self.asm.ladder().clone(), None, self.conf);
+            self.decoded = 0;
+        }
+        self.top = low;
+        self.asm.set_top_layer(low);
     }
 
     /// Whether the path stands in: the subscription has a spatial layer below its top, and

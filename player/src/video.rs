@@ -791,6 +791,8 @@ mod lower_path {
     /// The picture whose top frame is late, and by how much.
     const LATE: u64 = 300;
     const LATE_NS: u64 = 200_000_000;
+    /// Key pictures: every 90 (none near LATE).
+    const KEY_EVERY: u32 = 90;
 
     thread_local! {
         static NOW: AtomicU64 = const { AtomicU64::new(0) };
@@ -810,7 +812,7 @@ mod lower_path {
             spatial_layers: 2,
             temporal_layers: 1,
             cell_kbps: vec![vec![150], vec![450]],
-            keyframe_interval: 0,
+            keyframe_interval: KEY_EVERY,
             ..SvcConfig::l3t3_720p()
         };
         let ladder = LayerLadder::spatial_major(&conf.cell_kbps).unwrap();
@@ -865,15 +867,29 @@ mod lower_path {
         s
     }
 
-    /// (pictures shown, of them from the lower path, freezes, longest gap between two shown
-    /// pictures in ms), when the frames of the `late` layers are late from picture LATE on:
-    /// `queued`, the frames after it wait behind it (a sender queue); else only its own (a
-    /// retransmitted packet).
-    fn play(extra: &[&str]) -> (u64, u64, u64, f64) {
-        play_late(extra, &[1], true)
+    /// What reaches the player: the frames of the `late` layers are late from picture LATE
+    /// on (`queued`: the frames after it wait behind it, a sender queue; else only its own,
+    /// a retransmitted packet); from picture n of each `held` entry (n, h) on, the viewer
+    /// holds h layers (the packets of the others no longer come).
+    struct Feed<'a> {
+        late: &'a [usize],
+        queued: bool,
+        held: &'a [(u64, usize)],
     }
 
-    fn play_late(extra: &[&str], late: &[usize], queued: bool) -> (u64, u64, u64, f64) {
+    const TOP_LATE: Feed = Feed {
+        late: &[1],
+        queued: true,
+        held: &[],
+    };
+
+    /// (pictures shown, of them from the lower path, freezes, longest gap between two shown
+    /// pictures in ms) with [`TOP_LATE`].
+    fn play(extra: &[&str]) -> (u64, u64, u64, f64) {
+        play_feed(extra, &TOP_LATE)
+    }
+
+    fn play_feed(extra: &[&str], feed: &Feed) -> (u64, u64, u64, f64) {
         let packets = clip();
         let mut args: Vec<String> = vec!["--announce".into(), "239.255.76.1:5000".into()];
         args.extend(extra.iter().map(|s| s.to_string()));
@@ -885,15 +901,20 @@ mod lower_path {
         // frame of picture LATE comes 200 ms late.
         let t0 = 1_000_000_000u64;
         let mut events = Vec::new();
+        let mut held = 2;
         for (n, layers) in packets.iter().enumerate() {
             let n = n as u64;
             let cap = t0 + n * PERIOD_NS;
-            for (k, pkts) in layers.iter().enumerate() {
+            if let Some(&(_, h)) = feed.held.iter().find(|x| x.0 == n) {
+                held = h;
+                events.push((cap, h, None));
+            }
+            for (k, pkts) in layers.iter().enumerate().take(held) {
                 let mut at = cap + 10_000_000;
-                if late.contains(&k) && (n == LATE || queued && n > LATE) {
+                if feed.late.contains(&k) && (n == LATE || feed.queued && n > LATE) {
                     at = at.max(t0 + LATE * PERIOD_NS + LATE_NS);
                 }
-                events.extend(pkts.iter().map(|p| (at, k, p.clone())));
+                events.extend(pkts.iter().map(|p| (at, k, Some(p.clone()))));
             }
         }
         events.sort_by_key(|e| e.0);
@@ -904,7 +925,10 @@ mod lower_path {
         while t < end {
             set_now(t);
             while i < events.len() && events[i].0 <= t {
-                v.push(events[i].1, &events[i].2, t);
+                match &events[i].2 {
+                    Some(p) => v.push(events[i].1, p, t),
+                    None => v.set_layers(events[i].1),
+                }
                 i += 1;
             }
             let before = v.frames;
@@ -950,11 +974,34 @@ mod lower_path {
     /// buffer a few pictures later).
     #[test]
     fn a_late_base_frame_raises_the_buffer_once() {
-        let (frames, lower, freezes, gap) = play_late(&[], &[0], false);
+        let feed = Feed {
+            late: &[0],
+            queued: false,
+            held: &[],
+        };
+        let (frames, lower, freezes, gap) = play_feed(&[], &feed);
         assert_eq!(frames, PICTURES);
         assert_eq!(lower, 0);
         assert_eq!(freezes, 1, "longest gap {gap} ms");
         assert!(gap > 190.0, "longest gap {gap} ms");
+    }
+
+    /// The viewer drops to the base layer at picture 100 and holds both layers again from
+    /// picture 175, five pictures before a key picture (at a re-join the player asks for
+    /// one): the lower path starts afresh at that key picture. Kept as it was, its assembler
+    /// waited `reorder_pictures` for the pictures it missed before letting the key picture
+    /// out, and that lateness raised the buffer (a freeze at every such re-join).
+    #[test]
+    fn a_rejoin_above_the_base_does_not_raise_the_buffer() {
+        let feed = Feed {
+            late: &[],
+            queued: false,
+            held: &[(100, 1), (175, 2)],
+        };
+        let (frames, _, freezes, gap) = play_feed(&[], &feed);
+        assert_eq!(frames, PICTURES);
+        assert_eq!(freezes, 0, "longest gap {gap} ms");
+        assert!(gap < 45.0, "longest gap {gap} ms");
     }
 
     #[test]

@@ -652,6 +652,11 @@ fn leaving_a_temporal_layer_holds_no_picture() {
             p if p >= 20 && p % 2 == 1 => None,
             p => Some(p),
         };
-        assert_eq!(*after, expected, "picture {pic} came out after {after:?}: {:?}", asm.stats());
+        assert_eq!(
+            *after,
+            expected,
+            "picture {pic} came out after {after:?}: {:?}",
+            asm.stats()
+        );
     }
 }
