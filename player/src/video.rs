@@ -32,8 +32,9 @@ pub struct Video {
     playout: VecDeque<Pending>,
     framelog: Option<crate::framelog::FrameLog>,
     window: Option<crate::window::Window>,
-    /// Kernel time of the latest packet per RTP timestamp (picture), newest last.
-    arrivals: VecDeque<(u32, u64)>,
+    /// Kernel time of the first and the latest packet per RTP timestamp (picture), newest
+    /// last.
+    arrivals: VecDeque<(u32, u64, u64)>,
     held: usize,
     /// Wall clock when the first picture was decoded (unix ns).
     pub first_decoded_ns: Option<u64>,
@@ -425,9 +426,12 @@ impl Video {
         // Arrival of a picture = kernel time of its latest packet (on any layer).
         let ts = p.timestamp();
         match self.arrivals.iter_mut().rev().find(|x| x.0 == ts) {
-            Some(x) => x.1 = x.1.max(now_ns),
+            Some(x) => {
+                x.1 = x.1.min(now_ns);
+                x.2 = x.2.max(now_ns);
+            }
             None => {
-                self.arrivals.push_back((ts, now_ns));
+                self.arrivals.push_back((ts, now_ns, now_ns));
                 if self.arrivals.len() > 256 {
                     self.arrivals.pop_front();
                 }
@@ -542,16 +546,20 @@ impl Video {
         lower: bool,
     ) -> (serde_json::Value, crate::framelog::FrameMsg) {
         let ts = pic.timestamp;
-        let line = json!({"decoded_at": now_ns as f64 / 1e9, "picture_id": pic.picture_id,
-            "rtp_ts": ts, "width": f.width, "height": f.height,
-            "top_spatial": pic.top_spatial(), "temporal": pic.temporal,
-            "key": pic.key, "complete": pic.complete, "lower": lower});
-        let arrival_ns = self
+        let (first_ns, arrival_ns) = self
             .arrivals
             .iter()
             .rev()
             .find(|x| x.0 == ts)
-            .map_or(now_ns, |x| x.1);
+            .map_or((now_ns, now_ns), |x| (x.1, x.2));
+        // `first_arrival_at`: the picture's first packet (on any layer), so that capture to
+        // first packet (encode, the sender's queues, the path) and first to last packet (its
+        // frames' pacing) can be told apart.
+        let line = json!({"decoded_at": now_ns as f64 / 1e9, "picture_id": pic.picture_id,
+            "rtp_ts": ts, "width": f.width, "height": f.height,
+            "top_spatial": pic.top_spatial(), "temporal": pic.temporal,
+            "key": pic.key, "complete": pic.complete, "lower": lower,
+            "first_arrival_at": first_ns as f64 / 1e9, "arrival_at": arrival_ns as f64 / 1e9});
         let frame = crate::framelog::FrameMsg {
             arrival_ns,
             decoded_ns,

@@ -9,6 +9,7 @@ pub mod error;
 mod fill_study;
 pub mod fuzz_entry;
 pub mod keyreq;
+pub mod latency;
 pub mod media;
 pub mod media_keys;
 pub mod pacer;

@@ -59,6 +59,10 @@ pub struct LayerQueues {
     /// The encoder thread applies a new value before its next picture
     /// (`SvcEncoder::set_total_kbps`, docs/protocols/tfmcc.md "Live video").
     pub target_kbps: AtomicU64,
+    /// Capture to the encoded picture's packets handed to the media thread: what the
+    /// source and the encoder add to glass-to-glass latency (the rest is the layers' send
+    /// queues, the path and the player).
+    pub encode_latency: std::sync::Mutex<crate::latency::LatencyHistogram>,
 }
 
 /// The media burst policy of a video encode (docs/server.md "Pacer burst"), `None` when
@@ -387,7 +391,9 @@ pub fn start(
                     / 1_000_000_000) as i64;
                 i += 1;
                 match enc.encode(&f, pts) {
-                    Ok(Some(pic)) => queue_picture(&queues, &mut streams, &pic, &mut ring),
+                    Ok(Some(pic)) => {
+                        queue_picture(&queues, &mut streams, &pic, capture_ns, &mut ring)
+                    }
                     Ok(None) => {}
                     Err(_) => {
                         queues.encode_errors.fetch_add(1, Ordering::Relaxed);
@@ -403,10 +409,16 @@ fn queue_picture(
     queues: &LayerQueues,
     streams: &mut LayerStreams,
     pic: &codec::vpx::EncodedPicture,
+    capture_ns: u64,
     ring: &mut rtrb::Producer<Picture>,
 ) {
     match streams.packets(pic) {
         Ok(per_layer) => {
+            // Before the count: a reader that sees the picture counted sees its latency.
+            let s = unix_ns().saturating_sub(capture_ns) as f64 / 1e9;
+            if let Ok(mut h) = queues.encode_latency.lock() {
+                h.record(s);
+            }
             queues.pictures.fetch_add(1, Ordering::Relaxed);
             queues
                 .layer_frames_dropped

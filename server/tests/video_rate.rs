@@ -31,6 +31,10 @@ impl Drop for Server {
 }
 
 fn get(path: &str) -> Option<Value> {
+    serde_json::from_str(&get_text(path)?).ok()
+}
+
+fn get_text(path: &str) -> Option<String> {
     let mut s = TcpStream::connect(("127.0.0.1", PORT)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
     write!(
@@ -40,8 +44,7 @@ fn get(path: &str) -> Option<Value> {
     .ok()?;
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
-    let body = out.split("\r\n\r\n").nth(1)?;
-    serde_json::from_str(body).ok()
+    Some(out.split("\r\n\r\n").nth(1)?.to_string())
 }
 
 /// Per layer: (announced bit/s, measured payload bit/s, packets, packets not of the session's
@@ -93,107 +96,111 @@ fn video_layers_are_paced_at_their_announced_rate() {
             .spawn()
             .unwrap(),
     );
-    let (packet_size, per_layer, (pictures, dropped)): (u64, Vec<LayerRate>, (u64, u64)) =
-        in_ns(&ns, || {
-            let t0 = Instant::now();
-            let sess = loop {
-                if let Some(v) = get("/api/sessions/v") {
-                    if v["layers"].as_array().is_some_and(|l| !l.is_empty()) {
-                        break v;
+    let (packet_size, per_layer, (pictures, dropped, metrics)): (
+        u64,
+        Vec<LayerRate>,
+        (u64, u64, String),
+    ) = in_ns(&ns, || {
+        let t0 = Instant::now();
+        let sess = loop {
+            if let Some(v) = get("/api/sessions/v") {
+                if v["layers"].as_array().is_some_and(|l| !l.is_empty()) {
+                    break v;
+                }
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "server did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let ann = get("/api/sessions/v/announcement").unwrap_or(Value::Null);
+        let packet_size = sess["packet_size"]
+            .as_u64()
+            .or_else(|| ann["packet_size"].as_u64())
+            .unwrap_or(600);
+        let layers = sess["layers"].as_array().unwrap().clone();
+        let socks: Vec<UdpSocket> = layers
+            .iter()
+            .map(|l| {
+                let g: Ipv4Addr = l["group"].as_str().unwrap().parse().unwrap();
+                let port = l["port"].as_u64().unwrap() as u16;
+                let s = UdpSocket::bind((g, port)).unwrap();
+                s.join_multicast_v4(&g, &Ipv4Addr::LOCALHOST).unwrap();
+                s.set_nonblocking(true).unwrap();
+                s
+            })
+            .collect();
+        // Warm-up (encoder start, first key picture), then 6 s of measurement.
+        std::thread::sleep(Duration::from_secs(1));
+        let mut buf = [0u8; 2048];
+        for s in &socks {
+            while s.recv(&mut buf).is_ok() {}
+        }
+        let n = socks.len();
+        // Per layer: arrival time of each bunch's first packet, packets, odd-sized packets.
+        let mut firsts: Vec<Vec<Instant>> = vec![Vec::new(); n];
+        let mut pkts = vec![0u64; n];
+        let mut odd = vec![0u64; n];
+        let mut media = vec![0u64; n];
+        let mut repair = vec![0u64; n];
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(6) {
+            for (k, s) in socks.iter().enumerate() {
+                while let Ok(len) = s.recv(&mut buf) {
+                    let now = Instant::now();
+                    pkts[k] += 1;
+                    if len as u64 != packet_size {
+                        odd[k] += 1;
+                    }
+                    // Payload type 97: a FEC repair packet in a slot without media.
+                    if len > 1 && buf[1] & 0x7f == 97 {
+                        repair[k] += 1;
+                    } else if rtp_payload_len(&buf[..len]) > 0 {
+                        media[k] += 1;
+                    }
+                    // cc extension: 12-byte RTP header, 4-byte block header, 1-byte element
+                    // header, then layer, bunch position.
+                    if len >= 19 && buf[18] == 0 {
+                        firsts[k].push(now);
                     }
                 }
-                assert!(
-                    t0.elapsed() < Duration::from_secs(20),
-                    "server did not come up"
-                );
-                std::thread::sleep(Duration::from_millis(100));
-            };
-            let ann = get("/api/sessions/v/announcement").unwrap_or(Value::Null);
-            let packet_size = sess["packet_size"]
-                .as_u64()
-                .or_else(|| ann["packet_size"].as_u64())
-                .unwrap_or(600);
-            let layers = sess["layers"].as_array().unwrap().clone();
-            let socks: Vec<UdpSocket> = layers
-                .iter()
-                .map(|l| {
-                    let g: Ipv4Addr = l["group"].as_str().unwrap().parse().unwrap();
-                    let port = l["port"].as_u64().unwrap() as u16;
-                    let s = UdpSocket::bind((g, port)).unwrap();
-                    s.join_multicast_v4(&g, &Ipv4Addr::LOCALHOST).unwrap();
-                    s.set_nonblocking(true).unwrap();
-                    s
-                })
-                .collect();
-            // Warm-up (encoder start, first key picture), then 6 s of measurement.
-            std::thread::sleep(Duration::from_secs(1));
-            let mut buf = [0u8; 2048];
-            for s in &socks {
-                while s.recv(&mut buf).is_ok() {}
             }
-            let n = socks.len();
-            // Per layer: arrival time of each bunch's first packet, packets, odd-sized packets.
-            let mut firsts: Vec<Vec<Instant>> = vec![Vec::new(); n];
-            let mut pkts = vec![0u64; n];
-            let mut odd = vec![0u64; n];
-            let mut media = vec![0u64; n];
-            let mut repair = vec![0u64; n];
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(6) {
-                for (k, s) in socks.iter().enumerate() {
-                    while let Ok(len) = s.recv(&mut buf) {
-                        let now = Instant::now();
-                        pkts[k] += 1;
-                        if len as u64 != packet_size {
-                            odd[k] += 1;
-                        }
-                        // Payload type 97: a FEC repair packet in a slot without media.
-                        if len > 1 && buf[1] & 0x7f == 97 {
-                            repair[k] += 1;
-                        } else if rtp_payload_len(&buf[..len]) > 0 {
-                            media[k] += 1;
-                        }
-                        // cc extension: 12-byte RTP header, 4-byte block header, 1-byte element
-                        // header, then layer, bunch position.
-                        if len >= 19 && buf[18] == 0 {
-                            firsts[k].push(now);
-                        }
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            let bunch = sess["bunch_len"]
-                .as_u64()
-                .or_else(|| ann["bunch_len"].as_u64())
-                .unwrap_or(2);
-            let out = (0..n)
-                .map(|k| {
-                    let announced = layers[k]["rate_bps"].as_f64().unwrap();
-                    let f = &firsts[k];
-                    // Whole bunches between the first and the last bunch start: independent of
-                    // where the window cuts the schedule.
-                    let measured = if f.len() >= 2 {
-                        let span = (f[f.len() - 1] - f[0]).as_secs_f64();
-                        (f.len() - 1) as f64 * (bunch * packet_size * 8) as f64 / span
-                    } else {
-                        0.0
-                    };
-                    (
-                        announced,
-                        measured,
-                        pkts[k],
-                        odd[k],
-                        f.len() as u64,
-                        media[k],
-                        repair[k],
-                    )
-                })
-                .collect();
-            let end = get("/api/sessions/v").unwrap_or(Value::Null);
-            let pictures = end["video_pictures"].as_u64().unwrap_or(0);
-            let dropped = end["video_dropped"].as_u64().unwrap_or(0);
-            (packet_size, out, (pictures, dropped))
-        });
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let bunch = sess["bunch_len"]
+            .as_u64()
+            .or_else(|| ann["bunch_len"].as_u64())
+            .unwrap_or(2);
+        let out = (0..n)
+            .map(|k| {
+                let announced = layers[k]["rate_bps"].as_f64().unwrap();
+                let f = &firsts[k];
+                // Whole bunches between the first and the last bunch start: independent of
+                // where the window cuts the schedule.
+                let measured = if f.len() >= 2 {
+                    let span = (f[f.len() - 1] - f[0]).as_secs_f64();
+                    (f.len() - 1) as f64 * (bunch * packet_size * 8) as f64 / span
+                } else {
+                    0.0
+                };
+                (
+                    announced,
+                    measured,
+                    pkts[k],
+                    odd[k],
+                    f.len() as u64,
+                    media[k],
+                    repair[k],
+                )
+            })
+            .collect();
+        let end = get("/api/sessions/v").unwrap_or(Value::Null);
+        let pictures = end["video_pictures"].as_u64().unwrap_or(0);
+        let dropped = end["video_dropped"].as_u64().unwrap_or(0);
+        let metrics = get_text("/metrics").unwrap_or_default();
+        (packet_size, out, (pictures, dropped, metrics))
+    });
     let mut worst: f64 = 0.0;
     let mut lines = Vec::new();
     for (k, &(a, m, p, odd, b, media, repair)) in per_layer.iter().enumerate() {
@@ -207,11 +214,23 @@ fn video_layers_are_paced_at_their_announced_rate() {
         ));
     }
     let report = lines.join("\n");
+    // Every picture encoded is in the encode latency histogram.
+    let encoded = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("layercast_video_encode_latency_seconds_count{session=\"v\"} ")
+        })
+        .and_then(|n| n.trim().parse::<u64>().ok());
     eprintln!(
-        "{report}\npictures encoded: {pictures}, media packets dropped (queue full): {dropped}"
+        "{report}\npictures encoded: {pictures}, media packets dropped (queue full): {dropped}, in the encode latency histogram: {encoded:?}"
     );
     assert_eq!(per_layer.len(), 9, "L3T3 has nine layers");
     assert!(pictures > 0, "the encoder produced no picture");
+    // Read after the session's counter: the histogram has at least as many.
+    assert!(
+        encoded.is_some_and(|n| n >= pictures),
+        "{encoded:?} of {pictures}"
+    );
     let repairs: u64 = per_layer.iter().map(|l| l.6).sum();
     assert!(repairs > 0, "no FEC repair packet on any layer:\n{report}");
     for &(_, _, p, odd, b, media, _) in &per_layer {

@@ -160,6 +160,17 @@ pub fn metrics(state: &State, table: &Table) -> String {
             h.count
         );
     }
+    m.push_str("# HELP layercast_video_encode_latency_seconds Capture to the encoded picture's packets queued for sending.\n# TYPE layercast_video_encode_latency_seconds histogram\n");
+    for s in &sessions {
+        if let Some(q) = &s.queues {
+            let h = lock(&q.encode_latency).clone();
+            h.render(
+                &mut m,
+                "layercast_video_encode_latency_seconds",
+                &format!("session=\"{}\"", esc(&s.cfg.id)),
+            );
+        }
+    }
     let live = table.live(state.cfg.max_viewer_labels);
     let per_viewer: [MetricFn; 9] = [
         ("layercast_viewer_layers", "gauge", |t| t.layers as f64),
