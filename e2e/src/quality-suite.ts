@@ -12,7 +12,7 @@ import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
 import { qualityTest, SMALL_VIDEO, type Viewer } from '../examples/quality-test.js';
-import type { PlayerQuality } from './quality.js';
+import { histogramQuantilesMs, type PlayerQuality } from './quality.js';
 import { meanCi95 } from './repeat.js';
 import { recordAcceptance } from './acceptance.js';
 import { findBinary } from './bins.js';
@@ -273,6 +273,14 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
           log: (s) => log(`  ${s}`),
         });
         if (r.skipped) throw new Error(`run not measured: ${r.skipped}`);
+        // What the source and the encoder add: capture to the picture's packets queued.
+        const mfile = path.join(dir, 'server', 'metrics.txt');
+        const enc = fs.existsSync(mfile) ? histogramQuantilesMs(fs.readFileSync(mfile, 'utf8'), 'layercast_video_encode_latency_seconds', [0.5, 0.95, 0.99]) : null;
+        if (enc) {
+          const line = `${p} run ${i}: encode latency (capture to packets queued) p50 ${enc.ms[0].toFixed(1)} ms, p95 ${enc.ms[1].toFixed(1)} ms, p99 ${enc.ms[2].toFixed(1)} ms over ${enc.count} pictures`;
+          log(`  ${line}`);
+          notes.push(line);
+        }
         const clean = r.players.find((q) => q.player === 'clean');
         for (const c of CASES) {
           const q = r.players.find((x) => x.player === c.id);

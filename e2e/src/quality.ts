@@ -600,6 +600,35 @@ export async function analyseRun(runDir: string, reference?: string, temporalLay
   return out;
 }
 
+/** Quantiles (ms) of a Prometheus histogram `name` in a /metrics scrape, linearly
+ *  interpolated within a bucket (as Prometheus' `histogram_quantile`); `null` without the
+ *  histogram or any observation. The server's `layercast_video_encode_latency_seconds` (capture
+ *  to the picture's packets queued) is what the quality suite reads with it. */
+export function histogramQuantilesMs(metrics: string, name: string, qs: number[]): { count: number; ms: number[] } | null {
+  const buckets: [number, number][] = [];
+  const re = new RegExp(`^${name}_bucket\\{[^}]*le="([^"]+)"\\} (\\d+)`);
+  for (const line of metrics.split('\n')) {
+    const m = re.exec(line);
+    if (m) buckets.push([m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2])]);
+  }
+  buckets.sort((a, b) => a[0] - b[0]);
+  const count = buckets.length ? buckets[buckets.length - 1][1] : 0;
+  if (!count) return null;
+  const ms = qs.map((q) => {
+    const target = q * count;
+    let [lo, below] = [0, 0];
+    for (const [le, c] of buckets) {
+      if (c >= target) {
+        if (!Number.isFinite(le)) return lo * 1e3;
+        return (lo + ((le - lo) * (target - below)) / Math.max(1, c - below)) * 1e3;
+      }
+      [lo, below] = [le, c];
+    }
+    return lo * 1e3;
+  });
+  return { count, ms };
+}
+
 export function findReference(runDir: string): string | null {
   const direct = path.join(runDir, 'reference.y4m');
   if (fs.existsSync(direct)) return direct;

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { FRAMES_CSV_HEADER, Y4m, analysePlayer, analyseRun, applyDisplayTimes, ffmpeg, freezeGaps, heldFrameShare, packetTotals, parseFramesCsv, parsePsnrStats, sourceRate, timingStats, type FrameRow } from '../src/quality.js';
+import { FRAMES_CSV_HEADER, Y4m, analysePlayer, analyseRun, applyDisplayTimes, ffmpeg, freezeGaps, heldFrameShare, histogramQuantilesMs, packetTotals, parseFramesCsv, parsePsnrStats, sourceRate, timingStats, type FrameRow } from '../src/quality.js';
 
 let dir = '';
 const T0 = 1_763_000_000; // unix seconds
@@ -219,4 +219,26 @@ test('frames.csv parsing: header checked, bad rows counted, empty fields are nul
     { psnr: 100, psnrY: 100 },
     { psnr: 42, psnrY: 43.5 },
   ]);
+});
+
+test('histogram quantiles interpolate within the bucket, as histogram_quantile does', () => {
+  const name = 'layercast_video_encode_latency_seconds';
+  const scrape = [
+    `# TYPE ${name} histogram`,
+    `${name}_bucket{session="s",le="0.01"} 0`,
+    `${name}_bucket{session="s",le="0.02"} 50`,
+    `${name}_bucket{session="s",le="0.05"} 90`,
+    `${name}_bucket{session="s",le="0.1"} 100`,
+    `${name}_bucket{session="s",le="+Inf"} 100`,
+    `${name}_sum{session="s"} 2.5`,
+    `${name}_count{session="s"} 100`,
+    'other_bucket{le="+Inf"} 7',
+  ].join('\n');
+  const h = histogramQuantilesMs(scrape, name, [0.5, 0.95, 0.25]);
+  assert.ok(h);
+  assert.equal(h.count, 100);
+  assert.ok(Math.abs(h.ms[0] - 20) < 1e-9, `p50 ${h.ms[0]}`);
+  assert.ok(Math.abs(h.ms[1] - 75) < 1e-9, `p95 ${h.ms[1]}`);
+  assert.ok(Math.abs(h.ms[2] - 15) < 1e-9, `p25 ${h.ms[2]}`);
+  assert.equal(histogramQuantilesMs('nothing here', name, [0.5]), null);
 });
