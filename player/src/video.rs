@@ -812,19 +812,25 @@ mod lower_path {
         NOW.with(|n| n.store(t, Ordering::Relaxed));
     }
 
-    /// RTP packets per picture, per layer (k = spatial layer).
+    /// RTP packets per picture, per layer (k = spatial layer), of the two-spatial-layer clip.
     fn clip() -> Vec<Vec<Vec<Vec<u8>>>> {
+        clip_of(&[vec![150], vec![450]])
+    }
+
+    /// RTP packets per picture, per layer, of a 320x180 clip whose ladder cells are `cells`
+    /// (spatial-major kbit/s: one row per spatial layer, one column per temporal layer).
+    fn clip_of(cells: &[Vec<u32>]) -> Vec<Vec<Vec<Vec<u8>>>> {
         let conf = SvcConfig {
             width: 320,
             height: 180,
-            spatial_layers: 2,
-            temporal_layers: 1,
-            cell_kbps: vec![vec![150], vec![450]],
+            spatial_layers: cells.len(),
+            temporal_layers: cells[0].len(),
+            cell_kbps: cells.to_vec(),
             keyframe_interval: KEY_EVERY,
             ..SvcConfig::l3t3_720p()
         };
         let ladder = LayerLadder::spatial_major(&conf.cell_kbps).unwrap();
-        let res = (0..2)
+        let res = (0..cells.len())
             .map(|s| {
                 let (w, h) = conf.layer_size(s);
                 (w as u16, h as u16)
@@ -846,7 +852,14 @@ mod lower_path {
     }
 
     fn session() -> SessionInfo {
-        let mut s = SessionInfo::equal_layers(2, 300_000, Ipv4Addr::new(239, 1, 2, 3), 5000);
+        session_of(2, 1)
+    }
+
+    /// The session of [`clip_of`] with `spatial` x `temporal` layers (spatial-major).
+    fn session_of(spatial: u8, temporal: u8) -> SessionInfo {
+        let n = spatial * temporal;
+        let mut s =
+            SessionInfo::equal_layers(n as usize, 300_000, Ipv4Addr::new(239, 1, 2, 3), 5000);
         s.tracks = vec![Track {
             id: 0,
             kind: TrackKind::Video,
@@ -856,14 +869,14 @@ mod lower_path {
                 height: 180,
                 fps_num: 30,
                 fps_den: 1,
-                spatial: 2,
-                temporal: 1,
+                spatial,
+                temporal,
             }),
-            streams: (0..2u8)
+            streams: (0..n)
                 .map(|k| Stream {
                     layer: k,
-                    spatial: k,
-                    temporal: 0,
+                    spatial: k / temporal,
+                    temporal: k % temporal,
                     group: Ipv4Addr::new(239, 1, 2, 3 + k),
                     port: 5000 + k as u16,
                     ssrc: 0x4C43_0000 + k as u32,
@@ -973,6 +986,83 @@ mod lower_path {
         assert_eq!(frames, PICTURES);
         assert_eq!(lower, 0);
         assert_eq!(freezes, 0, "longest gap {gap} ms");
+    }
+
+    /// One spatial layer at TL0-2 through 20 ms of jitter (packets reordered), the viewer
+    /// leaving TL2 and joining it again every 0.5-1.5 s, as PLM did on the quality suite's
+    /// jittery path (where some leaves froze the picture until the next key picture): no
+    /// TL0 or TL1 picture is lost and nothing freezes.
+    #[test]
+    fn temporal_leaves_under_jitter_lose_no_picture() {
+        let packets = clip_of(&[vec![150, 75, 75]]);
+        let a = crate::parse_args(&["--announce".into(), "239.255.76.1:5000".into()])
+            .unwrap()
+            .unwrap();
+        let mut v = Video::new(&session_of(1, 3), &a, None).unwrap();
+        v.now = now;
+        v.set_layers(3);
+        let t0 = 1_000_000_000u64;
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        // Layer changes: (time, layers held); the left layer's packets stop 20 ms after a
+        // leave and come again 20 ms after a join (the prune and the graft upstream).
+        let mut changes = Vec::new();
+        let mut t = t0 + 1_500_000_000;
+        let mut held = 3;
+        let end = t0 + PICTURES * PERIOD_NS;
+        while t < end {
+            held = 5 - held;
+            changes.push((t, held));
+            t += 500_000_000 + rnd(1_000) * 1_000_000;
+        }
+        let held_at = |at: u64| {
+            changes
+                .iter()
+                .rev()
+                .find(|c| c.0 + 20_000_000 <= at)
+                .map_or(3, |c| c.1)
+        };
+        let mut events: Vec<(u64, usize, Option<Vec<u8>>)> =
+            changes.iter().map(|&(t, h)| (t, h, None)).collect();
+        for (n, layers) in packets.iter().enumerate() {
+            let cap = t0 + n as u64 * PERIOD_NS;
+            for (k, pkts) in layers.iter().enumerate() {
+                for p in pkts {
+                    let at = cap + 10_000_000 + rnd(40) * 1_000_000;
+                    if k < held_at(at) {
+                        events.push((at, k, Some(p.clone())));
+                    }
+                }
+            }
+        }
+        events.sort_by_key(|e| e.0);
+        let mut i = 0;
+        let mut t = t0;
+        while t < end + 30 * PERIOD_NS {
+            set_now(t);
+            while i < events.len() && events[i].0 <= t {
+                match &events[i].2 {
+                    Some(p) => v.push(events[i].1, p, t),
+                    None => v.set_layers(events[i].1),
+                }
+                i += 1;
+            }
+            v.tick(t);
+            t += 1_000_000;
+        }
+        let st = v.stats();
+        assert_eq!(v.freezes, 0, "{st:?}");
+        // Only TL2 pictures in flight at a leave may be given up.
+        assert!(
+            st.pictures_skipped <= 2 * changes.len() as u64,
+            "{} changes: {st:?}",
+            changes.len()
+        );
     }
 
     /// A late base frame (a retransmission: the top layer's frames are in) holds both paths,
