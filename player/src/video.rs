@@ -36,6 +36,10 @@ pub struct Video {
     /// last.
     arrivals: VecDeque<(u32, u64, u64)>,
     held: usize,
+    /// Breaks of the base layer's chain logged so far, and when the layers held last
+    /// changed (for the log line).
+    base_breaks_logged: u64,
+    layers_changed_ns: u64,
     /// Wall clock when the first picture was decoded (unix ns).
     pub first_decoded_ns: Option<u64>,
     /// ... and when it was shown.
@@ -302,6 +306,8 @@ impl Video {
             framelog,
             window,
             arrivals: VecDeque::new(),
+            base_breaks_logged: 0,
+            layers_changed_ns: 0,
             held: 0,
             first_decoded_ns: None,
             first_shown_ns: None,
@@ -334,6 +340,9 @@ impl Video {
 
     /// The number of layers held changed.
     pub fn set_layers(&mut self, held: usize) {
+        if held != self.held {
+            self.layers_changed_ns = (self.now)();
+        }
         self.held = held;
         let top = match self.single_stream {
             true if held > 0 => Some(self.asm.ladder().len() - 1),
@@ -492,6 +501,24 @@ impl Video {
             self.schedule(pic.timestamp, line, frame, decoded_ns, !lower_active, false);
         }
         self.promote_stand_ins((self.now)());
+        self.log_base_break();
+    }
+
+    /// Says on stderr why the base layer's chain broke (once per break): a break that no
+    /// loss explains is a bug to find, and the reason tells it from one a loss does.
+    fn log_base_break(&mut self) {
+        let Some(b) = self.asm.last_base_break() else {
+            return;
+        };
+        if b.count <= self.base_breaks_logged {
+            return;
+        }
+        self.base_breaks_logged = b.count;
+        let since = (self.now)().saturating_sub(self.layers_changed_ns) as f64 / 1e6;
+        eprintln!(
+            "layercast-player: base layer broken at picture {} ({}, references {:?}); {} layers held, changed {since:.0} ms ago; waiting for a key picture",
+            b.picture_id, b.reason, b.refs, self.held
+        );
     }
 
     /// Whether no version of the picture with RTP timestamp `ts` (or of a later one) has been

@@ -157,6 +157,26 @@ pub struct Assembler {
     stats: AssemblerStats,
     /// A TL0 picture was skipped after decoding began, and no key picture since.
     base_broken: bool,
+    /// The last time that happened, and why ([`Assembler::last_base_break`]).
+    last_base_break: Option<BaseBreak>,
+}
+
+/// Why a temporal-layer-0 picture had no decodable base frame (which breaks the base layer's
+/// chain until a key picture): for the host's log, so that a break no loss explains can be
+/// told from one a loss does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseBreak {
+    /// Extended picture ID of the picture skipped.
+    pub picture_id: u64,
+    /// `missing` (no packet of its base frame), `incomplete` (a packet of it missing),
+    /// `not sent` (the sender marked it so), `unreferenceable` (a reference in `refs` was not
+    /// decoded), `no references` (its references are not known: no picture group, or its
+    /// TID is not the group's at its position).
+    pub reason: &'static str,
+    /// Its base frame's references, when known.
+    pub refs: Vec<u64>,
+    /// Count of such breaks so far.
+    pub count: u64,
 }
 
 impl Assembler {
@@ -185,7 +205,13 @@ impl Assembler {
             ready: Default::default(),
             stats: AssemblerStats::default(),
             base_broken: false,
+            last_base_break: None,
         }
+    }
+
+    /// The last time a temporal-layer-0 picture broke the base layer's chain, and why.
+    pub fn last_base_break(&self) -> Option<&BaseBreak> {
+        self.last_base_break.as_ref()
     }
 
     /// Whether the base layer's chain is broken: a temporal-layer-0 picture had no decodable

@@ -714,3 +714,39 @@ proptest! {
         }
     }
 }
+
+/// A break of the base layer's chain names the picture and why: a TL0 picture whose base
+/// frame lost a packet is `incomplete`; one whose base frame never came leaves the next TL0
+/// picture `unreferenceable`, naming the missing reference. Only the first skip of a break
+/// is recorded (the pictures after it fail by consequence).
+#[test]
+fn a_base_break_names_its_picture_and_reason() {
+    for (drop_all, reason, at, refs) in [
+        (false, "incomplete", 4u64, vec![]),
+        (true, "unreferenceable", 8, vec![4u64]),
+    ] {
+        let (ladder, packets, _) = stream(16, 300);
+        let mut asm = Assembler::new(ladder, Some(2), AssemblerConfig::default());
+        assert!(packets[4][0].len() >= 2);
+        for (i, per_layer) in packets.iter().enumerate() {
+            for (layer, v) in per_layer.iter().enumerate().take(3) {
+                for (j, p) in v.iter().enumerate() {
+                    if i == 4 && layer == 0 && (drop_all || j == 1) {
+                        continue;
+                    }
+                    asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+                }
+            }
+            while asm.pop().is_some() {}
+        }
+        let b = asm.last_base_break().expect("a break").clone();
+        let first = b.picture_id - b.picture_id % (1 << 15);
+        assert_eq!(
+            (b.picture_id - first, b.reason, b.count),
+            (at, reason, 1),
+            "{b:?}"
+        );
+        assert_eq!(b.refs.iter().map(|r| r - first).collect::<Vec<_>>(), refs);
+        assert!(asm.base_broken());
+    }
+}

@@ -104,10 +104,15 @@ impl Assembler {
         let mut frames = Vec::new();
         let mut key = false;
         let mut lower_ok = true;
+        // Why the base frame (spatial layer 0) was not returned, and its references.
+        let mut base_fail: (&'static str, Vec<u64>) = ("missing", Vec::new());
         for s in self.expected_sids(p.tid) {
             if !awaited.contains(&s) {
                 // Not sent: a frame above it that predicts from it cannot be decoded.
                 lower_ok = false;
+                if s == 0 {
+                    base_fail.0 = "not sent";
+                }
                 continue;
             }
             let Some(f) = p.frames.remove(&s) else {
@@ -117,6 +122,9 @@ impl Assembler {
             let Some(data) = f.complete() else {
                 self.stats.frames_incomplete += 1;
                 lower_ok = false;
+                if s == 0 {
+                    base_fail.0 = "incomplete";
+                }
                 continue;
             };
             let d = &f.desc;
@@ -125,8 +133,19 @@ impl Assembler {
                 true
             } else {
                 match self.refs_of(pid, d) {
-                    Some(refs) => refs.iter().all(|r| self.decoded.contains(&(s, *r))),
-                    None => false,
+                    Some(refs) => {
+                        let ok = refs.iter().all(|r| self.decoded.contains(&(s, *r)));
+                        if !ok && s == 0 {
+                            base_fail = ("unreferenceable", refs);
+                        }
+                        ok
+                    }
+                    None => {
+                        if s == 0 {
+                            base_fail.0 = "no references";
+                        }
+                        false
+                    }
                 }
             };
             if !(layer_dep_ok && chain_ok) {
@@ -149,6 +168,17 @@ impl Assembler {
         }
         if frames.is_empty() || frames[0].spatial != 0 {
             self.stats.pictures_skipped += 1;
+            // Already broken: the pictures after the first break are unreferenceable by
+            // consequence, not news.
+            if p.tid == 0 && self.stats.pictures > 0 && !self.base_broken {
+                let count = self.last_base_break.as_ref().map_or(0, |b| b.count) + 1;
+                self.last_base_break = Some(super::BaseBreak {
+                    picture_id: pid,
+                    reason: base_fail.0,
+                    refs: base_fail.1,
+                    count,
+                });
+            }
             self.base_broken |= p.tid == 0 && self.stats.pictures > 0;
             return;
         }
