@@ -750,3 +750,108 @@ fn a_base_break_names_its_picture_and_reason() {
         assert!(asm.base_broken());
     }
 }
+
+/// The case the property above found: picture 31's TL2 frame is half in, picture 30 (TL1) is
+/// reordered behind it, and the viewer leaves TL2 just then. The emptied TL2 picture has
+/// nothing left to wait for, but picture 30, not seen yet, is not given up with it: it comes
+/// out when its packets arrive, and no TL0 or TL1 picture is lost.
+#[test]
+fn a_picture_emptied_by_a_leave_does_not_give_up_an_older_one_still_arriving() {
+    let (ladder, packets, _) = stream(40, 300);
+    let s0t2 = ladder.layer_of(0, 2).unwrap();
+    let conf = AssemblerConfig {
+        reorder_pictures: 15,
+        patience_pictures: 45,
+        max_pending: 90,
+    };
+    let mut asm = Assembler::new(ladder, Some(s0t2), conf);
+    let push = |asm: &mut Assembler, i: usize, only: Option<usize>| {
+        for (layer, v) in packets[i].iter().enumerate().take(s0t2 + 1) {
+            for (j, p) in v.iter().enumerate() {
+                if only.is_none_or(|o| o == j) {
+                    asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+                }
+            }
+        }
+    };
+    let mut out = Vec::new();
+    let mut drain = |asm: &mut Assembler| {
+        while let Some(q) = asm.pop() {
+            out.push(q.picture_id % (1 << 15));
+        }
+    };
+    for i in 0..30 {
+        push(&mut asm, i, None);
+    }
+    push(&mut asm, 31, Some(1));
+    asm.set_top_layer(Some(s0t2 - 1));
+    push(&mut asm, 32, Some(0));
+    drain(&mut asm);
+    push(&mut asm, 30, None);
+    push(&mut asm, 32, Some(1));
+    for i in 33..40 {
+        push(&mut asm, i, None);
+    }
+    drain(&mut asm);
+    assert_eq!(asm.stats().late, 0, "{:?}", asm.stats());
+    for i in [30u64, 32, 34, 36, 38] {
+        assert!(
+            out.contains(&i),
+            "picture {i} missing: {out:?} {:?}",
+            asm.stats()
+        );
+    }
+    assert!(!asm.base_broken());
+}
+
+/// A viewer holding TL0-1 joins TL2 at picture 20, and the new layer's first packets (of
+/// pictures 21-25) reach the assembler only after picture 26's (the receiver's join
+/// quarantine held them 150 ms): no picture waits for them meanwhile, those pictures are
+/// past when they come, and TL2 is used from the next picture on.
+#[test]
+fn a_joined_layers_late_first_packets_do_not_hold_newer_pictures() {
+    let (ladder, packets, _) = stream(40, 300);
+    let s0t2 = ladder.layer_of(0, 2).unwrap();
+    let conf = AssemblerConfig {
+        reorder_pictures: 15,
+        patience_pictures: 45,
+        max_pending: 90,
+    };
+    let mut asm = Assembler::new(ladder, Some(s0t2 - 1), conf);
+    let mut out_after = vec![None; packets.len()];
+    let mut held = Vec::new();
+    for (i, per_layer) in packets.iter().enumerate() {
+        if i == 20 {
+            asm.set_top_layer(Some(s0t2));
+        }
+        for (layer, v) in per_layer.iter().enumerate().take(s0t2 + 1) {
+            for p in v {
+                if layer == s0t2 && (20..26).contains(&i) {
+                    held.push(p);
+                    continue;
+                }
+                if layer == s0t2 && i < 20 {
+                    continue;
+                }
+                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+        }
+        if i == 26 {
+            // The quarantine releases the held packets after picture 26's base.
+            for p in held.drain(..) {
+                asm.push(s0t2, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+        }
+        while let Some(q) = asm.pop() {
+            out_after[(q.picture_id % (1 << 15)) as usize] = Some(i);
+        }
+    }
+    for (pic, after) in out_after.iter().enumerate() {
+        let tl2 = pic % 2 == 1;
+        let expected = match pic {
+            _ if tl2 && pic < 27 => None,
+            p => Some(p),
+        };
+        assert_eq!(*after, expected, "picture {pic} came out after {after:?}");
+    }
+}

@@ -41,10 +41,22 @@ impl Assembler {
             let newest = self.newest.unwrap_or(pid);
             let gap_ok = pid.saturating_sub(self.done_below) <= 64
                 && (self.done_below..pid).all(|x| self.not_expected(x));
+            // A picture given up for its own missing frames still waits for an older picture
+            // not seen at all (reordered) until that one counts as lost: emitted first, it
+            // moved `done_below` past the older one, whose packets then came "late" and were
+            // thrown away. That happened when a leave emptied a held TL2 picture (nothing left
+            // to wait for) just before the TL0 or TL1 picture in front of it arrived: the
+            // base layer's chain broke without a loss, a freeze until the next key picture
+            // (the quality suite's jittery path).
+            let gap_resolved = || {
+                (self.done_below..pid).all(|x| {
+                    newest.saturating_sub(x) >= self.conf.reorder_pictures || self.not_expected(x)
+                })
+            };
             let timed_out = if complete {
                 newest.saturating_sub(pid) >= self.conf.reorder_pictures
             } else {
-                self.missing_given_up(pid, p, newest)
+                self.missing_given_up(pid, p, newest) && (gap_ok || gap_resolved())
             } || self.pending.len() > self.conf.max_pending;
             if !(force || timed_out || (complete && gap_ok)) {
                 break;
