@@ -50,6 +50,24 @@ impl Assembler {
         }
     }
 
+    /// Whether picture `pid`, not seen at all, is a lost picture of the top temporal layer
+    /// above TL0: no later picture references it, so it is lost as soon as its base layer
+    /// has delivered a later picture (the rule for such a frame, `missing_given_up`).
+    /// Without it, a TL2 picture lost whole (one packet at 160x90, unrepaired) held every
+    /// picture behind it for `reorder_pictures` (0.5 s): a freeze for every such loss.
+    pub(super) fn discardable_picture_lost(&self, pid: u64) -> bool {
+        let Some(tid) = self.predicted_tid(pid) else {
+            return false;
+        };
+        if tid == 0 || tid + 1 < self.ladder.temporal_layers() {
+            return false;
+        }
+        self.ladder
+            .layer_of(0, tid)
+            .and_then(|k| self.newest_on.get(k).copied().flatten())
+            .is_some_and(|n| n > pid)
+    }
+
     /// Whether the frame (s, tid) of picture `pid` is on a layer joined after it: joined with
     /// no packet yet, or whose first packet is of a later picture ([`Assembler::set_top_layer`]).
     fn not_yet_joined(&self, pid: u64, s: u8, tid: u8) -> bool {

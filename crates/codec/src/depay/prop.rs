@@ -855,3 +855,51 @@ fn a_joined_layers_late_first_packets_do_not_hold_newer_pictures() {
         assert_eq!(*after, expected, "picture {pic} came out after {after:?}");
     }
 }
+
+/// A TL2 picture lost whole (its one packet, unrepaired) is lost as soon as its layer has
+/// delivered a later picture: the pictures behind it come out with their own packets (the
+/// TL1 picture after it once the next TL2 picture shows the loss), not `reorder_pictures`
+/// later. With the next TL2 picture partly lost too, the same, one picture later for the
+/// picture behind that one (the rule for a partly lost TL2 frame).
+#[test]
+fn a_tl2_picture_lost_whole_holds_nothing() {
+    for partial_next in [false, true] {
+        let (ladder, packets, _) = stream(40, 300);
+        let s0t2 = ladder.layer_of(0, 2).unwrap();
+        assert_eq!(packets[5][s0t2].len(), 2);
+        let conf = AssemblerConfig {
+            reorder_pictures: 15,
+            patience_pictures: 45,
+            max_pending: 90,
+        };
+        let mut asm = Assembler::new(ladder, Some(s0t2), conf);
+        let mut out_after = vec![None; packets.len()];
+        for (i, per_layer) in packets.iter().enumerate() {
+            for (layer, v) in per_layer.iter().enumerate().take(s0t2 + 1) {
+                for (j, p) in v.iter().enumerate() {
+                    if i == 5 || (partial_next && i == 7 && j == 0) {
+                        continue;
+                    }
+                    asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+                }
+            }
+            while let Some(q) = asm.pop() {
+                out_after[(q.picture_id % (1 << 15)) as usize] = Some(i);
+            }
+        }
+        for (pic, after) in out_after.iter().enumerate() {
+            let expected = match pic {
+                5 => None,
+                7 if partial_next => None,
+                // Behind the partial TL2 picture, until its layer delivered the next one.
+                8 if partial_next => Some(9),
+                6 => Some(7),
+                p => Some(p),
+            };
+            assert_eq!(
+                *after, expected,
+                "picture {pic} (next partial: {partial_next})"
+            );
+        }
+    }
+}

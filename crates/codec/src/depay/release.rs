@@ -40,7 +40,8 @@ impl Assembler {
             let complete = self.is_complete(p);
             let newest = self.newest.unwrap_or(pid);
             let gap_ok = pid.saturating_sub(self.done_below) <= 64
-                && (self.done_below..pid).all(|x| self.not_expected(x));
+                && (self.done_below..pid)
+                    .all(|x| self.not_expected(x) || self.discardable_picture_lost(x));
             // A picture given up for its own missing frames still waits for an older picture
             // not seen at all (reordered) until that one counts as lost: emitted first, it
             // moved `done_below` past the older one, whose packets then came "late" and were
@@ -50,7 +51,9 @@ impl Assembler {
             // (the quality suite's jittery path).
             let gap_resolved = || {
                 (self.done_below..pid).all(|x| {
-                    newest.saturating_sub(x) >= self.conf.reorder_pictures || self.not_expected(x)
+                    newest.saturating_sub(x) >= self.conf.reorder_pictures
+                        || self.not_expected(x)
+                        || self.discardable_picture_lost(x)
                 })
             };
             let timed_out = if complete {
