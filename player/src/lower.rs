@@ -119,6 +119,16 @@ impl Lower {
         let _ = self.asm.release_oldest();
     }
 
+    /// The RTP timestamp of the oldest picture held only by missing pictures above TL0 (see
+    /// `Assembler::oldest_behind_missing`), and their release.
+    pub fn oldest_behind_missing(&self) -> Option<u32> {
+        self.asm.oldest_behind_missing()
+    }
+
+    pub fn release_missing(&mut self) {
+        self.asm.release_missing();
+    }
+
     /// The next picture decoded on this path ([`next_decoded`]).
     pub fn next(&mut self) -> Option<(AssembledPicture, DecodedFrame)> {
         let out = next_decoded(&mut self.asm, &mut self.dec, &mut self.decoder_errors);

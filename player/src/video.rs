@@ -379,28 +379,52 @@ impl Video {
     /// show them late, a freeze of the whole picture, where releasing shows the layer below,
     /// scaled, until the layer's next switch point, which is asked for at once. A frame still
     /// arriving (a large key or scene-cut frame) is not a hole and is waited for: the playout
-    /// buffer learns its lateness.
+    /// buffer learns its lateness. Likewise a picture held only by pictures before it lost
+    /// whole above TL0 (`Assembler::oldest_behind_missing`): they are given up when it is due.
+    /// Each path on its own (the lower path's pictures are its stand-ins).
     fn release_unrepaired(&mut self, now_ns: u64) {
-        while let Some(ts) = self.asm.oldest_awaiting_repair() {
-            match self.slot(ts) {
-                Some(slot) if now_ns + DECODE_MARGIN_NS >= slot => {}
-                _ => return,
-            }
-            for s in self.asm.release_oldest() {
-                if s > 0 {
-                    self.sync_request |= 1 << s.min(7);
+        let due = |v: &Self, ts: u32| {
+            v.slot(ts)
+                .is_some_and(|slot| now_ns + DECODE_MARGIN_NS >= slot)
+        };
+        loop {
+            if let Some(ts) = self.asm.oldest_awaiting_repair() {
+                if !due(self, ts) {
+                    break;
                 }
+                for s in self.asm.release_oldest() {
+                    if s > 0 {
+                        self.sync_request |= 1 << s.min(7);
+                    }
+                }
+            } else if let Some(ts) = self.asm.oldest_behind_missing() {
+                if !due(self, ts) {
+                    break;
+                }
+                self.asm.release_missing();
+            } else {
+                break;
             }
         }
-        // The lower path by the same rule (the layers it leaves out are left out of the top
+        // The lower path by the same rules (the layers it leaves out are left out of the top
         // path's picture too, which asks for their re-sync).
-        while let Some(ts) = self.lower.as_ref().and_then(|l| l.oldest_awaiting_repair()) {
-            match self.slot(ts) {
-                Some(slot) if now_ns + DECODE_MARGIN_NS >= slot => {}
-                _ => return,
-            }
-            if let Some(l) = self.lower.as_mut() {
-                l.release_oldest();
+        while let Some(l) = self.lower.as_ref() {
+            if let Some(ts) = l.oldest_awaiting_repair() {
+                if !due(self, ts) {
+                    break;
+                }
+                if let Some(l) = self.lower.as_mut() {
+                    l.release_oldest();
+                }
+            } else if let Some(ts) = l.oldest_behind_missing() {
+                if !due(self, ts) {
+                    break;
+                }
+                if let Some(l) = self.lower.as_mut() {
+                    l.release_missing();
+                }
+            } else {
+                break;
             }
         }
     }
@@ -1090,6 +1114,52 @@ mod lower_path {
             "{} changes: {st:?}",
             changes.len()
         );
+    }
+
+    /// One spatial layer at TL0-2; TL1 picture 102 and TL2 picture 201 are lost whole (no
+    /// repair comes). The pictures behind each are released when due instead of waiting the
+    /// reorder window (0.5 s) for a repair: no freeze, and only the lost pictures and the TL2
+    /// picture predicting from the lost TL1 one are missing.
+    #[test]
+    fn pictures_lost_whole_above_tl0_do_not_freeze_the_picture() {
+        let packets = clip_of(&[vec![150, 75, 75]]);
+        let a = crate::parse_args(&["--announce".into(), "239.255.76.1:5000".into()])
+            .unwrap()
+            .unwrap();
+        let mut v = Video::new(&session_of(1, 3), &a, None).unwrap();
+        v.now = now;
+        v.set_layers(3);
+        let t0 = 1_000_000_000u64;
+        let mut events = Vec::new();
+        for (n, layers) in packets.iter().enumerate() {
+            if n == 102 || n == 201 {
+                continue;
+            }
+            let cap = t0 + n as u64 * PERIOD_NS;
+            for (k, pkts) in layers.iter().enumerate() {
+                events.extend(pkts.iter().map(|p| (cap + 10_000_000, k, p.clone())));
+            }
+        }
+        let mut i = 0;
+        let mut t = t0;
+        let mut shown = Vec::new();
+        while t < t0 + (PICTURES + 30) * PERIOD_NS {
+            set_now(t);
+            while i < events.len() && events[i].0 <= t {
+                v.push(events[i].1, &events[i].2, t);
+                i += 1;
+            }
+            let before = v.frames;
+            v.tick(t);
+            shown.extend(std::iter::repeat_n(t, (v.frames - before) as usize));
+            t += 1_000_000;
+        }
+        let gap = shown
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as f64 / 1e6)
+            .fold(0.0, f64::max);
+        assert_eq!(v.freezes, 0, "longest gap {gap} ms: {:?}", v.stats());
+        assert_eq!(v.frames, PICTURES - 3, "{:?}", v.stats());
     }
 
     /// A late base frame (a retransmission: the top layer's frames are in) holds both paths,

@@ -456,6 +456,44 @@ impl Assembler {
         hole.then_some(p.timestamp)
     }
 
+    /// The RTP timestamp of the oldest held picture when what holds it is only pictures
+    /// before it not seen at all whose TID is above 0 (lost whole, or still to be repaired):
+    /// no TL0 picture references them, so giving them up costs at most the TL2 pictures that
+    /// predict from a lost TL1 one. The host releases it with [`Assembler::release_missing`]
+    /// once the held picture is due on screen: waiting the whole reorder window (0.5 s) for
+    /// their repair held every picture behind them, a freeze when no repair came.
+    pub fn oldest_behind_missing(&self) -> Option<u32> {
+        let (&pid, p) = self.pending.iter().next()?;
+        if !self.is_complete(p) {
+            return None;
+        }
+        let mut missing = false;
+        for x in self.done_below..pid {
+            if self.not_expected(x) {
+                continue;
+            }
+            match self.predicted_tid(x) {
+                Some(t) if t > 0 => missing = true,
+                _ => return None,
+            }
+        }
+        missing.then_some(p.timestamp)
+    }
+
+    /// Gives up the missing pictures in front of the oldest held one (see
+    /// [`Assembler::oldest_behind_missing`]), counted as skipped, and lets it out.
+    pub fn release_missing(&mut self) {
+        let Some(&pid) = self.pending.keys().next() else {
+            return;
+        };
+        let lost = (self.done_below..pid)
+            .filter(|&x| !self.not_expected(x))
+            .count() as u64;
+        self.stats.pictures_skipped += lost;
+        self.done_below = pid;
+        self.advance(false);
+    }
+
     /// Releases the oldest held picture with the frames that are whole (see
     /// [`Assembler::oldest_awaiting_repair`]) and returns the spatial layers it left out of a
     /// temporal-layer-0 picture: their chain is broken until a switch point, which the host

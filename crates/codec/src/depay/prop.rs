@@ -903,3 +903,44 @@ fn a_tl2_picture_lost_whole_holds_nothing() {
         }
     }
 }
+
+/// A TL1 picture (6) lost whole: the pictures behind it are held (its repair may come), and
+/// the assembler names the oldest as held only by missing pictures above TL0; released, the
+/// TL2 picture that predicts from the lost one is skipped and the TL0 picture after it
+/// comes out, with nothing else lost.
+#[test]
+fn pictures_held_by_a_tl1_picture_lost_whole_are_named_and_released() {
+    let (ladder, packets, _) = stream(16, 300);
+    let s0t2 = ladder.layer_of(0, 2).unwrap();
+    let conf = AssemblerConfig {
+        reorder_pictures: 15,
+        patience_pictures: 45,
+        max_pending: 90,
+    };
+    let mut asm = Assembler::new(ladder, Some(s0t2), conf);
+    let mut out = Vec::new();
+    let push = |asm: &mut Assembler, i: usize| {
+        for (layer, v) in packets[i].iter().enumerate().take(s0t2 + 1) {
+            for p in v {
+                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+        }
+    };
+    for i in [0, 1, 2, 3, 4, 5, 7, 8] {
+        push(&mut asm, i);
+        while let Some(q) = asm.pop() {
+            out.push(q.picture_id % (1 << 15));
+        }
+    }
+    assert_eq!(out, vec![0, 1, 2, 3, 4, 5], "held behind the lost picture");
+    let seven = RtpPacket::parse(&packets[7][s0t2][0]).unwrap().timestamp();
+    assert_eq!(asm.oldest_behind_missing(), Some(seven));
+    asm.release_missing();
+    while let Some(q) = asm.pop() {
+        out.push(q.picture_id % (1 << 15));
+    }
+    assert_eq!(out, vec![0, 1, 2, 3, 4, 5, 8]);
+    assert_eq!(asm.stats().pictures_skipped, 2, "6 lost, 7 unreferenceable");
+    assert!(!asm.base_broken());
+    assert_eq!(asm.oldest_behind_missing(), None);
+}
