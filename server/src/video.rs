@@ -303,7 +303,12 @@ pub fn start(
         None
     };
     let mut reference = match &v.reference_dir {
-        Some(d) => Some(Y4mWriter::create(&d.join("reference.y4m"), w, h, fps)?),
+        Some(d) => Some(ReferenceWriter::create(
+            &d.join("reference.y4m"),
+            w,
+            h,
+            fps,
+        )?),
         None => None,
     };
     std::thread::Builder::new()
@@ -636,6 +641,65 @@ impl Y4mWriter {
     }
 }
 
+/// The reference writer of `reference_dir`: a [`Y4mWriter`] on a thread of its own, fed
+/// through a queue of up to 2 s of frames, so that the encoder thread never waits for the
+/// disk. Why: written on the encoder thread, each frame waited for the write; when the
+/// kernel's writeback of a test run's other outputs began (about 28 s into every quality
+/// suite run, when the players' decoded pictures, 60-70 MB/s, reached the dirty-page
+/// threshold), the encoder stalled 0.2-0.4 s and every viewer froze at once. No frame is
+/// dropped (the analysis aligns the file by frame number): a writer 2 s behind blocks.
+pub struct ReferenceWriter {
+    tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    failed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ReferenceWriter {
+    pub fn create(path: &std::path::Path, w: u32, h: u32, fps: u32) -> Result<ReferenceWriter> {
+        let mut y = Y4mWriter::create(path, w, h, fps)?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>((2 * fps).max(2) as usize);
+        let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let f = failed.clone();
+        let thread = std::thread::Builder::new()
+            .name("reference-y4m".into())
+            .spawn(move || {
+                for frame in rx {
+                    if y.write(&frame).is_err() {
+                        f.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| Error::io("spawning the reference writer", e))?;
+        Ok(ReferenceWriter {
+            tx: Some(tx),
+            thread: Some(thread),
+            failed,
+        })
+    }
+
+    /// Queues one frame; `Err` once the writer has failed (disk full or gone).
+    pub fn write(&mut self, frame: &[u8]) -> std::result::Result<(), ()> {
+        if self.failed.load(Ordering::Relaxed) {
+            return Err(());
+        }
+        match &self.tx {
+            Some(tx) => tx.send(frame.to_vec()).map_err(|_| ()),
+            None => Err(()),
+        }
+    }
+}
+
+impl Drop for ReferenceWriter {
+    /// Writes what is queued, then joins the thread.
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod stamp_tests {
     use super::*;
@@ -719,6 +783,21 @@ mod stamp_tests {
         let header = b"YUV4MPEG2 W64 H64 F15:1 Ip A1:1 C420jpeg\n";
         assert!(data.starts_with(header));
         assert_eq!(data.len(), header.len() + 3 * (6 + synth::i420_len(64, 64)));
+        // The threaded writer: every frame queued is in the file, in order, once dropped
+        // (more frames than its queue holds).
+        let mut r = ReferenceWriter::create(&p, 64, 64, 15).unwrap();
+        let frames: Vec<Vec<u8>> = (0..40).map(|n| synth::frame(64, 64, n)).collect();
+        for f in &frames {
+            r.write(f).unwrap();
+        }
+        drop(r);
+        let data = std::fs::read(&p).unwrap();
+        let size = 6 + synth::i420_len(64, 64);
+        assert_eq!(data.len(), header.len() + 40 * size);
+        for (n, f) in frames.iter().enumerate() {
+            let at = header.len() + n * size + 6;
+            assert_eq!(&data[at..at + f.len()], &f[..], "frame {n}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
