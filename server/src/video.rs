@@ -678,14 +678,20 @@ impl ReferenceWriter {
         })
     }
 
-    /// Queues one frame; `Err` once the writer has failed (disk full or gone).
-    pub fn write(&mut self, frame: &[u8]) -> std::result::Result<(), ()> {
+    /// Queues one frame; an error once the writer has failed (disk full or gone).
+    pub fn write(&mut self, frame: &[u8]) -> Result<()> {
+        let stopped = || {
+            Error::io(
+                "writing the reference pictures",
+                std::io::Error::other("the writer stopped"),
+            )
+        };
         if self.failed.load(Ordering::Relaxed) {
-            return Err(());
+            return Err(stopped());
         }
         match &self.tx {
-            Some(tx) => tx.send(frame.to_vec()).map_err(|_| ()),
-            None => Err(()),
+            Some(tx) => tx.send(frame.to_vec()).map_err(|_| stopped()),
+            None => Err(stopped()),
         }
     }
 }
