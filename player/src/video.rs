@@ -989,6 +989,16 @@ mod lower_path {
                 events.extend(pkts.iter().map(|p| (at, k, Some(p.clone()))));
             }
         }
+        let gap = run(&mut v, events, t0);
+        (v.frames, v.shown_lower, v.freezes, gap)
+    }
+
+    /// An arrival (ns, layer, packet) or a change of the layers held (ns, layers, None).
+    type Event = (u64, usize, Option<Vec<u8>>);
+
+    /// Plays `events` into `v` in virtual time from `t0` (1-ms ticks) until 30 frame periods
+    /// after the clip; returns the longest gap between two shown pictures, ms.
+    fn run(v: &mut Video, mut events: Vec<Event>, t0: u64) -> f64 {
         events.sort_by_key(|e| e.0);
         let mut shown = Vec::new();
         let mut t = t0;
@@ -1008,11 +1018,10 @@ mod lower_path {
             shown.extend(std::iter::repeat_n(t, (v.frames - before) as usize));
             t += 1_000_000;
         }
-        let gap = shown
+        shown
             .windows(2)
             .map(|w| (w[1] - w[0]) as f64 / 1e6)
-            .fold(0.0, f64::max);
-        (v.frames, v.shown_lower, v.freezes, gap)
+            .fold(0.0, f64::max)
     }
 
     #[test]
@@ -1039,19 +1048,24 @@ mod lower_path {
         assert_eq!(freezes, 0, "longest gap {gap} ms");
     }
 
-    /// One spatial layer at TL0-2 through 20 ms of jitter (packets reordered), the viewer
-    /// leaving TL2 and joining it again every 0.5-1.5 s, as PLM did on the quality suite's
-    /// jittery path (where some leaves froze the picture until the next key picture): no
-    /// TL0 or TL1 picture is lost and nothing freezes.
-    #[test]
-    fn temporal_leaves_under_jitter_lose_no_picture() {
-        let packets = clip_of(&[vec![150, 75, 75]]);
+    /// A clip of one spatial layer at TL0-2 and a player holding all three.
+    fn l1t3() -> (Vec<Vec<Vec<Vec<u8>>>>, Video) {
         let a = crate::parse_args(&["--announce".into(), "239.255.76.1:5000".into()])
             .unwrap()
             .unwrap();
         let mut v = Video::new(&session_of(1, 3), &a, None).unwrap();
         v.now = now;
         v.set_layers(3);
+        (clip_of(&[vec![150, 75, 75]]), v)
+    }
+
+    /// One spatial layer at TL0-2 through 20 ms of jitter (packets reordered), the viewer
+    /// leaving TL2 and joining it again every 0.5-1.5 s, as PLM did on the quality suite's
+    /// jittery path (where some leaves froze the picture until the next key picture): no
+    /// TL0 or TL1 picture is lost and nothing freezes.
+    #[test]
+    fn temporal_leaves_under_jitter_lose_no_picture() {
+        let (packets, mut v) = l1t3();
         let t0 = 1_000_000_000u64;
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         let mut rnd = move |n: u64| {
@@ -1078,8 +1092,7 @@ mod lower_path {
                 .find(|c| c.0 + 20_000_000 <= at)
                 .map_or(3, |c| c.1)
         };
-        let mut events: Vec<(u64, usize, Option<Vec<u8>>)> =
-            changes.iter().map(|&(t, h)| (t, h, None)).collect();
+        let mut events: Vec<Event> = changes.iter().map(|&(t, h)| (t, h, None)).collect();
         for (n, layers) in packets.iter().enumerate() {
             let cap = t0 + n as u64 * PERIOD_NS;
             for (k, pkts) in layers.iter().enumerate() {
@@ -1091,21 +1104,7 @@ mod lower_path {
                 }
             }
         }
-        events.sort_by_key(|e| e.0);
-        let mut i = 0;
-        let mut t = t0;
-        while t < end + 30 * PERIOD_NS {
-            set_now(t);
-            while i < events.len() && events[i].0 <= t {
-                match &events[i].2 {
-                    Some(p) => v.push(events[i].1, p, t),
-                    None => v.set_layers(events[i].1),
-                }
-                i += 1;
-            }
-            v.tick(t);
-            t += 1_000_000;
-        }
+        run(&mut v, events, t0);
         let st = v.stats();
         assert_eq!(v.freezes, 0, "{st:?}");
         // Only TL2 pictures in flight at a leave may be given up.
@@ -1122,13 +1121,7 @@ mod lower_path {
     /// picture predicting from the lost TL1 one are missing.
     #[test]
     fn pictures_lost_whole_above_tl0_do_not_freeze_the_picture() {
-        let packets = clip_of(&[vec![150, 75, 75]]);
-        let a = crate::parse_args(&["--announce".into(), "239.255.76.1:5000".into()])
-            .unwrap()
-            .unwrap();
-        let mut v = Video::new(&session_of(1, 3), &a, None).unwrap();
-        v.now = now;
-        v.set_layers(3);
+        let (packets, mut v) = l1t3();
         let t0 = 1_000_000_000u64;
         let mut events = Vec::new();
         for (n, layers) in packets.iter().enumerate() {
@@ -1137,27 +1130,10 @@ mod lower_path {
             }
             let cap = t0 + n as u64 * PERIOD_NS;
             for (k, pkts) in layers.iter().enumerate() {
-                events.extend(pkts.iter().map(|p| (cap + 10_000_000, k, p.clone())));
+                events.extend(pkts.iter().map(|p| (cap + 10_000_000, k, Some(p.clone()))));
             }
         }
-        let mut i = 0;
-        let mut t = t0;
-        let mut shown = Vec::new();
-        while t < t0 + (PICTURES + 30) * PERIOD_NS {
-            set_now(t);
-            while i < events.len() && events[i].0 <= t {
-                v.push(events[i].1, &events[i].2, t);
-                i += 1;
-            }
-            let before = v.frames;
-            v.tick(t);
-            shown.extend(std::iter::repeat_n(t, (v.frames - before) as usize));
-            t += 1_000_000;
-        }
-        let gap = shown
-            .windows(2)
-            .map(|w| (w[1] - w[0]) as f64 / 1e6)
-            .fold(0.0, f64::max);
+        let gap = run(&mut v, events, t0);
         assert_eq!(v.freezes, 0, "longest gap {gap} ms: {:?}", v.stats());
         assert_eq!(v.frames, PICTURES - 3, "{:?}", v.stats());
     }

@@ -11,6 +11,13 @@ use proptest::prelude::*;
 /// Serialised packets per picture, per layer.
 type Packets = Vec<Vec<Vec<Vec<u8>>>>;
 
+/// The player's assembler settings at 30 fps (0.5 s, 1.5 s and 3 s of pictures).
+const PLAYER_CONF: AssemblerConfig = AssemblerConfig {
+    reorder_pictures: 15,
+    patience_pictures: 45,
+    max_pending: 90,
+};
+
 fn stream(n: usize, size: usize) -> (LayerLadder, Packets, Vec<EncodedPicture>) {
     stream_marked(n, size, |_| None)
 }
@@ -623,12 +630,7 @@ fn leaving_a_temporal_layer_holds_no_picture() {
     let (ladder, packets, _) = stream(40, 300);
     let s0t2 = ladder.layer_of(0, 2).unwrap();
     assert!(packets[19][s0t2].len() >= 2);
-    let conf = AssemblerConfig {
-        reorder_pictures: 15,
-        patience_pictures: 45,
-        max_pending: 90,
-    };
-    let mut asm = Assembler::new(ladder.clone(), Some(s0t2), conf);
+    let mut asm = Assembler::new(ladder.clone(), Some(s0t2), PLAYER_CONF);
     let mut out_after = vec![None; packets.len()];
     for (i, per_layer) in packets.iter().enumerate() {
         if i == 20 {
@@ -675,8 +677,7 @@ proptest! {
     ) {
         let (ladder, packets, pics) = stream(48, 300);
         let s0t2 = ladder.layer_of(0, 2).unwrap();
-        let conf = AssemblerConfig { reorder_pictures: 15, patience_pictures: 45, max_pending: 90 };
-        let mut asm = Assembler::new(ladder.clone(), Some(s0t2), conf);
+        let mut asm = Assembler::new(ladder.clone(), Some(s0t2), PLAYER_CONF);
         let mut x = seed | 1;
         let mut rnd = move || { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x % 100 };
         // Every packet of layers 0..=2 with an arrival slot: its picture's plus up to 2 pictures
@@ -759,12 +760,7 @@ fn a_base_break_names_its_picture_and_reason() {
 fn a_picture_emptied_by_a_leave_does_not_give_up_an_older_one_still_arriving() {
     let (ladder, packets, _) = stream(40, 300);
     let s0t2 = ladder.layer_of(0, 2).unwrap();
-    let conf = AssemblerConfig {
-        reorder_pictures: 15,
-        patience_pictures: 45,
-        max_pending: 90,
-    };
-    let mut asm = Assembler::new(ladder, Some(s0t2), conf);
+    let mut asm = Assembler::new(ladder, Some(s0t2), PLAYER_CONF);
     let push = |asm: &mut Assembler, i: usize, only: Option<usize>| {
         for (layer, v) in packets[i].iter().enumerate().take(s0t2 + 1) {
             for (j, p) in v.iter().enumerate() {
@@ -812,12 +808,7 @@ fn a_picture_emptied_by_a_leave_does_not_give_up_an_older_one_still_arriving() {
 fn a_joined_layers_late_first_packets_do_not_hold_newer_pictures() {
     let (ladder, packets, _) = stream(40, 300);
     let s0t2 = ladder.layer_of(0, 2).unwrap();
-    let conf = AssemblerConfig {
-        reorder_pictures: 15,
-        patience_pictures: 45,
-        max_pending: 90,
-    };
-    let mut asm = Assembler::new(ladder, Some(s0t2 - 1), conf);
+    let mut asm = Assembler::new(ladder, Some(s0t2 - 1), PLAYER_CONF);
     let mut out_after = vec![None; packets.len()];
     let mut held = Vec::new();
     for (i, per_layer) in packets.iter().enumerate() {
@@ -867,12 +858,7 @@ fn a_tl2_picture_lost_whole_holds_nothing() {
         let (ladder, packets, _) = stream(40, 300);
         let s0t2 = ladder.layer_of(0, 2).unwrap();
         assert_eq!(packets[5][s0t2].len(), 2);
-        let conf = AssemblerConfig {
-            reorder_pictures: 15,
-            patience_pictures: 45,
-            max_pending: 90,
-        };
-        let mut asm = Assembler::new(ladder, Some(s0t2), conf);
+        let mut asm = Assembler::new(ladder, Some(s0t2), PLAYER_CONF);
         let mut out_after = vec![None; packets.len()];
         for (i, per_layer) in packets.iter().enumerate() {
             for (layer, v) in per_layer.iter().enumerate().take(s0t2 + 1) {
@@ -912,12 +898,7 @@ fn a_tl2_picture_lost_whole_holds_nothing() {
 fn pictures_held_by_a_tl1_picture_lost_whole_are_named_and_released() {
     let (ladder, packets, _) = stream(16, 300);
     let s0t2 = ladder.layer_of(0, 2).unwrap();
-    let conf = AssemblerConfig {
-        reorder_pictures: 15,
-        patience_pictures: 45,
-        max_pending: 90,
-    };
-    let mut asm = Assembler::new(ladder, Some(s0t2), conf);
+    let mut asm = Assembler::new(ladder, Some(s0t2), PLAYER_CONF);
     let mut out = Vec::new();
     let push = |asm: &mut Assembler, i: usize| {
         for (layer, v) in packets[i].iter().enumerate().take(s0t2 + 1) {
