@@ -11,6 +11,33 @@ use proptest::prelude::*;
 /// Serialised packets per picture, per layer.
 type Packets = Vec<Vec<Vec<Vec<u8>>>>;
 
+/// Feeds every packet of layers 0..=`top`, picture by picture, but those `skip(picture,
+/// layer, packet)` names, calling `before(picture, asm)` ahead of each picture; returns per
+/// picture the picture whose packets let it out (`None`: never).
+fn release_points(
+    asm: &mut Assembler,
+    packets: &Packets,
+    top: usize,
+    mut before: impl FnMut(usize, &mut Assembler),
+    skip: impl Fn(usize, usize, usize) -> bool,
+) -> Vec<Option<usize>> {
+    let mut out_after = vec![None; packets.len()];
+    for (i, per_layer) in packets.iter().enumerate() {
+        before(i, asm);
+        for (layer, v) in per_layer.iter().enumerate().take(top + 1) {
+            for (j, p) in v.iter().enumerate() {
+                if !skip(i, layer, j) {
+                    asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+                }
+            }
+        }
+        while let Some(q) = asm.pop() {
+            out_after[(q.picture_id % (1 << 15)) as usize] = Some(i);
+        }
+    }
+    out_after
+}
+
 /// The player's assembler settings at 30 fps (0.5 s, 1.5 s and 3 s of pictures).
 const PLAYER_CONF: AssemblerConfig = AssemblerConfig {
     reorder_pictures: 15,
@@ -631,23 +658,17 @@ fn leaving_a_temporal_layer_holds_no_picture() {
     let s0t2 = ladder.layer_of(0, 2).unwrap();
     assert!(packets[19][s0t2].len() >= 2);
     let mut asm = Assembler::new(ladder.clone(), Some(s0t2), PLAYER_CONF);
-    let mut out_after = vec![None; packets.len()];
-    for (i, per_layer) in packets.iter().enumerate() {
-        if i == 20 {
-            asm.set_top_layer(Some(s0t2 - 1));
-        }
-        for (layer, v) in per_layer.iter().enumerate().take(s0t2 + 1) {
-            for (j, p) in v.iter().enumerate() {
-                if layer == s0t2 && (i == 19 && j > 0 || i > 21) {
-                    continue;
-                }
-                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+    let out_after = release_points(
+        &mut asm,
+        &packets,
+        s0t2,
+        |i, asm| {
+            if i == 20 {
+                asm.set_top_layer(Some(s0t2 - 1));
             }
-        }
-        while let Some(p) = asm.pop() {
-            out_after[(p.picture_id % (1 << 15)) as usize] = Some(i);
-        }
-    }
+        },
+        |i, layer, j| layer == s0t2 && (i == 19 && j > 0 || i > 21),
+    );
     for (pic, after) in out_after.iter().enumerate() {
         let expected = match pic {
             19 => None,
@@ -859,20 +880,13 @@ fn a_tl2_picture_lost_whole_holds_nothing() {
         let s0t2 = ladder.layer_of(0, 2).unwrap();
         assert_eq!(packets[5][s0t2].len(), 2);
         let mut asm = Assembler::new(ladder, Some(s0t2), PLAYER_CONF);
-        let mut out_after = vec![None; packets.len()];
-        for (i, per_layer) in packets.iter().enumerate() {
-            for (layer, v) in per_layer.iter().enumerate().take(s0t2 + 1) {
-                for (j, p) in v.iter().enumerate() {
-                    if i == 5 || (partial_next && i == 7 && j == 0) {
-                        continue;
-                    }
-                    asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
-                }
-            }
-            while let Some(q) = asm.pop() {
-                out_after[(q.picture_id % (1 << 15)) as usize] = Some(i);
-            }
-        }
+        let out_after = release_points(
+            &mut asm,
+            &packets,
+            s0t2,
+            |_, _| {},
+            |i, _, j| i == 5 || (partial_next && i == 7 && j == 0),
+        );
         for (pic, after) in out_after.iter().enumerate() {
             let expected = match pic {
                 5 => None,
