@@ -39,6 +39,38 @@ pub fn next_decoded(
     None
 }
 
+/// Releases the pictures `asm` holds only for a repair once they are due on screen (`due`
+/// of their RTP timestamp): one held by a lost upper-layer packet
+/// (`Assembler::oldest_awaiting_repair`), shown with the layers below until the layer's next
+/// switch point, and one held only by pictures before it lost whole above TL0
+/// (`Assembler::oldest_behind_missing`), which are given up. Waiting on would show them late,
+/// a freeze of the whole picture. A frame still arriving (a large key or scene-cut frame) is
+/// not a hole and is waited for: the playout buffer learns its lateness. Returns the spatial
+/// layers above the base left out of a TL0 picture (bit s), to be re-synced.
+pub fn release_due(asm: &mut Assembler, due: impl Fn(u32) -> bool) -> u8 {
+    let mut broken = 0u8;
+    loop {
+        if let Some(ts) = asm.oldest_awaiting_repair() {
+            if !due(ts) {
+                break;
+            }
+            for s in asm.release_oldest() {
+                if s > 0 {
+                    broken |= 1 << s.min(7);
+                }
+            }
+        } else if let Some(ts) = asm.oldest_behind_missing() {
+            if !due(ts) {
+                break;
+            }
+            asm.release_missing();
+        } else {
+            break;
+        }
+    }
+    broken
+}
+
 /// The second assembler and decoder, holding layers 0..=`top`.
 pub struct Lower {
     asm: Assembler,
@@ -108,25 +140,10 @@ impl Lower {
         }
     }
 
-    /// The RTP timestamp of the oldest picture held only by a lost packet (see
-    /// `Assembler::oldest_awaiting_repair`), and its release.
-    pub fn oldest_awaiting_repair(&self) -> Option<u32> {
-        self.asm.oldest_awaiting_repair()
-    }
-
-    pub fn release_oldest(&mut self) {
-        // The layers it leaves out are the full path's too: that path asks for their re-sync.
-        let _ = self.asm.release_oldest();
-    }
-
-    /// The RTP timestamp of the oldest picture held only by missing pictures above TL0 (see
-    /// `Assembler::oldest_behind_missing`), and their release.
-    pub fn oldest_behind_missing(&self) -> Option<u32> {
-        self.asm.oldest_behind_missing()
-    }
-
-    pub fn release_missing(&mut self) {
-        self.asm.release_missing();
+    /// [`release_due`] on this path's assembler (the layers it leaves out are the full
+    /// path's too: that path asks for their re-sync).
+    pub fn release_due(&mut self, due: impl Fn(u32) -> bool) {
+        release_due(&mut self.asm, due);
     }
 
     /// The next picture decoded on this path ([`next_decoded`]).

@@ -39,9 +39,11 @@ impl Assembler {
             let p = &self.pending[&pid];
             let complete = self.is_complete(p);
             let newest = self.newest.unwrap_or(pid);
-            let gap_ok = pid.saturating_sub(self.done_below) <= 64
-                && (self.done_below..pid)
-                    .all(|x| self.not_expected(x) || self.discardable_picture_lost(x));
+            // A picture not seen at all is not waited for when it is not expected, or is a
+            // top-temporal-layer picture lost whole.
+            let settled = |x: u64| self.not_expected(x) || self.discardable_picture_lost(x);
+            let gap_ok =
+                pid.saturating_sub(self.done_below) <= 64 && (self.done_below..pid).all(settled);
             // A picture given up for its own missing frames still waits for an older picture
             // not seen at all (reordered) until that one counts as lost: emitted first, it
             // moved `done_below` past the older one, whose packets then came "late" and were
@@ -50,16 +52,13 @@ impl Assembler {
             // base layer's chain broke without a loss, a freeze until the next key picture
             // (the quality suite's jittery path).
             let gap_resolved = || {
-                (self.done_below..pid).all(|x| {
-                    newest.saturating_sub(x) >= self.conf.reorder_pictures
-                        || self.not_expected(x)
-                        || self.discardable_picture_lost(x)
-                })
+                (self.done_below..pid)
+                    .all(|x| settled(x) || newest.saturating_sub(x) >= self.conf.reorder_pictures)
             };
             let timed_out = if complete {
                 newest.saturating_sub(pid) >= self.conf.reorder_pictures
             } else {
-                self.missing_given_up(pid, p, newest) && (gap_ok || gap_resolved())
+                self.missing_given_up(pid, p, newest) && gap_resolved()
             } || self.pending.len() > self.conf.max_pending;
             if !(force || timed_out || (complete && gap_ok)) {
                 break;
