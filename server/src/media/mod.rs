@@ -71,6 +71,7 @@ pub fn session_json(
             "starts": s.starts.load(Relaxed), "eos": s.eos.load(Relaxed),
             "loops": s.loops.load(Relaxed), "repeats": s.repeats.load(Relaxed),
             "errors": s.errors.load(Relaxed), "stalls": s.stalls.load(Relaxed),
+            "late": s.late.load(Relaxed),
             "last_error": s.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         })),
         "audio": audio.map(|a| {
@@ -89,7 +90,8 @@ pub fn session_json(
 
 /// One session's media counters as `/metrics` families (appended by `State::metrics`):
 /// pictures and encode errors (review finding F12: a stalled source shows as a flat
-/// `layercast_video_pictures_total`), source restarts by reason, audio packets.
+/// `layercast_video_pictures_total`), source restarts by reason, pictures the source handed
+/// over late, audio packets.
 pub struct SessionMedia<'a> {
     pub id: &'a str,
     pub pictures: Option<u64>,
@@ -144,6 +146,13 @@ pub fn metrics(sessions: &[SessionMedia<'_>], m: &mut String) {
                 .into_iter()
                 .map(move |(r, c)| (format!("{},reason=\"{r}\"", lab(s)), c.load(Relaxed)))
             })
+            .collect(),
+    );
+    family(
+        "layercast_source_late_pictures_total",
+        sessions
+            .iter()
+            .filter_map(|s| Some((lab(s), s.source?.late.load(Relaxed))))
             .collect(),
     );
     type Read = fn(&audio::AudioStats) -> u64;

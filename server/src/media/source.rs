@@ -34,6 +34,10 @@ pub const URI_SCHEMES: &[&str] = &["file", "http", "https", "rtsp", "rtsps", "sr
 /// Frame periods without a picture after which the pipeline is rebuilt.
 pub const STALL_FRAME_PERIODS: u32 = 30;
 
+/// Frame periods after its capture time from which a picture counts as late
+/// ([`SourceStats::late`]).
+pub const LATE_FRAME_PERIODS: u32 = 3;
+
 /// Longest source string accepted.
 const MAX_SOURCE_LEN: usize = 2048;
 
@@ -162,6 +166,10 @@ pub struct SourceStats {
     pub errors: AtomicU64,
     /// Watchdog: times no picture came for [`STALL_FRAME_PERIODS`] frame periods.
     pub stalls: AtomicU64,
+    /// Pictures handed to the encoder more than [`LATE_FRAME_PERIODS`] frame periods after
+    /// their capture time: source-side latency every viewer sees (a loop seek issued late,
+    /// a decoder that fell behind).
+    pub late: AtomicU64,
     /// The last error message of the pipeline, for the API.
     pub last_error: Mutex<Option<String>>,
 }
@@ -293,9 +301,22 @@ impl MediaSource {
                 }
                 self.last_picture = Instant::now();
             }
-            if let Some(p) = self.pull(Duration::from_millis(100)) {
+            // The bus first, every time: a file's `SEGMENT_DONE` is posted when the demuxer
+            // reaches the end, while the decoder's queue still holds pictures, and the loop
+            // seek must go then. Looked at only after a pull had waited in vain, the seek
+            // came when the appsink had run dry, and the loop's first pictures reached the
+            // encoder 150-250 ms after their capture time (a freeze at every loop point).
+            if !self.loop_if_done() {
+                self.pipeline = None;
+                continue;
+            }
+            if let Some(p) = self.pull(self.frame_period().min(Duration::from_millis(100))) {
                 self.last_picture = Instant::now();
                 self.stats.pictures.fetch_add(1, Ordering::Relaxed);
+                let late = self.frame_period() * LATE_FRAME_PERIODS;
+                if unix_ns().saturating_sub(p.capture_ns) > late.as_nanos() as u64 {
+                    self.stats.late.fetch_add(1, Ordering::Relaxed);
+                }
                 return Some(p);
             }
             if self.check_bus() {
@@ -320,6 +341,24 @@ impl MediaSource {
             .last_error
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(e);
+    }
+
+    /// Seeks back to the start when the bus says the file's segment is done; `false` when the
+    /// seek was refused (the pipeline must be rebuilt). End of stream and errors stay on the
+    /// bus for [`Self::check_bus`], after the appsink's last pictures.
+    fn loop_if_done(&self) -> bool {
+        let Some(r) = &self.pipeline else { return true };
+        let Some(bus) = r.pipeline.bus() else {
+            return true;
+        };
+        while bus.pop_filtered(&[gst::MessageType::SegmentDone]).is_some() {
+            if !segment_seek(&r.pipeline, gst::SeekFlags::empty()) {
+                self.stats.eos.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            self.stats.loops.fetch_add(1, Ordering::Relaxed);
+        }
+        true
     }
 
     /// End of stream or an error on the bus (the pipeline must be rebuilt).

@@ -157,9 +157,18 @@ fn stalled_source_is_restarted_and_files_loop() {
     let uri = format!("file://{}", clip.display());
     let mut src = MediaSource::new(parse(&uri).unwrap(), VIDEO_64, None);
     let stop = AtomicBool::new(false);
+    let mut loops_at = Vec::new();
     let caps: Vec<u64> = (0..25)
-        .map(|_| src.next_picture(&stop).unwrap().capture_ns)
+        .map(|_| {
+            let c = src.next_picture(&stop).unwrap().capture_ns;
+            loops_at.push(src.stats.loops.load(Ordering::Relaxed));
+            c
+        })
         .collect();
+    // The loop seek goes when the demuxer has read the file (it runs ahead of the clock by the
+    // decoder's queue), not once the appsink has run dry: by the first loop's last picture the
+    // second loop is already on its way, so its first picture is not late.
+    assert!(loops_at[9] >= 1, "seek issued late: loops {loops_at:?}");
     // The demuxer runs ahead of the clock-synchronised appsink by the decoder's queue, so
     // the third loop's seek may already have happened.
     let loops = src.stats.loops.load(Ordering::Relaxed);
