@@ -17,6 +17,15 @@ struct Pic {
 fn trace(v: &ResolvedVideo, packet_size: u16, secs: u32, intra: u32) -> Vec<Pic> {
     let mut conf = svc_config(v);
     conf.max_intra_pct = intra;
+    // S_BUF=initial:optimal:size (ms): the encoder's rate-control buffer.
+    if let Ok(b) = std::env::var("S_BUF") {
+        let v: Vec<u32> = b.split(':').map(|x| x.parse().unwrap()).collect();
+        (
+            conf.rc_buf_initial_ms,
+            conf.rc_buf_optimal_ms,
+            conf.rc_buf_ms,
+        ) = (v[0], v[1], v[2]);
+    }
     // S_YUV=path: raw I420 frames of the video's size (looped) instead of the test pattern.
     let clip = std::env::var("S_YUV")
         .ok()
@@ -500,7 +509,7 @@ fn clip_study() {
         spatial: 3,
         temporal: 3,
         cell_kbps: scaled(&codec::ladder::DEFAULT_L3T3_CELL_KBPS, scale),
-        keyframe_interval: 2 * fps,
+        keyframe_interval: (env("S_KEY", 2.0) * fps as f64) as u32,
         qroverlay: true,
         reference_dir: None,
         rate_headroom: env("S_HEAD", crate::config::DEFAULT_RATE_HEADROOM),
