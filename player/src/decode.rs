@@ -215,6 +215,9 @@ fn report(v: &mut Video, dt: f64, first_join: Option<u64>, overlay: &str, sh: &S
     ));
     j["on_audio_clock"] = json!(v.on_audio_clock);
     j["playout_jitter_ms"] = json!(v.playout_jitter_ms());
+    let (all, top) = v.playout_terms_ms();
+    j["playout_all_ms"] = json!(all);
+    j["playout_top_ms"] = json!(top);
     j["av_late_dropped"] = json!(v.av_late_dropped);
     j["framelog"] = v.framelog_json();
     let since =

@@ -97,6 +97,27 @@ impl PlayoutClock {
         self.offset.map_or(0, |o| (o - floor).max(0) as u64)
     }
 
+    /// The two terms the buffer is the larger of, above the fastest recent picture, ns: the
+    /// `quantile` of every decoded picture's lateness (the lower path's, when it stands in)
+    /// and the `top_quantile` of the top path's (0 without a lower path). Which one sets the
+    /// latency is what a change to either path must move.
+    pub fn terms_ns(&self) -> (u64, u64) {
+        let floor = self.lateness.iter().map(|x| x.1).min().unwrap_or(0);
+        let term = |w: &VecDeque<(u64, i64)>, q: f64| {
+            let mut v: Vec<i64> = w.iter().map(|x| x.1).collect();
+            v.sort_unstable();
+            if v.is_empty() {
+                0
+            } else {
+                (quantile(&v, q) - floor).max(0) as u64
+            }
+        };
+        (
+            term(&self.lateness, self.quantile),
+            term(&self.top, self.top_quantile),
+        )
+    }
+
     /// The display slot (ns) the buffer gives the picture with RTP timestamp `ts` now, without
     /// taking it in: `None` before the first picture anchored the clock.
     pub fn slot(&self, ts: u32) -> Option<u64> {
@@ -218,7 +239,7 @@ mod tests {
     /// more than one in twenty the buffer holds them.
     #[test]
     fn the_buffer_holds_the_top_paths_quantile() {
-        let buffer = |late_every: u64| {
+        let buffer_and_terms = |late_every: u64| {
             let mut c = PlayoutClock::new(0, 1_000 * MS, 1.0, 8_000 * MS);
             let t0 = 1_000 * MS;
             let mut offset = 0.0;
@@ -231,8 +252,14 @@ mod tests {
                 // The buffer over the anchored clock (the first picture's lower decode).
                 offset = c.slot(ts).unwrap() as f64 - (capture + 10 * MS) as f64;
             }
-            (offset / 1e6).round() as u64
+            let (all, top) = c.terms_ns();
+            ((offset / 1e6).round() as u64, all / MS, top / MS)
         };
+        let buffer = |late_every: u64| buffer_and_terms(late_every).0;
+        // The terms: the lower path's lateness is the floor (0 above it); the top path's
+        // quantile is its usual 10 ms above, or the late frames' 290 when they are held.
+        assert_eq!(buffer_and_terms(50), (10, 0, 10));
+        assert_eq!(buffer_and_terms(10), (290, 0, 290));
         // One in 50 late (4 late top frames of the 240 in 8 s): the buffer is 10 ms above
         // the lower path, for the usual top frame.
         assert_eq!(buffer(50), 10);

@@ -711,6 +711,13 @@ impl Video {
         self.clock.jitter_ns() as f64 / 1e6
     }
 
+    /// The buffer's two terms now, ms (`PlayoutClock::terms_ns`): all pictures' (the lower
+    /// path's) and the top path's quantile.
+    pub fn playout_terms_ms(&self) -> (f64, f64) {
+        let (a, b) = self.clock.terms_ns();
+        (a as f64 / 1e6, b as f64 / 1e6)
+    }
+
     /// When the next frame is due, ns.
     pub fn next_due(&self) -> Option<u64> {
         let shown = self.playout.front().map(|f| f.due);
