@@ -57,8 +57,9 @@ export const METRICS = {
 export type Metric = keyof typeof METRICS;
 
 /** The viewers' access rates, chosen against the ladder of the suite's encode (SMALL_VIDEO,
- *  the clip, 1200-byte packets: 9 layers, about 2.3 Mbit/s with headroom, docs/testbed.md
- *  "Quality suite"): 4 Mbit/s carries every layer, 1 Mbit/s a middle one (spatial layer 1).
+ *  the clip, 1200-byte packets: 9 layers; at 30 fps the server announces 3.26 Mbit/s (3.35 on the wire) with
+ *  headroom, repair and padding, docs/testbed.md "Quality suite"): 4 Mbit/s carries every
+ *  layer (at ~84 % load), 1 Mbit/s a middle one (spatial layer 1).
  *  The suite reports the layers each viewer held, so a ladder that moves shows. */
 export const ALL_LAYERS_KBPS = 4000;
 /** The suite encodes SMALL_VIDEO at the product's frame rate (the server's default encode is
