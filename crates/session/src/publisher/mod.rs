@@ -79,7 +79,10 @@ pub const MAX_QUEUED: usize = 400;
 #[derive(Debug)]
 pub struct Bunch<'a> {
     pub layer: u8,
-    /// When it was due (the host's start error is its send time minus this).
+    /// When it could go (the host's start error is its send time minus this): its slot, or
+    /// for media sent ahead of its slot, the later of its burst time and the arrival of the
+    /// media. A burst time alone lies up to the credit in the past when a picture arrives
+    /// after it, which read as a start error of up to 120 ms.
     pub due: Time,
     pub packets: &'a [Vec<u8>],
     /// Each packet's destination.
@@ -197,6 +200,8 @@ struct Layered {
     rtx: Option<rtx::Retransmitter>,
     /// Which frames are left out, and each picture's sent-frames mark.
     discard: discard::FrameDiscard,
+    /// When each layer's queue last went from empty to holding media.
+    media_since: Vec<Time>,
 }
 
 enum Mode {
@@ -293,6 +298,7 @@ impl Publisher {
                     ext_seq: vec![0; n],
                     last_ts: vec![0; n],
                     last_sent: vec![None; n],
+                    media_since: vec![Time::ZERO; n],
                     gap,
                     credit,
                     fec: fec_encoders(&info, plain_size)?,
@@ -442,6 +448,9 @@ impl Publisher {
                     }
                 }
                 for (k, pkts) in cells.into_iter().enumerate() {
+                    if !pkts.is_empty() && l.queues.get(k).is_some_and(VecDeque::is_empty) {
+                        l.media_since[k] = now;
+                    }
                     Self::enqueue(&mut l.queues, &mut self.stats, k, pkts);
                 }
                 return;
@@ -635,6 +644,10 @@ impl Publisher {
                 }
                 let b = l.schedule.take(k);
                 l.last_sent[k] = Some(now);
+                let due = match l.queues[k].is_empty() {
+                    true => due,
+                    false => due.max(l.media_since[k]),
+                };
                 let len = b.count as usize;
                 self.bunch_dests.clear();
                 for pos in 0..len {

@@ -156,6 +156,9 @@ fn media_fills_slots_and_bursts_ahead_of_the_schedule() {
             t
         };
         if let Some(b) = p.poll_transmit(now) {
+            // Sent when it could go: a burst ahead of the slots is due when the picture came,
+            // not at the burst time the credit allows (up to 200 ms before it).
+            assert_eq!(b.due, now, "bunch of layer {}", b.layer);
             for pkt in b.packets {
                 let r = RtpPacket::parse(pkt).unwrap();
                 if r.payload().is_empty() {
