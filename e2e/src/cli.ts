@@ -17,7 +17,7 @@ import { analyseRun, qualitySummary } from './quality.js';
 import { reliabilityCommand, RELIABILITY_USAGE } from './reliability-cli.js';
 import { tfrcChecksCommand } from './tfrc-checks.js';
 import { edgeCommand, EDGE_USAGE } from './edge-suite.js';
-import { runQualitySuite, CASES } from './quality-suite.js';
+import { runQualitySuite, CASES, parseServerVideo } from './quality-suite.js';
 
 const USAGE = `usage:
   layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
@@ -40,13 +40,14 @@ const USAGE = `usage:
                                         PSNR/SSIM, freezes, frame rate, latency of each player-*/
   layercast-e2e quality-suite [--runs N] [--seconds S] [--protocols era,plm] [--video small|default] [--fps N]
                               [--keep-pictures] [--no-keep-awake] [--no-retransmission]
-                              [--single-decoder] [--player-args 'ARGS'] [--out DIR]
+                              [--single-decoder] [--player-args 'ARGS'] [--server-video K=V,..]
+                              [--out DIR]
                                         issue 20: one session per run, one viewer per case
                                         (${CASES.map((c) => c.id).join(', ')}), ERA and PLM,
                                         N runs (default 5) of S s (default 60): mean ± 95% CI
                                         of what each viewer sees, acceptance rows issue20/*
-                                        (not with --single-decoder, --no-retransmission or
-                                        --player-args: a comparison)
+                                        (not with --single-decoder, --no-retransmission,
+                                        --player-args or --server-video: a comparison)
   layercast-e2e tfrc-checks [--only e1,e2,e3,e4,e5,e8] [--duration-scale K] [--out DIR]
                                         live TFRC flows: the TFRC checks E1-E5, E8 (tfrc-checks.ts)
   layercast-e2e cleanup [--all]         remove lc- namespaces left by dead runs (--all: every lc- namespace)
@@ -185,7 +186,9 @@ async function main(argv: string[]): Promise<number> {
       if (fps !== undefined && !(Number.isInteger(fps) && fps >= 5 && fps <= 60)) throw new Error(`--fps wants a whole number 5..60, not ${fpsArg}`);
       if (fps !== undefined && video === 'default') throw new Error('--fps sets the small encode\'s frame rate; --video default is the server\'s own');
       const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `quality-${stamp}`);
+      const serverVideo = parseServerVideo(flag(args, '--server-video'));
       const results = await runQualitySuite({
+        serverVideo,
         runs,
         seconds,
         protocols: (flag(args, '--protocols') ?? 'era,plm').split(','),
@@ -226,3 +229,4 @@ main(process.argv.slice(2)).then(
     process.exit(1);
   },
 );
+

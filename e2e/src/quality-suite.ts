@@ -225,6 +225,9 @@ export interface SuiteOptions {
   /** Extra flags for every player (a comparison, e.g. `--no-retransmission`): such a run is
    *  not the product's configuration and records no acceptance rows. */
   playerArgs?: string[];
+  /** Server video settings over the suite's encode (a comparison, e.g. `{ pacer_peak: 4 }`):
+   *  such a run records no acceptance rows either. */
+  serverVideo?: Record<string, number>;
   outDir: string;
   /** 'small' (SMALL_VIDEO, default) or 'default' (the server's 720p30 encode). */
   video?: 'small' | 'default';
@@ -269,7 +272,9 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
           protocol: p as (typeof PROTOCOLS)[number],
           viewers,
           outDir: dir,
-          ...(opts.video === 'default' ? {} : { video: { ...SMALL_VIDEO, fps }, packetSize: 1200 }),
+          ...(opts.video === 'default'
+            ? opts.serverVideo && { video: opts.serverVideo }
+            : { video: { ...SMALL_VIDEO, fps, ...opts.serverVideo }, packetSize: 1200 }),
           ...(opts.playerArgs?.length ? { playerArgs: opts.playerArgs } : {}),
           log: (s) => log(`  ${s}`),
         });
@@ -308,8 +313,10 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
   for (const p of protocols) for (const c of CASES) results.push(foldCase(p, c, perCase.get(`${p}/${c.id}`) ?? [], runs));
   const cmd = `make quality ARGS='--runs ${runs}${seconds !== 60 ? ` --seconds ${seconds}` : ''}${opts.video === 'default' ? ' --video default' : fps !== SUITE_FPS ? ` --fps ${fps}` : ''}'`;
   const encode = opts.video === 'default' ? 'server default encode (720p30 L3T3)' : `640x360 L3T3 at ${fps} fps`;
-  if (!opts.playerArgs?.length) for (const r of results) recordAcceptance(checkId(r.protocol, r.case), `${encode}, ${caseValue(r)}`, r.pass, cmd);
-  else notes.push(`players ran with ${opts.playerArgs.join(' ')}: a comparison, no acceptance rows recorded`);
+  const server = Object.entries(opts.serverVideo ?? {}).map(([k, v]) => `video.${k} = ${v}`);
+  if (!opts.playerArgs?.length && !server.length) for (const r of results) recordAcceptance(checkId(r.protocol, r.case), `${encode}, ${caseValue(r)}`, r.pass, cmd);
+  else if (opts.playerArgs?.length) notes.push(`players ran with ${opts.playerArgs.join(' ')}: a comparison, no acceptance rows recorded`);
+  if (server.length) notes.push(`the server ran with ${server.join(', ')}: a comparison, no acceptance rows recorded`);
   const md = suiteMarkdown(results, { runs, seconds, notes, minutes: (Date.now() - t0) / 60000 });
   fs.writeFileSync(path.join(opts.outDir, 'summary.md'), md);
   fs.writeFileSync(path.join(opts.outDir, 'summary.json'), JSON.stringify({ runs, seconds, notes, results: results.map((r) => ({ ...r, case: r.case.id })) }, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 1));
@@ -335,4 +342,17 @@ export function suiteMarkdown(results: CaseResult[], meta: { runs: number; secon
   }
   if (meta.notes.length) s += `\nNotes:\n${meta.notes.map((n) => `- ${n}`).join('\n')}\n`;
   return s;
+}
+
+/** `--server-video pacer_peak=4,rate_headroom=1.3`: numeric settings of the server's `video`
+ *  section for a comparison run (undefined without the flag). */
+export function parseServerVideo(arg: string | undefined): Record<string, number> | undefined {
+  if (arg === undefined) return undefined;
+  const out: Record<string, number> = {};
+  for (const kv of arg.split(',').filter(Boolean)) {
+    const m = /^([a-z_]+)=(-?[0-9.]+)$/.exec(kv.trim());
+    if (!m) throw new Error(`--server-video wants key=number pairs separated by commas, not ${kv}`);
+    out[m[1]] = Number(m[2]);
+  }
+  return out;
 }

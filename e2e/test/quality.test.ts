@@ -242,3 +242,11 @@ test('histogram quantiles interpolate within the bucket, as histogram_quantile d
   assert.ok(Math.abs(h.ms[2] - 15) < 1e-9, `p25 ${h.ms[2]}`);
   assert.equal(histogramQuantilesMs('nothing here', name, [0.5]), null);
 });
+
+test('--server-video takes numeric video settings for a comparison run, and refuses the rest', async () => {
+  const { parseServerVideo } = await import('../src/quality-suite.js');
+  assert.equal(parseServerVideo(undefined), undefined);
+  assert.deepEqual(parseServerVideo('pacer_peak=4,rate_headroom=1.3'), { pacer_peak: 4, rate_headroom: 1.3 });
+  assert.throws(() => parseServerVideo('pacer_peak=fast'), /key=number/);
+  assert.throws(() => parseServerVideo('source=file:///etc/passwd'), /key=number/);
+});
