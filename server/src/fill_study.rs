@@ -79,17 +79,22 @@ pub(crate) struct Outcome {
     worst_dev: f64,
 }
 
+/// The encoder's rate-control buffer from a study's knob: initial, optimal and full level, ms.
+pub(crate) fn set_rc_buffers(conf: &mut codec::vpx::SvcConfig, ms: &[u32]) {
+    (
+        conf.rc_buf_initial_ms,
+        conf.rc_buf_optimal_ms,
+        conf.rc_buf_ms,
+    ) = (ms[0], ms[1], ms[2]);
+}
+
 fn encode(v: &ResolvedVideo, packet_size: u16, secs: f64) -> Option<(Vec<Pic>, Vec<usize>)> {
     let src = frames(v.width, v.height)?;
     let mut conf = svc_config(v);
     // S_RC="initial,optimal,size,drop%,intra%": other rate-control settings.
     if let Ok(rc) = std::env::var("S_RC") {
         let x: Vec<u32> = rc.split(',').map(|v| v.parse().unwrap()).collect();
-        (
-            conf.rc_buf_initial_ms,
-            conf.rc_buf_optimal_ms,
-            conf.rc_buf_ms,
-        ) = (x[0], x[1], x[2]);
+        set_rc_buffers(&mut conf, &x);
         conf.drop_thresh = x[3];
         conf.max_intra_pct = x[4];
     }

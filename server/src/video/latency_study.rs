@@ -20,11 +20,7 @@ fn trace(v: &ResolvedVideo, packet_size: u16, secs: u32, intra: u32) -> Vec<Pic>
     // S_BUF=initial:optimal:size (ms): the encoder's rate-control buffer.
     if let Ok(b) = std::env::var("S_BUF") {
         let v: Vec<u32> = b.split(':').map(|x| x.parse().unwrap()).collect();
-        (
-            conf.rc_buf_initial_ms,
-            conf.rc_buf_optimal_ms,
-            conf.rc_buf_ms,
-        ) = (v[0], v[1], v[2]);
+        crate::fill_study::set_rc_buffers(&mut conf, &v);
     }
     // S_YUV=path: raw I420 frames of the video's size (looped) instead of the test pattern.
     let clip = std::env::var("S_YUV")
