@@ -183,6 +183,11 @@ pub struct MediaSource {
     pub stats: Arc<SourceStats>,
     frame_len: usize,
     last_picture: Instant,
+    /// Loops counted, and the picture count when the last one was seen (for the late log).
+    seen_loops: u64,
+    loop_picture: u64,
+    /// The previous picture was late (one log line per run of late pictures).
+    in_late_run: bool,
 }
 
 struct Running {
@@ -274,6 +279,9 @@ impl MediaSource {
             stats: Arc::new(SourceStats::default()),
             frame_len,
             last_picture: Instant::now(),
+            seen_loops: 0,
+            loop_picture: 0,
+            in_late_run: false,
         }
     }
 
@@ -313,10 +321,7 @@ impl MediaSource {
             if let Some(p) = self.pull(self.frame_period().min(Duration::from_millis(100))) {
                 self.last_picture = Instant::now();
                 self.stats.pictures.fetch_add(1, Ordering::Relaxed);
-                let late = self.frame_period() * LATE_FRAME_PERIODS;
-                if unix_ns().saturating_sub(p.capture_ns) > late.as_nanos() as u64 {
-                    self.stats.late.fetch_add(1, Ordering::Relaxed);
-                }
+                self.note_lateness(&p);
                 return Some(p);
             }
             if self.check_bus() {
@@ -333,6 +338,32 @@ impl MediaSource {
             }
         }
         None
+    }
+
+    /// Counts a late picture, and says on stderr where the first of a run of them came: how
+    /// late, and how many pictures after the last loop seek (a late seek shows at 0-3).
+    fn note_lateness(&mut self, p: &Picture) {
+        let n = self.stats.pictures.load(Ordering::Relaxed);
+        let loops = self.stats.loops.load(Ordering::Relaxed);
+        if loops != self.seen_loops {
+            (self.seen_loops, self.loop_picture) = (loops, n);
+        }
+        let behind = unix_ns().saturating_sub(p.capture_ns);
+        let late = behind > (self.frame_period() * LATE_FRAME_PERIODS).as_nanos() as u64;
+        if late {
+            self.stats.late.fetch_add(1, Ordering::Relaxed);
+            if !self.in_late_run {
+                let since = match loops {
+                    0 => "no loop yet".to_string(),
+                    _ => format!("{} after loop {loops}", n - self.loop_picture),
+                };
+                eprintln!(
+                    "layercast-server: source: picture {n} handed to the encoder {} ms after its capture time ({since})",
+                    behind / 1_000_000
+                );
+            }
+        }
+        self.in_late_run = late;
     }
 
     fn note_error(&self, e: String) {
