@@ -143,7 +143,7 @@ const HELP: &str = "layercast-player: receive a layered multicast session
   --playout-top-quantile Q
                          video, two decoders: the buffer also absorbs this quantile of the
                          top layer's lateness, about the share of pictures shown at the top
-                         layer when its frames come late, 0..=1 [default: 0.95]
+                         layer when its frames come late, 0..=1 [default: 0.85]
   --token TOKEN          bearer token for the server's API [default: $LAYERCAST_TOKEN]
   --insecure             allow --token over plain http:// to a non-loopback server
   --tls-fingerprint FP   https: accept only the server certificate with this SHA-256

@@ -30,8 +30,13 @@ pub const QUANTILE: f64 = 1.0;
 /// Default bound of the buffer above the fastest recent picture, ns.
 pub const MAX_JITTER_NS: u64 = 1_000_000_000;
 /// Default quantile of the top path's lateness the buffer absorbs when a lower path stands
-/// in for late top frames (`crate::lower`): the share of pictures shown at the top layer.
-pub const TOP_QUANTILE: f64 = 0.95;
+/// in for late top frames (`crate::lower`): the share of pictures shown at the top layer at
+/// least. Why 0.85 rather than 0.95: the top frames that come late are a key picture's or a
+/// scene cut's and the pictures decoded behind them, about one in ten at 2-s keys; at 0.95
+/// the buffer held them on every picture. Quality suite, ERA (docs/player.md "Not done yet"):
+/// clean path p50 / p95 185 / 213 ms against 210 / 257, 5.6 % of the pictures from the layer
+/// below against 4.0 %, -0.1 dB.
+pub const TOP_QUANTILE: f64 = 0.85;
 /// Share of the elapsed time by which the buffer may shrink.
 pub const DRAIN: f64 = 0.1;
 
@@ -234,9 +239,9 @@ mod tests {
 
     /// Two decoders (`crate::lower`): the lower path's pictures come 10 ms after their
     /// capture (their lateness is taken in); the top path's come 20 ms after, but `late_every`-th 300 ms
-    /// after. The buffer is the top path's 0.95 quantile: the rare late top frames are left to
+    /// after. The buffer is the top path's 0.85 quantile: the rare late top frames are left to
     /// the lower path (not waited for, as the largest lateness would), and when they are
-    /// more than one in twenty the buffer holds them.
+    /// more than about one in seven the buffer holds them.
     #[test]
     fn the_buffer_holds_the_top_paths_quantile() {
         let buffer_and_terms = |late_every: u64| {
@@ -258,13 +263,13 @@ mod tests {
         let buffer = |late_every: u64| buffer_and_terms(late_every).0;
         // The terms: the lower path's lateness is the floor (0 above it); the top path's
         // quantile is its usual 10 ms above, or the late frames' 290 when they are held.
-        assert_eq!(buffer_and_terms(50), (10, 0, 10));
-        assert_eq!(buffer_and_terms(10), (290, 0, 290));
-        // One in 50 late (4 late top frames of the 240 in 8 s): the buffer is 10 ms above
+        assert_eq!(buffer_and_terms(10), (10, 0, 10));
+        assert_eq!(buffer_and_terms(5), (290, 0, 290));
+        // One in 10 late (24 late top frames of the 240 in 8 s): the buffer is 10 ms above
         // the lower path, for the usual top frame.
-        assert_eq!(buffer(50), 10);
-        // One in 10: they are held.
-        assert_eq!(buffer(10), 290);
+        assert_eq!(buffer(10), 10);
+        // One in 5: they are held.
+        assert_eq!(buffer(5), 290);
         // Without top-path pictures it is the lower path's lateness.
         let mut c = PlayoutClock::new(0, 1_000 * MS, 1.0, 8_000 * MS);
         c.due(0, 5 * MS);
