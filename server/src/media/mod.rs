@@ -71,7 +71,7 @@ pub fn session_json(
             "starts": s.starts.load(Relaxed), "eos": s.eos.load(Relaxed),
             "loops": s.loops.load(Relaxed), "repeats": s.repeats.load(Relaxed),
             "errors": s.errors.load(Relaxed), "stalls": s.stalls.load(Relaxed),
-            "late": s.late.load(Relaxed),
+            "late": s.late.load(Relaxed), "skipped": s.skipped.load(Relaxed),
             "last_error": s.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         })),
         "audio": audio.map(|a| {
@@ -153,6 +153,13 @@ pub fn metrics(sessions: &[SessionMedia<'_>], m: &mut String) {
         sessions
             .iter()
             .filter_map(|s| Some((lab(s), s.source?.late.load(Relaxed))))
+            .collect(),
+    );
+    family(
+        "layercast_source_skipped_pictures_total",
+        sessions
+            .iter()
+            .filter_map(|s| Some((lab(s), s.source?.skipped.load(Relaxed))))
             .collect(),
     );
     type Read = fn(&audio::AudioStats) -> u64;

@@ -38,6 +38,16 @@ pub const STALL_FRAME_PERIODS: u32 = 30;
 /// ([`SourceStats::late`]).
 pub const LATE_FRAME_PERIODS: u32 = 3;
 
+/// How far ahead of the clock the decoding and scaling of a file may run: a queue of this
+/// much raw media between them and each appsink. Why: the appsinks synchronise to the clock,
+/// so without it the streaming thread decoded each picture just in time, and when it did not
+/// run for a while (a busy core: on the quality suite's 2-core machine, the encoder and six
+/// players) the pictures of that while reached the appsink at once and all but its newest two
+/// were dropped: a hole of 200-450 ms in the picture sequence, a freeze for every viewer
+/// (`a_decode_hiccup_does_not_make_pictures_late`). A live source fills no queue: no latency
+/// is added. Memory: 300 ms of raw pictures (10 at 720p30: 14 MB).
+pub const DECODE_AHEAD_MS: u64 = 300;
+
 /// Longest source string accepted.
 const MAX_SOURCE_LEN: usize = 2048;
 
@@ -170,6 +180,11 @@ pub struct SourceStats {
     /// their capture time: source-side latency every viewer sees (a loop seek issued late,
     /// a decoder that fell behind).
     pub late: AtomicU64,
+    /// Pictures missing between two handed to the encoder (capture times more than one frame
+    /// period apart): dropped before the encoder saw them. One per loop of a file whose
+    /// container ends a frame short (see [`MediaSource::pull`]); more is a hole every viewer
+    /// sees as a freeze.
+    pub skipped: AtomicU64,
     /// The last error message of the pipeline, for the API.
     pub last_error: Mutex<Option<String>>,
 }
@@ -188,6 +203,8 @@ pub struct MediaSource {
     loop_picture: u64,
     /// The previous picture was late (one log line per run of late pictures).
     in_late_run: bool,
+    /// Capture time of the last picture handed over (for [`SourceStats::skipped`]).
+    last_capture_ns: Option<u64>,
 }
 
 struct Running {
@@ -282,6 +299,7 @@ impl MediaSource {
             seen_loops: 0,
             loop_picture: 0,
             in_late_run: false,
+            last_capture_ns: None,
         }
     }
 
@@ -321,7 +339,7 @@ impl MediaSource {
             if let Some(p) = self.pull(self.frame_period().min(Duration::from_millis(100))) {
                 self.last_picture = Instant::now();
                 self.stats.pictures.fetch_add(1, Ordering::Relaxed);
-                self.note_lateness(&p);
+                self.note_timing(&p);
                 return Some(p);
             }
             if self.check_bus() {
@@ -340,28 +358,36 @@ impl MediaSource {
         None
     }
 
-    /// Counts a late picture, and says on stderr where the first of a run of them came: how
-    /// late, and how many pictures after the last loop seek (a late seek shows at 0-3).
-    fn note_lateness(&mut self, p: &Picture) {
+    /// Counts a late picture and the pictures missing before it, and says on stderr where the
+    /// first of a run of late pictures (or a hole of two or more) came: how late, how many
+    /// missing, and how many pictures after the last loop seek (a late seek shows at 0-3).
+    fn note_timing(&mut self, p: &Picture) {
         let n = self.stats.pictures.load(Ordering::Relaxed);
         let loops = self.stats.loops.load(Ordering::Relaxed);
         if loops != self.seen_loops {
             (self.seen_loops, self.loop_picture) = (loops, n);
         }
+        let period = self.frame_period().as_nanos() as u64;
+        let missing = match self.last_capture_ns.replace(p.capture_ns) {
+            Some(last) => (p.capture_ns.saturating_sub(last) + period / 2) / period.max(1),
+            None => 1,
+        }
+        .saturating_sub(1);
+        self.stats.skipped.fetch_add(missing, Ordering::Relaxed);
         let behind = unix_ns().saturating_sub(p.capture_ns);
-        let late = behind > (self.frame_period() * LATE_FRAME_PERIODS).as_nanos() as u64;
+        let late = behind > period * LATE_FRAME_PERIODS as u64;
         if late {
             self.stats.late.fetch_add(1, Ordering::Relaxed);
-            if !self.in_late_run {
-                let since = match loops {
-                    0 => "no loop yet".to_string(),
-                    _ => format!("{} after loop {loops}", n - self.loop_picture),
-                };
-                eprintln!(
-                    "layercast-server: source: picture {n} handed to the encoder {} ms after its capture time ({since})",
-                    behind / 1_000_000
-                );
-            }
+        }
+        if (late && !self.in_late_run) || missing >= 2 {
+            let since = match loops {
+                0 => "no loop yet".to_string(),
+                _ => format!("{} after loop {loops}", n - self.loop_picture),
+            };
+            eprintln!(
+                "layercast-server: source: picture {n} handed to the encoder {} ms after its capture time, {missing} missing before it ({since})",
+                behind / 1_000_000
+            );
         }
         self.in_late_run = late;
     }
@@ -652,7 +678,8 @@ fn appsink(name: &str, max: u32) -> gst_app::AppSink {
         .build()
 }
 
-/// Adds `elems ! capsfilter(caps) ! sink` to `p` and links them in that order.
+/// Adds `elems ! capsfilter(caps) ! queue ! sink` to `p` and links them in that order; the
+/// queue holds [`DECODE_AHEAD_MS`] of media.
 fn chain(
     p: &gst::Pipeline,
     elems: &[&gst::Element],
@@ -662,8 +689,13 @@ fn chain(
 ) -> Result<(), String> {
     let filter = make("capsfilter", filter_name)?;
     filter.set_property("caps", caps);
+    let ahead = make("queue", &format!("{filter_name}-ahead"))?;
+    ahead.set_property("max-size-buffers", 0u32);
+    ahead.set_property("max-size-bytes", 0u32);
+    ahead.set_property("max-size-time", DECODE_AHEAD_MS * 1_000_000);
     let mut all: Vec<&gst::Element> = elems.to_vec();
     all.push(&filter);
+    all.push(&ahead);
     all.push(sink.upcast_ref());
     p.add_many(all.iter().copied()).map_err(|e| e.to_string())?;
     gst::Element::link_many(all.iter().copied()).map_err(|e| e.to_string())
