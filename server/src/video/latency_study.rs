@@ -171,7 +171,27 @@ fn simulate(
         .iter()
         .map(|&r| Duration::from_secs_f64(8.0 * packet_size as f64 * bunch as f64 / r as f64))
         .collect();
-    let gap: Vec<Duration> = iv.iter().map(|i| i.div_f64(peak)).collect();
+    // S_PEAKFLOOR=kbit/s: a layer bursts at its peak multiple or at least this absolute rate.
+    let floor = env("S_PEAKFLOOR", 0.0);
+    let gap: Vec<Duration> = iv
+        .iter()
+        .enumerate()
+        .map(|(k, i)| {
+            // S_PEAK2=P: the top spatial layer's cells burst at P instead.
+            let g = i.div_f64(if k >= 6 { env("S_PEAK2", peak) } else { peak });
+            if floor > 0.0 {
+                g.min(Duration::from_secs_f64(
+                    8.0 * packet_size as f64 * bunch as f64 / (floor * 1e3),
+                ))
+            } else {
+                g
+            }
+        })
+        .collect();
+    // S_LINK=kbit/s: the packets then cross a FIFO link of that rate (a viewer holding every
+    // layer behind it); a frame is done when its last packet is across.
+    let link = env("S_LINK", 0.0);
+    let mut link_free = t0;
     let mut next = crate::fill_study::first_bunches(rates, packet_size, bunch, t0);
     let mut last: Vec<Option<Time>> = vec![None; n];
     // queue entries: picture index per packet
@@ -213,9 +233,16 @@ fn simulate(
         last[k] = Some(due);
         next[k] += iv[k];
         for _ in 0..bunch {
+            let at = if link > 0.0 {
+                link_free = link_free.max(due)
+                    + Duration::from_secs_f64(8.0 * packet_size as f64 / (link * 1e3));
+                link_free
+            } else {
+                due
+            };
             if let Some(p) = q[k].pop_front() {
                 if q[k].front() != Some(&p) {
-                    done[p][k] = Some(due);
+                    done[p][k] = Some(at);
                     max_queue = max_queue.max(due.saturating_since(cap(p)));
                     layer_max[k] = layer_max[k].max(due.saturating_since(cap(p)));
                 }
@@ -533,7 +560,36 @@ fn clip_study() {
                 bunch,
                 h,
             ));
-            credit.push(v.pacer_credit.min(Duration::from_secs_f64(1.0 / fps_t)));
+            // S_KEYCREDIT=ms: the credit of the TL0 layers, not capped at a frame period.
+            let kc = env("S_KEYCREDIT", 0.0);
+            credit.push(if t == 0 && kc > 0.0 {
+                Duration::from_secs_f64(kc / 1e3)
+            } else {
+                v.pacer_credit.min(Duration::from_secs_f64(1.0 / fps_t))
+            });
+        }
+    }
+    // S_SIZES=1: each layer's frames in packets, key pictures against the rest, and its
+    // slots per frame at the announced rate.
+    if std::env::var("S_SIZES").is_ok() {
+        for (k, r) in rates.iter().enumerate() {
+            let fps_t = crate::config::temporal_fps(fps, 3, k % 3);
+            let mean = |key: bool| {
+                let x: Vec<usize> = pics
+                    .iter()
+                    .filter(|p| p.key == key && p.pkts[k] > 0)
+                    .map(|p| p.pkts[k])
+                    .collect();
+                (
+                    x.iter().sum::<usize>() as f64 / x.len().max(1) as f64,
+                    x.iter().copied().max().unwrap_or(0),
+                )
+            };
+            let ((km, kx), (om, ox)) = (mean(true), mean(false));
+            eprintln!(
+                "    L{k}: key frames mean {km:.1} max {kx} pkts, others mean {om:.1} max {ox}; slots {:.1} pkts per frame",
+                *r as f64 / fps_t / (m as f64 * 8.0)
+            );
         }
     }
     let ms = |x: f64| (x > 0.0).then(|| Duration::from_secs_f64(x / 1e3));

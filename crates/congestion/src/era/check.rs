@@ -35,7 +35,8 @@ impl DecisionLogCheck {
 /// (`min(R_TCP, R_pp)` with loss, `R_pp` without, `R_TCP` alone when `R_pp = −1`, hold when
 /// neither); after the decision `R_i ≤ R_TARGET + tol` (unless at the base layer) and
 /// `R_{i+1} ≥ R_TARGET` (unless at the top), with the E5 tolerance `tol` = the logged
-/// fraction × the layer's own rate; a hold keeps the level; an exit happens only when the
+/// fraction × the layer's own rate (with an E17 `climb_cap` below the target, the cap instead of
+/// the target in the second rule); a hold keeps the level; an exit happens only when the
 /// target is below the base layer. Step-1 drops must carry the sample that triggered them
 /// and end at or below their step-1 target (plus tolerance). Returns the counts, or the
 /// first violation.
@@ -128,8 +129,23 @@ pub fn check_decision_log(
                 if n > 1 && rate(n) > target + tol_frac * own(n) {
                     return Err(format!("R_i {} > R_TARGET {target}: {d:?}", rate(n)));
                 }
-                if n < top && rate(n + 1) < target {
-                    return Err(format!("R_i+1 {} < R_TARGET {target}: {d:?}", rate(n + 1)));
+                // E17: a climb capped after loss stops at the highest level within the cap
+                // (at least one layer above where it was).
+                let cap = d
+                    .inputs
+                    .iter()
+                    .find(|(k, _)| *k == "climb_cap")
+                    .map_or(-1.0, |&(_, v)| v);
+                let capped = cap >= 0.0 && cap < target;
+                if capped
+                    && (n <= d.from_layers as usize
+                        || rate(n) > cap.max(rate(d.from_layers as usize + 1)))
+                {
+                    return Err(format!("climb past its cap {cap}: {d:?}"));
+                }
+                let reach = if capped { cap } else { target };
+                if n < top && rate(n + 1) < reach {
+                    return Err(format!("R_i+1 {} < R_TARGET {reach}: {d:?}", rate(n + 1)));
                 }
                 c.rai += 1;
             }

@@ -80,6 +80,10 @@ pub struct EraConfig {
     pub reorder_threshold: u64,
     /// Decision-log entries kept when the host does not poll them.
     pub max_pending_decisions: usize,
+    /// E17: for `2 × plr_window_rais` RAIs after one with loss, a climb at most multiplies the
+    /// held rate by this per RAI (at least one layer). `None`: one step to the target (the
+    /// thesis); `live()`: 2.
+    pub climb_after_loss: Option<f64>,
 }
 
 impl Default for EraConfig {
@@ -100,6 +104,7 @@ impl Default for EraConfig {
             max_seq_gap: 3000,
             reorder_threshold: 1,
             max_pending_decisions: 4096,
+            climb_after_loss: None,
         }
     }
 }
@@ -143,6 +148,15 @@ impl EraConfig {
     /// does not help within an episode (docs/protocols/era.md, E16). A receiver in a cloud VM
     /// timestamps through the same stalls. Cost: a capacity drop without loss is followed
     /// 0.2 s later.
+    ///
+    /// E17: after loss the climb back at most doubles the rate per RAI. On a drop-tail FIFO
+    /// shared with a TCP flow the pairs measure the link's capacity, not the share left
+    /// (docs/protocols/era.md "pairs on a drop-tail FIFO measure the capacity"), so when the
+    /// loss of the last drop leaves the 8-RAI window the target is the whole link and the
+    /// thesis' one step jumped from the base layer to every layer into a full queue: 18-24 %
+    /// loss in that RAI, the base layer's frames with it, a 0.5-1 s freeze, and Eq. 5-6 back
+    /// to the base layer for 8 RAIs (quality suite, behind 4 Mbit/s with one CUBIC download:
+    /// 1 → 9 → 1 layers every ~9 s). A clean start, with no loss seen, still climbs in one step.
     pub fn live() -> EraConfig {
         EraConfig {
             step1: Step1Target::KthLowest { k: 2, of_last: 3 },
@@ -151,6 +165,7 @@ impl EraConfig {
             loss_confirms_samples: true,
             pp_stall_horizon: 0.2,
             reorder_threshold: crate::estimators::loss::REORDER_THRESHOLD,
+            climb_after_loss: Some(2.0),
             ..EraConfig::default()
         }
     }

@@ -84,6 +84,8 @@ pub struct Era {
     /// Packets lost in this RAI and in the previous one (E15).
     rai_lost: u64,
     prev_rai_lost: u64,
+    /// E17: RAIs since the last one with loss (`usize::MAX`: none seen).
+    rais_since_loss: usize,
     rtt_probe: JoinLatencyProbe,
     /// Join-latency samples as (lower, upper) bounds on the RTT.
     rtt_samples: VecDeque<(f64, f64)>,
@@ -133,6 +135,7 @@ impl Era {
             rai_packets: 0,
             rai_lost: 0,
             prev_rai_lost: 0,
+            rais_since_loss: usize::MAX,
             rtt_probe: JoinLatencyProbe::default(),
             rtt_samples: VecDeque::new(),
             actions: VecDeque::new(),
@@ -299,6 +302,7 @@ impl LayeredController for Era {
             self.stall_reset();
             self.rai_lost = 0;
             self.prev_rai_lost = 0;
+            self.rais_since_loss = usize::MAX;
             self.seq.iter_mut().for_each(|s| s.reset());
             self.bunch.reset();
         }

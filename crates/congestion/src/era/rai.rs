@@ -29,6 +29,11 @@ impl Era {
         let packets = std::mem::take(&mut self.rai_packets);
         let confirmed = self.loss_confirmed();
         self.prev_rai_lost = std::mem::take(&mut self.rai_lost);
+        self.rais_since_loss = if self.prev_rai_lost > 0 {
+            0
+        } else {
+            self.rais_since_loss.saturating_add(1)
+        };
 
         if packets == 0 {
             // E2: nothing at all arrived: one layer per empty RAI, never below the base.
@@ -158,6 +163,8 @@ impl Era {
             self.exit(now, "rai-exit", inputs);
             return;
         }
+        let (to, cap) = self.cap_climb(from, to);
+        inputs.push(("climb_cap", cap));
         if to > from {
             self.join_to(now, to);
         } else {
@@ -171,5 +178,23 @@ impl Era {
             reason: "rai",
             inputs,
         });
+    }
+
+    /// E17 ([`super::EraConfig::climb_after_loss`]): the layers a climb from `from` to `to`
+    /// may reach, and the rate it was capped at (-1 when not capped).
+    fn cap_climb(&self, from: usize, to: usize) -> (usize, f64) {
+        let Some(ratio) = self.cfg.climb_after_loss else {
+            return (to, -1.0);
+        };
+        let memory = self.cfg.plr_window_rais.max(1).saturating_mul(2);
+        if to <= from + 1 || self.rais_since_loss >= memory {
+            return (to, -1.0);
+        }
+        let limit = (self.rate_of(from) * ratio).max(self.rate_of(from + 1));
+        let mut k = to;
+        while k > from + 1 && self.rate_of(k) > limit {
+            k -= 1;
+        }
+        (k, limit)
     }
 }

@@ -476,3 +476,47 @@ proptest::proptest! {
         if k < c.len() { proptest::prop_assert!(c[k] > target + tol(k)); }
     }
 }
+
+/// E17: pairs that read 1 Mbit/s (all 10 layers of 100 kbit/s) for 20 RAIs, two thirds of RAI 1's
+/// pairs lost. Returns the layers held after each RAI.
+fn climb_after_a_lossy_rai(cfg: EraConfig) -> Vec<u8> {
+    let (mut e, _) = ten_layers(cfg);
+    let gap = Duration::from_secs_f64(8.0 * 512.0 / 1_000_000.0);
+    let mut seq = [0u64; 10];
+    let mut held = Vec::new();
+    for rai in 0..20u64 {
+        for i in 0..30usize {
+            let t0 = Time::from_millis(1000 * rai + 10 + 30 * i as u64);
+            let layer = (i % usize::from(e.layers().max(1))) as u8;
+            let s = &mut seq[layer as usize];
+            if rai == 1 && i % 3 != 0 {
+                *s += 2;
+            }
+            e.handle_packet(t0, &pkt(layer, *s, 0, 2, t0));
+            let t1 = t0 + gap;
+            e.handle_packet(t1, &pkt(layer, *s + 1, 1, 2, t1));
+            *s += 2;
+        }
+        e.handle_timeout(Time::from_millis(1000 * (rai + 1)));
+        held.push(e.layers());
+    }
+    held
+}
+
+/// E17: a clean start climbs to the target in one step in both; after a lossy RAI the
+/// thesis' ERA jumps back to every layer in one step once the loss has left its window,
+/// the live one at most doubles its layers (equal layers: its rate) per RAI.
+#[test]
+fn e17_the_climb_after_loss_at_most_doubles_per_rai() {
+    let thesis = climb_after_a_lossy_rai(EraConfig::default());
+    let live = climb_after_a_lossy_rai(EraConfig::live());
+    eprintln!("thesis {thesis:?}\nlive   {live:?}");
+    for h in [&thesis, &live] {
+        assert_eq!(h[0], 10, "one step at a clean start: {h:?}");
+        assert!(h[1] < 10, "the loss cut: {h:?}");
+        assert_eq!(*h.last().unwrap(), 10, "back at every layer: {h:?}");
+    }
+    let doubling = |h: &[u8]| h[1..].windows(2).all(|w| w[1] <= (2 * w[0]).max(w[0] + 1));
+    assert!(!doubling(&thesis), "the thesis jumps: {thesis:?}");
+    assert!(doubling(&live), "live climbs at most x2 per RAI: {live:?}");
+}
