@@ -216,24 +216,22 @@ fn one_stretched_pair_cuts_the_thesis_era_but_not_the_live_one() {
     assert_eq!(steady(EraConfig::default(), drop), [5, 3, 3]);
 }
 
-/// As [`steady`], but one packet of layer 0 is lost just before RAI 2's pairs (a
-/// sequence gap), so RAI 2's samples come with a loss.
-fn steady_with_loss(cfg: EraConfig, rate: impl Fn(u64, usize) -> f64) -> Vec<u8> {
+/// `rais` RAIs of 30 pairs, 30 ms apart, round the held layers of a [`ten_layers`] ERA;
+/// `pair(rai, i)` gives the rate pair `i` shows and how many sequence numbers of its layer go
+/// missing just before it. Returns the layers held after each RAI.
+fn pairs_per_rai(cfg: EraConfig, rais: u64, pair: impl Fn(u64, usize) -> (f64, u64)) -> Vec<u8> {
     let (mut e, _) = ten_layers(cfg);
-    let gap = |rate: f64| Duration::from_secs_f64(8.0 * 512.0 / rate);
     let mut seq = [0u64; 10];
     let mut held = Vec::new();
-    for rai in 0..4u64 {
+    for rai in 0..rais {
         for i in 0..30usize {
             let t0 = Time::from_millis(1000 * rai + 10 + 30 * i as u64);
             let layer = (i % usize::from(e.layers().max(1))) as u8;
-            if rai == 2 && i == 0 {
-                seq[0] += 1; // one packet of layer 0 never arrives
-            }
-            let r = if rai == 0 { 560_000.0 } else { rate(rai, i) };
+            let (rate, lost) = pair(rai, i);
             let s = &mut seq[layer as usize];
+            *s += lost;
             e.handle_packet(t0, &pkt(layer, *s, 0, 2, t0));
-            let t1 = t0 + gap(r);
+            let t1 = t0 + Duration::from_secs_f64(8.0 * 512.0 / rate);
             e.handle_packet(t1, &pkt(layer, *s + 1, 1, 2, t1));
             *s += 2;
         }
@@ -241,6 +239,15 @@ fn steady_with_loss(cfg: EraConfig, rate: impl Fn(u64, usize) -> f64) -> Vec<u8>
         held.push(e.layers());
     }
     held
+}
+
+/// As [`steady`], but one packet of layer 0 is lost just before RAI 2's pairs (a
+/// sequence gap), so RAI 2's samples come with a loss.
+fn steady_with_loss(cfg: EraConfig, rate: impl Fn(u64, usize) -> f64) -> Vec<u8> {
+    pairs_per_rai(cfg, 4, |rai, i| {
+        let r = if rai == 0 { 560_000.0 } else { rate(rai, i) };
+        (r, u64::from(rai == 2 && i == 0))
+    })
 }
 
 #[test]
@@ -480,27 +487,9 @@ proptest::proptest! {
 /// E17: pairs that read 1 Mbit/s (all 10 layers of 100 kbit/s) for 20 RAIs, two thirds of RAI 1's
 /// pairs lost. Returns the layers held after each RAI.
 fn climb_after_a_lossy_rai(cfg: EraConfig) -> Vec<u8> {
-    let (mut e, _) = ten_layers(cfg);
-    let gap = Duration::from_secs_f64(8.0 * 512.0 / 1_000_000.0);
-    let mut seq = [0u64; 10];
-    let mut held = Vec::new();
-    for rai in 0..20u64 {
-        for i in 0..30usize {
-            let t0 = Time::from_millis(1000 * rai + 10 + 30 * i as u64);
-            let layer = (i % usize::from(e.layers().max(1))) as u8;
-            let s = &mut seq[layer as usize];
-            if rai == 1 && i % 3 != 0 {
-                *s += 2;
-            }
-            e.handle_packet(t0, &pkt(layer, *s, 0, 2, t0));
-            let t1 = t0 + gap;
-            e.handle_packet(t1, &pkt(layer, *s + 1, 1, 2, t1));
-            *s += 2;
-        }
-        e.handle_timeout(Time::from_millis(1000 * (rai + 1)));
-        held.push(e.layers());
-    }
-    held
+    pairs_per_rai(cfg, 20, |rai, i| {
+        (1_000_000.0, if rai == 1 && i % 3 != 0 { 2 } else { 0 })
+    })
 }
 
 /// E17: a clean start climbs to the target in one step in both; after a lossy RAI the
