@@ -112,7 +112,8 @@ const HELP: &str = "layercast-player: receive a layered multicast session
                          of waiting up to one announcement interval; later SAMs replace it
   --controller NAME      receiver-driven controller (lcc, era, era-thesis, plm, ..., tfmcc)
                          [default: lcc, docs/protocols/lcc.md; era is the thesis' ERA without
-                         single-pair decisions, docs/protocols/era.md E13];
+                         single-pair decisions and with a doubling climb after loss,
+                         docs/protocols/era.md E13-E17];
                          tfrc: receive a unicast TFRC flow instead (--controller tfrc --help)
   --tfmcc-feedback A:P   TFMCC: send reports here [default: SAM sender, its feedback port]
   --fixed-layers N       no controller: hold layers 0..N-1 (measurement mode)

@@ -97,7 +97,7 @@ pub const LIVE_CONTROLLERS: &[ControllerSpec] = &[
         protocol: "era",
         layout: SenderLayout::ConstantLayers,
         about:
-            "ERA with the live configuration (no decision on one stretched pair sample, era.md E13)",
+            "ERA with the live configuration (no decision on one stretched pair sample, a doubling climb after loss: era.md E13-E17)",
         build: era_live,
     },
     ControllerSpec {
