@@ -180,8 +180,9 @@ pub struct SourceStats {
     /// their capture time: source-side latency every viewer sees (a loop seek issued late,
     /// a decoder that fell behind).
     pub late: AtomicU64,
-    /// Pictures missing between two handed to the encoder (capture times more than one frame
-    /// period apart): dropped before the encoder saw them. One per loop of a file whose
+    /// Pictures missing between two handed to the encoder from one pipeline run (capture
+    /// times more than one frame period apart): dropped before the encoder saw them (a
+    /// rebuild's gap is in `stalls`, `eos` or `errors`). One per loop of a file whose
     /// container ends a frame short (see [`MediaSource::pull`]); more is a hole every viewer
     /// sees as a freeze.
     pub skipped: AtomicU64,
@@ -326,6 +327,8 @@ impl MediaSource {
                     }
                 }
                 self.last_picture = Instant::now();
+                // A rebuilt pipeline's gap is a stall or a restart, counted as such.
+                self.last_capture_ns = None;
             }
             // The bus first, every time: a file's `SEGMENT_DONE` is posted when the demuxer
             // reaches the end, while the decoder's queue still holds pictures, and the loop

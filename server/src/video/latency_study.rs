@@ -173,12 +173,13 @@ fn simulate(
         .collect();
     // S_PEAKFLOOR=kbit/s: a layer bursts at its peak multiple or at least this absolute rate.
     let floor = env("S_PEAKFLOOR", 0.0);
+    let peak2 = env("S_PEAK2", peak);
     let gap: Vec<Duration> = iv
         .iter()
         .enumerate()
         .map(|(k, i)| {
             // S_PEAK2=P: the top spatial layer's cells burst at P instead.
-            let g = i.div_f64(if k >= 6 { env("S_PEAK2", peak) } else { peak });
+            let g = i.div_f64(if k >= 6 { peak2 } else { peak });
             if floor > 0.0 {
                 g.min(Duration::from_secs_f64(
                     8.0 * packet_size as f64 * bunch as f64 / (floor * 1e3),
@@ -549,6 +550,8 @@ fn clip_study() {
     let bunch = 2u8;
     let mut rates = Vec::new();
     let mut credit = Vec::new();
+    // S_KEYCREDIT=ms: the credit of the TL0 layers, not capped at a frame period.
+    let kc = env("S_KEYCREDIT", 0.0);
     for s in 0..3 {
         for t in 0..3 {
             let fps_t = crate::config::temporal_fps(fps, 3, t);
@@ -560,8 +563,6 @@ fn clip_study() {
                 bunch,
                 h,
             ));
-            // S_KEYCREDIT=ms: the credit of the TL0 layers, not capped at a frame period.
-            let kc = env("S_KEYCREDIT", 0.0);
             credit.push(if t == 0 && kc > 0.0 {
                 Duration::from_secs_f64(kc / 1e3)
             } else {

@@ -137,10 +137,7 @@ pub fn check_decision_log(
                     .find(|(k, _)| *k == "climb_cap")
                     .map_or(-1.0, |&(_, v)| v);
                 let capped = cap >= 0.0 && cap < target;
-                if capped
-                    && (n <= d.from_layers as usize
-                        || rate(n) > cap.max(rate(d.from_layers as usize + 1)))
-                {
+                if capped && (n <= d.from_layers as usize || rate(n) > cap + tol_frac * own(n)) {
                     return Err(format!("climb past its cap {cap}: {d:?}"));
                 }
                 let reach = if capped { cap } else { target };

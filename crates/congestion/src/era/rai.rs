@@ -191,10 +191,7 @@ impl Era {
             return (to, -1.0);
         }
         let limit = (self.rate_of(from) * ratio).max(self.rate_of(from + 1));
-        let mut k = to;
-        while k > from + 1 && self.rate_of(k) > limit {
-            k -= 1;
-        }
-        (k, limit)
+        let k = choose_layers(&self.cum, from, limit, self.cfg.tolerance, false);
+        (k.clamp(from + 1, to), limit)
     }
 }
