@@ -110,10 +110,11 @@ const HELP: &str = "layercast-player: receive a layered multicast session
   --session-info FILE    start from this session description (the JSON the server serves at
                          /api/sessions/ID/announcement): join the base layer at once instead
                          of waiting up to one announcement interval; later SAMs replace it
-  --controller NAME      receiver-driven controller (lcc, era, era-thesis, plm, ..., tfmcc)
-                         [default: lcc, docs/protocols/lcc.md; era is the thesis' ERA without
-                         single-pair decisions and with a doubling climb after loss,
-                         docs/protocols/era.md E13-E17];
+  --controller NAME      receiver-driven controller (lcc, era, era-thesis, plm, plm-paper,
+                         ..., tfmcc) [default: lcc, docs/protocols/lcc.md; era is the thesis'
+                         ERA without single-pair decisions and with a doubling climb after
+                         loss, docs/protocols/era.md E13-E17; plm is the paper's PLM with a
+                         doubling climb after a drop, docs/protocols/plm.md section 10];
                          tfrc: receive a unicast TFRC flow instead (--controller tfrc --help)
   --tfmcc-feedback A:P   TFMCC: send reports here [default: SAM sender, its feedback port]
   --fixed-layers N       no controller: hold layers 0..N-1 (measurement mode)

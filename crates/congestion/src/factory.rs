@@ -74,6 +74,9 @@ fn lcc() -> Box<dyn LayeredController> {
 fn plm_paper() -> Box<dyn LayeredController> {
     Box::new(Plm::default())
 }
+fn plm_live() -> Box<dyn LayeredController> {
+    Box::new(Plm::new(PlmConfig::live()))
+}
 fn plm_confirm() -> Box<dyn LayeredController> {
     Box::new(Plm::new(PlmConfig::confirming()))
 }
@@ -116,6 +119,13 @@ pub const LIVE_CONTROLLERS: &[ControllerSpec] = &[
     },
     ControllerSpec {
         name: "plm",
+        protocol: "plm",
+        layout: SenderLayout::ConstantLayers,
+        about: "PLM with the live configuration (after a drop, a climb at most doubles the rate per check: plm.md section 10)",
+        build: plm_live,
+    },
+    ControllerSpec {
+        name: "plm-paper",
         protocol: "plm",
         layout: SenderLayout::ConstantLayers,
         about: "PLM as published (needs fair queuing at the bottleneck)",

@@ -65,6 +65,22 @@ pub struct PlmConfig {
     /// changes/min, band <= 2). A real fall of the share reads low in every following pair,
     /// so the cost is this much more reaction time (E4's CBR start -> 4 layers: band 1.7 s).
     pub confirm_drop: Option<Duration>,
+    /// After a drop, an add reaches at most this multiple of the rate held, and at least one
+    /// layer (ours; `None` = the paper's add to the highest layer below the estimate, what
+    /// the simulator runs; [`PlmConfig::live`] 2), for [`PlmConfig::climb_memory`] after the
+    /// drop. Why: behind a drop-tail FIFO the pairs read the link's capacity whenever the
+    /// competing flow leaves a gap, not the share it leaves; after each drop the next check
+    /// added every layer at once into the queue a TCP flow keeps full (quality suite behind 4
+    /// Mbit/s with one CUBIC download: 5 -> 9 layers, 1.1 -> 3.3 Mbit/s, and 28-74 packets
+    /// lost in the next second, base layer included). Climbing a doubling at a time meets the
+    /// queue with a smaller overshoot, the rule ERA's E17 applies (`docs/protocols/plm.md`
+    /// §10). Under fair queueing the pairs read the share and the cap only makes a climb
+    /// after a drop take a check or two more.
+    pub climb_after_drop: Option<f64>,
+    /// How long after a drop [`PlmConfig::climb_after_drop`] caps adds (8 s: the testbed's
+    /// drops behind a CUBIC flow come 1-10 s apart, so a shorter memory left most of the
+    /// jumps uncapped).
+    pub climb_memory: Duration,
     /// Blind period after a loss-triggered drop (500 ms).
     pub blind: Duration,
     /// Packets received in a loss cycle before its rate is evaluated (ns-2: 10).
@@ -100,6 +116,8 @@ impl Default for PlmConfig {
             no_add_while_lossy: true,
             sliding_check: false,
             confirm_drop: None,
+            climb_after_drop: None,
+            climb_memory: Duration::from_secs(8),
             blind: Duration::from_millis(500),
             loss_min_pkts: 10,
             loss_cycle_max: Duration::from_secs(5),
@@ -115,6 +133,16 @@ impl Default for PlmConfig {
 }
 
 impl PlmConfig {
+    /// The player's `plm`: the paper's rules plus [`PlmConfig::climb_after_drop`] = 2, for
+    /// the drop-tail links the paper's fair-queueing assumption does not hold on (the
+    /// paper's rules alone are `plm-paper`).
+    pub fn live() -> PlmConfig {
+        PlmConfig {
+            climb_after_drop: Some(2.0),
+            ..PlmConfig::default()
+        }
+    }
+
     /// The defaults plus [`PlmConfig::confirm_drop`] = 200 ms (a pair stretched by a
     /// descheduled vCPU does not drop layers). Opt-in (`layercast-player --controller
     /// plm-confirm`): on the testbed it cut the stall drops but not all of them (plm/E2), and

@@ -73,6 +73,8 @@ pub struct Plm {
     /// at least C after that (right after an add, a low sample is the add overshooting, not a
     /// stall; after a drop the lower level needs no such grace).
     level_since: Time,
+    /// When layers were last dropped, for [`PlmConfig::climb_after_drop`].
+    last_drop: Option<Time>,
     seq: Vec<SeqTracker>,
     bunch: BunchSampler,
     cycle: Option<LossCycle>,
@@ -118,6 +120,7 @@ impl Plm {
             set_aside: 0,
             last_set_aside: None,
             level_since: Time::ZERO,
+            last_drop: None,
             seq: Vec::new(),
             bunch: BunchSampler::new(),
             cycle: None,
@@ -177,6 +180,9 @@ impl Plm {
     ) {
         if self.n > from {
             self.level_since = at;
+        }
+        if self.n < from {
+            self.last_drop = Some(at);
         }
         if self.decisions.len() >= self.cfg.max_pending_decisions {
             self.decisions.pop_front();

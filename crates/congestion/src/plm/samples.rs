@@ -169,8 +169,12 @@ impl Plm {
         if !lossy {
             self.cycle = None; // the fresh estimate is trusted over loss history (ns-2)
         }
+        let cap = self.climb_cap(t);
         if bhat >= bn && !lossy {
-            while self.n < self.cum.len() && self.below(self.b(self.n + 1), bhat) {
+            while self.n < self.cum.len()
+                && self.below(self.b(self.n + 1), bhat)
+                && (self.n == from || cap.is_none_or(|c| self.b(self.n + 1) <= c))
+            {
                 self.join_next();
             }
         }
@@ -183,20 +187,29 @@ impl Plm {
             self.sliding = self.cfg.sliding_check && !lossy;
         }
         let b_after = self.b(self.n);
-        self.log(
-            t,
-            from,
-            "pp-add",
-            vec![
-                ("bhat_e", bhat),
-                ("pp_count", count as f64),
-                ("b_before", bn),
-                ("b_after", b_after),
-                ("lossy", if lossy { 1.0 } else { 0.0 }),
-                ("first_pp_age_s", t.saturating_since(first_pp).as_secs_f64()),
-                ("sliding", if sliding { 1.0 } else { 0.0 }),
-            ],
-        );
+        let mut inputs = vec![
+            ("bhat_e", bhat),
+            ("pp_count", count as f64),
+            ("b_before", bn),
+            ("b_after", b_after),
+            ("lossy", if lossy { 1.0 } else { 0.0 }),
+            ("first_pp_age_s", t.saturating_since(first_pp).as_secs_f64()),
+            ("sliding", if sliding { 1.0 } else { 0.0 }),
+        ];
+        if self.cfg.climb_after_drop.is_some() {
+            inputs.push(("climb_cap", cap.unwrap_or(-1.0)));
+        }
+        self.log(t, from, "pp-add", inputs);
+    }
+
+    /// [`super::PlmConfig::climb_after_drop`]: the highest cumulative rate an add at `t` may
+    /// reach (one layer more is always allowed), or `None` when not capped.
+    fn climb_cap(&self, t: Time) -> Option<f64> {
+        let ratio = self.cfg.climb_after_drop?;
+        let recent = self
+            .last_drop
+            .is_some_and(|d| t.saturating_since(d) < self.cfg.climb_memory);
+        (recent && self.n >= 1).then(|| self.b(self.n) * ratio)
     }
 
     /// When a held low sample is believed without confirmation (`confirm_drop`).

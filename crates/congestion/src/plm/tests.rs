@@ -737,3 +737,42 @@ fn start_timeout_and_exit_option() {
     assert_eq!(drain(&mut p), vec![Action::Leave(0), Action::Exit]);
     assert_eq!(p.poll_timeout(), None);
 }
+
+/// `climb_after_drop`: 30 layers of 10 kbit/s, pairs at 95 kbit/s (9 layers), one pair at
+/// 35 kbit/s (a drop to 3), then 95 kbit/s again. The paper re-adds all six layers at the
+/// next check; the live rule doubles per check (3 -> 6 -> 9), and a climb long after the
+/// drop is not capped.
+#[test]
+fn the_live_climb_after_a_drop_at_most_doubles_per_check() {
+    let levels = |cfg: PlmConfig, lull_s: u64| {
+        let (mut p, mut s) = steady(cfg, 40, 95_000.0);
+        assert_eq!(p.layers(), 9);
+        let t0 = 100 + 32 * 40;
+        pair(&mut p, 0, &mut s, Time::from_millis(t0), 35_000.0);
+        assert_eq!(p.layers(), 3);
+        let mut seen = vec![p.layers()];
+        // A lull of `lull_s` with samples at the low share, then the share back.
+        let lull = lull_s * 1000;
+        for i in 1..(lull + 6000) / 100 {
+            let rate = if i * 100 < lull { 35_000.0 } else { 95_000.0 };
+            pair(&mut p, 0, &mut s, Time::from_millis(t0 + 100 * i), rate);
+            if seen.last() != Some(&p.layers()) {
+                seen.push(p.layers());
+            }
+        }
+        let d: Vec<Decision> = std::iter::from_fn(|| p.poll_decision()).collect();
+        (seen, d)
+    };
+    assert_eq!(levels(PlmConfig::default(), 0).0, vec![3, 9]);
+    let (live, d) = levels(PlmConfig::live(), 0);
+    assert_eq!(live, vec![3, 6, 9]);
+    let caps: Vec<f64> = d
+        .iter()
+        .filter(|d| d.reason == "pp-add" && d.to_layers > d.from_layers)
+        .map(|d| d.inputs.iter().find(|x| x.0 == "climb_cap").unwrap().1)
+        .collect();
+    // The start (1 -> 9) was not capped: no drop had happened.
+    assert_eq!(caps, vec![-1.0, 60_000.0, 120_000.0]);
+    // The share comes back 10 s after the drop: past `climb_memory`, one step.
+    assert_eq!(levels(PlmConfig::live(), 10).0, vec![3, 9]);
+}
