@@ -189,6 +189,7 @@ pub(crate) fn svc_config(v: &ResolvedVideo) -> SvcConfig {
     // and 2-s keys one came between every two keys, so the large frames came every ~1.07 s.
     // Upper layers re-sync at every key picture and on a joining player's request.
     c.spatial_sync_interval = 0;
+    c.key_mid_min_q = v.key_mid_min_q;
     c
 }
 
@@ -763,6 +764,7 @@ mod stamp_tests {
             pacer_credit: Duration::from_millis(120),
             max_discardable_wait: None,
             max_middle_wait: None,
+            key_mid_min_q: 0,
         };
         let b = burst_for_video(&v).unwrap();
         assert_eq!(b.peak, 8.0);

@@ -17,6 +17,8 @@ struct Pic {
 fn trace(v: &ResolvedVideo, packet_size: u16, secs: u32, intra: u32) -> Vec<Pic> {
     let mut conf = svc_config(v);
     conf.max_intra_pct = intra;
+    // S_KEYQ=q: the quantizer floor of the middle layers' frames of key pictures and re-syncs.
+    conf.key_mid_min_q = env("S_KEYQ", conf.key_mid_min_q as f64) as u32;
     // S_BUF=initial:optimal:size (ms): the encoder's rate-control buffer.
     if let Ok(b) = std::env::var("S_BUF") {
         let v: Vec<u32> = b.split(':').map(|x| x.parse().unwrap()).collect();
@@ -396,6 +398,7 @@ fn latency_study() {
         pacer_credit: Duration::from_millis(120),
         max_discardable_wait: None,
         max_middle_wait: None,
+        key_mid_min_q: 0,
     };
     let intras: Vec<u32> = std::env::var("S_INTRA")
         .unwrap_or_else(|_| "300".into())
@@ -545,6 +548,7 @@ fn clip_study() {
         ) as u64),
         max_discardable_wait: None,
         max_middle_wait: None,
+        key_mid_min_q: 0,
     };
     let pics = trace(&v, m, secs, env("S_INTRA", 150.0) as u32);
     let bunch = 2u8;

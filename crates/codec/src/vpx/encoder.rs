@@ -64,6 +64,17 @@ pub struct SvcConfig {
     /// frame periods of its layer in the sender queue. It caps the base layer's key frame
     /// only (the upper layers' frames of a key picture are inter-layer predicted). Default 150.
     pub max_intra_pct: u32,
+    /// Lowest quantizer (0..=63) of the frames of the spatial layers between the base and the
+    /// top in a key picture or a spatial re-sync (0 = the layer's `min_q`, libvpx's choice).
+    /// Why: those frames are predicted from the layer below alone, so at the layer's usual
+    /// quantizer they come out at 1.3-2 times its TL0 slots, wait in its sender queue (the
+    /// pacer holds each layer at its announced rate) and hold every picture behind them; no
+    /// layer below stands in for a late frame of these layers, so their worst lateness is the
+    /// player's buffer. The top layer is left alone: the layer below stands in for its late
+    /// frames, and flooring it moved the cost into the frames after the key picture (trace
+    /// study, docs/codec.md "Key pictures of the middle layers"). Default 0: at 40 the
+    /// player's buffer shrinks, but more pictures come from the layer below (same page).
+    pub key_mid_min_q: u32,
     /// Frame dropping (`rc_dropframe_thresh` and `VP9E_SET_SVC_FRAME_DROP_LAYER`): a layer
     /// frame is dropped when its spatial layer's rate-control buffer is below this percentage
     /// of the optimal level, so an overshoot is paid back at once instead of over the buffer.
@@ -117,6 +128,7 @@ impl SvcConfig {
             rc_buf_optimal_ms: 300,
             rc_buf_ms: 500,
             max_intra_pct: 150,
+            key_mid_min_q: 0,
             drop_thresh: 30,
             drop_mode: DropMode::Layer,
             max_consec_drop: 4,
@@ -188,6 +200,9 @@ impl SvcConfig {
         }
         if self.max_intra_pct > 10_000 {
             return bad("max_intra_pct above 10000");
+        }
+        if self.key_mid_min_q > self.max_q {
+            return bad("need key_mid_min_q <= max_q");
         }
         Ok(())
     }
@@ -267,6 +282,10 @@ pub struct SvcEncoder {
     frames_since_key: u32,
     force_key: bool,
     pending_sync: u8,
+    /// libvpx's temporal layering mode (`VP9E_TEMPORAL_LAYERING_MODE_*`).
+    layering_mode: c_int,
+    /// Spatial layers whose TL0 quantizer floor is raised now ([`SvcConfig::key_mid_min_q`]).
+    floored: u8,
     /// Per (spatial, temporal) layer: picture number and reference buffer of the latest frame
     /// that refreshed one.
     latest_slot: [[Option<(u64, u8)>; 3]; 3],
@@ -369,6 +388,8 @@ impl SvcEncoder {
                 frames_since_key: 0,
                 force_key: false,
                 pending_sync: 0,
+                layering_mode: mode,
+                floored: 0,
                 latest_slot: [[None; 3]; 3],
                 tracker: None,
             };
@@ -402,31 +423,8 @@ impl SvcEncoder {
     }
 
     unsafe fn configure_svc(&mut self, mode: c_int) -> Result<()> {
-        let ns = self.conf.spatial_layers;
-        let nt = self.conf.temporal_layers;
         self.control_int(sys::vp8e_enc_control_id_VP9E_SET_SVC, 1, "SET_SVC")?;
-        let mut p: sys::vpx_svc_extra_cfg_t = Default::default();
-        let scales = self.conf.effective_scales();
-        for s in 0..ns {
-            p.scaling_factor_num[s] = scales[s].0 as c_int;
-            p.scaling_factor_den[s] = scales[s].1 as c_int;
-            p.speed_per_layer[s] = self.conf.layer_speed(s);
-            p.loopfilter_ctrl[s] = 0;
-        }
-        // Per (spatial x temporal) layer: leaving any at zero codes that layer near-lossless.
-        for i in 0..ns * nt {
-            p.max_quantizers[i] = self.conf.max_q as c_int;
-            p.min_quantizers[i] = self.conf.min_q as c_int;
-        }
-        p.temporal_layering_mode = mode;
-        let r = sys::vpx_codec_control_(
-            &mut *self.ctx,
-            sys::vp8e_enc_control_id_VP9E_SET_SVC_PARAMETERS as c_int,
-            &mut p as *mut sys::vpx_svc_extra_cfg_t,
-        );
-        if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
-            return Err(vpx_error(&mut *self.ctx, "SET_SVC_PARAMETERS"));
-        }
+        self.set_svc_parameters(mode, 0)?;
         // Full inter-layer prediction (mode 0): cumulative subscription always has the lower
         // layer of the same picture, so this is the most efficient choice.
         self.control_int(
@@ -435,7 +433,7 @@ impl SvcEncoder {
             "INTER_LAYER_PRED",
         )?;
         let mut fd: sys::vpx_svc_frame_drop_t = Default::default();
-        for s in 0..ns {
+        for s in 0..self.conf.spatial_layers {
             fd.framedrop_thresh[s] = self.conf.drop_thresh as c_int;
         }
         fd.framedrop_mode = match self.conf.drop_mode {
@@ -450,6 +448,41 @@ impl SvcEncoder {
         );
         if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
             return Err(vpx_error(&mut *self.ctx, "SVC_FRAME_DROP_LAYER"));
+        }
+        Ok(())
+    }
+
+    /// libvpx's per-layer parameters; the TL0 cells of the spatial layers in `floor_mask`
+    /// get [`SvcConfig::key_mid_min_q`] as their lowest quantizer. libvpx reads a layer's
+    /// quantizer bounds from these at the start of each of its frames, so setting them around
+    /// one picture bounds that picture only.
+    unsafe fn set_svc_parameters(&mut self, mode: c_int, floor_mask: u8) -> Result<()> {
+        let ns = self.conf.spatial_layers;
+        let nt = self.conf.temporal_layers;
+        let mut p: sys::vpx_svc_extra_cfg_t = Default::default();
+        let scales = self.conf.effective_scales();
+        for s in 0..ns {
+            p.scaling_factor_num[s] = scales[s].0 as c_int;
+            p.scaling_factor_den[s] = scales[s].1 as c_int;
+            p.speed_per_layer[s] = self.conf.layer_speed(s);
+            p.loopfilter_ctrl[s] = 0;
+        }
+        // Per (spatial x temporal) layer: leaving any at zero codes that layer near-lossless.
+        for i in 0..ns * nt {
+            p.max_quantizers[i] = self.conf.max_q as c_int;
+            p.min_quantizers[i] = self.conf.min_q as c_int;
+        }
+        for s in (1..ns).filter(|s| floor_mask >> s & 1 == 1) {
+            p.min_quantizers[s * nt] = self.conf.min_q.max(self.conf.key_mid_min_q) as c_int;
+        }
+        p.temporal_layering_mode = mode;
+        let r = sys::vpx_codec_control_(
+            &mut *self.ctx,
+            sys::vp8e_enc_control_id_VP9E_SET_SVC_PARAMETERS as c_int,
+            &mut p as *mut sys::vpx_svc_extra_cfg_t,
+        );
+        if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
+            return Err(vpx_error(&mut *self.ctx, "SET_SVC_PARAMETERS"));
         }
         Ok(())
     }
@@ -600,7 +633,19 @@ impl SvcEncoder {
             self.force_key = true;
         }
         let key_flag = self.force_key && tl0_next;
+        // The middle layers' frames predicted from the layer below alone get the quantizer
+        // floor; every other picture the layers' own bounds.
+        let mid = ((1u8 << ns) - 1) & !1 & !(1 << (ns - 1));
+        let floor_mask = if self.conf.key_mid_min_q > self.conf.min_q {
+            mid & if key_flag { 0xff } else { sync_mask }
+        } else {
+            0
+        };
         unsafe {
+            if floor_mask != self.floored && !self.plain() {
+                self.set_svc_parameters(self.layering_mode, floor_mask)?;
+                self.floored = floor_mask;
+            }
             if sync_mask != 0 {
                 let mut sc: sys::vpx_svc_spatial_layer_sync_t = Default::default();
                 for s in 1..ns {
