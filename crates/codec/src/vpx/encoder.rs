@@ -406,6 +406,15 @@ impl SvcEncoder {
         }
     }
 
+    /// A control whose argument is a libvpx struct (`id`'s own type, which the caller names).
+    unsafe fn control_ptr<T>(&mut self, id: u32, v: &mut T, name: &'static str) -> Result<()> {
+        let r = sys::vpx_codec_control_(&mut *self.ctx, id as c_int, v as *mut T);
+        if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
+            return Err(vpx_error(&mut *self.ctx, name));
+        }
+        Ok(())
+    }
+
     unsafe fn control_int(&mut self, id: u32, v: c_int, name: &'static str) -> Result<()> {
         let r = sys::vpx_codec_control_(&mut *self.ctx, id as c_int, v);
         if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
@@ -441,14 +450,11 @@ impl SvcEncoder {
             DropMode::Layer => sys::SVC_LAYER_DROP_MODE_LAYER_DROP,
         };
         fd.max_consec_drop = self.conf.max_consec_drop as c_int;
-        let r = sys::vpx_codec_control_(
-            &mut *self.ctx,
-            sys::vp8e_enc_control_id_VP9E_SET_SVC_FRAME_DROP_LAYER as c_int,
-            &mut fd as *mut sys::vpx_svc_frame_drop_t,
-        );
-        if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
-            return Err(vpx_error(&mut *self.ctx, "SVC_FRAME_DROP_LAYER"));
-        }
+        self.control_ptr(
+            sys::vp8e_enc_control_id_VP9E_SET_SVC_FRAME_DROP_LAYER,
+            &mut fd,
+            "SVC_FRAME_DROP_LAYER",
+        )?;
         Ok(())
     }
 
@@ -476,14 +482,11 @@ impl SvcEncoder {
             p.min_quantizers[s * nt] = self.conf.min_q.max(self.conf.key_mid_min_q) as c_int;
         }
         p.temporal_layering_mode = mode;
-        let r = sys::vpx_codec_control_(
-            &mut *self.ctx,
-            sys::vp8e_enc_control_id_VP9E_SET_SVC_PARAMETERS as c_int,
-            &mut p as *mut sys::vpx_svc_extra_cfg_t,
-        );
-        if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
-            return Err(vpx_error(&mut *self.ctx, "SET_SVC_PARAMETERS"));
-        }
+        self.control_ptr(
+            sys::vp8e_enc_control_id_VP9E_SET_SVC_PARAMETERS,
+            &mut p,
+            "SET_SVC_PARAMETERS",
+        )?;
         Ok(())
     }
 
@@ -651,14 +654,11 @@ impl SvcEncoder {
                 for s in 1..ns {
                     sc.spatial_layer_sync[s] = ((sync_mask >> s) & 1) as c_int;
                 }
-                let r = sys::vpx_codec_control_(
-                    &mut *self.ctx,
-                    sys::vp8e_enc_control_id_VP9E_SET_SVC_SPATIAL_LAYER_SYNC as c_int,
-                    &mut sc as *mut sys::vpx_svc_spatial_layer_sync_t,
-                );
-                if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
-                    return Err(vpx_error(&mut *self.ctx, "SPATIAL_LAYER_SYNC"));
-                }
+                self.control_ptr(
+                    sys::vp8e_enc_control_id_VP9E_SET_SVC_SPATIAL_LAYER_SYNC,
+                    &mut sc,
+                    "SPATIAL_LAYER_SYNC",
+                )?;
             }
             let mut img: sys::vpx_image_t = Default::default();
             let p = sys::vpx_img_wrap(
@@ -699,14 +699,11 @@ impl SvcEncoder {
                 return Err(vpx_error(&mut *self.ctx, "vpx_codec_encode"));
             }
             let mut lid: sys::vpx_svc_layer_id_t = Default::default();
-            let r = sys::vpx_codec_control_(
-                &mut *self.ctx,
-                sys::vp8e_enc_control_id_VP9E_GET_SVC_LAYER_ID as c_int,
-                &mut lid as *mut sys::vpx_svc_layer_id_t,
-            );
-            if r != sys::vpx_codec_err_t_VPX_CODEC_OK {
-                return Err(vpx_error(&mut *self.ctx, "GET_SVC_LAYER_ID"));
-            }
+            self.control_ptr(
+                sys::vp8e_enc_control_id_VP9E_GET_SVC_LAYER_ID,
+                &mut lid,
+                "GET_SVC_LAYER_ID",
+            )?;
             // Which buffers each encoded layer refreshed (for drop fillers).
             let mut rc: sys::vpx_svc_ref_frame_config_t = Default::default();
             let have_rc = sys::vpx_codec_control_(
