@@ -282,8 +282,6 @@ pub struct SvcEncoder {
     frames_since_key: u32,
     force_key: bool,
     pending_sync: u8,
-    /// libvpx's temporal layering mode (`VP9E_TEMPORAL_LAYERING_MODE_*`).
-    layering_mode: c_int,
     /// Spatial layers whose TL0 quantizer floor is raised now ([`SvcConfig::key_mid_min_q`]).
     floored: u8,
     /// Per (spatial, temporal) layer: picture number and reference buffer of the latest frame
@@ -388,7 +386,6 @@ impl SvcEncoder {
                 frames_since_key: 0,
                 force_key: false,
                 pending_sync: 0,
-                layering_mode: mode,
                 floored: 0,
                 latest_slot: [[None; 3]; 3],
                 tracker: None,
@@ -401,7 +398,7 @@ impl SvcEncoder {
                 let window_s = window as f64 * enc.conf.fps_den as f64 / enc.conf.fps_num as f64;
                 enc.tracker = Some(CellRateTracker::new(ns, nt, window, window_s));
             }
-            enc.configure_controls(mode)?;
+            enc.configure_controls()?;
             Ok(enc)
         }
     }
@@ -431,9 +428,9 @@ impl SvcEncoder {
             && self.conf.effective_scales() == [(1, 1)]
     }
 
-    unsafe fn configure_svc(&mut self, mode: c_int) -> Result<()> {
+    unsafe fn configure_svc(&mut self) -> Result<()> {
         self.control_int(sys::vp8e_enc_control_id_VP9E_SET_SVC, 1, "SET_SVC")?;
-        self.set_svc_parameters(mode, 0)?;
+        self.set_svc_parameters(0)?;
         // Full inter-layer prediction (mode 0): cumulative subscription always has the lower
         // layer of the same picture, so this is the most efficient choice.
         self.control_int(
@@ -462,7 +459,7 @@ impl SvcEncoder {
     /// get [`SvcConfig::key_mid_min_q`] as their lowest quantizer. libvpx reads a layer's
     /// quantizer bounds from these at the start of each of its frames, so setting them around
     /// one picture bounds that picture only.
-    unsafe fn set_svc_parameters(&mut self, mode: c_int, floor_mask: u8) -> Result<()> {
+    unsafe fn set_svc_parameters(&mut self, floor_mask: u8) -> Result<()> {
         let ns = self.conf.spatial_layers;
         let nt = self.conf.temporal_layers;
         let mut p: sys::vpx_svc_extra_cfg_t = Default::default();
@@ -481,7 +478,7 @@ impl SvcEncoder {
         for s in (1..ns).filter(|s| floor_mask >> s & 1 == 1) {
             p.min_quantizers[s * nt] = self.conf.min_q.max(self.conf.key_mid_min_q) as c_int;
         }
-        p.temporal_layering_mode = mode;
+        p.temporal_layering_mode = self.cfg.temporal_layering_mode;
         self.control_ptr(
             sys::vp8e_enc_control_id_VP9E_SET_SVC_PARAMETERS,
             &mut p,
@@ -490,7 +487,7 @@ impl SvcEncoder {
         Ok(())
     }
 
-    unsafe fn configure_controls(&mut self, mode: c_int) -> Result<()> {
+    unsafe fn configure_controls(&mut self) -> Result<()> {
         self.control_int(
             sys::vp8e_enc_control_id_VP8E_SET_CPUUSED,
             self.conf.speed,
@@ -500,7 +497,7 @@ impl SvcEncoder {
             // One layer, no SVC: libvpx's SVC rate control ignored the target of a one-layer
             // SVC encode (measured: the same ~50 kbit/s for 100 and 400 kbit/s targets).
         } else {
-            self.configure_svc(mode)?;
+            self.configure_svc()?;
         }
         self.control_int(sys::vp8e_enc_control_id_VP9E_SET_AQ_MODE, 3, "AQ_MODE")?;
         self.control_int(
@@ -645,8 +642,8 @@ impl SvcEncoder {
             0
         };
         unsafe {
-            if floor_mask != self.floored && !self.plain() {
-                self.set_svc_parameters(self.layering_mode, floor_mask)?;
+            if floor_mask != self.floored {
+                self.set_svc_parameters(floor_mask)?;
                 self.floored = floor_mask;
             }
             if sync_mask != 0 {
