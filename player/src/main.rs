@@ -77,6 +77,9 @@ pub struct Args {
     /// With the lower path: the quantile of the top path's lateness the video's playout
     /// buffer absorbs (`--playout-top-quantile`, `playout::PlayoutClock::top_decoded`).
     pub playout_top_quantile: f64,
+    /// How long a newly joined upper spatial layer is held before the server is asked to
+    /// re-sync it (`--resync-delay-ms`; `video::RESYNC_DELAY_MS`).
+    pub resync_delay_ms: u64,
     /// TFMCC: where reports go instead of the announced sender (`crate::tfmcc`).
     pub tfmcc_feedback: Option<SocketAddrV4>,
     /// With `--out`: frames.csv only, no y4m pictures.
@@ -146,6 +149,9 @@ const HELP: &str = "layercast-player: receive a layered multicast session
                          video, two decoders: the buffer also absorbs this quantile of the
                          top layer's lateness, about the share of pictures shown at the top
                          layer when its frames come late, 0..=1 [default: 0.85]
+  --resync-delay-ms MS   video: hold a newly joined upper spatial layer this long before
+                         asking the server to re-sync it, unless a switch point came first
+                         (a re-sync costs every viewer of that layer) [default: 1500]
   --token TOKEN          bearer token for the server's API [default: $LAYERCAST_TOKEN]
   --insecure             allow --token over plain http:// to a non-loopback server
   --tls-fingerprint FP   https: accept only the server certificate with this SHA-256
@@ -187,6 +193,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         playout_max_jitter_ms: crate::playout::MAX_JITTER_NS / 1_000_000,
         playout_window_ms: crate::playout::WINDOW_NS / 1_000_000,
         playout_top_quantile: crate::playout::TOP_QUANTILE,
+        resync_delay_ms: crate::video::RESYNC_DELAY_MS,
         tfmcc_feedback: None,
         no_pictures: false,
         no_retransmission: false,
@@ -304,6 +311,13 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
                     return Err(Error::arg(&key, "must be within 0..=1"));
                 }
                 a.playout_top_quantile = q
+            }
+            "resync-delay-ms" => {
+                let ms: u64 = val.parse().map_err(|e| bad(&e))?;
+                if ms > 60_000 {
+                    return Err(Error::arg(&key, "must be at most 60000"));
+                }
+                a.resync_delay_ms = ms
             }
             "tfmcc-feedback" => a.tfmcc_feedback = Some(val.parse().map_err(|e| bad(&e))?),
             "token" => a.client.token = Some(val.clone()).filter(|t| !t.is_empty()),

@@ -95,6 +95,18 @@ impl PlayoutClock {
         forget(&mut self.top, self.window_ns, now_ns, 0);
     }
 
+    /// A lower path starts standing in for late top pictures: the lateness taken in so far
+    /// was the top path's, when every picture had to be on time, so it moves to the top
+    /// path's history and is held at `top_quantile` from now on. Kept where it was, the top
+    /// frames that come late around a join (the new layers' switch points, a key picture
+    /// and the re-syncs other viewers asked for, before the lower path has a picture) held
+    /// the whole buffer at their lateness for the window's 8 s.
+    pub fn lower_path_starts(&mut self) {
+        let mut all: Vec<(u64, i64)> = self.top.drain(..).chain(self.lateness.drain(..)).collect();
+        all.sort_by_key(|x| x.0);
+        self.top = all.into();
+    }
+
     /// The current buffer (offset above the fastest recent picture), ns: what the jitter
     /// costs in latency now.
     pub fn jitter_ns(&self) -> u64 {
@@ -276,6 +288,43 @@ mod tests {
         c.due(3000, 5 * MS + 33_333_333);
         assert_eq!(c.slot(3000), Some(5 * MS + 33_333_333));
         assert_eq!(c.jitter_ns(), 0);
+    }
+
+    /// Before a lower path stands in, every picture's lateness is held whole (two pictures
+    /// 300 ms late around a join); once it stands in, that history is the top path's and is
+    /// held at its quantile: the buffer drains to the lower path's 10 ms within a few seconds
+    /// instead of holding 300 ms for the whole 8-s window.
+    #[test]
+    fn the_history_before_the_lower_path_is_the_top_paths() {
+        let buffer_after = |starts: bool| {
+            let mut c = PlayoutClock::new(0, 1_000 * MS, 1.0, 8_000 * MS);
+            let t0 = 1_000 * MS;
+            let pic = |i: u64| ((i * 3000) as u32, t0 + i * 33_333_333);
+            let mut at = Vec::new();
+            for i in 0..300u64 {
+                let (ts, capture) = pic(i);
+                if i < 60 {
+                    // One path: the top pictures' lateness, two of them late.
+                    let late = if i == 40 || i == 41 { 300 } else { 10 };
+                    c.due(ts, capture + late * MS);
+                    continue;
+                }
+                if i == 60 && starts {
+                    c.lower_path_starts();
+                }
+                c.observe(ts, capture + 10 * MS);
+                c.top_decoded(ts, capture + 20 * MS);
+                c.place(ts, capture + 10 * MS);
+                let offset = c.slot(ts).unwrap() as f64 - (capture + 10 * MS) as f64;
+                at.push(((offset / 1e6).round() as i64, i));
+            }
+            // The buffer 4 s after the lower path started (picture 180).
+            at.iter().find(|x| x.1 == 180).unwrap().0
+        };
+        // Without the move the late pair (at 1.33 s) is held until 9.3 s.
+        assert_eq!(buffer_after(false), 290);
+        // With it the buffer is back to the top path's usual 10 ms above the lower path.
+        assert_eq!(buffer_after(true), 10);
     }
 
     /// A picture 500 ms late (a key picture queued at the sender) is shown when decoded; the

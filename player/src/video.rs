@@ -52,9 +52,14 @@ pub struct Video {
     pub key_requests: u64,
     /// Decoded pictures not shown: below the steady spatial layer (`ShowFilter`).
     pub hidden: u64,
-    /// Upper spatial layers (bit s) to ask the server to re-sync: newly joined, or left out
-    /// of a picture released before its repair came (`release_unrepaired`).
+    /// Upper spatial layers (bit s) to ask the server to re-sync: joined and held for
+    /// `resync_delay_ns` without a switch point (`sync_wait`), or left out of a picture
+    /// released before its repair came (`release_unrepaired`).
     sync_request: u8,
+    /// Per spatial layer: when it was joined, while the player waits for its switch point
+    /// before asking for a re-sync (see [`RESYNC_DELAY_MS`]).
+    sync_wait: [Option<u64>; 8],
+    resync_delay_ns: u64,
     show: ShowFilter,
     /// Every layer on one stream (TFMCC): the layer of a packet comes from its payload
     /// descriptor, and holding the stream means holding every layer.
@@ -75,6 +80,9 @@ pub struct Video {
     lower: Option<crate::lower::Lower>,
     /// Pictures shown from the lower path: their top frame was not decoded by their slot.
     pub shown_lower: u64,
+    /// The lower path has stood in since it last became active
+    /// ([`PlayoutClock::lower_path_starts`]).
+    lower_observed: bool,
     /// RTP timestamp of the newest picture scheduled for display (either path).
     newest_scheduled: Option<u32>,
     /// Lower-path pictures waiting for their slot, oldest first.
@@ -82,6 +90,15 @@ pub struct Video {
     /// The wall clock (unix ns) decode times are read from (tests run it virtually).
     now: fn() -> u64,
 }
+
+/// Default `--resync-delay-ms`: how long a newly joined upper spatial layer waits for a switch
+/// point (a key picture, or a re-sync another viewer asked for) before this player asks the
+/// server for one. A re-sync is as large as a key picture on its layer and every viewer of
+/// that layer waits behind it in the layer's queue, so a join that a congestion controller
+/// undoes within its next decision (ERA's and PLM's 1-s intervals) should not cost everyone
+/// one; with key pictures every 2 s most joins that stay meet one first. Quality suite,
+/// docs/player.md "Re-sync requests".
+pub const RESYNC_DELAY_MS: u64 = 1500;
 
 /// A picture decoded this long after the audio of its capture time played is dropped (lip
 /// sync over smoothness; about two frame periods at 15 fps).
@@ -333,6 +350,8 @@ impl Video {
             key_requests: 0,
             hidden: 0,
             sync_request: 0,
+            sync_wait: [None; 8],
+            resync_delay_ns: a.resync_delay_ms * 1_000_000,
             show: ShowFilter::default(),
             single_stream,
             sender_report: None,
@@ -342,6 +361,7 @@ impl Video {
             av_late_run: 0,
             lower,
             shown_lower: 0,
+            lower_observed: false,
             newest_scheduled: None,
             stand_ins: VecDeque::new(),
             now: crate::net::realtime_ns,
@@ -359,14 +379,21 @@ impl Video {
             _ => held.checked_sub(1),
         };
         if top != self.top {
-            // A newly held upper spatial layer decodes from its next switch point: ask the
-            // server to re-sync it (the periodic re-sync is only at key pictures, docs/server.md
-            // "Join-time key pictures"). Before anything decoded, the key request covers it.
+            // A newly held upper spatial layer decodes from its next switch point: once it
+            // has been held for `resync_delay_ns` without one, ask the server to re-sync it
+            // (`take_sync_requests`). Before anything decoded, the key request covers it.
             let spatial =
                 |k: Option<usize>| k.and_then(|k| self.asm.ladder().cell(k)).map(|c| c.spatial);
-            if let (Some(new), old) = (spatial(top), spatial(self.top)) {
+            let (new, old) = (spatial(top), spatial(self.top));
+            if let Some(new) = new {
                 if new > 0 && old.is_none_or(|o| new > o) && self.decoded > 0 {
-                    self.sync_request |= 1 << new.min(7);
+                    self.sync_wait[new.min(7) as usize].get_or_insert((self.now)());
+                }
+            }
+            // Layers left are no longer waited for.
+            for (s, w) in self.sync_wait.iter_mut().enumerate() {
+                if new.is_none_or(|n| s > n as usize) {
+                    *w = None;
                 }
             }
             self.top = top;
@@ -379,8 +406,16 @@ impl Video {
     }
 
     /// The spatial layers (bit s) to ask the server to re-sync, once (see `set_layers` and
-    /// `release_unrepaired`).
+    /// `release_unrepaired`): a joined layer once it has waited `resync_delay_ns` for a
+    /// switch point.
     pub fn take_sync_requests(&mut self) -> u8 {
+        let now = (self.now)();
+        for (s, w) in self.sync_wait.iter_mut().enumerate() {
+            if w.is_some_and(|t| now.saturating_sub(t) >= self.resync_delay_ns) {
+                *w = None;
+                self.sync_request |= 1 << s;
+            }
+        }
         std::mem::take(&mut self.sync_request)
     }
 
@@ -453,11 +488,18 @@ impl Video {
         // came pictures later: a second freeze. Its stand-ins only wait; when a packet
         // completes a picture on both paths, the top version is the one scheduled below and
         // `promote_stand_ins` forgets the stand-in.
+        if !self.lower.as_ref().is_some_and(|l| l.active()) {
+            self.lower_observed = false;
+        }
         while let Some((pic, f)) = self.lower.as_mut().and_then(crate::lower::Lower::next) {
             if !self.show.stands_in(pic.temporal) {
                 continue;
             }
             let decoded_ns = (self.now)();
+            if !self.lower_observed {
+                self.clock.lower_path_starts();
+                self.lower_observed = true;
+            }
             self.clock.observe(pic.timestamp, decoded_ns);
             if self.newer(pic.timestamp) {
                 let (line, frame) = self.entry(&pic, f, decoded_ns, now_ns, true);
@@ -477,6 +519,10 @@ impl Video {
             self.decoded += 1;
             let decoded_ns = (self.now)();
             self.first_decoded_ns.get_or_insert(decoded_ns);
+            // A switch point of the joined layer came: no re-sync needed.
+            for w in &mut self.sync_wait[..=(pic.top_spatial() as usize).min(7)] {
+                *w = None;
+            }
             if !self.show.show(pic.top_spatial(), pic.temporal, decoded_ns) {
                 self.hidden += 1;
                 continue;

@@ -36,7 +36,14 @@ fn clip() -> Vec<Vec<Vec<Vec<u8>>>> {
 /// RTP packets per picture, per layer, of a 320x180 clip whose ladder cells are `cells`
 /// (spatial-major kbit/s: one row per spatial layer, one column per temporal layer).
 fn clip_of(cells: &[Vec<u32>]) -> Vec<Vec<Vec<Vec<u8>>>> {
+    clip_with(cells, SvcConfig::l3t3_720p().spatial_sync_interval)
+}
+
+/// [`clip_of`] with the upper spatial layers re-synced every `sync_every` pictures (0: only
+/// at key pictures, as the server encodes).
+fn clip_with(cells: &[Vec<u32>], sync_every: u32) -> Vec<Vec<Vec<Vec<u8>>>> {
     let conf = SvcConfig {
+        spatial_sync_interval: sync_every,
         width: 320,
         height: 180,
         spatial_layers: cells.len(),
@@ -346,4 +353,71 @@ fn with_one_decoder_the_late_top_frame_freezes_the_picture() {
     assert_eq!(lower, 0);
     assert_eq!(freezes, 1, "longest gap {gap} ms");
     assert!(gap > 190.0, "longest gap {gap} ms");
+}
+
+/// The re-sync requests of a viewer that holds the base layer of a two-spatial-layer clip
+/// (key pictures every 3 s, no other switch point) and joins the upper layer at picture `join` (and leaves it again at `leave`), with
+/// `--resync-delay-ms delay`: (ms after the join, spatial layers) of each request.
+fn resyncs(join: u64, leave: Option<u64>, delay: &str) -> Vec<(f64, u8)> {
+    let packets = clip_with(&[vec![150], vec![450]], 0);
+    let a = crate::parse_args(&[
+        "--announce".into(),
+        "239.255.76.1:5000".into(),
+        "--resync-delay-ms".into(),
+        delay.into(),
+    ])
+    .unwrap()
+    .unwrap();
+    let mut v = Video::new(&session(), &a, None).unwrap();
+    v.now = now;
+    let t0 = 1_000_000_000u64;
+    set_now(t0);
+    v.set_layers(1);
+    let held = |n: u64| match leave {
+        Some(l) if n >= l => 1,
+        _ if n >= join => 2,
+        _ => 1,
+    };
+    let mut out = Vec::new();
+    for (n, layers) in packets.iter().enumerate() {
+        let n = n as u64;
+        let cap = t0 + n * PERIOD_NS;
+        set_now(cap);
+        v.set_layers(held(n));
+        for (k, pkts) in layers.iter().enumerate().take(held(n)) {
+            for p in pkts {
+                v.push(k, p, cap + 10_000_000);
+            }
+        }
+        v.tick(cap);
+        let m = v.take_sync_requests();
+        if m != 0 {
+            out.push(((cap - (t0 + join * PERIOD_NS)) as f64 / 1e6, m));
+        }
+    }
+    out
+}
+
+/// A joined upper layer is re-synced on request only after it has been held for the delay
+/// without a switch point: at once with no delay; 1.5 s later with the default; not at all
+/// when a key picture comes first (1 s after the join) or the layer is left within the delay
+/// (a controller's failed join: it must not cost every viewer of the layer a re-sync).
+#[test]
+fn a_joined_layer_asks_for_a_resync_only_after_the_delay() {
+    // Key pictures at 0, 90, 180: a join at 100 waits 2.7 s for the next one.
+    let now_ = resyncs(100, None, "0");
+    assert_eq!(now_.len(), 1, "{now_:?}");
+    assert!(now_[0].0 < 1.0 && now_[0].1 == 0b10, "{now_:?}");
+    let late = resyncs(100, None, "1500");
+    assert_eq!(late.len(), 1, "{late:?}");
+    assert!(
+        (1500.0..1540.0).contains(&late[0].0) && late[0].1 == 0b10,
+        "{late:?}"
+    );
+    // A join at 150: the key picture at 180 comes 1 s later.
+    assert_eq!(resyncs(150, None, "0").len(), 1);
+    assert_eq!(resyncs(150, None, "1500"), vec![]);
+    // Joined at 100, left at 120 (0.67 s).
+    assert_eq!(resyncs(100, Some(120), "0").len(), 1);
+    assert_eq!(resyncs(100, Some(120), "1500"), vec![]);
 }

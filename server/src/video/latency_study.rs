@@ -327,6 +327,29 @@ fn simulate(
                 crate::fill_study::quantile(&runs, 1.0)
             );
         }
+        // The player's buffer: the larger of the lower path's worst lateness over 8 s and
+        // the S_TOPQ (default 0.85, `--playout-top-quantile`) quantile of the top path's.
+        let topq = env("S_TOPQ", 0.85);
+        let (mut offs, mut lows, mut tops, mut below) = (Vec::new(), Vec::new(), Vec::new(), 0);
+        for i in from..done.len() {
+            let lo = i.saturating_sub(8 * fps as usize).max(from);
+            let low_t = (lo..=i).map(|j| lat_of(&low, j)).fold(0.0f64, f64::max);
+            let w: Vec<f64> = (lo..=i).map(|j| lat_of(&usable, j)).collect();
+            let top_t = crate::fill_study::quantile(&w, topq);
+            let off = low_t.max(top_t);
+            below += (lat_of(&usable, i) > off) as usize;
+            offs.push(off);
+            lows.push(low_t);
+            tops.push(top_t);
+        }
+        eprintln!(
+            "    player buffer (lower path's worst, top's {topq} quantile): p50 {:.0} p95 {:.0} ms (lower term p50 {:.0}, top term p50 {:.0}); {below} of {} pictures from the layers below",
+            crate::fill_study::quantile(&offs, 0.5),
+            crate::fill_study::quantile(&offs, 0.95),
+            crate::fill_study::quantile(&lows, 0.5),
+            crate::fill_study::quantile(&tops, 0.5),
+            offs.len()
+        );
     }
     // Joins every 50 ms after the first 2 s: first key picture captured after the join.
     let mut joins = Vec::new();
