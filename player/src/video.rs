@@ -59,6 +59,8 @@ pub struct Video {
     /// Per spatial layer: when it was joined, while the player waits for its switch point
     /// before asking for a re-sync (see [`RESYNC_DELAY_MS`]).
     sync_wait: [Option<u64>; 8],
+    /// A picture above spatial layer 0 has been decoded (the viewer's join is over).
+    upper_decoded: bool,
     resync_delay_ns: u64,
     show: ShowFilter,
     /// Every layer on one stream (TFMCC): the layer of a packet comes from its payload
@@ -351,6 +353,7 @@ impl Video {
             hidden: 0,
             sync_request: 0,
             sync_wait: [None; 8],
+            upper_decoded: false,
             resync_delay_ns: a.resync_delay_ms * 1_000_000,
             show: ShowFilter::default(),
             single_stream,
@@ -387,7 +390,14 @@ impl Video {
             let (new, old) = (spatial(top), spatial(self.top));
             if let Some(new) = new {
                 if new > 0 && old.is_none_or(|o| new > o) && self.decoded > 0 {
-                    self.sync_wait[new.min(7) as usize].get_or_insert((self.now)());
+                    // The first climb above the base layer asks at once: that is the
+                    // viewer's join, and before the lower path has a picture to stand in
+                    // with, a switch point that comes late is a freeze.
+                    let at = match self.upper_decoded {
+                        true => (self.now)(),
+                        false => 0,
+                    };
+                    self.sync_wait[new.min(7) as usize].get_or_insert(at);
                 }
             }
             // Layers left are no longer waited for.
@@ -519,6 +529,7 @@ impl Video {
             self.decoded += 1;
             let decoded_ns = (self.now)();
             self.first_decoded_ns.get_or_insert(decoded_ns);
+            self.upper_decoded |= pic.top_spatial() > 0;
             // A switch point of the joined layer came: no re-sync needed.
             for w in &mut self.sync_wait[..=(pic.top_spatial() as usize).min(7)] {
                 *w = None;

@@ -355,10 +355,18 @@ fn with_one_decoder_the_late_top_frame_freezes_the_picture() {
     assert!(gap > 190.0, "longest gap {gap} ms");
 }
 
-/// The re-sync requests of a viewer that holds the base layer of a two-spatial-layer clip
-/// (key pictures every 3 s, no other switch point) and joins the upper layer at picture `join` (and leaves it again at `leave`), with
+/// The re-sync requests, from picture `join` on, of a viewer that holds the base layer of a
+/// two-spatial-layer clip (key pictures every 3 s, no other switch point) and joins the upper
+/// layer at picture `join` (and leaves it again at `leave`), with
 /// `--resync-delay-ms delay`: (ms after the join, spatial layers) of each request.
-fn resyncs(join: u64, leave: Option<u64>, delay: &str) -> Vec<(f64, u8)> {
+/// With `climbed_before`, the viewer held the upper layer until picture 95 (decoding it from
+/// the key picture at 90), so the join at `join` is not its first climb.
+fn resyncs_after(
+    climbed_before: bool,
+    join: u64,
+    leave: Option<u64>,
+    delay: &str,
+) -> Vec<(f64, u8)> {
     let packets = clip_with(&[vec![150], vec![450]], 0);
     let a = crate::parse_args(&[
         "--announce".into(),
@@ -372,12 +380,13 @@ fn resyncs(join: u64, leave: Option<u64>, delay: &str) -> Vec<(f64, u8)> {
     v.now = now;
     let t0 = 1_000_000_000u64;
     set_now(t0);
-    v.set_layers(1);
     let held = |n: u64| match leave {
+        _ if climbed_before && n < 95 => 2,
         Some(l) if n >= l => 1,
         _ if n >= join => 2,
         _ => 1,
     };
+    v.set_layers(held(0));
     let mut out = Vec::new();
     for (n, layers) in packets.iter().enumerate() {
         let n = n as u64;
@@ -391,7 +400,7 @@ fn resyncs(join: u64, leave: Option<u64>, delay: &str) -> Vec<(f64, u8)> {
         }
         v.tick(cap);
         let m = v.take_sync_requests();
-        if m != 0 {
+        if m != 0 && n >= join {
             out.push(((cap - (t0 + join * PERIOD_NS)) as f64 / 1e6, m));
         }
     }
@@ -401,9 +410,14 @@ fn resyncs(join: u64, leave: Option<u64>, delay: &str) -> Vec<(f64, u8)> {
 /// A joined upper layer is re-synced on request only after it has been held for the delay
 /// without a switch point: at once with no delay; 1.5 s later with the default; not at all
 /// when a key picture comes first (1 s after the join) or the layer is left within the delay
-/// (a controller's failed join: it must not cost every viewer of the layer a re-sync).
+/// (a controller's failed join: it must not cost every viewer of the layer a re-sync). The
+/// viewer's first climb above the base layer (its join) asks at once whatever the delay.
 #[test]
 fn a_joined_layer_asks_for_a_resync_only_after_the_delay() {
+    let first = resyncs_after(false, 100, None, "1500");
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(first[0].0 < 40.0 && first[0].1 == 0b10, "{first:?}");
+    let resyncs = |join, leave, delay| resyncs_after(true, join, leave, delay);
     // Key pictures at 0, 90, 180: a join at 100 waits 2.7 s for the next one.
     let now_ = resyncs(100, None, "0");
     assert_eq!(now_.len(), 1, "{now_:?}");
