@@ -37,8 +37,7 @@ impl Assembler {
         }
         while let Some((&pid, _)) = self.pending.iter().next() {
             let p = &self.pending[&pid];
-            let hopeless = self.hopeless_sids(pid, p);
-            let complete = self.is_complete_but(p, hopeless);
+            let complete = self.is_complete(p);
             let newest = self.newest.unwrap_or(pid);
             // A picture not seen at all is not waited for when it is not expected, or is a
             // top-temporal-layer picture lost whole.
@@ -59,7 +58,7 @@ impl Assembler {
             let timed_out = if complete {
                 newest.saturating_sub(pid) >= self.conf.reorder_pictures
             } else {
-                self.missing_given_up(pid, p, newest, hopeless) && gap_resolved()
+                self.missing_given_up(pid, p, newest) && gap_resolved()
             } || self.pending.len() > self.conf.max_pending;
             if !(force || timed_out || (complete && gap_ok)) {
                 break;
@@ -85,7 +84,7 @@ impl Assembler {
         }
     }
 
-    pub(super) fn refs_of(&self, pid: u64, desc: &PayloadDescriptor) -> Option<Vec<u64>> {
+    fn refs_of(&self, pid: u64, desc: &PayloadDescriptor) -> Option<Vec<u64>> {
         if desc.flexible {
             return Some(
                 desc.p_diffs
