@@ -99,7 +99,7 @@ pub struct Video {
 /// that layer waits behind it in the layer's queue, so a join that a congestion controller
 /// undoes within its next decision (ERA's and PLM's 1-s intervals) should not cost everyone
 /// one; with key pictures every 2 s most joins that stay meet one first. Quality suite,
-/// docs/player.md "Re-sync requests".
+/// docs/player.md "Re-sync requests wait for a switch point first".
 pub const RESYNC_DELAY_MS: u64 = 1500;
 
 /// A picture decoded this long after the audio of its capture time played is dropped (lip
@@ -393,11 +393,11 @@ impl Video {
                     // The first climb above the base layer asks at once: that is the
                     // viewer's join, and before the lower path has a picture to stand in
                     // with, a switch point that comes late is a freeze.
-                    let at = match self.upper_decoded {
-                        true => (self.now)(),
-                        false => 0,
-                    };
-                    self.sync_wait[new.min(7) as usize].get_or_insert(at);
+                    if self.upper_decoded {
+                        self.sync_wait[new.min(7) as usize].get_or_insert((self.now)());
+                    } else {
+                        self.sync_request |= 1 << new.min(7);
+                    }
                 }
             }
             // Layers left are no longer waited for.
