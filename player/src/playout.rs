@@ -56,6 +56,9 @@ pub struct PlayoutClock {
     top_quantile: f64,
     /// The buffer: offset over the anchored clock, ns.
     offset: Option<i64>,
+    /// The picture whose lateness raised the offset in `observe` since the last placement:
+    /// it is late (the buffer it came to was shorter).
+    rose: Option<u32>,
     last_now: u64,
     pub last_due: u64,
 }
@@ -72,6 +75,7 @@ impl PlayoutClock {
             top: VecDeque::new(),
             top_quantile: TOP_QUANTILE,
             offset: None,
+            rose: None,
             last_now: 0,
             last_due: 0,
         }
@@ -153,10 +157,28 @@ impl PlayoutClock {
     /// Takes in the lateness of the picture with RTP timestamp `ts` decoded at `now_ns`
     /// without placing it (the lower path's pictures, which are shown only if the top path's
     /// version is not in by the slot).
+    ///
+    /// A picture later than the buffer raises it to its own lateness at once (within the
+    /// bound), whatever the quantile: the pictures decoded behind it (the frames queued
+    /// after a key picture's at the sender) then keep their spacing after it and the buffer
+    /// drains from there, where a buffer that ignored it would show them all at once after
+    /// the hold. With the default quantile (1.0) the window's worst already includes it, so
+    /// this never acts.
     pub fn observe(&mut self, ts: u32, now_ns: u64) {
         let nominal = nominal(*self.anchor.get_or_insert((now_ns, ts)), ts);
-        self.lateness.push_back((now_ns, now_ns as i64 - nominal));
+        let own = now_ns as i64 - nominal;
+        self.lateness.push_back((now_ns, own));
         forget(&mut self.lateness, self.window_ns, now_ns, 1);
+        if let Some(o) = self.offset {
+            let mut v: Vec<i64> = self.lateness.iter().map(|x| x.1).collect();
+            v.sort_unstable();
+            let rise = own.min(v[0].saturating_add(self.max_jitter_ns));
+            // Later than the quantile takes in (never, at 1.0), and than the buffer now.
+            if rise > quantile(&v, self.quantile) && rise > o {
+                self.offset = Some(rise);
+                self.rose = Some(ts);
+            }
+        }
     }
 
     /// Display time of the picture with RTP timestamp `ts`, ready at `now_ns`, from the
@@ -181,6 +203,9 @@ impl PlayoutClock {
         let target = q.min(floor.saturating_add(self.max_jitter_ns));
         let elapsed = now_ns.saturating_sub(self.last_now) as f64;
         self.last_now = now_ns;
+        // A rise from `observe` since the last placement drains from now on.
+        let rose = self.rose.take();
+        let elapsed = if rose.is_some() { 0.0 } else { elapsed };
         let offset = match self.offset {
             Some(o) if target < o => target.max(o - (elapsed * DRAIN) as i64),
             _ => target,
@@ -189,7 +214,7 @@ impl PlayoutClock {
         let slot = (nominal + self.extra_ns as i64 + offset).max(0) as u64;
         let due = slot.max(now_ns).max(self.last_due);
         self.last_due = due;
-        (due, slot < now_ns)
+        (due, slot < now_ns || rose == Some(ts))
     }
 }
 
@@ -434,5 +459,42 @@ mod tests {
             late.iter().filter(|&&i| i % 30 == 0).count() >= 9,
             "{late:?}"
         );
+    }
+
+    /// A quantile below 1 leaves the rare late picture out of the buffer; the picture
+    /// itself is shown late (a hold) and the buffer rises to it at once, so the pictures
+    /// queued behind it (here 45, 30 and 15 ms later than usual, as the frames after a key
+    /// picture's at the sender) keep their spacing instead of being shown at once after the
+    /// hold; then it drains back to the quantile. 30 fps, transit 40 ms, every 60th picture
+    /// 60 ms late.
+    #[test]
+    fn a_late_picture_raises_the_buffer_and_those_behind_it_keep_their_spacing() {
+        let mut c = PlayoutClock::new(0, MAX_JITTER_NS, 0.9, WINDOW_NS);
+        let period = 33_333_333u64;
+        let (mut prev_due, mut prev_now) = (0u64, 0u64);
+        let (mut holds, mut min_gap, mut buffers) = (0, u64::MAX, Vec::new());
+        for i in 0..600u64 {
+            let capture = 1_000 * MS + i * period;
+            let extra = [60, 45, 30, 15]
+                .get((i % 60) as usize)
+                .copied()
+                .unwrap_or(0);
+            let now = (capture + 40 * MS + extra * MS).max(prev_now);
+            prev_now = now;
+            let (due, late) = c.due((i * 3000) as u32, now);
+            if i >= 60 {
+                holds += late as u32;
+                min_gap = min_gap.min(due - prev_due);
+                buffers.push(due - capture);
+            }
+            prev_due = due;
+        }
+        // One hold per late picture, none for the pictures behind it.
+        assert_eq!(holds, 9);
+        assert!(min_gap >= period * 85 / 100, "gap {min_gap}");
+        // Most of the time the buffer is the usual transit, not the late picture's.
+        buffers.sort_unstable();
+        let p50 = buffers[buffers.len() / 2];
+        assert!(p50 <= 45 * MS, "p50 {p50}");
     }
 }

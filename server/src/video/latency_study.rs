@@ -350,6 +350,45 @@ fn simulate(
             crate::fill_study::quantile(&tops, 0.5),
             offs.len()
         );
+        // S_LOWQ=q: the lower path's term is its q quantile over 8 s instead of its worst,
+        // and a lower picture later than the buffer is shown late and raises the buffer to
+        // its own lateness at once, which then drains by 10 % of the elapsed time: a hold of
+        // that one picture in place of a buffer that keeps its lateness for 8 s.
+        if let Ok(lowq) = std::env::var("S_LOWQ") {
+            let lowq: f64 = lowq.parse().unwrap_or(0.9);
+            let period = 1000.0 / fps as f64;
+            let q = crate::fill_study::quantile;
+            let (mut offs, mut holds, mut below) = (Vec::new(), Vec::new(), 0usize);
+            let mut prev: Option<f64> = None;
+            for i in from..done.len() {
+                let lo = i.saturating_sub(8 * fps as usize).max(from);
+                let wl: Vec<f64> = (lo..=i).map(|j| lat_of(&low, j)).collect();
+                let wt: Vec<f64> = (lo..=i).map(|j| lat_of(&usable, j)).collect();
+                let target = q(&wl, lowq).max(q(&wt, topq));
+                let drained = prev.map_or(target, |o| target.max(o - 0.1 * period));
+                let own = lat_of(&low, i);
+                let off = if own > drained {
+                    holds.push(own - drained);
+                    own
+                } else {
+                    drained
+                };
+                below += (lat_of(&usable, i) > off) as usize;
+                offs.push(off);
+                prev = Some(off);
+            }
+            let secs = offs.len() as f64 / fps as f64;
+            eprintln!(
+                "    drain player (lower term {lowq} quantile, late lower pictures held): buffer p50 {:.0} p95 {:.0} ms; {} holds per minute (p50 {:.0}, max {:.0} ms, {} over 150 ms); {below} of {} pictures from the layers below",
+                q(&offs, 0.5),
+                q(&offs, 0.95),
+                holds.len() as f64 * 60.0 / secs,
+                q(&holds, 0.5),
+                q(&holds, 1.0),
+                holds.iter().filter(|&&h| h > 150.0).count(),
+                offs.len()
+            );
+        }
     }
     // Joins every 50 ms after the first 2 s: first key picture captured after the join.
     let mut joins = Vec::new();
