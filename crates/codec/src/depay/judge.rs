@@ -24,11 +24,61 @@ impl Assembler {
     }
 
     pub(super) fn is_complete(&self, p: &PendingPicture) -> bool {
+        self.is_complete_but(p, 0)
+    }
+
+    /// [`Assembler::is_complete`], not waiting for the spatial layers of `hopeless` (bit s).
+    pub(super) fn is_complete_but(&self, p: &PendingPicture, hopeless: u8) -> bool {
         let exp = self.awaited_sids(p);
         !exp.is_empty()
-            && exp
-                .iter()
-                .all(|s| p.frames.get(s).is_some_and(PendingFrame::is_whole))
+            && exp.iter().all(|&s| {
+                hopeless & (1 << s) != 0 || p.frames.get(&s).is_some_and(PendingFrame::is_whole)
+            })
+    }
+
+    /// The spatial layers (bit s) of picture `pid`, the oldest held, whose frame cannot be
+    /// decoded whatever else of it arrives: predicted from an earlier, settled picture whose
+    /// frame on that layer was not returned (a layer joined and not
+    /// yet at its switch point, or broken by a loss), or from the layer below when that one
+    /// cannot be. `emit` leaves such a frame out; waiting for the rest of its packets only
+    /// held the picture back: after a viewer's join of upper layers, a re-sync another viewer
+    /// asked for arrived before this viewer's switch point, and the picture, decodable at the
+    /// layers below, waited 250-300 ms for the large frame it could not use (a freeze at the
+    /// start of the quality suite's clean path). Mirrors `emit`'s rules; a frame of which no
+    /// packet has come, or whose references are unknown, is assumed decodable.
+    pub(super) fn hopeless_sids(&self, pid: u64, p: &PendingPicture) -> u8 {
+        let awaited = self.awaited_sids(p);
+        let (mut lower_ok, mut mask) = (true, 0u8);
+        for s in self.expected_sids(p.tid) {
+            if !awaited.contains(&s) {
+                lower_ok = false;
+                continue;
+            }
+            let Some(f) = p.frames.get(&s) else {
+                lower_ok = true;
+                continue;
+            };
+            let d = &f.desc;
+            let layer_dep_ok = s == 0 || !d.layer.is_some_and(|l| l.inter_layer) || lower_ok;
+            // Only references already settled (before `done_below`) and not before the first
+            // picture returned are known to be missing: an older picture not seen yet may
+            // still come and be decoded, and at the stream's start `done_below` moves past
+            // pictures whose packets come after a later one's (the start may reopen).
+            let known_missing = |r: u64| {
+                r < self.done_below
+                    && self.first_returned.is_some_and(|f| r >= f)
+                    && !self.decoded.contains(&(s, r))
+            };
+            let chain_ok = !d.inter_picture
+                || self
+                    .refs_of(pid, d)
+                    .is_none_or(|r| !r.iter().any(|&r| known_missing(r)));
+            lower_ok = layer_dep_ok && chain_ok;
+            if !lower_ok {
+                mask |= 1 << s.min(7);
+            }
+        }
+        mask
     }
 
     /// Whether picture `pid` is known not to be expected by this subscription (the sender
@@ -96,7 +146,13 @@ impl Assembler {
     /// packet of that layer yet) any layer has, or the layer lags the newest picture by more
     /// than `patience_pictures` (stalled). A newly joined upper layer is not waited for before
     /// its first packet, nor for the pictures before it ([`Assembler::set_top_layer`]).
-    pub(super) fn missing_given_up(&self, pid: u64, p: &PendingPicture, newest: u64) -> bool {
+    pub(super) fn missing_given_up(
+        &self,
+        pid: u64,
+        p: &PendingPicture,
+        newest: u64,
+        hopeless: u8,
+    ) -> bool {
         let patience = self.conf.patience_pictures.max(self.conf.reorder_pictures);
         if newest.saturating_sub(pid) >= patience {
             return true;
@@ -109,7 +165,7 @@ impl Assembler {
             self.conf.reorder_pictures
         };
         self.awaited_sids(p).into_iter().all(|s| {
-            if p.frames.get(&s).is_some_and(PendingFrame::is_whole) {
+            if hopeless & (1 << s) != 0 || p.frames.get(&s).is_some_and(PendingFrame::is_whole) {
                 return true;
             }
             if self.not_yet_joined(pid, s, p.tid) {
@@ -122,6 +178,12 @@ impl Assembler {
                 None => newest.saturating_sub(pid) >= self.conf.reorder_pictures,
             }
         })
+    }
+
+    /// Whether `p`'s base frame is here and predicts from no earlier picture (a key picture,
+    /// whatever else of it is missing).
+    pub(super) fn is_key_start(p: &PendingPicture) -> bool {
+        p.frames.get(&0).is_some_and(|f| !f.desc.inter_picture)
     }
 
     /// Whether `p` is a key picture whose every expected frame is here (a switch point for

@@ -146,6 +146,9 @@ pub struct Assembler {
     joins: Vec<Join>,
     /// Pictures below this ID are done (returned or given up).
     done_below: u64,
+    /// The first picture returned: references older than it are not known to be missing
+    /// (the stream's start, where packets of later pictures come first).
+    first_returned: Option<u64>,
     decoded: HashSet<(u8, u64)>,
     /// Picture IDs the sender marked as sent with no frame at all (not waited for).
     unsent: std::collections::BTreeSet<u64>,
@@ -197,6 +200,7 @@ impl Assembler {
             newest_on: vec![None; n],
             joins: vec![Join::Held; n],
             done_below: 0,
+            first_returned: None,
             decoded: HashSet::new(),
             tl0_pids: Default::default(),
             unsent: Default::default(),

@@ -181,7 +181,8 @@ proptest! {
 
 /// A stream whose first packet to arrive belongs to picture 1 (a higher layer, paced
 /// separately, overtook the base layer's key picture 0): the assembler still starts at
-/// picture 0 instead of dropping it as late and waiting for the next key picture.
+/// picture 0 instead of dropping it as late and waiting for the next key picture, and
+/// picture 1, held while nothing decodable had come, decodes after it.
 #[test]
 fn start_at_the_key_picture_when_a_later_picture_arrives_first() {
     let (ladder, packets, _) = stream(8, 300);
@@ -206,12 +207,9 @@ fn start_at_the_key_picture_when_a_later_picture_arrives_first() {
     assert!(!outs.is_empty(), "nothing decodable: {:?}", asm.stats());
     assert!(outs[0].key, "first picture returned is not the key picture");
     let first = outs[0].picture_id;
-    // Picture 1 came first and was given up (its reference, picture 0, was missing then);
-    // every later picture decodes.
-    assert_eq!(outs.len(), 7, "{:?}", asm.stats());
-    assert!(outs
-        .iter()
-        .all(|p| p.picture_id == first || p.picture_id >= first + 2));
+    // Every picture decodes, in order.
+    let ids: Vec<u64> = outs.iter().map(|p| p.picture_id - first).collect();
+    assert_eq!(ids, (0..8).collect::<Vec<u64>>(), "{:?}", asm.stats());
     assert_eq!(asm.stats().late, 0);
 }
 
@@ -938,4 +936,65 @@ fn pictures_held_by_a_tl1_picture_lost_whole_are_named_and_released() {
     assert_eq!(asm.stats().pictures_skipped, 2, "6 lost, 7 unreferenceable");
     assert!(!asm.base_broken());
     assert_eq!(asm.oldest_behind_missing(), None);
+}
+
+/// A viewer holding spatial layers 0-1 joins spatial layer 2 at picture `join`; picture 28's
+/// layer-2 TL0 frame is large: its first packet comes ahead of the picture's other layers,
+/// the rest only with picture 31 (a re-sync or key frame queued at the sender). Returns, per picture, the picture being fed
+/// when it came out.
+fn late_upper_frame_run(join: usize) -> Vec<Option<usize>> {
+    let (ladder, packets, _) = stream(40, 300);
+    let s2t0 = ladder.layer_of(2, 0).unwrap();
+    assert!(packets[28][s2t0].len() >= 2);
+    let mut asm = Assembler::new(ladder.clone(), Some(s2t0 - 1), PLAYER_CONF);
+    let mut out_after = vec![None; packets.len()];
+    let mut held = Vec::new();
+    for (i, per_layer) in packets.iter().enumerate() {
+        if i == join {
+            asm.set_top_layer(Some(ladder.len() - 1));
+        }
+        // The large frame's first packet comes first (the pacer's burst), the rest later.
+        if i == 28 {
+            asm.push(s2t0, &RtpPacket::parse(&per_layer[s2t0][0]).unwrap())
+                .unwrap();
+        }
+        for (layer, v) in per_layer.iter().enumerate() {
+            for (j, p) in v.iter().enumerate() {
+                if i == 28 && layer == s2t0 {
+                    if j >= 1 {
+                        held.push(p);
+                    }
+                    continue;
+                }
+                asm.push(layer, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+        }
+        if i == 31 {
+            for p in held.drain(..) {
+                asm.push(s2t0, &RtpPacket::parse(p).unwrap()).unwrap();
+            }
+        }
+        while let Some(q) = asm.pop() {
+            out_after[(q.picture_id % (1 << 15)) as usize] = Some(i);
+        }
+    }
+    out_after
+}
+
+/// Joined at 25, the layer's next switch point is the key picture at 32: picture 28's
+/// layer-2 frame predicts from picture 24's, which this viewer never had, so it cannot be
+/// decoded and is not waited for (the picture comes out with layers 0-1 at once). Joined
+/// at 20, the re-sync at 24 made it decodable, and the picture waits for it.
+#[test]
+fn an_upper_frame_that_cannot_be_decoded_is_not_waited_for() {
+    let out = late_upper_frame_run(25);
+    for (pic, after) in out.iter().enumerate() {
+        assert_eq!(
+            *after,
+            Some(pic),
+            "joined at 25: picture {pic} came out after {after:?}"
+        );
+    }
+    let out = late_upper_frame_run(20);
+    assert_eq!(out[28], Some(31), "joined at 20: {:?}", &out[26..34]);
 }

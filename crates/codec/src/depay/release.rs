@@ -37,7 +37,8 @@ impl Assembler {
         }
         while let Some((&pid, _)) = self.pending.iter().next() {
             let p = &self.pending[&pid];
-            let complete = self.is_complete(p);
+            let hopeless = self.hopeless_sids(pid, p);
+            let complete = self.is_complete_but(p, hopeless);
             let newest = self.newest.unwrap_or(pid);
             // A picture not seen at all is not waited for when it is not expected, or is a
             // top-temporal-layer picture lost whole.
@@ -58,9 +59,21 @@ impl Assembler {
             let timed_out = if complete {
                 newest.saturating_sub(pid) >= self.conf.reorder_pictures
             } else {
-                self.missing_given_up(pid, p, newest) && gap_resolved()
+                self.missing_given_up(pid, p, newest, hopeless) && gap_resolved()
             } || self.pending.len() > self.conf.max_pending;
             if !(force || timed_out || (complete && gap_ok)) {
+                break;
+            }
+            // Nothing decodable returned yet: a picture that is not a key picture cannot be
+            // decoded now, and an older key picture may still come (at the start, packets of
+            // a later picture can come first; the start then reopens). Returned before it, the
+            // pictures in between were lost though they could be decoded after it: a TL1
+            // picture behind a late key picture under jitter (proptest
+            // `leaving_a_temporal_layer_loses_no_lower_picture`). Held until a key picture
+            // is complete (the start-up rule above), or the patience or pending bound.
+            let patient = newest.saturating_sub(pid) < self.conf.patience_pictures
+                && self.pending.len() <= self.conf.max_pending;
+            if self.decoded.is_empty() && !force && patient && !Self::is_key_start(p) {
                 break;
             }
             let Some(p) = self.pending.remove(&pid) else {
@@ -84,7 +97,7 @@ impl Assembler {
         }
     }
 
-    fn refs_of(&self, pid: u64, desc: &PayloadDescriptor) -> Option<Vec<u64>> {
+    pub(super) fn refs_of(&self, pid: u64, desc: &PayloadDescriptor) -> Option<Vec<u64>> {
         if desc.flexible {
             return Some(
                 desc.p_diffs
@@ -200,6 +213,7 @@ impl Assembler {
             self.base_broken = false;
         }
         self.stats.pictures += 1;
+        self.first_returned.get_or_insert(pid);
         self.ready.push_back(AssembledPicture {
             picture_id: pid,
             timestamp: p.timestamp,
