@@ -74,6 +74,9 @@ pub struct Args {
     /// How much recent time's decode lateness sizes the video's playout buffer, ms
     /// (`--playout-window-ms`).
     pub playout_window_ms: u64,
+    /// ... and while the path's queueing delay swings, ms (`--playout-long-window-ms`; 0: never
+    /// longer than `playout_window_ms`).
+    pub playout_long_window_ms: u64,
     /// With the lower path: the quantile of the top path's lateness the video's playout
     /// buffer absorbs (`--playout-top-quantile`, `playout::PlayoutClock::top_decoded`).
     pub playout_top_quantile: f64,
@@ -145,6 +148,9 @@ const HELP: &str = "layercast-player: receive a layered multicast session
                          recent one (later ones are shown at once) [default: 1000]
   --playout-window-ms MS video: the span of recent pictures whose lateness sizes the
                          playout buffer [default: 8000]
+  --playout-long-window-ms MS
+                         video: ... the span while the path's queueing delay swings
+                         (a shared queue); 0: never longer [default: 40000]
   --playout-top-quantile Q
                          video, two decoders: the buffer also absorbs this quantile of the
                          top layer's lateness, about the share of pictures shown at the top
@@ -192,6 +198,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
         playout_quantile: crate::playout::QUANTILE,
         playout_max_jitter_ms: crate::playout::MAX_JITTER_NS / 1_000_000,
         playout_window_ms: crate::playout::WINDOW_NS / 1_000_000,
+        playout_long_window_ms: crate::playout::LONG_WINDOW_NS / 1_000_000,
         playout_top_quantile: crate::playout::TOP_QUANTILE,
         resync_delay_ms: crate::video::RESYNC_DELAY_MS,
         tfmcc_feedback: None,
@@ -294,6 +301,9 @@ fn parse_args(args: &[String]) -> Result<Option<Args>> {
                 if a.playout_window_ms == 0 {
                     return Err(Error::arg(&key, "must be above 0"));
                 }
+            }
+            "playout-long-window-ms" => {
+                a.playout_long_window_ms = val.parse().map_err(|e| bad(&e))?
             }
             "playout-max-jitter-ms" => {
                 a.playout_max_jitter_ms = val.parse().map_err(|e| bad(&e))?

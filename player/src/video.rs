@@ -346,7 +346,8 @@ impl Video {
                 a.playout_quantile,
                 a.playout_window_ms * 1_000_000,
             )
-            .with_top_quantile(a.playout_top_quantile),
+            .with_top_quantile(a.playout_top_quantile)
+            .with_long_window(a.playout_long_window_ms * 1_000_000),
             late_frames: 0,
             decoded: 0,
             key_requests: 0,
