@@ -1,7 +1,7 @@
 # Layercast: the two commands a new user runs are `make demo` and `make test` (see README.md).
 # Both install what is missing first (scripts/setup.sh) and are safe to re-run.
 
-.PHONY: demo test setup catalogue e2e-full rmcat quality bench bench-ladder fuzz acceptance clean-net containers soak faults capacity pim test-audio edge-browser edge-bench bench-control
+.PHONY: demo test setup catalogue e2e-full rmcat quality ladder-check bench bench-ladder fuzz acceptance clean-net containers soak faults capacity pim test-audio edge-browser edge-bench bench-control
 
 demo: ## Live session with players behind emulated bottlenecks, and the dashboard
 	@scripts/demo.sh $(ARGS)
@@ -23,6 +23,9 @@ rmcat: ## Issue 24's RMCAT set and TCP model check on the testbed, 5 runs each (
 
 quality: ## Issue 20: what viewers see (freezes, frame rate, PSNR/SSIM, latency, repairs) on clean, middle-layer, lossy, jittery and CUBIC-shared paths, ERA and PLM, 5 runs x 60 s (~20 min; ARGS='--runs 3')
 	@scripts/setup.sh && { flock /tmp/layercast-heavy.lock npm run -w e2e cli -- quality-suite $(ARGS); rc=$$?; node scripts/acceptance.mjs; exit $$rc; }
+
+ladder-check: ## Issue 19 on the testbed: viewers behind 350 kbit/s, 1 and 3 Mbit/s watch the default 720p30 encode; each must show 320x180, 640x360, 1280x720 at >= 15 fps, 3 runs x 60 s (~6 min; ARGS='--runs 1')
+	@scripts/setup.sh && { flock /tmp/layercast-heavy.lock npm run -w e2e cli -- ladder-check $(ARGS); rc=$$?; node scripts/acceptance.mjs; exit $$rc; }
 
 bench: ## Criterion benchmarks of the controllers, simulator engine and codec; records the issue figures
 	@scripts/setup.sh && cargo bench --workspace && node scripts/bench-record.mjs && node scripts/acceptance.mjs

@@ -18,6 +18,7 @@ import { reliabilityCommand, RELIABILITY_USAGE } from './reliability-cli.js';
 import { tfrcChecksCommand } from './tfrc-checks.js';
 import { edgeCommand, EDGE_USAGE } from './edge-suite.js';
 import { runQualitySuite, CASES, parseServerVideo } from './quality-suite.js';
+import { runLadderCheck } from './ladder-check.js';
 
 const USAGE = `usage:
   layercast-e2e run SCENARIO.yaml [--out DIR] [--seed N] [--time-scale K] [--linkemu-everywhere]
@@ -38,6 +39,11 @@ const USAGE = `usage:
                                         the scenario in layercast-sim and on the testbed, one table
   layercast-e2e quality RUN_DIR [--reference FILE]
                                         PSNR/SSIM, freezes, frame rate, latency of each player-*/
+  layercast-e2e ladder-check [--runs N] [--seconds S] [--protocol lcc|era|plm] [--out DIR]
+                                        issue 19: viewers behind 350, 1000 and 3000 kbit/s watch
+                                        the server's default encode of the clip, N runs (default
+                                        3) of S s (default 60); each must show 320x180, 640x360,
+                                        1280x720 or larger at >= 15 fps (issue19/testbed-ladder)
   layercast-e2e quality-suite [--runs N] [--seconds S] [--protocols era,plm] [--video small|default] [--fps N]
                               [--keep-pictures] [--no-keep-awake] [--no-retransmission]
                               [--single-decoder] [--player-args 'ARGS'] [--server-video K=V,..]
@@ -205,6 +211,18 @@ async function main(argv: string[]): Promise<number> {
         ],
       });
       console.log(fs.readFileSync(path.join(out, 'summary.md'), 'utf8'));
+      console.log(`outputs under ${out}`);
+      return results.every((r) => r.pass) ? 0 : 1;
+    }
+    case 'ladder-check': {
+      const runs = Number(flag(args, '--runs') ?? 3);
+      const seconds = Number(flag(args, '--seconds') ?? 60);
+      if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs wants a whole number >= 1, not ${flag(args, '--runs')}`);
+      if (!(seconds > 20 && seconds <= 600)) throw new Error(`--seconds wants 21..600, not ${flag(args, '--seconds')}`);
+      const protocol = flag(args, '--protocol') ?? 'lcc';
+      if (protocol !== 'lcc' && protocol !== 'era' && protocol !== 'plm') throw new Error(`--protocol is lcc, era or plm, not ${protocol}`);
+      const out = flag(args, '--out') ?? path.join(repoRoot, 'e2e', 'runs', `ladder-${stamp}`);
+      const results = await runLadderCheck({ runs, seconds, protocol, outDir: out, keepAwake: !args.includes('--no-keep-awake') });
       console.log(`outputs under ${out}`);
       return results.every((r) => r.pass) ? 0 : 1;
     }
