@@ -6,8 +6,10 @@
 // The issue is silent on how much of the run counts; our choice: the pictures shown after the
 // controller's first 10 s (its start climbs layer by layer), at least 90 % of them at the
 // target size or larger, and the run's shown frame rate (every picture shown, any size) at least
-// 15 fps. Per viewer the runs fold into mean ± 95 % CI (repeat.ts); the check passes when every
-// viewer's means are in the band, as the quality suite judges its cases.
+// 0.97 x 15 fps: a viewer that shows every picture of a 15-fps layer of the 30-fps clip measures
+// 14.9 (the clip's clock), and 0.97 of the source's rate is issue 20's rule for "shows every
+// picture". Per viewer the runs fold into mean ± 95 % CI (repeat.ts); the check passes when
+// every viewer's means are in the band, as the quality suite judges its cases.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
@@ -35,8 +37,10 @@ export const LADDER_VIEWERS: LadderViewer[] = [
 export const SETTLE_S = 10;
 /** Share of the settled pictures that must be at the target size or larger. */
 export const MIN_SHARE = 0.9;
-/** Shown frame rate the issue asks for. */
+/** Shown frame rate the issue asks for, and the share of it that counts as every picture of
+ *  a layer at that rate (issue 20's `fpsRatio` bound). */
 export const MIN_FPS = 15;
+export const FPS_TOLERANCE = 0.97;
 
 /** What one viewer showed in one run. */
 export interface LadderRun {
@@ -109,8 +113,9 @@ export async function runLadderCheck(opts: LadderOptions): Promise<LadderResult[
     const rs = per.get(v.kbps)!;
     const share = meanCi95(rs.map((x) => x.share));
     const fps = meanCi95(rs.map((x) => x.fps));
-    const pass = share.mean >= MIN_SHARE && fps.mean >= MIN_FPS;
-    const inBand = rs.filter((x) => x.share >= MIN_SHARE && x.fps >= MIN_FPS).length;
+    const fpsOk = (f: number) => f >= FPS_TOLERANCE * MIN_FPS;
+    const pass = share.mean >= MIN_SHARE && fpsOk(fps.mean);
+    const inBand = rs.filter((x) => x.share >= MIN_SHARE && fpsOk(x.fps)).length;
     const text = `${v.kbps} kbit/s: ${(100 * share.mean).toFixed(0)} ± ${(100 * share.ci).toFixed(0)} % of the pictures at ${v.width}x${v.height} or larger, ${fps.mean.toFixed(1)} ± ${fps.ci.toFixed(1)} fps (${inBand}/${rs.length} runs in band) ${pass ? 'pass' : 'FAIL'}`;
     return { viewer: v, runs: rs, pass, text };
   });
