@@ -12,13 +12,12 @@
 // every viewer's means are in the band, as the quality suite judges its cases.
 import fs from 'node:fs';
 import path from 'node:path';
-import type { ChildProcess } from 'node:child_process';
-import { spawn } from 'node:child_process';
 import { qualityTest, type Viewer } from '../examples/quality-test.js';
 import type { PlayerQuality } from './quality.js';
 import { meanCi95 } from './repeat.js';
 import { recordAcceptance } from './acceptance.js';
 import { findBinary } from './bins.js';
+import { startKeepAwake } from './sh.js';
 
 /** A viewer of the check: its access rate and the picture width it must show. */
 export interface LadderViewer {
@@ -87,11 +86,7 @@ export async function runLadderCheck(opts: LadderOptions): Promise<LadderResult[
   fs.mkdirSync(opts.outDir, { recursive: true });
   const viewers: Viewer[] = LADDER_VIEWERS.map((v) => ({ name: `v${v.kbps}`, bottleneckKbps: v.kbps, minPsnrDb: 0 }));
   const per = new Map<number, LadderRun[]>(LADDER_VIEWERS.map((v) => [v.kbps, []]));
-  const linkemu = findBinary('layercast-linkemu');
-  let ka: ChildProcess | null = null;
-  if (opts.keepAwake !== false && linkemu) ka = spawn(linkemu, ['keep-awake'], { stdio: 'ignore' });
-  const stop = () => ka?.kill('SIGTERM');
-  process.on('exit', stop);
+  const stopSpinners = startKeepAwake(opts.keepAwake !== false ? findBinary('layercast-linkemu') : null);
   try {
     for (let i = 1; i <= runs; i++) {
       log(`run ${i}/${runs}: ${protocol}, ${seconds} s, the server's default encode, viewers behind ${LADDER_VIEWERS.map((v) => `${v.kbps}`).join(', ')} kbit/s`);
@@ -106,8 +101,7 @@ export async function runLadderCheck(opts: LadderOptions): Promise<LadderResult[
       }
     }
   } finally {
-    stop();
-    process.off('exit', stop);
+    await stopSpinners();
   }
   const results: LadderResult[] = LADDER_VIEWERS.map((v) => {
     const rs = per.get(v.kbps)!;

@@ -9,14 +9,12 @@
 // records them with the issue's targets (scripts/acceptance.mjs `issue20/...`).
 import fs from 'node:fs';
 import path from 'node:path';
-import type { ChildProcess } from 'node:child_process';
-import { spawn } from 'node:child_process';
 import { qualityTest, SMALL_VIDEO, type Viewer } from '../examples/quality-test.js';
 import { histogramQuantilesMs, type PlayerQuality } from './quality.js';
 import { meanCi95 } from './repeat.js';
 import { recordAcceptance } from './acceptance.js';
 import { findBinary } from './bins.js';
-import { waitExit } from './sh.js';
+import { startKeepAwake } from './sh.js';
 
 /** One bound of a case: the metric, the band, and how the runs are judged ('mean': the mean
  *  over the runs is in the band, the rule of repeat.ts; 'every': every run is). */
@@ -250,12 +248,7 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
   const viewers: Viewer[] = CASES.map((c) => ({ name: c.id, minPsnrDb: 0, ...c.viewer }));
   const perCase = new Map<string, Record<Metric, number>[]>();
   const notes: string[] = [];
-  let ka: ChildProcess | null = null;
-  const linkemu = findBinary('layercast-linkemu');
-  if (opts.keepAwake !== false && linkemu) ka = spawn(linkemu, ['keep-awake'], { stdio: 'ignore' });
-  // A Ctrl-C tears the run's network down and exits from Net's handler: the spinners go too.
-  const stopSpinners = () => ka?.kill('SIGTERM');
-  process.on('exit', stopSpinners);
+  const stopSpinners = startKeepAwake(opts.keepAwake !== false ? findBinary('layercast-linkemu') : null);
   const t0 = Date.now();
   const total = runs * protocols.length;
   let k = 0;
@@ -303,11 +296,7 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
       }
     }
   } finally {
-    process.off('exit', stopSpinners);
-    if (ka) {
-      ka.kill('SIGTERM');
-      await waitExit(ka, 3000);
-    }
+    await stopSpinners();
   }
   const results: CaseResult[] = [];
   for (const p of protocols) for (const c of CASES) results.push(foldCase(p, c, perCase.get(`${p}/${c.id}`) ?? [], runs));

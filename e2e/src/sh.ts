@@ -90,3 +90,19 @@ export function waitExit(child: ChildProcess, timeoutMs: number): Promise<number
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Starts `layercast-linkemu keep-awake` (one SCHED_IDLE spinner per CPU: an idle vCPU halts and
+ *  wakes late for the links' timers) when `linkemu` is given; the returned function stops it and
+ *  waits for it. A Ctrl-C exits from Net's handler: the spinners are killed on exit too. */
+export function startKeepAwake(linkemu: string | null | undefined): () => Promise<void> {
+  const ka: ChildProcess | null = linkemu ? spawn(linkemu, ['keep-awake'], { stdio: 'ignore' }) : null;
+  const kill = () => ka?.kill('SIGTERM');
+  process.on('exit', kill);
+  return async () => {
+    process.off('exit', kill);
+    if (ka) {
+      ka.kill('SIGTERM');
+      await waitExit(ka, 3000);
+    }
+  };
+}

@@ -229,10 +229,12 @@ impl PlayoutClock {
         self.lateness.push_back((now_ns, own));
         let kept = self.kept_ns();
         forget(&mut self.lateness, kept, now_ns, 1);
-        if let Some(o) = self.offset {
+        // At quantile 1 the window's worst includes this picture: nothing to raise, and no
+        // second sort of the window per picture (`place` sorts it).
+        if let Some(o) = self.offset.filter(|_| self.quantile < 1.0) {
             let v = self.sized_by();
             let rise = own.min(v[0].saturating_add(self.max_jitter_ns));
-            // Later than the quantile takes in (never, at 1.0), and than the buffer now.
+            // Later than the quantile takes in, and than the buffer now.
             if rise > quantile(&v, self.quantile) && rise > o {
                 self.offset = Some(rise);
                 self.rose = Some(ts);

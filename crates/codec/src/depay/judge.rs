@@ -189,8 +189,8 @@ impl Assembler {
     /// Whether `p` is a key picture whose every expected frame is here (a switch point for
     /// every layer held).
     pub(super) fn is_complete_key(&self, p: &PendingPicture) -> bool {
-        p.frames.get(&0).is_some_and(|f| {
-            f.parts.values().next().is_some_and(|x| x.start) && !f.desc.inter_picture
-        }) && self.is_complete(p)
+        Self::is_key_start(p)
+            && p.frames[&0].parts.values().next().is_some_and(|x| x.start)
+            && self.is_complete(p)
     }
 }
