@@ -199,7 +199,7 @@ flows:
       continue;
     }
     log(`${v.name}: ${q.pictures} pictures, ${q.compared} compared, PSNR ${q.psnrMeanDb.toFixed(2)} dB, SSIM ${q.ssimMean.toFixed(4)}, ` +
-      `${q.freezes} freezes (${q.freezesPerMin.toFixed(1)}/min, longest ${q.longestFreezeS.toFixed(2)} s), ` +
+      `${q.freezes} freezes (${q.freezesPerMin.toFixed(1)}/min, longest ${q.longestFreezeS.toFixed(2)} s), ${q.backwards} shown out of order, ` +
       `${q.meanFps.toFixed(1)} fps shown${q.source ? ` = ${q.source.fpsRatio.toFixed(3)} of the source's ${q.source.heldLayerFps.toFixed(1)} at the held layer` : ''}, ` +
       `${q.harmonicFps.toFixed(1)} fps (harmonic), latency p50/p95 ${q.latencyP50Ms?.toFixed(0) ?? '—'}/${q.latencyP95Ms?.toFixed(0) ?? '—'} ms (${q.timeBase}); ` +
       q.byLayers.map((x) => `${x.layers} layers ${x.width}x${x.height}: ${x.psnrMeanDb.toFixed(1)} dB`).join(', '));
@@ -208,6 +208,7 @@ flows:
     const widest = Math.max(0, ...q.byLayers.map((x) => x.width));
     if (v.minWidth && widest < v.minWidth) failures.push(`${v.name}: widest picture ${widest} < ${v.minWidth}`);
     if (v.maxFreezesPerMin !== undefined && !(q.freezesPerMin <= v.maxFreezesPerMin)) failures.push(`${v.name}: ${q.freezesPerMin.toFixed(1)} freezes per minute > ${v.maxFreezesPerMin}`);
+    if (q.backwards > 0) failures.push(`${v.name}: ${q.backwards} pictures shown after a later one (time went back on screen)`);
     if (v.maxLongestFreezeS !== undefined && !(q.longestFreezeS <= v.maxLongestFreezeS)) failures.push(`${v.name}: a freeze of ${q.longestFreezeS.toFixed(2)} s > ${v.maxLongestFreezeS}`);
     if (v.minFpsRatio !== undefined && !(q.source && q.source.fpsRatio >= v.minFpsRatio))
       failures.push(`${v.name}: shown frame rate ${q.source ? `${q.source.fpsRatio.toFixed(3)} of the source's at the held layer` : 'not measurable (too few stamps read)'} < ${v.minFpsRatio}`);

@@ -318,6 +318,10 @@ export interface TimingStats {
    *  reading only, each gap is judged against its own recent average ({@link freezeGaps}). */
   freezeThresholdS: number;
   freezes: number;
+  /** Pictures shown after one captured later (by their stamped frame numbers): the picture on
+   *  screen goes back in time (a decoder shown a stale reference frame). 0 when fewer than two
+   *  shown pictures carry a stamp. */
+  backwards: number;
   /** Freezes per minute of the span. */
   freezesPerMin: number;
   freezeTimeS: number;
@@ -389,6 +393,15 @@ export function timingStats(rows: FrameRow[]): TimingStats {
       .sort((a, b) => a - b);
   const g2g = lat(shown);
   const dec = lat((r) => r.decodedS);
+  const order = rows
+    .filter((r) => r.frameNumber !== null && shown(r) !== null)
+    .sort((a, b) => shown(a)! - shown(b)!);
+  let backwards = 0;
+  let newest = -Infinity;
+  for (const r of order) {
+    if (r.frameNumber! < newest) backwards++;
+    newest = Math.max(newest, r.frameNumber!);
+  }
   return {
     pictures: rows.length,
     timeBase: display ? 'display' : 'decode',
@@ -396,6 +409,7 @@ export function timingStats(rows: FrameRow[]): TimingStats {
     meanIntervalS: mean,
     freezeThresholdS: thr,
     freezes: fr.length,
+    backwards,
     freezesPerMin: sum > 0 ? (fr.length * 60) / sum : NaN,
     freezeTimeS: fr.reduce((a, b) => a + b, 0),
     longestFreezeS: fr.reduce((a, b) => Math.max(a, b), 0),

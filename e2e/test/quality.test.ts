@@ -122,6 +122,7 @@ test('freezes, harmonic frame rate and latency follow their definitions', () => 
   assert.ok(Math.abs(s.meanIntervalS - mean) < 1e-9);
   assert.ok(Math.abs(s.freezeThresholdS - Math.max(3 * mean, mean + 0.15)) < 1e-9);
   assert.equal(s.freezes, 1);
+  assert.equal(s.backwards, 0);
   assert.equal(s.timeBase, 'decode');
   assert.ok(Math.abs(s.freezeTimeS - 1) < 1e-9);
   assert.ok(Math.abs(s.longestFreezeS - 1) < 1e-9);
@@ -153,6 +154,12 @@ test('freezes, harmonic frame rate and latency follow their definitions', () => 
   assert.ok(Math.abs(v.meanFps - 25) < 1e-6);
   assert.ok(v.latencyP50Ms! > 400, `p50 ${v.latencyP50Ms}`);
   assert.ok(Math.abs(v.decodeLatencyP50Ms! - 90) < 1e-6);
+  // A picture whose stamp is older than the one shown before it (a stale reference frame on
+  // screen) counts, however many pictures back; unstamped pictures do not.
+  const back = rows.slice(0, 20).map((r) => ({ ...r }));
+  back[10].frameNumber = 6;
+  back[15].frameNumber = null;
+  assert.equal(timingStats(back).backwards, 1);
   // A display log that does not match the csv is not used.
   assert.equal(applyDisplayTimes(rows.map((r) => ({ ...r })), jsonl.split('\n').slice(0, 50).join('\n'), rows.length), false);
 });

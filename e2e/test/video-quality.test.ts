@@ -64,7 +64,7 @@ test('scripted quality test: what each viewer sees behind each bottleneck', { sk
       (q) =>
         `${q.player}: ${q.compared}/${q.pictures} pictures, PSNR ${q.psnrMeanDb.toFixed(2)} dB, SSIM ${q.ssimMean.toFixed(3)}, ` +
         `fps ${q.meanFps.toFixed(1)} = ${q.source?.fpsRatio.toFixed(3) ?? '—'} of the source's at the held layer, ` +
-        `${q.freezes} freezes (${q.freezesPerMin.toFixed(1)}/min, longest ${q.longestFreezeS.toFixed(2)} s), harmonic ${q.harmonicFps.toFixed(1)} fps, ` +
+        `${q.freezes} freezes (${q.freezesPerMin.toFixed(1)}/min, longest ${q.longestFreezeS.toFixed(2)} s), ${q.backwards} shown out of order, harmonic ${q.harmonicFps.toFixed(1)} fps, ` +
         `latency p50/p95 ${q.latencyP50Ms?.toFixed(0)}/${q.latencyP95Ms?.toFixed(0)} ms (${q.timeBase}), lost ${q.packets?.lost ?? '—'}, FEC-recovered ${q.packets?.fecRecovered ?? '—'}`,
     )
     .join('; ');

@@ -240,5 +240,6 @@ pub fn totals(v: &mut Video) -> Value {
         "frames_incomplete": st.frames_incomplete, "late": st.late,
         "malformed": st.malformed, "key_requests": v.key_requests,
         "hidden": v.hidden, "released_unrepaired": st.released_unrepaired,
+        "encoder_dropped": {"frames": st.filler_frames, "pictures": st.filler_pictures},
         "shown_lower": v.shown_lower, "lower_decoder_errors": v.lower_decoder_errors()})
 }

@@ -50,6 +50,9 @@ fn clip_with(cells: &[Vec<u32>], sync_every: u32) -> Vec<Vec<Vec<Vec<u8>>>> {
         temporal_layers: cells[0].len(),
         cell_kbps: cells.to_vec(),
         keyframe_interval: KEY_EVERY,
+        // These tests are about the network's losses and delays; the encoder's own drops (a
+        // picture dropped whole is not shown, codec/tests/drops.rs) would add gaps of theirs.
+        drop_thresh: 0,
         ..SvcConfig::l3t3_720p()
     };
     let ladder = LayerLadder::spatial_major(&conf.cell_kbps).unwrap();

@@ -81,6 +81,11 @@ pub struct AssemblerStats {
     /// Pictures the host released before their upper frames' repair came
     /// ([`Assembler::release_oldest`]).
     pub released_unrepaired: u64,
+    /// Top layer frames left out because the encoder had dropped them
+    /// ([`AssembledPicture::trim_fillers`]).
+    pub filler_frames: u64,
+    /// Pictures the encoder dropped whole (every frame a filler): not returned.
+    pub filler_pictures: u64,
 }
 
 /// One layer frame as assembled.
@@ -117,6 +122,28 @@ impl AssembledPicture {
     pub fn top_spatial(&self) -> u8 {
         self.frames.last().map_or(0, |f| f.spatial)
     }
+
+    /// Leaves out the top frames that stand in for layer frames the encoder dropped (a
+    /// one-byte `show_existing_frame`, `codec::vpx::filler_frame`), and returns how many. Such
+    /// a frame refreshes nothing, so the decoder's state is the same without it; decoded, it
+    /// would show its layer's last *reference* frame, a picture up to a temporal period older
+    /// than the one shown before it (the viewer saw time jump back at every dropped TL0 frame
+    /// of the top layer). Without it the decoder outputs this picture's highest coded layer.
+    /// Only the top is trimmed: a filler below a coded frame does not decide the output.
+    pub fn trim_fillers(&mut self) -> usize {
+        let n = self.frames.len();
+        while self.frames.last().is_some_and(|f| is_filler(&f.data)) {
+            self.frames.pop();
+        }
+        n - self.frames.len()
+    }
+}
+
+/// A frame that only shows an existing reference buffer again: the whole frame is the
+/// uncompressed header's first byte (profile 0 or 1) or two (profile 2 or 3, the reserved
+/// bit), `show_existing_frame` set. Coded frames are never this short.
+pub fn is_filler(frame: &[u8]) -> bool {
+    frame.len() <= 2 && crate::superframe::frame_info(frame).is_ok_and(|i| i.show_existing)
 }
 
 /// A layer's state since the assembler joined it (`missing_given_up` reads it).
@@ -528,7 +555,17 @@ impl Assembler {
     }
 
     /// Next decodable picture, in picture-ID order.
+    /// The next picture, without the fillers of frames the encoder dropped at its top
+    /// ([`AssembledPicture::trim_fillers`]); a picture dropped whole is skipped (the viewer
+    /// keeps the picture before it a frame longer, not one older than it).
     pub fn pop(&mut self) -> Option<AssembledPicture> {
-        self.ready.pop_front()
+        loop {
+            let mut pic = self.ready.pop_front()?;
+            self.stats.filler_frames += pic.trim_fillers() as u64;
+            if !pic.frames.is_empty() {
+                return Some(pic);
+            }
+            self.stats.filler_pictures += 1;
+        }
     }
 }

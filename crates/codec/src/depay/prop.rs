@@ -645,6 +645,73 @@ fn a_late_frame_of_a_single_temporal_layer_is_waited_for() {
     assert_eq!(asm.stats().pictures, 12, "{:?}", asm.stats());
 }
 
+/// A layer frame the encoder dropped arrives as a one-byte `show_existing_frame` filler
+/// (`vpx::filler_frame`). At the top of a picture it would make the decoder show that
+/// layer's last reference frame, older than the picture shown before it: it is left out,
+/// and a picture dropped whole is not returned.
+#[test]
+fn fillers_at_the_top_of_a_picture_are_left_out() {
+    let ladder = LayerLadder::spatial_major(&[vec![150], vec![450]]).unwrap();
+    let mut ls = LayerStreams::new(
+        ladder.clone(),
+        vec![(160, 90), (320, 180)],
+        StreamConfig::default(),
+    )
+    .unwrap();
+    // Picture 3 lost its top frame to the encoder, picture 5 both; picture 7's base frame
+    // was dropped under a coded top frame (kept: the top decides what is shown).
+    let filler = |i: usize, s: u8| matches!((i, s), (3, 1) | (5, _) | (7, 0));
+    let mut asm = Assembler::new(ladder, Some(1), AssemblerConfig::default());
+    let mut out = Vec::new();
+    for i in 0..10usize {
+        let frames = (0..2u8)
+            .map(|s| LayerFrame {
+                spatial: s,
+                temporal: 0,
+                data: if filler(i, s) {
+                    vec![0x88 | (s & 7)]
+                } else {
+                    vec![(i * 7 + s as usize) as u8; 500]
+                },
+                inter_picture: i > 0,
+                inter_layer: s > 0,
+                switch_up: false,
+                width: 0,
+                height: 0,
+            })
+            .collect();
+        let pic = EncodedPicture {
+            pts: i as i64 * 3000,
+            index: i as u64,
+            temporal: 0,
+            key: i == 0,
+            sync_mask: 0,
+            dropped_mask: 0,
+            frames,
+        };
+        for (k, cell) in ls.packets(&pic).unwrap().iter().enumerate() {
+            for p in cell {
+                let b = p.to_bytes(&[]).unwrap();
+                asm.push(k, &RtpPacket::parse(&b).unwrap()).unwrap();
+            }
+        }
+        while let Some(p) = asm.pop() {
+            out.push((p.picture_id, p.top_spatial(), p.frames.len()));
+        }
+    }
+    let first = out[0].0;
+    let got: Vec<(u64, u8, usize)> = out.iter().map(|&(id, s, n)| (id - first, s, n)).collect();
+    let want: Vec<(u64, u8, usize)> = (0..10u64)
+        .filter(|&i| i != 5)
+        .map(|i| (i, if i == 3 { 0 } else { 1 }, if i == 3 { 1 } else { 2 }))
+        .collect();
+    assert_eq!(got, want, "{:?}", asm.stats());
+    assert_eq!(asm.stats().filler_frames, 3, "{:?}", asm.stats());
+    assert_eq!(asm.stats().filler_pictures, 1, "{:?}", asm.stats());
+    assert!(is_filler(&[0x8D]), "the encoder's filler of buffer 5");
+    assert!(!is_filler(&[0x82, 0x49, 0x83]), "a coded frame's header");
+}
+
 /// A viewer holding temporal layers 0-2 of spatial layer 0 leaves temporal layer 2 at
 /// picture 20, while picture 19's TL2 frame is half in (the leave cut it) and picture 21's
 /// packets are still on their way (they arrive after the leave and are ignored). Every
