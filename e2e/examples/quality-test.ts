@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Net, buildTopology, findBinary, nsRun, parseScenario, sleep } from '../src/index.js';
-import { analyseRun, qualityHtml, appendToReport, type PlayerQuality } from '../src/quality.js';
+import { analyseRun, ladderOf, qualityHtml, appendToReport, type PlayerQuality } from '../src/quality.js';
 import { repoRoot } from '../src/bins.js';
 
 /** One viewer: a name, its access bottleneck, and what it must get. */
@@ -186,7 +186,7 @@ flows:
   // 4. Quality per player against the reference, aligned by the stamped frame numbers.
   const ref = path.join(serverDir, 'reference.y4m');
   if (!fs.existsSync(ref)) return { outDir, source, players: [], failures: [], skipped: 'the server wrote no reference.y4m (a build without reference output)' };
-  const players = await analyseRun(outDir, ref, Number(opts.video?.temporal ?? 3));
+  const players = await analyseRun(outDir, ref, ladderOf(opts.video));
   appendToReport(path.join(outDir, 'report.html'), qualityHtml(players));
   fs.writeFileSync(path.join(outDir, 'quality.json'), JSON.stringify(players.map(({ series: _s, ...q }) => q), null, 1));
 

@@ -437,25 +437,71 @@ export interface SourceRate {
   fpsRatio: number;
 }
 
-/** Share of the source's frames a viewer holding the first `layers` layers of a spatial-major
- *  ladder with `temporalLayers` dyadic temporal layers per spatial layer is meant to show: those
- *  of its *steady* spatial layer, the highest one whose held temporal layers reach at least half
- *  the frames (the player's `ShowFilter`, docs/player.md "Steady resolution"). Within spatial
- *  layer 0, temporal layer t reaches 2^(t−(T−1)) of the frames. Above it, a top spatial layer
- *  held at half the frames or more is steady and the pictures without it are not shown (5
- *  layers of L3T3: S1 at TL0 and TL1, 7.5 of 15 fps at 320x180; 8 layers: S2 the same at
- *  640x360); one held at less than half is not, and the layer below, held whole, shows every
- *  frame (4 and 7 layers). */
-export function heldFrameShare(layers: number, temporalLayers: number): number {
-  if (!(layers >= 1) || !(temporalLayers >= 1)) return NaN;
-  if (layers <= temporalLayers) return 2 ** (layers - temporalLayers);
-  const topShare = 2 ** (((layers - 1) % temporalLayers) - (temporalLayers - 1));
-  return topShare >= 0.5 ? topShare : 1;
+/** How the server stacks an encode's (spatial, temporal) cells into cumulative layers
+ *  (`video.layer_order`, codec::ladder::LayerOrder; docs/server.md "The default ladder"). */
+export type LayerOrder = 'size-first' | 'spatial-major';
+
+/** The grid and order of a session's video ladder. */
+export interface LadderShape {
+  spatial: number;
+  temporal: number;
+  order: LayerOrder;
+}
+
+/** The server's default encode: L3T3, size-first. */
+export const DEFAULT_LADDER: LadderShape = { spatial: 3, temporal: 3, order: 'size-first' };
+
+/** The ladder of a session's `video` config (its `spatial`, `temporal`, `layer_order`, with the
+ *  server's defaults). */
+export function ladderOf(video?: Record<string, unknown>): LadderShape {
+  const n = (v: unknown, d: number) => (typeof v === 'number' && v >= 1 ? v : d);
+  const order = video?.layer_order === 'spatial-major' ? 'spatial-major' : 'size-first';
+  return { spatial: n(video?.spatial, 3), temporal: n(video?.temporal, 3), order };
+}
+
+/** The (spatial, temporal) cell of each layer, layer 0 first: the same rule as the server's
+ *  `LayerOrder::cells` (size-first: below the top spatial layer, the lower temporal layers of
+ *  every size, then their top temporal layer, then the top spatial layer's cells). */
+export function layerCells(l: LadderShape): [number, number][] {
+  const out: [number, number][] = [];
+  const { spatial: ns, temporal: nt } = l;
+  if (l.order === 'spatial-major') {
+    for (let s = 0; s < ns; s++) for (let t = 0; t < nt; t++) out.push([s, t]);
+    return out;
+  }
+  for (let s = 0; s < ns - 1; s++) for (let t = 0; t < nt - 1; t++) out.push([s, t]);
+  for (let s = 0; s < ns - 1; s++) out.push([s, nt - 1]);
+  for (let t = 0; t < nt; t++) out.push([ns - 1, t]);
+  return out;
+}
+
+/** Share of the source's frames a viewer holding the first `layers` layers of `ladder` is meant
+ *  to show: those of its *steady* spatial layer, the highest one whose held temporal layers
+ *  reach at least half the frames (the player's `ShowFilter`, docs/player.md "Steady
+ *  resolution"); temporal layers 0..=t reach 2^(t+1−T) of the frames (dyadic patterns). When no
+ *  layer reaches half (1 layer of L?T3), the base layer is steady and shows what it holds.
+ *  Spatial-major L3T3: 5 layers show S1 at TL0-TL1, 7.5 of 15 fps; 4 layers (S1 at TL0 only)
+ *  show every frame at S0. Size-first L3T3: 4 layers show S1 at half the frames, 5 too (the
+ *  S0 TL2 pictures are decoded, not shown), 6 every frame. */
+export function heldFrameShare(layers: number, ladder: LadderShape = DEFAULT_LADDER): number {
+  const nt = ladder.temporal;
+  if (!(layers >= 1) || !(nt >= 1) || !(ladder.spatial >= 1)) return NaN;
+  const maxT = new Map<number, number>();
+  for (const [s, t] of layerCells(ladder).slice(0, layers)) maxT.set(s, Math.max(maxT.get(s) ?? -1, t));
+  let steady = 0;
+  for (let s = ladder.spatial - 1; s >= 0; s--) {
+    const t = maxT.get(s);
+    if (t !== undefined && t + 2 >= nt) {
+      steady = s;
+      break;
+    }
+  }
+  return 2 ** (Math.min(maxT.get(steady) ?? 0, nt - 1) + 1 - nt);
 }
 
 /** `null` when fewer than 10 shown pictures carry a readable stamp. Display gaps are weighed
  *  by the share of the layers held at the picture that ends them. */
-export function sourceRate(rows: FrameRow[], temporalLayers = 3): SourceRate | null {
+export function sourceRate(rows: FrameRow[], ladder: LadderShape = DEFAULT_LADDER): SourceRate | null {
   const st = rows.filter((r) => r.frameNumber !== null && r.captureS !== null);
   if (st.length < 10) return null;
   const first = st[0];
@@ -465,7 +511,7 @@ export function sourceRate(rows: FrameRow[], temporalLayers = 3): SourceRate | n
   const sourceFps = (last.frameNumber! - first.frameNumber!) / dt;
   const display = rows.every((r) => r.displayS !== null);
   const shown = rows
-    .map((r) => ({ t: display ? r.displayS : r.decodedS, share: heldFrameShare(r.layersHeld, temporalLayers) }))
+    .map((r) => ({ t: display ? r.displayS : r.decodedS, share: heldFrameShare(r.layersHeld, ladder) }))
     .filter((x): x is { t: number; share: number } => x.t !== null && Number.isFinite(x.share))
     .sort((a, b) => a.t - b.t);
   let span = 0;
@@ -558,9 +604,9 @@ export interface PlayerQuality extends TimingStats {
 
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
 
-/** Analyses one player's output directory against `reference` (a y4m); `temporalLayers` of the
- *  session's encode (every encode of this project is L3T3 unless configured otherwise). */
-export async function analysePlayer(playerDir: string, reference: string, name = path.basename(playerDir), temporalLayers = 3): Promise<PlayerQuality> {
+/** Analyses one player's output directory against `reference` (a y4m); `ladder`: the session's
+ *  encode (the server's default, L3T3 size-first, unless configured otherwise). */
+export async function analysePlayer(playerDir: string, reference: string, name = path.basename(playerDir), ladder: LadderShape = DEFAULT_LADDER): Promise<PlayerQuality> {
   const csv = path.join(playerDir, 'frames.csv');
   if (!fs.existsSync(csv)) throw new QualityError(`${csv}: missing`);
   const { rows, malformed } = parseFramesCsv(fs.readFileSync(csv, 'utf8'));
@@ -580,7 +626,7 @@ export async function analysePlayer(playerDir: string, reference: string, name =
   return {
     player: name,
     ...timing,
-    source: sourceRate(rows, temporalLayers),
+    source: sourceRate(rows, ladder),
     layersHeldMedian: held.length ? quantile(held, 0.5) : NaN,
     packets: log === null ? null : packetTotals(log),
     stamped: rows.filter((r) => r.frameNumber !== null).length,
@@ -602,14 +648,14 @@ export async function analysePlayer(playerDir: string, reference: string, name =
 
 /** Every `player-*` directory under `runDir` with a frames.csv, against `reference`
  *  (default `<runDir>/reference.y4m`, else the first `server-*` directory's). */
-export async function analyseRun(runDir: string, reference?: string, temporalLayers = 3): Promise<PlayerQuality[]> {
+export async function analyseRun(runDir: string, reference?: string, ladder: LadderShape = DEFAULT_LADDER): Promise<PlayerQuality[]> {
   const ref = reference ?? findReference(runDir);
   if (!ref) return [];
   const out: PlayerQuality[] = [];
   for (const d of fs.readdirSync(runDir).sort()) {
     const dir = path.join(runDir, d);
     if (!d.startsWith('player-') || !fs.existsSync(path.join(dir, 'frames.csv'))) continue;
-    out.push(await analysePlayer(dir, ref, d.replace(/^player-/, ''), temporalLayers));
+    out.push(await analysePlayer(dir, ref, d.replace(/^player-/, ''), ladder));
   }
   return out;
 }

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { FRAMES_CSV_HEADER, Y4m, analysePlayer, analyseRun, applyDisplayTimes, ffmpeg, freezeGaps, heldFrameShare, histogramQuantilesMs, packetTotals, parseFramesCsv, parsePsnrStats, sourceRate, timingStats, type FrameRow } from '../src/quality.js';
+import { DEFAULT_LADDER, FRAMES_CSV_HEADER, Y4m, analysePlayer, analyseRun, applyDisplayTimes, ffmpeg, freezeGaps, heldFrameShare, ladderOf, layerCells, histogramQuantilesMs, packetTotals, parseFramesCsv, parsePsnrStats, sourceRate, timingStats, type FrameRow } from '../src/quality.js';
 
 let dir = '';
 const T0 = 1_763_000_000; // unix seconds
@@ -168,17 +168,25 @@ test('source frame rate and shown rate at the held layer come from the stamps an
   // A 30 fps source, L3T3. The viewer holds 2 layers (S0T1: half the frames) for 45 pictures,
   // then 3 (S0T2: every frame) for 45 more, every picture shown at the source's pace, except
   // for 10 frames' gap after picture 60; every 7th stamp unreadable.
-  assert.equal(heldFrameShare(1, 3), 0.25);
-  assert.equal(heldFrameShare(2, 3), 0.5);
-  assert.equal(heldFrameShare(3, 3), 1);
+  const sm = { spatial: 3, temporal: 3, order: 'spatial-major' as const };
+  assert.equal(heldFrameShare(1, sm), 0.25);
+  assert.equal(heldFrameShare(2, sm), 0.5);
+  assert.equal(heldFrameShare(3, sm), 1);
   // Spatial layer 1 at TL0 only (a quarter of the frames) is not steady: spatial layer 0,
   // held whole, shows every frame; at TL0 and TL1 (half) it is, and shows half of them.
-  assert.equal(heldFrameShare(4, 3), 1);
-  assert.equal(heldFrameShare(5, 3), 0.5);
-  assert.equal(heldFrameShare(6, 3), 1);
-  assert.equal(heldFrameShare(7, 3), 1);
-  assert.equal(heldFrameShare(8, 3), 0.5);
-  assert.equal(heldFrameShare(9, 3), 1);
+  assert.equal(heldFrameShare(4, sm), 1);
+  assert.equal(heldFrameShare(5, sm), 0.5);
+  assert.equal(heldFrameShare(6, sm), 1);
+  assert.equal(heldFrameShare(7, sm), 1);
+  assert.equal(heldFrameShare(8, sm), 0.5);
+  assert.equal(heldFrameShare(9, sm), 1);
+  // Size-first (the server's default): (0,0) (0,1) (1,0) (1,1) (0,2) (1,2) (2,0) (2,1) (2,2).
+  assert.deepEqual(layerCells(DEFAULT_LADDER), [[0, 0], [0, 1], [1, 0], [1, 1], [0, 2], [1, 2], [2, 0], [2, 1], [2, 2]]);
+  assert.deepEqual([1, 2, 3, 4, 5, 6, 7, 8, 9].map((k) => heldFrameShare(k)), [0.25, 0.5, 0.5, 0.5, 0.5, 1, 1, 0.5, 1]);
+  assert.deepEqual(layerCells({ spatial: 3, temporal: 2, order: 'size-first' }), [[0, 0], [1, 0], [0, 1], [1, 1], [2, 0], [2, 1]]);
+  assert.deepEqual(layerCells({ spatial: 2, temporal: 3, order: 'size-first' }), layerCells({ spatial: 2, temporal: 3, order: 'spatial-major' }));
+  assert.deepEqual(ladderOf({ spatial: 2, layer_order: 'spatial-major' }), { spatial: 2, temporal: 3, order: 'spatial-major' });
+  assert.deepEqual(ladderOf(undefined), DEFAULT_LADDER);
   const rows: FrameRow[] = [];
   let fn = 0;
   for (let i = 0; i < 90; i++) {
@@ -187,14 +195,14 @@ test('source frame rate and shown rate at the held layer come from the stamps an
     const unread = i % 7 === 3;
     rows.push({ index: i, frameNumber: unread ? null : fn, captureS: unread ? null : cap, arrivalS: null, decodedS: cap + 0.1, displayS: cap + 0.9, layersHeld: i < 45 ? 2 : 3, width: 2, height: 2, file: '', fileIndex: null });
   }
-  const s = sourceRate(rows)!;
+  const s = sourceRate(rows, sm)!;
   assert.ok(Math.abs(s.sourceFps - 30) < 1e-6, `${s.sourceFps}`);
   // 44 gaps of 2/30 s at 15 fps expected, then 45 gaps (one of them 11 frames) at 30: 89
   // shown against 44 + 55 = 99 expected.
   assert.ok(Math.abs(s.fpsRatio - 89 / 99) < 1e-9, `${s.fpsRatio}`);
   assert.ok(s.heldLayerFps > 15 && s.heldLayerFps < 30, `${s.heldLayerFps}`);
   // Too few stamps: no estimate rather than a wrong one.
-  assert.equal(sourceRate(rows.slice(0, 10)), null);
+  assert.equal(sourceRate(rows.slice(0, 10), sm), null);
 });
 
 test('packet and FEC totals come from the exit line', () => {

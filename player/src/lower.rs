@@ -83,15 +83,19 @@ pub struct Lower {
     decoded: u64,
 }
 
-/// The layer prefix below the top spatial layer of the subscription 0..=`top`: every cell of
-/// the spatial layers below it (`None` when the top is spatial layer 0: there is nothing
-/// below to fall back on).
+/// The layer prefix below the top spatial layer of the subscription 0..=`top`: the layers
+/// before that spatial layer's first (`None` when the top is spatial layer 0: there is
+/// nothing below to fall back on). Spatial-major, that is every cell of the spatial layers
+/// below; in the size-first order of L3T3 a 640x360 subscription below the 720p layer falls
+/// back on 320x180 at TL0-TL1 (its TL2 cell comes after the first 640x360 one).
 pub fn lower_top(ladder: &LayerLadder, top: Option<usize>) -> Option<usize> {
     let top = top?;
-    let below = ladder.cell(top)?.spatial.checked_sub(1)?;
-    ladder
-        .layer_of(below, ladder.temporal_layers().saturating_sub(1))
-        .filter(|&k| k < top)
+    let top_s = (0..=top)
+        .filter_map(|k| ladder.cell(k))
+        .map(|c| c.spatial)
+        .max()?;
+    let first = (0..=top).find(|&k| ladder.cell(k).is_some_and(|c| c.spatial == top_s))?;
+    first.checked_sub(1)
 }
 
 impl Lower {
@@ -179,6 +183,27 @@ mod tests {
             ]
         );
         assert_eq!(lower_top(&ladder, None), None);
+        // Size-first: (0,0), (0,1), (1,0), (1,1), (0,2), (1,2), (2,0), (2,1), (2,2).
+        let sf = LayerLadder::ordered(
+            &[vec![45, 15, 15], vec![120, 40, 40], vec![300, 100, 100]],
+            codec::ladder::LayerOrder::SizeFirst,
+        )
+        .unwrap();
+        let got: Vec<Option<usize>> = (0..9).map(|k| lower_top(&sf, Some(k))).collect();
+        assert_eq!(
+            got,
+            [
+                None,
+                None,
+                Some(1),
+                Some(1),
+                Some(1),
+                Some(1),
+                Some(5),
+                Some(5),
+                Some(5)
+            ]
+        );
         let one = LayerLadder::spatial_major(&[vec![100, 50]]).unwrap();
         assert_eq!(lower_top(&one, Some(1)), None);
     }

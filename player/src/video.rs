@@ -247,6 +247,44 @@ pub fn vp9_params(info: &SessionInfo) -> Option<(usize, usize, f64, u32, u32)> {
     }
 }
 
+/// The session's ladder: the announced streams' cells in their layer order (the SAM carries
+/// each stream's (spatial, temporal)), spatial-major for a single stream carrying every cell
+/// (TFMCC). The order is what matters here; rates are informative (kbit/s, ≥ 1). `None` when
+/// the announced cells are not a valid ladder of the `ns` x `nt` grid.
+fn ladder_of(info: &SessionInfo, ns: usize, nt: usize, single_stream: bool) -> Option<LayerLadder> {
+    let kbps = |k: usize| {
+        info.layers
+            .get(k)
+            .filter(|_| !single_stream)
+            .map_or(1, |l| ((l.rate_bps / 1000) as u32).max(1))
+    };
+    let streams = info
+        .track(proto::TrackKind::Video)
+        .map(|t| &t.streams[..])
+        .unwrap_or(&[]);
+    if !single_stream && streams.len() == ns * nt {
+        let mut cells = vec![None; ns * nt];
+        for st in streams {
+            let slot = cells.get_mut(usize::from(st.layer))?;
+            if slot.is_some() {
+                return None;
+            }
+            *slot = Some(codec::ladder::Cell {
+                spatial: st.spatial,
+                temporal: st.temporal,
+            });
+        }
+        let cells = cells.into_iter().collect::<Option<Vec<_>>>()?;
+        let l = LayerLadder::new(cells, (0..ns * nt).map(kbps).collect()).ok()?;
+        return (usize::from(l.spatial_layers()) == ns && usize::from(l.temporal_layers()) == nt)
+            .then_some(l);
+    }
+    let rows: Vec<Vec<u32>> = (0..ns)
+        .map(|s| (0..nt).map(|t| kbps(s * nt + t)).collect())
+        .collect();
+    LayerLadder::spatial_major(&rows).ok()
+}
+
 impl Video {
     /// A video path for this session, or `None` if it carries no (known) video.
     /// `prev` is the video path of the previous session (a restarted sender): its logs and
@@ -261,20 +299,7 @@ impl Video {
         if (ns * nt != info.layers.len() && !single_stream) || ns == 0 || nt == 0 {
             return None;
         }
-        // The ladder's order is what matters here; rates are informative (kbit/s, ≥ 1).
-        let rows: Vec<Vec<u32>> = (0..ns)
-            .map(|s| {
-                (0..nt)
-                    .map(|t| {
-                        info.layers
-                            .get(s * nt + t)
-                            .filter(|_| !single_stream)
-                            .map_or(1, |l| ((l.rate_bps / 1000) as u32).max(1))
-                    })
-                    .collect()
-            })
-            .collect();
-        let ladder = LayerLadder::spatial_major(&rows).ok()?;
+        let ladder = ladder_of(info, ns, nt, single_stream)?;
         let dec = Decoder::new(1).ok()?;
         let (mut log, mut framelog, mut window) = (None, None, None);
         if let Some(p) = prev {
@@ -815,6 +840,15 @@ mod tests {
         // 4 = (1,1): half: 1; 5 = (1,2): 1; 6 = (2,0): 1; 7, 8: 2.
         let got: Vec<u8> = (0..9).map(|k| steady_spatial(&ladder, k)).collect();
         assert_eq!(got, vec![0, 0, 0, 0, 1, 1, 1, 2, 2]);
+        // Size-first: k 2 = (1,0) over (0,0), (0,1): 0; 3 = (1,1): 1; 4 = (0,2), 5 = (1,2),
+        // 6 = (2,0): 1; 7, 8: 2.
+        let sf = LayerLadder::ordered(
+            &[vec![45, 15, 15], vec![120, 40, 40], vec![300, 100, 100]],
+            codec::ladder::LayerOrder::SizeFirst,
+        )
+        .unwrap();
+        let got: Vec<u8> = (0..9).map(|k| steady_spatial(&sf, k)).collect();
+        assert_eq!(got, vec![0, 0, 0, 1, 1, 1, 1, 2, 2]);
         let l1t2 = LayerLadder::spatial_major(&[vec![100, 50]]).unwrap();
         assert_eq!(steady_spatial(&l1t2, 0), 0);
         let l2t2 = LayerLadder::spatial_major(&[vec![100, 50], vec![200, 100]]).unwrap();

@@ -111,9 +111,14 @@ fn encode(v: &ResolvedVideo, packet_size: u16, secs: f64) -> Option<(Vec<Pic>, V
     }
     // S_SRC=synth: the synthetic test pattern (the quality test's source) instead of the clip.
     let synth = std::env::var("S_SRC").as_deref() == Ok("synth");
-    let mut streams =
-        crate::video::layer_streams(&conf, 0, packet_size, crate::video::VIDEO_EXT_RESERVE)
-            .unwrap();
+    let mut streams = crate::video::layer_streams(
+        &conf,
+        v.order,
+        0,
+        packet_size,
+        crate::video::VIDEO_EXT_RESERVE,
+    )
+    .unwrap();
     let mut enc = SvcEncoder::new(conf).unwrap();
     let mut pics = Vec::new();
     let mut dropped = vec![0usize; v.spatial];
@@ -364,13 +369,11 @@ fn fill_study() {
             .map(|row| row.split(',').map(|x| x.trim().parse().unwrap()).collect())
             .collect();
         r.rates_bps = v
-            .cell_kbps
-            .iter()
-            .enumerate()
-            .flat_map(|(sl, row)| row.iter().enumerate().map(move |(t, &c)| (sl, t, c)))
-            .map(|(sl, t, c)| {
+            .cells()
+            .into_iter()
+            .map(|(sl, t)| {
                 crate::config::video_layer_rate(
-                    c,
+                    v.cell_kbps[sl][t],
                     crate::config::temporal_fps(v.fps, v.temporal, t),
                     r.packet_size,
                     r.bunch_len,
@@ -421,7 +424,7 @@ fn fill_study() {
         worst_fill = worst_fill.max(rp + pd);
         worst_pad = worst_pad.max(pd);
         cum += r.rates_bps[k];
-        let (s, tl) = (k / v.temporal, k % v.temporal);
+        let (s, tl) = v.cells()[k];
         let budget = v.cell_kbps[s][tl] as f64;
         let media_kbps = o.media_bits[k] / (pics.len() as f64 / v.fps as f64) / 1e3;
         println!(

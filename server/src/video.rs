@@ -72,13 +72,14 @@ pub fn burst_for_video(v: &ResolvedVideo) -> Option<Burst> {
     if v.pacer_peak <= 1.0 {
         return None;
     }
-    let mut credit = Vec::new();
-    for _ in 0..v.spatial {
-        for t in 0..v.temporal {
+    let credit = v
+        .cells()
+        .into_iter()
+        .map(|(_, t)| {
             let fps = crate::config::temporal_fps(v.fps, v.temporal, t);
-            credit.push(Duration::from_secs_f64(1.0 / fps).min(v.pacer_credit));
-        }
-    }
+            Duration::from_secs_f64(1.0 / fps).min(v.pacer_credit)
+        })
+        .collect();
     Some(Burst {
         peak: v.pacer_peak,
         credit,
@@ -114,20 +115,17 @@ pub fn fec_params(r: &crate::config::ResolvedSession) -> Vec<codec::fec::FecPara
     let Some(v) = &r.video else {
         return Vec::new();
     };
-    let mut out = Vec::new();
-    for row in &v.cell_kbps {
-        for (t, &c) in row.iter().enumerate() {
-            let k = out.len();
+    v.cells()
+        .into_iter()
+        .enumerate()
+        .map(|(k, (s, t))| {
             let rate = r.rates_bps.get(k).copied().unwrap_or(1).max(1) as f64;
             let fps = crate::config::temporal_fps(v.fps, v.temporal, t);
+            let c = v.cell_kbps[s][t];
             let media = crate::config::video_layer_rate(c, fps, r.packet_size, 1, 1.0) as f64;
-            out.push(codec::fec::FecParams::for_layer(
-                rate / (8.0 * r.packet_size as f64),
-                media / rate,
-            ));
-        }
-    }
-    out
+            codec::fec::FecParams::for_layer(rate / (8.0 * r.packet_size as f64), media / rate)
+        })
+        .collect()
 }
 
 /// The video track announced in the SAM (`proto::Track::vp9_ladder`: stream `k` in layer `k`
@@ -142,16 +140,21 @@ pub fn video_track(v: &ResolvedVideo, layers: &[LayerInfo], ssrc_base: u32) -> T
         spatial: v.spatial as u8,
         temporal: v.temporal as u8,
     };
-    Track::vp9_ladder(0, p, layers, ssrc_base)
+    let cells: Vec<(u8, u8)> = v
+        .cells()
+        .into_iter()
+        .map(|(s, t)| (s as u8, t as u8))
+        .collect();
+    Track::vp9_cells(0, p, layers, &cells, ssrc_base)
 }
 
 /// Per-layer labels for the API (`S1T2 320x180@15`).
 pub fn labels(v: &ResolvedVideo) -> Vec<String> {
     let conf = svc_config(v);
     let mut out = Vec::new();
-    for s in 0..v.spatial {
+    for (s, t) in v.cells() {
         let (w, h) = conf.layer_size(s);
-        for t in 0..v.temporal {
+        {
             let fps = crate::config::temporal_fps(v.fps, v.temporal, 0)
                 * match (v.temporal, t) {
                     (1, _) => 1.0,
@@ -225,15 +228,16 @@ pub struct AudioIo {
     pub channels: u8,
 }
 
-/// The per-layer RTP streams of an encode: the spatial-major ladder of `conf`, SSRC
+/// The per-layer RTP streams of an encode: the ladder of `conf`'s cells in `order`, SSRC
 /// `ssrc_base + k` for layer k, packets of at most `mtu` bytes with `ext_reserve` left free.
 pub(crate) fn layer_streams(
     conf: &SvcConfig,
+    order: codec::ladder::LayerOrder,
     ssrc_base: u32,
     mtu: u16,
     ext_reserve: usize,
 ) -> Result<LayerStreams> {
-    let ladder = LayerLadder::spatial_major(&conf.cell_kbps)
+    let ladder = LayerLadder::ordered(&conf.cell_kbps, order)
         .map_err(|e| Error::BadRequest(format!("video ladder: {e}")))?;
     let n = ladder.len() as u32;
     let res = (0..conf.spatial_layers)
@@ -271,7 +275,7 @@ pub fn start(
     stop: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<()>> {
     let conf = svc_config(v);
-    let mut streams = layer_streams(&conf, ssrc_base, packet_size, VIDEO_EXT_RESERVE)?;
+    let mut streams = layer_streams(&conf, v.order, ssrc_base, packet_size, VIDEO_EXT_RESERVE)?;
     let mut enc = SvcEncoder::new(conf.clone())
         .map_err(|e| Error::BadRequest(format!("video encoder: {e}")))?;
     let (w, h, fps) = (v.width, v.height, v.fps);
@@ -755,6 +759,7 @@ mod stamp_tests {
             spatial: 2,
             temporal: 3,
             cell_kbps: vec![vec![10, 10, 10], vec![20, 20, 20]],
+            order: codec::ladder::LayerOrder::SpatialMajor,
             keyframe_interval: 30,
             qroverlay: false,
             reference_dir: None,

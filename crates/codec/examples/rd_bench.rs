@@ -19,13 +19,17 @@
 //! * Encode speed: the default ladder with packetization and FEC (`codec::fec`), 600-byte
 //!   packets, by the thread's CPU time: target at least 1.2x real time (36 fps).
 //!
+//! The prefix of a point is the shortest one of the server's layer order (size-first,
+//! `codec::ladder::LayerOrder`) that shows it; that order has no 180p30 point.
+//!
 //! Knobs for studies (no acceptance row then): `CELLS` ("s0t0,s0t1,s0t2;s1t0,...", kbit/s per
-//! cell), `TRACK=0` (`SvcConfig::track_cells` off), `LOWER_SPEED`, `PLAIN_DROP`.
+//! cell), `ORDER=spatial-major`, `TRACK=0` (`SvcConfig::track_cells` off), `LOWER_SPEED`,
+//! `PLAIN_DROP`.
 //!
 //! Quality reference: the source box-scaled to the decoded size (docs/codec.md "PSNR
 //! reference"), the same for both streams.
 use codec::fec::{FecEncoder, FecParams};
-use codec::ladder::LayerLadder;
+use codec::ladder::{LayerLadder, LayerOrder};
 use codec::synth;
 use codec::vp9rtp::{LayerStreams, StreamConfig};
 use codec::vpx::{Decoder, EncodedPicture, SvcConfig, SvcEncoder};
@@ -36,10 +40,10 @@ const KEY_SECONDS: u32 = 2;
 const COMMAND: &str =
     "cargo run --release -p layercast-codec --example rd_bench (make bench-ladder)";
 
-/// A ladder point: prefix k, the spatial layer its shown pictures reach, and its frame-rate
-/// divisor (shown pictures: every `step`-th).
+/// A ladder point: the spatial layer its shown pictures reach and its frame-rate divisor
+/// (shown pictures: every `step`-th). Its prefix is the shortest one that shows it
+/// ([`prefix_of`]); an order may have none (size-first has no 180p30 point).
 struct Point {
-    k: usize,
     spatial: usize,
     step: usize,
     name: &'static str,
@@ -47,42 +51,60 @@ struct Point {
 
 const POINTS: [Point; 6] = [
     Point {
-        k: 1,
         spatial: 0,
         step: 2,
-        name: "180p15 (k=1)",
+        name: "180p15",
     },
     Point {
-        k: 2,
         spatial: 0,
         step: 1,
-        name: "180p30 (k=2)",
+        name: "180p30",
     },
     Point {
-        k: 4,
         spatial: 1,
         step: 2,
-        name: "360p15 (k=4)",
+        name: "360p15",
     },
     Point {
-        k: 5,
         spatial: 1,
         step: 1,
-        name: "360p30 (k=5)",
+        name: "360p30",
     },
     Point {
-        k: 7,
         spatial: 2,
         step: 2,
-        name: "720p15 (k=7)",
+        name: "720p15",
     },
     Point {
-        k: 8,
         spatial: 2,
         step: 1,
-        name: "720p30 (k=8)",
+        name: "720p30",
     },
 ];
+
+/// The shortest prefix 0..=k of `ladder` whose viewer is shown `pt`: it holds `pt.spatial` at
+/// the temporal layers of the point's rate, and that spatial layer is its steady one (the
+/// player's `ShowFilter`: the highest held at half the frames or more).
+fn prefix_of(ladder: &LayerLadder, pt: &Point) -> Option<usize> {
+    let nt = ladder.temporal_layers();
+    let need = if pt.step == 1 {
+        nt - 1
+    } else {
+        nt.saturating_sub(2)
+    };
+    let steady = |k: usize| {
+        (0..ladder.spatial_layers())
+            .rev()
+            .find(|&s| ladder.max_temporal(k, s).is_some_and(|t| t + 2 >= nt))
+            .unwrap_or(0)
+    };
+    let k = (0..ladder.len()).find(|&k| {
+        ladder
+            .max_temporal(k, pt.spatial as u8)
+            .is_some_and(|t| t >= need)
+    })?;
+    (usize::from(steady(k)) == pt.spatial).then_some(k)
+}
 
 /// The clip scaled to `w`x`h` for the plain encoder, by ffmpeg's Lanczos scaler (sharp like
 /// libvpx's own 8-tap down-scaler, which the layered encoder uses; neither is the box filter
@@ -218,10 +240,16 @@ fn main() {
             .map(|r| r.split(',').map(|x| x.trim().parse().unwrap()).collect())
             .collect();
     }
+    // ORDER=spatial-major: the other layer order (default: the server's, size-first).
+    let order = match std::env::var("ORDER") {
+        Ok(o) => LayerOrder::parse(&o).expect("ORDER: size-first or spatial-major"),
+        Err(_) => LayerOrder::default(),
+    };
     // TRACK=0: without the per-cell target tracking (`SvcConfig::track_cells`).
     base.track_cells = std::env::var("TRACK").as_deref() != Ok("0");
     // The acceptance rows are the defaults' only.
-    let defaults = std::env::var("CELLS").is_err() && base.track_cells;
+    let defaults =
+        std::env::var("CELLS").is_err() && std::env::var("ORDER").is_err() && base.track_cells;
     if let Some(v) = std::env::var("LOWER_SPEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -250,7 +278,8 @@ fn main() {
         let mut enc = SvcEncoder::new(conf.clone()).unwrap();
         // At the default ladder: the sender's per-picture work (encode, RTP, FEC) timed.
         let timed = scale == 1.0;
-        let ladder = LayerLadder::spatial_major(&conf.cell_kbps).unwrap();
+        let ladder = LayerLadder::ordered(&conf.cell_kbps, order).unwrap();
+        let prefixes: Vec<Option<usize>> = POINTS.iter().map(|pt| prefix_of(&ladder, pt)).collect();
         let res = sizes.iter().map(|&(w, h)| (w as u16, h as u16)).collect();
         let mut ls = LayerStreams::new(
             ladder.clone(),
@@ -288,6 +317,9 @@ fn main() {
             speed = Some(n as f64 / ((cpu_ns() - c0) as f64 / 1e9));
         }
         for (pi, pt) in POINTS.iter().enumerate() {
+            let Some(k) = prefixes[pi] else {
+                continue;
+            };
             let mut dec = Decoder::new(1).unwrap();
             let mut bits = 0.0;
             let mut shown = Vec::new();
@@ -295,7 +327,7 @@ fn main() {
                 let kept: Vec<&[u8]> = p
                     .frames
                     .iter()
-                    .filter(|f| ladder.keeps(pt.k, f.spatial, f.temporal))
+                    .filter(|f| ladder.keeps(k, f.spatial, f.temporal))
                     .map(|f| f.data.as_slice())
                     .collect();
                 if kept.is_empty() {
@@ -314,7 +346,17 @@ fn main() {
     println!("BBB 720p30, {n} frames ({loops} loops); layered ladder scales {SCALES:?}");
     let mut worst: f64 = f64::MIN;
     let mut rows = Vec::new();
+    let ladder = LayerLadder::ordered(&base.cell_kbps, order).unwrap();
+    println!("layer order: {}", order.name());
     for (pi, pt) in POINTS.iter().enumerate() {
+        let Some(k) = prefix_of(&ladder, pt) else {
+            println!(
+                "{}: no prefix of the {} ladder shows it",
+                pt.name,
+                order.name()
+            );
+            continue;
+        };
         let (w, h) = sizes[pt.spatial];
         let small = plain_input(&path, w, h, n);
         // Plain rates from 0.3x the layered stream's lowest to its highest, geometrically: the
@@ -371,13 +413,13 @@ fn main() {
                 .join("; ")
         };
         println!(
-            "{} {w}x{h}: BD-rate PSNR {bd_psnr:+.1} %, SSIM {bd_ssim:+.1} %",
+            "{} (k={k}) {w}x{h}: BD-rate PSNR {bd_psnr:+.1} %, SSIM {bd_ssim:+.1} %",
             pt.name
         );
         println!("   layered: {}", fmt(&lay));
         println!("   plain:   {}", fmt(&plain));
         rows.push(format!(
-            "{} {bd_psnr:+.0} % / {bd_ssim:+.0} % (default ladder: {:.0} kbit/s, {:.1} dB)",
+            "{} (k={k}) {bd_psnr:+.0} % / {bd_ssim:+.0} % (default ladder: {:.0} kbit/s, {:.1} dB)",
             pt.name, lay[2].0, lay[2].1
         ));
     }
@@ -392,7 +434,8 @@ fn main() {
     testkit::record(
         "issue19/bd-rate",
         &format!(
-            "layered vs one plain VP9 stream at the same rate, BD-rate PSNR / SSIM, BBB 720p30 {secs:.1} s: {}",
+            "layered ({} order) vs one plain VP9 stream at the same rate, BD-rate PSNR / SSIM, BBB 720p30 {secs:.1} s: {}",
+            order.name(),
             rows.join("; ")
         ),
         Some(worst.is_finite() && worst <= 30.0),

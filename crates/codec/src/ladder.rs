@@ -8,15 +8,70 @@
 
 use crate::error::{Error, Result};
 
-/// Default per-cell increments (kbit/s) for 720p30 L3T3: spatial layers 330 / 450 / 2100 kbit/s
-/// (180p, 360p, 720p; 2880 in all). Chosen for access rates (docs/server.md "The default
-/// ladder"): announced cumulative rates of about 0.28 (180p at 15 fps), 0.55 (180p30), 1.0
-/// (360p15), 1.24 (360p30), 2.8, 3.3 and 3.9 Mbit/s (720p at 7.5, 15, 30 fps). The 720p layer
-/// splits 60/20/20 % over TL0/TL1/TL2 (libvpx's own split: +1.4 dB at 720p against 40/20/40 on
-/// the clip); the smaller layers give TL1/TL2 more so that no cell falls below about two
-/// 600-byte packets per frame (the part-filled last packet of a frame and its bunch's repair
-/// stay a small share of every layer).
-pub const DEFAULT_L3T3_CELL_KBPS: [[u32; 3]; 3] = [[90, 80, 160], [225, 90, 135], [1260, 420, 420]];
+/// Default per-cell increments (kbit/s) for 720p30 L3T3: spatial layers 330 / 450 / 1590 kbit/s
+/// (180p, 360p, 720p; 2370 in all). Chosen for access rates (docs/server.md "The default
+/// ladder"): in the server's size-first order, announced cumulative rates of about 0.28 (180p
+/// at 15 fps), 0.78 (360p15), 1.29 (360p30), 2.67 (720p15) and 3.46 Mbit/s (720p30), so that a
+/// viewer behind a 1 or 3 Mbit/s link holds 360p15 or 720p15. The 720p layer's TL0 and TL1
+/// take what fits under 2.7 Mbit/s (LCC's share of a 3 Mbit/s link), TL0 most of it (3.3:1:
+/// 720p15 BD-rate +53 % against +60 % at 2.5:1, `rd_bench`), TL2 what fits a 4 Mbit/s link; the smaller layers give TL1/TL2 more so
+/// that no cell falls below about two 600-byte packets per frame (the part-filled last packet
+/// of a frame and its bunch's repair stay a small share of every layer).
+pub const DEFAULT_L3T3_CELL_KBPS: [[u32; 3]; 3] = [[90, 80, 160], [225, 90, 135], [760, 230, 600]];
+
+/// The order a ladder stacks its cells in (docs/server.md "The default ladder").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LayerOrder {
+    /// (0,0), (0,1), (0,2), (1,0), …: each spatial layer at every frame rate before the next
+    /// size. Every layer a holder adds is shown, but a viewer between a small picture at the
+    /// full rate and a larger one at half of it gets the small one.
+    SpatialMajor,
+    /// Below the top spatial layer, the lower temporal layers of every size before the top
+    /// temporal layer of any: L3T3 is (0,0), (0,1), (1,0), (1,1), (0,2), (1,2), then the top
+    /// spatial layer's (2,0), (2,1), (2,2). A viewer gets 640x360 at half the frame rate for
+    /// the rate 320x180 at the full rate cost (0.78 against 1.05 Mbit/s announced on the
+    /// default ladder), and 640x360 at the full rate, as before, once it also holds (0,2)
+    /// and (1,2); the price is a layer, (0,2), that shows nothing on its own.
+    #[default]
+    SizeFirst,
+}
+
+impl LayerOrder {
+    /// The cells of an `ns` x `nt` grid in this order.
+    pub fn cells(self, ns: u8, nt: u8) -> Vec<Cell> {
+        let cell = |spatial, temporal| Cell { spatial, temporal };
+        match self {
+            LayerOrder::SpatialMajor => (0..ns)
+                .flat_map(|s| (0..nt).map(move |t| cell(s, t)))
+                .collect(),
+            LayerOrder::SizeFirst => {
+                let below = ns.saturating_sub(1);
+                let top_t = nt.saturating_sub(1);
+                let mut v: Vec<Cell> = (0..below)
+                    .flat_map(|s| (0..top_t).map(move |t| cell(s, t)))
+                    .collect();
+                v.extend((0..below).map(|s| cell(s, top_t)));
+                v.extend((0..nt).map(|t| cell(below, t)));
+                v
+            }
+        }
+    }
+
+    /// The configuration name (`spatial-major`, `size-first`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LayerOrder::SpatialMajor => "spatial-major",
+            LayerOrder::SizeFirst => "size-first",
+        }
+    }
+
+    /// The order of a configuration name.
+    pub fn parse(name: &str) -> Option<LayerOrder> {
+        [LayerOrder::SpatialMajor, LayerOrder::SizeFirst]
+            .into_iter()
+            .find(|o| o.name() == name)
+    }
+}
 
 /// One (spatial, temporal) cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -94,7 +149,25 @@ impl LayerLadder {
         Self::new(cells, kbps)
     }
 
-    /// The default 720p L3T3 ladder (9 layers).
+    /// Ladder of per-cell rates `cell_kbps[s][t]` stacked in `order`.
+    pub fn ordered(cell_kbps: &[Vec<u32>], order: LayerOrder) -> Result<Self> {
+        let ns = cell_kbps.len();
+        let nt = cell_kbps.first().map_or(0, Vec::len);
+        if ns == 0 || nt == 0 || ns > 8 || nt > 8 || cell_kbps.iter().any(|r| r.len() != nt) {
+            return Err(Error::Config(
+                "ladder must cover a full spatial x temporal grid".into(),
+            ));
+        }
+        let cells = order.cells(ns as u8, nt as u8);
+        let kbps = cells
+            .iter()
+            .map(|c| cell_kbps[c.spatial as usize][c.temporal as usize])
+            .collect();
+        Self::new(cells, kbps)
+    }
+
+    /// The default 720p L3T3 ladder (9 layers), spatial-major (the order the codec's tests
+    /// index layers by; the server's default order is [`LayerOrder::SizeFirst`]).
     pub fn default_720p_l3t3() -> Self {
         let rows: Vec<Vec<u32>> = DEFAULT_L3T3_CELL_KBPS.iter().map(|r| r.to_vec()).collect();
         Self::spatial_major(&rows).expect("default ladder is valid")
@@ -214,6 +287,60 @@ mod tests {
     use super::*;
 
     #[test]
+    fn orders_keep_every_dependency_below_a_cell() {
+        let st = |o: LayerOrder, ns, nt| -> Vec<(u8, u8)> {
+            o.cells(ns, nt)
+                .iter()
+                .map(|c| (c.spatial, c.temporal))
+                .collect()
+        };
+        assert_eq!(
+            st(LayerOrder::SizeFirst, 3, 3),
+            [
+                (0, 0),
+                (0, 1),
+                (1, 0),
+                (1, 1),
+                (0, 2),
+                (1, 2),
+                (2, 0),
+                (2, 1),
+                (2, 2)
+            ]
+        );
+        assert_eq!(
+            st(LayerOrder::SizeFirst, 3, 2),
+            [(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (2, 1)]
+        );
+        // One spatial or one temporal layer, or two spatial layers: nothing to reorder.
+        for (ns, nt) in [(1, 3), (3, 1), (2, 3), (1, 1)] {
+            assert_eq!(
+                st(LayerOrder::SizeFirst, ns, nt),
+                st(LayerOrder::SpatialMajor, ns, nt),
+                "L{ns}T{nt}"
+            );
+        }
+        for o in [LayerOrder::SpatialMajor, LayerOrder::SizeFirst] {
+            assert_eq!(LayerOrder::parse(o.name()), Some(o));
+            for ns in 1..=3 {
+                for nt in 1..=3 {
+                    let rows = vec![vec![10; nt as usize]; ns as usize];
+                    let l = LayerLadder::ordered(&rows, o).unwrap();
+                    assert_eq!(l.len(), (ns * nt) as usize);
+                    assert_eq!(l.cell_kbps(), rows);
+                }
+            }
+        }
+        assert_eq!(LayerOrder::parse("temporal-major"), None);
+        // A 360p15 holder of the default grid in size-first order: 4 layers, no 180p TL2.
+        let rows: Vec<Vec<u32>> = DEFAULT_L3T3_CELL_KBPS.iter().map(|r| r.to_vec()).collect();
+        let l = LayerLadder::ordered(&rows, LayerOrder::SizeFirst).unwrap();
+        assert_eq!(l.max_temporal(3, 1), Some(1));
+        assert!(!l.keeps(3, 0, 2));
+        assert!(LayerLadder::ordered(&[vec![1, 2], vec![3]], LayerOrder::SizeFirst).is_err());
+    }
+
+    #[test]
     fn default_ladder() {
         let l = LayerLadder::default_720p_l3t3();
         assert_eq!(l.len(), 9);
@@ -226,7 +353,7 @@ mod tests {
         );
         assert_eq!(l.layer_of(2, 2), Some(8));
         assert_eq!(l.cumulative_kbps(0), 90);
-        assert_eq!(l.cumulative_kbps(8), 2880);
+        assert_eq!(l.cumulative_kbps(8), 2370);
         assert!(l.keeps(3, 0, 2));
         assert!(!l.keeps(3, 1, 1));
         assert_eq!(l.max_temporal(4, 1), Some(1));
@@ -254,7 +381,7 @@ mod tests {
     #[test]
     fn scale_cells_keeps_proportions_and_the_exact_total() {
         let base: Vec<Vec<u32>> = DEFAULT_L3T3_CELL_KBPS.iter().map(|r| r.to_vec()).collect();
-        for total in [9u32, 10, 100, 500, 777, 2880, 5760, 10_000] {
+        for total in [9u32, 10, 100, 500, 777, 2370, 4740, 10_000] {
             let c = scale_cells(&base, total);
             let got: u32 = c.iter().flatten().sum();
             assert_eq!(got, total, "total {total}: {c:?}");
@@ -263,14 +390,14 @@ mod tests {
             // one kbit/s per cell taken from the largest).
             for (s, row) in c.iter().enumerate() {
                 for (t, &r) in row.iter().enumerate() {
-                    let want = total as f64 * base[s][t] as f64 / 2880.0;
+                    let want = total as f64 * base[s][t] as f64 / 2370.0;
                     assert!((r as f64 - want).abs() <= 9.0, "{total} ({s},{t}): {c:?}");
                 }
             }
         }
         // The base total gives the base ladder back; half of it halves every cell.
-        assert_eq!(scale_cells(&base, 2880), base);
-        assert_eq!(scale_cells(&base, 1440)[2], vec![630, 210, 210]);
+        assert_eq!(scale_cells(&base, 2370), base);
+        assert_eq!(scale_cells(&base, 1185)[2], vec![380, 115, 300]);
         // Below one kbit/s per cell: every cell at the floor.
         assert!(scale_cells(&base, 3).iter().flatten().all(|&r| r == 1));
         assert_eq!(scale_cells(&[], 100), Vec::<Vec<u32>>::new());

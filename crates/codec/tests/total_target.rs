@@ -61,7 +61,7 @@ fn total_target_moves_the_output_and_keeps_the_ladder_shape() {
         "500 kbit/s target gave {:.0}",
         kbps[1]
     );
-    // The ladder gives the top spatial layer 2100 of 2880: about 73 % at either total.
+    // The ladder gives the top spatial layer 1590 of 2370: about 67 % at either total.
     for s in &share {
         assert!((0.5..=0.8).contains(s), "top spatial share {s:.2}");
     }

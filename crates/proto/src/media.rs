@@ -169,8 +169,24 @@ impl Track {
     /// order, stream `k` in transport layer `k` on that layer's group with SSRC
     /// `ssrc_base + k`; over a single layer (a TFMCC session) one stream carries every cell.
     pub fn vp9_ladder(id: u8, p: Vp9Params, layers: &[crate::LayerInfo], ssrc_base: u32) -> Track {
-        let temporal = p.temporal.max(1) as usize;
-        let cells = p.spatial as usize * temporal;
+        let temporal = p.temporal.max(1);
+        let cells: Vec<(u8, u8)> = (0..p.spatial.max(1))
+            .flat_map(|s| (0..temporal).map(move |t| (s, t)))
+            .collect();
+        Self::vp9_cells(id, p, layers, &cells, ssrc_base)
+    }
+
+    /// [`Track::vp9_ladder`] with the cells in the ladder's own order: stream `k` carries
+    /// `cells[k]` (spatial, temporal). Receivers build their ladder from the streams, so any
+    /// order that keeps every cell's dependencies below it works.
+    pub fn vp9_cells(
+        id: u8,
+        p: Vp9Params,
+        layers: &[crate::LayerInfo],
+        order: &[(u8, u8)],
+        ssrc_base: u32,
+    ) -> Track {
+        let cells = p.spatial as usize * p.temporal.max(1) as usize;
         let streams = if layers.len() == 1 && cells > 1 {
             vec![Stream {
                 layer: 0,
@@ -188,8 +204,8 @@ impl Track {
                 .enumerate()
                 .map(|(k, l)| Stream {
                     layer: k as u8,
-                    spatial: (k / temporal) as u8,
-                    temporal: (k % temporal) as u8,
+                    spatial: order.get(k).map_or(0, |c| c.0),
+                    temporal: order.get(k).map_or(0, |c| c.1),
                     group: l.group,
                     port: l.port,
                     ssrc: ssrc_base.wrapping_add(k as u32),

@@ -42,6 +42,15 @@ fn clip_of(cells: &[Vec<u32>]) -> Vec<Vec<Vec<Vec<u8>>>> {
 /// [`clip_of`] with the upper spatial layers re-synced every `sync_every` pictures (0: only
 /// at key pictures, as the server encodes).
 fn clip_with(cells: &[Vec<u32>], sync_every: u32) -> Vec<Vec<Vec<Vec<u8>>>> {
+    clip_ordered(cells, sync_every, codec::ladder::LayerOrder::SpatialMajor)
+}
+
+/// [`clip_with`], the cells stacked in `order`.
+fn clip_ordered(
+    cells: &[Vec<u32>],
+    sync_every: u32,
+    order: codec::ladder::LayerOrder,
+) -> Vec<Vec<Vec<Vec<u8>>>> {
     let conf = SvcConfig {
         spatial_sync_interval: sync_every,
         width: 320,
@@ -55,7 +64,7 @@ fn clip_with(cells: &[Vec<u32>], sync_every: u32) -> Vec<Vec<Vec<Vec<u8>>>> {
         drop_thresh: 0,
         ..SvcConfig::l3t3_720p()
     };
-    let ladder = LayerLadder::spatial_major(&conf.cell_kbps).unwrap();
+    let ladder = LayerLadder::ordered(&conf.cell_kbps, order).unwrap();
     let res = (0..cells.len())
         .map(|s| {
             let (w, h) = conf.layer_size(s);
@@ -83,7 +92,13 @@ fn session() -> SessionInfo {
 
 /// The session of [`clip_of`] with `spatial` x `temporal` layers (spatial-major).
 fn session_of(spatial: u8, temporal: u8) -> SessionInfo {
+    session_ordered(spatial, temporal, codec::ladder::LayerOrder::SpatialMajor)
+}
+
+/// [`session_of`], its streams announcing the cells in `order`.
+fn session_ordered(spatial: u8, temporal: u8, order: codec::ladder::LayerOrder) -> SessionInfo {
     let n = spatial * temporal;
+    let cells = order.cells(spatial, temporal);
     let mut s = SessionInfo::equal_layers(n as usize, 300_000, Ipv4Addr::new(239, 1, 2, 3), 5000);
     s.tracks = vec![Track {
         id: 0,
@@ -100,8 +115,8 @@ fn session_of(spatial: u8, temporal: u8) -> SessionInfo {
         streams: (0..n)
             .map(|k| Stream {
                 layer: k,
-                spatial: k / temporal,
-                temporal: k % temporal,
+                spatial: cells[k as usize].spatial,
+                temporal: cells[k as usize].temporal,
                 group: Ipv4Addr::new(239, 1, 2, 3 + k),
                 port: 5000 + k as u16,
                 ssrc: 0x4C43_0000 + k as u32,
@@ -437,4 +452,40 @@ fn a_joined_layer_asks_for_a_resync_only_after_the_delay() {
     // Joined at 100, left at 120 (0.67 s).
     assert_eq!(resyncs(100, Some(120), "0").len(), 1);
     assert_eq!(resyncs(100, Some(120), "1500"), vec![]);
+}
+
+/// The size-first order of L3T3 ((0,0), (0,1), (1,0), (1,1), (0,2), …), as the server
+/// announces it: a viewer holding 4 layers gets the 160x90 layer (of this 320x180 clip) at
+/// half the frame rate and nothing of the 80x45 layer's TL2, so every picture it shows is
+/// 160x90 and none is decoded only to be hidden; with 6 it shows every picture at 160x90.
+#[test]
+fn a_size_first_ladder_shows_the_larger_picture_at_half_the_rate() {
+    let order = codec::ladder::LayerOrder::SizeFirst;
+    let packets = clip_ordered(
+        &[vec![45, 15, 15], vec![120, 40, 40], vec![300, 100, 100]],
+        0,
+        order,
+    );
+    let a = crate::parse_args(&["--announce".to_string(), "239.255.76.1:5000".into()])
+        .unwrap()
+        .unwrap();
+    for (held, want_frames) in [(4usize, PICTURES / 2), (6, PICTURES)] {
+        let mut v = Video::new(&session_ordered(3, 3, order), &a, None).unwrap();
+        v.now = now;
+        v.set_layers(held);
+        let t0 = 1_000_000_000u64;
+        let mut events = Vec::new();
+        for (n, layers) in packets.iter().enumerate() {
+            let at = t0 + n as u64 * PERIOD_NS + 10_000_000;
+            for (k, pkts) in layers.iter().enumerate().take(held) {
+                events.extend(pkts.iter().map(|p| (at, k, Some(p.clone()))));
+            }
+        }
+        run(&mut v, events, t0);
+        let st = v.stats();
+        assert_eq!(v.frames, want_frames, "{held} layers: {st:?}");
+        assert_eq!(v.hidden, 0, "{held} layers: {st:?}");
+        assert_eq!((v.width, v.height), (160, 90), "{held} layers");
+        assert_eq!(v.freezes, 0, "{held} layers: {st:?}");
+    }
 }

@@ -127,19 +127,18 @@ impl SessionConfig {
         let rates = match (&video, &self.layer_rates_bps) {
             (Some(v), _) => {
                 let m = self.packet_size.unwrap_or(default_packet);
-                let mut r = Vec::new();
-                for (sl, row) in v.cell_kbps.iter().enumerate() {
-                    for (t, &c) in row.iter().enumerate() {
-                        r.push(video_layer_rate(
-                            c,
+                v.cells()
+                    .into_iter()
+                    .map(|(sl, t)| {
+                        video_layer_rate(
+                            v.cell_kbps[sl][t],
                             temporal_fps(v.fps, v.temporal, t),
                             m,
                             bunch_len,
                             v.headroom(sl, t),
-                        ));
-                    }
-                }
-                r
+                        )
+                    })
+                    .collect()
             }
             (None, Some(r)) => r.clone(),
             (None, None) => {

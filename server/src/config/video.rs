@@ -4,8 +4,8 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// The SVC encode of a video source. Layers are the ladder's cells in spatial-major order
-/// (`codec::ladder::LayerLadder::spatial_major`).
+/// The SVC encode of a video source. Layers are the ladder's cells in `layer_order`
+/// (`codec::ladder::LayerOrder`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct VideoConfig {
@@ -19,6 +19,10 @@ pub struct VideoConfig {
     pub temporal: Option<usize>,
     /// Multiplies the codec's default 720p30 L3T3 cell rates (`codec::ladder`). Default 1.
     pub kbps_scale: Option<f64>,
+    /// How the cells stack into cumulative layers: `size-first` (default: below the top
+    /// spatial layer, every size at half the frame rate before any at the full rate) or
+    /// `spatial-major` (docs/server.md "The default ladder").
+    pub layer_order: Option<String>,
     /// Stamp each source frame with a QR code of its frame number and capture time (unix ns),
     /// GStreamer `qroverlay` in-process, any video source (see docs/server.md). Default false.
     pub qroverlay: Option<bool>,
@@ -84,6 +88,8 @@ pub struct ResolvedVideo {
     pub temporal: usize,
     /// `cell_kbps[s][t]`, the encoder's per-cell budget.
     pub cell_kbps: Vec<Vec<u32>>,
+    /// The order of the cells in the cumulative layers.
+    pub order: codec::ladder::LayerOrder,
     /// Frames between key pictures.
     pub keyframe_interval: u32,
     /// Stamp frame number and capture time with `qroverlay`.
@@ -115,6 +121,21 @@ impl ResolvedVideo {
     /// (docs/server.md "Layer rates"). The base layer's frames are one to three packets,
     /// where the whole-bunch slots already leave it about a fifth for repair (`make
     /// bench-ladder`), so more headroom there would be mostly repair, not sooner pictures.
+    /// The (spatial, temporal) cell of each layer, layer 0 first.
+    pub fn cells(&self) -> Vec<(usize, usize)> {
+        self.order
+            .cells(self.spatial as u8, self.temporal as u8)
+            .iter()
+            .map(|c| (c.spatial as usize, c.temporal as usize))
+            .collect()
+    }
+
+    /// The ladder of the encode (cells in `order`, budgets as rates).
+    pub fn ladder(&self) -> codec::ladder::LayerLadder {
+        codec::ladder::LayerLadder::ordered(&self.cell_kbps, self.order)
+            .expect("a resolved encode has a full grid of 1..=3 x 1..=3 cells")
+    }
+
     pub fn headroom(&self, spatial: usize, temporal: usize) -> f64 {
         if temporal == 0 && (spatial > 0 || self.spatial <= 1) {
             self.key_headroom
@@ -164,6 +185,15 @@ impl VideoConfig {
                     .collect()
             })
             .collect();
+        let order = match self.layer_order.as_deref() {
+            None => codec::ladder::LayerOrder::default(),
+            Some(name) => codec::ladder::LayerOrder::parse(name).ok_or_else(|| {
+                Error::config(
+                    &key("video.layer_order"),
+                    format!("{name:?}: size-first or spatial-major"),
+                )
+            })?,
+        };
         let ki = self.keyframe_interval_s.unwrap_or(2.0);
         if !(0.1..=60.0).contains(&ki) {
             return Err(Error::config(
@@ -232,6 +262,7 @@ impl VideoConfig {
             spatial: ns,
             temporal: nt,
             cell_kbps,
+            order,
             keyframe_interval,
             qroverlay: self.qroverlay.unwrap_or(false),
             reference_dir: match self.reference_dir.as_deref() {
@@ -292,22 +323,34 @@ mod tests {
         }
         .resolve("s", "s1", g, 5004)
         .unwrap();
-        // The default ladder (docs/server.md "The default ladder"): 720p30 L3T3, 600-byte
-        // pairs, headroom x (budget in packets of 556 payload bytes + one packet per frame);
-        // TL0/TL1 at 7.5 fps, TL2 at 15 fps. The headroom is 1.25 on S1T0 and S2T0 (layers 3
-        // and 6), 1.1 on the others, the base layer included.
+        // The default ladder (docs/server.md "The default ladder"): 720p30 L3T3 in size-first
+        // order (S0T0, S0T1, S1T0, S1T1, S0T2, S1T2, S2T0, S2T1, S2T2), 600-byte pairs,
+        // headroom x (budget in packets of 556 payload bytes + one packet per frame); TL0/TL1
+        // at 7.5 fps, TL2 at 15 fps. The headroom is 1.25 on S1T0 and S2T0 (layers 2 and 6),
+        // 1.1 on the others, the base layer included.
         assert_eq!(v.packet_size, 600);
         assert_eq!(
             v.rates_bps,
-            vec![146_435, 134_564, 269_128, 348_507, 146_435, 239_452, 1_744_640, 538_161, 577_761]
+            vec![146_435, 134_564, 348_507, 146_435, 269_128, 239_452, 1_070_180, 312_622, 791_430]
         );
         let rule = |c: f64, fps: f64, h: f64| {
             (h * fps * (c / fps / (8.0 * 556.0) + 1.0) * 4800.0).round() as u64
         };
         assert_eq!(v.rates_bps[0], rule(90_000.0, 7.5, 1.1));
-        assert_eq!(v.rates_bps[3], rule(225_000.0, 7.5, 1.25));
-        assert_eq!(v.rates_bps[6], rule(1_260_000.0, 7.5, 1.25));
-        assert_eq!(v.rates_bps[8], rule(420_000.0, 15.0, 1.1));
+        assert_eq!(v.rates_bps[2], rule(225_000.0, 7.5, 1.25));
+        assert_eq!(v.rates_bps[6], rule(760_000.0, 7.5, 1.25));
+        assert_eq!(v.rates_bps[8], rule(600_000.0, 15.0, 1.1));
+        // What a viewer holds below 1 and 3 Mbit/s (LCC's cap: 0.95 of the pair dispersion,
+        // 600 of 628 bytes on the wire): 360p15 (4 layers) and 720p15 (8 layers).
+        let cum = |k: usize| v.rates_bps[..=k].iter().sum::<u64>();
+        let cap = |link: f64| (link * 600.0 / 628.0 * 0.95) as u64;
+        assert!(cum(3) < cap(1e6) && cum(4) > cap(1e6), "{}", cum(3));
+        assert!(cum(7) < cap(3e6) && cum(8) > cap(3e6), "{}", cum(7));
+        assert!(cum(8) < cap(4e6), "720p30 behind 4 Mbit/s: {}", cum(8));
+        // The layers' labels follow the order.
+        let labels = crate::video::labels(v.video.as_ref().unwrap());
+        assert_eq!(labels[2], "S1T0 640x360@7.5");
+        assert_eq!(labels[4], "S0T2 320x180@30");
         // rate_headroom 1.3 raises the TL0 layers' key_headroom (1.25) to it too.
         let v13 = SessionConfig {
             source: Some("testpattern".into()),
@@ -324,9 +367,10 @@ mod tests {
             &[
                 rule(90_000.0, 7.5, 1.3),
                 rule(80_000.0, 7.5, 1.3),
-                rule(160_000.0, 15.0, 1.3)
+                rule(225_000.0, 7.5, 1.3)
             ]
         );
+        let v_sum: u64 = v.rates_bps.iter().sum();
         let rv = v.video.unwrap();
         assert_eq!((rv.pacer_peak, rv.pacer_credit.as_millis()), (8.0, 120));
         assert_eq!((rv.rate_headroom, rv.key_headroom), (1.1, 1.25));
@@ -345,7 +389,20 @@ mod tests {
         let ov = one.video.clone().unwrap();
         assert_eq!((ov.headroom(0, 0), ov.headroom(0, 1)), (1.25, 1.1));
         // (one spatial layer is the top row of the ladder: 720p)
-        assert_eq!(one.rates_bps[0], rule(1_260_000.0, 7.5, 1.25));
+        assert_eq!(one.rates_bps[0], rule(760_000.0, 7.5, 1.25));
+        // spatial-major on request: the same cells, S0T2 third.
+        let sm = SessionConfig {
+            source: Some("testpattern".into()),
+            video: Some(VideoConfig {
+                layer_order: Some("spatial-major".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .resolve("s", "s1", g, 5004)
+        .unwrap();
+        assert_eq!(sm.rates_bps[2], rule(160_000.0, 15.0, 1.1));
+        assert_eq!(sm.rates_bps.iter().sum::<u64>(), v_sum);
         // key_headroom below rate_headroom is raised to it.
         let v = SessionConfig {
             source: Some("testpattern".into()),
@@ -379,6 +436,13 @@ mod tests {
                     ..Default::default()
                 },
                 "s.video.key_mid_min_q",
+            ),
+            (
+                VideoConfig {
+                    layer_order: Some("temporal-major".into()),
+                    ..Default::default()
+                },
+                "s.video.layer_order",
             ),
         ] {
             let e = SessionConfig {

@@ -29,7 +29,7 @@ fn trace(v: &ResolvedVideo, packet_size: u16, secs: u32, intra: u32) -> Vec<Pic>
         .ok()
         .map(|p| std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}")));
     let fl = codec::vpx::encoder_i420_len(v.width, v.height);
-    let mut streams = layer_streams(&conf, 0, packet_size, 16).unwrap();
+    let mut streams = layer_streams(&conf, v.order, 0, packet_size, 16).unwrap();
     let mut enc = SvcEncoder::new(conf).unwrap();
     let mut st = Stamper::new(v.width, v.height, v.fps, qr_pixel_size(v.spatial)).unwrap();
     let mut out = Vec::new();
@@ -451,6 +451,8 @@ fn latency_study() {
         spatial: 3,
         temporal: 3,
         cell_kbps: scaled(&L3T3, scale),
+        // The study indexes layers spatial-major (k / 3, k % 3).
+        order: codec::ladder::LayerOrder::SpatialMajor,
         keyframe_interval: (ki * 15.0).round() as u32,
         qroverlay: true,
         reference_dir: None,
@@ -598,6 +600,8 @@ fn clip_study() {
         spatial: 3,
         temporal: 3,
         cell_kbps: scaled(&codec::ladder::DEFAULT_L3T3_CELL_KBPS, scale),
+        // The study indexes layers spatial-major (k / 3, k % 3).
+        order: codec::ladder::LayerOrder::SpatialMajor,
         keyframe_interval: (env("S_KEY", 2.0) * fps as f64) as u32,
         qroverlay: true,
         reference_dir: None,
