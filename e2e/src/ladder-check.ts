@@ -53,7 +53,9 @@ export interface LadderRun {
 
 /** One viewer's run, from its analysed output. */
 export function ladderRun(q: PlayerQuality, width: number): LadderRun {
-  const settled = q.series.filter((f) => f.decodedS !== null && f.decodedS >= SETTLE_S);
+  // decodedS is a unix time: the start is the viewer's first decoded picture.
+  const t0 = Math.min(...q.series.map((f) => f.decodedS ?? Infinity));
+  const settled = q.series.filter((f) => f.decodedS !== null && f.decodedS - t0 >= SETTLE_S);
   const widths: Record<number, number> = {};
   for (const f of settled) widths[f.width] = (widths[f.width] ?? 0) + 1;
   const wide = settled.filter((f) => f.width >= width).length;

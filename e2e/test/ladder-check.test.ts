@@ -7,8 +7,9 @@ import { ladderRun, SETTLE_S } from '../src/ladder-check.js';
 import type { FrameQuality, PlayerQuality } from '../src/quality.js';
 
 function viewer(widths: [number, number][], meanFps: number): PlayerQuality {
-  // (decoded s, width) pairs.
-  const series: FrameQuality[] = widths.map(([s, w], i) => ({ index: i, frameNumber: i, decodedS: s, layersHeld: 3, width: w, height: (w * 9) / 16, psnrY: 30, psnr: 30, ssimY: 0.9, ssim: 0.9 }));
+  // (decoded s from the first picture, width) pairs; the player logs unix times.
+  const T0 = 1_796_000_000;
+  const series: FrameQuality[] = widths.map(([s, w], i) => ({ index: i, frameNumber: i, decodedS: T0 + s, layersHeld: 3, width: w, height: (w * 9) / 16, psnrY: 30, psnr: 30, ssimY: 0.9, ssim: 0.9 }));
   return { series, meanFps } as unknown as PlayerQuality;
 }
 
