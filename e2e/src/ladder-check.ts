@@ -13,7 +13,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { qualityTest, type Viewer } from '../examples/quality-test.js';
-import type { PlayerQuality } from './quality.js';
+import { removePictures, type PlayerQuality } from './quality.js';
 import { meanCi95 } from './repeat.js';
 import { recordAcceptance } from './acceptance.js';
 import { findBinary } from './bins.js';
@@ -94,6 +94,9 @@ export async function runLadderCheck(opts: LadderOptions): Promise<LadderResult[
       log(`run ${i}/${runs}: ${protocol}, ${seconds} s, the server's default encode, viewers behind ${LADDER_VIEWERS.map((v) => `${v.kbps}`).join(', ')} kbit/s`);
       const r = await qualityTest({ seconds, source: 'clip', protocol, viewers, outDir: path.join(opts.outDir, `run${i}`), log: (s) => log(`  ${s}`) });
       if (r.skipped) throw new Error(`run ${i} measured nothing: ${r.skipped}`);
+      // The pictures (y4m, ~4 GB a run at 720p) were only for the analysis, done by now; the
+      // logs, frames.csv and quality.json stay.
+      removePictures(path.join(opts.outDir, `run${i}`));
       for (const v of LADDER_VIEWERS) {
         const q = r.players.find((p) => p.player === `v${v.kbps}`);
         if (!q) throw new Error(`run ${i}: viewer v${v.kbps} has no output`);

@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { qualityTest, SMALL_VIDEO, type Viewer } from '../examples/quality-test.js';
-import { histogramQuantilesMs, type PlayerQuality } from './quality.js';
+import { histogramQuantilesMs, removePictures, type PlayerQuality } from './quality.js';
 import { meanCi95 } from './repeat.js';
 import { recordAcceptance } from './acceptance.js';
 import { findBinary } from './bins.js';
@@ -310,15 +310,6 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
   fs.writeFileSync(path.join(opts.outDir, 'summary.md'), md);
   fs.writeFileSync(path.join(opts.outDir, 'summary.json'), JSON.stringify({ runs, seconds, notes, results: results.map((r) => ({ ...r, case: r.case.id })) }, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 1));
   return results;
-}
-
-/** Deletes a run's y4m pictures (the analysis is done; they are 5 MB/s per viewer). */
-function removePictures(dir: string): void {
-  for (const d of fs.existsSync(dir) ? fs.readdirSync(dir) : []) {
-    const p = path.join(dir, d);
-    if (!fs.statSync(p).isDirectory()) continue;
-    for (const x of fs.readdirSync(p)) if (x.endsWith('.y4m')) fs.rmSync(path.join(p, x), { force: true });
-  }
 }
 
 /** The suite's table: one row per protocol and case, mean ± 95 % CI over the runs. */

@@ -452,10 +452,12 @@ export interface LadderShape {
 export const DEFAULT_LADDER: LadderShape = { spatial: 3, temporal: 3, order: 'size-first' };
 
 /** The ladder of a session's `video` config (its `spatial`, `temporal`, `layer_order`, with the
- *  server's defaults). */
+ *  server's defaults: size-first at 30 fps or more, spatial-major below,
+ *  `config::video::default_order`). */
 export function ladderOf(video?: Record<string, unknown>): LadderShape {
   const n = (v: unknown, d: number) => (typeof v === 'number' && v >= 1 ? v : d);
-  const order = video?.layer_order === 'spatial-major' ? 'spatial-major' : 'size-first';
+  const lo = video?.layer_order;
+  const order = lo === 'spatial-major' || lo === 'size-first' ? lo : n(video?.fps, 30) >= 30 ? 'size-first' : 'spatial-major';
   return { spatial: n(video?.spatial, 3), temporal: n(video?.temporal, 3), order };
 }
 
@@ -728,4 +730,15 @@ export function appendToReport(file: string, html: string): void {
   const page = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '<!doctype html><html><head><meta charset="utf-8"></head><body></body></html>\n';
   const i = page.lastIndexOf('</body>');
   fs.writeFileSync(file, i >= 0 ? page.slice(0, i) + html + page.slice(i) : page + html);
+}
+
+/** Deletes every y4m file under a run directory (the players' pictures, 5 MB/s per viewer at
+ *  640x360, and the server's reference): for runs whose analysis is done. */
+export function removePictures(dir: string): void {
+  if (!fs.existsSync(dir)) return;
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) removePictures(p);
+    else if (e.name.endsWith('.y4m')) fs.rmSync(p, { force: true });
+  }
 }

@@ -187,6 +187,9 @@ test('source frame rate and shown rate at the held layer come from the stamps an
   assert.deepEqual(layerCells({ spatial: 2, temporal: 3, order: 'size-first' }), layerCells({ spatial: 2, temporal: 3, order: 'spatial-major' }));
   assert.deepEqual(ladderOf({ spatial: 2, layer_order: 'spatial-major' }), { spatial: 2, temporal: 3, order: 'spatial-major' });
   assert.deepEqual(ladderOf(undefined), DEFAULT_LADDER);
+  // The server's default order follows the frame rate: spatial-major below 30 fps.
+  assert.equal(ladderOf({ fps: 15 }).order, 'spatial-major');
+  assert.equal(ladderOf({ fps: 15, layer_order: 'size-first' }).order, 'size-first');
   const rows: FrameRow[] = [];
   let fn = 0;
   for (let i = 0; i < 90; i++) {

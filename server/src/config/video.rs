@@ -19,9 +19,11 @@ pub struct VideoConfig {
     pub temporal: Option<usize>,
     /// Multiplies the codec's default 720p30 L3T3 cell rates (`codec::ladder`). Default 1.
     pub kbps_scale: Option<f64>,
-    /// How the cells stack into cumulative layers: `size-first` (default: below the top
-    /// spatial layer, every size at half the frame rate before any at the full rate) or
-    /// `spatial-major` (docs/server.md "The default ladder").
+    /// How the cells stack into cumulative layers: `size-first` (below the top spatial layer,
+    /// every size at half the frame rate before any at the full rate) or `spatial-major`.
+    /// Default: size-first when half the frame rate is 15 fps or more (`fps` ≥ 30), else
+    /// spatial-major (docs/server.md "The default ladder": a sharper picture is worth half the
+    /// frame rate only while that is still 15 fps).
     pub layer_order: Option<String>,
     /// Stamp each source frame with a QR code of its frame number and capture time (unix ns),
     /// GStreamer `qroverlay` in-process, any video source (see docs/server.md). Default false.
@@ -186,7 +188,7 @@ impl VideoConfig {
             })
             .collect();
         let order = match self.layer_order.as_deref() {
-            None => codec::ladder::LayerOrder::default(),
+            None => default_order(fps),
             Some(name) => codec::ladder::LayerOrder::parse(name).ok_or_else(|| {
                 Error::config(
                     &key("video.layer_order"),
@@ -277,6 +279,18 @@ impl VideoConfig {
             max_middle_wait: (middle_ms > 0).then(|| Duration::from_millis(middle_ms)),
             key_mid_min_q,
         })
+    }
+}
+
+/// The layer order of an encode at `fps` that sets none: size-first while half the frame rate
+/// (what a size-first middle layer shows) is still 15 fps, spatial-major below (at 15 fps,
+/// size-first gave the scripted test's 600 kbit/s viewer 320x180 at 7.5 fps instead of 160x90
+/// at 15 fps).
+pub fn default_order(fps: u32) -> codec::ladder::LayerOrder {
+    if fps >= 30 {
+        codec::ladder::LayerOrder::SizeFirst
+    } else {
+        codec::ladder::LayerOrder::SpatialMajor
     }
 }
 
@@ -371,6 +385,7 @@ mod tests {
             ]
         );
         let v_sum: u64 = v.rates_bps.iter().sum();
+        let rv_order = v.video.as_ref().unwrap().order;
         let rv = v.video.unwrap();
         assert_eq!((rv.pacer_peak, rv.pacer_credit.as_millis()), (8.0, 120));
         assert_eq!((rv.rate_headroom, rv.key_headroom), (1.1, 1.25));
@@ -390,6 +405,22 @@ mod tests {
         assert_eq!((ov.headroom(0, 0), ov.headroom(0, 1)), (1.25, 1.1));
         // (one spatial layer is the top row of the ladder: 720p)
         assert_eq!(one.rates_bps[0], rule(760_000.0, 7.5, 1.25));
+        // Below 30 fps (half the rate under 15 fps) the default order is spatial-major.
+        let at15 = SessionConfig {
+            source: Some("testpattern".into()),
+            video: Some(VideoConfig {
+                fps: Some(15),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .resolve("s", "s1", g, 5004)
+        .unwrap();
+        assert_eq!(
+            at15.video.unwrap().order,
+            codec::ladder::LayerOrder::SpatialMajor
+        );
+        assert_eq!(rv_order, codec::ladder::LayerOrder::SizeFirst);
         // spatial-major on request: the same cells, S0T2 third.
         let sm = SessionConfig {
             source: Some("testpattern".into()),

@@ -575,6 +575,41 @@ fn a_picture_held_by_a_lost_upper_frame_is_named_and_released_with_the_layers_be
     assert_eq!(asm.stats().released_unrepaired, 1);
 }
 
+/// Packets per layer of picture `i` of a two-spatial-layer, one-temporal-layer stream (a key
+/// picture first), each layer frame `data(i, s)`.
+fn l2t1_packets(
+    ls: &mut LayerStreams,
+    i: usize,
+    data: impl Fn(usize, u8) -> Vec<u8>,
+) -> Vec<Vec<Vec<u8>>> {
+    let frames = (0..2u8)
+        .map(|s| LayerFrame {
+            spatial: s,
+            temporal: 0,
+            data: data(i, s),
+            inter_picture: i > 0,
+            inter_layer: s > 0,
+            switch_up: false,
+            width: 0,
+            height: 0,
+        })
+        .collect();
+    let pic = EncodedPicture {
+        pts: i as i64 * 3000,
+        index: i as u64,
+        temporal: 0,
+        key: i == 0,
+        sync_mask: 0,
+        dropped_mask: 0,
+        frames,
+    };
+    ls.packets(&pic)
+        .unwrap()
+        .iter()
+        .map(|v| v.iter().map(|p| p.to_bytes(&[]).unwrap()).collect())
+        .collect()
+}
+
 /// With one temporal layer every frame is TL0, referenced by the next picture: a base frame
 /// whose packets come after those of the three pictures behind it (a retransmission) is
 /// waited for, not given up as the top temporal layer's frames are once their layer moved on
@@ -589,34 +624,7 @@ fn a_late_frame_of_a_single_temporal_layer_is_waited_for() {
     )
     .unwrap();
     let packets: Vec<Vec<Vec<Vec<u8>>>> = (0..12usize)
-        .map(|i| {
-            let frames = (0..2u8)
-                .map(|s| LayerFrame {
-                    spatial: s,
-                    temporal: 0,
-                    data: vec![(i * 7 + s as usize) as u8; 500],
-                    inter_picture: i > 0,
-                    inter_layer: s > 0,
-                    switch_up: false,
-                    width: 0,
-                    height: 0,
-                })
-                .collect();
-            let pic = EncodedPicture {
-                pts: i as i64 * 3000,
-                index: i as u64,
-                temporal: 0,
-                key: i == 0,
-                sync_mask: 0,
-                dropped_mask: 0,
-                frames,
-            };
-            ls.packets(&pic)
-                .unwrap()
-                .iter()
-                .map(|v| v.iter().map(|p| p.to_bytes(&[]).unwrap()).collect())
-                .collect()
-        })
+        .map(|i| l2t1_packets(&mut ls, i, |i, s| vec![(i * 7 + s as usize) as u8; 500]))
         .collect();
     let mut asm = Assembler::new(ladder, Some(1), AssemblerConfig::default());
     let push = |asm: &mut Assembler, i: usize, layers: &[usize]| {
@@ -664,35 +672,16 @@ fn fillers_at_the_top_of_a_picture_are_left_out() {
     let mut asm = Assembler::new(ladder, Some(1), AssemblerConfig::default());
     let mut out = Vec::new();
     for i in 0..10usize {
-        let frames = (0..2u8)
-            .map(|s| LayerFrame {
-                spatial: s,
-                temporal: 0,
-                data: if filler(i, s) {
-                    vec![0x88 | (s & 7)]
-                } else {
-                    vec![(i * 7 + s as usize) as u8; 500]
-                },
-                inter_picture: i > 0,
-                inter_layer: s > 0,
-                switch_up: false,
-                width: 0,
-                height: 0,
-            })
-            .collect();
-        let pic = EncodedPicture {
-            pts: i as i64 * 3000,
-            index: i as u64,
-            temporal: 0,
-            key: i == 0,
-            sync_mask: 0,
-            dropped_mask: 0,
-            frames,
-        };
-        for (k, cell) in ls.packets(&pic).unwrap().iter().enumerate() {
-            for p in cell {
-                let b = p.to_bytes(&[]).unwrap();
-                asm.push(k, &RtpPacket::parse(&b).unwrap()).unwrap();
+        let pkts = l2t1_packets(&mut ls, i, |i, s| {
+            if filler(i, s) {
+                vec![0x88 | (s & 7)]
+            } else {
+                vec![(i * 7 + s as usize) as u8; 500]
+            }
+        });
+        for (k, cell) in pkts.iter().enumerate() {
+            for b in cell {
+                asm.push(k, &RtpPacket::parse(b).unwrap()).unwrap();
             }
         }
         while let Some(p) = asm.pop() {
