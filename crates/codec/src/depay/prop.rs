@@ -575,6 +575,18 @@ fn a_picture_held_by_a_lost_upper_frame_is_named_and_released_with_the_layers_be
     assert_eq!(asm.stats().released_unrepaired, 1);
 }
 
+/// The ladder and packetizer of a two-spatial-layer, one-temporal-layer stream.
+fn l2t1() -> (LayerLadder, LayerStreams) {
+    let ladder = LayerLadder::spatial_major(&[vec![150], vec![450]]).unwrap();
+    let ls = LayerStreams::new(
+        ladder.clone(),
+        vec![(160, 90), (320, 180)],
+        StreamConfig::default(),
+    )
+    .unwrap();
+    (ladder, ls)
+}
+
 /// Packets per layer of picture `i` of a two-spatial-layer, one-temporal-layer stream (a key
 /// picture first), each layer frame `data(i, s)`.
 fn l2t1_packets(
@@ -616,13 +628,7 @@ fn l2t1_packets(
 /// (that broke the chain of every picture after it until the next key picture).
 #[test]
 fn a_late_frame_of_a_single_temporal_layer_is_waited_for() {
-    let ladder = LayerLadder::spatial_major(&[vec![150], vec![450]]).unwrap();
-    let mut ls = LayerStreams::new(
-        ladder.clone(),
-        vec![(160, 90), (320, 180)],
-        StreamConfig::default(),
-    )
-    .unwrap();
+    let (ladder, mut ls) = l2t1();
     let packets: Vec<Vec<Vec<Vec<u8>>>> = (0..12usize)
         .map(|i| l2t1_packets(&mut ls, i, |i, s| vec![(i * 7 + s as usize) as u8; 500]))
         .collect();
@@ -659,13 +665,7 @@ fn a_late_frame_of_a_single_temporal_layer_is_waited_for() {
 /// and a picture dropped whole is not returned.
 #[test]
 fn fillers_at_the_top_of_a_picture_are_left_out() {
-    let ladder = LayerLadder::spatial_major(&[vec![150], vec![450]]).unwrap();
-    let mut ls = LayerStreams::new(
-        ladder.clone(),
-        vec![(160, 90), (320, 180)],
-        StreamConfig::default(),
-    )
-    .unwrap();
+    let (ladder, mut ls) = l2t1();
     // Picture 3 lost its top frame to the encoder, picture 5 both; picture 7's base frame
     // was dropped under a coded top frame (kept: the top decides what is shown).
     let filler = |i: usize, s: u8| matches!((i, s), (3, 1) | (5, _) | (7, 0));
