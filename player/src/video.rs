@@ -148,7 +148,7 @@ const STEADY_LAYER_STALE_NS: u64 = 500_000_000;
 impl ShowFilter {
     /// The subscription is layers 0..=`top` of `ladder`.
     fn set_top(&mut self, ladder: &LayerLadder, top: Option<usize>) {
-        self.min_spatial = top.map_or(0, |k| steady_spatial(ladder, k));
+        self.min_spatial = top.map_or(0, |k| ladder.steady_spatial(k));
         self.expected = (0..ladder.temporal_layers())
             .map(|t| {
                 (0..ladder.spatial_layers())
@@ -180,21 +180,6 @@ impl ShowFilter {
         self.last_steady_ns
             .is_none_or(|t| now_ns.saturating_sub(t) > STEADY_LAYER_STALE_NS)
     }
-}
-
-/// The highest spatial layer a holder of layers 0..=`k` gets at least half the full frame
-/// rate of (the 0212 / 01 temporal patterns are dyadic: TL0..=t carries 2^(t+1-T) of the
-/// pictures).
-fn steady_spatial(ladder: &LayerLadder, k: usize) -> u8 {
-    let nt = ladder.temporal_layers().max(1);
-    (0..ladder.spatial_layers())
-        .rev()
-        .find(|&s| {
-            ladder
-                .max_temporal(k, s)
-                .is_some_and(|t| t.min(nt - 1) + 2 >= nt)
-        })
-        .unwrap_or(0)
 }
 
 /// When the audio of the picture with RTP timestamp `ts` plays (local ns), once the sender
@@ -838,7 +823,7 @@ mod tests {
                 .unwrap();
         // k: 0..=2 spatial 0; 3 = (1,0) only TL0 at spatial 1 (1/4 of the pictures): 0;
         // 4 = (1,1): half: 1; 5 = (1,2): 1; 6 = (2,0): 1; 7, 8: 2.
-        let got: Vec<u8> = (0..9).map(|k| steady_spatial(&ladder, k)).collect();
+        let got: Vec<u8> = (0..9).map(|k| ladder.steady_spatial(k)).collect();
         assert_eq!(got, vec![0, 0, 0, 0, 1, 1, 1, 2, 2]);
         // Size-first: k 2 = (1,0) over (0,0), (0,1): 0; 3 = (1,1): 1; 4 = (0,2), 5 = (1,2),
         // 6 = (2,0): 1; 7, 8: 2.
@@ -847,13 +832,13 @@ mod tests {
             codec::ladder::LayerOrder::SizeFirst,
         )
         .unwrap();
-        let got: Vec<u8> = (0..9).map(|k| steady_spatial(&sf, k)).collect();
+        let got: Vec<u8> = (0..9).map(|k| sf.steady_spatial(k)).collect();
         assert_eq!(got, vec![0, 0, 0, 1, 1, 1, 1, 2, 2]);
         let l1t2 = LayerLadder::spatial_major(&[vec![100, 50]]).unwrap();
-        assert_eq!(steady_spatial(&l1t2, 0), 0);
+        assert_eq!(l1t2.steady_spatial(0), 0);
         let l2t2 = LayerLadder::spatial_major(&[vec![100, 50], vec![200, 100]]).unwrap();
         // (1,0) alone is half the pictures at spatial 1.
-        assert_eq!(steady_spatial(&l2t2, 2), 1);
+        assert_eq!(l2t2.steady_spatial(2), 1);
     }
 
     /// Five layers of L3T3: the 0212 pattern gives 320x180 (top spatial 1) TL0/TL1

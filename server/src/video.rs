@@ -151,10 +151,10 @@ pub fn video_track(v: &ResolvedVideo, layers: &[LayerInfo], ssrc_base: u32) -> T
 /// Per-layer labels for the API (`S1T2 320x180@15`).
 pub fn labels(v: &ResolvedVideo) -> Vec<String> {
     let conf = svc_config(v);
-    let mut out = Vec::new();
-    for (s, t) in v.cells() {
-        let (w, h) = conf.layer_size(s);
-        {
+    v.cells()
+        .into_iter()
+        .map(|(s, t)| {
+            let (w, h) = conf.layer_size(s);
             let fps = crate::config::temporal_fps(v.fps, v.temporal, 0)
                 * match (v.temporal, t) {
                     (1, _) => 1.0,
@@ -164,15 +164,12 @@ pub fn labels(v: &ResolvedVideo) -> Vec<String> {
                     (_, 1) => 2.0,
                     _ => 4.0,
                 };
-            out.push(
-                format!("S{s}T{t} {w}x{h}@{fps:.3}")
-                    .trim_end_matches('0')
-                    .trim_end_matches('.')
-                    .to_string(),
-            );
-        }
-    }
-    out
+            format!("S{s}T{t} {w}x{h}@{fps:.3}")
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+                .to_string()
+        })
+        .collect()
 }
 
 pub(crate) fn svc_config(v: &ResolvedVideo) -> SvcConfig {

@@ -83,8 +83,8 @@ const POINTS: [Point; 6] = [
 ];
 
 /// The shortest prefix 0..=k of `ladder` whose viewer is shown `pt`: it holds `pt.spatial` at
-/// the temporal layers of the point's rate, and that spatial layer is its steady one (the
-/// player's `ShowFilter`: the highest held at half the frames or more).
+/// the temporal layers of the point's rate, and that spatial layer is its steady one
+/// ([`LayerLadder::steady_spatial`], what the player shows).
 fn prefix_of(ladder: &LayerLadder, pt: &Point) -> Option<usize> {
     let nt = ladder.temporal_layers();
     let need = if pt.step == 1 {
@@ -92,18 +92,12 @@ fn prefix_of(ladder: &LayerLadder, pt: &Point) -> Option<usize> {
     } else {
         nt.saturating_sub(2)
     };
-    let steady = |k: usize| {
-        (0..ladder.spatial_layers())
-            .rev()
-            .find(|&s| ladder.max_temporal(k, s).is_some_and(|t| t + 2 >= nt))
-            .unwrap_or(0)
-    };
     let k = (0..ladder.len()).find(|&k| {
         ladder
             .max_temporal(k, pt.spatial as u8)
             .is_some_and(|t| t >= need)
     })?;
-    (usize::from(steady(k)) == pt.spatial).then_some(k)
+    (usize::from(ladder.steady_spatial(k)) == pt.spatial).then_some(k)
 }
 
 /// The clip scaled to `w`x`h` for the plain encoder, by ffmpeg's Lanczos scaler (sharp like

@@ -217,6 +217,20 @@ impl LayerLadder {
     pub fn keeps(&self, k: usize, spatial: u8, temporal: u8) -> bool {
         self.layer_of(spatial, temporal).is_some_and(|l| l <= k)
     }
+    /// The *steady* spatial layer of a holder of layers 0..=k: the highest one it holds at
+    /// half the full frame rate or more (the 0212 / 01 temporal patterns are dyadic: TL0..=t
+    /// carries 2^(t+1-T) of the pictures); 0 when none is. The player shows the pictures that
+    /// reach it (docs/player.md "Steady resolution").
+    pub fn steady_spatial(&self, k: usize) -> u8 {
+        let nt = self.temporal_layers.max(1);
+        (0..self.spatial_layers)
+            .rev()
+            .find(|&s| {
+                self.max_temporal(k, s)
+                    .is_some_and(|t| t.min(nt - 1) + 2 >= nt)
+            })
+            .unwrap_or(0)
+    }
     /// Highest temporal layer kept in spatial layer `s` by a holder of 0..=k (None: none).
     pub fn max_temporal(&self, k: usize, spatial: u8) -> Option<u8> {
         self.cells

@@ -132,12 +132,6 @@ impl ResolvedVideo {
             .collect()
     }
 
-    /// The ladder of the encode (cells in `order`, budgets as rates).
-    pub fn ladder(&self) -> codec::ladder::LayerLadder {
-        codec::ladder::LayerLadder::ordered(&self.cell_kbps, self.order)
-            .expect("a resolved encode has a full grid of 1..=3 x 1..=3 cells")
-    }
-
     pub fn headroom(&self, spatial: usize, temporal: usize) -> f64 {
         if temporal == 0 && (spatial > 0 || self.spatial <= 1) {
             self.key_headroom
@@ -330,13 +324,16 @@ mod tests {
     /// follow `key_headroom`; and the new keys' errors name them.
     #[test]
     fn video_layer_rates_and_pacing_keys() {
-        let g = Ipv4Addr::new(239, 255, 77, 0);
-        let v = SessionConfig {
-            source: Some("testpattern".into()),
-            ..Default::default()
-        }
-        .resolve("s", "s1", g, 5004)
-        .unwrap();
+        // The test pattern's session with `video` (the defaults when `None`).
+        let resolve = |video: Option<VideoConfig>| {
+            SessionConfig {
+                source: Some("testpattern".into()),
+                video,
+                ..Default::default()
+            }
+            .resolve("s", "s1", Ipv4Addr::new(239, 255, 77, 0), 5004)
+        };
+        let v = resolve(None).unwrap();
         // The default ladder (docs/server.md "The default ladder"): 720p30 L3T3 in size-first
         // order (S0T0, S0T1, S1T0, S1T1, S0T2, S1T2, S2T0, S2T1, S2T2), 600-byte pairs,
         // headroom x (budget in packets of 556 payload bytes + one packet per frame); TL0/TL1
@@ -366,15 +363,10 @@ mod tests {
         assert_eq!(labels[2], "S1T0 640x360@7.5");
         assert_eq!(labels[4], "S0T2 320x180@30");
         // rate_headroom 1.3 raises the TL0 layers' key_headroom (1.25) to it too.
-        let v13 = SessionConfig {
-            source: Some("testpattern".into()),
-            video: Some(VideoConfig {
-                rate_headroom: Some(1.3),
-                ..Default::default()
-            }),
+        let v13 = resolve(Some(VideoConfig {
+            rate_headroom: Some(1.3),
             ..Default::default()
-        }
-        .resolve("s", "s1", g, 5004)
+        }))
         .unwrap();
         assert_eq!(
             &v13.rates_bps[..3],
@@ -391,30 +383,20 @@ mod tests {
         assert_eq!((rv.rate_headroom, rv.key_headroom), (1.1, 1.25));
         assert_eq!((rv.width, rv.height, rv.fps), (1280, 720, 30));
         // One spatial layer: its TL0 layer carries the key pictures and takes key_headroom.
-        let one = SessionConfig {
-            source: Some("testpattern".into()),
-            video: Some(VideoConfig {
-                spatial: Some(1),
-                ..Default::default()
-            }),
+        let one = resolve(Some(VideoConfig {
+            spatial: Some(1),
             ..Default::default()
-        }
-        .resolve("s", "s1", g, 5004)
+        }))
         .unwrap();
         let ov = one.video.clone().unwrap();
         assert_eq!((ov.headroom(0, 0), ov.headroom(0, 1)), (1.25, 1.1));
         // (one spatial layer is the top row of the ladder: 720p)
         assert_eq!(one.rates_bps[0], rule(760_000.0, 7.5, 1.25));
         // Below 30 fps (half the rate under 15 fps) the default order is spatial-major.
-        let at15 = SessionConfig {
-            source: Some("testpattern".into()),
-            video: Some(VideoConfig {
-                fps: Some(15),
-                ..Default::default()
-            }),
+        let at15 = resolve(Some(VideoConfig {
+            fps: Some(15),
             ..Default::default()
-        }
-        .resolve("s", "s1", g, 5004)
+        }))
         .unwrap();
         assert_eq!(
             at15.video.unwrap().order,
@@ -422,28 +404,18 @@ mod tests {
         );
         assert_eq!(rv_order, codec::ladder::LayerOrder::SizeFirst);
         // spatial-major on request: the same cells, S0T2 third.
-        let sm = SessionConfig {
-            source: Some("testpattern".into()),
-            video: Some(VideoConfig {
-                layer_order: Some("spatial-major".into()),
-                ..Default::default()
-            }),
+        let sm = resolve(Some(VideoConfig {
+            layer_order: Some("spatial-major".into()),
             ..Default::default()
-        }
-        .resolve("s", "s1", g, 5004)
+        }))
         .unwrap();
         assert_eq!(sm.rates_bps[2], rule(160_000.0, 15.0, 1.1));
         assert_eq!(sm.rates_bps.iter().sum::<u64>(), v_sum);
         // key_headroom below rate_headroom is raised to it.
-        let v = SessionConfig {
-            source: Some("testpattern".into()),
-            video: Some(VideoConfig {
-                rate_headroom: Some(2.5),
-                ..Default::default()
-            }),
+        let v = resolve(Some(VideoConfig {
+            rate_headroom: Some(2.5),
             ..Default::default()
-        }
-        .resolve("s", "s1", g, 5004)
+        }))
         .unwrap();
         assert_eq!(v.video.unwrap().key_headroom, 2.5);
         for (vc, k) in [
@@ -476,14 +448,7 @@ mod tests {
                 "s.video.layer_order",
             ),
         ] {
-            let e = SessionConfig {
-                source: Some("testpattern".into()),
-                video: Some(vc),
-                ..Default::default()
-            }
-            .resolve("s", "s1", g, 5004)
-            .unwrap_err()
-            .to_string();
+            let e = resolve(Some(vc)).unwrap_err().to_string();
             assert!(e.contains(k), "{e}");
         }
     }

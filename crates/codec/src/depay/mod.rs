@@ -14,6 +14,8 @@
 //! subscriber is the last kept frame, whatever the marker bits say.
 
 mod judge;
+#[cfg(test)]
+mod l2t1_tests;
 mod pending;
 #[cfg(test)]
 mod prop;
