@@ -302,6 +302,7 @@ pub fn viewer_json(edge: &str, v: &edge::ViewerReport) -> serde_json::Value {
         "latency_p50_ms": st.frame_latency_p50_us.map(|u| u as f64 / 1000.0),
         "spatial_up": v.forward.spatial_up, "spatial_down": v.forward.spatial_down,
         "cache_start": v.forward.cache_starts > 0,
+        "fillers_left_out": v.forward.fillers_left_out,
         "age_s": v.age.as_secs_f64(),
     })
 }

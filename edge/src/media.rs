@@ -488,7 +488,7 @@ impl Loop {
         let viewers = self.edge.reports(now);
         for v in &viewers {
             tracing::debug!(
-                "viewer {:x}: S{}T{} target S{}T{}, estimate {:.0} kbit/s, sent {:.0} kbit/s, loss {:.3}, rtt {:?}, nacks {}, rtx {} (copies {}, refused {}), pictures {} skipped {}",
+                "viewer {:x}: S{}T{} target S{}T{}, estimate {:.0} kbit/s, sent {:.0} kbit/s, loss {:.3}, rtt {:?}, nacks {}, rtx {} (copies {}, refused {}), pictures {} skipped {} fillers left out {}",
                 v.id,
                 v.current.spatial,
                 v.current.temporal,
@@ -503,7 +503,8 @@ impl Loop {
                 v.stats.repair_copies,
                 v.stats.repair_copies_refused,
                 v.forward.pictures,
-                v.forward.pictures_skipped
+                v.forward.pictures_skipped,
+                v.forward.fillers_left_out
             );
         }
         let s = Snapshot {

@@ -142,6 +142,12 @@ impl Collector for Snap {
         )?;
         counter(
             &mut e,
+            "layercast_edge_fillers_left_out",
+            "encoder fillers (dropped layer frames) left out at the top of a browser's picture",
+            t.fillers_left_out,
+        )?;
+        counter(
+            &mut e,
             "layercast_edge_nacks",
             "NACK requests received from browsers",
             t.nacks,

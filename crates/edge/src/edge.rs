@@ -142,10 +142,12 @@ pub struct Totals {
     pub plis: u64,
     pub firs: u64,
     pub pictures: u64,
+    /// Encoder fillers left out at the top of a browser's picture.
+    pub fillers_left_out: u64,
 }
 
 impl Totals {
-    fn add(&mut self, s: &ViewerStats, pictures: u64) {
+    fn add(&mut self, s: &ViewerStats, f: &crate::forward::ForwardStats) {
         self.media_packets += s.media_packets;
         self.audio_packets += s.audio_packets;
         self.video_packets += s.video_packets;
@@ -154,7 +156,8 @@ impl Totals {
         self.rtx_packets += s.rtx_packets;
         self.plis += s.plis;
         self.firs += s.firs;
-        self.pictures += pictures;
+        self.pictures += f.pictures;
+        self.fillers_left_out += f.fillers_left_out;
     }
 }
 
@@ -298,7 +301,7 @@ impl Edge {
     pub fn remove_viewer(&mut self, now: Instant, id: u64) -> Result<()> {
         let mut v = self.viewers.remove(&id).ok_or(Error::UnknownViewer(id))?;
         v.disconnect(now, &mut self.transmits);
-        self.departed.add(&v.stats(), v.fwd.stats().pictures);
+        self.departed.add(&v.stats(), &v.fwd.stats());
         self.forget(id);
         Ok(())
     }
@@ -465,7 +468,7 @@ impl Edge {
                     ViewerSignal::Estimate => self.select(now, id),
                     ViewerSignal::Closed => {
                         if let Some(v) = self.viewers.remove(&id) {
-                            self.departed.add(&v.stats(), v.fwd.stats().pictures);
+                            self.departed.add(&v.stats(), &v.fwd.stats());
                         }
                         self.forget(id);
                         break;
@@ -658,7 +661,7 @@ impl Edge {
     pub fn totals(&self) -> Totals {
         let mut t = self.departed;
         for v in self.viewers.values() {
-            t.add(&v.stats(), v.fwd.stats().pictures);
+            t.add(&v.stats(), &v.fwd.stats());
         }
         t
     }

@@ -64,6 +64,8 @@ pub struct ForwardStats {
     pub spatial_down: u64,
     pub temporal_up: u64,
     pub temporal_down: u64,
+    /// Encoder fillers left out at the top of a picture (`Forwarder::emit_picture`).
+    pub fillers_left_out: u64,
     /// Starts from the key-picture cache, and the pictures sent in those chains.
     pub cache_starts: u64,
     pub cache_pictures: u64,
@@ -154,11 +156,7 @@ impl Forwarder {
         };
         for (pid, frames) in chain {
             self.taken.insert(*pid);
-            let top = frames.len().saturating_sub(1);
-            for (i, f) in frames.iter().enumerate() {
-                self.emit(*pid, i as u8, f, i == top);
-            }
-            self.stats.pictures += 1;
+            self.emit_picture(*pid, frames);
             self.stats.cache_pictures += 1;
         }
         self.stats.cache_starts += 1;
@@ -265,7 +263,9 @@ impl Forwarder {
             for s in 0..=allowed {
                 let joinable = |sp: bool| s <= self.s_cur || tu.key || sp;
                 if let Some(f) = gate.frame(pid, s) {
-                    if !joinable(f.switch_point) {
+                    // A filler is no switch point whatever its P: it shows an older frame of
+                    // a layer the browser does not have yet.
+                    if !joinable(f.switch_point && !f.filler) {
                         break;
                     }
                     top = Some(s);
@@ -293,10 +293,7 @@ impl Forwarder {
             let frames: Vec<Frame> = (0..=top)
                 .filter_map(|s| gate.frame(pid, s).cloned())
                 .collect();
-            for (s, f) in frames.iter().enumerate() {
-                self.emit(pid, s as u8, f, s == top as usize);
-            }
-            self.stats.pictures += 1;
+            self.emit_picture(pid, &frames);
             if top > self.s_cur {
                 self.stats.spatial_up += 1;
             } else if top < self.s_cur {
@@ -305,6 +302,26 @@ impl Forwarder {
             self.s_cur = top;
             self.last_pid = Some(pid);
         }
+    }
+
+    /// Sends a picture's frames `0..=k` (spatial order), the marker on its last one, leaving
+    /// out the encoder's fillers at the top: decoded there, a filler shows its layer's newest
+    /// reference frame, older than the picture before it after TL2 pictures (the browser saw
+    /// its picture jump back), and nothing refreshed by it is missed (later frames reference
+    /// what it stood in for, `Gate::browser_refs`). The browser then decodes the picture at its
+    /// highest coded layer; a picture of fillers alone is not sent (the one before stays up a
+    /// frame longer). The layers the browser holds do not change.
+    fn emit_picture(&mut self, pid: u64, frames: &[Frame]) {
+        let coded = frames.iter().rposition(|f| !f.filler).map_or(0, |i| i + 1);
+        self.stats.fillers_left_out += (frames.len() - coded) as u64;
+        if coded == 0 {
+            self.stats.pictures_skipped += 1;
+            return;
+        }
+        for (s, f) in frames[..coded].iter().enumerate() {
+            self.emit(pid, s as u8, f, s + 1 == coded);
+        }
+        self.stats.pictures += 1;
     }
 
     fn emit(&mut self, pid: u64, spatial: u8, f: &Frame, top: bool) {

@@ -17,9 +17,10 @@
 
 use crate::layout::{Cell, VideoLayout};
 use crate::vp9::{browser_payload, Continuity, OutFields};
+use codec::depay::is_filler;
 use codec::rtp::RtpPacket;
 use codec::vp9rtp::PayloadDescriptor;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -94,6 +95,13 @@ pub struct Frame {
     pub completed_at: Instant,
     /// Picture ID the browsers see.
     pub out_pid: u16,
+    /// A one-byte `show_existing_frame` filler for a layer frame the encoder dropped
+    /// (docs/codec.md "Frame dropping on, with fillers"): it refreshes nothing, and at the top of
+    /// a picture it would show an older picture again, so browsers get it only below the top.
+    pub filler: bool,
+    /// The pictures its descriptor references at this spatial layer (upstream IDs, fillers
+    /// resolved: [`Gate::browser_refs`]); empty for a switch point.
+    pub refs: Vec<u64>,
 }
 
 #[derive(Debug)]
@@ -217,9 +225,9 @@ pub struct Gate {
     seq: Vec<Unwrap>,
     stream_newest: Vec<Option<u64>>,
     slots: BTreeMap<(u64, u8), Slot>,
-    /// Key pictures (picture ID -> its TL0PICIDX): a picture's group position and TL0PICIDX
-    /// are counted from the latest key at or before it.
-    anchors: BTreeMap<u64, u8>,
+    /// Key pictures: a picture's position in the picture group is counted from the latest
+    /// key at or before it.
+    anchors: BTreeSet<u64>,
     /// Frames of pictures below this were dropped from the history.
     evicted_below: u64,
     continuity: Continuity,
@@ -239,7 +247,7 @@ impl Gate {
             seq: vec![Unwrap::default(); n],
             stream_newest: vec![None; n],
             slots: BTreeMap::new(),
-            anchors: BTreeMap::new(),
+            anchors: BTreeSet::new(),
             evicted_below: 0,
             continuity,
             broken: 0,
@@ -320,7 +328,7 @@ impl Gate {
     /// The pictures picture `pid` references by the picture group (empty for a key picture);
     /// None before the first key picture.
     pub fn picture_refs(&self, pid: u64) -> Option<Vec<u64>> {
-        let (apid, _) = self.anchor_for(pid)?;
+        let apid = self.anchor_for(pid)?;
         if apid == pid {
             return Some(Vec::new());
         }
@@ -335,7 +343,7 @@ impl Gate {
 
     /// Temporal id of a picture, from the picture group and the key anchor.
     pub fn temporal_of(&self, pid: u64) -> Option<u8> {
-        let (apid, _) = self.anchor_for(pid)?;
+        let apid = self.anchor_for(pid)?;
         self.layout.gof_entry(pid - apid).map(|e| e.tid)
     }
 
@@ -457,42 +465,23 @@ impl Gate {
     }
 
     /// The key picture at or before `pid`.
-    fn anchor_for(&self, pid: u64) -> Option<(u64, u8)> {
-        self.anchors
-            .range(..=pid)
-            .next_back()
-            .map(|(&p, &t)| (p, t))
+    fn anchor_for(&self, pid: u64) -> Option<u64> {
+        self.anchors.range(..=pid).next_back().copied()
     }
 
-    fn latest_anchor(&self) -> Option<(u64, u8)> {
-        self.anchors.iter().next_back().map(|(&p, &t)| (p, t))
+    fn latest_anchor(&self) -> Option<u64> {
+        self.anchors.last().copied()
     }
 
-    /// A key picture starts: the picture group and TL0PICIDX restart from it.
+    /// A key picture starts: the picture group restarts from it.
     fn on_key(&mut self, pid: u64) {
-        if self.anchors.contains_key(&pid) {
+        if !self.anchors.insert(pid) {
             return;
         }
-        let tl0 = match self.anchor_for(pid) {
-            Some((apid, atl0)) => {
-                let n = pid - apid;
-                let g = self.layout.gof_len();
-                atl0.wrapping_add((n / g + u64::from(!n.is_multiple_of(g))) as u8)
-            }
-            None => 0,
-        };
-        self.anchors.insert(pid, tl0);
         self.stats.key_pictures += 1;
-        if self.latest_anchor().is_some_and(|(a, _)| a == pid) {
+        if self.latest_anchor() == Some(pid) {
             self.broken = 0;
         }
-    }
-
-    fn tl0_of(&self, pid: u64) -> u8 {
-        let Some((apid, atl0)) = self.anchor_for(pid) else {
-            return 0;
-        };
-        atl0.wrapping_add(((pid - apid) / self.layout.gof_len()) as u8)
     }
 
     /// The frames `(pid, s)` references, or None if it cannot be known (before the first key).
@@ -502,7 +491,7 @@ impl Gate {
             v.push((pid, s - 1, slot.temporal));
         }
         if slot.inter_picture {
-            let (apid, _) = self.anchor_for(pid)?;
+            let apid = self.anchor_for(pid)?;
             let e = self.layout.gof_entry(pid - apid)?;
             for &d in &e.p_diffs {
                 let r = pid.checked_sub(d as u64)?;
@@ -511,6 +500,42 @@ impl Gate {
             }
         }
         Some(v)
+    }
+
+    /// The pictures whose layer-`s` frames frame `(pid, s)` is told to reference in the
+    /// browser's flexible-mode descriptor (newest first, at most 3, within 127 pictures): its
+    /// references by the picture group, each filler among them replaced by what the filler
+    /// itself references. A filler refreshes no decoder buffer, so what a later frame really
+    /// predicts from is the frame the filler stood in for; and a browser that had the filler
+    /// left out (at the top of its picture, `Forwarder`) must not be told to wait for it.
+    /// Empty for a switch point (P = 0). Its references are released (`decide`), so their
+    /// own resolved references are known.
+    fn browser_refs(&self, pid: u64, s: u8, slot: &Slot) -> Vec<u64> {
+        if !slot.inter_picture {
+            return Vec::new();
+        }
+        let by_group = self.picture_refs(pid).unwrap_or_default();
+        let mut v: Vec<u64> = Vec::with_capacity(3);
+        for &r in &by_group {
+            match self.frame(r, s) {
+                Some(f) if f.filler && !f.refs.is_empty() => v.extend_from_slice(&f.refs),
+                _ => v.push(r),
+            }
+        }
+        v.retain(|&r| r < pid && pid - r <= 127);
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v.dedup();
+        v.truncate(3);
+        if v.is_empty() {
+            // Cannot happen for a stream that follows its picture group; the descriptor
+            // still needs a reference, and the group's is the one the encoder meant.
+            v = by_group
+                .into_iter()
+                .filter(|&r| r < pid && pid - r <= 127)
+                .take(3)
+                .collect();
+        }
+        v
     }
 
     /// Settle every pending frame that can be settled now.
@@ -597,16 +622,15 @@ impl Gate {
     }
 
     fn release(&mut self, now: Instant, pid: u64, s: u8) {
-        let key = self.anchors.contains_key(&pid);
-        let tl0 = self.tl0_of(pid);
-        let Some(ts0) = self
-            .slots
-            .get(&(pid, s))
-            .and_then(|x| x.parts.values().next())
-            .map(|p| p.timestamp)
-        else {
+        let key = self.anchors.contains(&pid);
+        let Some((ts0, filler, refs)) = self.slots.get(&(pid, s)).and_then(|x| {
+            let p = x.parts.values().next()?;
+            let filler = x.parts.len() == 1 && is_filler(&p.bytes[p.data_at..]);
+            Some((p.timestamp, filler, self.browser_refs(pid, s, x)))
+        }) else {
             return;
         };
+        let p_diffs: Vec<u8> = refs.iter().map(|&r| (pid - r) as u8).collect();
         self.continuity.base(pid, ts0);
         let out_pid = self.continuity.out_pid(pid);
         let ss = (key && s == 0).then(|| self.layout.scalability_structure());
@@ -621,9 +645,9 @@ impl Gate {
         for (_, p) in parts {
             let out = OutFields {
                 pid: out_pid,
-                tl0,
                 spatial: s,
                 temporal: slot.temporal,
+                p_diffs: p_diffs.clone(),
                 ss: if first { ss.clone() } else { None },
             };
             first = false;
@@ -654,6 +678,8 @@ impl Gate {
             bytes,
             completed_at,
             out_pid,
+            filler,
+            refs,
         });
         slot.resolved_at = now;
         self.continuity.saw(pid, ts0);
@@ -663,7 +689,7 @@ impl Gate {
     }
 
     fn lose(&mut self, now: Instant, pid: u64, s: u8) {
-        let current = self.latest_anchor().is_some_and(|(a, _)| pid >= a);
+        let current = self.latest_anchor().is_some_and(|a| pid >= a);
         let Some(slot) = self.slots.get_mut(&(pid, s)) else {
             return;
         };
@@ -700,7 +726,7 @@ impl Gate {
             self.evicted_below = self.evicted_below.max(pid);
         }
         // Keep the key pictures still needed to place the frames in the history.
-        while let Some((&second, _)) = self.anchors.iter().nth(1) {
+        while let Some(&second) = self.anchors.iter().nth(1) {
             if second > self.evicted_below {
                 break;
             }

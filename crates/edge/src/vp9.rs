@@ -2,12 +2,14 @@
 //!
 //! Upstream, layer 0 carries no layer indices and an SS that describes only itself (so that it
 //! alone is a standard single-layer stream, docs/codec.md), and the full SS rides on spatial
-//! layer 1 of key pictures. A browser receives every kept layer in one RTP stream, in
-//! non-flexible mode, and libwebrtc's VP9 receiver needs TL0PICIDX on every frame and the SS
-//! with the picture group on the key frame itself (it drops a key frame without one). So each
-//! packet's descriptor is rewritten once, for all browsers: layer indices and TL0PICIDX on
-//! every packet, the edge's continuous picture ID, the full SS on the key picture's first
-//! packet and nowhere else. The VP9 bytes after the descriptor are forwarded as they came.
+//! layer 1 of key pictures; references follow the picture group (non-flexible mode). A
+//! browser receives every kept layer in one RTP stream in flexible mode: each frame names the
+//! pictures it references (P_DIFF), so a frame the edge leaves out (an encoder's filler at the
+//! top of a picture, `Frame::filler`) is referenced by nobody, which the picture group cannot
+//! say (libwebrtc would wait for the missing frame). So each packet's descriptor is rewritten
+//! once, for all browsers: layer indices and P_DIFFs on every packet, the edge's continuous
+//! picture ID, the full SS (resolutions) on the key picture's first packet and nowhere else.
+//! The VP9 bytes after the descriptor are forwarded as they came.
 
 use codec::vp9rtp::{LayerIndices, PayloadDescriptor, ScalabilityStructure};
 use std::sync::Arc;
@@ -17,9 +19,10 @@ use std::sync::Arc;
 pub struct OutFields {
     /// 15-bit picture ID in the edge's space.
     pub pid: u16,
-    pub tl0: u8,
     pub spatial: u8,
     pub temporal: u8,
+    /// Distances to the referenced pictures (1..=127, at most 3); empty when P = 0.
+    pub p_diffs: Vec<u8>,
     /// The SS, on the first packet of a key picture's spatial-0 frame only.
     pub ss: Option<ScalabilityStructure>,
 }
@@ -36,7 +39,7 @@ pub fn browser_payload(
         picture_id: Some(out.pid & 0x7fff),
         long_picture_id: true,
         inter_picture: desc.inter_picture,
-        flexible: false,
+        flexible: true,
         start: desc.start,
         end: desc.end,
         not_ref_upper: desc.not_ref_upper,
@@ -46,8 +49,8 @@ pub fn browser_payload(
             sid: out.spatial,
             inter_layer: layer.inter_layer,
         }),
-        tl0_pic_idx: Some(out.tl0),
-        p_diffs: Vec::new(),
+        tl0_pic_idx: None,
+        p_diffs: out.p_diffs.clone(),
         ss: out.ss.clone(),
     };
     let mut v = Vec::with_capacity(data.len() + 32);
@@ -127,7 +130,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn layer0_packet_gets_layer_indices_and_tl0() {
+    fn layer0_packet_gets_layer_indices_and_references() {
         let up = PayloadDescriptor {
             picture_id: Some(0x1234),
             long_picture_id: true,
@@ -138,18 +141,19 @@ mod tests {
         };
         let out = OutFields {
             pid: 0x0042,
-            tl0: 7,
             spatial: 0,
             temporal: 0,
+            p_diffs: vec![4, 1],
             ss: None,
         };
         let p = browser_payload(&up, &[1, 2, 3], &out).unwrap();
         let (d, n) = PayloadDescriptor::parse(&p).unwrap();
         assert_eq!(&p[n..], &[1, 2, 3]);
         assert_eq!(d.picture_id, Some(0x42));
-        assert_eq!(d.tl0_pic_idx, Some(7));
+        assert_eq!(d.tl0_pic_idx, None);
+        assert_eq!(d.p_diffs, vec![4, 1]);
         assert_eq!(d.layer.unwrap().sid, 0);
-        assert!(d.inter_picture && d.start && !d.end && !d.flexible && d.ss.is_none());
+        assert!(d.inter_picture && d.start && !d.end && d.flexible && d.ss.is_none());
     }
 
     #[test]

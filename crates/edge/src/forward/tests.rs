@@ -5,7 +5,8 @@ use crate::layout::VideoLayout;
 use crate::source::{Source, SourcePicture};
 use crate::vp9::Continuity;
 use codec::vp9rtp::PayloadDescriptor;
-use codec::vpx::Decoder;
+use codec::vpx::{DecodedFrame, Decoder, DropMode, SvcConfig};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 struct Bed {
@@ -13,11 +14,16 @@ struct Bed {
     gate: Gate,
     cache: KeyCache,
     t0: Instant,
+    /// Every frame released: (picture, spatial layer, temporal layer, filler).
+    released: Vec<(u64, u8, u8, bool)>,
 }
 
 impl Bed {
     fn new(n: usize) -> Bed {
-        let mut src = Source::small_l3t3(1000, 0).unwrap();
+        Bed::of(Source::small_l3t3(1000, 0).unwrap(), n)
+    }
+
+    fn of(mut src: Source, n: usize) -> Bed {
         let pics = (0..n).map(|_| src.next_picture().unwrap()).collect();
         let layout = VideoLayout::from_session("t", src.session()).unwrap();
         Bed {
@@ -25,6 +31,7 @@ impl Bed {
             gate: Gate::new(layout, GateConfig::default(), Continuity::default()),
             cache: KeyCache::new(3, 8 << 20),
             t0: Instant::now(),
+            released: Vec::new(),
         }
     }
 
@@ -48,6 +55,10 @@ impl Bed {
 
     fn dispatch(&mut self, fwds: &mut [&mut Forwarder]) {
         while let Some(ev) = self.gate.poll_event() {
+            if let GateEvent::Released { pid, spatial } = ev {
+                let f = self.gate.frame(pid, spatial).unwrap();
+                self.released.push((pid, spatial, f.temporal, f.filler));
+            }
             self.cache.on_event(&self.gate, ev);
             for f in fwds.iter_mut() {
                 f.on_event(&self.gate, ev);
@@ -61,17 +72,21 @@ fn drain(f: &mut Forwarder) -> Vec<Send> {
 }
 
 /// Checks what a browser would check (frames whole and in order, one marker per picture at its
-/// end) and decodes it; returns the decoded sizes per picture.
-fn decode(sends: &[Send]) -> Vec<(u32, u32)> {
+/// end, and, as libwebrtc's flexible-mode reference finder does, every frame's references
+/// among the frames it got before: its P_DIFFs at its own spatial layer, the layer below when
+/// D = 1) and decodes it; returns each picture's upstream ID and what the decoder showed.
+fn browser_pictures(sends: &[Send]) -> Vec<(u64, DecodedFrame)> {
     let mut dec = Decoder::new(1).unwrap();
-    let mut sizes = Vec::new();
+    let mut shown = Vec::new();
     let mut frames: Vec<Vec<u8>> = Vec::new();
     let mut cur: Option<(u64, u8)> = None;
     let mut last_pid = None;
+    let mut got: BTreeSet<(u16, u8)> = BTreeSet::new();
     for s in sends {
         let (d, n) = PayloadDescriptor::parse(&s.payload).unwrap();
         let l = d.layer.unwrap();
         assert_eq!(l.sid, s.spatial);
+        assert!(d.flexible && d.tl0_pic_idx.is_none());
         if d.start {
             if let Some((p, sp)) = cur {
                 assert!(
@@ -94,17 +109,47 @@ fn decode(sends: &[Send]) -> Vec<(u32, u32)> {
             .last_mut()
             .unwrap()
             .extend_from_slice(&s.payload[n..]);
+        if d.end {
+            let pid = d.picture_id.unwrap();
+            assert_eq!(
+                d.inter_picture,
+                !d.p_diffs.is_empty(),
+                "P_DIFFs exactly when P = 1"
+            );
+            for &pd in &d.p_diffs {
+                let r = (pid + 0x8000 - pd as u16) & 0x7fff;
+                assert!(
+                    got.contains(&(r, l.sid)),
+                    "frame {}/{} references picture {r} at its layer, which the browser never got",
+                    s.pid,
+                    l.sid
+                );
+            }
+            if l.inter_layer {
+                assert!(l.sid > 0 && got.contains(&(pid, l.sid - 1)));
+            }
+            got.insert((pid, l.sid));
+        }
         if s.marker {
             assert!(d.end);
             let refs: Vec<&[u8]> = frames.iter().map(|f| &f[..]).collect();
-            let out = dec.decode_layers(&refs).expect("decodes");
-            sizes.push(out.map_or((0, 0), |o| (o.width, o.height)));
+            if let Some(out) = dec.decode_layers(&refs).expect("decodes") {
+                shown.push((s.pid, out));
+            }
             frames.clear();
             last_pid = Some(s.pid);
             cur = None;
         }
     }
-    sizes
+    shown
+}
+
+/// [`browser_pictures`]' decoded sizes, one per picture.
+fn decode(sends: &[Send]) -> Vec<(u32, u32)> {
+    browser_pictures(sends)
+        .into_iter()
+        .map(|(_, o)| (o.width, o.height))
+        .collect()
 }
 
 fn choice(spatial: u8, temporal: u8) -> Choice {
@@ -237,4 +282,67 @@ fn a_late_joiner_starts_from_the_key_cache() {
     assert_eq!(sizes.len(), 6 + 19, "{sizes:?}");
     assert!(sizes.iter().all(|&s| s == (320, 180)));
     assert_eq!(late.stats().cache_starts, 1);
+}
+
+/// A layer frame libvpx drops is sent upstream as a one-byte `show_existing_frame` filler
+/// (docs/codec.md). A browser never gets one at the top of a picture, where it would show an
+/// older picture again (the picture jumped back), and no frame it gets references one it did
+/// not get: a budget far below the content makes libvpx drop frames of every layer.
+#[test]
+fn a_browser_never_sees_a_filler_picture_and_no_reference_is_missing() {
+    let mut conf = SvcConfig::l3t3_720p();
+    (conf.width, conf.height) = (640, 360);
+    conf.cell_kbps = vec![vec![20, 6, 6], vec![40, 12, 12], vec![80, 25, 25]];
+    conf.drop_thresh = 80;
+    conf.drop_mode = DropMode::Layer;
+    conf.rc_buf_initial_ms = 100;
+    conf.rc_buf_optimal_ms = 200;
+    conf.rc_buf_ms = 300;
+    conf.keyframe_interval = 24;
+    let n = 96;
+    let mut bed = Bed::of(Source::new(conf).unwrap(), n);
+    let mut f = [
+        Forwarder::new(3, choice(2, 2)),
+        Forwarder::new(3, choice(1, 2)),
+        Forwarder::new(3, choice(2, 0)),
+    ];
+    for i in 0..n {
+        let [a, b, c] = &mut f;
+        bed.step(i, |_| 0, &mut [a, b, c]);
+    }
+    let mut left_out = 0;
+    for fw in &mut f {
+        let target = fw.target();
+        let stats = fw.stats();
+        let shown = browser_pictures(&drain(fw));
+        let mut seen: Vec<&(u64, DecodedFrame)> = Vec::new();
+        for p in &shown {
+            assert!(
+                !seen
+                    .iter()
+                    .any(|q| q.1.width == p.1.width && q.1.i420 == p.1.i420),
+                "{target:?}: picture {} shows an earlier picture again",
+                p.0
+            );
+            seen.push(p);
+        }
+        let want = bed
+            .released
+            .iter()
+            .filter(|&&(_, s, t, filler)| s <= target.spatial && t <= target.temporal && !filler)
+            .map(|x| x.0)
+            .collect::<BTreeSet<u64>>()
+            .len();
+        assert_eq!(
+            shown.len(),
+            want,
+            "{target:?}: every picture with a coded frame is shown; {stats:?}"
+        );
+        left_out += stats.fillers_left_out;
+        eprintln!("{target:?}: {} pictures shown, {stats:?}", shown.len());
+    }
+    assert!(
+        left_out > 0,
+        "no filler at the top of a picture: nothing was tested"
+    );
 }

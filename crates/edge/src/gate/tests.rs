@@ -57,32 +57,36 @@ fn lossless_stream_releases_every_frame_in_spatial_order() {
     }
     assert_eq!(g.stats().frames_lost, 0);
     assert_eq!(g.stats().key_pictures, 1);
-    // The browser form: layer indices + TL0PICIDX everywhere, the SS only on the key's first
-    // packet, TL0PICIDX counting TL0 pictures, picture IDs as upstream (first epoch).
+    // The browser form: flexible mode, layer indices everywhere, the SS only on the key's first
+    // packet, P_DIFFs those of the picture group (no fillers here), picture IDs as upstream
+    // (first epoch).
     let first = released[0].0;
-    let mut last_tl0 = None;
     for &(pid, s) in &released {
         let f = g.frame(pid, s).unwrap();
+        assert!(!f.filler);
         for (i, pk) in f.packets.iter().enumerate() {
             let (d, _) = PayloadDescriptor::parse(&pk.payload).unwrap();
             let l = d.layer.expect("layer indices");
             assert_eq!(l.sid, s);
             assert_eq!(l.tid, f.temporal);
             assert_eq!(d.picture_id, Some(f.out_pid));
+            assert!(d.flexible && d.tl0_pic_idx.is_none());
             assert_eq!(d.ss.is_some(), pid == first && s == 0 && i == 0);
             if let Some(ss) = &d.ss {
                 assert_eq!(ss.spatial_layers, 3);
                 assert_eq!(ss.gof.len(), 4);
                 assert_eq!(ss.resolutions, vec![(160, 90), (320, 180), (640, 360)]);
             }
-            let tl0 = d.tl0_pic_idx.unwrap();
-            if s == 0 && f.temporal == 0 && i == 0 {
-                if let Some(prev) = last_tl0 {
-                    assert_eq!(tl0, u8::wrapping_add(prev, 1));
-                }
-                last_tl0 = Some(tl0);
+            let by_group: Vec<u8> = g
+                .picture_refs(pid)
+                .unwrap()
+                .iter()
+                .map(|&r| (pid - r) as u8)
+                .collect();
+            if d.inter_picture {
+                assert_eq!(d.p_diffs, by_group, "({pid}, {s})");
             } else {
-                assert_eq!(Some(tl0), last_tl0);
+                assert!(d.p_diffs.is_empty());
             }
         }
         assert_eq!(f.out_pid as u64, pid & 0x7fff);
