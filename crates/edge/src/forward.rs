@@ -312,7 +312,10 @@ impl Forwarder {
     /// highest coded layer; a picture of fillers alone is not sent (the one before stays up a
     /// frame longer). The layers the browser holds do not change.
     fn emit_picture(&mut self, pid: u64, frames: &[Frame]) {
-        let coded = frames.iter().rposition(|f| !f.filler).map_or(0, |i| i + 1);
+        let coded = frames
+            .iter()
+            .rposition(|f| !f.skippable())
+            .map_or(0, |i| i + 1);
         self.stats.fillers_left_out += (frames.len() - coded) as u64;
         if coded == 0 {
             self.stats.pictures_skipped += 1;

@@ -104,6 +104,16 @@ pub struct Frame {
     pub refs: Vec<u64>,
 }
 
+impl Frame {
+    /// A filler that browsers may go without: later frames' references skip it (to its own
+    /// references), so it can be left out at the top of a picture. A filler with no references
+    /// (in a key picture, if libvpx ever dropped a layer frame there) is kept: nothing would
+    /// stand in for it in the references after it.
+    pub fn skippable(&self) -> bool {
+        self.filler && !self.refs.is_empty()
+    }
+}
+
 #[derive(Debug)]
 struct RawPart {
     desc: PayloadDescriptor,
@@ -518,7 +528,7 @@ impl Gate {
         let mut v: Vec<u64> = Vec::with_capacity(3);
         for &r in &by_group {
             match self.frame(r, s) {
-                Some(f) if f.filler && !f.refs.is_empty() => v.extend_from_slice(&f.refs),
+                Some(f) if f.skippable() => v.extend_from_slice(&f.refs),
                 _ => v.push(r),
             }
         }
