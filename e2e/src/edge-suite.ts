@@ -10,7 +10,7 @@
 import path from 'node:path';
 import { recordAcceptance } from './acceptance.js';
 import { repoRoot } from './bins.js';
-import { CHROMIUM_ARGS, EDGE_HTTP, EDGE_SESSION, EdgeBed, noisyClip, type PageState } from './edge.js';
+import { CHROMIUM_ARGS, EDGE_HTTP, EDGE_SESSION, EdgeBed, jumpsBack, noisyClip, watchJumpsBack, type JumpsBack, type PageState } from './edge.js';
 import { sleep } from './sh.js';
 
 const CMD = 'make edge-browser';
@@ -18,6 +18,7 @@ const CMD = 'make edge-browser';
 interface Viewer {
   state(): Promise<PageState>;
   markGaps(): Promise<void>;
+  jumps(): Promise<JumpsBack>;
 }
 
 /** A browser's layers and estimate over time, from the watch page's view of the edge. */
@@ -62,7 +63,7 @@ export async function edgeSuite(opts: { outDir: string; lossSecs?: number }): Pr
   };
   try {
     await bed.start();
-    const open = async (i: number): Promise<Viewer> => {
+    const open = async (i: number): Promise<Viewer & { watchJumps(): Promise<void> }> => {
       const ctx = await chromium.launchPersistentContext(bed.profileDir(i), {
         executablePath: bed.chromiumIn(i),
         headless: true,
@@ -76,12 +77,15 @@ export async function edgeSuite(opts: { outDir: string; lossSecs?: number }): Pr
       return {
         state: () => page.evaluate(() => (window as unknown as { lc: PageState }).lc),
         markGaps: () => page.evaluate(() => (window as unknown as { lc: { markGaps(): void } }).lc.markGaps()),
+        jumps: () => jumpsBack(page),
+        watchJumps: () => watchJumpsBack(page),
       };
     };
     const wide = await open(0);
     const narrow = await open(1);
     for (const [n, v] of [['wide', wide], ['narrow', narrow]] as const) {
       await bed.waitFor(`${n} decodes`, async () => ((await v.state()).stats?.framesDecoded ?? 0) > 0, 30_000, 250);
+      await v.watchJumps();
     }
     // 1. Steady state: the wide browser at the top, the narrow one lower. The first 5 s after
     // both decode are the start-up (each browser climbs from the layers its first estimate
@@ -166,6 +170,16 @@ export async function edgeSuite(opts: { outDir: string; lossSecs?: number }): Pr
       'issue22/loss2-freezes',
       `${perMin.toFixed(1)} freezes/min over ${lossSecs} s (${lf}); ${nacks} NACKs sent, ${rtx} RTX from the edge, ${l1.stats!.pliCount - l0.stats!.pliCount} PLIs, ${lost} packets lost after repair, ${fps.toFixed(1)} fps, ${l1.stats?.frameWidth}x${l1.stats?.frameHeight}`,
       perMin <= 1 && rtx > 0,
+    );
+    // 4. Over the whole suite: no picture shown again after a newer one (the noisy clip makes
+    // every picture distinct), whatever the encoder dropped.
+    const seen = await Promise.all([wide, narrow].map(async (v) => ({ j: await v.jumps(), s: await v.state() })));
+    check(
+      'issue22/browser-no-jump-back',
+      seen
+        .map(({ j, s }, i) => `${i ? '600 kbit/s' : '4 Mbit/s'} browser: ${j.jumps} of ${j.frames} pictures equal to an earlier one${j.log.length ? ` (${j.log.join(', ')} back)` : ''}, ${s.edge?.fillers_left_out ?? '?'} encoder fillers left out`)
+        .join('; '),
+      seen.every(({ j }) => j.jumps === 0 && j.frames > 0),
     );
   } catch (e) {
     console.error(`edge suite: ${(e as Error).message}`);

@@ -117,9 +117,67 @@ export interface PageState {
     rtx_packets: number;
     plis: number;
     latency_p50_ms: number | null;
+    /** Encoder fillers the edge left out at the top of this browser's pictures. */
+    fillers_left_out?: number;
   };
   gaps: { max: number; over500: number; frames: number };
   gapLog: { at: number; ms: number; rtpBefore: number | null; rtp: number | null }[];
+}
+
+/** What the jump-back detector ([`watchJumpsBack`]) saw in a page. */
+export interface JumpsBack {
+  /** Pictures presented and hashed. */
+  frames: number;
+  /** Pictures equal to one presented before the previous picture (within the last 60). */
+  jumps: number;
+  /** The first few: how many pictures back each went. */
+  log: number[];
+}
+
+/** Installs, in a watch page, a detector of pictures shown again out of order: every presented
+ *  picture (requestVideoFrameCallback) is drawn at 160x90 and hashed, and one equal to a
+ *  picture before the previous one, within the last 60, is a jump back: what an encoder's
+ *  filler decoded at the top of a picture shows (its layer's older reference picture, docs/edge.md
+ *  "Fillers"). Only meaningful on a source whose every picture differs (the suite's noisy clip;
+ *  the QR-stamped test pattern). Read it with [`jumpsBack`]. */
+export async function watchJumpsBack(page: { evaluate<R>(f: string): Promise<R> }): Promise<void> {
+  await page.evaluate(JUMPS_BACK_SCRIPT);
+}
+
+/** The page side of [`watchJumpsBack`], as source text: a function passed to `page.evaluate`
+ *  would carry the TypeScript loader's name helpers (`__name`), which the page does not have. */
+const JUMPS_BACK_SCRIPT = `(() => {
+  if (window.lcJumps) return;
+  const video = document.querySelector('video');
+  if (!video || !('requestVideoFrameCallback' in video)) throw new Error('no video element with requestVideoFrameCallback');
+  const canvas = document.createElement('canvas');
+  canvas.width = 160;
+  canvas.height = 90;
+  const g = canvas.getContext('2d', { willReadFrequently: true });
+  const state = { frames: 0, jumps: 0, log: [] };
+  window.lcJumps = state;
+  const recent = [];
+  function onFrame() {
+    g.drawImage(video, 0, 0, 160, 90);
+    const d = g.getImageData(0, 0, 160, 90).data;
+    let h = 2166136261;
+    for (let i = 0; i < d.length; i += 4) h = Math.imul(h ^ (d[i] | (d[i + 1] << 8) | (d[i + 2] << 16)), 16777619);
+    state.frames++;
+    const at = recent.lastIndexOf(h);
+    if (at >= 0 && at < recent.length - 1) {
+      state.jumps++;
+      if (state.log.length < 20) state.log.push(recent.length - at);
+    }
+    recent.push(h);
+    if (recent.length > 60) recent.shift();
+    video.requestVideoFrameCallback(onFrame);
+  }
+  video.requestVideoFrameCallback(onFrame);
+})()`;
+
+/** What [`watchJumpsBack`] has seen so far. */
+export async function jumpsBack(page: { evaluate<R>(f: string): Promise<R> }): Promise<JumpsBack> {
+  return page.evaluate('window.lcJumps ? { frames: window.lcJumps.frames, jumps: window.lcJumps.jumps, log: [...window.lcJumps.log] } : { frames: 0, jumps: 0, log: [] }');
 }
 
 const linkSettings = (p: PathSpec): LinkSettings => ({
