@@ -1,6 +1,24 @@
 //! Generated test content and picture-quality helpers (I420 frames with motion, box
 //! down-scaling, PSNR). Used by tests and benches so no media file has to be committed.
 
+/// An L3T3 640x360 encode of [`frame`]'s clip at a budget far below what it needs, with
+/// libvpx's per-layer frame dropping on and a short rate-control buffer, and a key picture
+/// every 24: libvpx drops layer frames of every spatial layer, which go out as one-byte
+/// fillers (docs/codec.md "Frame dropping on, with fillers"). For tests of what receivers make
+/// of them.
+pub fn starved_l3t3() -> crate::vpx::SvcConfig {
+    let mut conf = crate::vpx::SvcConfig::l3t3_720p();
+    (conf.width, conf.height) = (640, 360);
+    conf.cell_kbps = vec![vec![20, 6, 6], vec![40, 12, 12], vec![80, 25, 25]];
+    conf.drop_thresh = 80;
+    conf.drop_mode = crate::vpx::DropMode::Layer;
+    conf.rc_buf_initial_ms = 100;
+    conf.rc_buf_optimal_ms = 200;
+    conf.rc_buf_ms = 300;
+    conf.keyframe_interval = 24;
+    conf
+}
+
 /// A 4:2:0 frame with tight strides.
 pub fn i420_len(w: u32, h: u32) -> usize {
     crate::vpx::encoder_i420_len(w, h)

@@ -11,20 +11,12 @@ use codec::ladder::LayerLadder;
 use codec::rtp::RtpPacket;
 use codec::synth;
 use codec::vp9rtp::{LayerStreams, StreamConfig};
-use codec::vpx::{Decoder, DropMode, SvcConfig, SvcEncoder};
+use codec::vpx::{Decoder, SvcEncoder};
 
 #[test]
 fn dropped_layer_frames_keep_every_prefix_decodable() {
-    let (w, h) = (640u32, 360u32);
-    let mut conf = SvcConfig::l3t3_720p();
-    (conf.width, conf.height) = (w, h);
-    conf.cell_kbps = vec![vec![20, 6, 6], vec![40, 12, 12], vec![80, 25, 25]];
-    conf.drop_thresh = 80;
-    conf.drop_mode = DropMode::Layer;
-    conf.rc_buf_initial_ms = 100;
-    conf.rc_buf_optimal_ms = 200;
-    conf.rc_buf_ms = 300;
-    conf.keyframe_interval = 24;
+    let conf = synth::starved_l3t3();
+    let (w, h) = (conf.width, conf.height);
     let ladder = LayerLadder::spatial_major(&conf.cell_kbps).unwrap();
     let sizes: Vec<(u32, u32)> = (0..3).map(|s| conf.layer_size(s)).collect();
     let conf_size = |s: u8| sizes[s as usize];

@@ -5,7 +5,7 @@ use crate::layout::VideoLayout;
 use crate::source::{Source, SourcePicture};
 use crate::vp9::Continuity;
 use codec::vp9rtp::PayloadDescriptor;
-use codec::vpx::{DecodedFrame, Decoder, DropMode, SvcConfig};
+use codec::vpx::{DecodedFrame, Decoder};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -290,17 +290,8 @@ fn a_late_joiner_starts_from_the_key_cache() {
 /// not get: a budget far below the content makes libvpx drop frames of every layer.
 #[test]
 fn a_browser_never_sees_a_filler_picture_and_no_reference_is_missing() {
-    let mut conf = SvcConfig::l3t3_720p();
-    (conf.width, conf.height) = (640, 360);
-    conf.cell_kbps = vec![vec![20, 6, 6], vec![40, 12, 12], vec![80, 25, 25]];
-    conf.drop_thresh = 80;
-    conf.drop_mode = DropMode::Layer;
-    conf.rc_buf_initial_ms = 100;
-    conf.rc_buf_optimal_ms = 200;
-    conf.rc_buf_ms = 300;
-    conf.keyframe_interval = 24;
     let n = 96;
-    let mut bed = Bed::of(Source::new(conf).unwrap(), n);
+    let mut bed = Bed::of(Source::new(codec::synth::starved_l3t3()).unwrap(), n);
     let mut f = [
         Forwarder::new(3, choice(2, 2)),
         Forwarder::new(3, choice(1, 2)),
