@@ -69,6 +69,9 @@ export interface QualityTestResult {
 /** A smaller encode than the server's default (1280x720 at 30 fps, docs/server.md "The
  *  default ladder"): 640x360 L3T3 at 15 fps with 1200-byte packets, for runs that must stay
  *  cheap (the e2e suite's quality test). */
+/** The natural clip (scripts/setup.sh fetches it). */
+export const CLIP = path.join(repoRoot, '.cache', 'media', 'bigbuckbunny.mp4');
+
 export const SMALL_VIDEO = { width: 640, height: 360, fps: 15, spatial: 3, temporal: 3, kbps_scale: 0.6 };
 
 export const DEFAULT_VIEWERS: Viewer[] = [
@@ -84,8 +87,7 @@ export async function qualityTest(opts: QualityTestOptions = {}): Promise<Qualit
   const viewers = opts.viewers ?? DEFAULT_VIEWERS;
   const protocol = opts.protocol ?? 'era';
   const outDir = opts.outDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'lc-quality-run-'));
-  const clip = path.join(repoRoot, '.cache', 'media', 'bigbuckbunny.mp4');
-  const source = (opts.source ?? 'clip') === 'clip' && fs.existsSync(clip) ? `file://${clip}` : 'testpattern';
+  const source = (opts.source ?? 'clip') === 'clip' && fs.existsSync(CLIP) ? `file://${CLIP}` : 'testpattern';
   const server = findBinary('layercast-server');
   const player = findBinary('layercast-player');
   if (!server || !player) return { outDir, source, players: [], failures: [], skipped: 'layercast-server/layercast-player not built' };

@@ -10,10 +10,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
-import { qualityTest, SMALL_VIDEO, DEFAULT_VIEWERS, type Viewer } from '../examples/quality-test.js';
+import { qualityTest, CLIP, SMALL_VIDEO, DEFAULT_VIEWERS, type Viewer } from '../examples/quality-test.js';
 import { psnrDropDb, SUITE_FPS } from '../src/quality-suite.js';
 import { findBinary } from '../src/bins.js';
 import { recordAcceptance } from '../src/acceptance.js';
@@ -47,7 +45,6 @@ const BOUNDS: Record<string, Pick<Viewer, 'minFpsRatio' | 'maxFreezesPerMin' | '
 };
 /** PSNR the 1 %-loss viewer may lose to its path, against the clean one at the same size. */
 const MAX_LOSS1_PSNR_DROP_DB = 1;
-const clip = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '.cache', 'media', 'bigbuckbunny.mp4');
 
 test('scripted quality test: what each viewer sees behind each bottleneck', { skip: ready ?? false, timeout: 180_000 }, async (t) => {
   // The small encode keeps the suite's cost; e2e/examples/quality-test.ts runs the default.
@@ -55,11 +52,11 @@ test('scripted quality test: what each viewer sees behind each bottleneck', { sk
     ...DEFAULT_VIEWERS.map((v) => ({ ...v, ...BOUNDS[v.name] })),
     { name: 'loss1', bottleneckKbps: 4000, lossPct: 1, minPsnrDb: 24, minWidth: 320, ...BOUNDS.loss1 },
   ];
-  if (!fs.existsSync(clip)) {
+  if (!fs.existsSync(CLIP)) {
     // scripts/setup.sh fetches it; without it the run would be the test pattern's, which the
     // bounds are not about.
-    assert.ok(process.env.LAYERCAST_REQUIRE_BINS !== '1', `${clip} missing (scripts/setup.sh fetches it)`);
-    t.skip(`${clip} missing (scripts/setup.sh fetches it)`);
+    assert.ok(process.env.LAYERCAST_REQUIRE_BINS !== '1', `${CLIP} missing (scripts/setup.sh fetches it)`);
+    t.skip(`${CLIP} missing (scripts/setup.sh fetches it)`);
     return;
   }
   const r = await qualityTest({ seconds: 20, source: 'clip', video: { ...SMALL_VIDEO, fps: SUITE_FPS }, packetSize: 1200, viewers });

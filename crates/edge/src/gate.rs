@@ -657,7 +657,7 @@ impl Gate {
                 pid: out_pid,
                 spatial: s,
                 temporal: slot.temporal,
-                p_diffs: p_diffs.clone(),
+                p_diffs: &p_diffs,
                 ss: if first { ss.clone() } else { None },
             };
             first = false;

@@ -16,13 +16,13 @@ use std::sync::Arc;
 
 /// The fields a rewritten descriptor gets.
 #[derive(Debug, Clone)]
-pub struct OutFields {
+pub struct OutFields<'a> {
     /// 15-bit picture ID in the edge's space.
     pub pid: u16,
     pub spatial: u8,
     pub temporal: u8,
     /// Distances to the referenced pictures (1..=127, at most 3); empty when P = 0.
-    pub p_diffs: Vec<u8>,
+    pub p_diffs: &'a [u8],
     /// The SS, on the first packet of a key picture's spatial-0 frame only.
     pub ss: Option<ScalabilityStructure>,
 }
@@ -32,7 +32,7 @@ pub struct OutFields {
 pub fn browser_payload(
     desc: &PayloadDescriptor,
     data: &[u8],
-    out: &OutFields,
+    out: &OutFields<'_>,
 ) -> codec::Result<Arc<[u8]>> {
     let layer = desc.layer.unwrap_or_default();
     let d = PayloadDescriptor {
@@ -50,7 +50,7 @@ pub fn browser_payload(
             inter_layer: layer.inter_layer,
         }),
         tl0_pic_idx: None,
-        p_diffs: out.p_diffs.clone(),
+        p_diffs: out.p_diffs.to_vec(),
         ss: out.ss.clone(),
     };
     let mut v = Vec::with_capacity(data.len() + 32);
@@ -143,7 +143,7 @@ mod tests {
             pid: 0x0042,
             spatial: 0,
             temporal: 0,
-            p_diffs: vec![4, 1],
+            p_diffs: &[4, 1],
             ss: None,
         };
         let p = browser_payload(&up, &[1, 2, 3], &out).unwrap();
