@@ -76,6 +76,7 @@ const ISSUE_CHECKS = [
   ['issue6/stock-gst', 'Stock GStreamer (udpsrc ! rtpvp9depay ! vp9dec) plays layer 0', 'plays, no errors'],
   ['issue6/stock-ffplay', 'ffmpeg/ffplay plays layer 0 from the served SDP', 'plays, no errors'],
   ['issue21/av-offset-short', 'A/V offset at the player (flash and beep), clean path, 24 s (make test)', '|offset| p95 ≤ 20 ms, 0 audio gaps'],
+  ['issue21/forged-sender-reports', 'Forged clear RTCP sender reports (mappings 1 s apart) sent to an encrypted session\'s audio and video RTCP ports while a player plays it (make test)', 'every forged report refused and counted, sealed ones taken, |A/V offset| p95 ≤ 20 ms, ≥ 12 flashes in 18 s'],
   ['issue21/av-offset-p95', 'A/V offset at the player (flash and beep), clean path, 60 s', '|offset| p95 ≤ 20 ms'],
   ['issue21/av-offset-p95-switch', 'A/V offset across a layer down- and up-switch', '|offset| p95 ≤ 20 ms'],
   ['issue21/audio-gaps-clean', 'Audio gaps (concealment events, underruns) on a clean path, 60 s', '0'],

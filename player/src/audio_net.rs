@@ -64,11 +64,13 @@ impl RtcpNet {
     }
 
     /// Reads what socket `i` (an index into [`RtcpNet::fds`]) has: audio sender reports to
-    /// `audio`, the video's (layer 0's SSRC) to `video_sr`.
+    /// `audio`, the video's (layer 0's SSRC) to `video_sr`, each after the Subscriber has
+    /// vetted it (sealed in an encrypted session).
     pub fn drain(
         &mut self,
         i: usize,
         buf: &mut [u8],
+        sub: &mut session::Subscriber,
         mut audio: Option<&mut Audio>,
         video_sr: &mut Option<SrMap>,
         video_ssrc: Option<u32>,
@@ -84,7 +86,10 @@ impl RtcpNet {
                 self.truncated += 1;
                 continue;
             }
-            let data = &buf[..n];
+            let Some(data) = sub.handle_sender_report(&buf[..n]) else {
+                continue;
+            };
+            let data = &data[..];
             match kind {
                 Kind::Audio => {
                     if let Some(a) = audio.as_deref_mut() {

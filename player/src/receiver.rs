@@ -419,6 +419,7 @@ impl Shell {
                 self.rtcp.drain(
                     i - n_media,
                     &mut self.buf,
+                    sub,
                     self.audio.as_mut(),
                     &mut self.video_sr,
                     vssrc,

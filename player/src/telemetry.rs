@@ -134,6 +134,7 @@ fn drops_metrics(m: &mut String, viewer: &str, d: &Drops, sam: Option<&SamStats>
         ("malformed_sam", d.malformed_sam),
         ("malformed_announcement", d.malformed_announcement),
         ("media_auth_failed", d.media_auth_failed),
+        ("report_auth_failed", d.report_auth_failed),
         ("old_session", d.old_session),
         ("duplicate", d.duplicate),
         ("too_old", d.too_old),

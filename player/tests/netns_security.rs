@@ -396,6 +396,15 @@ fn secured_session_survives_forged_announcements_and_injected_data() {
 /// at the first start, tokens, SSM, signed SAMs) with a 3-layer encrypted session "enc" and
 /// `extra` flags; returns the certificate's fingerprint from its log.
 fn start_secured_server(tb: &mut Testbed, extra: &[&str]) -> String {
+    start_secured_server_with(
+        tb,
+        r#"{"name":"enc","layers":3,"layer_rate_bps":200000,"encrypt":true}"#,
+        extra,
+    )
+}
+
+/// [`start_secured_server`] with another session "enc" (`session`, JSON).
+fn start_secured_server_with(tb: &mut Testbed, session: &str, extra: &[&str]) -> String {
     let s_ns = tb.s.clone();
     let state = tb.dir.join("state").to_string_lossy().to_string();
     let srv = bin("layercast-server");
@@ -415,7 +424,7 @@ fn start_secured_server(tb: &mut Testbed, extra: &[&str]) -> String {
         "--state-dir",
         &state,
         "--session",
-        r#"{"name":"enc","layers":3,"layer_rate_bps":200000,"encrypt":true}"#,
+        session,
     ];
     args.extend_from_slice(extra);
     tb.spawn("server", &s_ns, &srv, &args);
@@ -641,4 +650,145 @@ fn duplicated_and_reordered_packets_on_a_secured_session() {
         Some(true),
         "cargo test --release -p layercast-player --test netns_security duplicated",
     );
+}
+
+/// Sender reports of an encrypted session are sealed (docs/security.md, "Sender reports"): a
+/// player plays the test pattern with sound from a secured server while an attacker on the
+/// sender's address sends clear sender reports for the session's real SSRCs to the audio's
+/// and layer 0's RTCP ports, mapping RTP time 0 to two instants a second apart (taken, they
+/// put the sound a second away from the picture). The player refuses and counts every one, takes
+/// the sealed ones (its audio clock has reports), and the beep of each flash still plays
+/// within 20 ms of the flash (p95).
+#[test]
+fn forged_sender_reports_do_not_move_lip_sync() {
+    if !prerequisites() {
+        return;
+    }
+    let mut tb = Testbed::new_with(20_000_000, 200_000, 1514, true);
+    let fp = start_secured_server_with(
+        &mut tb,
+        r#"{"name":"enc","source":"gst-testpattern","protocol":"era","packet_size":1200,
+            "video":{"width":320,"height":180,"fps":15,"spatial":2,"temporal":3},
+            "audio":{"kbps":64},"encrypt":true}"#,
+        &[],
+    );
+    // The streams' groups, ports and SSRCs (an attacker on the path reads them off the
+    // packets; the test asks the API).
+    let s_ns = tb.s.clone();
+    let bearer = format!("Authorization: Bearer {PLAYER}");
+    let body = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &s_ns,
+            "curl",
+            "-sk",
+            "--max-time",
+            "5",
+            "-H",
+            &bearer,
+        ])
+        .arg("https://10.77.3.1:8080/api/sessions/enc/announcement")
+        .output()
+        .expect("curl");
+    let info: SessionInfo = serde_json::from_slice(&body.stdout).unwrap_or_else(|e| {
+        panic!(
+            "description: {e}: {}",
+            String::from_utf8_lossy(&body.stdout)
+        )
+    });
+    let audio = info
+        .track(proto::TrackKind::Audio)
+        .expect("audio track")
+        .streams[0]
+        .clone();
+    let video_ssrc = info
+        .track(proto::TrackKind::Video)
+        .expect("video track")
+        .streams[0]
+        .ssrc;
+    let l0 = info.layers[0].clone();
+    let start_ns = unix_ns();
+    let secs = 22.0;
+    start_secured_player(
+        &mut tb,
+        "p",
+        secs,
+        &fp,
+        &["--controller", "era", "--qr-every", "0"],
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let forged = tb.in_ns(&s_ns, move || {
+        let sock = UdpSocket::bind(format!("{SERVER_IP}:0")).unwrap();
+        sock.set_multicast_ttl_v4(8).unwrap();
+        let mut n = 0u64;
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) {
+            // The two mappings a second apart: taken, they would put the sound a second
+            // away from the picture.
+            let now = unix_ns();
+            for (ssrc, group, port, at) in [
+                (audio.ssrc, audio.group, audio.port + 1, now),
+                (video_ssrc, l0.group, l0.port + 1, now - 1_000_000_000),
+            ] {
+                let sr = codec::rtcp::SenderReport {
+                    ssrc,
+                    ntp: codec::rtcp::ntp_from_unix_ns(at),
+                    rtp_ts: 0,
+                    packets: 1,
+                    octets: 100,
+                };
+                if sock
+                    .send_to(&sr.to_bytes("x@y"), SocketAddrV4::new(group, port))
+                    .is_ok()
+                {
+                    n += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        n
+    });
+    let st = tb.wait("p", Duration::from_secs_f64(secs + 20.0));
+    assert!(st.is_some_and(|s| s.success()), "player: {}", tb.log("p"));
+    let lines = tb.player_log("p");
+    let last = lines
+        .iter()
+        .rev()
+        .find(|l| l.get("dropped").is_some())
+        .expect("player log");
+    let refused = last["dropped"]["report_auth_failed"].as_u64().unwrap_or(0);
+    let a = lines
+        .iter()
+        .rev()
+        .find_map(|l| l.get("audio").filter(|a| !a.is_null()).cloned())
+        .unwrap_or(Value::Null);
+    let (offs, unmatched) = common::av::offsets(&tb.dir.join("p"), start_ns + 4_000_000_000);
+    let p95 = common::av::abs_quantile(&offs, 0.95);
+    let summary = format!(
+        "{forged} forged clear sender reports sent, {refused} refused; audio sender reports \
+         taken {}; {} flashes, |A/V offset| p95 {p95:.1} ms, {unmatched} without a beep",
+        a["sender_reports"],
+        offs.len()
+    );
+    eprintln!("{summary}");
+    let ok = refused >= forged / 2
+        && refused <= forged
+        && a["sender_reports"].as_u64().unwrap_or(0) >= 5
+        && offs.len() >= 12
+        && p95 <= 20.0;
+    testkit::record(
+        "issue21/forged-sender-reports",
+        &summary,
+        Some(ok),
+        "cargo test --release -p layercast-player --test netns_security forged_sender_reports",
+    );
+    assert!(ok, "{summary}\n{}", tb.log("p"));
+}
+
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
 }

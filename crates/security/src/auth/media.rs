@@ -2,6 +2,9 @@
 
 use super::*;
 
+mod rtcp;
+pub use rtcp::*;
+
 /// Bytes the sealed packet carries between the RTP header and the ciphertext: key epoch (u16)
 /// and the roll-over counter (u32, the extended sequence number's bits 16..48).
 pub const MEDIA_PREFIX_LEN: usize = 6;
@@ -59,6 +62,9 @@ pub fn rtp_header_len(packet: &[u8]) -> Result<usize> {
 #[derive(Clone)]
 pub struct GroupKey {
     cipher: ChaCha20Poly1305,
+    /// Under a key derived from `key`, so its nonces never meet the media's (see
+    /// [`GroupKey::seal_rtcp`]).
+    rtcp: ChaCha20Poly1305,
     key: [u8; 32],
     epoch: u16,
 }
@@ -87,6 +93,7 @@ impl GroupKey {
     pub fn new(key: [u8; 32], epoch: u16) -> GroupKey {
         GroupKey {
             cipher: ChaCha20Poly1305::new(&key.into()),
+            rtcp: ChaCha20Poly1305::new(&rtcp::derive_rtcp_key(&key).into()),
             key,
             epoch,
         }
@@ -236,6 +243,8 @@ pub const MAX_SEALER_SSRCS: usize = 1024;
 pub struct MediaSealer {
     key: GroupKey,
     newest: HashMap<u32, u64>,
+    /// The next sender-report index per SSRC under the current key.
+    rtcp_next: HashMap<u32, u32>,
     next: Option<rtrb::Consumer<GroupKey>>,
     rotations: u64,
 }
@@ -282,6 +291,7 @@ impl MediaSealer {
         MediaSealer {
             key,
             newest: HashMap::new(),
+            rtcp_next: HashMap::new(),
             next: None,
             rotations: 0,
         }
@@ -315,6 +325,7 @@ impl MediaSealer {
             if k.epoch == self.key.epoch.wrapping_add(1) {
                 self.key = k;
                 self.newest.clear();
+                self.rtcp_next.clear();
                 self.rotations += 1;
             }
         }
@@ -359,6 +370,10 @@ pub struct MediaOpenStats {
     pub unknown_epoch: u64,
     /// Not an RTP packet, or too short to be a sealed one.
     pub malformed: u64,
+    /// Sender reports opened ([`MediaOpener::open_rtcp`]).
+    pub reports_opened: u64,
+    /// Sender reports refused: not sealed, tag or epoch wrong, malformed, or a replay.
+    pub reports_refused: u64,
 }
 
 /// The receiver's opening state: the keys of the current and the previous epoch (so packets
@@ -367,6 +382,9 @@ pub struct MediaOpenStats {
 pub struct MediaOpener {
     keys: Vec<GroupKey>,
     stats: MediaOpenStats,
+    /// The newest sender-report index accepted per (SSRC, epoch): older or equal ones are
+    /// replays.
+    rtcp_newest: HashMap<(u32, u16), u32>,
 }
 
 impl MediaOpener {
@@ -375,6 +393,7 @@ impl MediaOpener {
         MediaOpener {
             keys: vec![key],
             stats: MediaOpenStats::default(),
+            rtcp_newest: HashMap::new(),
         }
     }
 
@@ -385,6 +404,8 @@ impl MediaOpener {
         while self.keys.len() > 2 {
             self.keys.remove(0);
         }
+        let held: Vec<u16> = self.keys.iter().map(|k| k.epoch).collect();
+        self.rtcp_newest.retain(|(_, e), _| held.contains(e));
     }
 
     /// Counters.

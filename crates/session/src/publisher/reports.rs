@@ -7,7 +7,9 @@
 //! The report's NTP time is the Publisher's `now` on the wall clock (`now +
 //! clock_offset_us`), its RTP time the session's media clock at that instant, and its packet
 //! and octet counts what the Publisher has sent of the stream (video octets estimated at the
-//! packet's payload size: a layer's packets all have the same size).
+//! packet's payload size: a layer's packets all have the same size). In an encrypted session
+//! each report is sealed (`MediaSealer::seal_rtcp`: authenticated under a key derived from the
+//! media key), since a forged mapping would move every player's clock.
 
 use super::Publisher;
 use crate::audio::{AudioLayout, Datagram, DatagramKind, MediaClock};
@@ -112,9 +114,22 @@ impl Publisher {
                     packets: packets as u32,
                     octets: octets as u32,
                 };
+                // An encrypted session's reports are sealed (security::auth, "Sender
+                // reports"): in the clear anyone could move its players' lip sync. One
+                // the sealer refuses is not sent at all.
+                let bytes = match self.sealer.as_mut() {
+                    None => sr.to_bytes(&r.cfg.cname),
+                    Some(s) => match s.seal_rtcp(&sr.to_bytes(&r.cfg.cname)) {
+                        Ok(b) => b,
+                        Err(_) => {
+                            self.stats.seal_errors += 1;
+                            continue;
+                        }
+                    },
+                };
                 r.queue.push_back(Datagram {
                     to: t.rtcp,
-                    bytes: sr.to_bytes(&r.cfg.cname),
+                    bytes,
                     kind: DatagramKind::Report,
                 });
             }

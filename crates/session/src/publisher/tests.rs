@@ -418,3 +418,45 @@ fn sender_reports_map_now_to_the_media_clock_per_stream() {
     let mut none = Publisher::new(config(i)).unwrap();
     assert!(none.poll_report(Time::ZERO).is_none());
 }
+
+/// An encrypted session's sender reports are sealed: they open with the group key to the
+/// report a clear session sends, and not with another key.
+#[test]
+fn encrypted_sessions_seal_their_sender_reports() {
+    use security::auth::{GroupKey, MediaOpener};
+    let i = info(&[100_000, 200_000], 500, 2);
+    let reports = ReportConfig {
+        clock: crate::audio::MediaClock {
+            epoch_ns: 1_699_999_999_000_000_000,
+        },
+        cname: "layercast-test@10.0.0.1".into(),
+        interval: REPORT_INTERVAL,
+    };
+    let key = GroupKey::generate(2);
+    let mut clear = config(i.clone());
+    clear.reports = Some(reports.clone());
+    let mut sealed = config(i);
+    sealed.reports = Some(reports);
+    sealed.sealer = Some(MediaSealer::new(key.clone()));
+    let (mut clear, mut sealed) = (
+        Publisher::new(clear).unwrap(),
+        Publisher::new(sealed).unwrap(),
+    );
+    let mut opener = MediaOpener::new(key);
+    let mut wrong = MediaOpener::new(GroupKey::generate(2));
+    let mut n = 0;
+    while let Some(s) = sealed.poll_report(Time::ZERO) {
+        let c = clear.poll_report(Time::ZERO).unwrap();
+        assert_eq!(s.to, c.to);
+        assert!(wrong.open_rtcp(&s.bytes).is_err());
+        assert!(
+            opener.open_rtcp(&c.bytes).is_err(),
+            "a clear report is refused"
+        );
+        assert_eq!(opener.open_rtcp(&s.bytes).unwrap().compound, c.bytes);
+        n += 1;
+    }
+    assert_eq!(n, 2);
+    assert_eq!(opener.stats().reports_opened, 2);
+    assert_eq!(sealed.stats().seal_errors, 0);
+}

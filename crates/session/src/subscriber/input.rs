@@ -81,6 +81,28 @@ impl Subscriber {
         }
     }
 
+    /// An RTCP datagram arrived on a stream's RTCP port (its RTP port + 1): the sender
+    /// reports to read, or `None` when it is refused (counted in
+    /// [`crate::Drops::report_auth_failed`]). In an encrypted session only a report sealed
+    /// under a held media key passes, stripped of its seal: a clear one could come from anyone
+    /// on the path and would move the player's audio/video clock. In a clear session the
+    /// datagram is what there is.
+    pub fn handle_sender_report<'a>(
+        &mut self,
+        bytes: &'a [u8],
+    ) -> Option<std::borrow::Cow<'a, [u8]>> {
+        match self.opener.as_mut() {
+            None => Some(bytes.into()),
+            Some(o) => match o.open_rtcp(bytes) {
+                Ok(r) => Some(r.compound.into()),
+                Err(_) => {
+                    self.drops.report_auth_failed += 1;
+                    None
+                }
+            },
+        }
+    }
+
     /// A datagram too large for the host's buffer arrived on a data socket.
     pub fn handle_truncated(&mut self) {
         self.drops.truncated += 1;

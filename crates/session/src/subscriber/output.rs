@@ -141,6 +141,9 @@ pub struct Drops {
     /// Data packets that failed authentication (encrypted sessions): wrong key, forged,
     /// altered, or not sealed at all.
     pub media_auth_failed: u64,
+    /// RTCP sender reports refused in an encrypted session: in the clear, forged, altered,
+    /// under a key not held, or replayed ([`crate::Subscriber::handle_sender_report`]).
+    pub report_auth_failed: u64,
     /// SAMs from the group ignored because the session description had not arrived yet.
     pub sam_before_description: u64,
     /// Packets of the previous session (its SSRCs) that arrived after a new session was

@@ -483,3 +483,40 @@ fn retransmit_requests(out: &[Output]) -> Vec<MediaRequest> {
         })
         .collect()
 }
+
+/// Sender reports: in a clear session a datagram passes as it is; in an encrypted one only a
+/// report sealed under the media key passes (stripped of its seal), and a clear, forged or
+/// replayed one is a counted drop that does not reach the player's clocks.
+#[test]
+fn an_encrypted_session_takes_only_sealed_sender_reports() {
+    use security::auth::{GroupKey, MediaOpener, MediaSealer};
+    let mut sr = vec![0x80, 200, 0, 6, 0, 0, 0x03, 0xe8];
+    sr.extend_from_slice(&[7u8; 20]);
+    let mut clear = fixed(1);
+    assert_eq!(clear.handle_sender_report(&sr).as_deref(), Some(&sr[..]));
+    assert_eq!(clear.drops().report_auth_failed, 0);
+
+    let key = GroupKey::generate(0);
+    let mut sealer = MediaSealer::new(key.clone());
+    let mut s = fixed(1);
+    s.handle_security(
+        Time::ZERO,
+        Security {
+            sam: None,
+            opener: Some(MediaOpener::new(key)),
+            ssm: None,
+            report_key: None,
+        },
+    );
+    let sealed = sealer.seal_rtcp(&sr).unwrap();
+    let forged = MediaSealer::new(GroupKey::generate(0))
+        .seal_rtcp(&sr)
+        .unwrap();
+    assert!(s.handle_sender_report(&sr).is_none(), "clear");
+    assert!(s.handle_sender_report(&forged).is_none(), "forged");
+    assert_eq!(s.handle_sender_report(&sealed).as_deref(), Some(&sr[..]));
+    assert!(s.handle_sender_report(&sealed).is_none(), "replayed");
+    assert_eq!(s.drops().report_auth_failed, 3);
+    // Reports are not media: nothing counts as a media authentication failure.
+    assert_eq!(s.drops().media_auth_failed, 0);
+}
