@@ -18,8 +18,13 @@ use std::path::Path;
 
 /// Nanoseconds of one 20-ms frame.
 const FRAME_NS: u64 = session::audio::playout::FRAME_NS;
-/// The audio's playout delay when `--playout-delay-ms` is not given, ms: sized for the
-/// video's worst key-picture queueing, which the lip-sync rule holds the video to.
+/// The audio's starting playout delay when `--playout-delay-ms` is not given, ms (after its
+/// first packet's arrival). The video follows the audio, so this is the session's latency
+/// while the video's own buffer needs no more; when it needs more, the player raises the
+/// audio's delay. 800 rather than the ~250 a clean path needs because the delay cannot come
+/// down again yet: a queue that builds mid-session (the switch test's 0.5 s) costs a smaller
+/// start an audio gap and leaves it above 800 for good (docs/protocols/audio.md "Playout
+/// delay").
 pub const DEFAULT_DELAY_MS: u64 = 800;
 
 /// The NTP ↔ RTP mapping of one stream from its latest RTCP sender report, in the sender's

@@ -64,6 +64,9 @@ pub struct Shared {
     pub sync_request: AtomicU8,
     /// Packets dropped because the queue was full.
     pub queue_dropped: AtomicU64,
+    /// How much more delay the video wants than the audio clock gives, ns (the largest since
+    /// the receiver last took it; `Video::take_audio_need`).
+    pub audio_need_ns: AtomicU64,
 }
 
 /// The worker's handle.
@@ -192,6 +195,10 @@ fn worker(args: Args, rx: Receiver<Cmd>, sh: Arc<Shared>) -> Option<Video> {
                 sh.decoded.store(true, Ordering::Relaxed);
             }
             sh.base_broken.store(v.base_broken(), Ordering::Relaxed);
+            let need = v.take_audio_need();
+            if need > 0 {
+                sh.audio_need_ns.fetch_max(need, Ordering::Relaxed);
+            }
             let sync = v.take_sync_requests();
             if sync != 0 {
                 sh.sync_request.fetch_or(sync, Ordering::Relaxed);

@@ -140,7 +140,8 @@ const HELP: &str = "layercast-player: receive a layered multicast session
   --session-name ID      session id used in telemetry [default: from --session-url]
   --viewer-id ID         [default: p<pid>]
   --playout-delay-ms MS  a fixed delay on top of the video's adaptive playout buffer
-                         [default: 0]; the audio's playout delay [default: 800]
+                         [default: 0]; the audio's starting playout delay, raised
+                         when the video needs more [default: 800]
   --playout-quantile Q   video: the playout buffer absorbs this quantile of the recent
                          decode lateness, 0..=1 [default: 1]
   --playout-max-jitter-ms MS

@@ -27,6 +27,13 @@ use std::time::{Duration, Instant};
 
 /// Per-second ticks between two [`trim_heap`] calls.
 const TRIM_EVERY_TICKS: u64 = 10;
+/// At most one raise of the audio's delay per this long: the video's buffer settles over a
+/// few pictures after a rise, and every raise is an audible pause.
+const AUDIO_RAISE_EVERY: Duration = Duration::from_secs(2);
+/// Added to what the video asked for, so the next picture a little later does not ask again.
+const AUDIO_RAISE_MARGIN: Duration = Duration::from_millis(20);
+/// The audio's delay is never raised above this (the previous fixed default was 800 ms).
+const AUDIO_DELAY_MAX: Duration = Duration::from_millis(1500);
 
 /// Gives the allocator's free pages back to the kernel (glibc: `malloc_trim(0)`). The live
 /// heap is small and bounded, but its per-second churn leaves free holes between long-lived
@@ -81,6 +88,8 @@ struct Shell {
     info: Option<proto::SessionInfo>,
     ssm: Option<Ipv4Addr>,
     video_sr: Option<crate::audio::SrMap>,
+    /// When the audio's delay was last raised for the video (realtime ns).
+    audio_raised_ns: Option<u64>,
     av_sent: (
         Option<crate::audio::SrMap>,
         Option<crate::audio::AudioClock>,
@@ -198,6 +207,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         info: None,
         ssm: a.ssm,
         video_sr: None,
+        audio_raised_ns: None,
         av_sent: (None, None),
         a,
     };
@@ -481,6 +491,25 @@ impl Shell {
         let base_held = self.socks.iter().any(|(e, _)| e.layer == 0);
         self.rtcp
             .sync(base_held, self.info.as_ref(), self.a.interface, self.ssm);
+        // The video's own buffer wants more delay than the audio gives: raise the audio's
+        // delay (one pause) at most once per `AUDIO_RAISE_EVERY`, never above
+        // `AUDIO_DELAY_MAX` (docs/protocols/audio.md "Playout delay").
+        let need = self.decoder.shared.audio_need_ns.swap(0, Ordering::Relaxed);
+        let t = crate::net::realtime_ns();
+        if need > 0
+            && self
+                .audio_raised_ns
+                .is_none_or(|r| t.saturating_sub(r) >= AUDIO_RAISE_EVERY.as_nanos() as u64)
+        {
+            if let Some(d) = sub.audio_delay() {
+                let by = (Duration::from_nanos(need) + AUDIO_RAISE_MARGIN)
+                    .min(AUDIO_DELAY_MAX.saturating_sub(d));
+                if !by.is_zero() {
+                    sub.delay_audio(by);
+                    self.audio_raised_ns = Some(t);
+                }
+            }
+        }
         let anchor = sub.audio().and_then(|t| t.anchor());
         if let Some(x) = self.audio.as_mut() {
             if sub.take_audio_new_instance() {

@@ -77,6 +77,9 @@ pub struct Video {
     /// not shown, and how many in a row.
     pub av_late_dropped: u64,
     av_late_run: u32,
+    /// How much later than the audio clock the video's own playout buffer wanted a picture
+    /// since the last [`Video::take_audio_need`] (0: never later).
+    audio_need_ns: u64,
     /// The layers below the top spatial layer on a decoder of their own (`crate::lower`):
     /// `None` with `--single-decoder`.
     lower: Option<crate::lower::Lower>,
@@ -110,6 +113,9 @@ const AV_LATE_DROP_NS: u64 = 120_000_000;
 const DECODE_MARGIN_NS: u64 = 10_000_000;
 /// ... unless this many pictures in a row were (then late pictures are shown).
 const AV_LATE_DROP_MAX_RUN: u32 = 15;
+/// The video's own playout wanting a picture this much later than its sound is what asks the
+/// audio to move (less is within a display refresh or two).
+const AV_FOLLOW_MIN_NS: u64 = 20_000_000;
 
 /// A picture due further than this from its decode on the audio clock means the mapping is
 /// wrong (a stale report, a restarted sender): the picture uses the video's own clock.
@@ -373,6 +379,7 @@ impl Video {
             on_audio_clock: 0,
             av_late_dropped: 0,
             av_late_run: 0,
+            audio_need_ns: 0,
             lower,
             shown_lower: 0,
             lower_observed: false,
@@ -454,6 +461,12 @@ impl Video {
         if let Some(l) = self.lower.as_mut() {
             l.release_due(due);
         }
+    }
+
+    /// How much more delay the video's own playout buffer wanted than the audio clock gave
+    /// since the last call (0: none); the host raises the audio's delay by it.
+    pub fn take_audio_need(&mut self) -> u64 {
+        std::mem::take(&mut self.audio_need_ns)
     }
 
     /// When the audio of the picture with RTP timestamp `ts` plays (local ns), once the sender
@@ -679,6 +692,11 @@ impl Video {
             false => self.clock.place(ts, decoded_ns),
         };
         if let Some(target) = self.audio_time(ts) {
+            // The video's own buffer (sized against freezes) wanted this picture later than
+            // its sound plays: the audio should move (the host raises its delay).
+            if !lower && due > target + AV_FOLLOW_MIN_NS && target + AV_MAX_AHEAD_NS > due {
+                self.audio_need_ns = self.audio_need_ns.max(due - target);
+            }
             if target + AV_LATE_DROP_NS < decoded_ns && self.av_late_run < AV_LATE_DROP_MAX_RUN {
                 // Its sound has played: showing it now would be out of sync. Dropped, unless
                 // pictures have been this late for a second (a player that cannot keep up

@@ -104,6 +104,12 @@ pub struct PlayoutStats {
     pub resyncs: u64,
     /// Frames concealed after the stream's last packet before it counted as stopped.
     pub trailing: u64,
+    /// Times the playout delay was raised for the video ([`Playout::delay_later`]): each is
+    /// an audible pause of `delay_raised_ms` in all.
+    pub delay_raises: u64,
+    pub delay_raised_ms: u64,
+    /// The playout delay now (after the first packet's arrival), ms.
+    pub delay_ms: u64,
 }
 
 /// The jitter buffer and playout of one Opus stream.
@@ -220,6 +226,27 @@ impl Playout {
     /// Packets held.
     pub fn buffered(&self) -> usize {
         self.buf.len()
+    }
+
+    /// Plays everything from the next frame on `by_ns` later, and later packets' anchors too:
+    /// the host's audio pauses once for `by_ns` (no frame is lost or concealed). What a
+    /// player does when its video needs more delay than the audio gives (the audio is the
+    /// clock the video follows); without time-stretching the delay never comes back down.
+    pub fn delay_later(&mut self, by_ns: u64) {
+        if by_ns == 0 {
+            return;
+        }
+        self.delay_ns += by_ns;
+        if let Some((t, ts)) = self.next {
+            self.next = Some((t + by_ns, ts));
+        }
+        self.stats.delay_raises += 1;
+        self.stats.delay_raised_ms += by_ns / 1_000_000;
+    }
+
+    /// The playout delay now (after the first packet's arrival).
+    pub fn delay_ns(&self) -> u64 {
+        self.delay_ns
     }
 
     /// Drops the buffer and the anchor: the next packet starts the playout again.

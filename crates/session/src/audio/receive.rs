@@ -75,7 +75,10 @@ impl AudioReceive {
 
     pub fn stats(&self) -> AudioStats {
         AudioStats {
-            playout: self.playout.stats,
+            playout: crate::audio::playout::PlayoutStats {
+                delay_ms: self.playout.delay_ns() / 1_000_000,
+                ..self.playout.stats
+            },
             ..self.stats
         }
     }
@@ -97,6 +100,16 @@ impl AudioReceive {
         } else {
             Some(0)
         }
+    }
+
+    /// Plays from the next frame on `by_ns` later ([`Playout::delay_later`]).
+    pub fn delay_later(&mut self, by_ns: u64) {
+        self.playout.delay_later(by_ns);
+    }
+
+    /// The playout delay now, ns.
+    pub fn delay_ns(&self) -> u64 {
+        self.playout.delay_ns()
     }
 
     /// A datagram of the audio stream failed to open.

@@ -37,8 +37,10 @@ pub struct SubscriberConfig {
     /// hands the retransmissions, which come to the socket the requests leave by, to
     /// [`super::Subscriber::handle_retransmission`].
     pub retransmission: bool,
-    /// The audio track's playout delay after its first packet ([`crate::audio::playout`]);
-    /// the track is received (and [`Output::Audio`] given) when media is delivered.
+    /// The audio track's starting playout delay after its first packet
+    /// ([`crate::audio::playout`]; a host raises it with
+    /// [`super::Subscriber::delay_audio`]); the track is received (and [`Output::Audio`]
+    /// given) when media is delivered.
     pub audio_delay: Duration,
 }
 

@@ -256,6 +256,21 @@ impl Subscriber {
             .is_some_and(AudioReceive::take_new_instance)
     }
 
+    /// The video needs `by` more delay than the audio gives: the audio (the clock the video
+    /// follows) plays everything from its next frame on that much later, once.
+    pub fn delay_audio(&mut self, by: Duration) {
+        if let Some(a) = self.audio.as_mut() {
+            a.delay_later(by.as_nanos() as u64);
+        }
+    }
+
+    /// The audio's playout delay now (after its first packet's arrival), if it has a track.
+    pub fn audio_delay(&self) -> Option<Duration> {
+        self.audio
+            .as_ref()
+            .map(|a| Duration::from_nanos(a.delay_ns()))
+    }
+
     /// The host could not decode the audio frame `f` it was given.
     pub fn audio_decode_failed(&mut self, f: &crate::audio::PlayFrame) {
         if let Some(a) = self.audio.as_mut() {

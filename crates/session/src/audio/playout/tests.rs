@@ -205,3 +205,47 @@ fn a_new_sender_instance_restarts() {
     assert_eq!(a.stats.resyncs, 1);
     assert_eq!(a.anchor(), Some((t0 + 160 * MS, 5_000_000)));
 }
+
+/// A delay raised mid-stream (the video needed more): one pause of exactly the raise, every
+/// frame still played from its packet, none concealed or late, and the later packets keep the
+/// new delay.
+#[test]
+fn a_raised_delay_pauses_once_and_loses_nothing() {
+    let pkts = packets(100, 5000);
+    let mut a = Playout::new(111, None, 100 * MS);
+    let t0 = 1_000_000 * MS;
+    let arrive = |i: usize| t0 + i as u64 * 20 * MS;
+    let mut played = Vec::new();
+    for (i, p) in pkts.iter().enumerate() {
+        while let Some(f) = a.poll(arrive(i)) {
+            played.push(f);
+        }
+        if i == 50 {
+            a.delay_later(70 * MS);
+        }
+        a.push(arrive(i), p).unwrap();
+    }
+    while let Some(f) = a.poll(t0 + 10_000 * MS) {
+        played.push(f);
+    }
+    let s = &a.stats;
+    assert_eq!(
+        (
+            s.decoded,
+            s.concealed,
+            s.late,
+            s.delay_raises,
+            s.delay_raised_ms
+        ),
+        (100, 0, 0, 1, 70),
+        "{s:?}"
+    );
+    assert_eq!(a.delay_ns(), 170 * MS);
+    let gaps: Vec<u64> = played
+        .windows(2)
+        .map(|w| w[1].at_ns - w[0].at_ns)
+        .filter(|&g| g != FRAME_NS)
+        .collect();
+    assert_eq!(gaps, vec![FRAME_NS + 70 * MS]);
+    assert_eq!(played.last().unwrap().at_ns, arrive(99) + 170 * MS);
+}
