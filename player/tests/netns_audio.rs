@@ -33,11 +33,7 @@ fn session(source: &str) -> String {
 }
 
 fn last_audio(lines: &[Value]) -> Value {
-    lines
-        .iter()
-        .rev()
-        .find_map(|l| l.get("audio").filter(|a| !a.is_null()).cloned())
-        .unwrap_or(Value::Null)
+    last_of(lines, "audio")
 }
 
 fn n(v: &Value, k: &str) -> u64 {
@@ -102,13 +98,6 @@ fn run(
     }
     let (offs, unmatched) = av::offsets(&dir, start_ns + (skip_s * 1e9) as u64);
     (lines, offs, unmatched)
-}
-
-fn unix_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
 }
 
 fn describe(offs: &[(f64, u64)]) -> String {

@@ -752,17 +752,10 @@ fn forged_sender_reports_do_not_move_lip_sync() {
     let st = tb.wait("p", Duration::from_secs_f64(secs + 20.0));
     assert!(st.is_some_and(|s| s.success()), "player: {}", tb.log("p"));
     let lines = tb.player_log("p");
-    let last = lines
-        .iter()
-        .rev()
-        .find(|l| l.get("dropped").is_some())
-        .expect("player log");
-    let refused = last["dropped"]["report_auth_failed"].as_u64().unwrap_or(0);
-    let a = lines
-        .iter()
-        .rev()
-        .find_map(|l| l.get("audio").filter(|a| !a.is_null()).cloned())
-        .unwrap_or(Value::Null);
+    let refused = last_of(&lines, "dropped")["report_auth_failed"]
+        .as_u64()
+        .unwrap_or(0);
+    let a = last_of(&lines, "audio");
     let (offs, unmatched) = common::av::offsets(&tb.dir.join("p"), start_ns + 4_000_000_000);
     let p95 = common::av::abs_quantile(&offs, 0.95);
     let summary = format!(
@@ -784,11 +777,4 @@ fn forged_sender_reports_do_not_move_lip_sync() {
         "cargo test --release -p layercast-player --test netns_security forged_sender_reports",
     );
     assert!(ok, "{summary}\n{}", tb.log("p"));
-}
-
-fn unix_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
 }

@@ -563,3 +563,20 @@ pub fn median(lines: &[Value], key: &str, skip: usize) -> Option<f64> {
     v.sort_by(f64::total_cmp);
     Some(v[v.len() / 2])
 }
+
+/// The wall clock now, ns since the Unix epoch (the clock the player's files use).
+pub fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+/// The newest log line's non-null `key` object (the player writes some only once a second).
+pub fn last_of(lines: &[Value], key: &str) -> Value {
+    lines
+        .iter()
+        .rev()
+        .find_map(|l| l.get(key).filter(|v| !v.is_null()).cloned())
+        .unwrap_or(Value::Null)
+}
