@@ -495,7 +495,7 @@ impl Shell {
         // delay (one pause) at most once per `AUDIO_RAISE_EVERY`, never above
         // `AUDIO_DELAY_MAX` (docs/protocols/audio.md "Playout delay").
         let need = self.decoder.shared.audio_need_ns.swap(0, Ordering::Relaxed);
-        let t = crate::net::realtime_ns();
+        let t = (need > 0).then(crate::net::realtime_ns).unwrap_or(0);
         if need > 0
             && self
                 .audio_raised_ns

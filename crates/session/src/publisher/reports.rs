@@ -117,9 +117,10 @@ impl Publisher {
                 // An encrypted session's reports are sealed (security::auth, "Sender
                 // reports"): in the clear anyone could move its players' lip sync. One
                 // the sealer refuses is not sent at all.
+                let plain = sr.to_bytes(&r.cfg.cname);
                 let bytes = match self.sealer.as_mut() {
-                    None => sr.to_bytes(&r.cfg.cname),
-                    Some(s) => match s.seal_rtcp(&sr.to_bytes(&r.cfg.cname)) {
+                    None => plain,
+                    Some(s) => match s.seal_rtcp(&plain) {
                         Ok(b) => b,
                         Err(_) => {
                             self.stats.seal_errors += 1;
