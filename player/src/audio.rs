@@ -69,6 +69,15 @@ impl AudioClock {
     }
 }
 
+/// What [`Audio::play`] did with a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Played {
+    /// False: the decoder failed on the frame (it was concealed instead).
+    pub ok: bool,
+    /// Samples per channel cut out of it (at most its `may_cut`).
+    pub cut: usize,
+}
+
 /// Options of the audio output.
 pub struct AudioOptions<'a> {
     /// Headless files `audio.wav` and `audio.csv` in this directory.
@@ -171,9 +180,10 @@ impl Audio {
         self.last_level_db
     }
 
-    /// Decodes and plays frame `f`; returns false if the decoder failed on it (concealed
-    /// instead: the caller tells the track).
-    pub fn play(&mut self, f: &PlayFrame) -> bool {
+    /// Decodes and plays frame `f`, cut short by up to its `may_cut` samples where that is
+    /// not heard (`session::audio::stretch`). The caller tells the track what was cut and
+    /// whether the decoder failed on the frame (concealed instead).
+    pub fn play(&mut self, f: &PlayFrame) -> Played {
         self.pcm.clear();
         let n = FRAME_20MS as usize;
         let (status, arrival, seq, ok) = match &f.source {
@@ -201,6 +211,10 @@ impl Audio {
             FrameSource::Silence => ("silence", None, None, true),
         };
         self.pcm.resize(n * self.channels, 0);
+        let cut = match f.may_cut {
+            0 => 0,
+            m => session::audio::stretch::shorten(&mut self.pcm, self.channels, m),
+        };
         for &s in &self.pcm {
             self.level.0 += (s as f64 / 32768.0).powi(2);
         }
@@ -228,7 +242,7 @@ impl Audio {
         if let Some(s) = self.out.speaker.as_mut() {
             s.play(t, &self.pcm);
         }
-        ok
+        Played { ok, cut }
     }
 
     /// A packet the track refused (a row of `audio.csv`).
@@ -525,7 +539,7 @@ mod tests {
         let mut play = |rx: &mut AudioReceive, a: &mut Audio, now: u64| {
             while let Some(o) = rx.poll(now) {
                 if let AudioOutput::Play(f) = o {
-                    if !a.play(&f) {
+                    if !a.play(&f).ok {
                         rx.decode_failed(&f);
                         fails += 1;
                     }
@@ -548,6 +562,98 @@ mod tests {
         );
         assert_eq!((s.decode_errors, fails), (0, 0));
         assert!(a.level_db() > -40.0, "{}", a.level_db());
+    }
+
+    /// A raised delay brought back down by cutting real decoded frames short: a 440-Hz tone
+    /// raised by 300 ms for the video and then granted 1 s lower comes down by what its
+    /// packets allow (to within one 2.5-ms cut of the start's delay), no frame concealed, and
+    /// the file that played has no click where frames were cut (no step between neighbouring
+    /// samples larger than the tone's own before the raise) and is a time line (as long as
+    /// the time it covers).
+    #[test]
+    fn a_lowered_delay_cuts_the_tone_without_a_click() {
+        let dir = std::env::temp_dir().join(format!("lc-cut-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let layout = AudioLayout::of(&proto::SessionInfo {
+            tracks: vec![track()],
+            ..proto::SessionInfo::equal_layers(1, 1, std::net::Ipv4Addr::LOCALHOST, 1)
+        })
+        .unwrap();
+        let mut rx = AudioReceive::new(&layout, 100 * MS);
+        let o = AudioOptions {
+            out: Some(&dir),
+            speaker: false,
+        };
+        let mut a = Audio::new(&track(), &o, None).unwrap();
+        let pkts = packets(300, 0);
+        let t0 = 5_000 * MS;
+        let mut cut_frames = 0;
+        let mut play = |rx: &mut AudioReceive, a: &mut Audio, now: u64| {
+            while let Some(o) = rx.poll(now) {
+                if let AudioOutput::Play(f) = o {
+                    let p = a.play(&f);
+                    assert!(p.ok && p.cut <= f.may_cut);
+                    rx.shortened(p.cut);
+                    cut_frames += (p.cut > 0) as u32;
+                }
+            }
+        };
+        for (i, p) in pkts.iter().enumerate() {
+            let t = t0 + i as u64 * 20 * MS;
+            play(&mut rx, &mut a, t);
+            if i == 20 {
+                rx.delay_later(300 * MS);
+            }
+            if i == 80 {
+                assert!(rx.lower_delay(1_000 * MS) >= 299 * MS);
+            }
+            rx.push_media(t, p);
+        }
+        play(&mut rx, &mut a, t0 + 8_000 * MS);
+        let s = rx.stats().playout;
+        assert_eq!((s.decoded, s.concealed, s.fec), (300, 0, 0), "{s:?}");
+        assert!(
+            s.shortened_frames >= 30 && s.delay_lowered_ms >= 297,
+            "{s:?}"
+        );
+        assert!(rx.delay_ns() < 100 * MS + 2_500_000, "{}", rx.delay_ns());
+        assert!(cut_frames >= 30);
+        drop(a);
+        let wav = std::fs::read(dir.join("audio.wav")).unwrap();
+        let left: Vec<i32> = wav[44..]
+            .chunks_exact(4)
+            .map(|c| i16::from_le_bytes([c[0], c[1]]) as i32)
+            .collect();
+        let step = |x: &[i32]| x.windows(2).map(|w| (w[1] - w[0]).abs()).max().unwrap();
+        // Before the raise (the first 20 frames, after the decoder's first one) and after
+        // its pause (frame 21 on plays 300 ms later: from sample 21 x 960 + 14 400 on).
+        let before = step(&left[960..20 * 960]);
+        let after = step(&left[21 * 960 + 14_400 + 960..]);
+        assert!(
+            after <= before + before / 10,
+            "step {after} after, {before} before"
+        );
+        // Nor a dip: the tone's peak over every period (110 samples) stays within 10 % of its
+        // peak before (a cut out of phase cross-fades two waves that cancel in part).
+        let peak = |x: &[i32]| x.iter().map(|v| v.abs()).max().unwrap();
+        let full = peak(&left[960..20 * 960]);
+        let low = left[21 * 960 + 14_400 + 960..]
+            .chunks_exact(110)
+            .map(peak)
+            .min()
+            .unwrap();
+        assert!(
+            low * 10 >= full * 9,
+            "peak {low} in a period after, {full} before"
+        );
+        // 300 frames and the 300-ms pause, less what was cut.
+        let want = 300 * 960 + 14_400 - s.delay_lowered_ms as usize * 48;
+        assert!(
+            left.len().abs_diff(want) <= 48,
+            "{} samples, {want} wanted",
+            left.len()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The sender report maps RTP time to capture time; the audio clock then says where a

@@ -12,7 +12,7 @@ use crate::video::Video;
 use crate::Args;
 use proto::SessionInfo;
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -67,6 +67,10 @@ pub struct Shared {
     /// How much more delay the video wants than the audio clock gives, ns (the largest since
     /// the receiver last took it; `Video::take_audio_need`).
     pub audio_need_ns: AtomicU64,
+    /// The smallest audio clock offset the video's own buffer allows, ns (the largest of the
+    /// pictures since the receiver last took it, `i64::MIN`: none;
+    /// `Video::take_audio_floor`).
+    pub audio_floor_ns: AtomicI64,
 }
 
 /// The worker's handle.
@@ -79,7 +83,10 @@ pub struct Decoder {
 impl Decoder {
     pub fn start(args: Args) -> Decoder {
         let (tx, rx) = mpsc::sync_channel(QUEUE_PACKETS);
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            audio_floor_ns: AtomicI64::new(i64::MIN),
+            ..Shared::default()
+        });
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
             .name("decoder".into())
@@ -198,6 +205,9 @@ fn worker(args: Args, rx: Receiver<Cmd>, sh: Arc<Shared>) -> Option<Video> {
             let need = v.take_audio_need();
             if need > 0 {
                 sh.audio_need_ns.fetch_max(need, Ordering::Relaxed);
+            }
+            if let Some(f) = v.take_audio_floor() {
+                sh.audio_floor_ns.fetch_max(f, Ordering::Relaxed);
             }
             let sync = v.take_sync_requests();
             if sync != 0 {

@@ -34,6 +34,13 @@ const AUDIO_RAISE_EVERY: Duration = Duration::from_secs(2);
 const AUDIO_RAISE_MARGIN: Duration = Duration::from_millis(20);
 /// The audio's delay is never raised above this (the previous fixed default was 800 ms).
 const AUDIO_DELAY_MAX: Duration = Duration::from_millis(1500);
+/// How often the audio may be granted a lower delay: the video's pictures of this long say
+/// how early the audio clock may run.
+const AUDIO_LOWER_EVERY: Duration = Duration::from_secs(2);
+/// Kept above the latest picture's own display time when the audio's delay comes down: twice
+/// the 20 ms past which a picture asks for a raise, so that lowering and raising do not take
+/// turns.
+const AUDIO_LOWER_MARGIN: Duration = Duration::from_millis(40);
 
 /// Gives the allocator's free pages back to the kernel (glibc: `malloc_trim(0)`). The live
 /// heap is small and bounded, but its per-second churn leaves free holes between long-lived
@@ -90,6 +97,8 @@ struct Shell {
     video_sr: Option<crate::audio::SrMap>,
     /// When the audio's delay was last raised for the video (realtime ns).
     audio_raised_ns: Option<u64>,
+    /// When the audio was last granted a lower delay (or the video's floor last taken).
+    audio_lowered_ns: u64,
     av_sent: (
         Option<crate::audio::SrMap>,
         Option<crate::audio::AudioClock>,
@@ -208,6 +217,7 @@ pub fn run(a: Args, signalled: &AtomicBool) -> Result<()> {
         ssm: a.ssm,
         video_sr: None,
         audio_raised_ns: None,
+        audio_lowered_ns: 0,
         av_sent: (None, None),
         a,
     };
@@ -330,9 +340,11 @@ impl Shell {
                 }
                 Output::Audio(AudioOutput::Play(f)) => {
                     if let Some(a) = self.audio.as_mut() {
-                        if !a.play(&f) {
+                        let played = a.play(&f);
+                        if !played.ok {
                             sub.audio_decode_failed(&f);
                         }
+                        sub.audio_shortened(played.cut);
                     }
                 }
                 Output::Audio(AudioOutput::Refused { recv_ns, why }) => {
@@ -484,6 +496,33 @@ impl Shell {
         }
     }
 
+    /// Every `AUDIO_LOWER_EVERY`: when every picture of that time would have been shown on
+    /// the video's own buffer with the audio clock earlier, the audio is granted that much
+    /// lower a delay less `AUDIO_LOWER_MARGIN` (it comes down by cutting its frames short, as
+    /// far as its own packets allow: `Subscriber::lower_audio_delay`).
+    fn lower_audio(&mut self, sub: &mut Subscriber, clock: Option<crate::audio::AudioClock>) {
+        if clock.is_none() {
+            return;
+        }
+        let t = crate::net::realtime_ns();
+        if t.saturating_sub(self.audio_lowered_ns) < AUDIO_LOWER_EVERY.as_nanos() as u64 {
+            return;
+        }
+        self.audio_lowered_ns = t;
+        let floor = self
+            .decoder
+            .shared
+            .audio_floor_ns
+            .swap(i64::MIN, Ordering::Relaxed);
+        let Some(c) = clock.filter(|_| floor != i64::MIN) else {
+            return;
+        };
+        let room = c.offset_ns - floor - AUDIO_LOWER_MARGIN.as_nanos() as i64;
+        if room > AUDIO_RAISE_MARGIN.as_nanos() as i64 {
+            sub.lower_audio_delay(Duration::from_nanos(room as u64));
+        }
+    }
+
     /// The audio's part of a turn: the RTCP sockets follow layer 0, and the video's pictures
     /// are scheduled against the audio clock (the decoder thread gets the mapping when it
     /// changes).
@@ -516,10 +555,9 @@ impl Shell {
                 x.forget_sender_report();
             }
         }
-        let av = (
-            self.video_sr,
-            self.audio.as_ref().and_then(|x| x.clock(anchor)),
-        );
+        let clock = self.audio.as_ref().and_then(|x| x.clock(anchor));
+        self.lower_audio(sub, clock);
+        let av = (self.video_sr, clock);
         if av != self.av_sent {
             self.av_sent = av;
             self.decoder.send(crate::decode::Cmd::AvSync {

@@ -80,6 +80,9 @@ pub struct Video {
     /// How much later than the audio clock the video's own playout buffer wanted a picture
     /// since the last [`Video::take_audio_need`] (0: never later).
     audio_need_ns: u64,
+    /// The largest (own display time - capture time) of the pictures scheduled on the audio
+    /// clock since the last [`Video::take_audio_floor`].
+    audio_floor_ns: Option<i64>,
     /// The layers below the top spatial layer on a decoder of their own (`crate::lower`):
     /// `None` with `--single-decoder`.
     lower: Option<crate::lower::Lower>,
@@ -380,6 +383,7 @@ impl Video {
             av_late_dropped: 0,
             av_late_run: 0,
             audio_need_ns: 0,
+            audio_floor_ns: None,
             lower,
             shown_lower: 0,
             lower_observed: false,
@@ -467,6 +471,14 @@ impl Video {
     /// since the last call (0: none); the host raises the audio's delay by it.
     pub fn take_audio_need(&mut self) -> u64 {
         std::mem::take(&mut self.audio_need_ns)
+    }
+
+    /// The smallest audio clock offset (local time less capture time) at which every picture
+    /// scheduled on the audio clock since the last call would still have been shown when the
+    /// video's own buffer wanted it (`None`: no such picture); the host lowers the audio's
+    /// delay towards it.
+    pub fn take_audio_floor(&mut self) -> Option<i64> {
+        self.audio_floor_ns.take()
     }
 
     /// When the audio of the picture with RTP timestamp `ts` plays (local ns), once the sender
@@ -696,6 +708,12 @@ impl Video {
             // its sound plays: the audio should move (the host raises its delay).
             if !lower && due > target + AV_FOLLOW_MIN_NS && target + AV_MAX_AHEAD_NS > due {
                 self.audio_need_ns = self.audio_need_ns.max(due - target);
+            }
+            if let (false, Some(sr)) = (lower, self.sender_report) {
+                if due.abs_diff(target) < AV_MAX_AHEAD_NS {
+                    let want = due as i64 - sr.capture_of(ts) as i64;
+                    self.audio_floor_ns = Some(self.audio_floor_ns.map_or(want, |f| f.max(want)));
+                }
             }
             if target + AV_LATE_DROP_NS < decoded_ns && self.av_late_run < AV_LATE_DROP_MAX_RUN {
                 // Its sound has played: showing it now would be out of sync. Dropped, unless

@@ -14,6 +14,7 @@
 pub mod playout;
 pub mod receive;
 pub mod send;
+pub mod stretch;
 pub mod timeline;
 
 pub use playout::{FrameSource, PlayFrame, Refusal};

@@ -13,9 +13,10 @@
 //! on a new anchor. Which frames were sent and never arrived is counted here (`lost`), after
 //! repair: a packet the repair stream rebuilt arrives like any other.
 
+use super::stretch::MIN_CUT;
 use proto::opus::{OpusDepacketizer, OpusRtp, FRAME_20MS};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Nanoseconds of one 20-ms frame.
 pub const FRAME_NS: u64 = 20_000_000;
@@ -28,6 +29,15 @@ const LATE_RESYNC: u64 = 10;
 /// Smallest playout delay after the first packet (jitter and the FEC look-ahead of one
 /// packet).
 pub const MIN_DELAY_NS: u64 = 60_000_000;
+/// How far back the packets' margins (play time less arrival) are remembered when a lower
+/// delay is granted: the delay comes down only as far as every packet of this window allows.
+const MARGIN_WINDOW_NS: u64 = 2_000_000_000;
+/// A grant needs at least this many frames in the margin window (0.5 s of audio).
+const MARGIN_MIN_FRAMES: usize = 25;
+/// Samples per channel a frame may be shortened by, earned per frame played (2 ms in 20:
+/// the playout runs at most 10 % fast) and saved up to [`CUT_CREDIT_MAX`].
+const CUT_CREDIT_PER_FRAME: u64 = 96;
+const CUT_CREDIT_MAX: u64 = 480;
 
 /// What plays in one frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,6 +64,10 @@ pub struct PlayFrame {
     /// Its RTP time (extended, 48 kHz).
     pub rtp_ts: u64,
     pub source: FrameSource,
+    /// Samples per channel the host may cut out of the decoded frame
+    /// ([`super::stretch::shorten`]) to bring the delay down; it tells the playout what it
+    /// cut ([`Playout::shortened`]). 0: play the frame whole.
+    pub may_cut: usize,
 }
 
 /// Why a packet was not taken.
@@ -108,6 +122,10 @@ pub struct PlayoutStats {
     /// an audible pause of `delay_raised_ms` in all.
     pub delay_raises: u64,
     pub delay_raised_ms: u64,
+    /// Frames the host shortened to bring the delay down ([`Playout::shortened`]) and the
+    /// time cut out of them in all (the delay lowered without a gap).
+    pub shortened_frames: u64,
+    pub delay_lowered_ms: u64,
     /// The playout delay now (after the first packet's arrival), ms.
     pub delay_ms: u64,
 }
@@ -132,6 +150,21 @@ pub struct Playout {
     run: u64,
     /// A new sender instance began since the last call of [`Playout::take_new_instance`].
     new_instance: bool,
+    /// The delay is never lowered below this: the delay asked for at the start.
+    floor_ns: u64,
+    /// (play time, margin + `shift_ns` then) of the frames played from their own packet in
+    /// the last [`MARGIN_WINDOW_NS`]: the margin is play time less arrival.
+    margins: VecDeque<(u64, i64)>,
+    /// Time cut out less time added since the start, ns: a margin recorded earlier is
+    /// `recorded - shift_ns` now.
+    shift_ns: i64,
+    /// Samples per channel still to cut (granted), and the cut credit ([`CUT_CREDIT_MAX`]).
+    to_cut: u64,
+    cut_credit: u64,
+    /// Thirds of a nanosecond left over from converting cut samples to time (a sample is
+    /// 62 500 / 3 ns).
+    cut_rem: u64,
+    cut_total_ns: u64,
     pub stats: PlayoutStats,
 }
 
@@ -151,6 +184,13 @@ impl Playout {
             late_streak: 0,
             run: 0,
             new_instance: false,
+            floor_ns: delay_ns.max(MIN_DELAY_NS),
+            margins: VecDeque::new(),
+            shift_ns: 0,
+            to_cut: 0,
+            cut_credit: 0,
+            cut_rem: 0,
+            cut_total_ns: 0,
             stats: PlayoutStats::default(),
         }
     }
@@ -231,11 +271,14 @@ impl Playout {
     /// Plays everything from the next frame on `by_ns` later, and later packets' anchors too:
     /// the host's audio pauses once for `by_ns` (no frame is lost or concealed). What a
     /// player does when its video needs more delay than the audio gives (the audio is the
-    /// clock the video follows); without time-stretching the delay never comes back down.
+    /// clock the video follows). A raise cancels what was granted to cut
+    /// ([`Playout::lower_delay`]).
     pub fn delay_later(&mut self, by_ns: u64) {
         if by_ns == 0 {
             return;
         }
+        self.to_cut = 0;
+        self.shift_ns -= by_ns as i64;
         self.delay_ns += by_ns;
         if let Some((t, ts)) = self.next {
             self.next = Some((t + by_ns, ts));
@@ -249,8 +292,53 @@ impl Playout {
         self.delay_ns
     }
 
+    /// The host allows the delay `by_ns` lower (its video would still be shown in time): the
+    /// playout lowers it by as much of that as its own packets allow (every packet of the last
+    /// [`MARGIN_WINDOW_NS`] still in time with the starting delay's margin), by letting the
+    /// host cut short the frames it plays ([`PlayFrame::may_cut`], at most 10 % of the
+    /// time). Replaces the previous grant. Returns what it will lower, ns.
+    pub fn lower_delay(&mut self, by_ns: u64) -> u64 {
+        let own = match self.margins.len() >= MARGIN_MIN_FRAMES {
+            true => self
+                .margins
+                .iter()
+                .map(|&(_, m)| m - self.shift_ns - self.floor_ns as i64)
+                .min()
+                .unwrap_or(0)
+                .max(0) as u64,
+            false => 0,
+        };
+        let ns = by_ns.min(own);
+        self.to_cut = ns * 48 / 1_000_000;
+        self.to_cut * 1_000_000 / 48
+    }
+
+    /// The host cut `samples` (per channel) out of the frame it was just given: everything
+    /// from the next frame on plays that much earlier.
+    pub fn shortened(&mut self, samples: usize) {
+        if samples == 0 {
+            return;
+        }
+        let s = samples as u64;
+        self.to_cut = self.to_cut.saturating_sub(s);
+        self.cut_credit = self.cut_credit.saturating_sub(s);
+        self.cut_rem += s * 62_500;
+        let ns = self.cut_rem / 3;
+        self.cut_rem %= 3;
+        if let Some((t, ts)) = self.next {
+            self.next = Some((t.saturating_sub(ns), ts));
+        }
+        self.delay_ns = self.delay_ns.saturating_sub(ns);
+        self.shift_ns += ns as i64;
+        self.cut_total_ns += ns;
+        self.stats.shortened_frames += 1;
+        self.stats.delay_lowered_ms = self.cut_total_ns / 1_000_000;
+    }
+
     /// Drops the buffer and the anchor: the next packet starts the playout again.
     fn restart(&mut self) {
+        self.margins.clear();
+        self.to_cut = 0;
         self.buf.clear();
         self.next = None;
         self.last_seq = None;
@@ -301,6 +389,15 @@ impl Playout {
                 }
                 self.last_seq = Some(p.seq);
                 self.stats.decoded += 1;
+                while self
+                    .margins
+                    .front()
+                    .is_some_and(|&(at, _)| at + MARGIN_WINDOW_NS < t)
+                {
+                    self.margins.pop_front();
+                }
+                self.margins
+                    .push_back((t, t as i64 - arr as i64 + self.shift_ns));
                 FrameSource::Packet {
                     payload: p.payload,
                     seq: p.seq,
@@ -342,10 +439,18 @@ impl Playout {
         }
         self.run += u64::from(concealed);
         self.concealing = concealed;
+        // Concealment is left whole: it is a guess already, and a gap is no time to hurry.
+        self.cut_credit = (self.cut_credit + CUT_CREDIT_PER_FRAME).min(CUT_CREDIT_MAX);
+        let allowed = self.to_cut.min(self.cut_credit) as usize;
+        let may_cut = match allowed >= MIN_CUT && !concealed {
+            true => allowed,
+            false => 0,
+        };
         PlayFrame {
             at_ns: t,
             rtp_ts: ts,
             source,
+            may_cut,
         }
     }
 

@@ -107,6 +107,18 @@ impl AudioReceive {
         self.playout.delay_later(by_ns);
     }
 
+    /// Lowers the delay by up to `by_ns` as the packets allow, by frames the host cuts short
+    /// ([`Playout::lower_delay`]); returns what it will lower, ns.
+    pub fn lower_delay(&mut self, by_ns: u64) -> u64 {
+        self.playout.lower_delay(by_ns)
+    }
+
+    /// The host cut `samples` (per channel) out of the frame it was just given
+    /// ([`Playout::shortened`]).
+    pub fn shortened(&mut self, samples: usize) {
+        self.playout.shortened(samples);
+    }
+
     /// The playout delay now, ns.
     pub fn delay_ns(&self) -> u64 {
         self.playout.delay_ns()

@@ -264,6 +264,24 @@ impl Subscriber {
         }
     }
 
+    /// The video would still be shown in time with the audio (the clock it follows) `by`
+    /// earlier: the audio lowers its delay by as much of that as its own packets allow, never
+    /// below the delay it started with, by cutting short the frames it plays
+    /// (`AudioReceive::lower_delay`). Returns what it will lower.
+    pub fn lower_audio_delay(&mut self, by: Duration) -> Duration {
+        self.audio.as_mut().map_or(Duration::ZERO, |a| {
+            Duration::from_nanos(a.lower_delay(by.as_nanos() as u64))
+        })
+    }
+
+    /// The host cut `samples` (per channel) out of the audio frame it was just given (at most
+    /// its `may_cut`): the audio plays on that much earlier.
+    pub fn audio_shortened(&mut self, samples: usize) {
+        if let Some(a) = self.audio.as_mut() {
+            a.shortened(samples);
+        }
+    }
+
     /// The audio's playout delay now (after its first packet's arrival), if it has a track.
     pub fn audio_delay(&self) -> Option<Duration> {
         self.audio

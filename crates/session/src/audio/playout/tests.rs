@@ -3,6 +3,7 @@
 //! decode real ones).
 
 use super::*;
+use crate::audio::stretch::MIN_CUT;
 use proto::opus::OpusPacketizer;
 
 const MS: u64 = 1_000_000;
@@ -248,4 +249,131 @@ fn a_raised_delay_pauses_once_and_loses_nothing() {
         .collect();
     assert_eq!(gaps, vec![FRAME_NS + 70 * MS]);
     assert_eq!(played.last().unwrap().at_ns, arrive(99) + 170 * MS);
+}
+
+/// Plays `n` packets arriving every 20 ms (plus `jitter(i)`); at packet `raise_at` the delay
+/// is raised by `raise`, at packet `grant_at` the host grants `grant` lower; the host cuts
+/// what each frame allows. Returns the frames played, with what was cut from each.
+fn play_with_cuts(
+    a: &mut Playout,
+    n: usize,
+    jitter: impl Fn(usize) -> u64,
+    (raise_at, raise): (usize, u64),
+    (grant_at, grant): (usize, u64),
+) -> Vec<(PlayFrame, usize)> {
+    let pkts = packets(n, 5000);
+    let t0 = 1_000_000 * MS;
+    let mut order: Vec<(u64, usize)> = (0..n)
+        .map(|i| (t0 + i as u64 * 20 * MS + jitter(i), i))
+        .collect();
+    order.sort();
+    let mut played = Vec::new();
+    let step = |a: &mut Playout, now: u64, played: &mut Vec<(PlayFrame, usize)>| {
+        while let Some(f) = a.poll(now) {
+            let cut = f.may_cut;
+            a.shortened(cut);
+            played.push((f, cut));
+        }
+    };
+    for (t, i) in order {
+        step(a, t, &mut played);
+        if i == raise_at {
+            a.delay_later(raise);
+        }
+        if i == grant_at {
+            a.lower_delay(grant);
+        }
+        a.push(t, &pkts[i]).unwrap();
+    }
+    step(a, t0 + 100_000 * MS, &mut played);
+    played
+}
+
+/// A delay raised for the video comes back down when the host grants it: every frame still
+/// from its packet (none late, none concealed), the frames played back to back (no gap, no
+/// overlap: each starts where the shortened one before it ends), never more than 10 % fast
+/// over any second, and the delay back at the start's.
+#[test]
+fn a_granted_lower_delay_comes_down_without_a_gap() {
+    let mut a = Playout::new(111, None, 100 * MS);
+    let played = play_with_cuts(&mut a, 400, |_| 0, (50, 300 * MS), (150, 1_000 * MS));
+    let s = a.stats;
+    assert_eq!(
+        (s.decoded, s.concealed, s.late, s.lost),
+        (400, 0, 0, 0),
+        "{s:?}"
+    );
+    assert!(s.shortened_frames >= 30, "{s:?}");
+    // What is left is less than the shortest cut (2.5 ms).
+    let left = a.delay_ns() - 100 * MS;
+    assert!(
+        left * 48 / MS < MIN_CUT as u64,
+        "{} ns above the start",
+        left
+    );
+    // Back to back: a frame cut by k samples is followed k samples early (to the ns).
+    for w in played.windows(2).skip(52) {
+        let ((f, cut), (g, _)) = (&w[0], &w[1]);
+        let want = f.at_ns + FRAME_NS - *cut as u64 * 1_000_000_000 / 48_000;
+        assert!(g.at_ns.abs_diff(want) <= 1, "{} vs {want}", g.at_ns);
+    }
+    for w in played.windows(50) {
+        let cut: usize = w.iter().map(|(_, c)| c).sum();
+        assert!(cut <= 4_800 + 480, "{cut} samples cut in one second");
+    }
+    // The last frame plays the delay after its packet.
+    let last = &played.last().unwrap().0;
+    assert_eq!(last.at_ns, 1_000_000 * MS + 399 * 20 * MS + a.delay_ns());
+}
+
+/// The packets limit what is lowered: with packets up to 150 ms late on a 100-ms start and a
+/// 300-ms raise, a grant of 1 s lowers the delay only as far as the latest packet of the
+/// last 2 s allows (the start's margin kept for it); nothing arrives late afterwards.
+#[test]
+fn the_latest_packet_limits_what_is_lowered() {
+    let mut a = Playout::new(111, None, 100 * MS);
+    let jitter = |i: usize| if i > 50 && i % 37 == 5 { 150 * MS } else { 0 };
+    let played = play_with_cuts(&mut a, 400, jitter, (50, 300 * MS), (150, 1_000 * MS));
+    let s = a.stats;
+    assert_eq!((s.decoded, s.late, s.concealed), (400, 0, 0), "{s:?}");
+    assert!(
+        (149..=151).contains(&s.delay_lowered_ms),
+        "lowered {} ms",
+        s.delay_lowered_ms
+    );
+    assert!(played
+        .iter()
+        .all(|(f, _)| matches!(f.source, FrameSource::Packet { .. })));
+}
+
+/// Without a grant nothing is cut; a grant before the playout has 0.5 s of packets, or one
+/// at the start's delay, lowers nothing; a raise cancels a grant in progress.
+#[test]
+fn nothing_is_cut_without_a_grant_and_room() {
+    let mut a = Playout::new(111, None, 100 * MS);
+    let played = play_with_cuts(&mut a, 200, |_| 0, (1000, 0), (10, 1_000 * MS));
+    assert!(played.iter().all(|(f, _)| f.may_cut == 0));
+    let mut b = Playout::new(111, None, 100 * MS);
+    let played = play_with_cuts(&mut b, 200, |_| 0, (1000, 0), (150, 1_000 * MS));
+    assert!(played.iter().all(|(f, _)| f.may_cut == 0));
+    assert_eq!(b.lower_delay(1_000 * MS), 0);
+    let mut c = Playout::new(111, None, 100 * MS);
+    let pkts = packets(100, 0);
+    let t0 = 7_000 * MS;
+    for (i, p) in pkts.iter().enumerate() {
+        while let Some(f) = c.poll(t0 + i as u64 * 20 * MS) {
+            c.shortened(f.may_cut);
+        }
+        if i == 30 {
+            c.delay_later(200 * MS);
+        }
+        if i == 70 {
+            assert!(c.lower_delay(150 * MS) >= 149 * MS);
+        }
+        if i == 72 {
+            c.delay_later(50 * MS);
+        }
+        c.push(t0 + i as u64 * 20 * MS, p).unwrap();
+    }
+    assert!(c.stats.delay_lowered_ms <= 10, "{:?}", c.stats);
 }
