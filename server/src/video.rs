@@ -714,7 +714,9 @@ mod stamp_tests {
 
     /// Reads the QR code of the luma plane with `zbarimg` (zbar-tools, scripts/setup.sh).
     pub(super) fn zbar_luma(y: &[u8], w: u32, h: u32, name: &str) -> String {
-        let dir = std::env::temp_dir().join(format!("lc-stamp-{}", std::process::id()));
+        // Under the build's own directory, not /tmp, where nothing would clean it up.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("../target/tmp/lc-stamp-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join(format!("{name}.pgm"));
         let mut pgm = format!("P5\n{w} {h}\n255\n").into_bytes();

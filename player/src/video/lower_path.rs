@@ -10,8 +10,8 @@ use proto::{Codec, Stream, Track, TrackKind, Vp9Params};
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-const PICTURES: u64 = 330;
-const PERIOD_NS: u64 = 33_333_333;
+pub(super) const PICTURES: u64 = 330;
+pub(super) const PERIOD_NS: u64 = 33_333_333;
 /// The picture whose top frame is late, and by how much.
 const LATE: u64 = 300;
 const LATE_NS: u64 = 200_000_000;
@@ -21,15 +21,15 @@ const KEY_EVERY: u32 = 90;
 thread_local! {
     static NOW: AtomicU64 = const { AtomicU64::new(0) };
 }
-fn now() -> u64 {
+pub(super) fn now() -> u64 {
     NOW.with(|n| n.load(Ordering::Relaxed))
 }
-fn set_now(t: u64) {
+pub(super) fn set_now(t: u64) {
     NOW.with(|n| n.store(t, Ordering::Relaxed));
 }
 
 /// RTP packets per picture, per layer (k = spatial layer), of the two-spatial-layer clip.
-fn clip() -> Vec<Vec<Vec<Vec<u8>>>> {
+pub(super) fn clip() -> Vec<Vec<Vec<Vec<u8>>>> {
     clip_of(&[vec![150], vec![450]])
 }
 
@@ -86,7 +86,7 @@ fn clip_ordered(
         .collect()
 }
 
-fn session() -> SessionInfo {
+pub(super) fn session() -> SessionInfo {
     session_of(2, 1)
 }
 

@@ -573,7 +573,11 @@ mod tests {
     const PLAYER: &str = "player-token-0123456789";
 
     pub(super) fn app() -> App {
-        let key = std::env::temp_dir().join(format!("lc-{}-api-token.key", std::process::id()));
+        // Under the build's own directory, not /tmp: one file per test process, which
+        // nothing would clean up there.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tmp");
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join(format!("lc-{}-api-token.key", std::process::id()));
         let key = key.to_string_lossy().to_string();
         let args: Vec<String> = [
             "--dev",

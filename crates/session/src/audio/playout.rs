@@ -2,7 +2,11 @@
 //! what to play for each 20-ms frame out, at its local play time.
 //!
 //! Frame `n` of the stream plays at `first arrival + delay + n × 20 ms`, whatever the network
-//! does (audio is the master clock: the video asks where a capture time plays). At a frame's
+//! does (audio is the master clock: the video asks where a capture time plays), until the
+//! host moves the delay: up at once for its video ([`Playout::delay_later`], one pause), down
+//! gradually when its video allows ([`Playout::lower_delay`]: the host cuts frames short by a
+//! pitch period, [`super::stretch`], never below the starting delay nor below what the last
+//! 2 s of packets need). At a frame's
 //! play time: its packet ([`FrameSource::Packet`]); else the next packet, whose in-band FEC
 //! covers it ([`FrameSource::Fec`]); else concealment. A frame missing while the next
 //! packet's sequence number follows on without a gap was never sent (the sender's silence
