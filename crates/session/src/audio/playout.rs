@@ -154,8 +154,12 @@ pub struct Playout {
     run: u64,
     /// A new sender instance began since the last call of [`Playout::take_new_instance`].
     new_instance: bool,
-    /// The delay is never lowered below this: the delay asked for at the start.
+    /// The margin the starting delay gave the first packet: the delay comes down only as far
+    /// as every recent packet keeps it.
     floor_ns: u64,
+    /// How much later than at the start the playout runs (raises, restarts behind a risen
+    /// path delay, less the cuts since): the delay never comes down further than this.
+    above_ns: u64,
     /// (play time, margin + `shift_ns` then) of the frames played from their own packet in
     /// the last [`MARGIN_WINDOW_NS`]: the margin is play time less arrival.
     margins: VecDeque<(u64, i64)>,
@@ -189,6 +193,7 @@ impl Playout {
             run: 0,
             new_instance: false,
             floor_ns: delay_ns.max(MIN_DELAY_NS),
+            above_ns: 0,
             margins: VecDeque::new(),
             shift_ns: 0,
             to_cut: 0,
@@ -218,7 +223,7 @@ impl Playout {
         }
         self.ssrc = Some(p.ssrc);
         self.last_arrival = recv_ns;
-        if let Some((_, ts)) = self.next {
+        if let Some((t, ts)) = self.next {
             if p.timestamp < ts {
                 self.stats.late += 1;
                 self.late_streak += 1;
@@ -228,7 +233,11 @@ impl Playout {
                 // Every packet for a while came after its play time: the path's delay rose
                 // past the playout delay (a queue filled). Start again behind it: one gap
                 // instead of silence for as long as the delay stays up. This packet was
-                // counted late but starts the new timeline.
+                // counted late but starts the new timeline. It plays that much later than
+                // the old timeline would have: the delay rose by as much (and may come back
+                // down when the queue drains).
+                let old_play = t.saturating_sub((ts - p.timestamp) * 62_500 / 3);
+                self.above_ns += (recv_ns + self.delay_ns).saturating_sub(old_play);
                 self.stats.resyncs += 1;
                 self.restart();
             }
@@ -283,6 +292,7 @@ impl Playout {
         }
         self.to_cut = 0;
         self.shift_ns -= by_ns as i64;
+        self.above_ns += by_ns;
         self.delay_ns += by_ns;
         if let Some((t, ts)) = self.next {
             self.next = Some((t + by_ns, ts));
@@ -298,7 +308,8 @@ impl Playout {
 
     /// The host allows the delay `by_ns` lower (its video would still be shown in time): the
     /// playout lowers it by as much of that as its own packets allow (every packet of the last
-    /// [`MARGIN_WINDOW_NS`] still in time with the starting delay's margin), by letting the
+    /// [`MARGIN_WINDOW_NS`] still in time with the starting delay's margin), and never below
+    /// where it started (only what raises and restarts added comes off), by letting the
     /// host cut short the frames it plays ([`PlayFrame::may_cut`], at most 10 % of the
     /// time). Replaces the previous grant. Returns what it will lower, ns.
     pub fn lower_delay(&mut self, by_ns: u64) -> u64 {
@@ -312,7 +323,7 @@ impl Playout {
                 .max(0) as u64,
             false => 0,
         };
-        let ns = by_ns.min(own);
+        let ns = by_ns.min(own).min(self.above_ns);
         self.to_cut = ns * 48 / 1_000_000;
         self.to_cut * 1_000_000 / 48
     }
@@ -333,6 +344,7 @@ impl Playout {
             self.next = Some((t.saturating_sub(ns), ts));
         }
         self.delay_ns = self.delay_ns.saturating_sub(ns);
+        self.above_ns = self.above_ns.saturating_sub(ns);
         self.shift_ns += ns as i64;
         self.cut_total_ns += ns;
         self.stats.shortened_frames += 1;
