@@ -141,7 +141,8 @@ const HELP: &str = "layercast-player: receive a layered multicast session
   --viewer-id ID         [default: p<pid>]
   --playout-delay-ms MS  a fixed delay on top of the video's adaptive playout buffer
                          [default: 0]; the audio's starting playout delay, raised
-                         when the video needs more [default: 800]
+                         when the video needs more and brought back down, never
+                         below the start, when it needs less [default: 800]
   --playout-quantile Q   video: the playout buffer absorbs this quantile of the recent
                          decode lateness, 0..=1 [default: 1]
   --playout-max-jitter-ms MS
