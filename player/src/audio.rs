@@ -21,10 +21,10 @@ const FRAME_NS: u64 = session::audio::playout::FRAME_NS;
 /// The audio's starting playout delay when `--playout-delay-ms` is not given, ms (after its
 /// first packet's arrival). The video follows the audio, so this is the session's latency
 /// while the video's own buffer needs no more; when it needs more, the player raises the
-/// audio's delay. 800 rather than the ~250 a clean path needs because the delay cannot come
-/// down again yet: a queue that builds mid-session (the switch test's 0.5 s) costs a smaller
-/// start an audio gap and leaves it above 800 for good (docs/protocols/audio.md "Playout
-/// delay").
+/// audio's delay, and lowers it again (never below the start) when it needs less. 800 rather
+/// than the ~250 a clean path needs because a queue that builds mid-session faster than the
+/// delay can follow (the switch test's 0.5 s) costs a smaller start an audio gap
+/// (docs/protocols/audio.md "Playout delay").
 pub const DEFAULT_DELAY_MS: u64 = 800;
 
 /// The NTP ↔ RTP mapping of one stream from its latest RTCP sender report, in the sender's
@@ -290,9 +290,17 @@ impl Audio {
             ("layercast_player_audio_late_total", p.late),
             ("layercast_player_audio_malformed_total", p.malformed),
             ("layercast_player_audio_underruns_total", p.underruns),
+            ("layercast_player_audio_delay_raises_total", p.delay_raises),
+            (
+                "layercast_player_audio_shortened_frames_total",
+                p.shortened_frames,
+            ),
         ] {
             m.push_str(&format!("# TYPE {name} counter\n{name}{lab} {v}\n"));
         }
+        let name = "layercast_player_audio_delay_seconds";
+        let d = p.delay_ms as f64 / 1e3;
+        m.push_str(&format!("# TYPE {name} gauge\n{name}{lab} {d}\n"));
         m
     }
 }
@@ -654,6 +662,22 @@ mod tests {
             left.len()
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The audio's `/metrics` lines: one TYPE line per series, the delay in seconds.
+    #[test]
+    fn metrics_give_the_delay_and_its_moves() {
+        let mut s = AudioStats::default();
+        s.playout.delay_ms = 830;
+        s.playout.delay_raises = 2;
+        s.playout.shortened_frames = 17;
+        let m = Audio::metrics(&s, "{viewer=\"v\"}");
+        assert!(m.contains("# TYPE layercast_player_audio_delay_seconds gauge\nlayercast_player_audio_delay_seconds{viewer=\"v\"} 0.83\n"), "{m}");
+        assert!(m.contains("layercast_player_audio_delay_raises_total{viewer=\"v\"} 2\n"));
+        assert!(m.contains("layercast_player_audio_shortened_frames_total{viewer=\"v\"} 17\n"));
+        let types = m.lines().filter(|l| l.starts_with("# TYPE")).count();
+        let samples = m.lines().filter(|l| !l.starts_with('#')).count();
+        assert_eq!((types, samples), (11, 11));
     }
 
     /// The sender report maps RTP time to capture time; the audio clock then says where a
