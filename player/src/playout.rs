@@ -75,6 +75,9 @@ pub struct PlayoutClock {
     rose: Option<u32>,
     last_now: u64,
     pub last_due: u64,
+    /// The last placed picture's display time on this buffer alone, before display times
+    /// are kept from going backwards (`last_due` may be another clock's: the audio's).
+    pub last_slot: u64,
 }
 
 impl PlayoutClock {
@@ -93,6 +96,7 @@ impl PlayoutClock {
             rose: None,
             last_now: 0,
             last_due: 0,
+            last_slot: 0,
         }
     }
 
@@ -273,7 +277,8 @@ impl PlayoutClock {
         };
         self.offset = Some(offset);
         let slot = (nominal + self.extra_ns as i64 + offset).max(0) as u64;
-        let due = slot.max(now_ns).max(self.last_due);
+        self.last_slot = slot.max(now_ns);
+        let due = self.last_slot.max(self.last_due);
         self.last_due = due;
         (due, slot < now_ns || rose == Some(ts))
     }

@@ -745,8 +745,13 @@ impl Video {
                 self.audio_need_ns = self.audio_need_ns.max(due - target);
             }
             if let (false, Some(sr)) = (lower, self.sender_report) {
-                if due.abs_diff(target) < AV_MAX_AHEAD_NS {
-                    let want = due as i64 - sr.capture_of(ts) as i64;
+                // Its own slot, not `due`: that is kept from going backwards behind the
+                // picture before, which was placed on the audio clock, so it would say the
+                // video wants the audio's offset less one frame interval, and the delay would
+                // come down by only that much per grant.
+                let own = self.clock.last_slot;
+                if own.abs_diff(target) < AV_MAX_AHEAD_NS {
+                    let want = own as i64 - sr.capture_of(ts) as i64;
                     self.audio_floor_ns = Some(self.audio_floor_ns.map_or(want, |f| f.max(want)));
                 }
             }
