@@ -215,11 +215,11 @@ fn loss(tb: &mut Testbed) {
     let minutes = secs / 60.0;
     let events = n(&a, "concealment_events") as f64 / minutes;
     let s = format!(
-        "1 % random loss, {secs} s: {:.2} concealment events per minute ({} rebuilt from the repeat packets, {} from Opus in-band FEC, {} lost after both, {} frames concealed)",
+        "1 % random loss, {secs} s: {:.2} concealment events per minute ({} rebuilt from the repeat packets, {} missing after them, {} of those rebuilt from Opus in-band FEC, {} frames concealed)",
         events,
         n(&a, "repaired"),
-        n(&a, "fec"),
         n(&a, "lost"),
+        n(&a, "fec"),
         n(&a, "concealed")
     );
     eprintln!("{s}");
