@@ -6,6 +6,10 @@ pub enum Error {
     /// A command-line value is missing or invalid.
     #[error("invalid value for `--{key}`: {reason}")]
     Arg { key: String, reason: String },
+    /// The command line does not parse (unknown flag, missing or bad value): clap's error,
+    /// which names the flag and carries the usage line (`cli::parse_args`).
+    #[error("{0}")]
+    Cli(clap::Error),
     /// A socket, file or HTTP operation failed.
     #[error("{what}: {source}")]
     Io {

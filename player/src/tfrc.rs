@@ -18,6 +18,7 @@
 
 use crate::error::{Error, Result};
 use baselines::tfrc::{TfrcReceiver, TfrcReceiverConfig};
+use clap::Parser;
 use codec::rtp::RtpPacket;
 use congestion::wire::tfrc::TfrcDataFields;
 use congestion::Time;
@@ -41,14 +42,40 @@ pub struct RecvConfig {
     pub viewer_id: String,
 }
 
-const HELP: &str = "layercast-player --controller tfrc: receive one live unicast TFRC flow
-
-  --listen ADDR:PORT     where the data arrives (layercast-server tfrc --to ADDR:PORT)
-  --out DIR              write DIR/player.jsonl (one JSON line per second)
-  --duration SECS        stop after this long
-  --viewer-id ID         [default: p<pid>]
-  --headless, --interface ADDR   accepted and ignored (the layered player's flags)
-";
+/// The receiver's command line (`layercast-player --controller tfrc --help`).
+#[derive(Debug, Parser)]
+#[command(
+    name = "layercast-player",
+    version,
+    about = "layercast-player --controller tfrc: receive one live unicast TFRC flow",
+    long_about = None,
+    override_usage = "layercast-player --controller tfrc --listen <ADDR:PORT> [OPTIONS]",
+    args_override_self = true,
+    allow_negative_numbers = true
+)]
+struct Cli {
+    /// Selects this receiver
+    #[arg(long, value_name = "tfrc", value_parser = ["tfrc"], required = true)]
+    controller: String,
+    /// Where the data arrives (layercast-server tfrc --to ADDR:PORT)
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: SocketAddrV4,
+    /// Write DIR/player.jsonl (one JSON line per second)
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Stop after this long
+    #[arg(long, value_name = "SECS", value_parser = crate::cli::duration_secs)]
+    duration: Option<f64>,
+    /// The viewer's id in the log [default: p<pid>]
+    #[arg(long, value_name = "ID")]
+    viewer_id: Option<String>,
+    /// Accepted and ignored (the layered player's flag)
+    #[arg(long)]
+    headless: bool,
+    /// Accepted and ignored (the layered player's flag)
+    #[arg(long, value_name = "ADDR")]
+    interface: Option<std::net::Ipv4Addr>,
+}
 
 /// Whether the command line asks for the TFRC receiver (`--controller tfrc`).
 pub fn wanted(args: &[String]) -> bool {
@@ -57,57 +84,26 @@ pub fn wanted(args: &[String]) -> bool {
         || args.iter().any(|a| a == "--controller=tfrc")
 }
 
-/// Parses the receiver's flags; `Ok(None)` after `--help`.
+/// Parses the receiver's flags (without the program name); `Ok(None)` after `--help` or
+/// `--version` printed their text. A bad command line is [`Error::Cli`].
 pub fn parse_args(args: &[String]) -> Result<Option<RecvConfig>> {
-    let mut c = RecvConfig {
-        listen: SocketAddrV4::new([0, 0, 0, 0].into(), 0),
-        out: None,
-        duration: None,
-        viewer_id: format!("p{}", std::process::id()),
-    };
-    let mut listen = None;
-    let mut i = 0;
-    while i < args.len() {
-        let a = args[i].as_str();
-        if a == "-h" || a == "--help" {
-            print!("{HELP}");
+    let argv = std::iter::once("layercast-player").chain(args.iter().map(String::as_str));
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
             return Ok(None);
         }
-        if a == "--headless" || a == "--controller=tfrc" {
-            i += 1;
-            continue;
-        }
-        let key = a.trim_start_matches('-');
-        let val = args
-            .get(i + 1)
-            .ok_or_else(|| Error::arg(key, "needs a value"))?;
-        let bad = |e: &dyn std::fmt::Display| Error::arg(key, format!("{val:?}: {e}"));
-        match key {
-            "controller" => {}
-            "interface" => {
-                let _: std::net::Ipv4Addr = val.parse().map_err(|e| bad(&e))?;
-            }
-            "listen" => listen = Some(val.parse::<SocketAddrV4>().map_err(|e| bad(&e))?),
-            "out" => c.out = Some(PathBuf::from(val)),
-            "duration" => {
-                let d: f64 = val.parse().map_err(|e| bad(&e))?;
-                if !(d > 0.0 && d.is_finite()) {
-                    return Err(Error::arg(key, "must be a positive number of seconds"));
-                }
-                c.duration = Some(d);
-            }
-            "viewer-id" => c.viewer_id = val.clone(),
-            _ => {
-                return Err(Error::arg(
-                    key,
-                    "unknown flag for --controller tfrc (see --help)",
-                ))
-            }
-        }
-        i += 2;
-    }
-    c.listen = listen.ok_or_else(|| Error::arg("listen", "required with --controller tfrc"))?;
-    Ok(Some(c))
+        Err(e) => return Err(Error::Cli(e)),
+    };
+    Ok(Some(RecvConfig {
+        listen: cli.listen,
+        out: cli.out,
+        duration: cli.duration,
+        viewer_id: cli
+            .viewer_id
+            .unwrap_or_else(|| format!("p{}", std::process::id())),
+    }))
 }
 
 /// Totals at exit.
@@ -292,6 +288,10 @@ pub fn main(args: &[String], stop: &AtomicBool) -> i32 {
                 1
             }
         },
+        Err(Error::Cli(e)) => {
+            let _ = e.print();
+            2
+        }
         Err(e) => {
             eprintln!("layercast-player: {e}");
             2
@@ -303,6 +303,7 @@ pub fn main(args: &[String], stop: &AtomicBool) -> i32 {
 mod tests {
     use super::*;
     use baselines::tfrc::{TfrcSender, TfrcSenderConfig};
+    use clap::CommandFactory;
     use codec::rtp::RtpHeader;
     use congestion::wire::tfrc::TfrcFeedback;
 
@@ -310,22 +311,93 @@ mod tests {
         s.split_whitespace().map(str::to_string).collect()
     }
 
+    /// The clap error of a command line that must not parse, as text.
+    fn clap_err(s: &str, kind: clap::error::ErrorKind) -> String {
+        match parse_args(&args(s)) {
+            Err(Error::Cli(e)) => {
+                assert_eq!(e.kind(), kind, "{s}: {e}");
+                e.to_string()
+            }
+            Err(e) => panic!("{s}: not a clap error: {e}"),
+            Ok(_) => panic!("{s} parsed"),
+        }
+    }
+
     #[test]
     fn flags() {
+        use clap::error::ErrorKind;
         assert!(wanted(&args("--controller tfrc --listen 127.0.0.1:1")));
+        assert!(wanted(&args("--listen 127.0.0.1:1 --controller=tfrc")));
         assert!(!wanted(&args("--controller tfmcc")));
-        assert!(
-            parse_args(&args("--controller tfrc")).is_err(),
-            "no --listen"
-        );
-        assert!(parse_args(&args("--controller tfrc --listen x")).is_err());
-        assert!(parse_args(&args("--controller tfrc --listen 127.0.0.1:9 --bogus 1")).is_err());
         let c = parse_args(&args(
             "--controller tfrc --listen 127.0.0.1:9 --headless --duration 2 --interface 10.0.0.1",
         ))
         .unwrap()
         .unwrap();
+        assert_eq!(c.listen, "127.0.0.1:9".parse().unwrap());
         assert_eq!(c.duration, Some(2.0));
+        assert_eq!(
+            (c.out, c.viewer_id),
+            (None, format!("p{}", std::process::id()))
+        );
+        // The testbed's command line (e2e/src/tfrc-checks.ts), and the `=` spelling.
+        let c = parse_args(&args(
+            "--controller=tfrc --listen=10.1.0.2:6001 --out /tmp/r --duration 31.5 --viewer-id r1",
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.out, Some(PathBuf::from("/tmp/r")));
+        assert_eq!((c.duration, c.viewer_id.as_str()), (Some(31.5), "r1"));
+        let e = clap_err("--controller tfrc", ErrorKind::MissingRequiredArgument);
+        assert!(e.contains("--listen"), "{e}");
+        let e = clap_err("--controller tfrc --listen x", ErrorKind::ValueValidation);
+        assert!(e.contains("--listen"), "{e}");
+        let e = clap_err(
+            "--controller tfrc --listen 127.0.0.1:9 --bogus 1",
+            ErrorKind::UnknownArgument,
+        );
+        assert!(e.contains("--bogus"), "{e}");
+        let e = clap_err("--controller tfrc --listen", ErrorKind::InvalidValue);
+        assert!(e.contains("--listen"), "{e}");
+        for d in ["0", "-1", "inf", "1e10"] {
+            let e = clap_err(
+                &format!("--controller tfrc --listen 127.0.0.1:9 --duration {d}"),
+                ErrorKind::ValueValidation,
+            );
+            assert!(e.contains("--duration") && e.contains("positive"), "{e}");
+        }
+        let e = clap_err(
+            "--controller tfrc --listen 127.0.0.1:9 --interface eth0",
+            ErrorKind::ValueValidation,
+        );
+        assert!(e.contains("--interface"), "{e}");
+        // Flags of the layered player that this receiver does not take.
+        let e = clap_err(
+            "--controller tfrc --listen 127.0.0.1:9 --announce 239.1.1.1:5000",
+            ErrorKind::UnknownArgument,
+        );
+        assert!(e.contains("--announce"), "{e}");
+        assert!(parse_args(&args("--controller tfrc --help"))
+            .unwrap()
+            .is_none());
+        assert!(parse_args(&args("--controller tfrc --version"))
+            .unwrap()
+            .is_none());
+        let help = Cli::command().render_help().to_string();
+        for s in [
+            "--listen <ADDR:PORT>",
+            "layercast-server tfrc --to",
+            "--out <DIR>",
+            "--duration <SECS>",
+            "--viewer-id <ID>",
+            "p<pid>",
+            "--headless",
+            "--interface <ADDR>",
+            "ignored",
+            "--version",
+        ] {
+            assert!(help.contains(s), "--help lacks {s:?}:\n{help}");
+        }
     }
 
     fn packet(f: &TfrcDataFields, size: usize) -> Vec<u8> {

@@ -21,6 +21,7 @@
 
 use crate::error::{Error, Result};
 use baselines::tfrc::{TfrcSender, TfrcSenderConfig};
+use clap::Parser;
 use codec::rtp::RtpHeader;
 use congestion::wire::tfrc::TfrcFeedback;
 use congestion::Time;
@@ -61,81 +62,90 @@ pub struct SenderConfig {
     pub log_interval: Duration,
 }
 
-const HELP: &str = "layercast-server tfrc: send one live unicast TFRC flow (RFC 5348)
+/// The subcommand's command line (`layercast-server tfrc --help`).
+#[derive(Debug, Parser)]
+#[command(
+    name = "layercast-server tfrc",
+    bin_name = "layercast-server tfrc",
+    version,
+    about = "layercast-server tfrc: send one live unicast TFRC flow (RFC 5348)",
+    long_about = None,
+    args_override_self = true,
+    allow_negative_numbers = true
+)]
+struct Cli {
+    /// The receiver (layercast-player --controller tfrc --listen ADDR:PORT)
+    #[arg(long, value_name = "ADDR:PORT", value_parser = receiver_addr)]
+    to: SocketAddrV4,
+    /// Send from / take feedback on this address
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:0")]
+    bind: SocketAddrV4,
+    /// UDP payload per packet, the equation's s, 36..=65000
+    #[arg(long, value_name = "BYTES", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(MIN_PACKET as i64..=65_000))]
+    packet_size: u32,
+    /// Never send faster than this, kbit/s (positive)
+    #[arg(long, value_name = "K", default_value_t = 100_000.0, value_parser = positive)]
+    max_rate_kbps: f64,
+    /// Stop after this long [default: until SIGINT/SIGTERM]
+    #[arg(long, value_name = "SECS", value_parser = duration_secs)]
+    duration: Option<f64>,
+    /// JSON lines: state every --log-interval-ms, each feedback, each nofeedback timer expiry
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// The state lines' interval (0 counts as 1)
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    log_interval_ms: u64,
+}
 
-  --to ADDR:PORT         the receiver (layercast-player --controller tfrc --listen ADDR:PORT)
-  --bind ADDR:PORT       send from / take feedback on this address [default: 0.0.0.0:0]
-  --packet-size BYTES    UDP payload per packet, the equation's s [default: 1000]
-  --max-rate-kbps K      never send faster than this [default: 100000]
-  --duration SECS        stop after this long [default: until SIGINT/SIGTERM]
-  --log FILE             JSON lines: state every --log-interval-ms, each feedback, each
-                         nofeedback timer expiry
-  --log-interval-ms MS   [default: 100]
-";
+/// The largest `--duration`, s (about 31 years): beyond it the deadline would not fit a clock.
+const MAX_DURATION_S: f64 = 1e9;
 
-/// Parses the subcommand's flags; `Ok(None)` after printing `--help`.
-pub fn parse_args(args: &[String]) -> Result<Option<SenderConfig>> {
-    let mut to = None;
-    let mut c = SenderConfig {
-        to: SocketAddrV4::new([0, 0, 0, 0].into(), 0),
-        bind: SocketAddrV4::new([0, 0, 0, 0].into(), 0),
-        packet_size: 1000,
-        duration: None,
-        max_rate_bps: 100e6,
-        log: None,
-        log_interval: Duration::from_millis(100),
-    };
-    let mut i = 0;
-    while i < args.len() {
-        let flag = args[i].as_str();
-        if flag == "-h" || flag == "--help" {
-            print!("{HELP}");
+fn receiver_addr(s: &str) -> std::result::Result<SocketAddrV4, String> {
+    let a: SocketAddrV4 = s.parse().map_err(|e| format!("{e}"))?;
+    if a.port() == 0 {
+        return Err("port 0".into());
+    }
+    Ok(a)
+}
+
+fn positive(s: &str) -> std::result::Result<f64, String> {
+    let x: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if !(x > 0.0 && x.is_finite()) {
+        return Err("must be a positive number".into());
+    }
+    Ok(x)
+}
+
+fn duration_secs(s: &str) -> std::result::Result<f64, String> {
+    let d = positive(s)?;
+    if d > MAX_DURATION_S {
+        return Err(format!("must be at most {MAX_DURATION_S:e} seconds"));
+    }
+    Ok(d)
+}
+
+/// Parses the subcommand's flags (after `tfrc`); `Ok(None)` after `--help` or `--version`
+/// printed their text.
+pub fn parse_args(args: &[String]) -> std::result::Result<Option<SenderConfig>, clap::Error> {
+    let argv = std::iter::once("tfrc").chain(args.iter().map(String::as_str));
+    let c = match Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
             return Ok(None);
         }
-        let key = flag.trim_start_matches('-');
-        let val = args
-            .get(i + 1)
-            .ok_or_else(|| Error::config(key, "needs a value"))?;
-        let bad = |e: &dyn std::fmt::Display| Error::config(key, format!("{val:?}: {e}"));
-        let pos = |x: f64| {
-            if x > 0.0 && x.is_finite() {
-                Ok(x)
-            } else {
-                Err(Error::config(
-                    key,
-                    format!("{val:?}: must be a positive number"),
-                ))
-            }
-        };
-        match key {
-            "to" => to = Some(val.parse::<SocketAddrV4>().map_err(|e| bad(&e))?),
-            "bind" => c.bind = val.parse().map_err(|e| bad(&e))?,
-            "packet-size" => {
-                let s: u32 = val.parse().map_err(|e| bad(&e))?;
-                if !(MIN_PACKET..=65_000).contains(&s) {
-                    return Err(Error::config(
-                        key,
-                        format!("{s}: must be {MIN_PACKET}..=65000"),
-                    ));
-                }
-                c.packet_size = s;
-            }
-            "max-rate-kbps" => c.max_rate_bps = pos(val.parse().map_err(|e| bad(&e))?)? * 1e3,
-            "duration" => c.duration = Some(pos(val.parse().map_err(|e| bad(&e))?)?),
-            "log" => c.log = Some(PathBuf::from(val)),
-            "log-interval-ms" => {
-                let ms: u64 = val.parse().map_err(|e| bad(&e))?;
-                c.log_interval = Duration::from_millis(ms.max(1));
-            }
-            _ => return Err(Error::config(key, "unknown flag (see --help)")),
-        }
-        i += 2;
-    }
-    c.to = to.ok_or_else(|| Error::config("to", "the receiver address is required"))?;
-    if c.to.port() == 0 {
-        return Err(Error::config("to", "port 0"));
-    }
-    Ok(Some(c))
+        Err(e) => return Err(e),
+    };
+    Ok(Some(SenderConfig {
+        to: c.to,
+        bind: c.bind,
+        packet_size: c.packet_size,
+        duration: c.duration,
+        max_rate_bps: c.max_rate_kbps * 1e3,
+        log: c.log,
+        log_interval: Duration::from_millis(c.log_interval_ms.max(1)),
+    }))
 }
 
 /// Totals at exit.
@@ -393,7 +403,8 @@ pub fn main(args: &[String], stop: &AtomicBool) -> i32 {
             }
         },
         Err(e) => {
-            eprintln!("layercast-server tfrc: {e}");
+            // Clap's report: the error naming the flag, the usage line, a pointer to --help.
+            let _ = e.print();
             2
         }
     }
@@ -410,17 +421,118 @@ mod tests {
         s.split_whitespace().map(str::to_string).collect()
     }
 
+    /// The clap error of a command line that must not parse, as text.
+    fn clap_err(s: &str, kind: clap::error::ErrorKind) -> String {
+        match parse_args(&args(s)) {
+            Err(e) => {
+                assert_eq!(e.kind(), kind, "{s}: {e}");
+                e.to_string()
+            }
+            Ok(_) => panic!("{s} parsed"),
+        }
+    }
+
     #[test]
     fn flags_are_checked() {
-        assert!(parse_args(&args("--packet-size 1000")).is_err(), "no --to");
-        assert!(parse_args(&args("--to 127.0.0.1:5000 --packet-size 10")).is_err());
-        assert!(parse_args(&args("--to 127.0.0.1:5000 --duration -1")).is_err());
-        assert!(parse_args(&args("--to 127.0.0.1:5000 --bogus 1")).is_err());
+        use clap::error::ErrorKind;
+        let e = clap_err("--packet-size 1000", ErrorKind::MissingRequiredArgument);
+        assert!(e.contains("--to"), "{e}");
+        let bad = [
+            ("--to 127.0.0.1:0", "--to", "port 0"),
+            ("--to x", "--to", "socket address"),
+            (
+                "--to 127.0.0.1:5000 --packet-size 10",
+                "--packet-size",
+                "36..=65000",
+            ),
+            (
+                "--to 127.0.0.1:5000 --packet-size 65001",
+                "--packet-size",
+                "36..=65000",
+            ),
+            (
+                "--to 127.0.0.1:5000 --duration -1",
+                "--duration",
+                "positive",
+            ),
+            (
+                "--to 127.0.0.1:5000 --duration 1e10",
+                "--duration",
+                "at most",
+            ),
+            (
+                "--to 127.0.0.1:5000 --max-rate-kbps 0",
+                "--max-rate-kbps",
+                "positive",
+            ),
+            (
+                "--to 127.0.0.1:5000 --max-rate-kbps inf",
+                "--max-rate-kbps",
+                "positive",
+            ),
+            (
+                "--to 127.0.0.1:5000 --log-interval-ms x",
+                "--log-interval-ms",
+                "digit",
+            ),
+            (
+                "--to 127.0.0.1:5000 --bind 1.2.3.4",
+                "--bind",
+                "socket address",
+            ),
+        ];
+        for (line, flag, why) in bad {
+            let e = clap_err(line, ErrorKind::ValueValidation);
+            assert!(e.contains(flag) && e.contains(why), "{line}: {e}");
+        }
+        let e = clap_err("--to 127.0.0.1:5000 --bogus 1", ErrorKind::UnknownArgument);
+        assert!(e.contains("--bogus"), "{e}");
+        assert!(e.contains("Usage: layercast-server tfrc --to"), "{e}");
+        let e = clap_err("--to 127.0.0.1:5000 --log", ErrorKind::InvalidValue);
+        assert!(e.contains("--log"), "{e}");
         let c = parse_args(&args("--to 127.0.0.1:5000 --max-rate-kbps 2000"))
             .unwrap()
             .unwrap();
         assert_eq!(c.max_rate_bps, 2e6);
         assert_eq!(c.packet_size, 1000);
+        assert_eq!(c.bind, "0.0.0.0:0".parse().unwrap());
+        assert_eq!((c.duration, c.log.clone()), (None, None));
+        assert_eq!(c.log_interval, Duration::from_millis(100));
+        // The testbed's command line (e2e/src/tfrc-checks.ts), and the `=` spelling.
+        let c = parse_args(&args(
+            "--to 10.1.0.2:6001 --bind 10.0.0.1:0 --packet-size 1000 --max-rate-kbps 90000 \
+             --duration 30 --log /tmp/s.jsonl --log-interval-ms=0",
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.to, "10.1.0.2:6001".parse().unwrap());
+        assert_eq!(c.bind, "10.0.0.1:0".parse().unwrap());
+        assert_eq!((c.max_rate_bps, c.duration), (90e6, Some(30.0)));
+        assert_eq!(c.log, Some(PathBuf::from("/tmp/s.jsonl")));
+        assert_eq!(c.log_interval, Duration::from_millis(1), "0 counts as 1");
+        assert!(parse_args(&args("--help")).unwrap().is_none());
+        assert!(parse_args(&args("--version")).unwrap().is_none());
+        let help = <Cli as clap::CommandFactory>::command()
+            .render_help()
+            .to_string();
+        for s in [
+            "--to <ADDR:PORT>",
+            "--listen ADDR:PORT",
+            "--bind <ADDR:PORT>",
+            "[default: 0.0.0.0:0]",
+            "--packet-size <BYTES>",
+            "[default: 1000]",
+            "--max-rate-kbps <K>",
+            "[default: 100000]",
+            "--duration <SECS>",
+            "until SIGINT/SIGTERM",
+            "--log <FILE>",
+            "--log-interval-ms <MS>",
+            "[default: 100]",
+            "--version",
+        ] {
+            assert!(help.contains(s), "--help lacks {s:?}:\n{help}");
+        }
     }
 
     #[test]

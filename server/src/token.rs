@@ -6,7 +6,8 @@ use clap::Parser;
 
 /// Sign a token for the API (docs/security.md "Signed tokens").
 #[derive(Parser, Debug)]
-#[command(name = "layercast-server token")]
+// `bin_name`: the usage line names the subcommand as typed (argv[0] here is `token`).
+#[command(name = "layercast-server token", bin_name = "layercast-server token")]
 struct Args {
     /// The server's token key file (made by the server at its first start; default
     /// `token.key` in the state directory, `LAYERCAST_STATE_DIR` or the XDG default).
@@ -71,5 +72,28 @@ pub fn main(args: &[String]) -> i32 {
             eprintln!("layercast-server token: {e}");
             2
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// The usage line reads as the command is typed.
+    #[test]
+    fn usage_names_the_subcommand() {
+        let mut cmd = Args::command();
+        let u = cmd.render_usage().to_string();
+        assert!(
+            u.contains("layercast-server token [OPTIONS] --role <ROLE>"),
+            "{u}"
+        );
+        // Also after a parse, which sets the binary name from argv[0] when none is given.
+        let e = Args::try_parse_from(["token", "--bogus"]).unwrap_err();
+        assert!(
+            e.to_string().contains("Usage: layercast-server token"),
+            "{e}"
+        );
     }
 }
