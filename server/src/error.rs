@@ -8,6 +8,9 @@ pub enum Error {
     /// A configuration value is missing or invalid; `key` is the config key (file, env, flag).
     #[error("invalid config value for `{key}`: {reason}")]
     Config { key: String, reason: String },
+    /// The command line does not parse (clap's message: the flag, what is wrong, the usage).
+    #[error("{0}")]
+    Cli(#[from] clap::Error),
     /// The config file could not be read or parsed.
     #[error("config file {path}: {reason}")]
     ConfigFile { path: String, reason: String },

@@ -92,6 +92,11 @@ fn main() {
             print!("{h}");
             return;
         }
+        Err(error::Error::Cli(e)) => {
+            // clap's own rendering (the flag, what is wrong, the usage line).
+            let _ = e.print();
+            std::process::exit(2);
+        }
         Err(e) => {
             eprintln!("layercast-server: {e}");
             std::process::exit(2);

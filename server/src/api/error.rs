@@ -39,9 +39,10 @@ impl ApiError {
         match self {
             ApiError::Domain(e) => {
                 let s = match e {
-                    Error::Config { .. } | Error::BadRequest(_) | Error::Congestion(_) => {
-                        S::BAD_REQUEST
-                    }
+                    Error::Config { .. }
+                    | Error::Cli(_)
+                    | Error::BadRequest(_)
+                    | Error::Congestion(_) => S::BAD_REQUEST,
                     Error::ConfigFile { .. } | Error::Io { .. } => S::INTERNAL_SERVER_ERROR,
                     Error::NoSuchSession(_) | Error::NotFound(_) => S::NOT_FOUND,
                     Error::Duplicate(_) | Error::Conflict(_) => S::CONFLICT,

@@ -2,6 +2,8 @@
 
 use super::{ServerConfig, SessionConfig, KEYS};
 use crate::error::{Error, Result};
+use clap::error::ErrorKind;
+use clap::{Arg, ArgAction, Command};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -49,46 +51,23 @@ fn load_inner(
     env: &BTreeMap<String, String>,
     file_text: Option<&str>,
 ) -> Result<Cli> {
-    let mut flags: BTreeMap<String, String> = BTreeMap::new();
-    let mut flag_sessions: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        if a == "-h" || a == "--help" {
-            return Ok(Cli::Help(help()));
+    let m = match command().try_get_matches_from(
+        std::iter::once("layercast-server".into()).chain(args.iter().cloned()),
+    ) {
+        Ok(m) => m,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            return Ok(Cli::Help(e.render().to_string()))
         }
-        if a == "--dev" {
-            // The one flag without a value: the explicit opt-out of the safe defaults.
-            flags.insert("dev".into(), "true".into());
-            i += 1;
-            continue;
-        }
-        let Some(body) = a.strip_prefix("--") else {
-            return Err(Error::config(
-                a,
-                "unexpected argument (flags are --key value)",
-            ));
-        };
-        let (k, v) = match body.split_once('=') {
-            Some((k, v)) => (k.to_string(), v.to_string()),
-            None => {
-                i += 1;
-                let v = args
-                    .get(i)
-                    .ok_or_else(|| Error::config(body, "flag needs a value"))?;
-                (body.to_string(), v.clone())
-            }
-        };
-        let k = k.replace('-', "_");
-        if k == "session" {
-            flag_sessions.push(v);
-        } else if KEYS.iter().any(|(n, _, _)| *n == k) {
-            flags.insert(k, v);
-        } else {
-            return Err(Error::config(&k, "unknown flag (see --help)"));
-        }
-        i += 1;
-    }
+        Err(e) => return Err(Error::Cli(e)),
+    };
+    let flags: BTreeMap<String, String> = KEYS
+        .iter()
+        .filter_map(|(k, _, _)| Some((k.to_string(), m.get_one::<String>(k)?.clone())))
+        .collect();
+    let flag_sessions: Vec<String> = m
+        .get_many::<String>("session")
+        .map(|v| v.cloned().collect())
+        .unwrap_or_default();
     // Layer 1: defaults; 2: file; 3: env; 4: flags.
     let mut vals: BTreeMap<String, String> = KEYS
         .iter()
@@ -285,25 +264,54 @@ fn parse_file(path: &str, text: &str) -> Result<(BTreeMap<String, String>, Vec<S
     Ok((vals, sessions))
 }
 
-fn help() -> String {
-    let mut s = String::from(
-        "layercast-server: layered multicast sender, session announcements, HTTP API\n\n\
-         Precedence: --flag > LAYERCAST_KEY env > config file > default.\n\
-         Safe by default: tokens required, HTTPS, generated at the first start into state_dir;\n\
-         --dev (no value needed) opts out, for loopback and labs only (docs/security.md).\n\n",
-    );
+/// What `--help` says after the flags.
+const AFTER_HELP: &str = "\
+Precedence: --flag > LAYERCAST_KEY env > config file > default.
+Safe by default: tokens required, HTTPS, generated at the first start into state_dir; --dev opts
+out, for loopback and labs only (docs/security.md).
+Also: `layercast-server token --help` (signed player tokens), `layercast-server tfrc --help` (a
+unicast TFRC flow; research build).";
+
+/// The command line: every server-level key of [`KEYS`] as `--key-name VALUE` (or
+/// `--key-name=VALUE`), `--session JSON` (repeatable) and `--dev` (alone: the explicit
+/// opt-out of the safe defaults; `--dev=false` also parses). The values stay text here: each
+/// is checked once the four layers are merged, so a bad value names its key wherever it came
+/// from (flag, environment or file).
+fn command() -> Command {
+    let mut c = Command::new("layercast-server")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("layercast-server: layered multicast sender, session announcements, HTTP API")
+        .after_help(AFTER_HELP)
+        .args_override_self(true)
+        .allow_negative_numbers(true);
     for (k, d, h) in KEYS {
-        s.push_str(&format!(
-            "  --{:<28} {h} [default: {d:?}; env LAYERCAST_{}]\n",
-            k.replace('_', "-"),
-            k.to_ascii_uppercase()
-        ));
+        let mut a = Arg::new(*k)
+            .long(k.replace('_', "-"))
+            .value_name(k.to_ascii_uppercase())
+            .help(format!(
+                "{h} [default: {d:?}; env LAYERCAST_{}]",
+                k.to_ascii_uppercase()
+            ))
+            .action(ArgAction::Set);
+        if *k == "dev" {
+            a = a
+                .num_args(0..=1)
+                .require_equals(true)
+                .default_missing_value("true")
+                .value_name("BOOL");
+        }
+        c = c.arg(a);
     }
-    s.push_str(
-        "  --session JSON                 add a session (same schema as POST /api/sessions);\n\
-         \x20                                repeatable; the file may hold [[session]] tables\n",
-    );
-    s
+    c.arg(
+        Arg::new("session")
+            .long("session")
+            .value_name("JSON")
+            .action(ArgAction::Append)
+            .help(
+                "add a session (same schema as POST /api/sessions); repeatable; the file may \
+                 hold [[session]] tables",
+            ),
+    )
 }
 
 #[cfg(test)]
@@ -356,8 +364,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("`http_addr`"), "{e}");
-        let e = run(&["--bogus", "1"], &[]).unwrap_err().to_string();
-        assert!(e.contains("`bogus`"), "{e}");
+        let e = run(&["--bogus", "1"], &[]).unwrap_err();
+        assert!(
+            matches!(&e, Error::Cli(c) if c.kind() == ErrorKind::UnknownArgument),
+            "{e}"
+        );
+        assert!(e.to_string().contains("'--bogus'"), "{e}");
         let e = run(&["--announce", "10.0.0.1:5000"], &[])
             .unwrap_err()
             .to_string();
@@ -366,5 +378,71 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--session #0"), "{e}");
+    }
+
+    fn cli_err(a: &[&str]) -> clap::Error {
+        match run(a, &[]) {
+            Err(Error::Cli(e)) => e,
+            Err(e) => panic!("{a:?}: not a command-line error: {e}"),
+            Ok(_) => panic!("{a:?} parsed"),
+        }
+    }
+
+    /// Flags as clap parses them: `--key value` and `--key=value`, the last of a repeated
+    /// flag, every `--session`, `--dev` alone or with `=BOOL`, and clear errors for a missing
+    /// value or a stray word.
+    #[test]
+    fn the_command_line() {
+        let c = run(&["--ttl=6", "--port-base", "7000", "--ttl", "7"], &[]).unwrap();
+        assert_eq!((c.ttl, c.port_base), (7, 7000));
+        let s = r#"{"name":"a","layers":2}"#;
+        let c = run(&["--session", s, "--session", s], &[]).unwrap();
+        assert_eq!(c.sessions.len(), 2);
+        assert!(run(&["--dev"], &[]).unwrap().dev);
+        let c = run(
+            &["--dev", "--tls", "false", "--http-addr", "0.0.0.0:8080"],
+            &[],
+        )
+        .unwrap();
+        assert!(c.dev && !c.tls);
+        assert!(!run(&["--dev=false"], &[]).unwrap().dev);
+        assert!(!run(&[], &[]).unwrap().dev);
+        // An empty value is a value: `--announce ''` turns the announcements off (the edge).
+        assert_eq!(run(&["--announce", ""], &[]).unwrap().announce, None);
+        assert_eq!(run(&["--announce="], &[]).unwrap().announce, None);
+        let e = cli_err(&["--ttl"]);
+        assert_eq!(e.kind(), ErrorKind::InvalidValue, "{e}");
+        assert!(e.to_string().contains("--ttl"), "{e}");
+        let e = cli_err(&["ttl", "3"]);
+        assert_eq!(e.kind(), ErrorKind::UnknownArgument, "{e}");
+        let e = cli_err(&["--dev", "true"]);
+        assert_eq!(e.kind(), ErrorKind::UnknownArgument, "{e}");
+        // A negative number is a value (refused by its key's own check).
+        let e = run(&["--port-base", "-1"], &[]).unwrap_err().to_string();
+        assert!(e.contains("`port_base`"), "{e}");
+    }
+
+    /// `--help` lists every key as a flag with its default and environment variable, and the
+    /// precedence; `--version` the crate's version. Neither runs the server.
+    #[test]
+    fn help_and_version() {
+        let help = match load(&args(&["--help"]), &BTreeMap::new()).unwrap() {
+            Cli::Help(h) => h,
+            Cli::Run(_) => panic!("--help ran"),
+        };
+        for (k, _, _) in KEYS {
+            let flag = format!("--{}", k.replace('_', "-"));
+            assert!(help.contains(&flag), "{flag} missing from --help:\n{help}");
+            let env = format!("LAYERCAST_{}", k.to_ascii_uppercase());
+            assert!(help.contains(&env), "{env} missing from --help");
+        }
+        assert!(help.contains("--session <JSON>") && help.contains("Precedence"));
+        match load(&args(&["--version"]), &BTreeMap::new()).unwrap() {
+            Cli::Help(v) => assert_eq!(
+                v.trim(),
+                format!("layercast-server {}", env!("CARGO_PKG_VERSION"))
+            ),
+            Cli::Run(_) => panic!("--version ran"),
+        }
     }
 }
