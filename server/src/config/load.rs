@@ -273,7 +273,7 @@ Also: `layercast-server token --help` (signed player tokens), `layercast-server 
 unicast TFRC flow; research build).";
 
 /// The command line: every server-level key of [`KEYS`] as `--key-name VALUE` (or
-/// `--key-name=VALUE`), `--session JSON` (repeatable) and `--dev` (alone: the explicit
+/// `--key-name=VALUE`, or with the key's underscores), `--session JSON` (repeatable) and `--dev` (alone: the explicit
 /// opt-out of the safe defaults; `--dev=false` also parses). The values stay text here: each
 /// is checked once the four layers are merged, so a bad value names its key wherever it came
 /// from (flag, environment or file).
@@ -293,6 +293,11 @@ fn command() -> Command {
                 k.to_ascii_uppercase()
             ))
             .action(ArgAction::Set);
+        if k.contains('_') {
+            // The key's own spelling (`--http_addr`) parses too, as it always has: scripts
+            // written against the file's names keep working.
+            a = a.alias(*k);
+        }
         if *k == "dev" {
             a = a
                 .num_args(0..=1)
@@ -395,6 +400,18 @@ mod tests {
     fn the_command_line() {
         let c = run(&["--ttl=6", "--port-base", "7000", "--ttl", "7"], &[]).unwrap();
         assert_eq!((c.ttl, c.port_base), (7, 7000));
+        // The key's own spelling: what the testbed and older scripts pass.
+        let c = run(
+            &[
+                "--http_addr",
+                "127.0.0.1:9002",
+                "--announce_interval_ms=500",
+            ],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.http_addr.port(), 9002);
+        assert_eq!(c.announce_interval, Duration::from_millis(500));
         let s = r#"{"name":"a","layers":2}"#;
         let c = run(&["--session", s, "--session", s], &[]).unwrap();
         assert_eq!(c.sessions.len(), 2);
