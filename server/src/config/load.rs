@@ -36,21 +36,6 @@ pub enum Cli {
 /// Builds the configuration from `args` (without the program name) and `env`. Reads the
 /// config file, writes nothing.
 pub fn load(args: &[String], env: &BTreeMap<String, String>) -> Result<Cli> {
-    load_inner(args, env, None)
-}
-
-/// The configuration a config file's `text` alone gives (no flags, no environment): the
-/// config-file fuzz target's entry.
-pub fn load_file_text(text: &str) -> Result<Cli> {
-    let args = ["--config".to_string(), "config.toml".to_string()];
-    load_inner(&args, &BTreeMap::new(), Some(text))
-}
-
-fn load_inner(
-    args: &[String],
-    env: &BTreeMap<String, String>,
-    file_text: Option<&str>,
-) -> Result<Cli> {
     let m = match command().try_get_matches_from(
         std::iter::once("layercast-server".into()).chain(args.iter().cloned()),
     ) {
@@ -68,6 +53,24 @@ fn load_inner(
         .get_many::<String>("session")
         .map(|v| v.cloned().collect())
         .unwrap_or_default();
+    load_inner(flags, &flag_sessions, env, None)
+}
+
+/// The configuration a config file's `text` alone gives (no flags, no environment): the
+/// config-file fuzz target's entry (no command line to parse on each input).
+pub fn load_file_text(text: &str) -> Result<Cli> {
+    let flags = BTreeMap::from([("config".to_string(), "config.toml".to_string())]);
+    load_inner(flags, &[], &BTreeMap::new(), Some(text))
+}
+
+/// Merges the four layers (`flags` and `flag_sessions` from the command line) and checks
+/// every value.
+fn load_inner(
+    flags: BTreeMap<String, String>,
+    flag_sessions: &[String],
+    env: &BTreeMap<String, String>,
+    file_text: Option<&str>,
+) -> Result<Cli> {
     // Layer 1: defaults; 2: file; 3: env; 4: flags.
     let mut vals: BTreeMap<String, String> = KEYS
         .iter()
