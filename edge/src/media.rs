@@ -488,7 +488,7 @@ impl Loop {
         let viewers = self.edge.reports(now);
         for v in &viewers {
             tracing::debug!(
-                "viewer {:x}: S{}T{} target S{}T{}, estimate {:.0} kbit/s, sent {:.0} kbit/s, loss {:.3}, rtt {:?}, nacks {}, rtx {} (copies {}, refused {}), pictures {} skipped {} fillers left out {}",
+                "viewer {:x}: S{}T{} target S{}T{}, estimate {:.0} kbit/s, sent {:.0} kbit/s, loss {:.3}, rtt {:?}, nacks {}, rtx {} (copies {}, refused {}, skipped {}+{}), pictures {} skipped {} fillers left out {}",
                 v.id,
                 v.current.spatial,
                 v.current.temporal,
@@ -502,6 +502,8 @@ impl Loop {
                 v.stats.rtx_packets,
                 v.stats.repair_copies,
                 v.stats.repair_copies_refused,
+                v.stats.repair_copies_skipped_loss,
+                v.stats.repair_copies_skipped_backlog,
                 v.forward.pictures,
                 v.forward.pictures_skipped,
                 v.forward.fillers_left_out

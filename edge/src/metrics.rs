@@ -158,6 +158,20 @@ impl Collector for Snap {
             "retransmissions (RTX) answering NACKs",
             t.rtx_packets,
         )?;
+        labelled(
+            &mut e,
+            "layercast_edge_repair_copies",
+            "NACKed packets by what became of their second copy (sent; not made: budget spent, heavy loss, pacer backlog)",
+            MetricType::Counter,
+            [
+                ("sent", t.repair_copies),
+                ("refused", t.repair_copies_refused),
+                ("skipped_loss", t.repair_copies_skipped_loss),
+                ("skipped_backlog", t.repair_copies_skipped_backlog),
+            ]
+            .into_iter()
+            .map(|(o, n)| (vec![("outcome", o.to_string())], n as f64)),
+        )?;
         counter(
             &mut e,
             "layercast_edge_plis",

@@ -144,6 +144,12 @@ pub struct Totals {
     pub pictures: u64,
     /// Encoder fillers left out at the top of a browser's picture.
     pub fillers_left_out: u64,
+    /// Second copies of NACKed packets sent, and the NACKed packets not copied: budget
+    /// spent, the browser's loss too high, str0m's pacer holding a backlog (`resend.rs`).
+    pub repair_copies: u64,
+    pub repair_copies_refused: u64,
+    pub repair_copies_skipped_loss: u64,
+    pub repair_copies_skipped_backlog: u64,
 }
 
 impl Totals {
@@ -158,6 +164,10 @@ impl Totals {
         self.firs += s.firs;
         self.pictures += f.pictures;
         self.fillers_left_out += f.fillers_left_out;
+        self.repair_copies += s.repair_copies;
+        self.repair_copies_refused += s.repair_copies_refused;
+        self.repair_copies_skipped_loss += s.repair_copies_skipped_loss;
+        self.repair_copies_skipped_backlog += s.repair_copies_skipped_backlog;
     }
 }
 

@@ -69,6 +69,10 @@ pub struct ViewerStats {
     pub repair_copies: u64,
     /// NACKed packets not copied: the copy budget was spent (a loss burst).
     pub repair_copies_refused: u64,
+    /// NACKed packets not copied because the browser's loss read `COPY_MAX_LOSS` or more.
+    pub repair_copies_skipped_loss: u64,
+    /// NACKed packets not copied because str0m's pacer held a backlog.
+    pub repair_copies_skipped_backlog: u64,
     /// Rate of video media sent over the last stats interval, bit/s.
     pub rate_bps: f64,
     /// Rate of audio payload sent over the last stats interval, bit/s.
@@ -432,7 +436,18 @@ impl Viewer {
             self.burst_checked = Some(now);
             self.signals.push_back(ViewerSignal::Estimate);
         }
-        if loss >= COPY_MAX_LOSS || self.pacer_backlog(now) >= BACKLOG_CHECK {
+        let skipped = if loss >= COPY_MAX_LOSS {
+            Some(&mut self.stats.repair_copies_skipped_loss)
+        } else if self.pacer_backlog(now) >= BACKLOG_CHECK {
+            Some(&mut self.stats.repair_copies_skipped_backlog)
+        } else {
+            None
+        };
+        if let Some(count) = skipped {
+            *count += entries
+                .iter()
+                .map(|e| e.into_iter(last).count() as u64)
+                .sum::<u64>();
             return;
         }
         for e in entries {

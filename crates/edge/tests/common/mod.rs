@@ -327,8 +327,8 @@ impl Path {
 }
 
 /// The whole bed.
-/// A filter on the datagrams to browser `i` (true = drop).
-pub type DownDrop = Box<dyn FnMut(usize, &[u8]) -> bool>;
+/// A filter on the datagrams to browser `i` (true = drop), with the bed's time.
+pub type DownDrop = Box<dyn FnMut(Duration, usize, &[u8]) -> bool>;
 
 pub struct Bed {
     pub t0: Instant,
@@ -372,7 +372,7 @@ impl Bed {
             events: Vec::new(),
             key_requests: Vec::new(),
             upstream_drop: Box::new(|_, _| false),
-            down_drop: Box::new(|_, _| false),
+            down_drop: Box::new(|_, _, _| false),
             pictures: 0,
         }
     }
@@ -551,7 +551,7 @@ impl Bed {
         let tnow = self.time();
         while let Some(t) = self.edge.poll_transmit() {
             if let Some(i) = self.browsers.iter().position(|b| b.addr == t.destination) {
-                if (self.down_drop)(i, &t.contents) {
+                if (self.down_drop)(self.now, i, &t.contents) {
                     continue;
                 }
                 let len = t.contents.len() as u32;
