@@ -49,6 +49,8 @@ export interface ViewerRow {
 
 export interface DemoResult {
   url: string;
+  /** The edge's watch page (a browser viewer), when the edge started (not with the synthetic source). */
+  watchUrl: string | null;
   /** The source the server ran. */
   source: string;
   /** Why it is not VP9, when it is not. */
@@ -74,6 +76,10 @@ export const VP9_TEST_SOURCE = 'testpattern';
  *  'auto' tries it first, so the demo has sound wherever the server's GStreamer has the
  *  elements; without them it falls back to the silent VP9 test pattern. */
 export const GST_TEST_SOURCE = 'gst-testpattern';
+
+/** The WebRTC edge's HTTP (watch page, WHEP) and UDP ports on the dashboard link. */
+const EDGE_PORT = 8090;
+const EDGE_WEBRTC_PORT = 8443;
 
 /** The demo's audio track (64 kbit/s Opus, counted in layer 0's announced rate). */
 export const DEMO_AUDIO = { kbps: 64 };
@@ -172,6 +178,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
   fs.mkdirSync(outDir, { recursive: true });
   const serverBin = requireBinary('layercast-server');
   const playerBin = requireBinary('layercast-player');
+  const edgeBin = requireBinary('layercast-edge');
   requireBinary('layercast-linkemu');
 
   const notes: string[] = [];
@@ -215,6 +222,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
         }, (duration + 120) * 1000)
       : null;
   let url = '';
+  let watchUrl: string | null = null;
   let source = 'synthetic';
   let sourceNote: string | null = null;
   let t0 = Date.now();
@@ -307,15 +315,24 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
     }
 
     // The ladder the server announces (a video encode sets its own) against the scenario's.
+    // The sound rides in layer 0 (its rate counts in layer 0's), the scenario's ladder is the
+    // video's: the comparison leaves the sound out.
     let ladder = rates.map((r) => r * 1000);
+    let audioBps = 0;
     try {
-      const ss = (await getJson(`${base}/api/sessions`)) as { id?: string; layers?: { rate_bps?: number }[] }[];
+      const ss = (await getJson(`${base}/api/sessions`)) as {
+        id?: string;
+        layers?: { rate_bps?: number }[];
+        audio_rate_bps?: number | null;
+      }[];
       const mine = Array.isArray(ss) ? ss.find((x) => x.id === flow.name) : undefined;
       if (mine?.layers?.length) ladder = mine.layers.map((l) => Number(l.rate_bps ?? 0));
+      audioBps = Number(mine?.audio_rate_bps ?? 0);
     } catch {
       /* keep the scenario's */
     }
-    const off = ladder.length !== rates.length || ladder.some((r, i) => Math.abs(r - rates[i] * 1000) > 0.02 * rates[i] * 1000);
+    const video = ladder.map((r, i) => (i === 0 ? r - audioBps : r));
+    const off = video.length !== rates.length || video.some((r, i) => Math.abs(r - rates[i] * 1000) > 0.02 * rates[i] * 1000);
     if (off) {
       notes.push(`the server announces ${ladder.length} layers (${ladder.map((r) => Math.round(r / 1000)).join(', ')} kbit/s), not the scenario's ladder`);
       log(notes[notes.length - 1]);
@@ -343,6 +360,36 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
         const r = iperfRateBps(l);
         if (r !== null && !/sender|receiver/.test(l)) tcpBps[f.name] = r;
       });
+    }
+
+    // ---- the WebRTC edge (docs/edge.md): a browser on this machine watches the session
+    // through it. It runs in the source's namespace, so it receives the groups by multicast
+    // loopback (the server's `loop` default) and browsers reach it over the dashboard link.
+    if (source !== 'synthetic') {
+      const dashAddr = `10.201.${y}.2`;
+      const edgePort = port === EDGE_PORT ? EDGE_PORT + 1 : EDGE_PORT;
+      const edgeArgs = [
+        '--server', `http://127.0.0.1:${port}`,
+        '--http', `0.0.0.0:${edgePort}`, // the namespace's only outside link is the dashboard's
+        '--webrtc-bind', `${dashAddr}:${EDGE_WEBRTC_PORT}`,
+        '--interface', srcAddr,
+        '--name', 'demo-edge',
+        '--session', flow.name,
+      ];
+      const edge = net.procs.spawnIn(srcNs, 'edge', edgeBin, edgeArgs);
+      pipeTo(edge, path.join(outDir, 'edge.log'));
+      const edgeBase = `http://${dashAddr}:${edgePort}`;
+      for (let i = 0; i < 100 && edge.exitCode === null && !watchUrl; i++) {
+        const ok = await fetch(`${edgeBase}/healthz`, { signal: AbortSignal.timeout(500) })
+          .then((r) => r.ok)
+          .catch(() => false);
+        if (ok) watchUrl = `${edgeBase}/watch/${flow.name}`;
+        else await sleep(100);
+      }
+      if (!watchUrl) {
+        notes.push(`the WebRTC edge did not start (log: ${path.join(outDir, 'edge.log')}): no browser viewer`);
+        log(notes[notes.length - 1]);
+      }
     }
 
     // ---- players
@@ -380,13 +427,18 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
         (source === VP9_TEST_SOURCE || source === GST_TEST_SOURCE ? ` (VP9 SVC L${DEMO_VIDEO.spatial}T${DEMO_VIDEO.temporal}, ${DEMO_VIDEO.width}x${DEMO_VIDEO.height} @ ${DEMO_VIDEO.fps} fps)` : ''),
     );
     out(`  cumulative layer rates (kbit/s): ${cumulative.map((r) => Math.round(r / 1000)).join(' ')}`);
-    if (source === GST_TEST_SOURCE) out(`  sound: Opus ${DEMO_AUDIO.kbps} kbit/s on its own group, joined with layer 0 (a tone, a beep at every white flash)`);
+    if (source === GST_TEST_SOURCE)
+      out(
+        `  sound: Opus ${DEMO_AUDIO.kbps} kbit/s on its own group, joined with layer 0 (a tone, a beep at every white flash)` +
+          (audioBps ? `; ${Math.round(audioBps / 1000)} kbit/s with headers and repair, counted in layer 0's rate` : ''),
+      );
     if (sourceNote) out(`NOTE: ${sourceNote}`);
     for (const r of flow.receivers) {
       const shared = tcpFlows.filter((f) => f.to === r.at || f.from === r.at).map((f) => ` shared with TCP flow "${f.name}"`).join('');
       out(`  viewer ${r.name}: behind ${bottleneck(r.at)}${shared}`);
     }
     out(`dashboard: ${url}   (API: ${base}/api/viewers)`);
+    if (watchUrl) out(`browser viewer: ${watchUrl}   (WebRTC through the edge; open it in a browser on this machine)`);
     out(duration !== null ? `running for ${duration} s` : 'running until Ctrl-C');
 
     // ---- status loop
@@ -438,6 +490,7 @@ export async function runDemo(opts: DemoOptions = {}): Promise<DemoResult> {
   if (leftover.length) notes.push(`namespaces left: ${leftover.join(' ')}`);
   return {
     url,
+    watchUrl,
     source,
     sourceNote,
     ranS: (Date.now() - t0) / 1000,

@@ -184,6 +184,8 @@ fn api_sessions_telemetry_live_metrics_shutdown() {
     assert_eq!(get("list").1, 200);
     assert_eq!(get("list").2[0]["id"], "one");
     assert_eq!(get("list").2[0]["layers"][2]["cumulative_bps"], 150000);
+    // No audio track: nothing of layer 0's rate is sound.
+    assert!(get("list").2[0]["audio_rate_bps"].is_null());
     assert_eq!(get("create").1, 201);
     assert_eq!(get("create").2["protocol"], "plm");
     assert_eq!(get("create").2["layers"][1]["group"], "239.255.77.4");

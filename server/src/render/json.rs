@@ -34,6 +34,11 @@ pub fn session(state: &State, s: &Session, table: &Table) -> Value {
     json!({
         "id": s.cfg.id, "name": s.cfg.name, "protocol": s.cfg.protocol,
         "source": s.cfg.source, "codec": info.describe(), "layers": layers,
+        // The audio track rides in layer 0: its share of layer 0's announced rate.
+        "audio_rate_bps": info.tracks.iter()
+            .filter(|t| t.kind == proto::TrackKind::Audio)
+            .flat_map(|t| t.streams.iter().map(|st| st.rate_bps))
+            .reduce(|a, b| a + b),
         "video_pictures": q.map(|q| q.pictures.load(Ordering::Relaxed)),
         "video_dropped": q.map(|q| q.dropped.load(Ordering::Relaxed)),
         "video_layer_frames_dropped": q.map(|q| q.layer_frames_dropped.load(Ordering::Relaxed)),
