@@ -44,6 +44,9 @@ pub struct TfrcReceiver {
     mean_size: f64,
     x_recv_max: f64,
     data_since_feedback: bool,
+    /// When the feedback timer last expired (on time, late, or early for a new loss): the
+    /// receive rate reaches back to it when that is longer ago than one RTT.
+    last_expiry: Option<Time>,
     sent_on_last_expiry: bool,
     p_prev: f64,
     timer: Time,
@@ -65,6 +68,7 @@ impl TfrcReceiver {
             mean_size: 0.0,
             x_recv_max: 0.0,
             data_since_feedback: false,
+            last_expiry: None,
             sent_on_last_expiry: true,
             p_prev: 0.0,
             timer: Time::NEVER,
@@ -88,21 +92,32 @@ impl TfrcReceiver {
         self.feedbacks
     }
 
-    /// Receive rate over the last RTT (or since the first packet if shorter), bytes/s.
+    /// Receive rate, bytes/s, over the last RTT, or back to the feedback timer's last expiry
+    /// when that was longer ago (RFC 5348 §6.2 step 2 allows the longer interval); since the
+    /// first packet if that is shorter. Over one RTT alone, a feedback timer that fires late (a receiver held
+    /// off the CPU for longer than a loopback RTT of a millisecond) saw no packet in its
+    /// window and reported a receive rate of 0, which limits the sender to its minimum.
     pub fn x_recv(&self, now: Time) -> f64 {
         let Some(first) = self.first_arrival else {
             return 0.0;
         };
-        let window = self.rtt.max(1e-3);
-        let span = (now - first).as_secs_f64().clamp(1e-3, window);
+        let span = (now - first).as_secs_f64().clamp(1e-3, self.window(now));
         self.arrivals_bytes as f64 / span
     }
 
+    /// The receive-rate window at `now`, seconds: one RTT (at least 1 ms), or back to the
+    /// timer's last expiry.
+    fn window(&self, now: Time) -> f64 {
+        let rtt = self.rtt.clamp(1e-3, 1e3);
+        self.last_expiry
+            .map_or(rtt, |t| rtt.max((now - t).as_secs_f64()))
+    }
+
     fn prune(&mut self, now: Time) {
-        let window = Duration::from_secs_f64(self.rtt.clamp(1e-3, 1e3));
-        let horizon = now - window;
+        let horizon = now - Duration::from_secs_f64(self.window(now));
         while let Some(&(t, b)) = self.arrivals.front() {
-            if t > horizon {
+            // A packet that arrived with the last feedback counts in the next one.
+            if t >= horizon {
                 break;
             }
             self.arrivals.pop_front();
@@ -197,6 +212,7 @@ impl TfrcReceiver {
         } else {
             self.sent_on_last_expiry = false;
         }
+        self.last_expiry = Some(now);
         self.timer = now + Duration::from_secs_f64(self.rtt.clamp(1e-3, 1e3));
     }
 
@@ -260,6 +276,37 @@ mod tests {
         assert!((x / 1_000_000.0 - 1.0).abs() < 0.05, "x={x}");
         // Hold time is the gap since the newest packet arrived.
         assert!(fbs.iter().all(|(_, f)| f.t_delay_us <= 1000));
+    }
+
+    /// A feedback timer that fires long after the RTT (the receiver was held off the CPU)
+    /// still reports what arrived since its last expiry, not 0.
+    #[test]
+    fn a_late_timer_reports_the_rate_since_its_last_expiry() {
+        let mut r = TfrcReceiver::new(TfrcReceiverConfig::default());
+        // 2 packets of 1000 B per ms, RTT 1 ms, for 20 ms; the timer expires once a
+        // millisecond, the last time at 19 ms.
+        for i in 0..40u32 {
+            let t = Time::from_micros(500 * i as u64);
+            if r.poll_timeout().is_some_and(|d| d <= t) {
+                r.handle_timeout(t);
+            }
+            r.handle_data(t, &data(i, t, 1), 1000);
+        }
+        while r.poll_feedback().is_some() {}
+        // The timer was due at 20 ms; it runs at 30 ms, the last packet 10.5 ms old.
+        let t = Time::from_millis(30);
+        assert!(r.poll_timeout().is_some_and(|d| d <= t));
+        r.handle_timeout(t);
+        let f = r
+            .poll_feedback()
+            .expect("data arrived since the last feedback");
+        // The 2 packets since the last expiry (19 ms) over the 11 ms since: 182 kB/s (the
+        // field is X_recv in bytes/s, RFC 5348 §3.2.2).
+        assert!(
+            (150_000..=200_000).contains(&f.x_recv_bps),
+            "{}",
+            f.x_recv_bps
+        );
     }
 
     #[test]
