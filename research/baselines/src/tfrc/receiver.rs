@@ -94,9 +94,9 @@ impl TfrcReceiver {
 
     /// Receive rate, bytes/s, over the last RTT, or back to the feedback timer's last expiry
     /// when that was longer ago (RFC 5348 §6.2 step 2 allows the longer interval); since the
-    /// first packet if that is shorter. Over one RTT alone, a feedback timer that fires late (a receiver held
-    /// off the CPU for longer than a loopback RTT of a millisecond) saw no packet in its
-    /// window and reported a receive rate of 0, which limits the sender to its minimum.
+    /// first packet if that is shorter. Over one RTT alone, a timer that fires late (the
+    /// receiver held off the CPU for longer than a loopback RTT of a millisecond) sees an
+    /// empty window and reports 0, which limits the sender to its minimum.
     pub fn x_recv(&self, now: Time) -> f64 {
         let Some(first) = self.first_arrival else {
             return 0.0;
@@ -116,7 +116,7 @@ impl TfrcReceiver {
     fn prune(&mut self, now: Time) {
         let horizon = now - Duration::from_secs_f64(self.window(now));
         while let Some(&(t, b)) = self.arrivals.front() {
-            // A packet that arrived with the last feedback counts in the next one.
+            // A packet that arrived at the last expiry counts in the next report.
             if t >= horizon {
                 break;
             }
