@@ -107,7 +107,7 @@ fn headless_player_decodes_behind_bottleneck() {
     let packet = std::env::var("LAYERCAST_BENCH_PACKET").unwrap_or_else(|_| "1200".into());
     tb.start_server(&format!(
         r#"{{"name":"vid","source":"testpattern","protocol":"era","packet_size":{packet},
-            "video":{{"width":640,"height":360,"fps":15,"kbps_scale":0.5,"qroverlay":true,"reference_dir":"{}"}}}}"#,
+            "video":{{"width":640,"height":360,"fps":15,"temporal":3,"kbps_scale":0.5,"qroverlay":true,"reference_dir":"{}"}}}}"#,
         refdir.display()
     ));
     std::thread::sleep(Duration::from_millis(800));
@@ -252,7 +252,7 @@ fn bench_latency_and_join() {
     let packet = std::env::var("LAYERCAST_BENCH_PACKET").unwrap_or_else(|_| "1200".into());
     tb.start_server(&format!(
         r#"{{"name":"vid","source":"testpattern","protocol":"era","packet_size":{packet},
-            "video":{{"width":640,"height":360,"fps":15,"qroverlay":true,"kbps_scale":1.0{headroom}}}}}"#
+            "video":{{"width":640,"height":360,"fps":15,"temporal":3,"qroverlay":true,"kbps_scale":1.0{headroom}}}}}"#
     ));
     std::thread::sleep(Duration::from_millis(1500));
     let url = tb.url("vid");
@@ -396,7 +396,7 @@ fn bench_player_cpu_720p() {
     let mut tb = Testbed::new(100_000_000, 1_000_000, 1514);
     tb.start_server(
         r#"{"name":"hd","source":"testpattern","protocol":"era","packet_size":1200,
-            "video":{"width":1280,"height":720,"fps":30,"kbps_scale":1.0}}"#,
+            "video":{"width":1280,"height":720,"fps":30,"temporal":3,"kbps_scale":1.0}}"#,
     );
     std::thread::sleep(Duration::from_millis(1500));
     let url = tb.url("hd");

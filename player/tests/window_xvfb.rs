@@ -99,7 +99,7 @@ fn window_shows_video_under_xvfb() {
     let mut tb = Testbed::new(100_000_000, 1_000_000, 1514);
     tb.start_server(
         r#"{"name":"win","source":"testpattern","protocol":"era","packet_size":1200,
-            "video":{"width":640,"height":360}}"#,
+            "video":{"width":640,"height":360,"temporal":3}}"#,
     );
     std::thread::sleep(Duration::from_millis(1000));
     // The player inherits DISPLAY; the X server's filesystem socket works across network

@@ -90,7 +90,7 @@ fn video_layers_are_paced_at_their_announced_rate() {
             .args(["--interface", "127.0.0.1"])
             .args([
                 "--session",
-                r#"{"name":"v","source":"testpattern","packet_size":600,"video":{"width":320,"height":180,"fps":15}}"#,
+                r#"{"name":"v","source":"testpattern","packet_size":600,"video":{"width":320,"height":180,"fps":15,"temporal":3}}"#,
             ])
             .stderr(Stdio::null())
             .spawn()

@@ -4,8 +4,8 @@
 //!
 //! `cargo run --release -p layercast-codec --example rc_study -- [key=value ...]` with keys
 //! `yuv` (raw I420 1280x720, default .cache/media/bbb-1280x720.yuv, made by scripts/setup.sh),
-//! `loops` (3), `cells` ("s0t0,s0t1,s0t2;s1t0,...", kbit/s increments; default the codec's
-//! ladder), `buf` (initial,optimal,size ms), `drop` (threshold %, 0 = off), `mode`
+//! `loops` (3), `cells` ("s0t0,s0t1;s1t0,...", kbit/s increments; default the server's
+//! 720p30 L3T2 ladder, `SvcConfig::l3t2_720p`; three per row for L3T3), `buf` (initial,optimal,size ms), `drop` (threshold %, 0 = off), `mode`
 //! (layer|constrained), `intra` (max intra %), `speed`, `ki` (key interval, frames),
 //! `payload` (bytes per packet for the packet counts, default 1156), `src=synth` (the
 //! synthetic test pattern of `codec::synth` instead of the clip, the quality test's source) with
@@ -25,12 +25,13 @@ fn main() {
         })
         .collect();
     let get = |k: &str| args.iter().find(|(a, _)| a == k).map(|(_, v)| v.as_str());
-    let mut conf = SvcConfig::l3t3_720p();
+    let mut conf = SvcConfig::l3t2_720p();
     if let Some(c) = get("cells") {
         conf.cell_kbps = c
             .split(';')
             .map(|r| r.split(',').map(|x| x.trim().parse().unwrap()).collect())
             .collect();
+        conf.temporal_layers = conf.cell_kbps[0].len();
     }
     if let Some(b) = get("buf") {
         let v: Vec<u32> = b.split(',').map(|x| x.parse().unwrap()).collect();

@@ -4,7 +4,7 @@
 //! Source: the Big Buck Bunny clip as raw 720p I420 (`.cache/media/bbb-1280x720.yuv`, made by
 //! scripts/setup.sh), `LOOPS` times at 30 fps.
 //!
-//! * Layered: the default L3T3 ladder scaled by each of [`SCALES`]; for each point (a prefix
+//! * Layered: the server's default ladder (720p30 L3T2, `SvcConfig::l3t2_720p`) scaled by each of [`SCALES`]; for each point (a prefix
 //!   of layers whose shown pictures have one size and rate: 180p15, 180p30, 360p15, 360p30,
 //!   720p15, 720p30) the rate of every frame the prefix holds and the PSNR / SSIM of its
 //!   shown pictures at their size.
@@ -23,7 +23,7 @@
 //! `codec::ladder::LayerOrder`) that shows it; that order has no 180p30 point.
 //!
 //! Knobs for studies (no acceptance row then): `CELLS` ("s0t0,s0t1,s0t2;s1t0,...", kbit/s per
-//! cell), `ORDER=spatial-major`, `TRACK=0` (`SvcConfig::track_cells` off), `LOWER_SPEED`,
+//! cell), `TEMPORAL=3` (the L3T3 ladder), `ORDER=spatial-major`, `TRACK=0` (`SvcConfig::track_cells` off), `LOWER_SPEED`,
 //! `PLAIN_DROP`.
 //!
 //! Quality reference: the source box-scaled to the decoded size (docs/codec.md "PSNR
@@ -224,7 +224,7 @@ fn main() {
     // every 2 s and no periodic spatial re-sync. Both streams key every 2 s of their own frame
     // rate, same speed, error resilience, aq-mode and rate-control buffer (docs/codec.md
     // "Rate-quality against one plain stream", "Fairness").
-    let mut base = SvcConfig::l3t3_720p();
+    let mut base = SvcConfig::l3t2_720p();
     base.keyframe_interval = KEY_SECONDS * 30;
     base.spatial_sync_interval = 0;
     // CELLS="s0t0,s0t1,s0t2;s1t0,...": another ladder (kbit/s per cell) to measure.
@@ -234,6 +234,14 @@ fn main() {
             .map(|r| r.split(',').map(|x| x.trim().parse().unwrap()).collect())
             .collect();
     }
+    // TEMPORAL=3 (or 1): another temporal layer count with its default cells
+    // (`codec::ladder::default_cell_kbps`), unless CELLS sets the cells.
+    if let Some(nt) = std::env::var("TEMPORAL").ok().and_then(|v| v.parse().ok()) {
+        base.temporal_layers = nt;
+        if std::env::var("CELLS").is_err() {
+            base.cell_kbps = codec::ladder::default_cell_kbps(3, nt, 1.0);
+        }
+    }
     // ORDER=spatial-major: the other layer order (default: the server's, size-first).
     let order = match std::env::var("ORDER") {
         Ok(o) => LayerOrder::parse(&o).expect("ORDER: size-first or spatial-major"),
@@ -242,8 +250,10 @@ fn main() {
     // TRACK=0: without the per-cell target tracking (`SvcConfig::track_cells`).
     base.track_cells = std::env::var("TRACK").as_deref() != Ok("0");
     // The acceptance rows are the defaults' only.
-    let defaults =
-        std::env::var("CELLS").is_err() && std::env::var("ORDER").is_err() && base.track_cells;
+    let defaults = std::env::var("CELLS").is_err()
+        && std::env::var("ORDER").is_err()
+        && std::env::var("TEMPORAL").is_err()
+        && base.track_cells;
     if let Some(v) = std::env::var("LOWER_SPEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -419,7 +429,8 @@ fn main() {
     }
     let fps = speed.unwrap_or(0.0);
     println!(
-        "encode + RTP + FEC, 720p30 L3T3, one thread: {fps:.1} fps by CPU time = {:.2}x real time",
+        "encode + RTP + FEC, 720p30 L3T{}, one thread: {fps:.1} fps by CPU time = {:.2}x real time",
+        base.temporal_layers,
         fps / 30.0
     );
     if !defaults {
@@ -438,8 +449,9 @@ fn main() {
     testkit::record(
         "issue19/encode-fec-speed",
         &format!(
-            "{fps:.1} fps = {:.2}x real time: encode 720p30 L3T3 (cpu-used {:?}, one thread) + RTP + FEC, BBB, thread CPU time",
+            "{fps:.1} fps = {:.2}x real time: encode 720p30 L3T{} (cpu-used {:?}, one thread) + RTP + FEC, BBB, thread CPU time",
             fps / 30.0,
+            base.temporal_layers,
             (0..3).map(|s| base.layer_speed(s)).collect::<Vec<_>>()
         ),
         Some(fps >= 36.0),

@@ -19,6 +19,48 @@ use crate::error::{Error, Result};
 /// of a frame and its bunch's repair stay a small share of every layer).
 pub const DEFAULT_L3T3_CELL_KBPS: [[u32; 3]; 3] = [[90, 80, 160], [225, 90, 135], [760, 230, 600]];
 
+/// Default per-cell rates (kbit/s) for 720p30 L3T2, the server's default encode: each frame
+/// rate keeps about its L3T3 budget (TL0 = L3T3's TL0 + TL1, TL1 = its TL2), less 30 kbit/s on
+/// the 180p TL0 and 20 on the 720p TL0. Why less: an L3T2 layer's announced rate carries one
+/// packet of slot rounding per 15-fps frame where L3T3's carried one per 7.5-fps frame, and
+/// with these two every ladder point costs what it did in L3T3 or less (180p15 at 245 kbit/s
+/// announced, under a 300 kbit/s link's share; 720p15 under LCC's share of 3 Mbit/s). Why two
+/// temporal layers: a frame waits in its layer's constant-rate queue for about one frame
+/// period of its temporal layer, 133 ms for L3T3's 7.5-fps TL0 against 67 ms here, and that
+/// wait sets every viewer's playout buffer; and the 0212 pattern's third layer costs rate at
+/// equal quality (docs/server.md "The default ladder", docs/codec.md "Rate-quality against one
+/// plain stream").
+pub const DEFAULT_L3T2_CELL_KBPS: [[u32; 2]; 3] = [[140, 160], [315, 135], [970, 600]];
+
+/// Default per-cell rates (kbit/s) of an `ns`-spatial, `nt`-temporal encode (1..=3 each): the
+/// top `ns` rows of [`DEFAULT_L3T2_CELL_KBPS`] (or [`DEFAULT_L3T3_CELL_KBPS`] for three
+/// temporal layers; one temporal layer carries both L3T2 columns), times `scale`, every cell
+/// at least 1 kbit/s (libvpx rejects a zero layer target).
+pub fn default_cell_kbps(ns: usize, nt: usize, scale: f64) -> Vec<Vec<u32>> {
+    let ns = ns.clamp(1, 3);
+    let rows: Vec<Vec<u32>> = match nt {
+        3.. => DEFAULT_L3T3_CELL_KBPS[3 - ns..]
+            .iter()
+            .map(|r| r.to_vec())
+            .collect(),
+        2 => DEFAULT_L3T2_CELL_KBPS[3 - ns..]
+            .iter()
+            .map(|r| r.to_vec())
+            .collect(),
+        _ => DEFAULT_L3T2_CELL_KBPS[3 - ns..]
+            .iter()
+            .map(|r| vec![r[0] + r[1]])
+            .collect(),
+    };
+    rows.into_iter()
+        .map(|row| {
+            row.into_iter()
+                .map(|r| ((r as f64 * scale).round() as u32).max(1))
+                .collect()
+        })
+        .collect()
+}
+
 /// The order a ladder stacks its cells in (docs/server.md "The default ladder").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LayerOrder {
@@ -299,6 +341,29 @@ pub fn scale_cells(base: &[Vec<u32>], total_kbps: u32) -> Vec<Vec<u32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_cells_per_temporal_layer_count() {
+        assert_eq!(default_cell_kbps(3, 3, 1.0)[2], vec![760, 230, 600]);
+        assert_eq!(
+            default_cell_kbps(3, 2, 1.0),
+            vec![vec![140, 160], vec![315, 135], vec![970, 600]]
+        );
+        // Each frame rate keeps its L3T3 budget but the 180p and 720p TL0's (see the table).
+        let l3t3 = DEFAULT_L3T3_CELL_KBPS;
+        let less = [30, 0, 20];
+        for (s, row) in DEFAULT_L3T2_CELL_KBPS.iter().enumerate() {
+            assert_eq!(row[1], l3t3[s][2]);
+            assert_eq!(row[0] + less[s], l3t3[s][0] + l3t3[s][1], "S{s}");
+        }
+        assert_eq!(default_cell_kbps(2, 1, 1.0), vec![vec![450], vec![1570]]);
+        assert_eq!(default_cell_kbps(1, 2, 0.5), vec![vec![485, 300]]);
+        // Every cell stays above zero (libvpx rejects a zero layer target).
+        assert!(default_cell_kbps(3, 3, 0.001)
+            .iter()
+            .flatten()
+            .all(|&r| r == 1));
+    }
 
     #[test]
     fn orders_keep_every_dependency_below_a_cell() {

@@ -14,10 +14,13 @@ pub struct VideoConfig {
     pub height: Option<u32>,
     /// Frames per second. Default 30.
     pub fps: Option<u32>,
-    /// Spatial and temporal layers, 1..=3 each. Default 3 and 3.
+    /// Spatial and temporal layers, 1..=3 each. Default 3 and 2 (L3T2: the per-layer
+    /// constant-rate queues hold a frame about one frame period of its temporal layer, and
+    /// L3T3's TL0 is 7.5 fps at 30; docs/server.md "The default ladder").
     pub spatial: Option<usize>,
     pub temporal: Option<usize>,
-    /// Multiplies the codec's default 720p30 L3T3 cell rates (`codec::ladder`). Default 1.
+    /// Multiplies the codec's default cell rates (`codec::ladder::default_cell_kbps`: 720p30
+    /// L3T2, or L3T3 with three temporal layers). Default 1.
     pub kbps_scale: Option<f64>,
     /// How the cells stack into cumulative layers: `size-first` (below the top spatial layer,
     /// every size at half the frame rate before any at the full rate) or `spatial-major`.
@@ -44,9 +47,11 @@ pub struct VideoConfig {
     /// The same for the temporal-layer-0 layers that carry the key pictures and the scene
     /// cuts' large frames: every TL0 layer but the base layer of a multi-spatial encode
     /// (`ResolvedVideo::headroom`; 1.0..=5.0, below `rate_headroom` it is raised to it).
-    /// Default 1.25 (`DEFAULT_KEY_HEADROOM`): everything predicts from those frames, so their
+    /// Default 1.2 (`DEFAULT_KEY_HEADROOM`): everything predicts from those frames, so their
     /// wait in the pacer is every viewer's latency and a late one a freeze (docs/server.md
     /// "Layer rates"); the slots they leave free carry repair for the frames a loss hurts most.
+    /// 1.25 with L3T2's 15-fps TL0 frames put the 640x360 TL0 layer at 26 % repair, over the
+    /// issue-19 bound of 25 (one packet of slot rounding per frame is a larger share of them).
     pub key_headroom: Option<f64>,
     /// Pacer burst (1.0..=16.0): a layer with queued media may send its bunches at up to this
     /// multiple of its announced rate, running ahead of its constant-rate schedule by at most
@@ -141,9 +146,6 @@ impl ResolvedVideo {
     }
 }
 
-/// Default per-cell rates of the 720p30 L3T3 ladder (kbit/s).
-const L3T3_CELL_KBPS: [[u32; 3]; 3] = codec::ladder::DEFAULT_L3T3_CELL_KBPS;
-
 impl VideoConfig {
     pub(super) fn resolve(&self, key: &dyn Fn(&str) -> String) -> Result<ResolvedVideo> {
         let (w, h) = (self.width.unwrap_or(1280), self.height.unwrap_or(720));
@@ -160,7 +162,7 @@ impl VideoConfig {
                 format!("{fps} outside 1..=60"),
             ));
         }
-        let (ns, nt) = (self.spatial.unwrap_or(3), self.temporal.unwrap_or(3));
+        let (ns, nt) = (self.spatial.unwrap_or(3), self.temporal.unwrap_or(2));
         if !(1..=3).contains(&ns) || !(1..=3).contains(&nt) {
             return Err(Error::config(
                 &key("video.spatial"),
@@ -174,13 +176,7 @@ impl VideoConfig {
                 format!("{scale} outside 0.01..=10"),
             ));
         }
-        let cell_kbps = (0..ns)
-            .map(|s| {
-                (0..nt)
-                    .map(|t| ((L3T3_CELL_KBPS[3 - ns + s][t] as f64 * scale).round() as u32).max(1))
-                    .collect()
-            })
-            .collect();
+        let cell_kbps = codec::ladder::default_cell_kbps(ns, nt, scale);
         let order = match self.layer_order.as_deref() {
             None => default_order(fps),
             Some(name) => codec::ladder::LayerOrder::parse(name).ok_or_else(|| {
@@ -308,7 +304,7 @@ pub const DEFAULT_MAX_MIDDLE_WAIT_MS: u64 = 500;
 pub const DEFAULT_PACER_CREDIT_MS: u64 = 120;
 
 /// Default `video.key_headroom`.
-pub const DEFAULT_KEY_HEADROOM: f64 = 1.25;
+pub const DEFAULT_KEY_HEADROOM: f64 = 1.2;
 
 /// Default `video.rate_headroom`.
 pub const DEFAULT_RATE_HEADROOM: f64 = 1.1;
@@ -334,35 +330,37 @@ mod tests {
             .resolve("s", "s1", Ipv4Addr::new(239, 255, 77, 0), 5004)
         };
         let v = resolve(None).unwrap();
-        // The default ladder (docs/server.md "The default ladder"): 720p30 L3T3 in size-first
-        // order (S0T0, S0T1, S1T0, S1T1, S0T2, S1T2, S2T0, S2T1, S2T2), 600-byte pairs,
-        // headroom x (budget in packets of 556 payload bytes + one packet per frame); TL0/TL1
-        // at 7.5 fps, TL2 at 15 fps. The headroom is 1.25 on S1T0 and S2T0 (layers 2 and 6),
-        // 1.1 on the others, the base layer included.
+        // The default ladder (docs/server.md "The default ladder"): 720p30 L3T2 in size-first
+        // order (S0T0, S1T0, S0T1, S1T1, S2T0, S2T1), 600-byte pairs, headroom x (budget in
+        // packets of 556 payload bytes + one packet per frame); TL0 and TL1 at 15 fps. The
+        // headroom is 1.2 on S1T0 and S2T0 (layers 1 and 4), 1.1 on the others, the base
+        // layer included.
         assert_eq!(v.packet_size, 600);
         assert_eq!(
             v.rates_bps,
-            vec![146_435, 134_564, 348_507, 146_435, 269_128, 239_452, 1_070_180, 312_622, 791_430]
+            vec![245_387, 494_314, 269_128, 239_452, 1_342_515, 791_430]
         );
         let rule = |c: f64, fps: f64, h: f64| {
             (h * fps * (c / fps / (8.0 * 556.0) + 1.0) * 4800.0).round() as u64
         };
-        assert_eq!(v.rates_bps[0], rule(90_000.0, 7.5, 1.1));
-        assert_eq!(v.rates_bps[2], rule(225_000.0, 7.5, 1.25));
-        assert_eq!(v.rates_bps[6], rule(760_000.0, 7.5, 1.25));
-        assert_eq!(v.rates_bps[8], rule(600_000.0, 15.0, 1.1));
+        assert_eq!(v.rates_bps[0], rule(140_000.0, 15.0, 1.1));
+        assert_eq!(v.rates_bps[1], rule(315_000.0, 15.0, 1.2));
+        assert_eq!(v.rates_bps[4], rule(970_000.0, 15.0, 1.2));
+        assert_eq!(v.rates_bps[5], rule(600_000.0, 15.0, 1.1));
         // What a viewer holds below 1 and 3 Mbit/s (LCC's cap: 0.95 of the pair dispersion,
-        // 600 of 628 bytes on the wire): 360p15 (4 layers) and 720p15 (8 layers).
+        // 600 of 628 bytes on the wire): 180p15 (1 layer) behind 300 kbit/s, 360p15 (2 layers)
+        // behind 1 Mbit/s and 720p15 (5 layers) behind 3 Mbit/s.
         let cum = |k: usize| v.rates_bps[..=k].iter().sum::<u64>();
         let cap = |link: f64| (link * 600.0 / 628.0 * 0.95) as u64;
-        assert!(cum(3) < cap(1e6) && cum(4) > cap(1e6), "{}", cum(3));
-        assert!(cum(7) < cap(3e6) && cum(8) > cap(3e6), "{}", cum(7));
-        assert!(cum(8) < cap(4e6), "720p30 behind 4 Mbit/s: {}", cum(8));
+        assert!(cum(0) < cap(0.3e6), "180p15 behind 300 kbit/s: {}", cum(0));
+        assert!(cum(1) < cap(1e6) && cum(2) > cap(1e6), "{}", cum(1));
+        assert!(cum(4) < cap(3e6) && cum(5) > cap(3e6), "{}", cum(4));
+        assert!(cum(5) < cap(4e6), "720p30 behind 4 Mbit/s: {}", cum(5));
         // The layers' labels follow the order.
         let labels = crate::video::labels(v.video.as_ref().unwrap());
-        assert_eq!(labels[2], "S1T0 640x360@7.5");
-        assert_eq!(labels[4], "S0T2 320x180@30");
-        // rate_headroom 1.3 raises the TL0 layers' key_headroom (1.25) to it too.
+        assert_eq!(labels[1], "S1T0 640x360@15");
+        assert_eq!(labels[2], "S0T1 320x180@30");
+        // rate_headroom 1.3 raises the TL0 layers' key_headroom (1.2) to it too.
         let v13 = resolve(Some(VideoConfig {
             rate_headroom: Some(1.3),
             ..Default::default()
@@ -371,16 +369,16 @@ mod tests {
         assert_eq!(
             &v13.rates_bps[..3],
             &[
-                rule(90_000.0, 7.5, 1.3),
-                rule(80_000.0, 7.5, 1.3),
-                rule(225_000.0, 7.5, 1.3)
+                rule(140_000.0, 15.0, 1.3),
+                rule(315_000.0, 15.0, 1.3),
+                rule(160_000.0, 15.0, 1.3)
             ]
         );
         let v_sum: u64 = v.rates_bps.iter().sum();
         let rv_order = v.video.as_ref().unwrap().order;
         let rv = v.video.unwrap();
         assert_eq!((rv.pacer_peak, rv.pacer_credit.as_millis()), (8.0, 120));
-        assert_eq!((rv.rate_headroom, rv.key_headroom), (1.1, 1.25));
+        assert_eq!((rv.rate_headroom, rv.key_headroom), (1.1, 1.2));
         assert_eq!((rv.width, rv.height, rv.fps), (1280, 720, 30));
         // One spatial layer: its TL0 layer carries the key pictures and takes key_headroom.
         let one = resolve(Some(VideoConfig {
@@ -389,9 +387,22 @@ mod tests {
         }))
         .unwrap();
         let ov = one.video.clone().unwrap();
-        assert_eq!((ov.headroom(0, 0), ov.headroom(0, 1)), (1.25, 1.1));
+        assert_eq!((ov.headroom(0, 0), ov.headroom(0, 1)), (1.2, 1.1));
         // (one spatial layer is the top row of the ladder: 720p)
-        assert_eq!(one.rates_bps[0], rule(760_000.0, 7.5, 1.25));
+        assert_eq!(one.rates_bps[0], rule(970_000.0, 15.0, 1.2));
+        // Three temporal layers on request: the L3T3 cells, TL0 and TL1 at 7.5 fps (with the
+        // key headroom of that ladder's days, its announced rates as they were).
+        let t3 = resolve(Some(VideoConfig {
+            temporal: Some(3),
+            key_headroom: Some(1.25),
+            ..Default::default()
+        }))
+        .unwrap();
+        assert_eq!(
+            t3.rates_bps,
+            vec![146_435, 134_564, 348_507, 146_435, 269_128, 239_452, 1_070_180, 312_622, 791_430]
+        );
+        assert_eq!(t3.rates_bps[6], rule(760_000.0, 7.5, 1.25));
         // Below 30 fps (half the rate under 15 fps) the default order is spatial-major.
         let at15 = resolve(Some(VideoConfig {
             fps: Some(15),
@@ -403,13 +414,13 @@ mod tests {
             codec::ladder::LayerOrder::SpatialMajor
         );
         assert_eq!(rv_order, codec::ladder::LayerOrder::SizeFirst);
-        // spatial-major on request: the same cells, S0T2 third.
+        // spatial-major on request: the same cells, S0T1 second.
         let sm = resolve(Some(VideoConfig {
             layer_order: Some("spatial-major".into()),
             ..Default::default()
         }))
         .unwrap();
-        assert_eq!(sm.rates_bps[2], rule(160_000.0, 15.0, 1.1));
+        assert_eq!(sm.rates_bps[1], rule(160_000.0, 15.0, 1.1));
         assert_eq!(sm.rates_bps.iter().sum::<u64>(), v_sum);
         // key_headroom below rate_headroom is raised to it.
         let v = resolve(Some(VideoConfig {

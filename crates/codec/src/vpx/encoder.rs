@@ -103,6 +103,16 @@ pub enum DropMode {
 }
 
 impl SvcConfig {
+    /// 1280x720 at 30 fps, L3T2, with the default ladder rates: the server's default encode
+    /// (`codec::ladder::DEFAULT_L3T2_CELL_KBPS`); otherwise as [`Self::l3t3_720p`].
+    pub fn l3t2_720p() -> Self {
+        SvcConfig {
+            temporal_layers: 2,
+            cell_kbps: crate::ladder::default_cell_kbps(3, 2, 1.0),
+            ..Self::l3t3_720p()
+        }
+    }
+
     /// 1280x720 at 30 fps, L3T3, with the default ladder rates.
     pub fn l3t3_720p() -> Self {
         SvcConfig {
