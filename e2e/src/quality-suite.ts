@@ -55,9 +55,9 @@ export const METRICS = {
 export type Metric = keyof typeof METRICS;
 
 /** The viewers' access rates, chosen against the ladder of the suite's encode (SMALL_VIDEO,
- *  the clip, 1200-byte packets: 9 layers; at 30 fps the server announces 3.26 Mbit/s (3.35 on the wire) with
+ *  the clip, 1200-byte packets: 6 layers (L3T2); at 30 fps the server announces 2.71 Mbit/s with
  *  headroom, repair and padding, docs/testbed.md "Quality suite"): 4 Mbit/s carries every
- *  layer (at ~84 % load), 1 Mbit/s a middle one (spatial layer 1).
+ *  layer (at ~70 % load), 1 Mbit/s a middle one (spatial layer 1 at 15 fps, 0.70 Mbit/s).
  *  The suite reports the layers each viewer held, so a ladder that moves shows. */
 export const ALL_LAYERS_KBPS = 4000;
 /** The suite encodes SMALL_VIDEO at the product's frame rate (the server's default encode is
@@ -301,7 +301,8 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
   const results: CaseResult[] = [];
   for (const p of protocols) for (const c of CASES) results.push(foldCase(p, c, perCase.get(`${p}/${c.id}`) ?? [], runs));
   const cmd = `make quality ARGS='--runs ${runs}${seconds !== 60 ? ` --seconds ${seconds}` : ''}${opts.video === 'default' ? ' --video default' : fps !== SUITE_FPS ? ` --fps ${fps}` : ''}'`;
-  const encode = opts.video === 'default' ? 'server default encode (720p30 L3T3)' : `640x360 L3T3 at ${fps} fps`;
+  const lt = `L${SMALL_VIDEO.spatial}T${opts.serverVideo?.temporal ?? SMALL_VIDEO.temporal}`;
+  const encode = opts.video === 'default' ? `server default encode (720p30 L3T${opts.serverVideo?.temporal ?? 2})` : `640x360 ${lt} at ${fps} fps`;
   const server = Object.entries(opts.serverVideo ?? {}).map(([k, v]) => `video.${k} = ${v}`);
   if (!opts.playerArgs?.length && !server.length) for (const r of results) recordAcceptance(checkId(r.protocol, r.case), `${encode}, ${caseValue(r)}`, r.pass, cmd);
   else if (opts.playerArgs?.length) notes.push(`players ran with ${opts.playerArgs.join(' ')}: a comparison, no acceptance rows recorded`);

@@ -448,8 +448,8 @@ export interface LadderShape {
   order: LayerOrder;
 }
 
-/** The server's default encode: L3T3, size-first. */
-export const DEFAULT_LADDER: LadderShape = { spatial: 3, temporal: 3, order: 'size-first' };
+/** The server's default encode: L3T2, size-first. */
+export const DEFAULT_LADDER: LadderShape = { spatial: 3, temporal: 2, order: 'size-first' };
 
 /** The ladder of a session's `video` config (its `spatial`, `temporal`, `layer_order`, with the
  *  server's defaults: size-first at 30 fps or more, spatial-major below,
@@ -458,7 +458,7 @@ export function ladderOf(video?: Record<string, unknown>): LadderShape {
   const n = (v: unknown, d: number) => (typeof v === 'number' && v >= 1 ? v : d);
   const lo = video?.layer_order;
   const order = lo === 'spatial-major' || lo === 'size-first' ? lo : n(video?.fps, 30) >= 30 ? 'size-first' : 'spatial-major';
-  return { spatial: n(video?.spatial, 3), temporal: n(video?.temporal, 3), order };
+  return { spatial: n(video?.spatial, 3), temporal: n(video?.temporal, 2), order };
 }
 
 /** The (spatial, temporal) cell of each layer, layer 0 first: the same rule as the server's

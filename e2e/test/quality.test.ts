@@ -180,12 +180,15 @@ test('source frame rate and shown rate at the held layer come from the stamps an
   assert.equal(heldFrameShare(7, sm), 1);
   assert.equal(heldFrameShare(8, sm), 0.5);
   assert.equal(heldFrameShare(9, sm), 1);
-  // Size-first (the server's default): (0,0) (0,1) (1,0) (1,1) (0,2) (1,2) (2,0) (2,1) (2,2).
-  assert.deepEqual(layerCells(DEFAULT_LADDER), [[0, 0], [0, 1], [1, 0], [1, 1], [0, 2], [1, 2], [2, 0], [2, 1], [2, 2]]);
-  assert.deepEqual([1, 2, 3, 4, 5, 6, 7, 8, 9].map((k) => heldFrameShare(k)), [0.25, 0.5, 0.5, 0.5, 0.5, 1, 1, 0.5, 1]);
-  assert.deepEqual(layerCells({ spatial: 3, temporal: 2, order: 'size-first' }), [[0, 0], [1, 0], [0, 1], [1, 1], [2, 0], [2, 1]]);
+  // Size-first L3T3: (0,0) (0,1) (1,0) (1,1) (0,2) (1,2) (2,0) (2,1) (2,2).
+  const sf3 = { spatial: 3, temporal: 3, order: 'size-first' as const };
+  assert.deepEqual(layerCells(sf3), [[0, 0], [0, 1], [1, 0], [1, 1], [0, 2], [1, 2], [2, 0], [2, 1], [2, 2]]);
+  assert.deepEqual([1, 2, 3, 4, 5, 6, 7, 8, 9].map((k) => heldFrameShare(k, sf3)), [0.25, 0.5, 0.5, 0.5, 0.5, 1, 1, 0.5, 1]);
+  // The server's default, size-first L3T2: 180p15, 360p15, (180p30, not shown), 360p30, 720p15, 720p30.
+  assert.deepEqual(layerCells(DEFAULT_LADDER), [[0, 0], [1, 0], [0, 1], [1, 1], [2, 0], [2, 1]]);
+  assert.deepEqual([1, 2, 3, 4, 5, 6].map((k) => heldFrameShare(k)), [0.5, 0.5, 0.5, 1, 0.5, 1]);
   assert.deepEqual(layerCells({ spatial: 2, temporal: 3, order: 'size-first' }), layerCells({ spatial: 2, temporal: 3, order: 'spatial-major' }));
-  assert.deepEqual(ladderOf({ spatial: 2, layer_order: 'spatial-major' }), { spatial: 2, temporal: 3, order: 'spatial-major' });
+  assert.deepEqual(ladderOf({ spatial: 2, layer_order: 'spatial-major' }), { spatial: 2, temporal: 2, order: 'spatial-major' });
   assert.deepEqual(ladderOf(undefined), DEFAULT_LADDER);
   // The server's default order follows the frame rate: spatial-major below 30 fps.
   assert.equal(ladderOf({ fps: 15 }).order, 'spatial-major');
