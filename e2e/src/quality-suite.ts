@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { qualityTest, SMALL_VIDEO, type Viewer } from '../examples/quality-test.js';
-import { histogramQuantilesMs, removePictures, type PlayerQuality } from './quality.js';
+import { DEFAULT_LADDER, histogramQuantilesMs, removePictures, type PlayerQuality } from './quality.js';
 import { meanCi95 } from './repeat.js';
 import { recordAcceptance } from './acceptance.js';
 import { findBinary } from './bins.js';
@@ -301,8 +301,8 @@ export async function runQualitySuite(opts: SuiteOptions): Promise<CaseResult[]>
   const results: CaseResult[] = [];
   for (const p of protocols) for (const c of CASES) results.push(foldCase(p, c, perCase.get(`${p}/${c.id}`) ?? [], runs));
   const cmd = `make quality ARGS='--runs ${runs}${seconds !== 60 ? ` --seconds ${seconds}` : ''}${opts.video === 'default' ? ' --video default' : fps !== SUITE_FPS ? ` --fps ${fps}` : ''}'`;
-  const lt = `L${SMALL_VIDEO.spatial}T${opts.serverVideo?.temporal ?? SMALL_VIDEO.temporal}`;
-  const encode = opts.video === 'default' ? `server default encode (720p30 L3T${opts.serverVideo?.temporal ?? 2})` : `640x360 ${lt} at ${fps} fps`;
+  const nt = opts.serverVideo?.temporal ?? (opts.video === 'default' ? DEFAULT_LADDER.temporal : SMALL_VIDEO.temporal);
+  const encode = opts.video === 'default' ? `server default encode (720p30 L3T${nt})` : `640x360 L${SMALL_VIDEO.spatial}T${nt} at ${fps} fps`;
   const server = Object.entries(opts.serverVideo ?? {}).map(([k, v]) => `video.${k} = ${v}`);
   if (!opts.playerArgs?.length && !server.length) for (const r of results) recordAcceptance(checkId(r.protocol, r.case), `${encode}, ${caseValue(r)}`, r.pass, cmd);
   else if (opts.playerArgs?.length) notes.push(`players ran with ${opts.playerArgs.join(' ')}: a comparison, no acceptance rows recorded`);
