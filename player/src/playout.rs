@@ -64,6 +64,11 @@ pub struct PlayoutClock {
     /// (decode time, lateness) of the pictures of the last `window_ns` (or `long_window_ns`,
     /// the longer), oldest first.
     lateness: VecDeque<(u64, i64)>,
+    /// The fastest picture's lateness of each second (unix-less: `decode ns / 1 s`) over the
+    /// longer window, oldest first: the path's queueing delay, kept apart from `lateness` so
+    /// that a lower path starting ([`PlayoutClock::lower_path_starts`]) does not forget a
+    /// swinging queue's last peak.
+    floors: VecDeque<(u64, i64)>,
     /// The same of the top path's pictures, when a lower path decodes them first
     /// ([`PlayoutClock::top_decoded`]), and the quantile of them the buffer absorbs.
     top: VecDeque<(u64, i64)>,
@@ -90,6 +95,7 @@ impl PlayoutClock {
             window_ns,
             long_window_ns: LONG_WINDOW_NS,
             lateness: VecDeque::new(),
+            floors: VecDeque::new(),
             top: VecDeque::new(),
             top_quantile: TOP_QUANTILE,
             offset: None,
@@ -118,24 +124,24 @@ impl PlayoutClock {
         self.window_ns.max(self.long_window_ns)
     }
 
+    /// Whether the fastest picture of each second has spanned more than [`SWING_NS`] over
+    /// the kept seconds (a queue shared with a flow that fills it), and the highest of them:
+    /// the queue's last peak, which a swinging path's buffer holds.
+    fn swing(&self) -> Option<i64> {
+        let hi = self.floors.iter().map(|f| f.1).max()?;
+        let lo = self.floors.iter().map(|f| f.1).min()?;
+        (hi - lo > SWING_NS).then_some(hi)
+    }
+
     /// The lateness of the pictures that size the buffer now, sorted: those of the last
-    /// `window_ns`, or of the last `long_window_ns` while the fastest picture of each second
-    /// has spanned more than [`SWING_NS`] over it (a queue shared with a flow that fills it).
+    /// `window_ns`, or of the last `long_window_ns` while the path swings
+    /// ([`PlayoutClock::swing`]).
     fn sized_by(&self) -> Vec<i64> {
         let Some(&(newest, newest_l)) = self.lateness.back() else {
             return Vec::new();
         };
         let now = newest.max(self.last_now);
-        let mut floors: Vec<(u64, i64)> = Vec::new();
-        for &(t, l) in &self.lateness {
-            match floors.last_mut() {
-                Some(f) if f.0 == t / 1_000_000_000 => f.1 = f.1.min(l),
-                _ => floors.push((t / 1_000_000_000, l)),
-            }
-        }
-        let swing = floors.iter().map(|f| f.1).max().unwrap_or(0)
-            - floors.iter().map(|f| f.1).min().unwrap_or(0);
-        let span = if swing > SWING_NS {
+        let span = if self.swing().is_some() {
             self.kept_ns()
         } else {
             self.window_ns
@@ -151,6 +157,19 @@ impl PlayoutClock {
         }
         v.sort_unstable();
         v
+    }
+
+    /// Takes a picture's lateness into the per-second floors.
+    fn floor_in(&mut self, now_ns: u64, lateness: i64) {
+        let sec = now_ns / 1_000_000_000;
+        match self.floors.back_mut() {
+            Some(f) if f.0 == sec => f.1 = f.1.min(lateness),
+            _ => self.floors.push_back((sec, lateness)),
+        }
+        let kept_s = self.kept_ns().div_ceil(1_000_000_000);
+        while self.floors.front().is_some_and(|f| f.0 + kept_s < sec) && self.floors.len() > 1 {
+            self.floors.pop_front();
+        }
     }
 
     /// The top path decoded the picture with RTP timestamp `ts` at `now_ns`, while a lower
@@ -231,6 +250,7 @@ impl PlayoutClock {
         let nominal = nominal(*self.anchor.get_or_insert((now_ns, ts)), ts);
         let own = now_ns as i64 - nominal;
         self.lateness.push_back((now_ns, own));
+        self.floor_in(now_ns, own);
         let kept = self.kept_ns();
         forget(&mut self.lateness, kept, now_ns, 1);
         // At quantile 1 the window's worst includes this picture: nothing to raise, and no
@@ -264,6 +284,11 @@ impl PlayoutClock {
             (true, false) => quantile(&t, self.top_quantile),
             (false, false) => quantile(&v, self.quantile).max(quantile(&t, self.top_quantile)),
         };
+        // A swinging queue's last peak is held whichever path's pictures size the buffer
+        // now: after a lower path starts, the history that held it is the top path's, kept
+        // 8 s at its quantile, and the next peak was a freeze (quality suite, CUBIC-shared
+        // path, docs/player.md "Not done yet").
+        let q = self.swing().map_or(q, |peak| q.max(peak));
         let floor = v.first().or(t.first()).copied().unwrap_or(own);
         let target = q.min(floor.saturating_add(self.max_jitter_ns));
         let elapsed = now_ns.saturating_sub(self.last_now) as f64;
@@ -597,5 +622,37 @@ mod tests {
         let mut c = PlayoutClock::new(0, MAX_JITTER_NS, QUANTILE, WINDOW_NS);
         run(&mut c, &|i| if i == 300 { 300 } else { 0 });
         assert!(c.jitter_ns() <= 5 * MS, "{}", c.jitter_ns());
+    }
+
+    /// A lower path that starts between two peaks of a swinging queue (a viewer whose
+    /// controller dropped to the base layer and climbed back, behind a CUBIC download) moves
+    /// the history to the top path's 8-s window: the per-second floors stay, so the next
+    /// peak finds the buffer still at the last one's and no picture is held on screen.
+    #[test]
+    fn a_lower_path_starting_keeps_the_swinging_queues_peak() {
+        let period = 33_333_333u64;
+        let peaks = |i: u64| if i % 450 >= 330 { 300 } else { 0 };
+        let mut c = PlayoutClock::new(0, MAX_JITTER_NS, QUANTILE, WINDOW_NS);
+        let (mut holds, mut prev_due) = (0, 0u64);
+        for i in 0..1000u64 {
+            let (ts, capture) = ((i * 3000) as u32, 1_000 * MS + i * period);
+            let lower = capture + (40 + peaks(i)) * MS;
+            if i < 480 {
+                // One path until 16 s (after the first peak, 11-15 s).
+                prev_due = c.due(ts, lower).0;
+                continue;
+            }
+            if i == 480 {
+                c.lower_path_starts();
+            }
+            c.observe(ts, lower);
+            c.top_decoded(ts, lower + 10 * MS);
+            let (due, _) = c.place(ts, lower + 10 * MS);
+            // The second peak (26-30 s): held on screen 150 ms over a frame period.
+            holds += (due - prev_due > period + 150 * MS) as u32;
+            prev_due = due;
+        }
+        assert_eq!(holds, 0);
+        assert!(c.jitter_ns() >= 290 * MS, "{}", c.jitter_ns());
     }
 }

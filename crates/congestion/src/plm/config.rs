@@ -81,6 +81,14 @@ pub struct PlmConfig {
     /// drops behind a CUBIC flow come 1-10 s apart, so a shorter memory left most of the
     /// jumps uncapped).
     pub climb_memory: Duration,
+    /// A pair sample never drops the base layer (ours; the paper's drop loop runs down to
+    /// no layer, then re-joins after [`PlmConfig::t_rejoin`]). Why: on a path that has been
+    /// carrying the base layer a pair below its rate is a pair stretched at the sender or the
+    /// receiver far more often than a path that lost it, and leaving it is 30 s of black: in
+    /// the quality suite a sender stall read 246 kbit/s against the base's 317 on three
+    /// viewers at once and each saw nothing from 29 to 59 s (`docs/protocols/plm.md` §11).
+    /// A path that really cannot carry the base still empties by the loss rule or silence.
+    pub pp_keeps_base: bool,
     /// Blind period after a loss-triggered drop (500 ms).
     pub blind: Duration,
     /// Packets received in a loss cycle before its rate is evaluated (ns-2: 10).
@@ -118,6 +126,7 @@ impl Default for PlmConfig {
             confirm_drop: None,
             climb_after_drop: None,
             climb_memory: Duration::from_secs(8),
+            pp_keeps_base: false,
             blind: Duration::from_millis(500),
             loss_min_pkts: 10,
             loss_cycle_max: Duration::from_secs(5),
@@ -134,11 +143,12 @@ impl Default for PlmConfig {
 
 impl PlmConfig {
     /// The player's `plm`: the paper's rules plus [`PlmConfig::climb_after_drop`] = 2, for
-    /// the drop-tail links the paper's fair-queueing assumption does not hold on (the
-    /// paper's rules alone are `plm-paper`).
+    /// the drop-tail links the paper's fair-queueing assumption does not hold on, and
+    /// [`PlmConfig::pp_keeps_base`] (the paper's rules alone are `plm-paper`).
     pub fn live() -> PlmConfig {
         PlmConfig {
             climb_after_drop: Some(2.0),
+            pp_keeps_base: true,
             ..PlmConfig::default()
         }
     }

@@ -126,14 +126,16 @@ impl Plm {
         }
     }
 
-    /// §3.3 DROP on the sample `x` at `t`: leave layers while `!(B[n] < x)`.
+    /// §3.3 DROP on the sample `x` at `t`: leave layers while `!(B[n] < x)`, down to the base
+    /// layer with [`PlmConfig::pp_keeps_base`].
     pub(super) fn pp_drop(&mut self, t: Time, x: f64, confirmed: bool) {
         let from = self.n;
         let bn = self.b(self.n);
         self.pending_low = None;
         self.last_set_aside = None;
         self.t_c = Some(t + self.c);
-        while self.n >= 1 && !self.below(self.b(self.n), x) {
+        let floor = usize::from(self.cfg.pp_keeps_base);
+        while self.n > floor && !self.below(self.b(self.n), x) {
             self.leave_top();
         }
         self.reset_window();

@@ -507,6 +507,22 @@ fn single_low_sample_drops_until_below_it() {
     assert_eq!(*acts.last().unwrap(), Action::Leave(5));
 }
 
+/// A pair below the base layer's rate: the paper's drop loop leaves every layer (and
+/// re-joins 30 s later); the live configuration keeps the base layer.
+#[test]
+fn a_pair_below_the_base_drops_to_it_live_and_to_nothing_in_the_paper() {
+    let after_low_pair = |cfg: PlmConfig| {
+        let (mut p, s) = steady(cfg, 40, 95_000.0);
+        assert!(p.layers() > 1, "{}", p.layers());
+        let mut s = s;
+        // 5 kbit/s: under B[1] = 10 kbit/s.
+        pair(&mut p, 0, &mut s, Time::from_millis(100 + 32 * 40), 5_000.0);
+        p.layers()
+    };
+    assert_eq!(after_low_pair(PlmConfig::default()), 0);
+    assert_eq!(after_low_pair(PlmConfig::live()), 1);
+}
+
 #[test]
 fn loss_fallback_with_blind_period() {
     // Every pair loses its second packet: no PP, 50% loss ⇒ one layer per ≥ 0.5 s.
