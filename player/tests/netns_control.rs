@@ -49,10 +49,6 @@ fn layers_at(lines: &[Value], from: f64, to: f64) -> Vec<u64> {
         .collect()
 }
 
-/// The two controllers' runs are serialised: each is timing-sensitive (a single late pair
-/// sample makes either drop layers, by design), and the machine has two cores.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// One downward decision during the hold phase and whether the link explains it.
 struct Drop1 {
     at: f64,
@@ -71,7 +67,8 @@ fn run(controller: &str) {
     if !prerequisites() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // One controller at a time: a single late pair sample makes either drop layers, by design.
+    let _serial = one_testbed_at_a_time();
     let (hi, lo) = (1_000_000, 500_000);
     let (k_hi, k_lo) = (fitting_layers(hi), fitting_layers(lo));
     assert_eq!((k_hi, k_lo), (4, 2));

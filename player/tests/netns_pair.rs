@@ -4,17 +4,13 @@
 mod common;
 use common::*;
 
-/// The two rates' runs are serialised: cargo runs a binary's tests in parallel, and a second
-/// testbed (link emulator, server, player) on the same two cores delays pair arrivals by tens
-/// of microseconds, 5 % of the 822-us gap at 10 Mbit/s (a fresh clone's `make test` read
-/// -6.3 % with both running at once).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn check_rate(id: &str, rate_bps: u64, layer_rate: u64, packet: u64) {
     if !prerequisites() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // One rate at a time: a second testbed delays pair arrivals by tens of microseconds, 5 %
+    // of the 822-us gap at 10 Mbit/s (a fresh clone's `make test` read -6.3 % with both).
+    let _serial = one_testbed_at_a_time();
     // Queue: 50 ms at the bottleneck rate, at least a few packets.
     let mut tb = Testbed::new(
         rate_bps,

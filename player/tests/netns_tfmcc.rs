@@ -20,7 +20,7 @@
 //! `cargo test --release -p layercast-player --test netns_tfmcc -- --nocapture`.
 
 mod common;
-use common::{bin, prerequisites};
+use common::{bin, one_testbed_at_a_time, prerequisites};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -29,10 +29,9 @@ use std::time::{Duration, Instant};
 
 const SERVER: &str = "10.78.0.1";
 
-/// The tests of this file measure rates on a 2-core machine: one at a time, so that neither
-/// starves the other's receivers (a concurrent run showed a 22 % loss second at the honest
-/// receiver, which is the host, not the path).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+// The tests of this file measure rates on a 2-core machine: one at a time
+// (`one_testbed_at_a_time`), so that neither starves the other's receivers (a concurrent run
+// showed a 22 % loss second at the honest receiver, which is the host, not the path).
 
 fn sh(args: &[&str]) {
     let out = Command::new(args[0])
@@ -288,7 +287,7 @@ fn tfmcc_rate_follows_the_slow_receiver() {
     if !prerequisites() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = one_testbed_at_a_time();
     const SECS: f64 = 60.0;
     let mut net = Net::new();
     let server = bin("layercast-server");
@@ -493,7 +492,7 @@ fn forged_tfmcc_feedback_cannot_drive_the_rate_down() {
     if !prerequisites() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = one_testbed_at_a_time();
     const API: &str = "tfmcc-auth-api-token-0001";
     const PLAYER: &str = "tfmcc-auth-player-token-0001";
     const CEIL: f64 = 1_000_000.0;
@@ -787,7 +786,7 @@ fn tfmcc_video_encoder_follows_x_send_when_tcp_starts() {
         eprintln!("skipped: iperf3 not installed (scripts/setup.sh)");
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = one_testbed_at_a_time();
     const WARM: f64 = 60.0;
     const TCP: f64 = 30.0;
     let mut net = Net::new();

@@ -41,6 +41,15 @@ pub const CLIENT_IP: &str = "10.77.2.2";
 /// UDP + IPv4 + Ethernet header bytes that tbf counts on top of the UDP payload.
 pub const WIRE_OVERHEAD: u64 = 8 + 20 + 14;
 
+/// Holds this test binary's timing-sensitive testbeds to one at a time while the guard lives:
+/// cargo runs a binary's tests in parallel, and on two cores a second testbed (link emulator,
+/// server, players) delays the first one's packets enough to move what it measures (pair
+/// gaps, received rates). A test that panicked holding it poisons nothing here.
+pub fn one_testbed_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn sh(args: &[&str]) -> Result<String, String> {
     netns::sh(args).map_err(|e| e.0)
 }
